@@ -1,0 +1,45 @@
+# Entry points: `make demo` runs the main job, `make test` runs every suite; both set up a fresh machine first.
+PYTHON ?= /usr/bin/python3
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) -DPYTHON_EXECUTABLE=$(PYTHON)
+DEMO_DIR ?= $(BUILD)/demo
+
+.PHONY: setup build test test-cpp test-python demo bench lint format clean
+
+setup:
+	@bash scripts/setup.sh
+
+$(BUILD)/CMakeCache.txt: | setup
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test-cpp: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-python: build
+	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
+	  $(PYTHON) -m pytest tests/python; \
+	fi
+
+test: test-cpp test-python
+
+demo: build
+	rm -rf $(DEMO_DIR)
+	$(BUILD)/examples/xdl_trace_embed $(DEMO_DIR) 20 1
+
+bench: build
+	@echo "no benchmarks yet"
+
+lint: setup
+	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc' '*.c')
+	@if git ls-files '*.py' | grep -q .; then black --check --quiet $$(git ls-files '*.py'); fi
+
+format: setup
+	clang-format -i $$(git ls-files '*.h' '*.cc' '*.c')
+	@if git ls-files '*.py' | grep -q .; then black --quiet $$(git ls-files '*.py'); fi
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,49 @@
+// Configuration of one tracer: where files go, how they roll over, how the queue behaves.
+#ifndef XDL_TRACE_CONFIG_H_
+#define XDL_TRACE_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace xdl_trace {
+
+// What Step() does when max_pending_mb of records wait for the IO thread.
+enum class OverflowPolicy {
+  kBlock,  // Wait for the IO thread: loses nothing (default).
+  kDrop,   // Drop the new record; counted in stats and in Meta.
+};
+
+// What Step() does when a traced gradient was not sent for this step.
+enum class MissingGradientPolicy {
+  kError,        // Step fails with FailedPrecondition naming the key (default).
+  kEmptyColumn,  // Write an empty float32 column and count it in stats.
+};
+
+struct TraceConfig {
+  std::string output_dir;                // Required; created if missing.
+  std::string output_file_name = "trace";
+  bool is_training = true;               // "train.*" files, else "test.*".
+  int32_t rank = 0;
+  double max_file_m_size = 300;          // Megabytes (1e6 bytes) per data file.
+  double max_pending_mb = 256;           // Queue bound, megabytes (1e6 bytes).
+  OverflowPolicy overflow = OverflowPolicy::kBlock;
+  MissingGradientPolicy missing_gradient = MissingGradientPolicy::kError;
+  bool fsync = true;                     // fsync data at rollover and close.
+  double meta_interval_s = 10;           // Meta refresh period; <= 0 disables.
+  std::string run_id;                    // Empty: generated at Start.
+  // Device tracers to start with the tracer: built-in names ("cupti") or
+  // plugin paths (docs/device-tracing.md). Empty: none.
+  std::vector<std::string> device_tracers;
+
+  // InvalidArgument naming the field when a value is out of range.
+  absl::Status Validate() const;
+  // "train" or "test".
+  const char* Prefix() const { return is_training ? "train" : "test"; }
+};
+
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_CONFIG_H_

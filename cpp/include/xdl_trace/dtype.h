@@ -1,0 +1,46 @@
+// Element types a traced column can hold; values match xdl.proto.Type on the wire.
+#ifndef XDL_TRACE_DTYPE_H_
+#define XDL_TRACE_DTYPE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace xdl_trace {
+
+// Numbering is the wire format: 0..7 are XDL's, 8.. are additive.
+enum class DType : int32_t {
+  kInt8 = 0,
+  kInt16 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kFloat32 = 4,
+  kFloat64 = 5,
+  kBool = 6,
+  kByte = 7,
+  kUInt8 = 8,
+  kUInt16 = 9,
+  kUInt32 = 10,
+  kUInt64 = 11,
+  kFloat16 = 12,
+  kBFloat16 = 13,
+};
+
+inline constexpr int32_t kNumDTypes = 14;
+
+// True when `value` names one of the enumerators above.
+constexpr bool IsValidDType(int32_t value) {
+  return value >= 0 && value < kNumDTypes;
+}
+
+// Bytes per element; 0 for an invalid value.
+size_t DTypeSize(DType dtype);
+
+// Lower-case name as numpy spells it ("float32", "bool", "bfloat16"; "byte"
+// for kByte, which numpy reads as uint8). "invalid" for an invalid value.
+absl::string_view DTypeName(DType dtype);
+
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_DTYPE_H_

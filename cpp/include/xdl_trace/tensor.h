@@ -1,0 +1,51 @@
+// Tensor views the tracer reads from and small owned tensors it produces.
+#ifndef XDL_TRACE_TENSOR_H_
+#define XDL_TRACE_TENSOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/inlined_vector.h"
+#include "xdl_trace/dtype.h"
+
+namespace xdl_trace {
+
+using Shape = absl::InlinedVector<int64_t, 4>;
+
+// A borrowed, C-contiguous, little-endian tensor. The tracer never owns `data`;
+// whoever hands out a view keeps the memory alive and unchanged while the
+// tracer reads it (for a registered tensor: for the whole trace).
+struct TensorView {
+  DType dtype = DType::kFloat32;
+  Shape shape;                  // Empty for a scalar.
+  const void* data = nullptr;   // May be null only when NumElements() == 0.
+
+  int64_t NumElements() const;
+  size_t NumBytes() const { return static_cast<size_t>(NumElements()) * DTypeSize(dtype); }
+};
+
+// A tensor that owns its bytes: summaries, once-values, test data.
+struct Tensor {
+  DType dtype = DType::kFloat32;
+  Shape shape;
+  std::string bytes;  // NumElements() * DTypeSize(dtype) bytes.
+
+  TensorView view() const { return TensorView{dtype, shape, bytes.data()}; }
+  // Copies `view` (the one copy a once-value or a summary input makes).
+  static Tensor CopyOf(const TensorView& view);
+};
+
+// A view plus whatever keeps its memory alive until the record that reads it
+// has been encoded (a Python array, a torch tensor, an owned Tensor). The
+// keep-alive is released on the thread that encodes the record.
+struct CapturedTensor {
+  TensorView view;
+  std::shared_ptr<const void> keep_alive;
+
+  static CapturedTensor Owning(Tensor tensor);
+};
+
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_TENSOR_H_

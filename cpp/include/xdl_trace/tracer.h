@@ -1,0 +1,77 @@
+// A tracing session: fixes the header, captures entries at each traced step, hands records to the IO thread.
+#ifndef XDL_TRACE_TRACER_H_
+#define XDL_TRACE_TRACER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "xdl_trace/config.h"
+#include "xdl_trace/registry.h"
+#include "xdl_trace/stats.h"
+
+namespace xdl_trace {
+
+namespace internal {
+class TraceWriter;
+}  // namespace internal
+
+// Threading: Step/Flush/Close are called from one thread at a time (the
+// training thread); stats() from any thread. The IO thread is owned by the
+// tracer and joined by Close() (or the destructor).
+class Tracer {
+ public:
+  // Snapshots the entries of `scopes` from `registry` (header fixed here),
+  // opens the first data file and starts the IO thread.
+  static absl::StatusOr<std::unique_ptr<Tracer>> Start(
+      const TraceConfig& config, std::shared_ptr<Registry> registry,
+      std::vector<std::string> scopes = {""});
+
+  ~Tracer();  // Close()s if needed; errors go to stats().last_error.
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
+
+  // Captures every entry (one copy of each tensor's bytes into the record
+  // buffer) and queues the record. Returns:
+  //   - an entry's own error (callback failed, missing gradient, bad dtype or
+  //     shape) naming the key; no record is queued for this step;
+  //   - the sticky write error once the IO thread failed; the record is
+  //     counted as dropped and the call never blocks.
+  absl::Status Step(int64_t gstep, int64_t lstep);
+  // Same, with the timestamp (ms since epoch) given: for tests and replays.
+  absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
+
+  // Waits until every record queued so far is written and Meta is current.
+  absl::Status Flush();
+  // Flushes, writes final Meta (closed_cleanly), joins the IO thread.
+  // Idempotent: later calls return the first call's status.
+  absl::Status Close();
+
+  const std::vector<std::string>& keys() const { return keys_; }
+  const TraceConfig& config() const { return config_; }
+  TraceStats stats() const;
+
+ private:
+  Tracer(TraceConfig config, std::shared_ptr<Registry> registry,
+         std::vector<EntrySpec> entries);
+
+  struct Once;  // State of a once-entry (captured at the first traced step).
+
+  const TraceConfig config_;
+  const std::shared_ptr<Registry> registry_;
+  const std::vector<EntrySpec> entries_;
+  std::vector<std::string> keys_;
+  std::vector<Tensor> once_values_;     // Training thread only.
+  std::vector<bool> once_captured_;     // Training thread only.
+  int64_t steps_traced_ = 0;            // Training thread only (atomic copy in stats).
+  std::unique_ptr<internal::TraceWriter> writer_;
+  bool closed_ = false;                 // Training thread only.
+  absl::Status close_status_;           // Training thread only.
+};
+
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_TRACER_H_

@@ -1,0 +1,69 @@
+// The IO side of a tracer: a byte-bounded queue drained by one IO thread into data + meta files.
+#ifndef XDL_TRACE_IO_TRACE_WRITER_H_
+#define XDL_TRACE_IO_TRACE_WRITER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "xdl_trace/config.h"
+#include "xdl_trace/stats.h"
+
+namespace xdl_trace {
+namespace internal {
+
+// One record, already framed for the data file: 4-byte little-endian length
+// followed by the serialized xdl.proto.Record. The step fields ride along so
+// the IO thread can keep Meta current without parsing.
+struct EncodedRecord {
+  int64_t gstep = 0;
+  int64_t lstep = 0;
+  int64_t timestamp_ms = 0;
+  std::string frame;
+};
+
+// Hooks for tests; production code leaves them empty.
+struct WriterTestHooks {
+  // Called on the IO thread before each record is written (a slow sink).
+  std::function<void()> before_record_write;
+};
+
+// Threading: Submit/Flush/Close from the training thread (one at a time);
+// stats() from any thread. Everything about files is owned by the IO thread.
+class TraceWriter {
+ public:
+  // Creates output_dir if needed, picks the first index after any existing
+  // "{prefix}.{name}.{rank}.{index}" file (never overwrites), opens it, writes
+  // the Header frame and starts the IO thread.
+  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(
+      const TraceConfig& config, std::vector<std::string> keys,
+      WriterTestHooks hooks = {});
+
+  virtual ~TraceWriter() = default;
+
+  // Queues a record. Under kBlock waits while the queue is full; under kDrop
+  // drops and counts it. After a write error returns that error at once and
+  // counts the record as dropped. InvalidArgument for a frame over 4 GiB.
+  virtual absl::Status Submit(EncodedRecord record) = 0;
+  // Returns once every record submitted before it is written and Meta is
+  // replaced; the sticky write error if any.
+  virtual absl::Status Flush() = 0;
+  // Flush, final Meta with closed_cleanly, fsync (if configured), join.
+  // Idempotent.
+  virtual absl::Status Close() = 0;
+
+  virtual TraceStats stats() const = 0;
+};
+
+// Data file path: "{dir}/{train|test}.{name}.{rank}.{index}"; Meta is the
+// same plus ".meta".
+std::string DataFilePath(const TraceConfig& config, int64_t index);
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_IO_TRACE_WRITER_H_

@@ -1,0 +1,39 @@
+// Encodes Records in protobuf wire format straight from tensor memory: one copy of each tensor's bytes.
+#ifndef XDL_TRACE_RECORD_RECORD_ENCODER_H_
+#define XDL_TRACE_RECORD_RECORD_ENCODER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "io/trace_writer.h"
+#include "xdl_trace/tensor.h"
+
+namespace xdl_trace {
+namespace internal {
+
+// Largest frame body the 4-byte length prefix can describe.
+inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
+
+// Frames a Record {gstep, lstep, column..., timestamp, extra} whose bytes equal
+// protobuf's own serialization of the same message. `trailing_fields` holds
+// already-serialized fields numbered above 4 (device tracing), appended as is.
+// Sizes are computed first, then one buffer of the exact size is filled.
+// InvalidArgument when a dimension does not fit int32 or the record exceeds
+// kMaxFrameBytes (naming the key from `keys` when given).
+absl::StatusOr<EncodedRecord> EncodeRecord(
+    int64_t gstep, int64_t lstep, int64_t timestamp_ms,
+    absl::Span<const TensorView> columns,
+    absl::Span<const std::string> keys = {},
+    absl::string_view trailing_fields = {});
+
+// Frames a Header {key...}.
+std::string EncodeHeaderFrame(absl::Span<const std::string> keys);
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_RECORD_RECORD_ENCODER_H_

@@ -1,0 +1,2 @@
+// placeholder until the example lands
+int main() { return 0; }
