@@ -22,12 +22,18 @@ using TensorProvider = std::function<absl::StatusOr<CapturedTensor>()>;
 // A user summary: tensor in, (small) tensor out, applied before encoding.
 using SummaryFn = std::function<absl::StatusOr<Tensor>(const TensorView&)>;
 
-// Built-in summaries run in C++ over the tensor in place (no copy of it).
+// Built-in summaries run in C++ over the tensor in place (no copy of it),
+// for every dtype (float16/bfloat16 converted per element, bool as 0/1).
 // Column layouts are documented in docs/format.md:
 //   kStats: float64[8] = count, min, max, mean, std, l2 norm, nan count, inf count
-//           (min/max/mean/std/l2 over finite values only).
-//   kHistogram: float64[2 + 2 * bins]: min, max of finite values, then `bins`
-//           right edges, then `bins` counts.
+//           (count = all elements; min/max/mean/std/l2 over finite values
+//           only; std is the population std; with no finite value min, max,
+//           mean, std are NaN and l2 is 0).
+//   kHistogram: float64[2 + 2 * bins]: lo, hi (the bin range: min, max of the
+//           finite values, or min - 0.5, max + 0.5 when they are equal, as
+//           numpy does), then `bins` right edges, then `bins` counts of the
+//           finite values (the last bin includes hi). No finite value: lo, hi
+//           and the edges are NaN, the counts 0.
 enum class BuiltinSummary { kNone, kStats, kHistogram };
 
 struct Summary {
@@ -42,8 +48,11 @@ struct Summary {
 //   kTensor, kVariable, kOnce: `view` (stable memory, read in place at each
 //       step) or `provider`;
 //   kCallback: `provider`;
-//   kGradient: neither; the value arrives through Registry::SendGradient
-//       under `gradient_name`.
+//   kGradient: `gradient_name`: the value arrives through
+//       Registry::SendGradient under that name; or (additive) a `provider`
+//       that reads the gradient itself (e.g. a torch Parameter's .grad).
+// A `view` must have a known dtype, dims that fit a non-negative int32 and
+// non-null data when it has elements. kHistogram bins must be in [1, 2^20].
 struct EntrySpec {
   std::string scope;            // "" is the default scope.
   std::string key;              // Non-empty; the column key is FullKey().
@@ -68,8 +77,10 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // InvalidArgument naming the key for an empty key, a duplicate full key in
-  // the same scope, an unsupported dtype, or a spec without a source.
+  // InvalidArgument naming the key for an empty key, a full key already
+  // registered (in any scope: "a/b" in scope "" clashes with "b" in scope
+  // "a"), an invalid view (see EntrySpec), or a spec without exactly one
+  // source. Nothing is added on error.
   absl::Status Register(EntrySpec spec);
 
   // Removes every entry (and pending gradient) of `scope`, or of all scopes.

@@ -3,6 +3,7 @@
 #define XDL_TRACE_STATS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 
@@ -18,6 +19,10 @@ struct TraceStats {
   int64_t queue_high_water_bytes = 0;
   int64_t missing_gradients = 0;     // Empty columns under kEmptyColumn.
   absl::Status last_error;           // Sticky write error, OK if none.
+  // Device tracing (config.device_tracers; docs/device-tracing.md).
+  int64_t device_events = 0;         // Device events collected into records.
+  int64_t device_events_dropped = 0; // Lost at a tracer's or the core's byte cap.
+  std::string device_tracer_status;  // "cupti: unavailable: ...; fake: ok"; "" if none.
 };
 
 }  // namespace xdl_trace

@@ -2,6 +2,7 @@
 #ifndef XDL_TRACE_TRACER_H_
 #define XDL_TRACE_TRACER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,7 +17,9 @@
 namespace xdl_trace {
 
 namespace internal {
+class RecordExtras;
 class TraceWriter;
+class TracerFactory;
 }  // namespace internal
 
 // Threading: Step/Flush/Close are called from one thread at a time (the
@@ -55,21 +58,33 @@ class Tracer {
   TraceStats stats() const;
 
  private:
-  Tracer(TraceConfig config, std::shared_ptr<Registry> registry,
-         std::vector<EntrySpec> entries);
+  friend class internal::TracerFactory;
+  struct Slot;  // Per-entry capture state, reused across steps.
 
-  struct Once;  // State of a once-entry (captured at the first traced step).
+  Tracer(TraceConfig config, std::shared_ptr<Registry> registry, std::vector<EntrySpec> entries,
+         std::unique_ptr<internal::TraceWriter> writer,
+         std::unique_ptr<internal::RecordExtras> extras);
+  // Captures entry `i` into views_ (summary applied); errors name the key.
+  absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients);
+  // Releases this step's captured tensors (their keep-alives).
+  void ReleaseCaptures();
 
   const TraceConfig config_;
   const std::shared_ptr<Registry> registry_;
   const std::vector<EntrySpec> entries_;
   std::vector<std::string> keys_;
-  std::vector<Tensor> once_values_;     // Training thread only.
-  std::vector<bool> once_captured_;     // Training thread only.
-  int64_t steps_traced_ = 0;            // Training thread only (atomic copy in stats).
-  std::unique_ptr<internal::TraceWriter> writer_;
-  bool closed_ = false;                 // Training thread only.
-  absl::Status close_status_;           // Training thread only.
+  // Training thread only:
+  std::vector<Slot> slots_;              // One per entry.
+  std::vector<TensorView> views_;        // This step's columns.
+  int64_t last_gstep_ = 0;
+  int64_t last_lstep_ = 0;
+  bool closed_ = false;
+  absl::Status close_status_;
+  std::unique_ptr<internal::RecordExtras> extras_;  // Device tracing; may be null.
+  std::unique_ptr<internal::TraceWriter> writer_;   // Thread-safe as documented.
+  // Any thread (stats()):
+  std::atomic<int64_t> steps_traced_{0};
+  std::atomic<int64_t> missing_gradients_{0};
 };
 
 }  // namespace xdl_trace

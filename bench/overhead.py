@@ -1,0 +1,195 @@
+"""XDL's overhead experiment: a 7-layer fully connected model trained with numpy (and torch),
+tracing every trainable variable at every step; traced vs untraced steps/s, interleaved.
+
+    /usr/bin/python3 bench/overhead.py [--out-dir DIR ...] [--frameworks numpy,torch]
+
+One run alternates blocks of untraced and traced steps (ABBA order, so drift cancels). A traced
+block ends with hook.flush() inside its timing, so all IO the block caused is charged to it
+(a conservative figure: in steady state the IO thread overlaps training). Default targets:
+/dev/shm (tmpfs) then a directory on disk; trace files are removed after each run.
+Prints figures; nothing here passes or fails. Target on tmpfs: traced/untraced >= 0.97.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import xdl_trace as xdl  # noqa: E402
+
+LAYERS = 7
+
+
+class NumpyMLP:
+    """7 dense layers (ReLU between), MSE loss, SGD updating the arrays in place."""
+
+    def __init__(self, width, batch, seed=0):
+        rng = np.random.default_rng(seed)
+        self.params = {}
+        for i in range(LAYERS):
+            out = 1 if i == LAYERS - 1 else width
+            self.params[f"dense{i}/kernel"] = (
+                rng.normal(size=(width, out)) * np.sqrt(2.0 / width)
+            ).astype(np.float32)
+            self.params[f"dense{i}/bias"] = np.zeros(out, np.float32)
+        self.x = rng.normal(size=(batch, width)).astype(np.float32)
+        self.y = rng.normal(size=(batch, 1)).astype(np.float32)
+        self.lr = np.float32(1e-3)
+
+    def variables(self):
+        return self.params
+
+    def step(self):
+        p = self.params
+        acts = [self.x]
+        h = self.x
+        for i in range(LAYERS):
+            h = h @ p[f"dense{i}/kernel"] + p[f"dense{i}/bias"]
+            if i < LAYERS - 1:
+                h = np.maximum(h, 0)
+            acts.append(h)
+        d = 2 * (h - self.y) / len(self.x)
+        for i in reversed(range(LAYERS)):
+            if i < LAYERS - 1:
+                d = d * (acts[i + 1] > 0)
+            grad_k = acts[i].T @ d
+            grad_b = d.sum(0)
+            if i > 0:
+                d = d @ p[f"dense{i}/kernel"].T
+            p[f"dense{i}/kernel"] -= self.lr * grad_k
+            p[f"dense{i}/bias"] -= self.lr * grad_b
+
+
+class TorchMLP:
+    def __init__(self, width, batch, seed=0):
+        import torch
+
+        self.torch = torch
+        torch.manual_seed(seed)
+        layers = []
+        for i in range(LAYERS):
+            layers.append(torch.nn.Linear(width, 1 if i == LAYERS - 1 else width))
+            if i < LAYERS - 1:
+                layers.append(torch.nn.ReLU())
+        self.model = torch.nn.Sequential(*layers)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=1e-3)
+        self.x = torch.randn(batch, width)
+        self.y = torch.randn(batch, 1)
+
+    def variables(self):
+        return self.model
+
+    def step(self):
+        self.opt.zero_grad()
+        loss = self.torch.nn.functional.mse_loss(self.model(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+
+
+def run(framework, out_dir, args):
+    model = (NumpyMLP if framework == "numpy" else TorchMLP)(args.width, args.batch)
+    xdl.clear()
+    xdl.trace_collection(model.variables())
+    nbytes = (
+        sum(v.nbytes for v in model.variables().values())
+        if framework == "numpy"
+        else sum(p.numel() * p.element_size() for p in model.variables().parameters())
+    )
+    shutil.rmtree(out_dir, ignore_errors=True)
+    hook = xdl.TraceHook({"output_dir": out_dir, "on_error": "raise"})
+    times = {"untraced": [], "traced": []}
+    gstep = 0
+    try:
+        with hook:
+            for _ in range(args.warmup):
+                model.step()
+                hook.step(gstep)
+                gstep += 1
+            hook.flush()
+            for r in range(args.rounds):
+                order = ("untraced", "traced") if r % 2 == 0 else ("traced", "untraced")
+                for kind in order:
+                    start = time.perf_counter()
+                    for _ in range(args.block):
+                        model.step()
+                        if kind == "traced":
+                            hook.step(gstep)
+                        gstep += 1
+                    if kind == "traced":
+                        hook.flush()
+                    times[kind].append(time.perf_counter() - start)
+        stats = hook.stats()
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    untraced = args.block * len(times["untraced"]) / sum(times["untraced"])
+    traced = args.block * len(times["traced"]) / sum(times["traced"])
+    per_round = [u / t for u, t in zip(times["untraced"], times["traced"])]
+    return {
+        "untraced": untraced,
+        "traced": traced,
+        "ratio": traced / untraced,
+        "median_round_ratio": statistics.median(per_round),
+        "mb_per_step": nbytes / 1e6,
+        "records": stats["records_written"],
+        "dropped": stats["records_dropped"],
+    }
+
+
+def default_disk_dir():
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(here, "build", "bench-overhead")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out-dir",
+        action="append",
+        help="trace directory (repeatable); default: /dev/shm then build/bench-overhead on disk",
+    )
+    parser.add_argument("--frameworks", default="numpy,torch")
+    parser.add_argument("--width", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=8, help="untraced+traced block pairs")
+    parser.add_argument("--block", type=int, default=10, help="steps per block")
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args(argv)
+    targets = args.out_dir
+    if not targets:
+        targets = []
+        if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+            targets.append(os.path.join("/dev/shm", f"xdl_trace_bench_{os.getpid()}"))
+        targets.append(default_disk_dir())
+    frameworks = [f for f in args.frameworks.split(",") if f]
+    if "torch" in frameworks:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("torch not installed: skipping the torch model")
+            frameworks.remove("torch")
+    print(
+        f"7-layer MLP, width {args.width}, batch {args.batch}; {args.rounds} rounds of "
+        f"{args.block} untraced + {args.block} traced steps; all variables traced every step"
+    )
+    for framework in frameworks:
+        for target in targets:
+            r = run(framework, target, args)
+            print(
+                f"{framework:5s} {target:40s} untraced {r['untraced']:7.2f} steps/s  "
+                f"traced {r['traced']:7.2f} steps/s  ratio {r['ratio']:.3f} "
+                f"(median per round {r['median_round_ratio']:.3f}; "
+                f"{r['mb_per_step']:.2f} MB/step, {r['records']} records, "
+                f"{r['dropped']} dropped)",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,11 @@
+// The xdl_trace._core extension module: the binding tables of the tracer and the reader.
+#include <pybind11/pybind11.h>
+
+#include "reader_bindings.h"
+#include "tracer_bindings.h"
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "xdl_trace C++ core (type conversions only; the API is in the xdl_trace package)";
+  xdl_trace::python::RegisterTracerBindings(m);
+  xdl_trace::python::RegisterReaderBindings(m);
+}

@@ -1,0 +1,19 @@
+// Declares the binding table of the trace reader (reader_bindings.cc).
+#ifndef XDL_TRACE_BINDINGS_READER_BINDINGS_H_
+#define XDL_TRACE_BINDINGS_READER_BINDINGS_H_
+
+#include <pybind11/pybind11.h>
+
+namespace xdl_trace {
+namespace python {
+
+// Adds TraceFile, list_trace_files, parse_trace_file_name and parse_meta to `m`.
+void RegisterReaderBindings(pybind11::module_& m);
+
+}  // namespace python
+}  // namespace xdl_trace
+
+// module.cc calls it unqualified from the global namespace.
+using xdl_trace::python::RegisterReaderBindings;
+
+#endif  // XDL_TRACE_BINDINGS_READER_BINDINGS_H_

@@ -1,0 +1,94 @@
+// The one place where status codes become Python exceptions.
+#include "status.h"
+
+#include "absl/strings/cord.h"
+
+namespace py = pybind11;
+
+namespace xdl_trace {
+namespace python {
+namespace {
+
+// Raw reference (never destroyed without the GIL: a leaked reference at thread
+// exit beats a destructor that runs without it).
+thread_local PyObject* parked_exception = nullptr;
+
+const char* ErrorClassName(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kAlreadyExists:
+      return "InvalidArgumentError";
+    case absl::StatusCode::kUnimplemented:
+      return "NotSupportedError";
+    case absl::StatusCode::kNotFound:
+      return "NotFoundError";
+    case absl::StatusCode::kFailedPrecondition:
+      return "FailedPreconditionError";
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kDataLoss:
+    case absl::StatusCode::kUnavailable:
+      return "TraceIOError";
+    default:
+      return "InternalError";
+  }
+}
+
+}  // namespace
+
+absl::Status PendingPythonError::Park(py::error_already_set& error) {
+  std::string message = error.what();
+  Clear();
+  error.restore();  // Back into the interpreter's error indicator, then fetch the value.
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value != nullptr && traceback != nullptr) PyException_SetTraceback(value, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  parked_exception = value;  // Owned reference.
+  return absl::UnknownError(message);
+}
+
+void PendingPythonError::Clear() {
+  PyObject* old = parked_exception;
+  parked_exception = nullptr;
+  Py_XDECREF(old);
+}
+
+void PendingPythonError::RaiseIfAny() {
+  PyObject* value = parked_exception;
+  if (value == nullptr) return;
+  parked_exception = nullptr;
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(value)), value);
+  Py_DECREF(value);
+  throw py::error_already_set();
+}
+
+absl::Status TypeErrorStatus(const std::string& message) {
+  absl::Status status = absl::InvalidArgumentError(message);
+  status.SetPayload(kTypeErrorPayload, absl::Cord("1"));
+  return status;
+}
+
+void ThrowIfError(const absl::Status& status) {
+  if (status.ok()) {
+    PendingPythonError::Clear();
+    return;
+  }
+  PendingPythonError::RaiseIfAny();
+  const std::string message(status.message());
+  if (status.GetPayload(kTypeErrorPayload).has_value()) {
+    PyErr_SetString(PyExc_TypeError, message.c_str());
+    throw py::error_already_set();
+  }
+  py::object cls = py::module_::import("xdl_trace.errors").attr(ErrorClassName(status.code()));
+  PyErr_SetObject(cls.ptr(), py::str(message).ptr());
+  throw py::error_already_set();
+}
+
+}  // namespace python
+}  // namespace xdl_trace

@@ -1,0 +1,58 @@
+// Maps absl::Status to Python exceptions (types from xdl_trace.errors), in one place.
+#ifndef XDL_TRACE_BINDINGS_STATUS_H_
+#define XDL_TRACE_BINDINGS_STATUS_H_
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace xdl_trace {
+namespace python {
+
+// A Python exception raised inside a callback the core called (a provider or
+// a summary) cannot cross the core, which does not throw. The callback parks
+// the exception here and returns a status instead; ThrowIfError re-raises the
+// parked exception when the core hands that status back. One slot per thread
+// (callbacks run on the thread that called Step); touched only with the GIL.
+class PendingPythonError {
+ public:
+  // Parks the exception currently held by `error` (replacing any older one)
+  // and returns an error status carrying its message.
+  static absl::Status Park(pybind11::error_already_set& error);
+  // Forgets the parked exception, if any.
+  static void Clear();
+  // Raises the parked exception (and forgets it) if there is one.
+  static void RaiseIfAny();
+};
+
+// Throws pybind11::error_already_set for a non-OK status:
+//   a parked Python exception       -> re-raised as is
+//   payload kTypeErrorPayload       -> TypeError
+//   INVALID_ARGUMENT, OUT_OF_RANGE,
+//   ALREADY_EXISTS                  -> errors.InvalidArgumentError (ValueError)
+//   UNIMPLEMENTED                   -> errors.NotSupportedError (ValueError)
+//   NOT_FOUND                       -> errors.NotFoundError (LookupError)
+//   FAILED_PRECONDITION             -> errors.FailedPreconditionError (RuntimeError)
+//   PERMISSION_DENIED, RESOURCE_EXHAUSTED,
+//   DATA_LOSS, UNAVAILABLE          -> errors.TraceIOError (OSError)
+//   anything else                   -> errors.InternalError (RuntimeError)
+void ThrowIfError(const absl::Status& status);
+
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> value) {
+  ThrowIfError(value.status());
+  return std::move(value).value();
+}
+
+// Status payload that asks for a TypeError (a value of the wrong type).
+inline constexpr char kTypeErrorPayload[] = "xdl_trace/python_type_error";
+absl::Status TypeErrorStatus(const std::string& message);
+
+}  // namespace python
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_BINDINGS_STATUS_H_

@@ -1,0 +1,227 @@
+// Thin shims over Registry, TraceConfig, TraceStats and Tracer: convert types, release the GIL, map Status.
+#include "tracer_bindings.h"
+
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "py_tensor.h"
+#include "status.h"
+#include "xdl_trace/config.h"
+#include "xdl_trace/registry.h"
+#include "xdl_trace/stats.h"
+#include "xdl_trace/tracer.h"
+
+namespace py = pybind11;
+
+namespace xdl_trace {
+namespace python {
+namespace {
+
+// summary: None, a builtin name ("stats", "histogram") or a callable.
+Summary ToSummary(py::object summary, int histogram_bins, const std::string& key) {
+  Summary out;
+  out.histogram_bins = histogram_bins;
+  if (summary.is_none()) return out;
+  if (py::isinstance<py::str>(summary)) {
+    const std::string name = summary.cast<std::string>();
+    if (name == "stats") {
+      out.builtin = BuiltinSummary::kStats;
+    } else if (name == "histogram") {
+      out.builtin = BuiltinSummary::kHistogram;
+    } else {
+      ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
+          "key '", key, "': unknown summary '", name, "' (built-ins: 'stats', 'histogram')")));
+    }
+    return out;
+  }
+  out.fn = MakeSummaryFn(std::move(summary), key);
+  return out;
+}
+
+EntrySpec BaseSpec(std::string scope, std::string key, EntryKind kind, py::object summary,
+                   int histogram_bins) {
+  EntrySpec spec;
+  spec.scope = std::move(scope);
+  spec.key = std::move(key);
+  spec.kind = kind;
+  spec.summary = ToSummary(std::move(summary), histogram_bins, spec.FullKey());
+  return spec;
+}
+
+py::dict StatsToDict(const TraceStats& s) {
+  py::dict d;
+  d["steps_traced"] = s.steps_traced;
+  d["records_written"] = s.records_written;
+  d["bytes_written"] = s.bytes_written;
+  d["records_dropped"] = s.records_dropped;
+  d["files_written"] = s.files_written;
+  d["pending_bytes"] = s.pending_bytes;
+  d["queue_high_water_bytes"] = s.queue_high_water_bytes;
+  d["missing_gradients"] = s.missing_gradients;
+  d["last_error"] = s.last_error.ok() ? py::object(py::none())
+                                      : py::object(py::str(std::string(s.last_error.ToString())));
+  return d;
+}
+
+// Calls into the core without the GIL; callbacks re-take it and may park a
+// Python exception, which ThrowIfError re-raises.
+void RunWithoutGil(const std::function<absl::Status()>& call) {
+  PendingPythonError::Clear();
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    status = call();
+  }
+  ThrowIfError(status);
+}
+
+}  // namespace
+
+void RegisterTracerBindings(py::module_& m) {
+  py::enum_<EntryKind>(m, "EntryKind")
+      .value("TENSOR", EntryKind::kTensor)
+      .value("VARIABLE", EntryKind::kVariable)
+      .value("GRADIENT", EntryKind::kGradient)
+      .value("CALLBACK", EntryKind::kCallback)
+      .value("ONCE", EntryKind::kOnce);
+
+  py::enum_<DType>(m, "DType")
+      .value("INT8", DType::kInt8)
+      .value("INT16", DType::kInt16)
+      .value("INT32", DType::kInt32)
+      .value("INT64", DType::kInt64)
+      .value("FLOAT32", DType::kFloat32)
+      .value("FLOAT64", DType::kFloat64)
+      .value("BOOL", DType::kBool)
+      .value("BYTE", DType::kByte)
+      .value("UINT8", DType::kUInt8)
+      .value("UINT16", DType::kUInt16)
+      .value("UINT32", DType::kUInt32)
+      .value("UINT64", DType::kUInt64)
+      .value("FLOAT16", DType::kFloat16)
+      .value("BFLOAT16", DType::kBFloat16);
+
+  py::enum_<OverflowPolicy>(m, "OverflowPolicy")
+      .value("BLOCK", OverflowPolicy::kBlock)
+      .value("DROP", OverflowPolicy::kDrop);
+
+  py::enum_<MissingGradientPolicy>(m, "MissingGradientPolicy")
+      .value("ERROR", MissingGradientPolicy::kError)
+      .value("EMPTY_COLUMN", MissingGradientPolicy::kEmptyColumn);
+
+  py::class_<TraceConfig>(m, "TraceConfig")
+      .def(py::init<>())
+      .def_readwrite("output_dir", &TraceConfig::output_dir)
+      .def_readwrite("output_file_name", &TraceConfig::output_file_name)
+      .def_readwrite("is_training", &TraceConfig::is_training)
+      .def_readwrite("rank", &TraceConfig::rank)
+      .def_readwrite("max_file_m_size", &TraceConfig::max_file_m_size)
+      .def_readwrite("max_pending_mb", &TraceConfig::max_pending_mb)
+      .def_readwrite("overflow", &TraceConfig::overflow)
+      .def_readwrite("missing_gradient", &TraceConfig::missing_gradient)
+      .def_readwrite("fsync", &TraceConfig::fsync)
+      .def_readwrite("meta_interval_s", &TraceConfig::meta_interval_s)
+      .def_readwrite("run_id", &TraceConfig::run_id)
+      .def_readwrite("device_tracers", &TraceConfig::device_tracers)
+      .def("validate", [](const TraceConfig& c) { ThrowIfError(c.Validate()); })
+      .def("prefix", &TraceConfig::Prefix);
+
+  py::class_<Registry, std::shared_ptr<Registry>>(m, "Registry")
+      .def(py::init<>())
+      .def(
+          "register_array",
+          [](Registry& r, std::string scope, std::string key, EntryKind kind, py::object array,
+             int dtype, py::object summary, int histogram_bins) {
+            EntrySpec spec = BaseSpec(std::move(scope), std::move(key), kind,
+                                      std::move(summary), histogram_bins);
+            CapturedTensor captured = ValueOrThrow(CaptureArray(array, dtype, spec.FullKey()));
+            spec.has_view = true;
+            spec.view = captured.view;
+            spec.keep_alive = std::move(captured.keep_alive);
+            ThrowIfError(r.Register(std::move(spec)));
+          },
+          py::arg("scope"), py::arg("key"), py::arg("kind"), py::arg("array"),
+          py::arg("dtype") = kDTypeFromArray, py::arg("summary") = py::none(),
+          py::arg("histogram_bins") = 30,
+          "Registers an array's memory, read in place at every traced step.")
+      .def(
+          "register_provider",
+          [](Registry& r, std::string scope, std::string key, EntryKind kind, py::object fn,
+             py::object summary, int histogram_bins) {
+            EntrySpec spec = BaseSpec(std::move(scope), std::move(key), kind,
+                                      std::move(summary), histogram_bins);
+            spec.provider = MakeProvider(std::move(fn), spec.FullKey());
+            ThrowIfError(r.Register(std::move(spec)));
+          },
+          py::arg("scope"), py::arg("key"), py::arg("kind"), py::arg("fn"),
+          py::arg("summary") = py::none(), py::arg("histogram_bins") = 30,
+          "Registers a zero-argument callable returning an ndarray or (ndarray, dtype).")
+      .def(
+          "register_gradient",
+          [](Registry& r, std::string scope, std::string key, std::string gradient_name,
+             py::object summary, int histogram_bins) {
+            EntrySpec spec = BaseSpec(std::move(scope), std::move(key), EntryKind::kGradient,
+                                      std::move(summary), histogram_bins);
+            spec.gradient_name = std::move(gradient_name);
+            ThrowIfError(r.Register(std::move(spec)));
+          },
+          py::arg("scope"), py::arg("key"), py::arg("gradient_name"),
+          py::arg("summary") = py::none(), py::arg("histogram_bins") = 30,
+          "Registers a gradient delivered through send_gradient(gradient_name, ...).")
+      .def(
+          "send_gradient",
+          [](Registry& r, const std::string& name, py::object array, int dtype) {
+            ThrowIfError(r.SendGradient(name, ValueOrThrow(CaptureArray(array, dtype, name))));
+          },
+          py::arg("name"), py::arg("array"), py::arg("dtype") = kDTypeFromArray)
+      .def("clear_scope", &Registry::ClearScope, py::arg("scope"))
+      .def("clear", &Registry::Clear)
+      .def("drop_pending_gradients", &Registry::DropPendingGradients)
+      .def(
+          "keys",
+          [](const Registry& r, const std::vector<std::string>& scopes) {
+            std::vector<std::string> keys;
+            for (const EntrySpec& e : r.Snapshot(scopes)) keys.push_back(e.FullKey());
+            return keys;
+          },
+          py::arg("scopes"));
+
+  py::class_<Tracer>(m, "Tracer")
+      .def_static(
+          "start",
+          [](const TraceConfig& config, std::shared_ptr<Registry> registry,
+             std::vector<std::string> scopes) {
+            absl::StatusOr<std::unique_ptr<Tracer>> tracer;
+            {
+              py::gil_scoped_release release;
+              tracer = Tracer::Start(config, std::move(registry), std::move(scopes));
+            }
+            return ValueOrThrow(std::move(tracer));
+          },
+          py::arg("config"), py::arg("registry"), py::arg("scopes"))
+      .def(
+          "step",
+          [](Tracer& t, int64_t gstep, int64_t lstep) {
+            RunWithoutGil([&] { return t.Step(gstep, lstep); });
+          },
+          py::arg("gstep"), py::arg("lstep"))
+      .def(
+          "step_at",
+          [](Tracer& t, int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
+            RunWithoutGil([&] { return t.StepAt(gstep, lstep, timestamp_ms); });
+          },
+          py::arg("gstep"), py::arg("lstep"), py::arg("timestamp_ms"))
+      .def("flush", [](Tracer& t) { RunWithoutGil([&] { return t.Flush(); }); })
+      .def("close", [](Tracer& t) { RunWithoutGil([&] { return t.Close(); }); })
+      .def_property_readonly("keys", &Tracer::keys)
+      .def_property_readonly("config", &Tracer::config)
+      .def("stats", [](const Tracer& t) { return StatsToDict(t.stats()); });
+}
+
+}  // namespace python
+}  // namespace xdl_trace

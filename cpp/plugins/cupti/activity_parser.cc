@@ -1,0 +1,194 @@
+// Turns CUPTI activity records (the struct versions the installed headers define) into device events.
+#include "activity_parser.h"
+
+#include <string>
+
+namespace xdl_trace {
+namespace cupti {
+
+// The struct versions this file reads (CUDA 13's cupti_activity.h).
+using KernelRecord = CUpti_ActivityKernel10;
+using MemcpyRecord = CUpti_ActivityMemcpy6;
+using PeerMemcpyRecord = CUpti_ActivityMemcpyPtoP4;
+using MemsetRecord = CUpti_ActivityMemset4;
+using ApiRecord = CUpti_ActivityAPI;
+using SyncRecord = CUpti_ActivitySynchronization2;
+using OverheadRecord = CUpti_ActivityOverhead3;
+using ExternalRecord = CUpti_ActivityExternalCorrelation;
+
+const char* MemcpyKindName(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return "HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return "AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return "AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD: return "AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return "DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
+    default: return "unknown";
+  }
+}
+
+namespace {
+
+const char* SyncTypeName(CUpti_ActivitySynchronizationType type) {
+  switch (type) {
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return "cudaEventSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return "cudaStreamWaitEvent";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return "cudaStreamSynchronize";
+    case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return "cudaDeviceSynchronize";
+    default: return "synchronization";
+  }
+}
+
+std::string Dim3(int32_t x, int32_t y, int32_t z) {
+  return std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z);
+}
+
+}  // namespace
+
+bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* event) {
+  if (start == 0 || end == 0) {
+    ++counters_.bad_timestamps;
+    return false;
+  }
+  if (end < start) {
+    ++counters_.reversed;
+    end = start;
+  }
+  event->start_ns = static_cast<int64_t>(start) + clock_offset_ns_;
+  event->end_ns = static_cast<int64_t>(end) + clock_offset_ns_;
+  return true;
+}
+
+void ActivityParser::Stat(DeviceEventData* event, const char* name, int64_t value) {
+  EventStat stat;
+  stat.name = names_->Intern(name);
+  stat.value = value;
+  event->stats.push_back(std::move(stat));
+}
+
+void ActivityParser::Stat(DeviceEventData* event, const char* name, std::string text) {
+  EventStat stat;
+  stat.name = names_->Intern(name);
+  stat.is_string = true;
+  stat.text = std::move(text);
+  event->stats.push_back(std::move(stat));
+}
+
+void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
+                           std::unordered_map<uint32_t, uint64_t>* external) {
+  ++counters_.records;
+  DeviceEventData e;
+  switch (record.kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto& r = reinterpret_cast<const KernelRecord&>(record);
+      if (!SetTimes(r.start, r.end, &e)) return;
+      e.kind = EventKind::kKernel;
+      e.name = names_->Intern(r.name != nullptr ? r.name : "<unnamed kernel>");
+      e.device = static_cast<int32_t>(r.deviceId);
+      e.line = r.streamId;
+      e.correlation_id = r.correlationId;
+      Stat(&e, "grid", Dim3(r.gridX, r.gridY, r.gridZ));
+      Stat(&e, "block", Dim3(r.blockX, r.blockY, r.blockZ));
+      Stat(&e, "registers_per_thread", r.registersPerThread);
+      Stat(&e, "shared_memory_bytes",
+           static_cast<int64_t>(r.staticSharedMemory) + r.dynamicSharedMemory);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto& r = reinterpret_cast<const MemcpyRecord&>(record);
+      if (!SetTimes(r.start, r.end, &e)) return;
+      e.kind = EventKind::kMemcpy;
+      e.name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(r.copyKind));
+      e.device = static_cast<int32_t>(r.deviceId);
+      e.line = r.streamId;
+      e.correlation_id = r.correlationId;
+      Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      const auto& r = reinterpret_cast<const PeerMemcpyRecord&>(record);
+      if (!SetTimes(r.start, r.end, &e)) return;
+      e.kind = EventKind::kMemcpy;
+      e.name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(r.copyKind));
+      e.device = static_cast<int32_t>(r.deviceId);
+      e.line = r.streamId;
+      e.correlation_id = r.correlationId;
+      Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
+      Stat(&e, "src_device", r.srcDeviceId);
+      Stat(&e, "dst_device", r.dstDeviceId);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto& r = reinterpret_cast<const MemsetRecord&>(record);
+      if (!SetTimes(r.start, r.end, &e)) return;
+      e.kind = EventKind::kMemset;
+      e.name = names_->Intern("Memset");
+      e.device = static_cast<int32_t>(r.deviceId);
+      e.line = r.streamId;
+      e.correlation_id = r.correlationId;
+      Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
+      Stat(&e, "value", r.value);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto& r = reinterpret_cast<const ApiRecord&>(record);
+      if (!SetTimes(r.start, r.end, &e)) return;
+      const bool runtime = record.kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+      e.kind = runtime ? EventKind::kRuntimeApi : EventKind::kDriverApi;
+      std::string name = callback_name_ ? callback_name_(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                                 : CUPTI_CB_DOMAIN_DRIVER_API,
+                                                         r.cbid)
+                                        : std::string();
+      if (name.empty()) name = std::string(runtime ? "runtime" : "driver") + " API " +
+                               std::to_string(r.cbid);
+      e.name = names_->Intern(name);
+      e.device = kHostApiDevice;
+      e.line = r.threadId;
+      e.correlation_id = r.correlationId;
+      Stat(&e, "cbid", r.cbid);
+      if (r.returnValue != 0) Stat(&e, "return_value", r.returnValue);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+      const auto& r = reinterpret_cast<const SyncRecord&>(record);
+      if (!SetTimes(r.start, r.end, &e)) return;
+      e.kind = EventKind::kSynchronization;
+      e.name = names_->Intern(SyncTypeName(r.type));
+      e.device = kHostApiDevice;
+      e.line = kSynchronizationLine;
+      e.correlation_id = r.correlationId;
+      Stat(&e, "stream", r.streamId);
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+      const auto& r = reinterpret_cast<const OverheadRecord&>(record);
+      if (!SetTimes(r.start, r.end, &e)) return;
+      e.kind = EventKind::kOverhead;
+      e.name = names_->Intern("CUPTI overhead " + std::to_string(r.overheadKind));
+      e.device = kHostApiDevice;
+      e.line = kOverheadLine;
+      e.correlation_id = r.correlationId;
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      const auto& r = reinterpret_cast<const ExternalRecord&>(record);
+      if (r.externalKind == kStepCorrelationKind) (*external)[r.correlationId] = r.externalId;
+      return;
+    }
+    default:
+      ++counters_.skipped_kinds;
+      return;
+  }
+  ++counters_.events;
+  events->push_back(std::move(e));
+}
+
+}  // namespace cupti
+}  // namespace xdl_trace

@@ -1,0 +1,72 @@
+// Turns CUPTI activity records (the struct versions the installed headers define) into device events.
+#ifndef XDL_TRACE_PLUGINS_CUPTI_ACTIVITY_PARSER_H_
+#define XDL_TRACE_PLUGINS_CUPTI_ACTIVITY_PARSER_H_
+
+#include <cupti.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trace_writer.h"
+
+namespace xdl_trace {
+namespace cupti {
+
+// The external-correlation kind the tracer pushes per host step (CUSTOM0 and
+// CUSTOM1 are PyTorch's/Kineto's).
+inline constexpr CUpti_ExternalCorrelationKind kStepCorrelationKind =
+    CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2;
+
+// Lines of kHostApiDevice that are not host threads.
+inline constexpr int64_t kSynchronizationLine = -2;
+inline constexpr int64_t kOverheadLine = -3;
+
+struct ParseCounters {
+  int64_t records = 0;          // Records seen.
+  int64_t events = 0;           // Turned into events.
+  int64_t skipped_kinds = 0;    // Valid records of kinds the tracer does not show.
+  int64_t bad_timestamps = 0;   // Zero start or end: dropped.
+  int64_t reversed = 0;         // end < start: end clamped to start.
+};
+
+// Threading: one thread at a time (the collecting thread).
+class ActivityParser {
+ public:
+  // `callback_name` names API records (may return ""); `clock_offset_ns` is
+  // added to every timestamp (0 when CUPTI already reports CLOCK_REALTIME).
+  ActivityParser(NameTable* names,
+                 std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name)
+      : names_(names), callback_name_(std::move(callback_name)) {}
+
+  void set_clock_offset_ns(int64_t offset) { clock_offset_ns_ = offset; }
+
+  // Appends an event for `record` to `events`, or records its external
+  // correlation (kStepCorrelationKind only) in `external` (correlation id ->
+  // host step id).
+  void Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
+             std::unordered_map<uint32_t, uint64_t>* external);
+
+  const ParseCounters& counters() const { return counters_; }
+
+ private:
+  // Fills start/end (with the offset), counting bad or reversed pairs.
+  bool SetTimes(uint64_t start, uint64_t end, DeviceEventData* event);
+  void Stat(DeviceEventData* event, const char* name, int64_t value);
+  void Stat(DeviceEventData* event, const char* name, std::string text);
+
+  NameTable* const names_;
+  const std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name_;
+  int64_t clock_offset_ns_ = 0;
+  ParseCounters counters_;
+};
+
+// "HtoD", "DtoH", ... for CUpti_ActivityMemcpyKind.
+const char* MemcpyKindName(uint8_t kind);
+
+}  // namespace cupti
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_PLUGINS_CUPTI_ACTIVITY_PARSER_H_

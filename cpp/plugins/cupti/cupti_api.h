@@ -1,0 +1,51 @@
+// The slice of CUPTI the tracer uses, behind an interface (Kineto-style) so tests can stand in for the driver.
+#ifndef XDL_TRACE_PLUGINS_CUPTI_CUPTI_API_H_
+#define XDL_TRACE_PLUGINS_CUPTI_CUPTI_API_H_
+
+#include <cupti.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace xdl_trace {
+namespace cupti {
+
+// Threading: CUPTI's own rules; the implementations add no state of their own
+// beyond the library handle.
+class CuptiApi {
+ public:
+  virtual ~CuptiApi() = default;
+  virtual CUptiResult ActivityEnable(CUpti_ActivityKind kind) = 0;
+  virtual CUptiResult ActivityDisable(CUpti_ActivityKind kind) = 0;
+  virtual CUptiResult ActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                                CUpti_BuffersCallbackCompleteFunc complete) = 0;
+  virtual CUptiResult ActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc func) = 0;
+  virtual CUptiResult ActivityFlushAll(uint32_t flag) = 0;
+  virtual CUptiResult ActivityGetNextRecord(uint8_t* buffer, size_t valid_bytes,
+                                            CUpti_Activity** record) = 0;
+  virtual CUptiResult ActivityGetNumDroppedRecords(CUcontext context, uint32_t stream_id,
+                                                   size_t* dropped) = 0;
+  virtual CUptiResult ActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                        uint64_t id) = 0;
+  virtual CUptiResult ActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                       uint64_t* id) = 0;
+  virtual CUptiResult GetTimestamp(uint64_t* timestamp) = 0;
+  // "cudaLaunchKernel_v7000" for an API record's cbid; "" when unknown.
+  virtual std::string CallbackName(CUpti_CallbackDomain domain, uint32_t cbid) = 0;
+  // "CUPTI_ERROR_..." (or the number when the library cannot say).
+  virtual std::string ResultString(CUptiResult result) = 0;
+};
+
+// libcupti file names tried in order by LoadCuptiApi().
+std::vector<std::string> DefaultCuptiLibraries();
+
+// dlopen()s the first of `libraries` that loads and resolves every function
+// used above. Null with `*why` saying which library or symbol was missing.
+std::unique_ptr<CuptiApi> LoadCuptiApi(const std::vector<std::string>& libraries,
+                                       std::string* why);
+
+}  // namespace cupti
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_PLUGINS_CUPTI_CUPTI_API_H_

@@ -1,0 +1,407 @@
+// The CUPTI activity tracer: lifecycle state machine, capped buffer pool, completed-buffer queue, correlation join.
+#include "cupti_tracer.h"
+
+#include <time.h>
+
+#include <cstdlib>
+#include <utility>
+
+namespace xdl_trace {
+namespace cupti {
+namespace {
+
+constexpr size_t kRecordAlignment = 8;  // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
+constexpr size_t kMaxExternalEntries = 1u << 16;  // Per generation of the join map.
+
+// CUPTI's buffer callbacks carry no user data: they reach the running tracer
+// through this pointer, set by Start and cleared by Stop after the final flush.
+std::atomic<CuptiTracer*> g_running{nullptr};
+
+void CUPTIAPI RequestTrampoline(uint8_t** buffer, size_t* size, size_t* max_records) {
+  if (CuptiTracer* tracer = g_running.load()) {
+    tracer->OnBufferRequested(buffer, size, max_records);
+    return;
+  }
+  *buffer = nullptr;
+  *size = 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI CompleteTrampoline(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                 size_t size, size_t valid_size) {
+  if (CuptiTracer* tracer = g_running.load()) {
+    tracer->OnBufferCompleted(context, stream_id, buffer, size, valid_size);
+  }
+  // Otherwise the buffer belongs to a tracer already gone: CUPTI handed it
+  // back after its final forced flush, which does not happen; leaving it is
+  // the safe choice.
+}
+
+// Activity timestamps on CLOCK_REALTIME, the clock of the host step spans.
+uint64_t CUPTIAPI RealtimeTimestamp() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+const char* KindName(CUpti_ActivityKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return "CONCURRENT_KERNEL";
+    case CUPTI_ACTIVITY_KIND_MEMCPY: return "MEMCPY";
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: return "MEMCPY2";
+    case CUPTI_ACTIVITY_KIND_MEMSET: return "MEMSET";
+    case CUPTI_ACTIVITY_KIND_RUNTIME: return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_DRIVER: return "DRIVER";
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return "EXTERNAL_CORRELATION";
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return "SYNCHRONIZATION";
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: return "OVERHEAD";
+    default: return "?";
+  }
+}
+
+// Errors that mean "no usable driver or GPU here" rather than a bug.
+bool MeansNoDevice(CUptiResult result) {
+  switch (result) {
+    case CUPTI_ERROR_NOT_INITIALIZED:
+    case CUPTI_ERROR_INVALID_DEVICE:
+    case CUPTI_ERROR_NOT_COMPATIBLE:
+    case CUPTI_ERROR_NOT_SUPPORTED:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+    case CUPTI_ERROR_UNKNOWN:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool MeansNoPrivileges(CUptiResult result) {
+  return result == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES ||
+         result == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES;
+}
+
+constexpr char kPrivilegesHelp[] =
+    "the NVIDIA driver restricts GPU profiling to administrators. Run as root, or allow all "
+    "users: put 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' in "
+    "/etc/modprobe.d/nvidia-profiling.conf and reload the driver (reboot); in a container, "
+    "add --cap-add=SYS_ADMIN. See https://developer.nvidia.com/ERR_NVGPUCTRPERM";
+
+bool ConfigFlag(const std::string& config, const std::string& key, bool* out) {
+  const std::string needle = key + "=";
+  size_t at = 0;
+  while ((at = config.find(needle, at)) != std::string::npos) {
+    if (at == 0 || config[at - 1] == ';') {
+      const char c = config.size() > at + needle.size() ? config[at + needle.size()] : '0';
+      *out = c == '1' || c == 't' || c == 'y';
+      return true;
+    }
+    at += needle.size();
+  }
+  return false;
+}
+
+bool ConfigValue(const std::string& config, const std::string& key, std::string* out) {
+  const std::string needle = key + "=";
+  size_t at = 0;
+  while ((at = config.find(needle, at)) != std::string::npos) {
+    if (at == 0 || config[at - 1] == ';') {
+      const size_t begin = at + needle.size();
+      const size_t end = config.find(';', begin);
+      *out = config.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+      return true;
+    }
+    at += needle.size();
+  }
+  return false;
+}
+
+}  // namespace
+
+void ApplyConfig(const std::string& config, CuptiTracerOptions* options) {
+  std::string value;
+  if (ConfigValue(config, "buffer_bytes", &value)) options->buffer_bytes = std::strtoull(value.c_str(), nullptr, 10);
+  if (ConfigValue(config, "max_buffer_bytes", &value)) options->max_buffer_bytes = std::strtoull(value.c_str(), nullptr, 10);
+  if (ConfigValue(config, "max_events", &value)) options->max_events = std::strtoull(value.c_str(), nullptr, 10);
+  if (ConfigValue(config, "libcupti", &value)) options->libraries = {value};
+  ConfigFlag(config, "driver", &options->driver);
+  ConfigFlag(config, "synchronization", &options->synchronization);
+  ConfigFlag(config, "overhead", &options->overhead);
+  if (options->buffer_bytes < 4096) options->buffer_bytes = 4096;
+}
+
+// ---- BufferPool ----
+
+BufferPool::BufferPool(size_t buffer_bytes, size_t max_bytes)
+    : buffer_bytes_((buffer_bytes + kRecordAlignment - 1) / kRecordAlignment * kRecordAlignment),
+      max_bytes_(max_bytes) {}
+
+BufferPool::~BufferPool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint8_t* buffer : free_) std::free(buffer);
+  // Buffers still outstanding are held by CUPTI; they are left alone.
+}
+
+void BufferPool::Preallocate(size_t count) {
+  std::lock_guard<std::mutex> lock(mu_);
+  while (free_.size() < count && (allocated_ + 1) * buffer_bytes_ <= max_bytes_) {
+    void* buffer = std::aligned_alloc(kRecordAlignment, buffer_bytes_);
+    if (buffer == nullptr) return;
+    free_.push_back(static_cast<uint8_t*>(buffer));
+    ++allocated_;
+  }
+}
+
+uint8_t* BufferPool::Acquire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint8_t* buffer = nullptr;
+  if (!free_.empty()) {
+    buffer = free_.back();
+    free_.pop_back();
+  } else if ((allocated_ + 1) * buffer_bytes_ <= max_bytes_) {
+    buffer = static_cast<uint8_t*>(std::aligned_alloc(kRecordAlignment, buffer_bytes_));
+    if (buffer != nullptr) ++allocated_;
+  }
+  if (buffer != nullptr) ++outstanding_;
+  return buffer;
+}
+
+void BufferPool::Release(uint8_t* buffer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  --outstanding_;
+  free_.push_back(buffer);
+}
+
+size_t BufferPool::allocated_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocated_ * buffer_bytes_;
+}
+
+size_t BufferPool::outstanding() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return outstanding_;
+}
+
+// ---- CuptiTracer ----
+
+CuptiTracer::CuptiTracer(CuptiTracerOptions options, std::unique_ptr<CuptiApi> api)
+    : options_(std::move(options)),
+      api_(std::move(api)),
+      pool_(options_.buffer_bytes, options_.max_buffer_bytes),
+      parser_(&names_, [this](CUpti_CallbackDomain domain, uint32_t cbid) {
+        return api_ != nullptr ? api_->CallbackName(domain, cbid) : std::string();
+      }) {}
+
+CuptiTracer::~CuptiTracer() {
+  Stop();
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  for (const Completed& c : completed_) pool_.Release(c.buffer);
+  completed_.clear();
+}
+
+std::vector<CUpti_ActivityKind> CuptiTracer::ActivityKinds() const {
+  std::vector<CUpti_ActivityKind> kinds = {
+      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,    CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMCPY2,              CUPTI_ACTIVITY_KIND_MEMSET,
+  };
+  if (options_.driver) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+  if (options_.synchronization) kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  if (options_.overhead) kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);
+  return kinds;
+}
+
+void CuptiTracer::MarkUnavailable(std::string reason) {
+  unavailable_reason_ = std::move(reason);
+  state_ = State::kUnavailable;
+}
+
+void CuptiTracer::Rollback(const std::vector<CUpti_ActivityKind>& enabled) {
+  for (auto it = enabled.rbegin(); it != enabled.rend(); ++it) api_->ActivityDisable(*it);
+  api_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  g_running.store(nullptr);
+}
+
+CuptiTracer::Result CuptiTracer::Start() {
+  const State state = state_.load();
+  if (state == State::kUnavailable || state == State::kRunning) return {};
+  if (api_ == nullptr) {
+    std::string why;
+    api_ = LoadCuptiApi(options_.libraries, &why);
+    if (api_ == nullptr) {
+      MarkUnavailable("libcupti could not be loaded (" + why + ")");
+      return {};
+    }
+  }
+  CuptiTracer* expected = nullptr;
+  if (!g_running.compare_exchange_strong(expected, this)) {
+    return {false, false, "cupti: another CUPTI tracer is already running in this process"};
+  }
+  state_ = State::kStarting;
+  auto fail = [&](const std::string& call, CUptiResult result) -> Result {
+    const std::string text = call + " returned " + api_->ResultString(result);
+    if (MeansNoPrivileges(result)) {
+      state_ = State::kIdle;
+      return {false, true, "cupti: " + text + ": " + kPrivilegesHelp};
+    }
+    if (MeansNoDevice(result)) {
+      MarkUnavailable("no CUDA driver or GPU (" + text + ")");
+      return {};
+    }
+    state_ = State::kIdle;
+    return {false, false, "cupti: " + text};
+  };
+
+  CUptiResult result = api_->ActivityRegisterCallbacks(RequestTrampoline, CompleteTrampoline);
+  if (result != CUPTI_SUCCESS) {
+    g_running.store(nullptr);
+    return fail("cuptiActivityRegisterCallbacks", result);
+  }
+  if (api_->ActivityRegisterTimestampCallback(RealtimeTimestamp) == CUPTI_SUCCESS) {
+    parser_.set_clock_offset_ns(0);
+  } else {
+    // Older CUPTI: measure its clock against CLOCK_REALTIME once.
+    uint64_t cupti_now = 0;
+    if (api_->GetTimestamp(&cupti_now) == CUPTI_SUCCESS && cupti_now != 0) {
+      parser_.set_clock_offset_ns(static_cast<int64_t>(RealtimeTimestamp()) -
+                                  static_cast<int64_t>(cupti_now));
+    }
+  }
+  pool_.Preallocate(options_.preallocated_buffers);
+  std::vector<CUpti_ActivityKind> enabled;
+  for (CUpti_ActivityKind kind : ActivityKinds()) {
+    result = api_->ActivityEnable(kind);
+    if (result != CUPTI_SUCCESS) {
+      Rollback(enabled);
+      return fail(std::string("cuptiActivityEnable(") + KindName(kind) + ")", result);
+    }
+    enabled.push_back(kind);
+  }
+  state_ = State::kRunning;
+  return {};
+}
+
+CuptiTracer::Result CuptiTracer::Stop() {
+  if (state_.load() != State::kRunning) return {};
+  state_ = State::kStopping;
+  Result out;
+  const std::vector<CUpti_ActivityKind> kinds = ActivityKinds();
+  for (auto it = kinds.rbegin(); it != kinds.rend(); ++it) {
+    const CUptiResult result = api_->ActivityDisable(*it);
+    if (result != CUPTI_SUCCESS && out.ok) {
+      out = {false, false,
+             std::string("cupti: cuptiActivityDisable(") + KindName(*it) + ") returned " +
+                 api_->ResultString(result)};
+    }
+  }
+  // Forced: CUPTI hands back every buffer, complete or not, before returning.
+  api_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  g_running.store(nullptr);
+  state_ = State::kIdle;
+  return out;
+}
+
+void CuptiTracer::StepBegin(uint64_t step_id) {
+  if (state_.load() == State::kRunning) {
+    api_->ActivityPushExternalCorrelationId(kStepCorrelationKind, step_id);
+  }
+}
+
+void CuptiTracer::StepEnd(uint64_t step_id) {
+  if (state_.load() == State::kRunning) {
+    uint64_t popped = 0;
+    api_->ActivityPopExternalCorrelationId(kStepCorrelationKind, &popped);
+  }
+}
+
+void CuptiTracer::OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *max_records = 0;  // As many as fit.
+  *buffer = pool_.Acquire();
+  if (*buffer == nullptr) {
+    // At the cap: CUPTI gets nothing and drops records (counted by CUPTI too).
+    refused_buffers_.fetch_add(1);
+    *size = 0;
+    return;
+  }
+  *size = pool_.buffer_bytes();
+}
+
+void CuptiTracer::OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                    size_t size, size_t valid_size) {
+  if (buffer == nullptr) return;
+  size_t dropped = 0;
+  if (api_ != nullptr &&
+      api_->ActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS) {
+    cupti_dropped_.fetch_add(static_cast<int64_t>(dropped));
+  }
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  completed_.push_back({buffer, valid_size});
+}
+
+void CuptiTracer::ParseCompleted() {
+  std::deque<Completed> completed;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    completed.swap(completed_);
+  }
+  for (const Completed& c : completed) {
+    CUpti_Activity* record = nullptr;
+    CUptiResult result;
+    while ((result = api_->ActivityGetNextRecord(c.buffer, c.valid_size, &record)) ==
+           CUPTI_SUCCESS) {
+      parser_.Parse(*record, &events_, &external_);
+      if (events_.size() + held_.size() > options_.max_events) {
+        events_.pop_back();
+        ++over_cap_events_;
+      }
+    }
+    // MAX_LIMIT_REACHED is the normal end; anything else (an unknown kind)
+    // ends this buffer early.
+    if (result != CUPTI_ERROR_MAX_LIMIT_REACHED) ++aborted_buffers_;
+    pool_.Release(c.buffer);
+  }
+}
+
+int64_t CuptiTracer::dropped() const {
+  return cupti_dropped_.load() + refused_buffers_.load() + over_cap_events_ + aborted_buffers_ +
+         parser_.counters().bad_timestamps;
+}
+
+std::string CuptiTracer::Collect() {
+  if (api_ != nullptr) ParseCompleted();
+  const bool running = state_.load() == State::kRunning;
+  auto lookup = [&](uint32_t correlation) -> uint64_t {
+    if (auto it = external_.find(correlation); it != external_.end()) return it->second;
+    if (auto it = external_old_.find(correlation); it != external_old_.end()) return it->second;
+    return 0;
+  };
+  std::vector<DeviceEventData> out;
+  out.reserve(held_.size() + events_.size());
+  for (DeviceEventData& e : held_) {
+    if (e.external_id == 0) e.external_id = lookup(static_cast<uint32_t>(e.correlation_id));
+    out.push_back(std::move(e));
+  }
+  held_.clear();
+  for (DeviceEventData& e : events_) {
+    if (e.external_id == 0 && e.correlation_id != 0) {
+      e.external_id = lookup(static_cast<uint32_t>(e.correlation_id));
+      if (e.external_id == 0 && running) {
+        held_.push_back(std::move(e));  // Its external record may come in a later buffer.
+        continue;
+      }
+    }
+    out.push_back(std::move(e));
+  }
+  events_.clear();
+  if (external_.size() > kMaxExternalEntries) {
+    external_old_ = std::move(external_);
+    external_.clear();
+  }
+  const int64_t total_dropped = dropped();
+  const int64_t dropped_now = total_dropped - reported_dropped_;
+  reported_dropped_ = total_dropped;
+  const std::string status =
+      state_.load() == State::kUnavailable ? "unavailable: " + unavailable_reason_ : "";
+  return SerializeDeviceTrace("cupti", names_, std::move(out), dropped_now, status);
+}
+
+}  // namespace cupti
+}  // namespace xdl_trace

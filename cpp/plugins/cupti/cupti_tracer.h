@@ -1,0 +1,158 @@
+// The CUPTI activity tracer: lifecycle state machine, capped buffer pool, completed-buffer queue, correlation join.
+#ifndef XDL_TRACE_PLUGINS_CUPTI_CUPTI_TRACER_H_
+#define XDL_TRACE_PLUGINS_CUPTI_CUPTI_TRACER_H_
+
+#include <cupti.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "activity_parser.h"
+#include "cupti_api.h"
+#include "trace_writer.h"
+
+namespace xdl_trace {
+namespace cupti {
+
+struct CuptiTracerOptions {
+  size_t buffer_bytes = 4u << 20;         // One activity buffer handed to CUPTI.
+  size_t max_buffer_bytes = 64u << 20;    // Hard cap on all buffers together.
+  size_t preallocated_buffers = 2;        // Allocated at start (within the cap).
+  size_t max_events = 1u << 20;           // Parsed events held between collects.
+  // Opt-in activity kinds (the defaults are always on).
+  bool driver = false;
+  bool synchronization = false;
+  bool overhead = false;
+  // libcupti names tried by the default loader.
+  std::vector<std::string> libraries = DefaultCuptiLibraries();
+};
+
+// Parses "key=value;..." (buffer_bytes, max_buffer_bytes, max_events, driver,
+// synchronization, overhead, libcupti) over `options`; unknown keys are ignored.
+void ApplyConfig(const std::string& config, CuptiTracerOptions* options);
+
+// Fixed-size, 8-byte-aligned activity buffers under a hard byte cap.
+// Threading: Acquire/Release from CUPTI's threads and the collecting thread;
+// guarded by mu_.
+class BufferPool {
+ public:
+  BufferPool(size_t buffer_bytes, size_t max_bytes);
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // Allocates up to `count` free buffers ahead of time (within the cap).
+  void Preallocate(size_t count);
+  // A free buffer, allocating one while under the cap; nullptr at the cap.
+  uint8_t* Acquire();
+  void Release(uint8_t* buffer);
+  size_t buffer_bytes() const { return buffer_bytes_; }
+  size_t allocated_bytes() const;
+  size_t outstanding() const;  // Acquired, not released.
+
+ private:
+  const size_t buffer_bytes_;
+  const size_t max_bytes_;
+  mutable std::mutex mu_;
+  std::vector<uint8_t*> free_;  // Guarded by mu_.
+  size_t allocated_ = 0;        // Guarded by mu_ (buffers).
+  size_t outstanding_ = 0;      // Guarded by mu_.
+};
+
+// Lifecycle:
+//   kIdle --Start--> kStarting --(all kinds enabled)--> kRunning --Stop--> kIdle
+//   kStarting --(enable failed)--> rollback --> kIdle (error) or kUnavailable
+//   kUnavailable: libcupti missing, or no driver/GPU; Start/Stop are no-ops.
+//
+// Threading: Start/Stop/StepBegin/StepEnd/Collect are called by one thread at
+// a time (the plugin ABI's training thread). OnBufferRequested and
+// OnBufferCompleted are called by CUPTI on its threads (or by tests); they
+// only touch the pool and the completed queue, under their locks. Only one
+// tracer per process can be running (CUPTI's callbacks are process-global).
+class CuptiTracer {
+ public:
+  enum class State { kIdle, kStarting, kRunning, kStopping, kUnavailable };
+
+  // `api` null: loaded lazily with LoadCuptiApi(options.libraries) at the
+  // first Start.
+  explicit CuptiTracer(CuptiTracerOptions options, std::unique_ptr<CuptiApi> api = nullptr);
+  ~CuptiTracer();  // Stops if running.
+  CuptiTracer(const CuptiTracer&) = delete;
+  CuptiTracer& operator=(const CuptiTracer&) = delete;
+
+  struct Result {
+    bool ok = true;
+    bool permission_denied = false;
+    std::string message;
+  };
+
+  Result Start();
+  // Disables every kind, force-flushes (CUPTI hands back every buffer) and
+  // releases the callbacks.
+  Result Stop();
+  void StepBegin(uint64_t step_id);
+  void StepEnd(uint64_t step_id);
+
+  // Serialized xdl.proto.DeviceTrace of everything completed since the last
+  // Collect. While running, events whose correlation is not yet joined are
+  // held back for one more collect (their external record may be in a later
+  // buffer).
+  std::string Collect();
+
+  // CUPTI's buffer callbacks (public so tests can drive them).
+  void OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
+  void OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
+                         size_t valid_size);
+
+  State state() const { return state_.load(); }
+  const std::string& unavailable_reason() const { return unavailable_reason_; }
+  // The activity kinds enabled by a successful Start, in order.
+  std::vector<CUpti_ActivityKind> ActivityKinds() const;
+  int64_t dropped() const;  // Total so far (not reset by Collect).
+  const BufferPool& pool() const { return pool_; }
+  const ParseCounters& parse_counters() const { return parser_.counters(); }
+
+ private:
+  struct Completed {
+    uint8_t* buffer;
+    size_t valid_size;
+  };
+  void MarkUnavailable(std::string reason);
+  void ParseCompleted();
+  void Rollback(const std::vector<CUpti_ActivityKind>& enabled);
+
+  const CuptiTracerOptions options_;
+  std::unique_ptr<CuptiApi> api_;           // Training thread (set before callbacks).
+  std::atomic<State> state_{State::kIdle};
+  std::string unavailable_reason_;          // Training thread.
+  BufferPool pool_;
+
+  std::mutex queue_mu_;
+  std::deque<Completed> completed_;         // Guarded by queue_mu_.
+  std::atomic<int64_t> cupti_dropped_{0};   // From cuptiActivityGetNumDroppedRecords.
+  std::atomic<int64_t> refused_buffers_{0}; // Requests refused at the cap.
+
+  // Training thread only:
+  NameTable names_;
+  ActivityParser parser_;
+  std::vector<DeviceEventData> events_;     // Parsed, not yet collected.
+  std::vector<DeviceEventData> held_;       // Unjoined, held one collect.
+  std::unordered_map<uint32_t, uint64_t> external_;       // correlation -> step.
+  std::unordered_map<uint32_t, uint64_t> external_old_;   // Previous generation.
+  int64_t over_cap_events_ = 0;             // Parsed beyond max_events.
+  int64_t aborted_buffers_ = 0;             // Parse stopped at an unknown kind.
+  int64_t reported_dropped_ = 0;            // dropped() at the last Collect.
+};
+
+}  // namespace cupti
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_PLUGINS_CUPTI_CUPTI_TRACER_H_

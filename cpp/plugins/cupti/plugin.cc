@@ -1,0 +1,140 @@
+// The CUPTI tracer as a device-profiler plugin: the C ABI entry point over CuptiTracer; nothing throws across it.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "cupti_tracer.h"
+#include "xdl_trace/plugin/profiler_plugin.h"
+
+struct XdlTraceProfiler {
+  std::unique_ptr<xdl_trace::cupti::CuptiTracer> tracer;
+  std::string snapshot;  // Between the two collect calls.
+  bool has_snapshot = false;
+};
+
+namespace {
+
+int32_t SetError(XdlTracePluginError* error, int32_t code, const std::string& message) {
+  if (error != nullptr && error->message != nullptr && error->capacity > 0) {
+    std::snprintf(error->message, error->capacity, "%s", message.c_str());
+  }
+  return code;
+}
+
+// Runs `body`, turning any exception into INTERNAL with its message.
+template <typename F>
+int32_t Guard(XdlTracePluginError* error, F body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    return SetError(error, XDL_TRACE_PLUGIN_INTERNAL, std::string("cupti: ") + e.what());
+  } catch (...) {
+    return SetError(error, XDL_TRACE_PLUGIN_INTERNAL, "cupti: unknown exception");
+  }
+}
+
+int32_t FromResult(const xdl_trace::cupti::CuptiTracer::Result& result,
+                   XdlTracePluginError* error) {
+  if (result.ok) return XDL_TRACE_PLUGIN_OK;
+  return SetError(error,
+                  result.permission_denied ? XDL_TRACE_PLUGIN_PERMISSION_DENIED
+                                           : XDL_TRACE_PLUGIN_INTERNAL,
+                  result.message);
+}
+
+int32_t Create(const XdlTraceProfilerOptions* options, XdlTraceProfiler** out,
+               XdlTracePluginError* error) {
+  *out = nullptr;
+  return Guard(error, [&] {
+    xdl_trace::cupti::CuptiTracerOptions tracer_options;
+    if (options != nullptr) {
+      if (options->max_buffer_bytes != 0) tracer_options.max_buffer_bytes = options->max_buffer_bytes;
+      if (options->config != nullptr) xdl_trace::cupti::ApplyConfig(options->config, &tracer_options);
+    }
+    auto profiler = std::make_unique<XdlTraceProfiler>();
+    profiler->tracer = std::make_unique<xdl_trace::cupti::CuptiTracer>(tracer_options);
+    *out = profiler.release();
+    return static_cast<int32_t>(XDL_TRACE_PLUGIN_OK);
+  });
+}
+
+int32_t Start(XdlTraceProfiler* p, XdlTracePluginError* error) {
+  return Guard(error, [&] { return FromResult(p->tracer->Start(), error); });
+}
+
+int32_t Stop(XdlTraceProfiler* p, XdlTracePluginError* error) {
+  return Guard(error, [&] { return FromResult(p->tracer->Stop(), error); });
+}
+
+int32_t Collect(XdlTraceProfiler* p, uint8_t* buffer, size_t* size, XdlTracePluginError* error) {
+  return Guard(error, [&]() -> int32_t {
+    if (buffer == nullptr) {
+      if (!p->has_snapshot) {
+        p->snapshot = p->tracer->Collect();
+        p->has_snapshot = true;
+      }
+      *size = p->snapshot.size();
+      return XDL_TRACE_PLUGIN_OK;
+    }
+    if (!p->has_snapshot) {
+      return SetError(error, XDL_TRACE_PLUGIN_FAILED_PRECONDITION,
+                      "cupti: collect with a buffer before asking the size");
+    }
+    if (*size < p->snapshot.size()) {
+      return SetError(error, XDL_TRACE_PLUGIN_INVALID_ARGUMENT,
+                      "cupti: collect buffer of " + std::to_string(*size) + " bytes, need " +
+                          std::to_string(p->snapshot.size()));
+    }
+    std::memcpy(buffer, p->snapshot.data(), p->snapshot.size());
+    *size = p->snapshot.size();
+    p->snapshot.clear();
+    p->has_snapshot = false;
+    return XDL_TRACE_PLUGIN_OK;
+  });
+}
+
+int32_t StepBegin(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError* error) {
+  return Guard(error, [&] {
+    p->tracer->StepBegin(id);
+    return static_cast<int32_t>(XDL_TRACE_PLUGIN_OK);
+  });
+}
+
+int32_t StepEnd(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError* error) {
+  return Guard(error, [&] {
+    p->tracer->StepEnd(id);
+    return static_cast<int32_t>(XDL_TRACE_PLUGIN_OK);
+  });
+}
+
+void Destroy(XdlTraceProfiler* p) {
+  try {
+    delete p;
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int32_t XdlTracePluginInit(
+    XdlTracePluginRegistration* r) {
+  if (r == nullptr || r->struct_size < XDL_TRACE_PLUGIN_REGISTRATION_SIZE_V1_0) {
+    return XDL_TRACE_PLUGIN_INVALID_ARGUMENT;
+  }
+  r->struct_size = sizeof(*r);
+  r->ext = nullptr;
+  r->abi_major = XDL_TRACE_PLUGIN_ABI_MAJOR;
+  r->abi_minor = XDL_TRACE_PLUGIN_ABI_MINOR;
+  r->abi_patch = XDL_TRACE_PLUGIN_ABI_PATCH;
+  r->profiler_type = "cupti";
+  r->create = Create;
+  r->start = Start;
+  r->stop = Stop;
+  r->collect = Collect;
+  r->step_begin = StepBegin;
+  r->step_end = StepEnd;
+  r->destroy = Destroy;
+  return XDL_TRACE_PLUGIN_OK;
+}

@@ -1,0 +1,222 @@
+// Runs the configured device-tracer plugins together: start, stop, per-step markers and bounded periodic collection.
+#include "plugin/device_tracer_set.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "device_trace.pb.h"
+
+namespace xdl_trace {
+namespace internal {
+namespace {
+
+int64_t CountEvents(const xdl::proto::DeviceTrace& trace) {
+  int64_t n = 0;
+  for (const auto& device : trace.device()) {
+    for (const auto& line : device.line()) n += line.event_size();
+  }
+  return n;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
+    const std::vector<std::string>& entries, DeviceTracerSetOptions options) {
+  std::unique_ptr<DeviceTracerSet> set(new DeviceTracerSet(std::move(options)));
+  for (const std::string& entry : entries) {
+    Tracer tracer;
+    tracer.entry = entry;
+    tracer.type = entry;
+    std::string status = "ok";
+    absl::StatusOr<std::string> path = ResolvePlugin(entry);
+    if (!path.ok() && absl::IsNotFound(path.status()) && entry == kCuptiTracerName) {
+      // The CUPTI plugin is only built where the CUDA toolkit was found.
+      status = absl::StrCat("unavailable: plugin not built (", path.status().message(), ")");
+    } else if (!path.ok()) {
+      return path.status();
+    } else {
+      absl::StatusOr<std::unique_ptr<PluginLibrary>> library = PluginLibrary::Load(*path);
+      if (!library.ok()) return library.status();
+      tracer.library = std::move(*library);
+      tracer.type = tracer.library->profiler_type();
+      XdlTraceProfilerOptions profiler_options{};
+      profiler_options.struct_size = sizeof(profiler_options);
+      profiler_options.max_buffer_bytes = set->options_.max_buffer_bytes_per_tracer;
+      profiler_options.config = set->options_.plugin_config.c_str();
+      PluginErrorBuffer error;
+      const int32_t rc =
+          tracer.library->registration().create(&profiler_options, &tracer.profiler, error.get());
+      if (rc != XDL_TRACE_PLUGIN_OK || tracer.profiler == nullptr) {
+        return absl::InternalError(absl::StrCat("device tracer '", entry, "' (", *path,
+                                                "): create failed (", rc, "): ", error.message()));
+      }
+    }
+    set->tracers_.push_back(std::move(tracer));
+    std::lock_guard<std::mutex> lock(set->status_mu_);
+    set->status_.push_back(std::move(status));
+  }
+  return set;
+}
+
+DeviceTracerSet::~DeviceTracerSet() {
+  Stop().IgnoreError();  // Errors were reported by StatusSummary().
+  for (Tracer& tracer : tracers_) {
+    if (tracer.profiler != nullptr) tracer.library->registration().destroy(tracer.profiler);
+    tracer.profiler = nullptr;
+  }
+}
+
+void DeviceTracerSet::SetStatus(size_t index, std::string status) {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  status_[index] = std::move(status);
+}
+
+std::string DeviceTracerSet::StatusSummary() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < status_.size(); ++i) {
+    parts.push_back(absl::StrCat(tracers_[i].type, ": ", status_[i]));
+  }
+  return absl::StrJoin(parts, "; ");
+}
+
+absl::Status DeviceTracerSet::Start() {
+  if (running_) return absl::OkStatus();
+  for (size_t i = 0; i < tracers_.size(); ++i) {
+    Tracer& tracer = tracers_[i];
+    if (tracer.profiler == nullptr) continue;
+    PluginErrorBuffer error;
+    const int32_t rc = tracer.library->registration().start(tracer.profiler, error.get());
+    if (rc != XDL_TRACE_PLUGIN_OK) {
+      // Roll back: stop the ones already started, in reverse order.
+      for (size_t j = i; j-- > 0;) {
+        if (tracers_[j].profiler == nullptr) continue;
+        PluginErrorBuffer ignored;
+        tracers_[j].library->registration().stop(tracers_[j].profiler, ignored.get());
+      }
+      std::string message = absl::StrCat("device tracer '", tracer.entry, "': start failed (", rc,
+                                         "): ", error.message());
+      SetStatus(i, absl::StrCat("error: ", error.message()));
+      return rc == XDL_TRACE_PLUGIN_PERMISSION_DENIED ? absl::PermissionDeniedError(message)
+                                                      : absl::InternalError(message);
+    }
+  }
+  running_ = true;
+  return Collect();
+}
+
+absl::Status DeviceTracerSet::Stop() {
+  if (!running_) return absl::OkStatus();
+  running_ = false;
+  absl::Status first;
+  for (size_t i = tracers_.size(); i-- > 0;) {
+    Tracer& tracer = tracers_[i];
+    if (tracer.profiler == nullptr) continue;
+    PluginErrorBuffer error;
+    const int32_t rc = tracer.library->registration().stop(tracer.profiler, error.get());
+    if (rc != XDL_TRACE_PLUGIN_OK && first.ok()) {
+      first = absl::InternalError(absl::StrCat("device tracer '", tracer.entry,
+                                               "': stop failed (", rc, "): ", error.message()));
+      SetStatus(i, absl::StrCat("error: ", error.message()));
+    }
+  }
+  return first;
+}
+
+void DeviceTracerSet::StepBegin(uint64_t external_id) {
+  if (!running_) return;
+  for (size_t i = 0; i < tracers_.size(); ++i) {
+    Tracer& tracer = tracers_[i];
+    if (tracer.profiler == nullptr) continue;
+    PluginErrorBuffer error;
+    if (tracer.library->registration().step_begin(tracer.profiler, external_id, error.get()) !=
+            XDL_TRACE_PLUGIN_OK &&
+        !tracer.step_error_reported) {
+      tracer.step_error_reported = true;
+      SetStatus(i, absl::StrCat("error: step_begin: ", error.message()));
+    }
+  }
+}
+
+void DeviceTracerSet::StepEnd(uint64_t external_id) {
+  if (!running_) return;
+  for (size_t i = 0; i < tracers_.size(); ++i) {
+    Tracer& tracer = tracers_[i];
+    if (tracer.profiler == nullptr) continue;
+    PluginErrorBuffer error;
+    if (tracer.library->registration().step_end(tracer.profiler, external_id, error.get()) !=
+            XDL_TRACE_PLUGIN_OK &&
+        !tracer.step_error_reported) {
+      tracer.step_error_reported = true;
+      SetStatus(i, absl::StrCat("error: step_end: ", error.message()));
+    }
+  }
+}
+
+absl::Status DeviceTracerSet::CollectOne(Tracer& tracer) {
+  const XdlTracePluginRegistration& reg = tracer.library->registration();
+  size_t size = 0;
+  PluginErrorBuffer error;
+  int32_t rc = reg.collect(tracer.profiler, nullptr, &size, error.get());
+  if (rc != XDL_TRACE_PLUGIN_OK) {
+    return absl::InternalError(absl::StrCat("device tracer '", tracer.entry,
+                                            "': collect (size) failed (", rc, "): ",
+                                            error.message()));
+  }
+  if (size == 0) return absl::OkStatus();
+  std::string bytes(size, '\0');
+  rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get());
+  if (rc != XDL_TRACE_PLUGIN_OK || size > bytes.size()) {
+    return absl::InternalError(absl::StrCat("device tracer '", tracer.entry, "': collect of ",
+                                            bytes.size(), " bytes failed (", rc, "): ",
+                                            error.message()));
+  }
+  bytes.resize(size);
+  xdl::proto::DeviceTrace trace;
+  if (!trace.ParseFromString(bytes)) {
+    return absl::DataLossError(absl::StrCat("device tracer '", tracer.entry, "': collect returned ",
+                                            size, " bytes that are not a DeviceTrace"));
+  }
+  const size_t index = &tracer - tracers_.data();
+  SetStatus(index, trace.status().empty() ? std::string("ok") : trace.status());
+  const int64_t events = CountEvents(trace);
+  events_dropped_.fetch_add(trace.dropped_events(), std::memory_order_relaxed);
+  if (events == 0 && trace.dropped_events() == 0) return absl::OkStatus();
+  if (trace.tracer().empty()) {
+    trace.set_tracer(tracer.type);
+    bytes = trace.SerializeAsString();
+  }
+  if (pending_bytes_ + bytes.size() > options_.max_pending_bytes) {
+    events_dropped_.fetch_add(events, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  events_collected_.fetch_add(events, std::memory_order_relaxed);
+  pending_bytes_ += bytes.size();
+  pending_.push_back(std::move(bytes));
+  return absl::OkStatus();
+}
+
+absl::Status DeviceTracerSet::Collect() {
+  absl::Status first;
+  for (Tracer& tracer : tracers_) {
+    if (tracer.profiler == nullptr) continue;
+    absl::Status status = CollectOne(tracer);
+    if (!status.ok()) {
+      SetStatus(&tracer - tracers_.data(), absl::StrCat("error: ", status.message()));
+      if (first.ok()) first = status;
+    }
+  }
+  return first;
+}
+
+std::vector<std::string> DeviceTracerSet::TakePending() {
+  std::vector<std::string> out;
+  out.swap(pending_);
+  pending_bytes_ = 0;
+  return out;
+}
+
+}  // namespace internal
+}  // namespace xdl_trace

@@ -1,0 +1,98 @@
+// Runs the configured device-tracer plugins together: start, stop, per-step markers and bounded periodic collection.
+#ifndef XDL_TRACE_PLUGIN_DEVICE_TRACER_SET_H_
+#define XDL_TRACE_PLUGIN_DEVICE_TRACER_SET_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "plugin/plugin_loader.h"
+
+namespace xdl_trace {
+namespace internal {
+
+struct DeviceTracerSetOptions {
+  // Passed to every plugin as XdlTraceProfilerOptions::max_buffer_bytes.
+  uint64_t max_buffer_bytes_per_tracer = 64ull << 20;
+  // Collected traces waiting for a record; past it a collected trace is
+  // dropped and its events counted in events_dropped().
+  uint64_t max_pending_bytes = 32ull << 20;
+  // XdlTraceProfilerOptions::config for every plugin.
+  std::string plugin_config;
+};
+
+// Threading: every method except the counters and StatusSummary() is called
+// by one thread at a time (the training thread, which owns the plugins);
+// counters and StatusSummary() may be read from any thread.
+class DeviceTracerSet {
+ public:
+  // Resolves and loads every entry (built-in name or path) and creates its
+  // profiler. A built-in name whose plugin was not built is kept as an
+  // unavailable tracer; any other failure (not found, bad plugin, create
+  // failed) is returned naming the entry.
+  static absl::StatusOr<std::unique_ptr<DeviceTracerSet>> Create(
+      const std::vector<std::string>& entries, DeviceTracerSetOptions options = {});
+
+  ~DeviceTracerSet();  // Stops (if running) and destroys every profiler.
+  DeviceTracerSet(const DeviceTracerSet&) = delete;
+  DeviceTracerSet& operator=(const DeviceTracerSet&) = delete;
+
+  // Starts every profiler; if one fails, stops those already started and
+  // returns its error. Then collects once so StatusSummary() reports
+  // unavailable tracers right away. No-op when running.
+  absl::Status Start();
+  // Stops every profiler (each flushes its device buffers). No-op when stopped.
+  absl::Status Stop();
+  bool running() const { return running_; }
+
+  // Host step markers, forwarded to every running profiler. A failing plugin
+  // is reported once in StatusSummary(); the step goes on.
+  void StepBegin(uint64_t external_id);
+  void StepEnd(uint64_t external_id);
+
+  // Collects every profiler (two-call protocol) into the pending list.
+  // Traces with no events and no drops are not kept.
+  absl::Status Collect();
+  // Serialized xdl.proto.DeviceTrace messages collected so far; clears them.
+  std::vector<std::string> TakePending();
+  uint64_t pending_bytes() const { return pending_bytes_; }
+
+  size_t size() const { return tracers_.size(); }
+  int64_t events_collected() const { return events_collected_.load(std::memory_order_relaxed); }
+  int64_t events_dropped() const { return events_dropped_.load(std::memory_order_relaxed); }
+  // "cupti: unavailable: ...; fake: ok", one entry per tracer.
+  std::string StatusSummary() const;
+
+ private:
+  struct Tracer {
+    std::string entry;                       // As configured.
+    std::string type;                        // profiler_type, or the entry.
+    std::unique_ptr<PluginLibrary> library;  // Null: unavailable built-in.
+    XdlTraceProfiler* profiler = nullptr;
+    bool step_error_reported = false;
+  };
+
+  explicit DeviceTracerSet(DeviceTracerSetOptions options) : options_(std::move(options)) {}
+  absl::Status CollectOne(Tracer& tracer);
+  void SetStatus(size_t index, std::string status);
+
+  const DeviceTracerSetOptions options_;
+  std::vector<Tracer> tracers_;         // Training thread.
+  bool running_ = false;                // Training thread.
+  std::vector<std::string> pending_;    // Training thread.
+  uint64_t pending_bytes_ = 0;          // Training thread.
+  std::atomic<int64_t> events_collected_{0};
+  std::atomic<int64_t> events_dropped_{0};
+  mutable std::mutex status_mu_;
+  std::vector<std::string> status_;     // Guarded by status_mu_; one per tracer.
+};
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_PLUGIN_DEVICE_TRACER_SET_H_

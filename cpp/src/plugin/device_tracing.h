@@ -1,0 +1,106 @@
+// The tracer's side of device tracing: host step spans, step correlation ids, periodic collection, Record fields 5 and 6.
+#ifndef XDL_TRACE_PLUGIN_DEVICE_TRACING_H_
+#define XDL_TRACE_PLUGIN_DEVICE_TRACING_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "plugin/device_tracer_set.h"
+#include "tracer/tracer_internal.h"
+#include "xdl_trace/config.h"
+#include "xdl_trace/stats.h"
+
+namespace xdl_trace {
+namespace internal {
+
+// Values of xdl.proto.HostSpan.Kind.
+enum class HostSpanKind : int {
+  kStep = 1,
+  kCaptureEncode = 2,
+  kQueueWait = 3,
+  kDeviceCollect = 4,
+};
+
+struct HostSpanData {
+  HostSpanKind kind = HostSpanKind::kStep;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t gstep = 0;
+  int64_t lstep = 0;
+  uint64_t correlation_id = 0;
+  int64_t thread_id = 0;
+};
+
+// CLOCK_REALTIME in nanoseconds: the one clock host spans and device events use.
+int64_t RealtimeNs();
+
+// Serialized Record fields: `device_traces` (serialized DeviceTrace) as field 5
+// each, `spans` as field 6 each, ready for EncodeRecord's trailing_fields.
+std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_traces,
+                                       absl::Span<const HostSpanData> spans);
+
+// Environment overrides read by DeviceTracing::Start.
+inline constexpr char kCollectIntervalEnv[] = "XDL_TRACE_DEVICE_COLLECT_INTERVAL_S";
+inline constexpr char kPluginConfigEnv[] = "XDL_TRACE_PLUGIN_CONFIG";  // "key=value;..."
+
+struct DeviceTracingOptions {
+  DeviceTracerSetOptions set;
+  double collect_interval_s = 1.0;  // Device collection period (checked at each step).
+};
+
+// The RecordExtras (tracer/tracer_internal.h) behind config.device_tracers.
+// Threading: the training thread calls everything except FillStats(), which
+// any thread may call.
+//
+// Host spans: STEP runs from the previous Step() return (or Start) to this
+// Step() call and carries the step's correlation id, which device tracers
+// attach to the work launched meanwhile; CAPTURE_ENCODE and QUEUE_WAIT are
+// this Step()'s own work and ride in the next record; DEVICE_COLLECT marks a
+// collection. Device tracers are collected when collect_interval_s has passed
+// (checked once per step), never per step by default, and at Finish().
+class DeviceTracing final : public RecordExtras {
+ public:
+  // Starts every tracer in config.device_tracers (must be non-empty). An
+  // unavailable tracer is logged once to stderr and shown in stats, not an
+  // error.
+  static absl::StatusOr<std::unique_ptr<DeviceTracing>> Start(const TraceConfig& config,
+                                                              DeviceTracingOptions options = {});
+  ~DeviceTracing() override;
+
+  void OnStepCalled(int64_t gstep, int64_t lstep) override;
+  std::string TakeTrailingFields() override;
+  void OnStepEncoded(int64_t begin_ns, int64_t end_ns) override;
+  void OnStepReturned(int64_t begin_ns, int64_t end_ns) override;
+  // Stops the tracers and returns the fields not yet taken ("" when no device
+  // events are left: host spans alone do not justify a record).
+  std::string Finish() override;
+  // device_events / device_events_dropped / device_tracer_status.
+  void FillStats(TraceStats* stats) const override;
+
+  DeviceTracerSet& tracers() { return *set_; }
+
+ private:
+  DeviceTracing(std::unique_ptr<DeviceTracerSet> set, DeviceTracingOptions options);
+  void AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns);
+
+  const std::unique_ptr<DeviceTracerSet> set_;
+  const DeviceTracingOptions options_;
+  const int64_t thread_id_;
+  // Training thread only:
+  uint64_t step_id_ = 1;             // Correlation id of the step in progress.
+  int64_t step_begin_ns_ = 0;
+  int64_t gstep_ = 0;                // Of the last Step() call.
+  int64_t lstep_ = 0;
+  int64_t last_collect_ns_ = 0;
+  std::vector<HostSpanData> spans_;  // Finished, not yet in a record.
+  bool finished_ = false;
+};
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_PLUGIN_DEVICE_TRACING_H_

@@ -1,0 +1,168 @@
+// Finds, dlopen()s and validates device-profiler plugins.
+#include "plugin/plugin_loader.h"
+
+#include <dlfcn.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace xdl_trace {
+namespace internal {
+namespace {
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string DirName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// Minimum registration size for a plugin reporting ABI minor `minor`. Minors
+// newer than ours must at least cover everything we know.
+size_t MinimumRegistrationSize(uint32_t minor) {
+  (void)minor;  // 1.0 is the only minor so far.
+  return XDL_TRACE_PLUGIN_REGISTRATION_SIZE_V1_0;
+}
+
+}  // namespace
+
+std::string PluginFileName(absl::string_view name) {
+  return absl::StrCat("libxdl_trace_", name, ".so");
+}
+
+std::vector<std::string> PluginSearchDirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv(kPluginPathEnv); env != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(env, ':', absl::SkipEmpty())) {
+      dirs.emplace_back(dir);
+    }
+  }
+#ifdef XDL_TRACE_BUILTIN_PLUGIN_DIR
+  dirs.emplace_back(XDL_TRACE_BUILTIN_PLUGIN_DIR);
+#endif
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&PluginSearchDirs), &info) != 0 &&
+      info.dli_fname != nullptr && std::strchr(info.dli_fname, '/') != nullptr) {
+    const std::string dir = DirName(info.dli_fname);
+    dirs.push_back(dir);
+    dirs.push_back(dir + "/plugins");
+  }
+  return dirs;
+}
+
+absl::StatusOr<std::string> ResolvePlugin(absl::string_view name_or_path) {
+  if (name_or_path.empty()) {
+    return absl::InvalidArgumentError("device_tracers: empty tracer name");
+  }
+  if (absl::StrContains(name_or_path, '/') || absl::EndsWith(name_or_path, ".so")) {
+    std::string path(name_or_path);
+    if (!IsRegularFile(path)) {
+      return absl::NotFoundError(absl::StrCat("device tracer plugin '", path, "' does not exist"));
+    }
+    return path;
+  }
+  const std::vector<std::string> dirs = PluginSearchDirs();
+  const std::string file = PluginFileName(name_or_path);
+  for (const std::string& dir : dirs) {
+    std::string candidate = absl::StrCat(dir, "/", file);
+    if (IsRegularFile(candidate)) return candidate;
+  }
+  return absl::NotFoundError(absl::StrCat("device tracer '", name_or_path, "': no ", file, " in [",
+                                          absl::StrJoin(dirs, ", "), "] (set ", kPluginPathEnv,
+                                          " or give a path)"));
+}
+
+absl::Status ValidateRegistration(const XdlTracePluginRegistration& r, absl::string_view library) {
+  auto bad = [&](absl::string_view field, absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device tracer plugin '", library, "': ", field, " ", why));
+  };
+  if (r.abi_major != XDL_TRACE_PLUGIN_ABI_MAJOR) {
+    return bad("abi_major", absl::StrCat("is ", r.abi_major, ", this build of xdl_trace needs ",
+                                         XDL_TRACE_PLUGIN_ABI_MAJOR));
+  }
+  const size_t minimum = MinimumRegistrationSize(r.abi_minor);
+  if (r.struct_size < minimum) {
+    return bad("struct_size", absl::StrCat("is ", r.struct_size, ", ABI ", r.abi_major, ".",
+                                           r.abi_minor, " needs at least ", minimum));
+  }
+  if (r.profiler_type == nullptr || r.profiler_type[0] == '\0') {
+    return bad("profiler_type", "is null or empty");
+  }
+  const std::pair<const char*, bool> functions[] = {
+      {"create", r.create != nullptr},         {"start", r.start != nullptr},
+      {"stop", r.stop != nullptr},             {"collect", r.collect != nullptr},
+      {"step_begin", r.step_begin != nullptr}, {"step_end", r.step_end != nullptr},
+      {"destroy", r.destroy != nullptr},
+  };
+  for (const auto& [name, present] : functions) {
+    if (!present) return bad(name, "is null");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Load(const std::string& path) {
+  // RTLD_LOCAL keeps each plugin's symbols (and its protobuf, if any) private.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = ::dlerror();
+    return absl::FailedPreconditionError(absl::StrCat("device tracer plugin '", path,
+                                                      "': dlopen failed: ", why ? why : "?"));
+  }
+  ::dlerror();
+  void* symbol = ::dlsym(handle, XDL_TRACE_PLUGIN_INIT_SYMBOL);
+  if (symbol == nullptr) {
+    ::dlclose(handle);
+    return absl::InvalidArgumentError(absl::StrCat("device tracer plugin '", path, "': no symbol ",
+                                                   XDL_TRACE_PLUGIN_INIT_SYMBOL));
+  }
+  XdlTracePluginRegistration registration;
+  std::memset(&registration, 0, sizeof(registration));
+  registration.struct_size = sizeof(registration);
+  const int32_t rc = reinterpret_cast<XdlTracePluginInitFn>(symbol)(&registration);
+  if (rc != XDL_TRACE_PLUGIN_OK) {
+    ::dlclose(handle);
+    return absl::InternalError(absl::StrCat("device tracer plugin '", path, "': ",
+                                            XDL_TRACE_PLUGIN_INIT_SYMBOL, " returned ", rc));
+  }
+  if (absl::Status valid = ValidateRegistration(registration, path); !valid.ok()) {
+    ::dlclose(handle);
+    return valid;
+  }
+  return std::unique_ptr<PluginLibrary>(new PluginLibrary(path, handle, registration));
+}
+
+PluginLibrary::PluginLibrary(std::string path, void* handle,
+                             const XdlTracePluginRegistration& registration)
+    : path_(std::move(path)),
+      handle_(handle),
+      registration_(registration),
+      profiler_type_(registration.profiler_type) {}
+
+PluginLibrary::~PluginLibrary() { ::dlclose(handle_); }
+
+PluginErrorBuffer::PluginErrorBuffer() {
+  text_[0] = '\0';
+  std::memset(&error_, 0, sizeof(error_));
+  error_.struct_size = sizeof(error_);
+  error_.message = text_;
+  error_.capacity = sizeof(text_);
+}
+
+std::string PluginErrorBuffer::message() const {
+  // Guard against a plugin that forgot the terminating NUL.
+  const size_t n = ::strnlen(text_, sizeof(text_));
+  return n == 0 ? std::string("(no message)") : std::string(text_, n);
+}
+
+}  // namespace internal
+}  // namespace xdl_trace

@@ -1,0 +1,85 @@
+// Finds, dlopen()s and validates device-profiler plugins (the C ABI in xdl_trace/plugin/profiler_plugin.h).
+#ifndef XDL_TRACE_PLUGIN_PLUGIN_LOADER_H_
+#define XDL_TRACE_PLUGIN_PLUGIN_LOADER_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "xdl_trace/plugin/profiler_plugin.h"
+
+namespace xdl_trace {
+namespace internal {
+
+// Environment variable: ':'-separated directories searched for plugins by name.
+inline constexpr char kPluginPathEnv[] = "XDL_TRACE_PLUGIN_PATH";
+
+// Built-in tracer names and the library file each resolves to.
+inline constexpr char kCuptiTracerName[] = "cupti";
+
+// "libxdl_trace_<name>.so": the file a plugin called `name` is looked up as.
+std::string PluginFileName(absl::string_view name);
+
+// Directories searched for a plugin given by name, in order:
+// XDL_TRACE_PLUGIN_PATH, the build's plugin folder (when compiled in), and
+// "<dir>" and "<dir>/plugins" of the binary holding this code.
+std::vector<std::string> PluginSearchDirs();
+
+// Resolves a TraceConfig::device_tracers entry. An entry with a '/' or ending
+// in ".so" is a path (must exist). Otherwise a name searched in
+// PluginSearchDirs(); NotFound lists where it looked.
+absl::StatusOr<std::string> ResolvePlugin(absl::string_view name_or_path);
+
+// Checks what a plugin's init filled in: ABI major equal to ours, struct_size
+// at least the minimum for its minor version, profiler_type set, no null
+// function. InvalidArgument naming `library` and the offending field.
+absl::Status ValidateRegistration(const XdlTracePluginRegistration& registration,
+                                  absl::string_view library);
+
+// A loaded, validated plugin library. Unloads (dlclose) on destruction, so it
+// must outlive every profiler created from it.
+// Threading: immutable after Load; use from any thread.
+class PluginLibrary {
+ public:
+  // dlopen + dlsym(XDL_TRACE_PLUGIN_INIT_SYMBOL) + init + validate. Errors name
+  // the library path and what failed (dlerror text, init status, field).
+  static absl::StatusOr<std::unique_ptr<PluginLibrary>> Load(const std::string& path);
+
+  ~PluginLibrary();
+  PluginLibrary(const PluginLibrary&) = delete;
+  PluginLibrary& operator=(const PluginLibrary&) = delete;
+
+  const std::string& path() const { return path_; }
+  const std::string& profiler_type() const { return profiler_type_; }
+  const XdlTracePluginRegistration& registration() const { return registration_; }
+
+ private:
+  PluginLibrary(std::string path, void* handle, const XdlTracePluginRegistration& registration);
+
+  const std::string path_;
+  void* const handle_;
+  const XdlTracePluginRegistration registration_;
+  const std::string profiler_type_;
+};
+
+// Fixed-size error buffer for plugin calls.
+class PluginErrorBuffer {
+ public:
+  PluginErrorBuffer();
+  XdlTracePluginError* get() { return &error_; }
+  // The plugin's message, or "(no message)".
+  std::string message() const;
+
+ private:
+  char text_[512];
+  XdlTracePluginError error_;
+};
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_PLUGIN_PLUGIN_LOADER_H_

@@ -1,0 +1,60 @@
+// Built-in summaries (stats, histogram) computed over a tensor in place, and the summary dispatch the tracer uses.
+#ifndef XDL_TRACE_SUMMARY_SUMMARY_H_
+#define XDL_TRACE_SUMMARY_SUMMARY_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "xdl_trace/registry.h"
+#include "xdl_trace/tensor.h"
+
+namespace xdl_trace {
+namespace internal {
+
+// Layout of the kStats column (float64[kStatsSize]).
+enum StatsField {
+  kStatsCount = 0,  // Elements, all of them.
+  kStatsMin,        // min/max/mean/std/l2 are over finite values only; with
+  kStatsMax,        // none, min/max/mean/std are NaN and l2 is 0.
+  kStatsMean,
+  kStatsStd,        // Population standard deviation (numpy's ddof=0).
+  kStatsL2,         // sqrt(sum of squares).
+  kStatsNanCount,
+  kStatsInfCount,   // +inf and -inf.
+  kStatsSize,
+};
+
+// Number of float64 values of a kHistogram column with `bins` bins:
+// lo, hi (the bin range), `bins` right edges, then `bins` counts.
+inline int HistogramSize(int bins) { return 2 + 2 * bins; }
+
+// Both read `view` in place, element by element, converting to double
+// (float16/bfloat16 included, bool as 0/1). `view` must be valid: a known
+// dtype and non-null data when it has elements.
+void ComputeStats(const TensorView& view, double out[kStatsSize]);
+// Equal-width bins over [lo, hi] = [min, max] of the finite values, as numpy's
+// histogram (when min == max: [min - 0.5, max + 0.5]); the last bin includes
+// hi; NaN and inf are not counted. No finite values: lo, hi and the edges are
+// NaN and the counts 0. `out` holds HistogramSize(bins) values; bins >= 1.
+void ComputeHistogram(const TensorView& view, int bins, double* out);
+
+// Runs the built-in summary of `summary` over `view` into `values` (resized;
+// its capacity is reused across steps, so a steady-state step allocates
+// nothing). InvalidArgument for kNone or bins < 1.
+absl::Status ComputeBuiltinSummary(const Summary& summary, const TensorView& view,
+                                   std::vector<double>* values);
+
+// Applies `summary` (its fn when set, else its builtin) and returns the owned
+// result: a float64 vector for builtins. For tests and bindings.
+absl::StatusOr<Tensor> ApplySummary(const Summary& summary, const TensorView& view);
+
+// Converts one IEEE binary16 / bfloat16 value to float.
+float HalfToFloat(uint16_t bits);
+float BFloat16ToFloat(uint16_t bits);
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_SUMMARY_SUMMARY_H_

@@ -1,0 +1,79 @@
+"""Builds the xdl_trace wheel: CMake compiles the C++ core and the _core extension (build_ext).
+
+    python3 -m pip install --no-build-isolation .
+
+Works offline with Debian's setuptools/wheel. Environment:
+  XDL_TRACE_BUILD_DIR   where setuptools and CMake build (default: <repo>/build-py); a
+                        persistent directory makes re-installs incremental.
+  XDL_TRACE_CMAKE_ARGS  extra CMake arguments (e.g. -DXDL_TRACE_BUILD_PLUGINS=OFF).
+  XDL_TRACE_JOBS        parallel build jobs (default: CPU count).
+"""
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+BUILD_DIR = os.path.abspath(os.environ.get("XDL_TRACE_BUILD_DIR", os.path.join(ROOT, "build-py")))
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    """Configures the project with tests and examples off, builds it, and copies the _core
+    module (and any device-tracer plugins built into xdl_trace/plugins) into the wheel."""
+
+    def build_extension(self, ext):
+        ext_path = os.path.abspath(self.get_ext_fullpath(ext.name))
+        package_dir = os.path.dirname(ext_path)
+        staging = os.path.join(BUILD_DIR, "cmake-out")
+        cmake_dir = os.path.join(BUILD_DIR, "cmake")
+        os.makedirs(staging, exist_ok=True)
+        args = [
+            "cmake",
+            "-S",
+            ROOT,
+            "-B",
+            cmake_dir,
+            "-DCMAKE_BUILD_TYPE=Release",
+            "-DXDL_TRACE_BUILD_TESTS=OFF",
+            "-DXDL_TRACE_BUILD_EXAMPLES=OFF",
+            "-DXDL_TRACE_BUILD_PYTHON=ON",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            f"-DPYTHON_EXECUTABLE={sys.executable}",
+            f"-DXDL_TRACE_PYTHON_OUTPUT_DIR={staging}",
+        ] + shlex.split(os.environ.get("XDL_TRACE_CMAKE_ARGS", ""))
+        jobs = os.environ.get("XDL_TRACE_JOBS", str(os.cpu_count() or 1))
+        subprocess.run(args, check=True)
+        subprocess.run(["cmake", "--build", cmake_dir, "-j", jobs], check=True)
+        built = [f for f in os.listdir(staging) if f.startswith("_core.") and f.endswith(".so")]
+        if not built:
+            raise RuntimeError(f"xdl_trace: CMake did not produce _core in {staging}")
+        os.makedirs(package_dir, exist_ok=True)
+        shutil.copy2(os.path.join(staging, built[0]), ext_path)
+        plugins = os.path.join(ROOT, "xdl_trace", "plugins")
+        if os.path.isdir(plugins):
+            dest = os.path.join(package_dir, "plugins")
+            os.makedirs(dest, exist_ok=True)
+            for name in os.listdir(plugins):
+                if name.endswith(".so"):
+                    shutil.copy2(os.path.join(plugins, name), dest)
+
+
+os.makedirs(BUILD_DIR, exist_ok=True)
+setup(
+    ext_modules=[CMakeExtension("xdl_trace._core")],
+    cmdclass={"build_ext": CMakeBuild},
+    options={
+        "build": {"build_base": BUILD_DIR},
+        "egg_info": {"egg_base": BUILD_DIR},
+    },
+)

@@ -1,0 +1,570 @@
+// Tests of the C++ reader against files written with protobuf's own serialization (not the writer).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/unknown_field_set.h"
+#include "google/protobuf/wire_format.h"
+#include "io/crc32c.h"
+#include "reader/wire_decoder.h"
+#include "xdl_trace.pb.h"
+#include "xdl_trace/reader.h"
+
+namespace xdl_trace {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the build tree, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = std::string(XDL_TRACE_BINARY_DIR) + "/reader_test.XXXXXX";
+    char* made = mkdtemp(pattern.data());
+    REQUIRE(made != nullptr);
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string Frame(const std::string& body) {
+  const auto n = static_cast<uint32_t>(body.size());
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return out + body;
+}
+
+std::string HeaderFrame(const std::vector<std::string>& keys) {
+  xdl::proto::Header header;
+  for (const auto& k : keys) header.add_key(k);
+  return Frame(header.SerializeAsString());
+}
+
+void AddColumn(xdl::proto::Record* record, xdl::proto::Type dtype, std::vector<int> shape,
+               const std::string& data) {
+  auto* column = record->add_column();
+  column->set_dtype(dtype);
+  for (int d : shape) column->add_shape(d);
+  column->set_data(data);
+}
+
+std::string FloatBytes(std::vector<float> values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+// A simple record: gstep, lstep = gstep / 2, timestamp, columns "w" (2x3
+// float32) and "loss" (scalar float32).
+xdl::proto::Record SimpleRecord(int64_t gstep) {
+  xdl::proto::Record record;
+  record.set_gstep(gstep);
+  record.set_lstep(gstep / 2);
+  record.set_timestamp(1700000000000 + gstep);
+  const float g = static_cast<float>(gstep);
+  AddColumn(&record, xdl::proto::Float, {2, 3}, FloatBytes({g, g + 1, g + 2, g + 3, g + 4, g + 5}));
+  AddColumn(&record, xdl::proto::Float, {}, FloatBytes({g * 0.5f}));
+  return record;
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+xdl::proto::Meta MetaFor(const std::string& data, int64_t records, int64_t gstep_begin,
+                         int64_t gstep_end) {
+  xdl::proto::Meta meta;
+  meta.set_gstep_begin(gstep_begin);
+  meta.set_gstep_end(gstep_end);
+  meta.set_record_count(records);
+  meta.set_data_bytes(static_cast<int64_t>(data.size()));
+  meta.set_crc32c(internal::crc32c::Value(data.data(), data.size()));
+  meta.set_format_version(1);
+  meta.set_closed_cleanly(true);
+  return meta;
+}
+
+// Writes a data file of SimpleRecords for gsteps [first, first + count) and its
+// Meta; returns the file's bytes.
+std::string WriteSimpleFile(const std::string& path, int64_t first, int count,
+                            bool with_meta = true) {
+  std::string data = HeaderFrame({"w", "loss"});
+  for (int i = 0; i < count; ++i) data += Frame(SimpleRecord(first + i).SerializeAsString());
+  WriteBytes(path, data);
+  if (with_meta) {
+    WriteBytes(path + ".meta",
+               MetaFor(data, count, first, first + count - 1).SerializeAsString());
+  }
+  return data;
+}
+
+std::vector<RecordView> ReadAll(const std::shared_ptr<TraceFile>& file, RecordCursor* cursor) {
+  std::vector<RecordView> out;
+  RecordView record;
+  while (cursor->Next(&record)) out.push_back(record);
+  return out;
+}
+
+absl::string_view AsView(const std::string& s) { return s; }
+
+TEST_CASE("wire decoder agrees with protobuf's serialization", "[reader]") {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    xdl::proto::Record record;
+    record.set_gstep(static_cast<int64_t>(rng()));  // Negative values too.
+    record.set_lstep(static_cast<int64_t>(rng() % 1000));
+    record.set_timestamp(static_cast<int64_t>(rng() >> (rng() % 64)));
+    const std::string body = record.SerializeAsString();
+    internal::WireReader reader(body);
+    internal::WireField field;
+    int64_t values[5] = {0, 0, 0, 0, 0};
+    while (reader.Next(&field)) {
+      REQUIRE(field.wire_type == internal::kWireVarint);
+      values[field.number] = static_cast<int64_t>(field.varint);
+    }
+    REQUIRE(reader.error() == nullptr);
+    CHECK(values[1] == record.gstep());
+    CHECK(values[2] == record.lstep());
+    CHECK(values[4] == record.timestamp());
+  }
+  // Cut-short varints and overrunning lengths are errors at the right offset.
+  const std::string bad_varint("\x08\xff\xff", 3);
+  internal::WireReader r1(bad_varint);
+  internal::WireField field;
+  CHECK_FALSE(r1.Next(&field));
+  CHECK(std::string(r1.error()) == "bad varint");
+  CHECK(r1.error_offset() == 1);
+  const std::string overrun("\x08\x01\x1a\x05\x01", 5);
+  internal::WireReader r2(overrun);
+  CHECK(r2.Next(&field));
+  CHECK_FALSE(r2.Next(&field));
+  CHECK(r2.error_offset() == 2);
+  const std::string group("\x0b", 1);  // Field 1, wire type 3 (start group).
+  internal::WireReader r3(group);
+  CHECK_FALSE(r3.Next(&field));
+  CHECK(std::string(r3.error()) == "unsupported wire type");
+}
+
+TEST_CASE("reader decodes every dtype as zero-copy views into the mapping", "[reader]") {
+  TempDir dir;
+  struct Case {
+    xdl::proto::Type proto;
+    DType dtype;
+    size_t size;
+  };
+  const std::vector<Case> cases = {
+      {xdl::proto::Int8, DType::kInt8, 1},       {xdl::proto::Int16, DType::kInt16, 2},
+      {xdl::proto::Int32, DType::kInt32, 4},     {xdl::proto::Int64, DType::kInt64, 8},
+      {xdl::proto::Float, DType::kFloat32, 4},   {xdl::proto::Double, DType::kFloat64, 8},
+      {xdl::proto::Bool, DType::kBool, 1},       {xdl::proto::Byte, DType::kByte, 1},
+      {xdl::proto::UInt8, DType::kUInt8, 1},     {xdl::proto::UInt16, DType::kUInt16, 2},
+      {xdl::proto::UInt32, DType::kUInt32, 4},   {xdl::proto::UInt64, DType::kUInt64, 8},
+      {xdl::proto::Float16, DType::kFloat16, 2}, {xdl::proto::BFloat16, DType::kBFloat16, 2},
+  };
+  REQUIRE(cases.size() == static_cast<size_t>(kNumDTypes));
+  std::vector<std::string> keys;
+  xdl::proto::Record record;
+  record.set_gstep(42);
+  record.set_lstep(7);
+  record.set_timestamp(1234567890123);
+  std::vector<std::string> payloads;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    keys.push_back(absl::StrCat("scope/k", i));
+    std::string bytes(3 * 2 * cases[i].size, '\0');
+    for (size_t b = 0; b < bytes.size(); ++b) bytes[b] = static_cast<char>(i * 31 + b);
+    payloads.push_back(bytes);
+    AddColumn(&record, cases[i].proto, {3, 2}, bytes);
+  }
+  const std::string path = dir / "train.trace.0.1";
+  std::string data = HeaderFrame(keys) + Frame(record.SerializeAsString());
+  WriteBytes(path, data);
+
+  auto file = TraceFile::Open(path);
+  REQUIRE(file.ok());
+  CHECK((*file)->keys() == keys);
+  CHECK_FALSE((*file)->meta().has_value());
+  CHECK((*file)->meta_error().code() == absl::StatusCode::kNotFound);
+  RecordCursor cursor = (*file)->Records();
+  auto records = ReadAll(*file, &cursor);
+  REQUIRE(cursor.status().ok());
+  CHECK_FALSE(cursor.torn_tail());
+  REQUIRE(records.size() == 1);
+  const RecordView& r = records[0];
+  CHECK(r.gstep == 42);
+  CHECK(r.lstep == 7);
+  CHECK(r.timestamp_ms == 1234567890123);
+  CHECK(r.offset == HeaderFrame(keys).size());
+  CHECK(r.frame_size == data.size() - r.offset);
+  REQUIRE(r.columns.size() == cases.size());
+  const absl::string_view mapping = (*file)->bytes();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const ColumnView& c = r.columns[i];
+    CHECK(c.dtype == cases[i].dtype);
+    CHECK(c.shape == Shape{3, 2});
+    CHECK(c.NumElements() == 6);
+    CHECK(c.data == payloads[i]);
+    // Zero-copy: the view points into the mapped file, not into a copy.
+    CHECK(c.data.data() >= mapping.data());
+    CHECK(c.data.data() + c.data.size() <= mapping.data() + mapping.size());
+  }
+}
+
+TEST_CASE("reader handles scalar, empty and unpacked-shape columns", "[reader]") {
+  TempDir dir;
+  xdl::proto::Record record;
+  record.set_gstep(1);
+  AddColumn(&record, xdl::proto::Double, {}, std::string(8, '\x01'));  // Scalar.
+  record.add_column()->set_dtype(xdl::proto::Float);                   // Empty (trace_once).
+  AddColumn(&record, xdl::proto::Int32, {0, 5}, "");                   // Zero elements.
+  std::string body = record.SerializeAsString();
+  // A column whose shape is written unpacked (one varint per dim), which
+  // proto3 parsers must accept: dtype Int16, shape [2] unpacked, data 4 bytes.
+  const std::string unpacked_column("\x08\x01\x10\x02\x1a\x04\x01\x00\x02\x00", 10);
+  body += std::string("\x1a") + static_cast<char>(unpacked_column.size()) + unpacked_column;
+  const std::string path = dir / "train.trace.0.1";
+  WriteBytes(path, HeaderFrame({"s", "once", "z", "u"}) + Frame(body));
+
+  auto file = TraceFile::Open(path);
+  REQUIRE(file.ok());
+  RecordCursor cursor = (*file)->Records();
+  auto records = ReadAll(*file, &cursor);
+  REQUIRE(cursor.status().ok());
+  REQUIRE(records.size() == 1);
+  const auto& c = records[0].columns;
+  REQUIRE(c.size() == 4);
+  CHECK(c[0].shape.empty());
+  CHECK(c[0].NumElements() == 1);
+  CHECK_FALSE(c[0].empty());
+  CHECK(c[1].empty());
+  CHECK(c[1].NumElements() == 0);
+  CHECK(c[1].dtype == DType::kFloat32);
+  CHECK(c[2].shape == Shape{0, 5});
+  CHECK(c[2].NumElements() == 0);
+  CHECK(c[3].dtype == DType::kInt16);
+  CHECK(c[3].shape == Shape{2});
+  CHECK(c[3].data == AsView(std::string("\x01\x00\x02\x00", 4)));
+}
+
+TEST_CASE("reader exposes unknown record fields as raw bytes", "[reader]") {
+  TempDir dir;
+  xdl::proto::Record record = SimpleRecord(3);
+  auto* unknown = record.GetReflection()->MutableUnknownFields(&record);
+  unknown->AddLengthDelimited(5, "device events");
+  unknown->AddVarint(6, 300);
+  unknown->AddFixed32(7, 0xDEADBEEF);
+  unknown->AddFixed64(15, 0x0123456789ABCDEFull);
+  // An unknown field inside a Column is skipped.
+  record.mutable_column(0)->GetReflection()->MutableUnknownFields(record.mutable_column(0))
+      ->AddLengthDelimited(9, "ignored");
+  const std::string path = dir / "train.trace.0.1";
+  WriteBytes(path, HeaderFrame({"w", "loss"}) + Frame(record.SerializeAsString()));
+
+  auto file = TraceFile::Open(path);
+  REQUIRE(file.ok());
+  RecordCursor cursor = (*file)->Records();
+  auto records = ReadAll(*file, &cursor);
+  REQUIRE(cursor.status().ok());
+  REQUIRE(records.size() == 1);
+  const RecordView& r = records[0];
+  CHECK(r.gstep == 3);
+  CHECK(r.columns.size() == 2);
+  CHECK(r.columns[0].data == FloatBytes({3, 4, 5, 6, 7, 8}));
+  REQUIRE(r.extra_fields.size() == 4);
+  CHECK(r.extra_fields[0].number == 5);
+  CHECK(r.extra_fields[0].wire_type == 2);
+  CHECK(r.extra_fields[0].payload == "device events");
+  CHECK(r.extra_fields[1].number == 6);
+  CHECK(r.extra_fields[2].number == 7);
+  CHECK(r.extra_fields[2].payload.size() == 4);
+  CHECK(r.extra_fields[3].number == 15);
+  CHECK(r.extra_fields[3].payload.size() == 8);
+  // The encoded views re-parse into exactly the unknown fields protobuf wrote.
+  std::string encoded;
+  for (const auto& f : r.extra_fields) encoded += std::string(f.encoded);
+  std::string expected;
+  google::protobuf::io::StringOutputStream sink(&expected);
+  {
+    google::protobuf::io::CodedOutputStream out(&sink);
+    google::protobuf::internal::WireFormat::SerializeUnknownFields(*unknown, &out);
+  }
+  CHECK(encoded == expected);
+}
+
+TEST_CASE("reader groups a directory by prefix, name and rank in index order", "[reader]") {
+  TempDir dir;
+  WriteSimpleFile(dir / "train.trace.1.2", 120, 2);
+  WriteSimpleFile(dir / "train.trace.1.10", 140, 2);
+  WriteSimpleFile(dir / "train.trace.1.1", 100, 2);
+  WriteSimpleFile(dir / "train.trace.0.1", 100, 2);
+  WriteSimpleFile(dir / "test.trace.0.1", 7, 1);
+  WriteSimpleFile(dir / "train.other.name.0.1", 1, 1);
+  WriteBytes(dir / "train.trace.0.1.meta.tmp", "junk");
+  WriteBytes(dir / "notes.txt", "junk");
+
+  auto reader = TraceReader::Open(dir.path(), "train", "trace");
+  REQUIRE(reader.ok());
+  const auto& files = reader->files();
+  REQUIRE(files.size() == 4);
+  CHECK(files[0].path == dir / "train.trace.0.1");
+  CHECK(files[1].path == dir / "train.trace.1.1");
+  CHECK(files[2].path == dir / "train.trace.1.2");
+  CHECK(files[3].path == dir / "train.trace.1.10");
+  CHECK(reader->ranks() == std::vector<int32_t>{0, 1});
+  CHECK(reader->files_of_rank(1).size() == 3);
+  CHECK(reader->files_of_rank(1)[2].index == 10);
+
+  auto test = TraceReader::Open(dir.path(), "test", "trace");
+  REQUIRE(test.ok());
+  REQUIRE(test->files().size() == 1);
+  CHECK(test->files()[0].prefix == "test");
+
+  auto dotted = TraceReader::Open(dir.path(), "train", "other.name");
+  REQUIRE(dotted.ok());
+  REQUIRE(dotted->files().size() == 1);
+  CHECK(dotted->files()[0].name == "other.name");
+
+  auto missing = TraceReader::Open(dir.path(), "train", "nope");
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CHECK(std::string(missing.status().message()).find("train.trace") != std::string::npos);
+
+  auto single = TraceReader::Open(dir / "train.trace.1.10");
+  REQUIRE(single.ok());
+  REQUIRE(single->files().size() == 1);
+  CHECK(single->files()[0].rank == 1);
+  CHECK(single->files()[0].index == 10);
+
+  TraceFileInfo info;
+  CHECK_FALSE(ParseTraceFileName("train.trace.0.1.meta", &info));
+  CHECK_FALSE(ParseTraceFileName("train.0.1", &info));
+  CHECK(ParseTraceFileName("test.t.3.12", &info));
+  CHECK(info.rank == 3);
+  CHECK(info.index == 12);
+
+  // Meta of a listed file is read and mirrors the proto.
+  auto file = TraceReader::OpenFile(files[2]);
+  REQUIRE(file.ok());
+  REQUIRE((*file)->meta().has_value());
+  CHECK((*file)->meta()->gstep_begin == 120);
+  CHECK((*file)->meta()->gstep_end == 121);
+  CHECK((*file)->meta()->record_count == 2);
+  CHECK((*file)->meta()->closed_cleanly);
+}
+
+TEST_CASE("a torn final frame is reported, not an error, at every cut point", "[reader]") {
+  TempDir dir;
+  const std::string full = WriteSimpleFile(dir / "full", 10, 3, /*with_meta=*/false);
+  const size_t header = HeaderFrame({"w", "loss"}).size();
+  const size_t frame = Frame(SimpleRecord(10).SerializeAsString()).size();
+  const size_t last = header + 2 * frame;  // Offset of the third record.
+  REQUIRE(last + frame == full.size());
+  for (size_t cut = last + 1; cut < full.size(); ++cut) {  // Prefix and body cut short.
+    const std::string path = dir / absl::StrCat("train.trace.0.", cut);
+    WriteBytes(path, full.substr(0, cut));
+    auto file = TraceFile::Open(path);
+    REQUIRE(file.ok());
+    RecordCursor cursor = (*file)->Records();
+    auto records = ReadAll(*file, &cursor);
+    INFO("cut at " << cut);
+    CHECK(cursor.status().ok());
+    CHECK(records.size() == 2);
+    CHECK(cursor.torn_tail());
+    CHECK(cursor.torn_offset() == last);
+    VerifyReport report = (*file)->Verify();
+    CHECK(report.torn_tail);
+  }
+  // A cut exactly at a frame boundary is a clean end.
+  WriteBytes(dir / "clean", full.substr(0, last));
+  auto clean = TraceFile::Open(dir / "clean");
+  REQUIRE(clean.ok());
+  RecordCursor cursor = (*clean)->Records();
+  CHECK(ReadAll(*clean, &cursor).size() == 2);
+  CHECK_FALSE(cursor.torn_tail());
+  // A cut inside the Header frame: no keys, no records, torn.
+  for (size_t cut : {size_t{0}, size_t{2}, header - 1}) {
+    WriteBytes(dir / "header", full.substr(0, cut));
+    auto file = TraceFile::Open(dir / "header");
+    REQUIRE(file.ok());
+    CHECK((*file)->header_torn());
+    CHECK((*file)->keys().empty());
+    RecordCursor c = (*file)->Records();
+    RecordView r;
+    CHECK_FALSE(c.Next(&r));
+    CHECK(c.torn_tail());
+    CHECK(c.status().ok());
+  }
+}
+
+// Reads `path` to the end and returns the error message (empty when none).
+std::string ReadError(const std::string& path) {
+  auto file = TraceFile::Open(path);
+  if (!file.ok()) return std::string(file.status().message());
+  RecordCursor cursor = (*file)->Records();
+  ReadAll(*file, &cursor);
+  if (cursor.status().ok()) return "";
+  CHECK(cursor.status().code() == absl::StatusCode::kDataLoss);
+  return std::string(cursor.status().message());
+}
+
+TEST_CASE("corruption is an error naming the file and the byte offset", "[reader]") {
+  TempDir dir;
+  const std::string header = HeaderFrame({"w", "loss"});
+  const std::string good = Frame(SimpleRecord(1).SerializeAsString());
+  const size_t second = header.size() + good.size();  // Offset of the bad frame.
+
+  SECTION("bad varint") {
+    const std::string body("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12);
+    const std::string path = dir / "train.trace.0.1";
+    WriteBytes(path, header + good + Frame(body));
+    const std::string error = ReadError(path);
+    CHECK(error.find(path) != std::string::npos);
+    CHECK(error.find(absl::StrCat("byte offset ", second + 4 + 1)) != std::string::npos);
+    CHECK(error.find("bad varint") != std::string::npos);
+  }
+  SECTION("field overruns its message") {
+    const std::string body("\x08\x01\x1a\x7f\x00", 5);
+    const std::string path = dir / "train.trace.0.1";
+    WriteBytes(path, header + good + Frame(body));
+    const std::string error = ReadError(path);
+    INFO(error);
+    CHECK(error.find(path) != std::string::npos);
+    CHECK(error.find(absl::StrCat("byte offset ", second + 4 + 2)) != std::string::npos);
+    CHECK(error.find("overruns") != std::string::npos);
+  }
+  SECTION("invalid dtype") {
+    xdl::proto::Record record = SimpleRecord(2);
+    record.mutable_column(1)->set_dtype(static_cast<xdl::proto::Type>(99));
+    const std::string path = dir / "train.trace.0.1";
+    WriteBytes(path, header + good + Frame(record.SerializeAsString()));
+    const std::string error = ReadError(path);
+    CHECK(error.find(path) != std::string::npos);
+    CHECK(error.find("invalid dtype 99") != std::string::npos);
+    CHECK(error.find(absl::StrCat("byte offset ", second)) == std::string::npos);  // Deeper.
+  }
+  SECTION("data size differs from shape times dtype size") {
+    xdl::proto::Record record = SimpleRecord(2);
+    record.mutable_column(0)->set_data("short");
+    const std::string path = dir / "train.trace.0.1";
+    WriteBytes(path, header + good + Frame(record.SerializeAsString()));
+    const std::string error = ReadError(path);
+    CHECK(error.find(path) != std::string::npos);
+    CHECK(error.find("5 bytes") != std::string::npos);
+    CHECK(error.find("need 24") != std::string::npos);
+  }
+  SECTION("wrong column count") {
+    xdl::proto::Record record = SimpleRecord(2);
+    record.mutable_column()->RemoveLast();
+    const std::string path = dir / "train.trace.0.1";
+    WriteBytes(path, header + good + Frame(record.SerializeAsString()));
+    const std::string error = ReadError(path);
+    CHECK(error.find(absl::StrCat("byte offset ", second)) != std::string::npos);
+    CHECK(error.find("1 columns but the header has 2 keys") != std::string::npos);
+  }
+  SECTION("an impossible frame length inside the part the Meta covers") {
+    const std::string data = header + good + good + good;
+    std::string broken = data;
+    broken[second + 3] = '\x70';  // Length prefix now far past the end of the file.
+    const std::string path = dir / "train.trace.0.1";
+    WriteBytes(path, broken);
+    WriteBytes(path + ".meta", MetaFor(data, 3, 1, 1).SerializeAsString());
+    const std::string error = ReadError(path);
+    CHECK(error.find(path) != std::string::npos);
+    CHECK(error.find(absl::StrCat("byte offset ", second)) != std::string::npos);
+    CHECK(error.find("runs past the end") != std::string::npos);
+  }
+}
+
+TEST_CASE("verify compares a file with its Meta", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  const std::string data = WriteSimpleFile(path, 5, 4);
+
+  auto file = TraceFile::Open(path);
+  REQUIRE(file.ok());
+  VerifyReport report = (*file)->Verify();
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.ok);
+  CHECK(report.has_meta);
+  CHECK(report.records_counted == 4);
+  CHECK(report.crc_actual == report.crc_expected);
+  CHECK(report.unverified_tail_bytes == 0);
+
+  SECTION("a flipped byte fails the checksum") {
+    std::string flipped = data;
+    flipped[data.size() - 3] ^= 0x40;  // Inside float data: still decodes.
+    WriteBytes(path, flipped);
+    auto f = TraceFile::Open(path);
+    REQUIRE(f.ok());
+    VerifyReport r = (*f)->Verify();
+    CHECK_FALSE(r.ok);
+    REQUIRE(r.problems.size() == 1);
+    CHECK(r.problems[0].find(path) != std::string::npos);
+    CHECK(r.problems[0].find("crc32c") != std::string::npos);
+  }
+  SECTION("a record count that disagrees") {
+    xdl::proto::Meta meta = MetaFor(data, 5, 5, 8);
+    WriteBytes(path + ".meta", meta.SerializeAsString());
+    auto f = TraceFile::Open(path);
+    REQUIRE(f.ok());
+    VerifyReport r = (*f)->Verify();
+    CHECK_FALSE(r.ok);
+    CHECK(r.problems.at(0).find("says 5 records") != std::string::npos);
+  }
+  SECTION("records appended after the last Meta of a crashed run") {
+    xdl::proto::Meta meta = MetaFor(data, 4, 5, 8);
+    meta.set_closed_cleanly(false);
+    WriteBytes(path + ".meta", meta.SerializeAsString());
+    const std::string extra = Frame(SimpleRecord(9).SerializeAsString());
+    WriteBytes(path, data + extra + extra.substr(0, 7));  // One whole, one torn.
+    auto f = TraceFile::Open(path);
+    REQUIRE(f.ok());
+    VerifyReport r = (*f)->Verify();
+    CHECK(r.ok);
+    CHECK(r.torn_tail);
+    CHECK(r.unverified_tail_bytes == extra.size() + 7);
+  }
+  SECTION("a file shorter than its Meta says") {
+    WriteBytes(path, data.substr(0, data.size() - 10));
+    auto f = TraceFile::Open(path);
+    REQUIRE(f.ok());
+    VerifyReport r = (*f)->Verify();
+    CHECK_FALSE(r.ok);
+    CHECK(r.problems.at(0).find("truncated") != std::string::npos);
+  }
+  SECTION("no Meta") {
+    std::remove((path + ".meta").c_str());
+    auto f = TraceFile::Open(path);
+    REQUIRE(f.ok());
+    VerifyReport r = (*f)->Verify();
+    CHECK_FALSE(r.ok);
+    CHECK_FALSE(r.has_meta);
+    CHECK(r.problems.at(0).find("cannot verify") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace xdl_trace

@@ -1,0 +1,211 @@
+// Proves EncodeRecord / EncodeHeaderFrame write exactly the bytes protobuf's own serializer writes.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "record/record_encoder.h"
+#include "xdl_trace.pb.h"
+
+namespace xdl_trace {
+namespace internal {
+namespace {
+
+std::string LengthPrefixed(const std::string& body) {
+  const uint32_t n = static_cast<uint32_t>(body.size());
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return out + body;
+}
+
+// protobuf's serialization of the same Record, framed.
+std::string ProtobufFrame(int64_t gstep, int64_t lstep, int64_t timestamp,
+                          const std::vector<TensorView>& columns) {
+  xdl::proto::Record record;
+  record.set_gstep(gstep);
+  record.set_lstep(lstep);
+  record.set_timestamp(timestamp);
+  for (const TensorView& view : columns) {
+    xdl::proto::Column* column = record.add_column();
+    column->set_dtype(static_cast<xdl::proto::Type>(view.dtype));
+    for (int64_t dim : view.shape) column->add_shape(static_cast<int32_t>(dim));
+    if (view.NumBytes() > 0) {
+      column->set_data(static_cast<const char*>(view.data), view.NumBytes());
+    }
+  }
+  std::string body;
+  REQUIRE(record.SerializeToString(&body));
+  return LengthPrefixed(body);
+}
+
+std::string Encode(int64_t gstep, int64_t lstep, int64_t timestamp,
+                   const std::vector<TensorView>& columns, absl::string_view trailing = {}) {
+  absl::StatusOr<EncodedRecord> record =
+      EncodeRecord(gstep, lstep, timestamp, columns, {}, trailing);
+  REQUIRE(record.ok());
+  CHECK(record->gstep == gstep);
+  CHECK(record->lstep == lstep);
+  CHECK(record->timestamp_ms == timestamp);
+  return record->frame;
+}
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string bytes(n, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  return bytes;
+}
+
+const Shape kShapes[] = {{}, {1}, {7}, {3, 5}, {2, 3, 4}, {0}, {4, 0}, {1, 1, 1, 1, 2}};
+
+}  // namespace
+
+TEST_CASE("every dtype and shape encodes as protobuf does", "[encoder]") {
+  uint32_t seed = 1;
+  for (int32_t d = 0; d < kNumDTypes; ++d) {
+    const DType dtype = static_cast<DType>(d);
+    for (const Shape& shape : kShapes) {
+      TensorView view{dtype, shape, nullptr};
+      const std::string bytes = RandomBytes(view.NumBytes(), seed++);
+      view.data = bytes.empty() ? nullptr : bytes.data();
+      INFO("dtype " << DTypeName(dtype) << " rank " << shape.size());
+      CHECK(Encode(12, 3, 1700000000123, {view}) == ProtobufFrame(12, 3, 1700000000123, {view}));
+    }
+  }
+}
+
+TEST_CASE("zero, negative and extreme steps encode as protobuf does", "[encoder]") {
+  const float value = 1.5f;
+  const TensorView scalar{DType::kFloat32, {}, &value};
+  const int8_t small = -3;
+  const TensorView int8_scalar{DType::kInt8, {}, &small};  // dtype 0 is omitted.
+  const int64_t min = std::numeric_limits<int64_t>::min();
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  const int64_t steps[][3] = {{0, 0, 0},   {-1, -2, -3}, {min, max, 0},
+                              {max, min, -1}, {1, 127, 128}, {16383, 16384, 1LL << 35}};
+  for (const auto& s : steps) {
+    INFO("gstep " << s[0] << " lstep " << s[1] << " timestamp " << s[2]);
+    CHECK(Encode(s[0], s[1], s[2], {scalar, int8_scalar}) ==
+          ProtobufFrame(s[0], s[1], s[2], {scalar, int8_scalar}));
+  }
+}
+
+TEST_CASE("records without columns, and empty columns, encode as protobuf does", "[encoder]") {
+  CHECK(Encode(0, 0, 0, {}) == ProtobufFrame(0, 0, 0, {}));
+  CHECK(Encode(0, 0, 0, {}).size() == 4);  // Just the zero length prefix.
+  const TensorView empty_f32{DType::kFloat32, {0}, nullptr};
+  const TensorView wide_empty{DType::kInt16, {std::numeric_limits<int32_t>::max(), 0}, nullptr};
+  // An int8 column with no data serializes as an empty Column message.
+  const TensorView none{DType::kInt8, {0}, nullptr};
+  CHECK(Encode(5, 5, 5, {empty_f32, wide_empty, none}) ==
+        ProtobufFrame(5, 5, 5, {empty_f32, wide_empty, none}));
+}
+
+TEST_CASE("many columns and multi-byte lengths encode as protobuf does", "[encoder]") {
+  std::vector<std::string> storage;
+  std::vector<TensorView> columns;
+  for (int i = 0; i < 40; ++i) {
+    const Shape shape = {i + 1, (i * 37) % 300 + 1};
+    const DType dtype = static_cast<DType>(i % kNumDTypes);
+    TensorView view{dtype, shape, nullptr};
+    storage.push_back(RandomBytes(view.NumBytes(), 100 + i));
+  }
+  for (int i = 0; i < 40; ++i) {
+    const Shape shape = {i + 1, (i * 37) % 300 + 1};
+    columns.push_back(TensorView{static_cast<DType>(i % kNumDTypes), shape, storage[i].data()});
+  }
+  CHECK(Encode(77, 7, 1234567, columns) == ProtobufFrame(77, 7, 1234567, columns));
+}
+
+TEST_CASE("trailing fields follow field 4 and round-trip through protobuf", "[encoder]") {
+  const double value = 2.25;
+  const TensorView scalar{DType::kFloat64, {}, &value};
+  // Field 15 varint 300, field 14 bytes "hello": unknown to the Record message.
+  const std::string trailing = std::string("\x78\xAC\x02", 3) + std::string("\x72\x05hello", 7);
+  const std::string with = Encode(9, 8, 7, {scalar}, trailing);
+  const std::string without = ProtobufFrame(9, 8, 7, {scalar});
+  REQUIRE(with.size() == without.size() + trailing.size());
+  CHECK(with.substr(4) == without.substr(4) + trailing);
+  xdl::proto::Record parsed;
+  REQUIRE(parsed.ParseFromString(with.substr(4)));
+  CHECK(parsed.gstep() == 9);
+  CHECK(parsed.timestamp() == 7);
+  std::string reserialized;
+  REQUIRE(parsed.SerializeToString(&reserialized));
+  CHECK(reserialized == with.substr(4));  // Unknown fields kept, in place, after field 4.
+}
+
+TEST_CASE("header frame equals protobuf's Header", "[encoder]") {
+  const std::vector<std::vector<std::string>> cases = {
+      {}, {"a"}, {"scope/w", "loss", "", std::string(300, 'k')}};
+  for (const auto& keys : cases) {
+    xdl::proto::Header header;
+    for (const std::string& key : keys) header.add_key(key);
+    std::string body;
+    REQUIRE(header.SerializeToString(&body));
+    CHECK(EncodeHeaderFrame(keys) == LengthPrefixed(body));
+  }
+}
+
+TEST_CASE("records over the 4 GiB frame limit are rejected naming the key", "[encoder]") {
+  const char dummy = 0;  // Never read: sizes are checked before any copy.
+  const std::vector<std::string> keys = {"small", "huge", "more"};
+  const TensorView small{DType::kFloat32, {}, &dummy};
+  SECTION("one column over the limit") {
+    const TensorView huge{DType::kFloat32, {65536, 65536}, &dummy};  // 16 GiB.
+    absl::StatusOr<EncodedRecord> record = EncodeRecord(1, 1, 1, {small, huge}, keys);
+    REQUIRE(record.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(record.status().message()), Catch::Contains("'huge'"));
+    CHECK_THAT(std::string(record.status().message()), Catch::Contains("4 GiB"));
+  }
+  SECTION("a shape whose element count overflows int64") {
+    const TensorView huge{DType::kFloat64,
+                          {1 << 30, 1 << 30, 1 << 30, 1 << 30}, &dummy};
+    absl::StatusOr<EncodedRecord> record = EncodeRecord(1, 1, 1, {small, huge}, keys);
+    REQUIRE(record.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(record.status().message()), Catch::Contains("'huge'"));
+  }
+  SECTION("columns under the limit that add up over it") {
+    const TensorView three_gib{DType::kFloat32, {3, 1 << 28}, &dummy};
+    absl::StatusOr<EncodedRecord> record =
+        EncodeRecord(1, 1, 1, {small, three_gib, three_gib}, keys);
+    REQUIRE(record.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(record.status().message()), Catch::Contains("'more'"));
+  }
+  SECTION("a dimension that does not fit int32, or is negative") {
+    const TensorView wide{DType::kInt8, {int64_t{1} << 31}, &dummy};
+    absl::StatusOr<EncodedRecord> record = EncodeRecord(1, 1, 1, {small, wide}, keys);
+    REQUIRE(record.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(record.status().message()), Catch::Contains("'huge'"));
+    const TensorView negative{DType::kInt8, {-1}, &dummy};
+    record = EncodeRecord(1, 1, 1, {negative});
+    REQUIRE(record.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(record.status().message()), Catch::Contains("column 0"));
+  }
+  SECTION("null data and invalid dtype") {
+    const TensorView null_data{DType::kInt32, {2}, nullptr};
+    CHECK_THAT(std::string(EncodeRecord(1, 1, 1, {null_data}, keys).status().message()),
+               Catch::Contains("'small'"));
+    const TensorView bad{static_cast<DType>(99), {}, &dummy};
+    CHECK(EncodeRecord(1, 1, 1, {bad}, keys).status().code() ==
+          absl::StatusCode::kInvalidArgument);
+  }
+}
+
+TEST_CASE("the frame is sized exactly", "[encoder]") {
+  std::vector<float> values(1000, 0.5f);
+  const TensorView view{DType::kFloat32, {10, 100}, values.data()};
+  absl::StatusOr<EncodedRecord> record = EncodeRecord(1, 2, 3, {view});
+  REQUIRE(record.ok());
+  uint32_t length = 0;
+  std::memcpy(&length, record->frame.data(), 4);  // Little-endian host.
+  CHECK(length + 4 == record->frame.size());
+  CHECK(record->frame.capacity() - record->frame.size() < 64);
+}
+
+}  // namespace internal
+}  // namespace xdl_trace

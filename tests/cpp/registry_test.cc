@@ -1,0 +1,251 @@
+// Registry: validation that names the key, scopes, clearing, snapshot order, gradient rendezvous.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "xdl_trace/registry.h"
+
+namespace xdl_trace {
+namespace {
+
+float kWeights[6] = {1, 2, 3, 4, 5, 6};
+
+EntrySpec ViewEntry(std::string key, std::string scope = "") {
+  EntrySpec spec;
+  spec.scope = std::move(scope);
+  spec.key = std::move(key);
+  spec.kind = EntryKind::kTensor;
+  spec.has_view = true;
+  spec.view = TensorView{DType::kFloat32, {2, 3}, kWeights};
+  return spec;
+}
+
+EntrySpec GradientEntry(std::string key, std::string name, std::string scope = "") {
+  EntrySpec spec;
+  spec.scope = std::move(scope);
+  spec.key = std::move(key);
+  spec.kind = EntryKind::kGradient;
+  spec.gradient_name = std::move(name);
+  return spec;
+}
+
+std::vector<std::string> Keys(const std::vector<EntrySpec>& entries) {
+  std::vector<std::string> keys;
+  for (const EntrySpec& e : entries) keys.push_back(e.FullKey());
+  return keys;
+}
+
+std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+CapturedTensor Scalar(float value) {
+  Tensor t;
+  t.dtype = DType::kFloat32;
+  t.bytes.assign(reinterpret_cast<const char*>(&value), sizeof(value));
+  return CapturedTensor::Owning(std::move(t));
+}
+
+float ValueOf(const CapturedTensor& captured) {
+  float v;
+  std::memcpy(&v, captured.view.data, sizeof(v));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("full keys join scope and key", "[registry]") {
+  CHECK(ViewEntry("w").FullKey() == "w");
+  CHECK(ViewEntry("w", "layer1").FullKey() == "layer1/w");
+}
+
+TEST_CASE("registration errors name the key", "[registry]") {
+  Registry registry;
+  REQUIRE(registry.Register(ViewEntry("w", "s")).ok());
+
+  absl::Status duplicate = registry.Register(ViewEntry("w", "s"));
+  CHECK(duplicate.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(Message(duplicate), Catch::Contains("'s/w'") && Catch::Contains("already"));
+  // Same full key from another scope split is a duplicate too (one header).
+  CHECK_THAT(Message(registry.Register(ViewEntry("s/w"))), Catch::Contains("'s/w'"));
+
+  absl::Status empty = registry.Register(ViewEntry("", "scope1"));
+  CHECK(empty.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(Message(empty), Catch::Contains("empty key") && Catch::Contains("scope1"));
+
+  EntrySpec bad_dtype = ViewEntry("bad");
+  bad_dtype.view.dtype = static_cast<DType>(42);
+  absl::Status dtype = registry.Register(bad_dtype);
+  CHECK(dtype.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(Message(dtype), Catch::Contains("'bad'") && Catch::Contains("dtype 42"));
+
+  EntrySpec no_source = ViewEntry("nosrc");
+  no_source.has_view = false;
+  CHECK_THAT(Message(registry.Register(no_source)), Catch::Contains("'nosrc'"));
+
+  EntrySpec two_sources = ViewEntry("two");
+  two_sources.provider = [] { return Scalar(1); };
+  CHECK_THAT(Message(registry.Register(two_sources)), Catch::Contains("'two'"));
+
+  EntrySpec callback_without_provider = ViewEntry("cb");
+  callback_without_provider.kind = EntryKind::kCallback;
+  CHECK_THAT(Message(registry.Register(callback_without_provider)), Catch::Contains("'cb'"));
+
+  CHECK_THAT(Message(registry.Register(GradientEntry("g", ""))), Catch::Contains("'g'"));
+
+  EntrySpec wide = ViewEntry("wide");
+  wide.view.shape = {int64_t{1} << 31, 0};
+  CHECK_THAT(Message(registry.Register(wide)),
+             Catch::Contains("'wide'") && Catch::Contains("int32"));
+  EntrySpec negative = ViewEntry("neg");
+  negative.view.shape = {-1};
+  CHECK_THAT(Message(registry.Register(negative)), Catch::Contains("'neg'"));
+  EntrySpec null_data = ViewEntry("null");
+  null_data.view.data = nullptr;
+  CHECK_THAT(Message(registry.Register(null_data)), Catch::Contains("'null'"));
+
+  EntrySpec bins = ViewEntry("hist");
+  bins.summary.builtin = BuiltinSummary::kHistogram;
+  bins.summary.histogram_bins = 0;
+  CHECK_THAT(Message(registry.Register(bins)), Catch::Contains("'hist'"));
+
+  // Nothing invalid was added.
+  CHECK(Keys(registry.Snapshot({"", "s", "scope1"})) == std::vector<std::string>{"s/w"});
+}
+
+TEST_CASE("every kind with a valid source registers", "[registry]") {
+  Registry registry;
+  EntrySpec variable = ViewEntry("v");
+  variable.kind = EntryKind::kVariable;
+  EntrySpec once = ViewEntry("o");
+  once.kind = EntryKind::kOnce;
+  EntrySpec callback;
+  callback.key = "cb";
+  callback.kind = EntryKind::kCallback;
+  callback.provider = [] { return Scalar(3); };
+  EntrySpec provided_gradient;  // Additive: a gradient read by a provider.
+  provided_gradient.key = "pg";
+  provided_gradient.kind = EntryKind::kGradient;
+  provided_gradient.provider = [] { return Scalar(4); };
+  EntrySpec empty_view = ViewEntry("empty");
+  empty_view.view = TensorView{DType::kBFloat16, {0, 3}, nullptr};
+  for (EntrySpec spec : {ViewEntry("t"), variable, once, callback, GradientEntry("g", "g"),
+                         provided_gradient, empty_view}) {
+    INFO(spec.key);
+    CHECK(registry.Register(std::move(spec)).ok());
+  }
+  CHECK(Keys(registry.Snapshot({""})) ==
+        std::vector<std::string>{"t", "v", "o", "cb", "g", "pg", "empty"});
+}
+
+TEST_CASE("snapshot is in registration order, scope by scope", "[registry]") {
+  Registry registry;
+  REQUIRE(registry.Register(ViewEntry("b", "eval")).ok());
+  REQUIRE(registry.Register(ViewEntry("z")).ok());
+  REQUIRE(registry.Register(ViewEntry("a", "eval")).ok());
+  REQUIRE(registry.Register(ViewEntry("y")).ok());
+  CHECK(Keys(registry.Snapshot({""})) == std::vector<std::string>{"z", "y"});
+  CHECK(Keys(registry.Snapshot({"eval"})) == std::vector<std::string>{"eval/b", "eval/a"});
+  CHECK(Keys(registry.Snapshot({"eval", ""})) ==
+        std::vector<std::string>{"eval/b", "eval/a", "z", "y"});
+  CHECK(Keys(registry.Snapshot({"", "eval", ""})) ==
+        std::vector<std::string>{"z", "y", "eval/b", "eval/a"});
+  CHECK(registry.Snapshot({"missing"}).empty());
+}
+
+TEST_CASE("ClearScope and Clear remove entries and their pending gradients", "[registry]") {
+  Registry registry;
+  REQUIRE(registry.Register(ViewEntry("w", "train")).ok());
+  REQUIRE(registry.Register(GradientEntry("gw", "w_grad", "train")).ok());
+  REQUIRE(registry.Register(ViewEntry("w", "eval")).ok());
+  REQUIRE(registry.Register(GradientEntry("ge", "e_grad", "eval")).ok());
+  REQUIRE(registry.SendGradient("w_grad", Scalar(1)).ok());
+  REQUIRE(registry.SendGradient("e_grad", Scalar(2)).ok());
+
+  registry.ClearScope("train");
+  CHECK(registry.Snapshot({"train"}).empty());
+  CHECK(Keys(registry.Snapshot({"eval"})) == std::vector<std::string>{"eval/w", "eval/ge"});
+  CHECK(registry.TakeGradient("w_grad").status().code() == absl::StatusCode::kNotFound);
+  REQUIRE(registry.SendGradient("e_grad", Scalar(3)).ok());
+  // The cleared key can be registered again.
+  CHECK(registry.Register(ViewEntry("w", "train")).ok());
+
+  registry.Clear();
+  CHECK(registry.Snapshot({"", "train", "eval"}).empty());
+  CHECK(registry.TakeGradient("e_grad").status().code() == absl::StatusCode::kNotFound);
+  CHECK(registry.Register(ViewEntry("w", "eval")).ok());
+}
+
+TEST_CASE("gradient rendezvous: send, replace, take once, drop", "[registry]") {
+  Registry registry;
+  absl::StatusOr<CapturedTensor> none = registry.TakeGradient("g");
+  CHECK(none.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(Message(none.status()), Catch::Contains("'g'"));
+
+  REQUIRE(registry.SendGradient("g", Scalar(1)).ok());
+  REQUIRE(registry.SendGradient("g", Scalar(2)).ok());  // Replaces the first.
+  absl::StatusOr<CapturedTensor> taken = registry.TakeGradient("g");
+  REQUIRE(taken.ok());
+  CHECK(ValueOf(*taken) == 2);
+  CHECK(registry.TakeGradient("g").status().code() == absl::StatusCode::kNotFound);
+
+  REQUIRE(registry.SendGradient("g", Scalar(5)).ok());
+  REQUIRE(registry.SendGradient("h", Scalar(6)).ok());
+  registry.DropPendingGradients();
+  CHECK(registry.TakeGradient("g").status().code() == absl::StatusCode::kNotFound);
+  CHECK(registry.TakeGradient("h").status().code() == absl::StatusCode::kNotFound);
+
+  CHECK(registry.SendGradient("", Scalar(1)).code() == absl::StatusCode::kInvalidArgument);
+  CapturedTensor bad = Scalar(1);
+  bad.view.dtype = static_cast<DType>(-1);
+  CHECK_THAT(Message(registry.SendGradient("badg", bad)), Catch::Contains("'badg'"));
+}
+
+TEST_CASE("a taken gradient keeps its memory alive after the registry forgets it",
+          "[registry]") {
+  Registry registry;
+  auto alive = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = alive;
+  CapturedTensor gradient = Scalar(9);
+  gradient.keep_alive = alive;  // Stand-in for a Python array.
+  alive.reset();
+  REQUIRE(registry.SendGradient("g", std::move(gradient)).ok());
+  CHECK_FALSE(watch.expired());
+  {
+    absl::StatusOr<CapturedTensor> taken = registry.TakeGradient("g");
+    REQUIRE(taken.ok());
+    registry.Clear();
+    CHECK_FALSE(watch.expired());
+  }
+  CHECK(watch.expired());
+}
+
+TEST_CASE("concurrent senders and takers never block or lose the last value", "[registry]") {
+  Registry registry;
+  std::atomic<bool> stop{false};
+  std::atomic<int> send_errors{0};
+  std::thread producer([&] {
+    for (int i = 0; i < 20000; ++i) {
+      if (!registry.SendGradient("g", Scalar(static_cast<float>(i))).ok()) ++send_errors;
+    }
+    stop = true;
+  });
+  float last_taken = -1;
+  bool increasing = true;
+  while (!stop) {
+    absl::StatusOr<CapturedTensor> taken = registry.TakeGradient("g");
+    if (!taken.ok()) continue;
+    increasing = increasing && ValueOf(*taken) > last_taken;
+    last_taken = ValueOf(*taken);
+  }
+  producer.join();
+  CHECK(send_errors == 0);
+  CHECK(increasing);
+  absl::StatusOr<CapturedTensor> pending = registry.TakeGradient("g");
+  CHECK((pending.ok() ? ValueOf(*pending) : last_taken) == 19999);
+}
+
+}  // namespace xdl_trace

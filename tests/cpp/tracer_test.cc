@@ -1,0 +1,593 @@
+// Tracer end to end with the real writer: register, step, read the files back with protobuf.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/trace_writer.h"
+#include "tracer/tracer_internal.h"
+#include "xdl_trace.pb.h"
+#include "xdl_trace/tracer.h"
+
+namespace xdl_trace {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under /tmp, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/xdl_tracer_test_XXXXXX";
+    const char* made = mkdtemp(pattern);
+    REQUIRE(made != nullptr);
+    path_ = made;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A data file parsed with the generated protobuf: 4-byte LE length + message.
+struct DataFile {
+  xdl::proto::Header header;
+  std::vector<xdl::proto::Record> records;
+};
+
+DataFile ReadDataFile(const std::string& path) {
+  const std::string bytes = ReadFile(path);
+  DataFile file;
+  size_t offset = 0;
+  bool first = true;
+  while (offset < bytes.size()) {
+    REQUIRE(offset + 4 <= bytes.size());
+    uint32_t length = 0;
+    for (int i = 0; i < 4; ++i) {
+      length |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[offset + i])) << (8 * i);
+    }
+    offset += 4;
+    REQUIRE(offset + length <= bytes.size());
+    const std::string body = bytes.substr(offset, length);
+    offset += length;
+    if (first) {
+      REQUIRE(file.header.ParseFromString(body));
+      first = false;
+    } else {
+      file.records.emplace_back();
+      REQUIRE(file.records.back().ParseFromString(body));
+    }
+  }
+  return file;
+}
+
+std::vector<std::string> HeaderKeys(const DataFile& file) {
+  return std::vector<std::string>(file.header.key().begin(), file.header.key().end());
+}
+
+template <typename T>
+std::vector<T> Values(const xdl::proto::Column& column) {
+  std::vector<T> values(column.data().size() / sizeof(T));
+  std::memcpy(values.data(), column.data().data(), values.size() * sizeof(T));
+  return values;
+}
+
+std::vector<int32_t> ShapeOf(const xdl::proto::Column& column) {
+  return std::vector<int32_t>(column.shape().begin(), column.shape().end());
+}
+
+bool IsEmptyFloatColumn(const xdl::proto::Column& column) {
+  return column.dtype() == xdl::proto::Float && ShapeOf(column) == std::vector<int32_t>{0} &&
+         column.data().empty();
+}
+
+TraceConfig Config(const std::string& dir) {
+  TraceConfig config;
+  config.output_dir = dir;
+  config.fsync = false;  // Tests do not need durability; keeps 1000 cycles fast.
+  config.meta_interval_s = 0;
+  return config;
+}
+
+std::string FirstDataFile(const TraceConfig& config) { return internal::DataFilePath(config, 1); }
+
+CapturedTensor OwnedScalar(float value) {
+  Tensor t;
+  t.dtype = DType::kFloat32;
+  t.bytes.assign(reinterpret_cast<const char*>(&value), sizeof(value));
+  return CapturedTensor::Owning(std::move(t));
+}
+
+EntrySpec ViewEntry(std::string key, TensorView view, EntryKind kind = EntryKind::kTensor) {
+  EntrySpec spec;
+  spec.key = std::move(key);
+  spec.kind = kind;
+  spec.has_view = true;
+  spec.view = std::move(view);
+  return spec;
+}
+
+EntrySpec ProviderEntry(std::string key, TensorProvider provider,
+                        EntryKind kind = EntryKind::kCallback) {
+  EntrySpec spec;
+  spec.key = std::move(key);
+  spec.kind = kind;
+  spec.provider = std::move(provider);
+  return spec;
+}
+
+EntrySpec GradientEntry(std::string key, std::string name) {
+  EntrySpec spec;
+  spec.key = std::move(key);
+  spec.kind = EntryKind::kGradient;
+  spec.gradient_name = std::move(name);
+  return spec;
+}
+
+std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+}  // namespace
+
+TEST_CASE("a traced run writes the header and one record per step", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::vector<float> weights = {0, 0, 0, 0, 0, 0};
+  const int64_t labels[3] = {7, 8, 9};
+  float loss = 0;
+  REQUIRE(registry->Register(ViewEntry("w", {DType::kFloat32, {2, 3}, weights.data()},
+                                       EntryKind::kVariable)).ok());
+  REQUIRE(registry->Register(ProviderEntry("loss", [&] { return OwnedScalar(loss); })).ok());
+  REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
+  REQUIRE(registry->Register(ViewEntry("labels", {DType::kInt64, {3}, labels},
+                                       EntryKind::kOnce)).ok());
+  EntrySpec stats = ViewEntry("w_stats", {DType::kFloat32, {2, 3}, weights.data()});
+  stats.summary.builtin = BuiltinSummary::kStats;
+  REQUIRE(registry->Register(stats).ok());
+  EntrySpec hist = ViewEntry("w_hist", {DType::kFloat32, {2, 3}, weights.data()});
+  hist.summary.builtin = BuiltinSummary::kHistogram;
+  hist.summary.histogram_bins = 4;
+  REQUIRE(registry->Register(hist).ok());
+  EntrySpec user = ViewEntry("w_sum", {DType::kFloat32, {2, 3}, weights.data()});
+  user.summary.fn = [](const TensorView& v) -> absl::StatusOr<Tensor> {
+    double sum = 0;
+    for (int64_t i = 0; i < v.NumElements(); ++i) sum += static_cast<const float*>(v.data)[i];
+    Tensor t;
+    t.dtype = DType::kFloat64;
+    t.bytes.assign(reinterpret_cast<const char*>(&sum), sizeof(sum));
+    return t;
+  };
+  REQUIRE(registry->Register(user).ok());
+
+  const TraceConfig config = Config(dir.path());
+  absl::StatusOr<std::unique_ptr<Tracer>> started = Tracer::Start(config, registry);
+  REQUIRE(started.ok());
+  Tracer& tracer = **started;
+  const std::vector<std::string> keys = {"w",      "loss",   "grad/w", "labels",
+                                         "w_stats", "w_hist", "w_sum"};
+  CHECK(tracer.keys() == keys);
+
+  for (int step = 1; step <= 3; ++step) {
+    for (size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(step * 10 + i);
+    loss = 1.0f / step;
+    Tensor grad;
+    grad.dtype = DType::kFloat32;
+    grad.shape = {2};
+    const float g[2] = {-static_cast<float>(step), static_cast<float>(step)};
+    grad.bytes.assign(reinterpret_cast<const char*>(g), sizeof(g));
+    REQUIRE(registry->SendGradient("w", CapturedTensor::Owning(std::move(grad))).ok());
+    REQUIRE(tracer.StepAt(100 + step, step, 1700000000000 + step).ok());
+  }
+  REQUIRE(tracer.Close().ok());
+  CHECK(tracer.stats().steps_traced == 3);
+  CHECK(tracer.stats().records_written == 3);
+
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  CHECK(HeaderKeys(file) == keys);
+  REQUIRE(file.records.size() == 3);
+  for (int step = 1; step <= 3; ++step) {
+    INFO("step " << step);
+    const xdl::proto::Record& record = file.records[step - 1];
+    CHECK(record.gstep() == 100 + step);
+    CHECK(record.lstep() == step);
+    CHECK(record.timestamp() == 1700000000000 + step);
+    REQUIRE(record.column_size() == 7);
+    const auto& w = record.column(0);
+    CHECK(w.dtype() == xdl::proto::Float);
+    CHECK(ShapeOf(w) == std::vector<int32_t>{2, 3});
+    std::vector<float> expected_w;
+    for (int i = 0; i < 6; ++i) expected_w.push_back(static_cast<float>(step * 10 + i));
+    CHECK(Values<float>(w) == expected_w);
+    CHECK(Values<float>(record.column(1)) == std::vector<float>{1.0f / step});
+    CHECK(ShapeOf(record.column(1)).empty());
+    CHECK(Values<float>(record.column(2)) ==
+          std::vector<float>{-static_cast<float>(step), static_cast<float>(step)});
+    if (step == 1) {
+      CHECK(record.column(3).dtype() == xdl::proto::Int64);
+      CHECK(Values<int64_t>(record.column(3)) == std::vector<int64_t>{7, 8, 9});
+    } else {
+      CHECK(IsEmptyFloatColumn(record.column(3)));
+    }
+    const std::vector<double> st = Values<double>(record.column(4));
+    REQUIRE(st.size() == 8);
+    CHECK(record.column(4).dtype() == xdl::proto::Double);
+    CHECK(st[0] == 6);
+    CHECK(st[1] == step * 10);
+    CHECK(st[2] == step * 10 + 5);
+    CHECK(st[3] == Approx(step * 10 + 2.5));
+    const std::vector<double> h = Values<double>(record.column(5));
+    REQUIRE(h.size() == 10);
+    CHECK(h[0] == step * 10);
+    CHECK(h[1] == step * 10 + 5);
+    CHECK(h[6] + h[7] + h[8] + h[9] == 6);
+    CHECK(Values<double>(record.column(6)) == std::vector<double>{6.0 * step * 10 + 15});
+  }
+}
+
+TEST_CASE("once values are captured at the first traced step, whichever it is", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  int calls = 0;
+  REQUIRE(registry->Register(ProviderEntry("config", [&] {
+                ++calls;
+                return OwnedScalar(42);
+              }, EntryKind::kOnce)).ok());
+  const TraceConfig config = Config(dir.path());
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  REQUIRE((*tracer)->StepAt(5000, 17, 1).ok());
+  REQUIRE((*tracer)->StepAt(5001, 18, 2).ok());
+  REQUIRE((*tracer)->StepAt(5002, 19, 3).ok());
+  REQUIRE((*tracer)->Close().ok());
+  CHECK(calls == 1);  // The provider of a once-value runs once.
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 3);
+  CHECK(Values<float>(file.records[0].column(0)) == std::vector<float>{42});
+  CHECK(IsEmptyFloatColumn(file.records[1].column(0)));
+  CHECK(IsEmptyFloatColumn(file.records[2].column(0)));
+}
+
+TEST_CASE("a missing gradient fails the step naming the key, under kError", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  const float one = 1;
+  REQUIRE(registry->Register(ViewEntry("seen", {DType::kFloat32, {}, &one},
+                                       EntryKind::kOnce)).ok());
+  REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
+  const TraceConfig config = Config(dir.path());
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+
+  absl::Status missing = (*tracer)->StepAt(1, 1, 1);
+  CHECK(missing.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(Message(missing), Catch::Contains("'grad/w'") && Catch::Contains("gstep=1"));
+
+  REQUIRE(registry->SendGradient("w", OwnedScalar(3)).ok());
+  REQUIRE((*tracer)->StepAt(2, 2, 2).ok());
+  // Taken by step 2: step 3 misses it again.
+  CHECK((*tracer)->StepAt(3, 3, 3).code() == absl::StatusCode::kFailedPrecondition);
+  REQUIRE((*tracer)->Close().ok());
+  CHECK((*tracer)->stats().steps_traced == 1);
+
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 1);  // The failed steps queued nothing.
+  CHECK(file.records[0].gstep() == 2);
+  // The failed first step did not use up the once-value.
+  CHECK(Values<float>(file.records[0].column(0)) == std::vector<float>{1});
+  CHECK(Values<float>(file.records[0].column(1)) == std::vector<float>{3});
+}
+
+TEST_CASE("a missing gradient is an empty column and a counter, under kEmptyColumn",
+          "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
+  REQUIRE(registry->Register(GradientEntry("grad/b", "b")).ok());
+  TraceConfig config = Config(dir.path());
+  config.missing_gradient = MissingGradientPolicy::kEmptyColumn;
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  REQUIRE(registry->SendGradient("b", OwnedScalar(2)).ok());
+  REQUIRE((*tracer)->StepAt(1, 1, 1).ok());
+  REQUIRE((*tracer)->StepAt(2, 2, 2).ok());
+  REQUIRE((*tracer)->Close().ok());
+  CHECK((*tracer)->stats().missing_gradients == 3);
+
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 2);
+  CHECK(IsEmptyFloatColumn(file.records[0].column(0)));
+  CHECK(Values<float>(file.records[0].column(1)) == std::vector<float>{2});
+  CHECK(IsEmptyFloatColumn(file.records[1].column(0)));
+  CHECK(IsEmptyFloatColumn(file.records[1].column(1)));
+}
+
+TEST_CASE("entry errors name the key and queue nothing", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  int mode = 0;
+  const float ok_value = 1;
+  REQUIRE(registry->Register(ViewEntry("fine", {DType::kFloat32, {}, &ok_value})).ok());
+  REQUIRE(registry->Register(ProviderEntry("cb", [&]() -> absl::StatusOr<CapturedTensor> {
+                switch (mode) {
+                  case 1:
+                    return absl::InternalError("callback raised");
+                  case 2: {
+                    CapturedTensor bad = OwnedScalar(1);
+                    bad.view.dtype = static_cast<DType>(77);
+                    return bad;
+                  }
+                  case 3: {
+                    CapturedTensor bad = OwnedScalar(1);
+                    bad.view.shape = {int64_t{1} << 40};
+                    return bad;
+                  }
+                  default:
+                    return OwnedScalar(5);
+                }
+              })).ok());
+  EntrySpec summarized = ViewEntry("sum", {DType::kFloat32, {}, &ok_value});
+  summarized.summary.fn = [&](const TensorView& v) -> absl::StatusOr<Tensor> {
+    if (mode == 4) return absl::InvalidArgumentError("bad summary input");
+    Tensor t = Tensor::CopyOf(v);
+    if (mode == 5) t.bytes.push_back('x');  // Bytes disagree with dtype and shape.
+    return t;
+  };
+  REQUIRE(registry->Register(summarized).ok());
+  const TraceConfig config = Config(dir.path());
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+
+  struct Case {
+    int mode;
+    absl::StatusCode code;
+    const char* key;
+    const char* text;
+  };
+  const Case cases[] = {
+      {1, absl::StatusCode::kInternal, "'cb'", "callback raised"},
+      {2, absl::StatusCode::kInvalidArgument, "'cb'", "dtype 77"},
+      {3, absl::StatusCode::kInvalidArgument, "'cb'", "int32"},
+      {4, absl::StatusCode::kInvalidArgument, "'sum'", "bad summary input"},
+      {5, absl::StatusCode::kInvalidArgument, "'sum'", "bytes"},
+  };
+  int64_t step = 0;
+  for (const Case& c : cases) {
+    mode = c.mode;
+    ++step;
+    absl::Status status = (*tracer)->StepAt(step, step, step);
+    INFO("mode " << c.mode << ": " << status);
+    CHECK(status.code() == c.code);
+    CHECK_THAT(Message(status), Catch::Contains(c.key) && Catch::Contains(c.text));
+  }
+  mode = 0;
+  REQUIRE((*tracer)->StepAt(100, 100, 100).ok());
+  REQUIRE((*tracer)->Close().ok());
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 1);
+  CHECK(file.records[0].gstep() == 100);
+  CHECK((*tracer)->stats().steps_traced == 1);
+}
+
+TEST_CASE("keep-alives are released once the record is encoded", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::weak_ptr<const void> last;
+  REQUIRE(registry->Register(ProviderEntry("v", [&] {
+                CapturedTensor captured = OwnedScalar(1);
+                last = captured.keep_alive;
+                return captured;
+              })).ok());
+  auto tracer = Tracer::Start(Config(dir.path()), registry);
+  REQUIRE(tracer.ok());
+  REQUIRE((*tracer)->Step(1, 1).ok());
+  CHECK(last.expired());
+  REQUIRE((*tracer)->Close().ok());
+}
+
+TEST_CASE("the header is fixed at Start and only the given scopes are traced", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  const float value = 1;
+  EntrySpec train = ViewEntry("x", {DType::kFloat32, {}, &value});
+  train.scope = "train";
+  EntrySpec eval = ViewEntry("x", {DType::kFloat32, {}, &value});
+  eval.scope = "eval";
+  REQUIRE(registry->Register(train).ok());
+  REQUIRE(registry->Register(eval).ok());
+  TraceConfig config = Config(dir.path());
+  config.is_training = false;
+  auto tracer = Tracer::Start(config, registry, {"eval"});
+  REQUIRE(tracer.ok());
+  REQUIRE(registry->Register(ViewEntry("late", {DType::kFloat32, {}, &value})).ok());
+  EntrySpec late_eval = ViewEntry("late", {DType::kFloat32, {}, &value});
+  late_eval.scope = "eval";
+  REQUIRE(registry->Register(late_eval).ok());
+  registry->ClearScope("eval");  // The tracer keeps its own snapshot.
+  REQUIRE((*tracer)->Step(1, 1).ok());
+  REQUIRE((*tracer)->Close().ok());
+  CHECK((*tracer)->keys() == std::vector<std::string>{"eval/x"});
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  CHECK(HeaderKeys(file) == std::vector<std::string>{"eval/x"});
+  CHECK(FirstDataFile(config).find("/test.trace.0.1") != std::string::npos);
+  REQUIRE(file.records.size() == 1);
+  CHECK(Values<float>(file.records[0].column(0)) == std::vector<float>{1});
+}
+
+TEST_CASE("Start validates; Close is idempotent; Step after Close fails", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  TraceConfig bad;
+  CHECK(Tracer::Start(bad, registry).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Tracer::Start(Config(dir.path()), nullptr).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+
+  auto tracer = Tracer::Start(Config(dir.path()), registry);
+  REQUIRE(tracer.ok());
+  CHECK((*tracer)->keys().empty());
+  REQUIRE((*tracer)->Step(1, 1).ok());  // A record without columns.
+  REQUIRE((*tracer)->Flush().ok());
+  REQUIRE((*tracer)->Close().ok());
+  REQUIRE((*tracer)->Close().ok());
+  CHECK((*tracer)->Step(2, 2).code() == absl::StatusCode::kFailedPrecondition);
+  const DataFile file = ReadDataFile(FirstDataFile(Config(dir.path())));
+  REQUIRE(file.records.size() == 1);
+  CHECK(file.records[0].column_size() == 0);
+}
+
+TEST_CASE("run_id is generated when empty and kept when given", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  TraceConfig config = Config(dir.path());
+  auto generated = Tracer::Start(config, registry);
+  REQUIRE(generated.ok());
+  const std::string run_id = (*generated)->config().run_id;
+  CHECK(run_id.size() == 32);
+  CHECK(run_id.find_first_not_of("0123456789abcdef") == std::string::npos);
+  REQUIRE((*generated)->Close().ok());
+  xdl::proto::Meta meta;
+  REQUIRE(meta.ParseFromString(ReadFile(FirstDataFile(config) + ".meta")));
+  CHECK(meta.run_id() == run_id);
+
+  config.run_id = "my-run";
+  auto given = Tracer::Start(config, registry);
+  REQUIRE(given.ok());
+  CHECK((*given)->config().run_id == "my-run");
+}
+
+namespace {
+
+// Records what the tracer calls and supplies field 15 = step count.
+class FakeExtras : public internal::RecordExtras {
+ public:
+  explicit FakeExtras(std::vector<std::string>* calls) : calls_(calls) {}
+  void OnStepCalled(int64_t gstep, int64_t lstep) override {
+    calls_->push_back("called " + std::to_string(gstep));
+  }
+  std::string TakeTrailingFields() override {
+    calls_->push_back("take");
+    ++taken_;
+    return std::string("\x78", 1) + static_cast<char>(taken_);  // Field 15 varint.
+  }
+  void OnStepEncoded(int64_t begin_ns, int64_t end_ns) override {
+    calls_->push_back(begin_ns <= end_ns ? "encoded" : "encoded backwards");
+  }
+  void OnStepReturned(int64_t begin_ns, int64_t end_ns) override {
+    calls_->push_back(begin_ns <= end_ns ? "returned" : "returned backwards");
+  }
+  std::string Finish() override {
+    calls_->push_back("finish");
+    return std::string("\x72\x03" "end", 5);  // Field 14 bytes "end".
+  }
+  void FillStats(TraceStats* stats) const override { stats->device_tracer_status = "fake: ok"; }
+
+ private:
+  std::vector<std::string>* calls_;
+  int taken_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("record extras supply trailing fields and a final record", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  const float value = 4;
+  REQUIRE(registry->Register(ViewEntry("x", {DType::kFloat32, {}, &value})).ok());
+  REQUIRE(registry->Register(GradientEntry("g", "g")).ok());
+  std::vector<std::string> calls;
+  internal::TracerOptions options;
+  options.extras = std::make_unique<FakeExtras>(&calls);
+  const TraceConfig config = Config(dir.path());
+  auto tracer = internal::TracerFactory::Start(config, registry, {""}, std::move(options));
+  REQUIRE(tracer.ok());
+  REQUIRE(registry->SendGradient("g", OwnedScalar(1)).ok());
+  REQUIRE((*tracer)->StepAt(1, 1, 1).ok());
+  CHECK_FALSE((*tracer)->StepAt(2, 2, 2).ok());  // Missing gradient: no fields taken.
+  REQUIRE(registry->SendGradient("g", OwnedScalar(1)).ok());
+  REQUIRE((*tracer)->StepAt(3, 3, 3).ok());
+  CHECK((*tracer)->stats().device_tracer_status == "fake: ok");
+  REQUIRE((*tracer)->Close().ok());
+  CHECK(calls == std::vector<std::string>{"called 1", "take", "encoded", "returned",
+                                          "called 2", "returned",
+                                          "called 3", "take", "encoded", "returned",
+                                          "finish"});
+
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 3);
+  for (int i = 0; i < 2; ++i) {
+    const auto& unknown = file.records[i].GetReflection()->GetUnknownFields(file.records[i]);
+    REQUIRE(unknown.field_count() == 1);
+    CHECK(unknown.field(0).number() == 15);
+    CHECK(unknown.field(0).varint() == static_cast<uint64_t>(i + 1));
+  }
+  const xdl::proto::Record& last = file.records[2];
+  CHECK(last.gstep() == 3);
+  REQUIRE(last.column_size() == 2);
+  CHECK(IsEmptyFloatColumn(last.column(0)));
+  CHECK(IsEmptyFloatColumn(last.column(1)));
+  const auto& unknown = last.GetReflection()->GetUnknownFields(last);
+  REQUIRE(unknown.field_count() == 1);
+  CHECK(unknown.field(0).number() == 14);
+  CHECK(unknown.field(0).length_delimited() == "end");
+}
+
+TEST_CASE("device_tracers reach the tracer through the record extras", "[tracer]") {
+  // No GPU here: the built-in "cupti" tracer is reported unavailable, and the
+  // run goes on; records stay readable by XDL's own message definitions.
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  const float value = 1;
+  REQUIRE(registry->Register(ViewEntry("x", {DType::kFloat32, {}, &value})).ok());
+  TraceConfig config = Config(dir.path());
+  config.device_tracers = {"cupti"};
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  for (int step = 1; step <= 3; ++step) REQUIRE((*tracer)->Step(step, step).ok());
+  REQUIRE((*tracer)->Close().ok());
+  CHECK_THAT((*tracer)->stats().device_tracer_status, Catch::Contains("cupti"));
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() >= 3);
+  CHECK(Values<float>(file.records[0].column(0)) == std::vector<float>{1});
+}
+
+TEST_CASE("1000 Start/Step/Close cycles in one directory", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::vector<float> weights(64, 0.5f);
+  REQUIRE(registry->Register(ViewEntry("w", {DType::kFloat32, {8, 8}, weights.data()})).ok());
+  REQUIRE(registry->Register(GradientEntry("g", "g")).ok());
+  const TraceConfig config = Config(dir.path());
+  for (int cycle = 0; cycle < 1000; ++cycle) {
+    auto tracer = Tracer::Start(config, registry);
+    REQUIRE(tracer.ok());
+    REQUIRE(registry->SendGradient("g", OwnedScalar(static_cast<float>(cycle))).ok());
+    REQUIRE((*tracer)->StepAt(cycle, 0, cycle).ok());
+    REQUIRE((*tracer)->Close().ok());
+  }
+  int data_files = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    if (entry.path().extension() != ".meta") ++data_files;
+  }
+  CHECK(data_files == 1000);  // Every run continued after the highest index.
+  TraceConfig last = config;
+  const DataFile file = ReadDataFile(internal::DataFilePath(last, 1000));
+  REQUIRE(file.records.size() == 1);
+  CHECK(file.records[0].gstep() == 999);
+  CHECK(Values<float>(file.records[0].column(1)) == std::vector<float>{999});
+}
+
+}  // namespace xdl_trace

@@ -1,0 +1,289 @@
+/* A device-profiler plugin in plain C that emits synthetic events: proves the ABI end to end in tests. */
+/*
+ * Behaviour (config "key=value;..." in XdlTraceProfilerOptions::config):
+ *   unavailable=1     no device: start/stop are no-ops, collect returns an
+ *                     empty trace whose status says "unavailable: ...".
+ *   fail_start=1      start fails (after "enabling" something it rolls back).
+ *   events_per_step=N kernels emitted per host step (default 2), plus one memcpy.
+ * Each step_begin/step_end pair produces, on device 0, N kernels on stream 7
+ * and a memcpy on stream 8, spread over the step's host interval and tagged
+ * with the step's external id, and a "launch" API event on the host line.
+ * Events are held up to max_buffer_bytes (40 bytes accounted per event);
+ * beyond that they are dropped and counted.
+ *
+ * The same file, compiled with one of XDL_FAKE_BAD_MAJOR, XDL_FAKE_BAD_SIZE,
+ * XDL_FAKE_NULL_COLLECT, XDL_FAKE_INIT_FAILS or XDL_FAKE_NO_SYMBOL, is a
+ * deliberately broken plugin for the loader's validation tests.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xdl_trace/plugin/profiler_plugin.h"
+
+enum { kEventBytes = 40 };
+
+typedef struct FakeEvent {
+  int32_t name_index; /* 1 kernel, 2 memcpy, 3 launch */
+  int32_t kind;       /* DeviceEventKind */
+  int64_t start_ns, end_ns;
+  uint64_t correlation_id, external_id;
+  int64_t line; /* stream id, or -1 for the API line */
+} FakeEvent;
+
+typedef struct Buf {
+  uint8_t* p;
+  size_t n, cap;
+} Buf;
+
+struct XdlTraceProfiler {
+  int unavailable, fail_start, events_per_step, running;
+  uint64_t max_events;
+  FakeEvent* events;
+  size_t n_events;
+  int64_t dropped;
+  uint64_t step_id;
+  int64_t step_begin_ns;
+  uint64_t next_correlation;
+  Buf snapshot; /* Serialized trace between the two collect calls. */
+  int has_snapshot;
+};
+
+static const char* const kNames[] = {"", "fake_kernel", "fake_memcpy", "fakeLaunch", "bytes"};
+
+static int64_t NowNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void SetError(XdlTracePluginError* error, const char* message) {
+  if (error == NULL || error->message == NULL || error->capacity == 0) return;
+  snprintf(error->message, error->capacity, "%s", message);
+}
+
+/* ---- a tiny protobuf writer ---- */
+static int Reserve(Buf* b, size_t extra) {
+  if (b->n + extra <= b->cap) return 1;
+  size_t cap = b->cap ? b->cap * 2 : 256;
+  while (cap < b->n + extra) cap *= 2;
+  uint8_t* p = (uint8_t*)realloc(b->p, cap);
+  if (p == NULL) return 0;
+  b->p = p;
+  b->cap = cap;
+  return 1;
+}
+static void PutVarint(Buf* b, uint64_t v) {
+  if (!Reserve(b, 10)) return;
+  while (v >= 0x80) {
+    b->p[b->n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  b->p[b->n++] = (uint8_t)v;
+}
+static void PutTag(Buf* b, uint32_t field, uint32_t wire) { PutVarint(b, (field << 3) | wire); }
+static void PutInt(Buf* b, uint32_t field, uint64_t v) {
+  if (v == 0) return;
+  PutTag(b, field, 0);
+  PutVarint(b, v);
+}
+static void PutBytes(Buf* b, uint32_t field, const void* data, size_t n) {
+  PutTag(b, field, 2);
+  PutVarint(b, n);
+  if (!Reserve(b, n)) return;
+  memcpy(b->p + b->n, data, n);
+  b->n += n;
+}
+static void PutString(Buf* b, uint32_t field, const char* s) { PutBytes(b, field, s, strlen(s)); }
+static void PutMessage(Buf* b, uint32_t field, Buf* m) {
+  PutBytes(b, field, m->p, m->n);
+  m->n = 0;
+}
+
+/* DeviceLine with the events on `line`. */
+static void EncodeLine(const XdlTraceProfiler* p, int64_t line, Buf* out) {
+  Buf event = {0}, stat = {0};
+  char name[32];
+  PutInt(out, 1, (uint64_t)line);
+  snprintf(name, sizeof(name), line < 0 ? "fake API" : "stream %lld", (long long)line);
+  PutString(out, 2, name);
+  for (size_t i = 0; i < p->n_events; ++i) {
+    const FakeEvent* e = &p->events[i];
+    if (e->line != line) continue;
+    PutInt(&event, 1, (uint64_t)e->name_index);
+    PutInt(&event, 2, (uint64_t)e->kind);
+    PutInt(&event, 3, (uint64_t)e->start_ns);
+    PutInt(&event, 4, (uint64_t)e->end_ns);
+    PutInt(&event, 5, e->correlation_id);
+    PutInt(&event, 6, e->external_id);
+    if (e->kind == 2) { /* memcpy: bytes stat */
+      PutInt(&stat, 1, 4);
+      PutInt(&stat, 2, 4096);
+      PutMessage(&event, 7, &stat);
+    }
+    PutMessage(out, 3, &event);
+  }
+  free(event.p);
+  free(stat.p);
+}
+
+static void EncodeTrace(const XdlTraceProfiler* p, Buf* out) {
+  Buf device = {0}, line = {0};
+  out->n = 0;
+  PutString(out, 1, "fake");
+  for (size_t i = 0; i < sizeof(kNames) / sizeof(kNames[0]); ++i) PutString(out, 2, kNames[i]);
+  if (p->n_events > 0) {
+    /* Device 0 with streams 7 and 8. */
+    PutString(&device, 2, "fake device 0");
+    EncodeLine(p, 7, &line);
+    PutMessage(&device, 3, &line);
+    EncodeLine(p, 8, &line);
+    PutMessage(&device, 3, &line);
+    PutMessage(out, 3, &device);
+    /* Host API pseudo device (-1). */
+    PutInt(&device, 1, (uint64_t)(int64_t)-1);
+    PutString(&device, 2, "fake API");
+    EncodeLine(p, -1, &line);
+    PutMessage(&device, 3, &line);
+    PutMessage(out, 3, &device);
+  }
+  PutInt(out, 4, (uint64_t)p->dropped);
+  if (p->unavailable) PutString(out, 5, "unavailable: fake device absent (unavailable=1)");
+  free(device.p);
+  free(line.p);
+}
+
+/* ---- the ABI ---- */
+static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfiler** out,
+                          XdlTracePluginError* error) {
+  XdlTraceProfiler* p = (XdlTraceProfiler*)calloc(1, sizeof(XdlTraceProfiler));
+  if (p == NULL) {
+    SetError(error, "fake: out of memory");
+    return XDL_TRACE_PLUGIN_INTERNAL;
+  }
+  p->events_per_step = 2;
+  const char* config = options->config ? options->config : "";
+  p->unavailable = strstr(config, "unavailable=1") != NULL;
+  p->fail_start = strstr(config, "fail_start=1") != NULL;
+  const char* eps = strstr(config, "events_per_step=");
+  if (eps != NULL) p->events_per_step = atoi(eps + strlen("events_per_step="));
+  uint64_t cap = options->max_buffer_bytes ? options->max_buffer_bytes : (1u << 20);
+  p->max_events = cap / kEventBytes;
+  p->events = (FakeEvent*)malloc((p->max_events ? p->max_events : 1) * sizeof(FakeEvent));
+  p->next_correlation = 1;
+  *out = p;
+  return XDL_TRACE_PLUGIN_OK;
+}
+
+static int32_t FakeStart(XdlTraceProfiler* p, XdlTracePluginError* error) {
+  if (p->unavailable || p->running) return XDL_TRACE_PLUGIN_OK;
+  if (p->fail_start) {
+    SetError(error, "fake: start failed as configured (fail_start=1)");
+    return XDL_TRACE_PLUGIN_INTERNAL;
+  }
+  p->running = 1;
+  return XDL_TRACE_PLUGIN_OK;
+}
+
+static int32_t FakeStop(XdlTraceProfiler* p, XdlTracePluginError* error) {
+  (void)error;
+  p->running = 0;
+  return XDL_TRACE_PLUGIN_OK;
+}
+
+static void Emit(XdlTraceProfiler* p, FakeEvent e) {
+  if (p->n_events >= p->max_events) {
+    ++p->dropped;
+    return;
+  }
+  p->events[p->n_events++] = e;
+}
+
+static int32_t FakeStepBegin(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError* error) {
+  (void)error;
+  p->step_id = id;
+  p->step_begin_ns = NowNs();
+  return XDL_TRACE_PLUGIN_OK;
+}
+
+static int32_t FakeStepEnd(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError* error) {
+  (void)error;
+  if (!p->running || id != p->step_id) return XDL_TRACE_PLUGIN_OK;
+  const int64_t begin = p->step_begin_ns, end = NowNs();
+  const int64_t slot = (end - begin) / (p->events_per_step + 2) + 1;
+  for (int i = 0; i < p->events_per_step + 1; ++i) {
+    const uint64_t correlation = p->next_correlation++;
+    const int64_t at = begin + slot * i;
+    FakeEvent launch = {3, 4, at, at + slot / 4, correlation, id, -1};
+    Emit(p, launch);
+    const int is_copy = i == p->events_per_step;
+    FakeEvent work = {is_copy ? 2 : 1, is_copy ? 2 : 1, at + slot / 2, at + slot,
+                      correlation, id, is_copy ? 8 : 7};
+    Emit(p, work);
+  }
+  return XDL_TRACE_PLUGIN_OK;
+}
+
+static int32_t FakeCollect(XdlTraceProfiler* p, uint8_t* buffer, size_t* size,
+                           XdlTracePluginError* error) {
+  if (buffer == NULL) {
+    EncodeTrace(p, &p->snapshot);
+    p->has_snapshot = 1;
+    *size = p->snapshot.n;
+    return XDL_TRACE_PLUGIN_OK;
+  }
+  if (!p->has_snapshot) {
+    SetError(error, "fake: collect with a buffer before asking the size");
+    return XDL_TRACE_PLUGIN_FAILED_PRECONDITION;
+  }
+  if (*size < p->snapshot.n) {
+    SetError(error, "fake: collect buffer too small");
+    return XDL_TRACE_PLUGIN_INVALID_ARGUMENT;
+  }
+  memcpy(buffer, p->snapshot.p, p->snapshot.n);
+  *size = p->snapshot.n;
+  p->has_snapshot = 0;
+  p->n_events = 0;
+  p->dropped = 0;
+  return XDL_TRACE_PLUGIN_OK;
+}
+
+static void FakeDestroy(XdlTraceProfiler* p) {
+  if (p == NULL) return;
+  free(p->events);
+  free(p->snapshot.p);
+  free(p);
+}
+
+#ifndef XDL_FAKE_NO_SYMBOL
+__attribute__((visibility("default"))) int32_t XdlTracePluginInit(
+    XdlTracePluginRegistration* r) {
+#ifdef XDL_FAKE_INIT_FAILS
+  (void)r;
+  return XDL_TRACE_PLUGIN_INTERNAL;
+#endif
+  r->struct_size = sizeof(*r);
+  r->abi_major = XDL_TRACE_PLUGIN_ABI_MAJOR;
+  r->abi_minor = XDL_TRACE_PLUGIN_ABI_MINOR;
+  r->abi_patch = XDL_TRACE_PLUGIN_ABI_PATCH;
+  r->profiler_type = "fake";
+  r->create = FakeCreate;
+  r->start = FakeStart;
+  r->stop = FakeStop;
+  r->collect = FakeCollect;
+  r->step_begin = FakeStepBegin;
+  r->step_end = FakeStepEnd;
+  r->destroy = FakeDestroy;
+#ifdef XDL_FAKE_BAD_MAJOR
+  r->abi_major = XDL_TRACE_PLUGIN_ABI_MAJOR + 1;
+#endif
+#ifdef XDL_FAKE_BAD_SIZE
+  r->struct_size = offsetof(XdlTracePluginRegistration, collect);
+#endif
+#ifdef XDL_FAKE_NULL_COLLECT
+  r->collect = NULL;
+#endif
+  return XDL_TRACE_PLUGIN_OK;
+}
+#endif

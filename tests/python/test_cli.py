@@ -1,0 +1,151 @@
+"""Tests of the xdl-trace command line (info, dump, verify, export) on protobuf-written files."""
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import trace_file_maker as tm
+import xdl_trace.reader
+from xdl_trace import cli
+
+KEYS = ["w", "loss"]
+
+
+@pytest.fixture
+def trace_dir(tmp_path):
+    d = str(tmp_path)
+    tm.write_file(f"{d}/train.trace.0.1", KEYS, tm.simple_records(range(0, 5)))
+    tm.write_file(f"{d}/train.trace.0.2", KEYS, tm.simple_records(range(5, 8)))
+    tm.write_file(f"{d}/train.trace.1.1", KEYS, tm.simple_records(range(0, 8, 2), seed=1))
+    return d
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_info_text_and_json(trace_dir, capsys):
+    code, out, _ = run(capsys, "info", trace_dir)
+    assert code == 0
+    assert "ranks: 0, 1" in out and "files: 3" in out
+    assert "w  float32[2, 3]" in out and "loss  float64[]" in out
+    assert "gsteps 5..7" in out and "train.trace.0.2" in out
+    code, out, _ = run(capsys, "info", trace_dir, "--json")
+    info = json.loads(out)
+    assert info["ranks"] == [0, 1]
+    assert [f["records"] for f in info["files"]] == [5, 3, 4]
+    assert info["keys"][0] == {"key": "w", "dtype": "float32", "shape": [2, 3]}
+    assert info["bytes"] == sum(os.path.getsize(f["path"]) for f in info["files"])
+
+
+def test_dump_with_key_and_step_selection(trace_dir, capsys):
+    code, out, _ = run(capsys, "dump", trace_dir, "--keys", "loss", "--gsteps", "3:5", "--ranks", "0")
+    assert code == 0
+    lines = [l for l in out.splitlines() if l.startswith("rank")]
+    assert [l.split()[3] for l in lines] == ["3", "4", "5"]
+    assert "loss float64[]: 1.5" in out and " w " not in out
+    code, out, _ = run(capsys, "dump", trace_dir, "--max-records", "2", "--summary")
+    assert out.count("rank:") == 2 and "min=" in out
+
+
+def test_verify_exit_codes(trace_dir, capsys):
+    code, out, _ = run(capsys, "verify", trace_dir)
+    assert code == 0 and "3 of 3 files verified" in out
+    path = os.path.join(trace_dir, "train.trace.0.2")
+    data = bytearray(open(path, "rb").read())
+    data[-3] ^= 0x10
+    open(path, "wb").write(bytes(data))
+    code, out, _ = run(capsys, "verify", trace_dir)
+    assert code == 1
+    assert "FAIL  train.trace.0.2" in out and "crc32c" in out
+
+
+def test_verify_reports_corruption_in_the_frames(tmp_path, capsys):
+    path = str(tmp_path / "train.trace.0.1")
+    data = tm.write_file(path, KEYS, tm.simple_records(range(3)))
+    broken = bytearray(data)
+    broken[len(broken) // 2 : len(broken) // 2 + 8] = b"\xff" * 8
+    open(path, "wb").write(bytes(broken))
+    code, out, _ = run(capsys, "verify", path)
+    assert code == 1
+    assert "byte offset" in out and path in out
+
+
+def test_export_npz(trace_dir, tmp_path, capsys):
+    out_path = str(tmp_path / "out.npz")
+    code, out, _ = run(capsys, "export", trace_dir, "-o", out_path, "--ranks", "0")
+    assert code == 0
+    z = np.load(out_path)
+    np.testing.assert_array_equal(z["gstep"], np.arange(8))
+    assert z["w"].shape == (8, 2, 3)
+    np.testing.assert_array_equal(z["loss"], np.arange(8) * 0.5)
+    code, _, _ = run(capsys, "export", trace_dir, "-o", out_path, "--keys", "loss")
+    z = np.load(out_path)
+    assert sorted(z.files) == sorted(
+        [f"rank{r}/{n}" for r in (0, 1) for n in ("gstep", "lstep", "timestamp", "loss")])
+    np.testing.assert_array_equal(z["rank1/loss"], np.arange(0, 8, 2) * 0.5 + 1)
+
+
+def test_export_csv_scalar_and_stats_columns(tmp_path, capsys):
+    path = str(tmp_path / "train.trace.0.1")
+    recs = []
+    for g in range(3):
+        x = np.arange(4.0) + g
+        stats = np.array([4, x.min(), x.max(), x.mean(), x.std(), np.sqrt((x * x).sum()), 0, 0])
+        recs.append(tm.record(g, [np.float32(g), stats, x.reshape(2, 2)]))
+    tm.write_file(path, ["loss", "x/stats", "x"], recs)
+    out_path = str(tmp_path / "out.csv")
+    code, _, err = run(capsys, "export", path, "-o", out_path)
+    assert code == 0 and "skipping non-scalar keys: x" in err
+    rows = list(csv.reader(open(out_path)))
+    assert rows[0][:5] == ["rank", "gstep", "lstep", "timestamp", "loss"]
+    assert rows[0][5:] == [f"x/stats.{f}" for f in cli.STATS_FIELDS]
+    assert len(rows) == 4
+    assert float(rows[3][4]) == 2.0 and float(rows[3][7]) == 5.0  # loss, x/stats.max at gstep 2
+
+
+def test_errors_are_one_line_and_non_zero(tmp_path, capsys):
+    code, _, err = run(capsys, "info", str(tmp_path / "missing"))
+    assert code == 1 and "no such file" in err
+    tm.write_file(str(tmp_path / "train.trace.0.1"), KEYS, tm.simple_records([0]))
+    code, _, err = run(capsys, "dump", str(tmp_path), "--keys", "nope")
+    assert code == 1 and "nope" in err
+
+
+def test_progress_bar_draws_only_on_a_terminal():
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        with cli.Progress(1000, "verify", stream=stream) as p:
+            p(400)
+            p(600)
+    assert "verify [" in tty.getvalue() and "100.0%" in tty.getvalue()
+    assert pipe.getvalue() == ""
+
+
+def test_python_dash_m_entry_point(trace_dir, tmp_path):
+    package_root = os.path.dirname(os.path.dirname(xdl_trace.reader.__file__))
+    env = dict(os.environ, PYTHONPATH=package_root)
+    result = subprocess.run(
+        [sys.executable, "-m", "xdl_trace", "verify", trace_dir],
+        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "3 of 3 files verified" in result.stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "xdl_trace", "--help"],
+        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120,
+    )
+    for name in ("info", "dump", "verify", "export"):
+        assert name in result.stdout

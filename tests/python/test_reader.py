@@ -1,0 +1,265 @@
+"""Tests of xdl_trace.reader on files written with protobuf directly (and by the real tracer when built)."""
+
+import gc
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import trace_file_maker as tm
+from xdl_trace import errors
+from xdl_trace.reader import TornTailWarning, bfloat16_to_float32, open_trace
+
+KEYS = ["w", "loss"]
+
+
+def all_records(trace, **kwargs):
+    return list(trace.records(**kwargs))
+
+
+def test_every_dtype_reads_back_as_zero_copy_read_only_views(tmp_path):
+    values = [
+        np.arange(6, dtype=dt).reshape(2, 3)
+        for dt in (np.int8, np.int16, np.int32, np.int64, np.float32, np.float64, np.uint8,
+                   np.uint16, np.uint32, np.uint64, np.float16)
+    ]
+    values.append(np.array([True, False, True]))
+    keys = [f"k{i}:{v.dtype}" for i, v in enumerate(values)]
+    byte_col = tm.column(np.arange(4, dtype=np.uint8), wire_dtype=tm.BYTE)
+    bf16 = np.array([0x3F80, 0xC000], dtype=np.uint16)  # 1.0, -2.0
+    bf16_col = tm.column(bf16, wire_dtype=tm.BFLOAT16)
+    rec = tm.record(5, values + [byte_col, bf16_col, np.float32(2.5)])
+    path = tmp_path / "train.trace.0.1"
+    tm.write_file(str(path), keys + ["byte", "bf16", "scalar"], [rec])
+
+    trace = open_trace(str(path))
+    (r,) = all_records(trace)
+    gstep, lstep, timestamp, columns = r
+    assert (gstep, lstep, timestamp) == (5, 5, 1_700_000_000_005)
+    for key, expected in zip(keys, values):
+        got = columns[key]
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(columns["byte"], np.arange(4, dtype=np.uint8))
+    assert columns["bf16"].dtype == np.uint16
+    np.testing.assert_array_equal(bfloat16_to_float32(columns["bf16"]), [1.0, -2.0])
+    assert columns["scalar"].shape == () and columns["scalar"] == np.float32(2.5)
+    schema = trace.schema()
+    assert schema["bf16"] == ("bfloat16", (2,)) and schema["byte"] == ("byte", (4,))
+    assert schema["scalar"] == ("float32", ())
+
+    mapping = trace.files[0].open().mapping
+    for array in columns.values():
+        assert not array.flags.writeable
+        assert np.shares_memory(array, mapping)  # A view of the mmap, not a copy.
+        with pytest.raises(ValueError):
+            array[...] = 0
+
+
+def test_arrays_keep_the_mapping_alive(tmp_path):
+    path = tmp_path / "train.trace.0.1"
+    tm.write_file(str(path), KEYS, tm.simple_records(range(3)))
+    trace = open_trace(str(path))
+    arrays = [r.columns["w"] for r in trace]
+    del trace
+    gc.collect()
+    os.remove(path)  # The mapping outlives the directory entry too.
+    for g, a in enumerate(arrays):
+        np.testing.assert_array_equal(a, (np.arange(6, dtype=np.float32) + g * 10).reshape(2, 3))
+
+
+def test_directory_groups_ranks_and_orders_files_by_index(tmp_path):
+    d = str(tmp_path)
+    tm.write_file(f"{d}/train.trace.0.1", KEYS, tm.simple_records(range(0, 4)))
+    tm.write_file(f"{d}/train.trace.0.2", KEYS, tm.simple_records(range(4, 8)))
+    tm.write_file(f"{d}/train.trace.0.10", KEYS, tm.simple_records(range(8, 10)))
+    tm.write_file(f"{d}/train.trace.1.1", KEYS, tm.simple_records(range(0, 10, 3), seed=100))
+    tm.write_file(f"{d}/test.trace.0.1", KEYS, tm.simple_records([42]))
+    tm.write_file(f"{d}/train.other.0.1", KEYS, tm.simple_records([7]))
+    (tmp_path / "train.trace.0.1.meta.tmp").write_bytes(b"junk")
+
+    trace = open_trace(d)
+    assert trace.ranks == [0, 1]
+    assert trace.keys == KEYS
+    assert [os.path.basename(f.path) for f in trace.files] == [
+        "train.trace.0.1", "train.trace.0.2", "train.trace.0.10", "train.trace.1.1"]
+    assert [r.gstep for r in trace.records(ranks=[0])] == list(range(10))
+
+    merged = [(r.gstep, r.rank) for r in trace]  # Merged across ranks by gstep.
+    assert merged == sorted(merged)
+    assert len(merged) == 10 + 4
+
+    assert [r.gstep for r in open_trace(d, prefix="test")] == [42]
+    assert [r.gstep for r in open_trace(d, name="other")] == [7]
+    with pytest.raises(FileNotFoundError, match="train.trace"):
+        open_trace(d, name="missing")
+    with pytest.raises(FileNotFoundError):
+        open_trace(str(tmp_path / "nope"))
+
+
+def test_select_keys_and_gsteps(tmp_path):
+    d = str(tmp_path)
+    tm.write_file(f"{d}/train.trace.0.1", KEYS, tm.simple_records(range(0, 50)))
+    tm.write_file(f"{d}/train.trace.0.2", KEYS, tm.simple_records(range(50, 100)))
+    trace = open_trace(d)
+
+    rs = all_records(trace, keys=["loss"], gsteps=(45, 54))
+    assert [r.gstep for r in rs] == list(range(45, 55))
+    assert all(list(r.columns) == ["loss"] for r in rs)
+    assert [r.gstep for r in trace.records(gsteps=range(10, 30, 7))] == [10, 17, 24]
+    assert [r.gstep for r in trace.records(gsteps=[99, 3, 60])] == [3, 60, 99]
+    assert [r.gstep for r in trace.records(gsteps=(None, 2))] == [0, 1, 2]
+    assert [r.gstep for r in trace.records(gsteps=slice(98, None))] == [98, 99]
+    with pytest.raises(KeyError, match="nope"):
+        all_records(trace, keys=["nope"])
+
+
+def test_gstep_selection_skips_whole_files_by_meta(tmp_path):
+    d = str(tmp_path)
+    tm.write_file(f"{d}/train.trace.0.1", KEYS, tm.simple_records(range(0, 10)))
+    good = tm.write_file(f"{d}/train.trace.0.2", KEYS, tm.simple_records(range(10, 20)))
+    # Corrupt the body of file 2 behind its Meta's back: reading it would raise,
+    # so a selection outside its gstep range proves the file was skipped.
+    broken = bytearray(good)
+    broken[-30:] = b"\xff" * 30
+    (tmp_path / "train.trace.0.2").write_bytes(bytes(broken))
+    trace = open_trace(d)
+    assert [r.gstep for r in trace.records(gsteps=(2, 4))] == [2, 3, 4]
+    assert trace.stack("loss", gsteps=(0, 9)).shape == (10,)
+    with pytest.raises(errors.TraceIOError):
+        all_records(trace, gsteps=(15, 16))
+
+
+def test_stack_one_key_over_steps(tmp_path):
+    d = str(tmp_path)
+    recs = tm.simple_records(range(0, 6))
+    tm.write_file(f"{d}/train.trace.0.1", KEYS, recs[:3])
+    tm.write_file(f"{d}/train.trace.0.2", KEYS, recs[3:])
+    trace = open_trace(d)
+    w = trace.stack("w")
+    assert w.shape == (6, 2, 3) and w.dtype == np.float32
+    np.testing.assert_array_equal(w, np.stack([r.columns["w"] for r in trace]))
+    steps, loss = trace.stack("loss", gsteps=(2, 4), return_gsteps=True)
+    np.testing.assert_array_equal(steps, [2, 3, 4])
+    np.testing.assert_array_equal(loss, [1.0, 1.5, 2.0])
+    assert w.flags.writeable  # A copy, owned by the caller.
+
+
+def test_stack_skips_empty_once_columns_and_needs_a_rank(tmp_path):
+    d = str(tmp_path)
+    once = np.arange(3, dtype=np.float32)
+    recs = [tm.record(g, [np.float32(g), once if g == 0 else None]) for g in range(4)]
+    tm.write_file(f"{d}/train.trace.0.1", ["x", "once"], recs)
+    tm.write_file(f"{d}/train.trace.1.1", ["x", "once"], recs)
+    trace = open_trace(d)
+    with pytest.raises(ValueError, match="rank"):
+        trace.stack("x")
+    steps, values = trace.stack("once", rank=1, return_gsteps=True)
+    np.testing.assert_array_equal(steps, [0])
+    np.testing.assert_array_equal(values, [once])
+    r = next(iter(trace.records(ranks=[0], gsteps=(2, 2))))
+    assert r.columns["once"].shape == (0,) and r.columns["once"].dtype == np.float32
+
+
+def test_verify_against_meta_checksums(tmp_path):
+    d = str(tmp_path)
+    data = tm.write_file(f"{d}/train.trace.0.1", KEYS, tm.simple_records(range(5)))
+    tm.write_file(f"{d}/train.trace.0.2", KEYS, tm.simple_records(range(5, 9)))
+    trace = open_trace(d)
+    reports = trace.verify()
+    assert [r["ok"] for r in reports] == [True, True]
+    assert reports[0]["records_counted"] == 5 and reports[0]["crc_actual"] == tm.crc32c(data)
+
+    flipped = bytearray(data)
+    flipped[-5] ^= 0x01  # Inside float64 data: decodes fine, checksum does not.
+    (tmp_path / "train.trace.0.1").write_bytes(bytes(flipped))
+    reports = open_trace(d).verify()
+    assert [r["ok"] for r in reports] == [False, True]
+    assert "crc32c" in reports[0]["problems"][0]
+    assert reports[0]["path"] in reports[0]["problems"][0]
+
+
+def test_torn_final_frame_is_reported(tmp_path):
+    path = str(tmp_path / "train.trace.0.1")
+    recs = tm.simple_records(range(4))
+    full = tm.write_file(path, KEYS, recs, meta=False)
+    last = len(full) - len(tm.frame(recs[-1].SerializeToString()))
+    for cut in (last + 1, last + 3, last + 4, len(full) - 1):
+        with open(path, "wb") as f:
+            f.write(full[:cut])
+        trace = open_trace(path)
+        with pytest.warns(TornTailWarning, match=f"byte offset {last}"):
+            got = [r.gstep for r in trace]
+        assert got == [0, 1, 2]
+        assert trace.torn_tails == {path: last}
+
+
+def test_crash_after_meta_leaves_verifiable_prefix(tmp_path):
+    path = str(tmp_path / "train.trace.0.1")
+    recs = tm.simple_records(range(6))
+    extra = tm.frame(recs[5].SerializeToString())
+    tm.write_file(path, KEYS, recs[:5], closed=False, tail=extra + extra[:9])
+    trace = open_trace(path)
+    (report,) = trace.verify()
+    assert report["ok"] and report["torn_tail"]
+    assert report["unverified_tail_bytes"] == len(extra) + 9
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TornTailWarning)
+        assert [r.gstep for r in trace] == [0, 1, 2, 3, 4, 5]
+
+
+def test_corruption_raises_naming_file_and_offset_after_good_records(tmp_path):
+    path = str(tmp_path / "train.trace.0.1")
+    recs = tm.simple_records(range(3))
+    bad = tm.record(3, [np.zeros((2, 3), np.float32), np.float64(0)])
+    bad.column[0].data = b"short"
+    data = tm.write_file(path, KEYS, recs + [bad], meta=False)
+    bad_offset = len(data) - len(tm.frame(bad.SerializeToString()))
+    seen = []
+    with pytest.raises(errors.TraceIOError) as info:
+        for r in open_trace(path):
+            seen.append(r.gstep)
+    assert seen == [0, 1, 2]
+    message = str(info.value)
+    assert path in message and "byte offset" in message
+    assert int(message.split("byte offset ")[1].split(":")[0]) >= bad_offset
+    assert isinstance(info.value, OSError)
+
+
+def test_unknown_record_fields_are_exposed_raw(tmp_path):
+    path = str(tmp_path / "train.trace.0.1")
+    rec = tm.simple_records([1])[0]
+    span = rec.host_span.add()
+    span.start_ns, span.end_ns, span.gstep = 10, 20, 1
+    tm.write_file(path, KEYS, [rec])
+    (r,) = list(open_trace(path))
+    assert r.columns["loss"] == 0.5
+    (number, wire_type, payload), = r.extra
+    assert (number, wire_type) == (6, 2)
+    parsed = type(span)()
+    parsed.ParseFromString(payload)
+    assert (parsed.start_ns, parsed.end_ns, parsed.gstep) == (10, 20, 1)
+
+
+def test_reads_what_the_real_tracer_writes(tmp_path):
+    xdl = pytest.importorskip("xdl_trace")
+    if not hasattr(xdl, "TraceHook"):
+        pytest.skip("xdl_trace.TraceHook is not available in this build")
+    xdl.clear()
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    xdl.trace_tensor("w", w)
+    xdl.trace_tensor("loss", lambda: np.float64(w.sum()))
+    with xdl.TraceHook({"output_dir": str(tmp_path), "max_file_m_size": 0.0005}) as hook:
+        for step in range(20):
+            w += 1
+            hook.step(gstep=step)
+    xdl.clear()
+    trace = open_trace(str(tmp_path))
+    assert trace.keys == ["w", "loss"]
+    assert len(trace.files) > 1  # Rolled over.
+    rs = list(trace)
+    assert [r.gstep for r in rs] == list(range(20))
+    np.testing.assert_array_equal(rs[-1].columns["w"], w)
+    np.testing.assert_array_equal(trace.stack("loss"), [r.columns["loss"] for r in rs])
+    assert all(r["ok"] for r in trace.verify())

@@ -1,0 +1,153 @@
+"""Writes trace files for the reader tests with protobuf's own Python serialization (not the tracer).
+
+Message classes come from `protoc --python_out` run on proto/ into a temporary
+directory, so the files are exactly what a reader generated from the real
+.proto expects, independent of xdl_trace's writer and reader.
+"""
+
+import importlib
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROTO_DIR = os.path.join(REPO, "proto")
+
+# numpy dtype -> wire dtype number (proto/xdl_trace.proto enum Type).
+WIRE_DTYPE = {
+    np.dtype(np.int8): 0,
+    np.dtype(np.int16): 1,
+    np.dtype(np.int32): 2,
+    np.dtype(np.int64): 3,
+    np.dtype(np.float32): 4,
+    np.dtype(np.float64): 5,
+    np.dtype(np.bool_): 6,
+    np.dtype(np.uint8): 8,
+    np.dtype(np.uint16): 9,
+    np.dtype(np.uint32): 10,
+    np.dtype(np.uint64): 11,
+    np.dtype(np.float16): 12,
+}
+BYTE, BFLOAT16 = 7, 13
+
+_pb2 = None
+
+
+def pb2():
+    """The protoc-generated xdl_trace_pb2 module (generated once per process)."""
+    global _pb2
+    if _pb2 is None:
+        out = tempfile.mkdtemp(prefix="xdl_trace_pb2_")
+        protos = sorted(f for f in os.listdir(PROTO_DIR) if f.endswith(".proto"))
+        subprocess.run(
+            ["protoc", f"--python_out={out}", f"-I{PROTO_DIR}"] + protos, check=True, timeout=60
+        )
+        sys.path.insert(0, out)
+        try:
+            _pb2 = importlib.import_module("xdl_trace_pb2")
+        finally:
+            sys.path.remove(out)
+        _pb2._generated_dir = out
+    return _pb2
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), bit-reflected, as the Meta stores it."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+assert crc32c(b"123456789") == 0xE3069283
+
+
+def frame(message_bytes):
+    return struct.pack("<I", len(message_bytes)) + message_bytes
+
+
+def column(value, wire_dtype=None):
+    """A Column from a numpy array; None makes XDL's empty column (float32, no shape, no data)."""
+    c = pb2().Column()
+    if value is None:
+        c.dtype = 4
+        return c
+    value = np.asarray(value)  # 0-d stays 0-d (ascontiguousarray would make it 1-d).
+    c.dtype = WIRE_DTYPE[value.dtype] if wire_dtype is None else wire_dtype
+    c.shape.extend(value.shape)
+    c.data = value.tobytes()
+    return c
+
+
+def record(gstep, columns, lstep=None, timestamp=None):
+    r = pb2().Record()
+    r.gstep = gstep
+    r.lstep = gstep if lstep is None else lstep
+    r.timestamp = 1_700_000_000_000 + gstep if timestamp is None else timestamp
+    for value in columns:
+        r.column.append(value if isinstance(value, pb2().Column) else column(value))
+    return r
+
+
+def write_file(path, keys, records, meta=True, closed=True, tail=b"", meta_overrides=None):
+    """Writes Header + framed records (+ `tail` bytes) and, unless meta=False, a
+    Meta covering everything before `tail`. Returns the data bytes."""
+    header = pb2().Header()
+    header.key.extend(keys)
+    data = frame(header.SerializeToString())
+    for r in records:
+        data += frame(r.SerializeToString())
+    with open(path, "wb") as f:
+        f.write(data + tail)
+    if meta:
+        m = pb2().Meta()
+        if records:
+            m.gstep_begin, m.gstep_end = records[0].gstep, records[-1].gstep
+            m.lstep_begin, m.lstep_end = records[0].lstep, records[-1].lstep
+            m.timestamp_begin, m.timestamp_end = records[0].timestamp, records[-1].timestamp
+        base = os.path.basename(path).split(".")
+        if len(base) >= 4 and base[-1].isdigit() and base[-2].isdigit():
+            m.rank, m.file_index = int(base[-2]), int(base[-1])
+        m.record_count = len(records)
+        m.data_bytes = len(data)
+        m.crc32c = crc32c(data)
+        m.run_id = "test-run"
+        m.format_version = 1
+        m.closed_cleanly = closed
+        for k, v in (meta_overrides or {}).items():
+            setattr(m, k, v)
+        with open(path + ".meta", "wb") as f:
+            f.write(m.SerializeToString())
+    return data
+
+
+def simple_records(gsteps, seed=0):
+    """Records with keys ["w", "loss"]: w float32[2, 3], loss float64 scalar."""
+    out = []
+    for g in gsteps:
+        w = (np.arange(6, dtype=np.float32) + g * 10).reshape(2, 3)
+        out.append(record(g, [w, np.float64(g * 0.5 + seed)]))
+    return out
+
+
+def cleanup():
+    if _pb2 is not None:
+        shutil.rmtree(_pb2._generated_dir, ignore_errors=True)

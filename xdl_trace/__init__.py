@@ -1,0 +1,61 @@
+"""xdl_trace: trace tensors, variables and gradients of a training run into XDL Trace files.
+
+    import xdl_trace as xdl
+    xdl.trace_variable("w", w)
+    with xdl.TraceHook({"output_dir": "out"}) as hook:
+        for step in range(100):
+            train_step()
+            hook.step()
+
+The C++ core (xdl_trace._core) captures registered memory and writes on its own IO thread.
+"""
+
+from . import errors, filters
+from ._core import DType
+from .api import (
+    clear,
+    keys,
+    send_gradient,
+    trace_callback,
+    trace_collection,
+    trace_gradient,
+    trace_once,
+    trace_tensor,
+    trace_variable,
+)
+from .filters import Every, Range, Sample, Steps
+from .hook import CONFIG_KEYS, TraceHook, detect_rank
+from .session import TrainSession
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "errors",
+    "filters",
+    "DType",
+    "trace_tensor",
+    "trace_variable",
+    "trace_gradient",
+    "trace_collection",
+    "trace_callback",
+    "trace_once",
+    "send_gradient",
+    "clear",
+    "keys",
+    "Every",
+    "Range",
+    "Sample",
+    "Steps",
+    "TraceHook",
+    "CONFIG_KEYS",
+    "detect_rank",
+    "TrainSession",
+    "open_trace",
+]
+
+
+def open_trace(*args, **kwargs):
+    """Opens a trace directory or file for reading (xdl_trace.reader.open_trace)."""
+    from .reader import open_trace as _open_trace
+
+    return _open_trace(*args, **kwargs)

@@ -1,0 +1,132 @@
+"""Turns user values (numpy arrays, torch tensors, numbers, array-likes, callables) into what the
+binding registers: a stable array read in place, or a provider called at each traced step.
+
+Wire dtypes: bool, int8..int64, uint8..uint64, float16, float32, float64, and bfloat16 (torch).
+object, complex, string, datetime and structured arrays are rejected with a TypeError naming
+the key. Non-contiguous, misaligned or byte-swapped arrays are accepted but copied to a
+contiguous native array at each traced step.
+"""
+
+import numbers
+
+import numpy as np
+
+from . import _torch, errors
+
+_SUPPORTED_KINDS = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
+
+
+def check_dtype(key, dtype):
+    sizes = _SUPPORTED_KINDS.get(dtype.kind)
+    if sizes is None or dtype.itemsize not in sizes or dtype.fields is not None:
+        raise TypeError(
+            f"xdl_trace: key '{key}': unsupported dtype {dtype} "
+            "(supported: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64)"
+        )
+
+
+def _in_place_ok(array):
+    flags = array.flags
+    return flags.c_contiguous and flags.aligned and array.dtype.isnative
+
+
+def _contiguous(array):
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return np.ascontiguousarray(array)
+
+
+def to_result(key, obj, what="callback"):
+    """Converts what a callback/summary returned into an ndarray or (ndarray, dtype code)."""
+    if isinstance(obj, np.ndarray):
+        check_dtype(key, obj.dtype)
+        return obj if _in_place_ok(obj) else _contiguous(obj)
+    if _torch.is_tensor(obj):
+        return _torch.host_array(key, obj)
+    if isinstance(obj, (np.generic, numbers.Number)) and not isinstance(obj, (str, bytes)):
+        array = np.asarray(obj)
+        check_dtype(key, array.dtype)
+        return array
+    if hasattr(obj, "__array__") or hasattr(obj, "__array_interface__"):
+        array = np.asarray(obj)
+        check_dtype(key, array.dtype)
+        return _contiguous(array)
+    if isinstance(obj, (list, tuple)):
+        try:
+            array = np.asarray(obj)
+        except ValueError as e:  # ragged
+            raise errors.CallbackError(
+                f"xdl_trace: {what} for key '{key}' returned a ragged {type(obj).__name__}: {e}"
+            ) from e
+        check_dtype(key, array.dtype)
+        return array
+    raise errors.CallbackError(
+        f"xdl_trace: {what} for key '{key}' returned {type(obj).__name__}; "
+        "expected an array (numpy array, torch tensor or number)"
+    )
+
+
+def wrap_callable(key, fn, what="callback"):
+    """A provider: calls fn() and converts; failures become CallbackError (a TypeError)."""
+
+    def provider():
+        try:
+            value = fn()
+        except Exception as e:
+            raise errors.CallbackError(
+                f"xdl_trace: {what} for key '{key}' raised {type(e).__name__}: {e}"
+            ) from e
+        return to_result(key, value, what)
+
+    return provider
+
+
+def wrap_summary(key, fn):
+    def summary(array):
+        try:
+            value = fn(array)
+        except Exception as e:
+            raise errors.CallbackError(
+                f"xdl_trace: summary for key '{key}' raised {type(e).__name__}: {e}"
+            ) from e
+        result = to_result(key, value, "summary")
+        if isinstance(result, tuple):  # bfloat16 bits: widen to float32.
+            result = (result[0].astype(np.uint32) << 16).view(np.float32)
+        return result
+
+    return summary
+
+
+def classify(key, value):
+    """('array', ndarray, dtype code) for memory read in place at each traced step, or
+    ('provider', fn) for a value read (and converted) at each traced step."""
+    if isinstance(value, np.ndarray):
+        check_dtype(key, value.dtype)
+        if _in_place_ok(value):
+            return ("array", value, -1)
+        return ("provider", lambda: _contiguous(value))
+    if _torch.is_tensor(value):
+        view = _torch.stable_view(key, value)
+        if view is not None:
+            return ("array", view[0], view[1])
+        return ("provider", lambda: _torch.host_array(key, value))
+    if isinstance(value, (str, bytes)):
+        raise TypeError(f"xdl_trace: key '{key}': unsupported value of type {type(value).__name__}")
+    if isinstance(value, (np.generic, numbers.Number)):
+        array = np.asarray(value)  # Immutable: its bytes never change.
+        check_dtype(key, array.dtype)
+        return ("array", array, -1)
+    if callable(value):
+        return ("provider", wrap_callable(key, value))
+    if (
+        isinstance(value, (list, tuple))
+        or hasattr(value, "__array__")
+        or hasattr(value, "__array_interface__")
+    ):
+        array = np.asarray(value)
+        check_dtype(key, array.dtype)
+        return ("provider", lambda: _contiguous(np.asarray(value)))
+    raise TypeError(
+        f"xdl_trace: key '{key}': unsupported value of type {type(value).__name__} "
+        "(expected a numpy array, torch tensor, array-like or zero-argument callable)"
+    )

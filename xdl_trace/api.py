@@ -1,0 +1,217 @@
+"""What to trace: the XDL trace API over the process-wide registry.
+
+Entries live per scope (default ``""``); a non-empty scope prefixes the key as
+``scope/key``. A hook traces the scopes it is given. Values registered here
+are read at every traced step: numpy arrays and CPU torch tensors in place
+(their memory is registered once, no per-step Python work), everything else
+through a provider called at each traced step.
+"""
+
+import threading
+
+import numpy as np
+
+from . import _convert, _core, _torch
+
+__all__ = [
+    "trace_tensor",
+    "trace_variable",
+    "trace_gradient",
+    "trace_collection",
+    "trace_callback",
+    "trace_once",
+    "send_gradient",
+    "clear",
+    "keys",
+]
+
+_registry = _core.Registry()
+_lock = threading.Lock()
+# Variables by (scope, name), so trace_gradient(name) finds what it differentiates.
+_variables = {}
+
+
+def registry():
+    """The process-wide _core.Registry every hook reads from."""
+    return _registry
+
+
+def _scope(scope):
+    if scope is None:
+        return ""
+    if not isinstance(scope, str):
+        raise TypeError(f"xdl_trace: scope must be a string or None, got {type(scope).__name__}")
+    return scope
+
+
+def _full_key(scope, key):
+    return f"{scope}/{key}" if scope else key
+
+
+def _check_key(key):
+    if not isinstance(key, str):
+        raise TypeError(f"xdl_trace: key must be a string, got {type(key).__name__}")
+    return key
+
+
+def _summary(scope, key, summary):
+    """(summary object for the binding, histogram bins)."""
+    if summary is None or isinstance(summary, str):
+        return summary, 30
+    if callable(summary):
+        return _convert.wrap_summary(_full_key(scope, key), summary), 30
+    raise TypeError(
+        f"xdl_trace: key '{_full_key(scope, key)}': summary must be None, 'stats', "
+        f"'histogram' or a callable, got {type(summary).__name__}"
+    )
+
+
+def _register(kind, name, value, scope, summary=None):
+    scope = _scope(scope)
+    key = _check_key(name)
+    full_key = _full_key(scope, key)
+    summary, bins = _summary(scope, key, summary)
+    how = _convert.classify(full_key, value)
+    if how[0] == "array":
+        _registry.register_array(scope, key, kind, how[1], how[2], summary, bins)
+    else:
+        _registry.register_provider(scope, key, kind, how[1], summary, bins)
+
+
+def trace_tensor(name, value, scope=None, summary=None):
+    """Traces `value` under key `name` at every traced step.
+
+    value: a numpy array or torch tensor (read in place: update it in place, e.g.
+    ``w -= lr * g``, rather than rebinding the name), any other array-like (converted
+    at each step), or a zero-argument callable returning an array (called at each step).
+    summary: None, "stats", "histogram", or a callable (numpy array in, array out).
+    """
+    _register(_core.EntryKind.TENSOR, name, value, scope, summary)
+
+
+def trace_variable(name, var, scope=None, summary=None):
+    """Traces a trainable variable: a numpy array, a torch Parameter, or an object with a
+    ``.value`` (read at each traced step). Remembered for ``trace_gradient(name)``."""
+    value = var
+    if not isinstance(var, np.ndarray) and not _torch.is_tensor(var) and hasattr(var, "value"):
+        value = lambda: var.value  # noqa: E731  (re-read: .value may be rebound each step)
+    with _lock:
+        _register(_core.EntryKind.VARIABLE, name, value, scope, summary)
+        _variables[(_scope(scope), name)] = var
+
+
+def _find_variable(scope, name):
+    if (scope, name) in _variables:
+        return _variables[(scope, name)]
+    for (_, other), var in _variables.items():
+        if other == name:
+            return var
+    return None
+
+
+def trace_gradient(name, key=None, scope=None, summary=None):
+    """Traces the gradient of the variable registered as `name`, under `key`
+    (default ``gradient/<name>``).
+
+    For a torch tensor that requires grad, the gradient is read from ``.grad`` at each
+    traced step (after backward). For anything else the training code delivers it each
+    step with ``send_gradient(name, value)``.
+    """
+    scope_s = _scope(scope)
+    key = _check_key(f"gradient/{name}" if key is None else key)
+    full_key = _full_key(scope_s, key)
+    summary, bins = _summary(scope_s, key, summary)
+    with _lock:
+        var = _find_variable(scope_s, name)
+    if _torch.is_tensor(var) and var.requires_grad:
+        _registry.register_provider(
+            scope_s,
+            key,
+            _core.EntryKind.GRADIENT,
+            _torch.grad_provider(full_key, name, var),
+            summary,
+            bins,
+        )
+    else:
+        _registry.register_gradient(scope_s, key, name, summary, bins)
+
+
+def send_gradient(name, value):
+    """Delivers the gradient of variable `name` for the current step (the core's keyed
+    rendezvous: the next traced step takes it; a second send replaces the first).
+
+    The array is referenced, not copied: do not modify it in place before the hook's
+    step (send a copy if you must)."""
+    result = _convert.to_result(f"gradient/{name}", value, "send_gradient value")
+    if isinstance(result, tuple):
+        _registry.send_gradient(name, result[0], result[1])
+    else:
+        _registry.send_gradient(name, result)
+
+
+def trace_collection(collection, scope=None):
+    """Traces a group of variables: a torch Module (its named parameters), a dict of
+    name -> var, or an iterable of objects with ``.name``. Returns the names traced."""
+    if _torch.is_module(collection):
+        items = _torch.named_parameters(collection)
+    elif isinstance(collection, dict):
+        items = list(collection.items())
+    else:
+        try:
+            members = list(collection)
+        except TypeError:
+            raise TypeError(
+                "xdl_trace: trace_collection expects a torch Module, a dict or an iterable, "
+                f"got {type(collection).__name__}"
+            ) from None
+        items = []
+        for obj in members:
+            if not hasattr(obj, "name"):
+                raise TypeError(
+                    f"xdl_trace: trace_collection: {type(obj).__name__} object has no .name"
+                )
+            items.append((obj.name, obj))
+    for name, var in items:
+        trace_variable(name, var, scope=scope)
+    return [name for name, _ in items]
+
+
+def trace_callback(name, callback, scope=None):
+    """Traces what the zero-argument `callback` returns, called at each traced step.
+    A callback that raises or returns a non-array fails the step with a TypeError
+    (errors.CallbackError) naming the key."""
+    if not callable(callback):
+        raise TypeError(f"xdl_trace: key '{name}': callback is not callable")
+    scope = _scope(scope)
+    key = _check_key(name)
+    provider = _convert.wrap_callable(_full_key(scope, key), callback)
+    _registry.register_provider(scope, key, _core.EntryKind.CALLBACK, provider)
+
+
+def trace_once(name, value, scope=None):
+    """Traces `value` once, at the first traced step; later records carry an empty float32
+    column for it (as XDL does)."""
+    _register(_core.EntryKind.ONCE, name, value, scope)
+
+
+def clear(scope=None):
+    """Removes every entry of `scope`, or of all scopes when None (so train and eval
+    registrations do not mix). Running tracers keep the entries they started with."""
+    with _lock:
+        if scope is None:
+            _registry.clear()
+            _variables.clear()
+        else:
+            s = _scope(scope)
+            _registry.clear_scope(s)
+            for k in [k for k in _variables if k[0] == s]:
+                del _variables[k]
+
+
+def keys(scope=None):
+    """Full keys registered in `scope` (a string, a list of scopes, or None for the default)."""
+    if scope is None or isinstance(scope, str):
+        scopes = [_scope(scope)]
+    else:
+        scopes = [_scope(s) for s in scope]
+    return _registry.keys(scopes)

@@ -1,0 +1,382 @@
+"""The ``xdl-trace`` command (also ``python3 -m xdl_trace``): info, dump, verify, export.
+
+Each subcommand is one ``@command`` function plus the options it declares;
+adding a subcommand is adding one decorated function here, or a module listed
+in ``_EXTENSION_MODULES`` that calls ``command(...)`` at import time.
+"""
+
+import argparse
+import csv
+import importlib
+import json
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+__all__ = ["main", "command", "Progress"]
+
+_COMMANDS = {}  # name -> (help, configure(parser), run(args) -> exit code)
+_EXTENSION_MODULES = ("xdl_trace.timeline",)  # Optional modules that register more commands.
+
+# Layout of the built-in "stats" summary column (float64[8]); see docs/format.md.
+STATS_FIELDS = ("count", "min", "max", "mean", "std", "l2", "nan_count", "inf_count")
+
+
+def command(name, help, configure=None):
+    """Registers ``run(args) -> int`` as subcommand `name`; ``configure(parser)``
+    adds its options (PATH, --prefix and --name are added for every command)."""
+
+    def register(run):
+        _COMMANDS[name] = (help, configure, run)
+        return run
+
+    return register
+
+
+class Progress:
+    """A hand-written progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, total, label, stream=None, force=None):
+        self.stream = stream if stream is not None else sys.stderr
+        isatty = getattr(self.stream, "isatty", lambda: False)()
+        self.enabled = isatty if force is None else force
+        self.total = max(int(total), 1)
+        self.label = label
+        self.done = 0
+        self._last_draw = 0.0
+        self._start = time.monotonic()
+
+    def __call__(self, n):
+        self.update(n)
+
+    def update(self, n):
+        self.done += n
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last_draw >= 0.1 or self.done >= self.total:
+            self._last_draw = now
+            self._draw(now)
+
+    def _draw(self, now):
+        fraction = min(self.done / self.total, 1.0)
+        width = 30
+        filled = int(fraction * width)
+        rate = self.done / max(now - self._start, 1e-9) / 1e6
+        bar = "#" * filled + "-" * (width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {fraction * 100:5.1f}% {rate:8.1f} MB/s")
+        self.stream.flush()
+
+    def close(self):
+        if self.enabled:
+            self._draw(time.monotonic())
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _open(args):
+    from .reader import open_trace
+
+    return open_trace(args.path, prefix=args.prefix, name=args.name)
+
+
+def _parse_gsteps(text):
+    """"A:B" (inclusive, either side optional) or "A" -> (begin, end)."""
+    if text is None:
+        return None
+    if ":" in text:
+        begin, end = text.split(":", 1)
+        return (int(begin) if begin else None, int(end) if end else None)
+    return (int(text), int(text))
+
+
+def _parse_list(text):
+    return [k for k in text.split(",") if k] if text else None
+
+
+def _selection_options(parser):
+    parser.add_argument("--keys", help="comma-separated keys (default: all)")
+    parser.add_argument("--gsteps", help="gstep range A:B, inclusive (A: or :B open-ended)")
+    parser.add_argument("--ranks", help="comma-separated ranks (default: all)")
+
+
+def _ranks(args):
+    return [int(r) for r in _parse_list(args.ranks)] if args.ranks else None
+
+
+def _human(n):
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+
+
+# --- info --------------------------------------------------------------------
+
+
+def _info_configure(parser):
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+@command("info", "files, ranks, keys, dtypes, shapes, step ranges and sizes", _info_configure)
+def _info(args):
+    trace = _open(args)
+    schema = trace.schema()
+    files = []
+    for f in trace.files:
+        meta = f.meta or {}
+        files.append(
+            {
+                "path": f.path,
+                "rank": f.rank,
+                "index": f.index,
+                "bytes": f.size,
+                "records": meta.get("record_count"),
+                "gsteps": [meta.get("gstep_begin"), meta.get("gstep_end")] if meta else None,
+                "lsteps": [meta.get("lstep_begin"), meta.get("lstep_end")] if meta else None,
+                "closed_cleanly": meta.get("closed_cleanly") if meta else None,
+                "dropped_records": meta.get("dropped_records") if meta else None,
+                "meta": "ok" if meta else (f.meta_error or "missing"),
+            }
+        )
+    info = {
+        "path": trace.path,
+        "ranks": trace.ranks,
+        "files": files,
+        "bytes": trace.nbytes,
+        "keys": [{"key": k, "dtype": d, "shape": list(s)} for k, (d, s) in schema.items()]
+        or [{"key": k, "dtype": None, "shape": None} for k in trace.keys],
+    }
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"trace: {trace.path}")
+    print(f"ranks: {', '.join(map(str, trace.ranks))}   files: {len(files)}   size: {_human(trace.nbytes)}")
+    print("files:")
+    for f in files:
+        steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
+        records = "?" if f["records"] is None else f["records"]
+        state = "" if f["closed_cleanly"] in (None, True) else "  (not closed cleanly)"
+        print(
+            f"  rank {f['rank']} #{f['index']}  {_human(f['bytes']):>9}  {records} records"
+            f"  {steps}  {os.path.basename(f['path'])}{state}"
+        )
+        if f["meta"] != "ok":
+            print(f"    meta: {f['meta']}")
+    print(f"keys ({len(info['keys'])}):")
+    for k in info["keys"]:
+        shape = "?" if k["shape"] is None else "[" + ", ".join(map(str, k["shape"])) + "]"
+        print(f"  {k['key']}  {k['dtype'] or '?'}{shape}")
+    return 0
+
+
+# --- dump --------------------------------------------------------------------
+
+
+def _dump_configure(parser):
+    _selection_options(parser)
+    parser.add_argument("--max-records", type=int, default=None, help="stop after N records")
+    parser.add_argument("--summary", action="store_true", help="min/max/mean instead of values")
+
+
+@command("dump", "print records (gstep, lstep, timestamp, columns)", _dump_configure)
+def _dump(args):
+    trace = _open(args)
+    keys = _parse_list(args.keys)
+    printed = 0
+    for record in trace.records(keys=keys, gsteps=_parse_gsteps(args.gsteps), ranks=_ranks(args)):
+        if args.max_records is not None and printed >= args.max_records:
+            break
+        printed += 1
+        print(f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: {record.timestamp}")
+        for key, array in record.columns.items():
+            if args.summary and array.size:
+                as_float = array.astype(np.float64)
+                body = f"min={as_float.min():g} max={as_float.max():g} mean={as_float.mean():g}"
+            else:
+                body = np.array2string(array, threshold=20, edgeitems=3)
+            print(f"  {key} {array.dtype}{list(array.shape)}: {body}")
+    for path, offset in trace.torn_tails.items():
+        print(f"torn final frame: {path} at byte offset {offset}", file=sys.stderr)
+    return 0
+
+
+# --- verify ------------------------------------------------------------------
+
+
+@command("verify", "check every file against its Meta (exit 1 on any problem)")
+def _verify(args):
+    trace = _open(args)
+    with Progress(trace.nbytes, "verify") as progress:
+        reports = trace.verify(on_progress=progress)
+    failed = 0
+    for r in reports:
+        name = os.path.basename(r["path"])
+        if r["ok"]:
+            tail = ""
+            if r["unverified_tail_bytes"]:
+                tail = f", {r['unverified_tail_bytes']} bytes after the Meta"
+            if r["torn_tail"]:
+                tail += ", torn final frame"
+            print(f"OK    {name}: {r['records_counted']} records, crc32c {r['crc_actual']:08x}{tail}")
+        else:
+            failed += 1
+            print(f"FAIL  {name}")
+            for problem in r["problems"]:
+                print(f"      {problem}")
+    print(f"{len(reports) - failed} of {len(reports)} files verified")
+    return 1 if failed else 0
+
+
+# --- export ------------------------------------------------------------------
+
+
+def _export_configure(parser):
+    _selection_options(parser)
+    parser.add_argument("-o", "--output", required=True, help="output file (.npz or .csv)")
+    parser.add_argument(
+        "--format", choices=("npz", "csv"), help="default: from the output's extension"
+    )
+
+
+def _export_npz(trace, args, keys, gsteps, ranks):
+    arrays = {}
+    multi = len(ranks) > 1
+    total = sum(f.size for f in trace.files if f.rank in ranks)
+    with Progress(total * 2, "export") as progress:
+        for rank in ranks:
+            prefix = f"rank{rank}/" if multi else ""
+            steps, lsteps, stamps = [], [], []
+            for r in trace.records(keys=[], gsteps=gsteps, ranks=[rank], on_progress=progress):
+                steps.append(r.gstep)
+                lsteps.append(r.lstep)
+                stamps.append(r.timestamp)
+            arrays[prefix + "gstep"] = np.asarray(steps, dtype=np.int64)
+            arrays[prefix + "lstep"] = np.asarray(lsteps, dtype=np.int64)
+            arrays[prefix + "timestamp"] = np.asarray(stamps, dtype=np.int64)
+            stacked = trace.stack_many(keys, gsteps=gsteps, rank=rank)
+            progress(sum(f.size for f in trace.files_of_rank(rank)))
+            for key, (key_steps, values) in stacked.items():
+                arrays[prefix + key] = values
+                if len(key_steps) != len(steps) or not np.array_equal(key_steps, steps):
+                    arrays[prefix + key + "@gstep"] = key_steps
+    np.savez(args.output, **arrays)
+    print(f"wrote {args.output}: {len(arrays)} arrays")
+
+
+def _csv_columns(schema, keys):
+    """(key, header names) for every key that fits a CSV row: scalars (one
+    element) and stats columns (float64[8])."""
+    out, skipped = [], []
+    for key in keys:
+        dtype, shape = schema.get(key, (None, None))
+        if shape is None:
+            skipped.append(key)
+        elif int(np.prod(shape)) == 1:
+            out.append((key, [key]))
+        elif dtype == "float64" and tuple(shape) == (len(STATS_FIELDS),):
+            out.append((key, [f"{key}.{f}" for f in STATS_FIELDS]))
+        else:
+            skipped.append(key)
+    return out, skipped
+
+
+def _export_csv(trace, args, keys, gsteps, ranks):
+    columns, skipped = _csv_columns(trace.schema(), keys)
+    if skipped:
+        print(f"csv: skipping non-scalar keys: {', '.join(skipped)} (use npz)", file=sys.stderr)
+    total = sum(f.size for f in trace.files if f.rank in ranks)
+    rows = 0
+    with open(args.output, "w", newline="") as out, Progress(total, "export") as progress:
+        writer = csv.writer(out)
+        writer.writerow(["rank", "gstep", "lstep", "timestamp"] + [h for _, hs in columns for h in hs])
+        selected = [k for k, _ in columns]
+        for r in trace.records(keys=selected, gsteps=gsteps, ranks=ranks, on_progress=progress):
+            row = [r.rank, r.gstep, r.lstep, r.timestamp]
+            for key, headers in columns:
+                values = r.columns[key].reshape(-1)
+                if values.size == 0:  # Empty (trace_once) column.
+                    row.extend([""] * len(headers))
+                else:
+                    row.extend(v.item() for v in values)
+            writer.writerow(row)
+            rows += 1
+    print(f"wrote {args.output}: {rows} rows, {len(columns)} keys")
+
+
+@command("export", "write selected keys to .npz (any column) or .csv (scalar and stats columns)", _export_configure)
+def _export(args):
+    trace = _open(args)
+    fmt = args.format or ("csv" if args.output.endswith(".csv") else "npz")
+    keys = _parse_list(args.keys) or trace.keys
+    missing = [k for k in keys if k not in trace.keys]
+    if missing:
+        print(f"error: no key {missing[0]!r} (keys: {', '.join(trace.keys)})", file=sys.stderr)
+        return 2
+    ranks = _ranks(args) or trace.ranks
+    gsteps = _parse_gsteps(args.gsteps)
+    if fmt == "npz":
+        _export_npz(trace, args, keys, gsteps, ranks)
+    else:
+        _export_csv(trace, args, keys, gsteps, ranks)
+    return 0
+
+
+# --- entry point -------------------------------------------------------------
+
+
+def _load_extensions():
+    for module in _EXTENSION_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name != module:
+                raise
+
+
+def build_parser():
+    _load_extensions()
+    parser = argparse.ArgumentParser(prog="xdl-trace", description="Inspect xdl_trace / XDL trace files.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (help_text, configure, run) in _COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("path", help="a data file or a directory of them")
+        p.add_argument("--prefix", default="train", help='"train" (default) or "test"')
+        p.add_argument("--name", default="trace", help='output_file_name (default "trace")')
+        if configure is not None:
+            configure(p)
+        p.set_defaults(_run=run)
+    return parser
+
+
+def _format_warning(message, category, filename, lineno, line=None):
+    return f"xdl-trace: warning: {message}\n"
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    from .errors import TraceError
+
+    warnings.formatwarning = _format_warning  # One plain line per torn file, no source echo.
+    try:
+        return args._run(args)
+    except BrokenPipeError:  # pragma: no cover - `xdl-trace dump | head`
+        return 0
+    except (TraceError, OSError, KeyError, ValueError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"xdl-trace {args.command}: error: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

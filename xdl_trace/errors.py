@@ -1,0 +1,55 @@
+"""Exception types raised by xdl_trace; the C++ binding maps absl::Status codes onto them.
+
+Every project exception derives from :class:`TraceError` and also from the
+built-in type a Python user would expect (``ValueError`` for bad arguments,
+``OSError`` for file-system failures, ...), so ``except ValueError`` keeps
+working. The mapping from status codes lives in one place: bindings/status.cc.
+"""
+
+__all__ = [
+    "TraceError",
+    "InvalidArgumentError",
+    "NotSupportedError",
+    "NotFoundError",
+    "FailedPreconditionError",
+    "TraceIOError",
+    "InternalError",
+    "CallbackError",
+]
+
+
+class TraceError(Exception):
+    """Base class of every error raised by xdl_trace."""
+
+
+class InvalidArgumentError(TraceError, ValueError):
+    """A bad argument or configuration value (status INVALID_ARGUMENT, OUT_OF_RANGE, ALREADY_EXISTS)."""
+
+
+class NotSupportedError(InvalidArgumentError):
+    """A feature this build does not support, e.g. an ``hdfs://`` output_dir (status UNIMPLEMENTED)."""
+
+
+class NotFoundError(TraceError, LookupError):
+    """Something named was not found (status NOT_FOUND)."""
+
+
+class FailedPreconditionError(TraceError, RuntimeError):
+    """The call came at the wrong time, e.g. a traced gradient was not sent (FAILED_PRECONDITION)."""
+
+
+class TraceIOError(TraceError, OSError):
+    """Writing trace files failed: permissions, disk full, removed directory (PERMISSION_DENIED,
+    RESOURCE_EXHAUSTED, DATA_LOSS, UNAVAILABLE)."""
+
+
+class InternalError(TraceError, RuntimeError):
+    """Any other status code (INTERNAL, UNKNOWN, ABORTED, ...)."""
+
+
+class CallbackError(TraceError, TypeError):
+    """A user callback or summary raised, or returned something that is not an array.
+
+    A TypeError, so ``except TypeError`` catches it; a raised exception is chained as
+    ``__cause__``. The message names the key.
+    """

@@ -1,0 +1,345 @@
+"""TraceHook: starts a tracer over the registry, traces the steps its filter selects, flushes and
+closes at the end. Speaks the SessionRunHook protocol, and is a context manager for plain loops.
+"""
+
+import atexit
+import numbers
+import os
+import threading
+import warnings
+import weakref
+
+from . import _core, api, errors, filters as _filters
+
+__all__ = ["TraceHook", "CONFIG_KEYS", "detect_rank"]
+
+# Config keys (issue 3), in documentation order.
+CONFIG_KEYS = (
+    "output_dir",
+    "max_file_m_size",
+    "output_file_name",
+    "rank",
+    "max_pending_mb",
+    "overflow",
+    "on_error",
+    "fsync",
+    "meta_interval_s",
+    "device_tracers",
+)
+
+RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+def detect_rank(environ=None):
+    """The rank from RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID (first set), else 0."""
+    environ = os.environ if environ is None else environ
+    for var in RANK_ENV_VARS:
+        value = environ.get(var)
+        if value is None or value.strip() == "":
+            continue
+        try:
+            rank = int(value)
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                f"xdl_trace: environment variable {var}={value!r} is not an integer rank"
+            ) from None
+        if rank < 0:
+            raise errors.InvalidArgumentError(
+                f"xdl_trace: environment variable {var}={value!r} is a negative rank"
+            )
+        return rank
+    return 0
+
+
+def _bad(key, value, expected):
+    return errors.InvalidArgumentError(
+        f"xdl_trace: config '{key}': {value!r} is invalid; expected {expected}"
+    )
+
+
+def _number(config, key, default, positive=True):
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise _bad(key, value, "a number")
+    if positive and not value > 0:
+        raise _bad(key, value, "a number > 0")
+    return float(value)
+
+
+def _choice(config, key, default, choices):
+    value = config.get(key, default)
+    if value not in choices:
+        raise _bad(key, value, " or ".join(repr(c) for c in choices))
+    return value
+
+
+def _output_dir(value):
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise _bad("output_dir", value, "a non-empty path or file:// URL")
+    if "://" in value:
+        scheme = value.split("://", 1)[0].lower()
+        if scheme != "file":
+            raise errors.NotSupportedError(
+                f"xdl_trace: config 'output_dir': {value!r}: the {scheme}:// scheme is not "
+                "supported (use a local path or file://; mount remote storage locally)"
+            )
+        value = value[len("file://") :]
+        if not value:
+            raise _bad("output_dir", "file://", "a file:// URL with a path")
+    return value
+
+
+def build_config(config, is_training=True):
+    """(core TraceConfig, on_error) from a user config mapping; ValueError names the bad key."""
+    if not hasattr(config, "keys") or not hasattr(config, "get"):
+        raise TypeError(f"xdl_trace: config must be a dict, got {type(config).__name__}")
+    unknown = sorted(str(k) for k in config.keys() if k not in CONFIG_KEYS)
+    if unknown:
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: unknown config key(s) {', '.join(repr(k) for k in unknown)}; "
+            f"valid keys: {', '.join(CONFIG_KEYS)}"
+        )
+    if "output_dir" not in config:
+        raise errors.InvalidArgumentError("xdl_trace: config 'output_dir' is required")
+    cfg = _core.TraceConfig()
+    cfg.output_dir = _output_dir(config["output_dir"])
+    cfg.is_training = bool(is_training)
+    cfg.max_file_m_size = _number(config, "max_file_m_size", 300)
+    name = config.get("output_file_name", "trace")
+    if not isinstance(name, str) or not name or "/" in name:
+        raise _bad("output_file_name", name, "a non-empty file name without '/'")
+    cfg.output_file_name = name
+    rank = config.get("rank")
+    if rank is None:
+        rank = detect_rank()
+    elif isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 0:
+        raise _bad("rank", rank, "an integer >= 0")
+    cfg.rank = int(rank)
+    cfg.max_pending_mb = _number(config, "max_pending_mb", cfg.max_pending_mb)
+    overflow = _choice(config, "overflow", "block", ("block", "drop"))
+    cfg.overflow = _core.OverflowPolicy.BLOCK if overflow == "block" else _core.OverflowPolicy.DROP
+    on_error = _choice(config, "on_error", "warn", ("warn", "raise"))
+    fsync = config.get("fsync", True)
+    if not isinstance(fsync, bool):
+        raise _bad("fsync", fsync, "True or False")
+    cfg.fsync = fsync
+    cfg.meta_interval_s = _number(config, "meta_interval_s", 10, positive=False)
+    tracers = config.get("device_tracers", [])
+    if isinstance(tracers, str):
+        tracers = [tracers]
+    if not isinstance(tracers, (list, tuple)) or not all(isinstance(t, str) for t in tracers):
+        raise _bad("device_tracers", tracers, "a list of tracer names or plugin paths")
+    cfg.device_tracers = list(tracers)
+    cfg.validate()
+    return cfg, on_error
+
+
+# Hooks begun and not yet ended; flushed and closed at interpreter exit.
+_live_hooks = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+@atexit.register
+def _end_live_hooks():
+    with _live_lock:
+        hooks = list(_live_hooks)
+    for hook in hooks:
+        try:
+            hook._end(at_exit=True)
+        except Exception as e:  # Never raise at exit.
+            warnings.warn(f"xdl_trace: closing a trace at exit failed: {e}", RuntimeWarning)
+
+
+class TraceHook:
+    """Traces the registered entries of `scope` at the steps `filter` selects.
+
+    config: dict with the keys in CONFIG_KEYS (output_dir required).
+    is_training: False writes ``test.*`` files (eval).
+    gstep: a fixed global step stamped on every record (eval); filters then see the
+        local step.
+    filter: None (every step), a filters.Filter, an int N (every N), a list/range of
+        steps, or a callable(step) -> bool.
+    scope: None (the default scope ""), a scope name, or a list of scope names.
+
+    Plain loop::
+
+        with xdl.TraceHook({"output_dir": "out"}) as hook:
+            for step in range(n):
+                train_step()
+                hook.step()          # or hook.step(gstep=global_step)
+
+    Threading: one training thread drives a hook (step/end); stats() from any thread.
+    """
+
+    def __init__(self, config, is_training=True, gstep=None, filter=None, scope=None):
+        self._config, self._on_error = build_config(config, is_training)
+        if gstep is not None and (
+            isinstance(gstep, bool) or not isinstance(gstep, numbers.Integral)
+        ):
+            raise errors.InvalidArgumentError(f"xdl_trace: gstep must be an integer, got {gstep!r}")
+        self._fixed_gstep = None if gstep is None else int(gstep)
+        self._filter = _filters.as_filter(filter)
+        if scope is None:
+            self._scopes = [""]
+        elif isinstance(scope, str):
+            self._scopes = [scope]
+        else:
+            self._scopes = [api._scope(s) for s in scope]
+        self._tracer = None
+        self._final_stats = None
+        self._lstep = 0
+        self._steps_skipped = 0
+        self._step_errors = 0
+        self._last_step_error = None
+        self._pending_gstep = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def keys(self):
+        """Column keys of the running tracer (fixed at begin), else what begin() would trace."""
+        if self._tracer is not None:
+            return list(self._tracer.keys)
+        return api.registry().keys(self._scopes)
+
+    @property
+    def running(self):
+        return self._tracer is not None
+
+    @property
+    def on_error(self):
+        return self._on_error
+
+    def begin(self):
+        """Starts the tracer: fixes the header from the registered entries and opens the first
+        file. Errors here (unwritable output_dir, ...) always raise."""
+        if self._tracer is not None:
+            return
+        self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
+        self._final_stats = None
+        with _live_lock:
+            _live_hooks.add(self)
+
+    def end(self, session=None):
+        """Flushes and closes (idempotent). Under on_error='warn' a failure is warned about and
+        counted; under 'raise' it raises."""
+        self._end(at_exit=False)
+
+    def _end(self, at_exit):
+        tracer = self._tracer
+        if tracer is None:
+            return
+        self._tracer = None
+        with _live_lock:
+            _live_hooks.discard(self)
+        try:
+            tracer.close()
+        except Exception as e:
+            if self._on_error == "raise" and not at_exit:
+                self._final_stats = tracer.stats()
+                raise
+            self._count_error(e)
+        self._final_stats = tracer.stats()
+        if self._step_errors and self._on_error == "warn":
+            warnings.warn(
+                f"xdl_trace: {self._step_errors} traced step(s) failed and were not written "
+                f"(last error: {self._last_step_error})",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    def flush(self):
+        """Waits until every record so far is on disk and Meta is current."""
+        if self._tracer is not None:
+            self._tracer.flush()
+
+    def __enter__(self):
+        self.begin()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and self._on_error == "raise":
+            try:
+                self.end()
+            except Exception:
+                pass  # The training error matters more.
+            return False
+        self.end()
+        return False
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def step(self, gstep=None):
+        """Call after each training step. Traces it if the filter selects it; returns whether
+        a record was produced. gstep: this step's global step (default: the hook's fixed
+        gstep, else the local step count)."""
+        tracer = self._tracer
+        if tracer is None:
+            self.begin()
+            tracer = self._tracer
+        lstep = self._lstep
+        self._lstep = lstep + 1
+        fixed = self._fixed_gstep
+        if fixed is not None:
+            gstep, selector = fixed, lstep
+        else:
+            gstep = lstep if gstep is None else int(gstep)
+            selector = gstep
+        if self._filter is not None and not self._filter(selector):
+            self._steps_skipped += 1
+            api.registry().drop_pending_gradients()
+            return False
+        try:
+            tracer.step(gstep, lstep)
+        except Exception as e:
+            if self._on_error == "raise":
+                raise
+            self._count_error(e)
+            return False
+        return True
+
+    def _count_error(self, error):
+        message = f"{type(error).__name__}: {error}"
+        self._step_errors += 1
+        if message != self._last_step_error:
+            warnings.warn(
+                f"xdl_trace: tracing failed, training continues (on_error='warn'): {message}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        self._last_step_error = message
+
+    # -- SessionRunHook protocol -------------------------------------------------------------
+
+    def after_create_session(self, session, coord):
+        pass
+
+    def before_run(self, run_context):
+        session = getattr(run_context, "session", None)
+        gstep = getattr(session, "global_step", None)
+        self._pending_gstep = gstep if isinstance(gstep, numbers.Integral) else None
+        return None
+
+    def after_run(self, run_context, run_values):
+        self.step(self._pending_gstep)
+
+    # -- counters ----------------------------------------------------------------------------
+
+    def stats(self):
+        """The core's counters (records/bytes written, dropped, files, queue high water, last
+        write error) plus the hook's: steps_seen, steps_skipped, step_errors, last_step_error."""
+        if self._tracer is not None:
+            out = self._tracer.stats()
+        elif self._final_stats is not None:
+            out = dict(self._final_stats)
+        else:
+            out = {}
+        out.update(
+            steps_seen=self._lstep,
+            steps_skipped=self._steps_skipped,
+            step_errors=self._step_errors,
+            last_step_error=self._last_step_error,
+        )
+        return out
