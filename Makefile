@@ -28,10 +28,10 @@ test: test-cpp test-python
 
 demo: build
 	rm -rf $(DEMO_DIR)
-	$(BUILD)/examples/xdl_trace_embed $(DEMO_DIR) 20 1
+	$(PYTHON) examples/quickstart.py $(DEMO_DIR)
 
 bench: build
-	@echo "no benchmarks yet"
+	$(PYTHON) bench/overhead.py
 
 lint: setup
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc' '*.c')

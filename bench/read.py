@@ -129,8 +129,10 @@ def bench(label, directory):
     assert py_bytes == nbytes and all(r["ok"] for r in reports)
     records = sum(1 for _ in trace)
     mb = nbytes / 1e6
-    print(f"\n{label}: {records} records, {len(trace.keys)} keys, {mb:.0f} MB of column data, "
-          f"{len(paths)} files")
+    print(
+        f"\n{label}: {records} records, {len(trace.keys)} keys, {mb:.0f} MB of column data, "
+        f"{len(paths)} files"
+    )
     rows = [
         ("xdl_trace iterate (zero-copy)", mb / t_iter, f"{records / t_iter:.0f} records/s"),
         ("xdl_trace iterate + copy", mb / t_copy, ""),
@@ -155,7 +157,9 @@ def main():
         os.makedirs(large, exist_ok=True)
         os.makedirs(small, exist_ok=True)
         # Large: 8 keys of 256K float32 (1 MB each) per step.
-        how = write_trace(large, [f"layer{i}/w" for i in range(8)], (512, 512), max(args.mb // 8, 1))
+        how = write_trace(
+            large, [f"layer{i}/w" for i in range(8)], (512, 512), max(args.mb // 8, 1)
+        )
         # Small: 64 keys of 256 float32 (1 KB each) per step, XDL-style scalars and biases.
         write_trace(small, [f"layer{i}/b" for i in range(64)], (256,), max(args.mb * 1000 // 64, 1))
         print(f"traces written by the {how} into {base}")

@@ -33,25 +33,47 @@ bool DTypeFromNumpy(const py::dtype& dtype, DType* out) {
       return size == 1;
     case 'i':
       switch (size) {
-        case 1: *out = DType::kInt8; return true;
-        case 2: *out = DType::kInt16; return true;
-        case 4: *out = DType::kInt32; return true;
-        case 8: *out = DType::kInt64; return true;
+        case 1:
+          *out = DType::kInt8;
+          return true;
+        case 2:
+          *out = DType::kInt16;
+          return true;
+        case 4:
+          *out = DType::kInt32;
+          return true;
+        case 8:
+          *out = DType::kInt64;
+          return true;
       }
       return false;
     case 'u':
       switch (size) {
-        case 1: *out = DType::kUInt8; return true;
-        case 2: *out = DType::kUInt16; return true;
-        case 4: *out = DType::kUInt32; return true;
-        case 8: *out = DType::kUInt64; return true;
+        case 1:
+          *out = DType::kUInt8;
+          return true;
+        case 2:
+          *out = DType::kUInt16;
+          return true;
+        case 4:
+          *out = DType::kUInt32;
+          return true;
+        case 8:
+          *out = DType::kUInt64;
+          return true;
       }
       return false;
     case 'f':
       switch (size) {
-        case 2: *out = DType::kFloat16; return true;
-        case 4: *out = DType::kFloat32; return true;
-        case 8: *out = DType::kFloat64; return true;
+        case 2:
+          *out = DType::kFloat16;
+          return true;
+        case 4:
+          *out = DType::kFloat32;
+          return true;
+        case 8:
+          *out = DType::kFloat64;
+          return true;
       }
       return false;
     default:
@@ -122,9 +144,9 @@ absl::StatusOr<CapturedTensor> CaptureArray(py::handle object, int dtype_overrid
   if (dtype_override != kDTypeFromArray) {
     if (!IsValidDType(dtype_override) ||
         DTypeSize(static_cast<DType>(dtype_override)) != DTypeSize(wire)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "key '", key, "': dtype override ", dtype_override, " does not fit ",
-          std::string(py::str(py::handle(dtype)))));
+      return absl::InvalidArgumentError(absl::StrCat("key '", key, "': dtype override ",
+                                                     dtype_override, " does not fit ",
+                                                     std::string(py::str(py::handle(dtype)))));
     }
     wire = static_cast<DType>(dtype_override);
   }
@@ -163,15 +185,16 @@ TensorProvider MakeProvider(py::object fn, std::string key) {
 SummaryFn MakeSummaryFn(py::object fn, std::string key) {
   std::shared_ptr<const void> holder = KeepAlive(fn);
   PyObject* callable = fn.ptr();
-  return [holder, callable, key = std::move(key)](const TensorView& view) -> absl::StatusOr<Tensor> {
-    py::gil_scoped_acquire gil;
-    return CallPython<Tensor>([&]() -> absl::StatusOr<Tensor> {
-      py::object result = py::reinterpret_borrow<py::object>(callable)(CopyToNumpy(view));
-      absl::StatusOr<CapturedTensor> captured = CaptureArray(result, kDTypeFromArray, key);
-      if (!captured.ok()) return captured.status();
-      return Tensor::CopyOf(captured->view);
-    });
-  };
+  return
+      [holder, callable, key = std::move(key)](const TensorView& view) -> absl::StatusOr<Tensor> {
+        py::gil_scoped_acquire gil;
+        return CallPython<Tensor>([&]() -> absl::StatusOr<Tensor> {
+          py::object result = py::reinterpret_borrow<py::object>(callable)(CopyToNumpy(view));
+          absl::StatusOr<CapturedTensor> captured = CaptureArray(result, kDTypeFromArray, key);
+          if (!captured.ok()) return captured.status();
+          return Tensor::CopyOf(captured->view);
+        });
+      };
 }
 
 }  // namespace python

@@ -1,4 +1,5 @@
-// Conversions between numpy arrays and the core's tensor types; Python callables as providers and summaries.
+// Conversions between numpy arrays and the core's tensor types; Python callables as providers and
+// summaries.
 #ifndef XDL_TRACE_BINDINGS_PY_TENSOR_H_
 #define XDL_TRACE_BINDINGS_PY_TENSOR_H_
 

@@ -1,4 +1,5 @@
-// Thin shims over the C++ reader: numpy arrays that view the file mapping, GIL released while decoding.
+// Thin shims over the C++ reader: numpy arrays that view the file mapping, GIL released while
+// decoding.
 #include "reader_bindings.h"
 
 #include <pybind11/numpy.h>
@@ -46,7 +47,8 @@ struct PyTraceFile {
 py::array MappingArray(const std::shared_ptr<TraceFile>& file) {
   static const char kEmpty = 0;
   auto* owner = new std::shared_ptr<TraceFile>(file);
-  py::capsule keep_alive(owner, [](void* p) { delete static_cast<std::shared_ptr<TraceFile>*>(p); });
+  py::capsule keep_alive(owner,
+                         [](void* p) { delete static_cast<std::shared_ptr<TraceFile>*>(p); });
   const char* data = file->size() > 0 ? file->bytes().data() : &kEmpty;
   py::array array(py::dtype("uint8"), {static_cast<py::ssize_t>(file->size())}, {}, data,
                   keep_alive);
@@ -97,7 +99,8 @@ py::dict InfoToDict(const TraceFileInfo& info) {
   return d;
 }
 
-bool InRange(int64_t gstep, const std::optional<int64_t>& begin, const std::optional<int64_t>& end) {
+bool InRange(int64_t gstep, const std::optional<int64_t>& begin,
+             const std::optional<int64_t>& end) {
   return (!begin || gstep >= *begin) && (!end || gstep <= *end);
 }
 
@@ -113,7 +116,8 @@ py::tuple Read(const PyTraceFile& self, uint64_t offset, int64_t max_records,
   if (key_indices) {
     for (int k : *key_indices) {
       if (k < 0 || static_cast<size_t>(k) >= num_keys) {
-        throw py::index_error(absl::StrCat("key index ", k, " out of range for ", num_keys, " keys"));
+        throw py::index_error(
+            absl::StrCat("key index ", k, " out of range for ", num_keys, " keys"));
       }
     }
   }
@@ -152,7 +156,8 @@ py::tuple Read(const PyTraceFile& self, uint64_t offset, int64_t max_records,
     if (!r.extra_fields.empty()) {
       py::list fields;
       for (const RawField& f : r.extra_fields) {
-        fields.append(py::make_tuple(f.number, f.wire_type, py::bytes(f.payload.data(), f.payload.size())));
+        fields.append(
+            py::make_tuple(f.number, f.wire_type, py::bytes(f.payload.data(), f.payload.size())));
       }
       extra = std::move(fields);
     }
@@ -195,10 +200,10 @@ py::tuple Stack(const PyTraceFile& self, const std::vector<int>& key_indices,
         if (r.data.empty()) {
           r.first = c;
         } else if (c.dtype != r.first.dtype || c.shape != r.first.shape) {
-          status = absl::InvalidArgumentError(absl::StrCat(
-              self.file->path(), ": key '", keys[key_indices[i]],
-              "' changes dtype or shape at gstep ", record.gstep, " (byte offset ",
-              record.offset, "); stack needs one shape"));
+          status = absl::InvalidArgumentError(
+              absl::StrCat(self.file->path(), ": key '", keys[key_indices[i]],
+                           "' changes dtype or shape at gstep ", record.gstep, " (byte offset ",
+                           record.offset, "); stack needs one shape"));
           break;
         }
         r.gsteps.push_back(record.gstep);
@@ -289,8 +294,10 @@ void RegisterReaderBindings(py::module_& m) {
       .def_property_readonly("size", [](const PyTraceFile& f) { return f.file->size(); })
       .def_property_readonly("first_record_offset",
                              [](const PyTraceFile& f) { return f.file->first_record_offset(); })
-      .def_property_readonly("header_torn", [](const PyTraceFile& f) { return f.file->header_torn(); })
-      .def_property_readonly("meta", [](const PyTraceFile& f) { return MetaToDict(f.file->meta()); })
+      .def_property_readonly("header_torn",
+                             [](const PyTraceFile& f) { return f.file->header_torn(); })
+      .def_property_readonly("meta",
+                             [](const PyTraceFile& f) { return MetaToDict(f.file->meta()); })
       .def_property_readonly("meta_error",
                              [](const PyTraceFile& f) -> py::object {
                                if (f.file->meta_error().ok()) return py::none();

@@ -1,4 +1,5 @@
-// Thin shims over Registry, TraceConfig, TraceStats and Tracer: convert types, release the GIL, map Status.
+// Thin shims over Registry, TraceConfig, TraceStats and Tracer: convert types, release the GIL, map
+// Status.
 #include "tracer_bindings.h"
 
 #include <pybind11/stl.h>
@@ -63,6 +64,9 @@ py::dict StatsToDict(const TraceStats& s) {
   d["pending_bytes"] = s.pending_bytes;
   d["queue_high_water_bytes"] = s.queue_high_water_bytes;
   d["missing_gradients"] = s.missing_gradients;
+  d["device_events"] = s.device_events;
+  d["device_events_dropped"] = s.device_events_dropped;
+  d["device_tracer_status"] = s.device_tracer_status;
   d["last_error"] = s.last_error.ok() ? py::object(py::none())
                                       : py::object(py::str(std::string(s.last_error.ToString())));
   return d;
@@ -137,8 +141,8 @@ void RegisterTracerBindings(py::module_& m) {
           "register_array",
           [](Registry& r, std::string scope, std::string key, EntryKind kind, py::object array,
              int dtype, py::object summary, int histogram_bins) {
-            EntrySpec spec = BaseSpec(std::move(scope), std::move(key), kind,
-                                      std::move(summary), histogram_bins);
+            EntrySpec spec = BaseSpec(std::move(scope), std::move(key), kind, std::move(summary),
+                                      histogram_bins);
             CapturedTensor captured = ValueOrThrow(CaptureArray(array, dtype, spec.FullKey()));
             spec.has_view = true;
             spec.view = captured.view;
@@ -153,8 +157,8 @@ void RegisterTracerBindings(py::module_& m) {
           "register_provider",
           [](Registry& r, std::string scope, std::string key, EntryKind kind, py::object fn,
              py::object summary, int histogram_bins) {
-            EntrySpec spec = BaseSpec(std::move(scope), std::move(key), kind,
-                                      std::move(summary), histogram_bins);
+            EntrySpec spec = BaseSpec(std::move(scope), std::move(key), kind, std::move(summary),
+                                      histogram_bins);
             spec.provider = MakeProvider(std::move(fn), spec.FullKey());
             ThrowIfError(r.Register(std::move(spec)));
           },

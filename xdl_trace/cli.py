@@ -90,7 +90,7 @@ def _open(args):
 
 
 def _parse_gsteps(text):
-    """"A:B" (inclusive, either side optional) or "A" -> (begin, end)."""
+    """ "A:B" (inclusive, either side optional) or "A" -> (begin, end)."""
     if text is None:
         return None
     if ":" in text:
@@ -160,7 +160,9 @@ def _info(args):
         print(json.dumps(info, indent=2))
         return 0
     print(f"trace: {trace.path}")
-    print(f"ranks: {', '.join(map(str, trace.ranks))}   files: {len(files)}   size: {_human(trace.nbytes)}")
+    print(
+        f"ranks: {', '.join(map(str, trace.ranks))}   files: {len(files)}   size: {_human(trace.nbytes)}"
+    )
     print("files:")
     for f in files:
         steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
@@ -197,7 +199,9 @@ def _dump(args):
         if args.max_records is not None and printed >= args.max_records:
             break
         printed += 1
-        print(f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: {record.timestamp}")
+        print(
+            f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: {record.timestamp}"
+        )
         for key, array in record.columns.items():
             if args.summary and array.size:
                 as_float = array.astype(np.float64)
@@ -227,7 +231,9 @@ def _verify(args):
                 tail = f", {r['unverified_tail_bytes']} bytes after the Meta"
             if r["torn_tail"]:
                 tail += ", torn final frame"
-            print(f"OK    {name}: {r['records_counted']} records, crc32c {r['crc_actual']:08x}{tail}")
+            print(
+                f"OK    {name}: {r['records_counted']} records, crc32c {r['crc_actual']:08x}{tail}"
+            )
         else:
             failed += 1
             print(f"FAIL  {name}")
@@ -298,7 +304,9 @@ def _export_csv(trace, args, keys, gsteps, ranks):
     rows = 0
     with open(args.output, "w", newline="") as out, Progress(total, "export") as progress:
         writer = csv.writer(out)
-        writer.writerow(["rank", "gstep", "lstep", "timestamp"] + [h for _, hs in columns for h in hs])
+        writer.writerow(
+            ["rank", "gstep", "lstep", "timestamp"] + [h for _, hs in columns for h in hs]
+        )
         selected = [k for k, _ in columns]
         for r in trace.records(keys=selected, gsteps=gsteps, ranks=ranks, on_progress=progress):
             row = [r.rank, r.gstep, r.lstep, r.timestamp]
@@ -313,7 +321,11 @@ def _export_csv(trace, args, keys, gsteps, ranks):
     print(f"wrote {args.output}: {rows} rows, {len(columns)} keys")
 
 
-@command("export", "write selected keys to .npz (any column) or .csv (scalar and stats columns)", _export_configure)
+@command(
+    "export",
+    "write selected keys to .npz (any column) or .csv (scalar and stats columns)",
+    _export_configure,
+)
 def _export(args):
     trace = _open(args)
     fmt = args.format or ("csv" if args.output.endswith(".csv") else "npz")
@@ -345,7 +357,9 @@ def _load_extensions():
 
 def build_parser():
     _load_extensions()
-    parser = argparse.ArgumentParser(prog="xdl-trace", description="Inspect xdl_trace / XDL trace files.")
+    parser = argparse.ArgumentParser(
+        prog="xdl-trace", description="Inspect xdl_trace / XDL trace files."
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (help_text, configure, run) in _COMMANDS.items():

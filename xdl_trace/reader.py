@@ -349,7 +349,10 @@ class Trace:
             if not value_parts:
                 out[key] = (np.zeros(0, dtype=np.int64), np.zeros((0,), dtype=np.float32))
                 continue
-            if len({v.shape[1:] for v in value_parts}) > 1 or len({v.dtype for v in value_parts}) > 1:
+            if (
+                len({v.shape[1:] for v in value_parts}) > 1
+                or len({v.dtype for v in value_parts}) > 1
+            ):
                 raise ValueError(f"stack({key!r}): shape or dtype differs between files")
             if len(value_parts) == 1:
                 out[key] = (step_parts[0], value_parts[0])

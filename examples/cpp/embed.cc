@@ -1,4 +1,4 @@
-// Embeds xdl_trace in a tiny C++ training loop (linear regression by SGD) and traces it for N steps.
+// Embeds xdl_trace in a tiny C++ training loop (linear regression by SGD), traced N steps.
 //
 // Usage: xdl_trace_embed OUT_DIR [STEPS=100] [MAX_FILE_MB=300]
 //
@@ -164,12 +164,11 @@ int main(int argc, char** argv) {
               (*tracer)->config().run_id.c_str());
   std::printf("  keys:");
   for (const std::string& key : (*tracer)->keys()) std::printf(" %s", key.c_str());
-  std::printf("\n  records written %lld, bytes %lld, files %lld, dropped %lld, queue high water %lld B\n",
-              static_cast<long long>(stats.records_written),
-              static_cast<long long>(stats.bytes_written),
-              static_cast<long long>(stats.files_written),
-              static_cast<long long>(stats.records_dropped),
-              static_cast<long long>(stats.queue_high_water_bytes));
+  std::printf(
+      "\n  records written %lld, bytes %lld, files %lld, dropped %lld, queue high water %lld B\n",
+      static_cast<long long>(stats.records_written), static_cast<long long>(stats.bytes_written),
+      static_cast<long long>(stats.files_written), static_cast<long long>(stats.records_dropped),
+      static_cast<long long>(stats.queue_high_water_bytes));
   std::vector<std::string> files;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(out_dir, error)) {

@@ -120,6 +120,7 @@ TEST_CASE("the fake plugin's events and host spans reach the data file", "[plugi
   CHECK(events == 36);
   CHECK(records.back().column(0).shape(0) == 0);  // Tail: empty column.
   CHECK(records.back().gstep() == 500);
+  std::filesystem::remove_all(config.output_dir);
 }
 
 TEST_CASE("device_tracers [cupti] runs cleanly here and reports unavailable", "[plugin][e2e]") {
@@ -143,6 +144,7 @@ TEST_CASE("device_tracers [cupti] runs cleanly here and reports unavailable", "[
     CHECK(record.device_trace_size() == 0);
     CHECK(record.host_span_size() >= 1);
   }
+  std::filesystem::remove_all(config.output_dir);
 }
 
 TEST_CASE("a bad plugin in device_tracers fails Tracer::Start naming it", "[plugin][e2e]") {
@@ -153,6 +155,7 @@ TEST_CASE("a bad plugin in device_tracers fails Tracer::Start naming it", "[plug
   REQUIRE_FALSE(tracer.ok());
   CHECK(absl::StrContains(tracer.status().message(), "libxdl_trace_bad_major.so"));
   CHECK(absl::StrContains(tracer.status().message(), "abi_major"));
+  std::filesystem::remove_all(config.output_dir);
 }
 
 }  // namespace xdl_trace

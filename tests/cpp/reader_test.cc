@@ -1,4 +1,6 @@
 // Tests of the C++ reader against files written with protobuf's own serialization (not the writer).
+#include "xdl_trace/reader.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,7 +22,6 @@
 #include "io/crc32c.h"
 #include "reader/wire_decoder.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
 
 namespace xdl_trace {
 namespace {
@@ -117,8 +118,7 @@ std::string WriteSimpleFile(const std::string& path, int64_t first, int count,
   for (int i = 0; i < count; ++i) data += Frame(SimpleRecord(first + i).SerializeAsString());
   WriteBytes(path, data);
   if (with_meta) {
-    WriteBytes(path + ".meta",
-               MetaFor(data, count, first, first + count - 1).SerializeAsString());
+    WriteBytes(path + ".meta", MetaFor(data, count, first, first + count - 1).SerializeAsString());
   }
   return data;
 }
@@ -279,7 +279,9 @@ TEST_CASE("reader exposes unknown record fields as raw bytes", "[reader]") {
   unknown->AddFixed32(7, 0xDEADBEEF);
   unknown->AddFixed64(15, 0x0123456789ABCDEFull);
   // An unknown field inside a Column is skipped.
-  record.mutable_column(0)->GetReflection()->MutableUnknownFields(record.mutable_column(0))
+  record.mutable_column(0)
+      ->GetReflection()
+      ->MutableUnknownFields(record.mutable_column(0))
       ->AddLengthDelimited(9, "ignored");
   const std::string path = dir / "train.trace.0.1";
   WriteBytes(path, HeaderFrame({"w", "loss"}) + Frame(record.SerializeAsString()));
@@ -496,6 +498,42 @@ TEST_CASE("corruption is an error naming the file and the byte offset", "[reader
     CHECK(error.find(absl::StrCat("byte offset ", second)) != std::string::npos);
     CHECK(error.find("runs past the end") != std::string::npos);
   }
+}
+
+TEST_CASE("random byte damage is an error or a torn tail, never a crash", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  const std::string data = WriteSimpleFile(path, 0, 6, /*with_meta=*/false);
+  std::mt19937 rng(1234);
+  int errors = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    std::string damaged = data;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int i = 0; i < flips; ++i) damaged[rng() % damaged.size()] = static_cast<char>(rng());
+    if (trial % 3 == 0) damaged.resize(rng() % damaged.size());
+    WriteBytes(path, damaged);
+    auto file = TraceFile::Open(path);
+    if (!file.ok()) {
+      CHECK(file.status().code() == absl::StatusCode::kDataLoss);
+      ++errors;
+      continue;
+    }
+    RecordCursor cursor = (*file)->Records();
+    RecordView record;
+    while (cursor.Next(&record)) {
+      for (const ColumnView& c : record.columns) {
+        // Every view stays inside the mapping.
+        REQUIRE(c.data.data() + c.data.size() <= (*file)->bytes().data() + (*file)->size());
+      }
+    }
+    if (!cursor.status().ok()) {
+      CHECK(cursor.status().code() == absl::StatusCode::kDataLoss);
+      CHECK(std::string(cursor.status().message()).find(path) != std::string::npos);
+      ++errors;
+    }
+    (*file)->Verify();  // Must not crash either.
+  }
+  CHECK(errors > 0);
 }
 
 TEST_CASE("verify compares a file with its Meta", "[reader]") {

@@ -1,6 +1,7 @@
 // Proves EncodeRecord / EncodeHeaderFrame write exactly the bytes protobuf's own serializer writes.
-#include <catch2/catch.hpp>
+#include "record/record_encoder.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -8,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "record/record_encoder.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
@@ -85,7 +85,7 @@ TEST_CASE("zero, negative and extreme steps encode as protobuf does", "[encoder]
   const TensorView int8_scalar{DType::kInt8, {}, &small};  // dtype 0 is omitted.
   const int64_t min = std::numeric_limits<int64_t>::min();
   const int64_t max = std::numeric_limits<int64_t>::max();
-  const int64_t steps[][3] = {{0, 0, 0},   {-1, -2, -3}, {min, max, 0},
+  const int64_t steps[][3] = {{0, 0, 0},      {-1, -2, -3},  {min, max, 0},
                               {max, min, -1}, {1, 127, 128}, {16383, 16384, 1LL << 35}};
   for (const auto& s : steps) {
     INFO("gstep " << s[0] << " lstep " << s[1] << " timestamp " << s[2]);
@@ -163,8 +163,7 @@ TEST_CASE("records over the 4 GiB frame limit are rejected naming the key", "[en
     CHECK_THAT(std::string(record.status().message()), Catch::Contains("4 GiB"));
   }
   SECTION("a shape whose element count overflows int64") {
-    const TensorView huge{DType::kFloat64,
-                          {1 << 30, 1 << 30, 1 << 30, 1 << 30}, &dummy};
+    const TensorView huge{DType::kFloat64, {1 << 30, 1 << 30, 1 << 30, 1 << 30}, &dummy};
     absl::StatusOr<EncodedRecord> record = EncodeRecord(1, 1, 1, {small, huge}, keys);
     REQUIRE(record.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(record.status().message()), Catch::Contains("'huge'"));
@@ -191,8 +190,7 @@ TEST_CASE("records over the 4 GiB frame limit are rejected naming the key", "[en
     CHECK_THAT(std::string(EncodeRecord(1, 1, 1, {null_data}, keys).status().message()),
                Catch::Contains("'small'"));
     const TensorView bad{static_cast<DType>(99), {}, &dummy};
-    CHECK(EncodeRecord(1, 1, 1, {bad}, keys).status().code() ==
-          absl::StatusCode::kInvalidArgument);
+    CHECK(EncodeRecord(1, 1, 1, {bad}, keys).status().code() == absl::StatusCode::kInvalidArgument);
   }
 }
 

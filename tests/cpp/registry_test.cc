@@ -1,14 +1,13 @@
 // Registry: validation that names the key, scopes, clearing, snapshot order, gradient rendezvous.
-#include <catch2/catch.hpp>
+#include "xdl_trace/registry.h"
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "xdl_trace/registry.h"
 
 namespace xdl_trace {
 namespace {
@@ -204,8 +203,7 @@ TEST_CASE("gradient rendezvous: send, replace, take once, drop", "[registry]") {
   CHECK_THAT(Message(registry.SendGradient("badg", bad)), Catch::Contains("'badg'"));
 }
 
-TEST_CASE("a taken gradient keeps its memory alive after the registry forgets it",
-          "[registry]") {
+TEST_CASE("a taken gradient keeps its memory alive after the registry forgets it", "[registry]") {
   Registry registry;
   auto alive = std::make_shared<int>(7);
   std::weak_ptr<int> watch = alive;

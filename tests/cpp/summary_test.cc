@@ -1,14 +1,13 @@
-// Built-in summaries: stats and histogram over every dtype, non-finite values, half precision, edge cases.
-#include <catch2/catch.hpp>
+// Built-in summaries: stats and histogram over every dtype, non-finite values, edge cases.
+#include "summary/summary.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
-
-#include "summary/summary.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -52,9 +51,14 @@ std::vector<double> ReferenceStats(const std::vector<double>& values) {
     if (std::isfinite(x)) var += (x - mean) * (x - mean);
   }
   var /= finite;
-  return {static_cast<double>(values.size()), min, max, static_cast<double>(mean),
-          static_cast<double>(std::sqrt(var)), static_cast<double>(std::sqrt(sq)),
-          static_cast<double>(nan), static_cast<double>(inf)};
+  return {static_cast<double>(values.size()),
+          min,
+          max,
+          static_cast<double>(mean),
+          static_cast<double>(std::sqrt(var)),
+          static_cast<double>(std::sqrt(sq)),
+          static_cast<double>(nan),
+          static_cast<double>(inf)};
 }
 
 void CheckClose(const std::vector<double>& got, const std::vector<double>& want) {

@@ -1,6 +1,7 @@
 // Tracer end to end with the real writer: register, step, read the files back with protobuf.
-#include <catch2/catch.hpp>
+#include "xdl_trace/tracer.h"
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -13,7 +14,6 @@
 #include "io/trace_writer.h"
 #include "tracer/tracer_internal.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/tracer.h"
 
 namespace xdl_trace {
 namespace {
@@ -150,12 +150,14 @@ TEST_CASE("a traced run writes the header and one record per step", "[tracer]") 
   std::vector<float> weights = {0, 0, 0, 0, 0, 0};
   const int64_t labels[3] = {7, 8, 9};
   float loss = 0;
-  REQUIRE(registry->Register(ViewEntry("w", {DType::kFloat32, {2, 3}, weights.data()},
-                                       EntryKind::kVariable)).ok());
+  REQUIRE(registry
+              ->Register(
+                  ViewEntry("w", {DType::kFloat32, {2, 3}, weights.data()}, EntryKind::kVariable))
+              .ok());
   REQUIRE(registry->Register(ProviderEntry("loss", [&] { return OwnedScalar(loss); })).ok());
   REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
-  REQUIRE(registry->Register(ViewEntry("labels", {DType::kInt64, {3}, labels},
-                                       EntryKind::kOnce)).ok());
+  REQUIRE(
+      registry->Register(ViewEntry("labels", {DType::kInt64, {3}, labels}, EntryKind::kOnce)).ok());
   EntrySpec stats = ViewEntry("w_stats", {DType::kFloat32, {2, 3}, weights.data()});
   stats.summary.builtin = BuiltinSummary::kStats;
   REQUIRE(registry->Register(stats).ok());
@@ -178,7 +180,7 @@ TEST_CASE("a traced run writes the header and one record per step", "[tracer]") 
   absl::StatusOr<std::unique_ptr<Tracer>> started = Tracer::Start(config, registry);
   REQUIRE(started.ok());
   Tracer& tracer = **started;
-  const std::vector<std::string> keys = {"w",      "loss",   "grad/w", "labels",
+  const std::vector<std::string> keys = {"w",       "loss",   "grad/w", "labels",
                                          "w_stats", "w_hist", "w_sum"};
   CHECK(tracer.keys() == keys);
 
@@ -243,10 +245,15 @@ TEST_CASE("once values are captured at the first traced step, whichever it is", 
   TempDir dir;
   auto registry = std::make_shared<Registry>();
   int calls = 0;
-  REQUIRE(registry->Register(ProviderEntry("config", [&] {
-                ++calls;
-                return OwnedScalar(42);
-              }, EntryKind::kOnce)).ok());
+  REQUIRE(registry
+              ->Register(ProviderEntry(
+                  "config",
+                  [&] {
+                    ++calls;
+                    return OwnedScalar(42);
+                  },
+                  EntryKind::kOnce))
+              .ok());
   const TraceConfig config = Config(dir.path());
   auto tracer = Tracer::Start(config, registry);
   REQUIRE(tracer.ok());
@@ -266,8 +273,8 @@ TEST_CASE("a missing gradient fails the step naming the key, under kError", "[tr
   TempDir dir;
   auto registry = std::make_shared<Registry>();
   const float one = 1;
-  REQUIRE(registry->Register(ViewEntry("seen", {DType::kFloat32, {}, &one},
-                                       EntryKind::kOnce)).ok());
+  REQUIRE(
+      registry->Register(ViewEntry("seen", {DType::kFloat32, {}, &one}, EntryKind::kOnce)).ok());
   REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
   const TraceConfig config = Config(dir.path());
   auto tracer = Tracer::Start(config, registry);
@@ -292,8 +299,7 @@ TEST_CASE("a missing gradient fails the step naming the key, under kError", "[tr
   CHECK(Values<float>(file.records[0].column(1)) == std::vector<float>{3});
 }
 
-TEST_CASE("a missing gradient is an empty column and a counter, under kEmptyColumn",
-          "[tracer]") {
+TEST_CASE("a missing gradient is an empty column and a counter, under kEmptyColumn", "[tracer]") {
   TempDir dir;
   auto registry = std::make_shared<Registry>();
   REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
@@ -322,24 +328,27 @@ TEST_CASE("entry errors name the key and queue nothing", "[tracer]") {
   int mode = 0;
   const float ok_value = 1;
   REQUIRE(registry->Register(ViewEntry("fine", {DType::kFloat32, {}, &ok_value})).ok());
-  REQUIRE(registry->Register(ProviderEntry("cb", [&]() -> absl::StatusOr<CapturedTensor> {
-                switch (mode) {
-                  case 1:
-                    return absl::InternalError("callback raised");
-                  case 2: {
-                    CapturedTensor bad = OwnedScalar(1);
-                    bad.view.dtype = static_cast<DType>(77);
-                    return bad;
-                  }
-                  case 3: {
-                    CapturedTensor bad = OwnedScalar(1);
-                    bad.view.shape = {int64_t{1} << 40};
-                    return bad;
-                  }
-                  default:
-                    return OwnedScalar(5);
-                }
-              })).ok());
+  REQUIRE(registry
+              ->Register(ProviderEntry("cb",
+                                       [&]() -> absl::StatusOr<CapturedTensor> {
+                                         switch (mode) {
+                                           case 1:
+                                             return absl::InternalError("callback raised");
+                                           case 2: {
+                                             CapturedTensor bad = OwnedScalar(1);
+                                             bad.view.dtype = static_cast<DType>(77);
+                                             return bad;
+                                           }
+                                           case 3: {
+                                             CapturedTensor bad = OwnedScalar(1);
+                                             bad.view.shape = {int64_t{1} << 40};
+                                             return bad;
+                                           }
+                                           default:
+                                             return OwnedScalar(5);
+                                         }
+                                       }))
+              .ok());
   EntrySpec summarized = ViewEntry("sum", {DType::kFloat32, {}, &ok_value});
   summarized.summary.fn = [&](const TensorView& v) -> absl::StatusOr<Tensor> {
     if (mode == 4) return absl::InvalidArgumentError("bad summary input");
@@ -387,11 +396,14 @@ TEST_CASE("keep-alives are released once the record is encoded", "[tracer]") {
   TempDir dir;
   auto registry = std::make_shared<Registry>();
   std::weak_ptr<const void> last;
-  REQUIRE(registry->Register(ProviderEntry("v", [&] {
-                CapturedTensor captured = OwnedScalar(1);
-                last = captured.keep_alive;
-                return captured;
-              })).ok());
+  REQUIRE(registry
+              ->Register(ProviderEntry("v",
+                                       [&] {
+                                         CapturedTensor captured = OwnedScalar(1);
+                                         last = captured.keep_alive;
+                                         return captured;
+                                       }))
+              .ok());
   auto tracer = Tracer::Start(Config(dir.path()), registry);
   REQUIRE(tracer.ok());
   REQUIRE((*tracer)->Step(1, 1).ok());
@@ -491,7 +503,10 @@ class FakeExtras : public internal::RecordExtras {
   }
   std::string Finish() override {
     calls_->push_back("finish");
-    return std::string("\x72\x03" "end", 5);  // Field 14 bytes "end".
+    return std::string(
+        "\x72\x03"
+        "end",
+        5);  // Field 14 bytes "end".
   }
   void FillStats(TraceStats* stats) const override { stats->device_tracer_status = "fake: ok"; }
 
@@ -521,9 +536,8 @@ TEST_CASE("record extras supply trailing fields and a final record", "[tracer]")
   REQUIRE((*tracer)->StepAt(3, 3, 3).ok());
   CHECK((*tracer)->stats().device_tracer_status == "fake: ok");
   REQUIRE((*tracer)->Close().ok());
-  CHECK(calls == std::vector<std::string>{"called 1", "take", "encoded", "returned",
-                                          "called 2", "returned",
-                                          "called 3", "take", "encoded", "returned",
+  CHECK(calls == std::vector<std::string>{"called 1", "take", "encoded", "returned", "called 2",
+                                          "returned", "called 3", "take", "encoded", "returned",
                                           "finish"});
 
   const DataFile file = ReadDataFile(FirstDataFile(config));
@@ -588,6 +602,35 @@ TEST_CASE("1000 Start/Step/Close cycles in one directory", "[tracer]") {
   REQUIRE(file.records.size() == 1);
   CHECK(file.records[0].gstep() == 999);
   CHECK(Values<float>(file.records[0].column(1)) == std::vector<float>{999});
+}
+
+TEST_CASE("the embed example writes readable, rolled-over files", "[tracer][example]") {
+  const std::string binary = std::string(XDL_TRACE_BINARY_DIR) + "/examples/xdl_trace_embed";
+  if (!fs::exists(binary)) {
+    WARN("skipped: " << binary << " not built (XDL_TRACE_BUILD_EXAMPLES=OFF)");
+    return;
+  }
+  TempDir dir;
+  const std::string command = binary + " " + dir.path() + " 40 0.01 > " + dir.path() + "/out.txt";
+  REQUIRE(std::system(command.c_str()) == 0);
+  CHECK_THAT(ReadFile(dir.path() + "/out.txt"), Catch::Contains("traced 40 steps"));
+  TraceConfig config = Config(dir.path());
+  config.output_file_name = "embed";
+  size_t records = 0;
+  int64_t files = 0;
+  for (int64_t index = 1; fs::exists(internal::DataFilePath(config, index)); ++index) {
+    const DataFile file = ReadDataFile(internal::DataFilePath(config, index));
+    CHECK(HeaderKeys(file) == std::vector<std::string>{"loss", "learning_rate", "model/w",
+                                                       "model/w_stats", "model/grad_w", "data/x"});
+    for (const xdl::proto::Record& record : file.records) {
+      CHECK(record.gstep() == static_cast<int64_t>(records + 1));
+      CHECK(record.column(3).data().size() == 8 * 8);  // float64[8] stats.
+      ++records;
+    }
+    ++files;
+  }
+  CHECK(records == 40);
+  CHECK(files > 1);  // 0.01 MB files roll over.
 }
 
 }  // namespace xdl_trace

@@ -47,7 +47,9 @@ def test_info_text_and_json(trace_dir, capsys):
 
 
 def test_dump_with_key_and_step_selection(trace_dir, capsys):
-    code, out, _ = run(capsys, "dump", trace_dir, "--keys", "loss", "--gsteps", "3:5", "--ranks", "0")
+    code, out, _ = run(
+        capsys, "dump", trace_dir, "--keys", "loss", "--gsteps", "3:5", "--ranks", "0"
+    )
     assert code == 0
     lines = [l for l in out.splitlines() if l.startswith("rank")]
     assert [l.split()[3] for l in lines] == ["3", "4", "5"]
@@ -90,7 +92,8 @@ def test_export_npz(trace_dir, tmp_path, capsys):
     code, _, _ = run(capsys, "export", trace_dir, "-o", out_path, "--keys", "loss")
     z = np.load(out_path)
     assert sorted(z.files) == sorted(
-        [f"rank{r}/{n}" for r in (0, 1) for n in ("gstep", "lstep", "timestamp", "loss")])
+        [f"rank{r}/{n}" for r in (0, 1) for n in ("gstep", "lstep", "timestamp", "loss")]
+    )
     np.testing.assert_array_equal(z["rank1/loss"], np.arange(0, 8, 2) * 0.5 + 1)
 
 
@@ -139,13 +142,21 @@ def test_python_dash_m_entry_point(trace_dir, tmp_path):
     env = dict(os.environ, PYTHONPATH=package_root)
     result = subprocess.run(
         [sys.executable, "-m", "xdl_trace", "verify", trace_dir],
-        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "3 of 3 files verified" in result.stdout
     result = subprocess.run(
         [sys.executable, "-m", "xdl_trace", "--help"],
-        capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=120,
     )
     for name in ("info", "dump", "verify", "export"):
         assert name in result.stdout

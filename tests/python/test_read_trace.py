@@ -36,7 +36,8 @@ def test_script_messages_match_the_real_proto():
             assert {f.number for f in theirs.fields if f.number <= 4} == {1, 2, 3, 4}
     theirs_enum = real.DESCRIPTOR.enum_types_by_name["Type"]
     assert [(v.name, v.number) for v in theirs_enum.values] == [
-        (n, i) for i, (n, _) in enumerate(script.DTYPES)]
+        (n, i) for i, (n, _) in enumerate(script.DTYPES)
+    ]
 
 
 def test_script_parses_real_serializations_and_keeps_unknown_fields():
@@ -47,8 +48,10 @@ def test_script_parses_real_serializations_and_keeps_unknown_fields():
     parsed = script.Record()
     parsed.ParseFromString(body)
     assert (parsed.gstep, parsed.lstep, parsed.timestamp) == (3, 3, rec.timestamp)
-    np.testing.assert_array_equal(script.column_to_array(parsed.column[0]),
-                                  (np.arange(6, dtype=np.float32) + 30).reshape(2, 3))
+    np.testing.assert_array_equal(
+        script.column_to_array(parsed.column[0]),
+        (np.arange(6, dtype=np.float32) + 30).reshape(2, 3),
+    )
     assert script.column_to_array(parsed.column[1]) == 1.5
     assert parsed.SerializeToString() == body  # Unknown fields survive a round trip.
 
@@ -70,8 +73,14 @@ def test_script_runs_stand_alone_and_prints_like_the_xdl_reader(tmp_path):
         "print('LOADED', loaded)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            cwd=str(tmp_path), env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path),
+        env=env,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "LOADED []" in out  # Neither the package nor its compiled extension.
@@ -90,7 +99,9 @@ def test_script_options(tmp_path):
     tm.write_file(path, KEYS, tm.simple_records(range(4)), meta=False)
     result = subprocess.run(
         [sys.executable, SCRIPT, path, "--keys", "loss", "--max-records", "2", "--summary"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert "meta: (none)" in result.stdout

@@ -21,8 +21,19 @@ def all_records(trace, **kwargs):
 def test_every_dtype_reads_back_as_zero_copy_read_only_views(tmp_path):
     values = [
         np.arange(6, dtype=dt).reshape(2, 3)
-        for dt in (np.int8, np.int16, np.int32, np.int64, np.float32, np.float64, np.uint8,
-                   np.uint16, np.uint32, np.uint64, np.float16)
+        for dt in (
+            np.int8,
+            np.int16,
+            np.int32,
+            np.int64,
+            np.float32,
+            np.float64,
+            np.uint8,
+            np.uint16,
+            np.uint32,
+            np.uint64,
+            np.float16,
+        )
     ]
     values.append(np.array([True, False, True]))
     keys = [f"k{i}:{v.dtype}" for i, v in enumerate(values)]
@@ -83,7 +94,11 @@ def test_directory_groups_ranks_and_orders_files_by_index(tmp_path):
     assert trace.ranks == [0, 1]
     assert trace.keys == KEYS
     assert [os.path.basename(f.path) for f in trace.files] == [
-        "train.trace.0.1", "train.trace.0.2", "train.trace.0.10", "train.trace.1.1"]
+        "train.trace.0.1",
+        "train.trace.0.2",
+        "train.trace.0.10",
+        "train.trace.1.1",
+    ]
     assert [r.gstep for r in trace.records(ranks=[0])] == list(range(10))
 
     merged = [(r.gstep, r.rank) for r in trace]  # Merged across ranks by gstep.
@@ -235,7 +250,7 @@ def test_unknown_record_fields_are_exposed_raw(tmp_path):
     tm.write_file(path, KEYS, [rec])
     (r,) = list(open_trace(path))
     assert r.columns["loss"] == 0.5
-    (number, wire_type, payload), = r.extra
+    ((number, wire_type, payload),) = r.extra
     assert (number, wire_type) == (6, 2)
     parsed = type(span)()
     parsed.ParseFromString(payload)
@@ -263,3 +278,16 @@ def test_reads_what_the_real_tracer_writes(tmp_path):
     np.testing.assert_array_equal(rs[-1].columns["w"], w)
     np.testing.assert_array_equal(trace.stack("loss"), [r.columns["loss"] for r in rs])
     assert all(r["ok"] for r in trace.verify())
+
+
+def test_stack_many_reads_all_keys_in_one_pass(tmp_path):
+    d = str(tmp_path)
+    tm.write_file(f"{d}/train.trace.0.1", KEYS, tm.simple_records(range(0, 3)))
+    tm.write_file(f"{d}/train.trace.0.2", KEYS, tm.simple_records(range(3, 5)))
+    trace = open_trace(d)
+    stacked = trace.stack_many(gsteps=range(0, 5, 2))
+    assert list(stacked) == KEYS
+    steps, w = stacked["w"]
+    np.testing.assert_array_equal(steps, [0, 2, 4])
+    np.testing.assert_array_equal(w[:, 0, 0], [0.0, 20.0, 40.0])
+    np.testing.assert_array_equal(stacked["loss"][1], [0.0, 1.0, 2.0])

@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 PROTO_DIR = os.path.join(REPO, "proto")
 
 # numpy dtype -> wire dtype number (proto/xdl_trace.proto enum Type).

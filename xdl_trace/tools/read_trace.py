@@ -75,7 +75,9 @@ def _file_descriptor():
     def message(name, fields):
         m = fdp.message_type.add(name=name)
         for field_name, number, type_name, repeated, ref in fields:
-            field = m.field.add(name=field_name, number=number, type=getattr(F, "TYPE_" + type_name))
+            field = m.field.add(
+                name=field_name, number=number, type=getattr(F, "TYPE_" + type_name)
+            )
             field.label = F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL
             if ref:
                 field.type_name = ref
@@ -201,12 +203,16 @@ def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout)
             header_keys = list(value.key)
             print(f"keys: {header_keys}", file=out)
         elif kind == "torn":
-            print(f"torn final frame at byte offset {value} (the writer stopped mid-record)", file=out)
+            print(
+                f"torn final frame at byte offset {value} (the writer stopped mid-record)", file=out
+            )
         else:
             if max_records is not None and printed >= max_records:
                 break
             printed += 1
-            print(f"gstep: {value.gstep} lstep: {value.lstep} timestamp: {value.timestamp}", file=out)
+            print(
+                f"gstep: {value.gstep} lstep: {value.lstep} timestamp: {value.timestamp}", file=out
+            )
             for key, column in zip(header_keys, value.column):
                 if keys is not None and key not in keys:
                     continue

@@ -1,4 +1,5 @@
-// Reads trace data files back: mmap'd files, zero-copy record views, directory grouping, Meta checks.
+// Reads trace data files back: mmap'd files, zero-copy record views, directory grouping, Meta
+// checks.
 #ifndef XDL_TRACE_READER_H_
 #define XDL_TRACE_READER_H_
 
@@ -21,8 +22,8 @@ namespace xdl_trace {
 // valid as long as the TraceFile that produced it is alive.
 struct ColumnView {
   DType dtype = DType::kFloat32;
-  Shape shape;              // Empty for a scalar (and for an empty column).
-  absl::string_view data;   // Raw C-order little-endian bytes.
+  Shape shape;             // Empty for a scalar (and for an empty column).
+  absl::string_view data;  // Raw C-order little-endian bytes.
 
   // XDL writes an empty column (no shape, no data) for a trace_once value at
   // every step after the first.

@@ -42,7 +42,14 @@ class Tracer {
   //   - an entry's own error (callback failed, missing gradient, bad dtype or
   //     shape) naming the key; no record is queued for this step;
   //   - the sticky write error once the IO thread failed; the record is
-  //     counted as dropped and the call never blocks.
+  //     counted as dropped and the call never blocks;
+  //   - FailedPrecondition after Close().
+  // Per entry: a view is read in place; a provider is called; a gradient is
+  // taken from the registry's rendezvous (missing: see
+  // TraceConfig::missing_gradient); a summary replaces the value; a
+  // once-value is written in the first record this tracer queues and as an
+  // empty float32 column of shape [0] afterwards. Keep-alives are released
+  // before Step returns.
   absl::Status Step(int64_t gstep, int64_t lstep);
   // Same, with the timestamp (ms since epoch) given: for tests and replays.
   absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
@@ -50,7 +57,7 @@ class Tracer {
   // Waits until every record queued so far is written and Meta is current.
   absl::Status Flush();
   // Flushes, writes final Meta (closed_cleanly), joins the IO thread.
-  // Idempotent: later calls return the first call's status.
+  // Idempotent: later calls (and Flush) return the first call's status.
   absl::Status Close();
 
   const std::vector<std::string>& keys() const { return keys_; }

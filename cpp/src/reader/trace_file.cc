@@ -1,4 +1,5 @@
-// One mmap'd data file: Header parsing, zero-copy Record decoding, torn-tail detection, Meta verification.
+// One mmap'd data file: Header parsing, zero-copy Record decoding, torn-tail detection, Meta
+// verification.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -48,7 +49,8 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
     const uint64_t at = base + static_cast<uint64_t>(field.encoded.data() - message.data());
     switch (field.number) {
       case 1: {
-        if (field.wire_type != internal::kWireVarint) return Corrupt(path, at, "Column.dtype is not a varint");
+        if (field.wire_type != internal::kWireVarint)
+          return Corrupt(path, at, "Column.dtype is not a varint");
         const auto value = static_cast<int64_t>(field.varint);
         if (!IsValidDType(static_cast<int32_t>(value)) || value != static_cast<int32_t>(value)) {
           return Corrupt(path, at, absl::StrCat("invalid dtype ", value));
@@ -95,9 +97,10 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
     const int64_t elements = column->NumElements();
     const uint64_t expected = static_cast<uint64_t>(elements) * DTypeSize(column->dtype);
     if (elements < 0 || expected != column->data.size()) {
-      return Corrupt(path, base,
-                     absl::StrCat("column data has ", column->data.size(), " bytes but its shape and ",
-                                  DTypeName(column->dtype), " dtype need ", expected));
+      return Corrupt(
+          path, base,
+          absl::StrCat("column data has ", column->data.size(), " bytes but its shape and ",
+                       DTypeName(column->dtype), " dtype need ", expected));
     }
   }
   return absl::OkStatus();
@@ -118,7 +121,8 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
       case 1:
       case 2:
       case 4: {
-        if (!is_varint) return Corrupt(path, at, absl::StrCat("Record field ", field.number, " is not a varint"));
+        if (!is_varint)
+          return Corrupt(path, at, absl::StrCat("Record field ", field.number, " is not a varint"));
         const auto value = static_cast<int64_t>(field.varint);
         if (field.number == 1) record->gstep = value;
         if (field.number == 2) record->lstep = value;
@@ -322,8 +326,8 @@ absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* tor
   if (size - offset < kPrefixBytes) {
     if (vouched) {
       return Corrupt(path_, offset,
-                     absl::StrCat("length prefix cut short but the Meta covers ",
-                                  meta_->data_bytes, " bytes"));
+                     absl::StrCat("length prefix cut short but the Meta covers ", meta_->data_bytes,
+                                  " bytes"));
     }
     *torn = true;
     return absl::OkStatus();
@@ -331,18 +335,18 @@ absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* tor
   const uint64_t length = LoadLength(bytes_.data() + offset);
   if (length > size - offset - kPrefixBytes) {
     if (vouched) {
-      return Corrupt(path_, offset,
-                     absl::StrCat("frame length ", length, " runs past the end of the file (",
-                                  size, " bytes) inside the ", meta_->data_bytes,
-                                  " bytes the Meta covers"));
+      return Corrupt(
+          path_, offset,
+          absl::StrCat("frame length ", length, " runs past the end of the file (", size,
+                       " bytes) inside the ", meta_->data_bytes, " bytes the Meta covers"));
     }
     *torn = true;
     return absl::OkStatus();
   }
   record->offset = offset;
   record->frame_size = kPrefixBytes + length;
-  return DecodeRecord(path_, offset + kPrefixBytes,
-                      bytes_.substr(offset + kPrefixBytes, length), keys_.size(), record);
+  return DecodeRecord(path_, offset + kPrefixBytes, bytes_.substr(offset + kPrefixBytes, length),
+                      keys_.size(), record);
 }
 
 VerifyReport TraceFile::Verify() const {

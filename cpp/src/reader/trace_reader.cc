@@ -1,4 +1,5 @@
-// Finds a trace's data files: "{prefix}.{name}.{rank}.{index}" grouped by rank, each rank in index order.
+// Finds a trace's data files: "{prefix}.{name}.{rank}.{index}" grouped by rank, each rank in index
+// order.
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -15,7 +16,8 @@ namespace xdl_trace {
 namespace {
 
 bool AllDigits(absl::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return absl::ascii_isdigit(c); });
 }
 
 }  // namespace
@@ -80,9 +82,8 @@ absl::StatusOr<TraceReader> TraceReader::Open(const std::string& path, absl::str
         for (const auto& f : **list) seen.insert(absl::StrCat(f.prefix, ".", f.name));
       }
       return absl::NotFoundError(absl::StrCat(
-          path, ": no data files named ", prefix, ".", name.empty() ? "*" : name,
-          ".<rank>.<index>", seen.empty() ? "" : " (found: ", absl::StrJoin(seen, ", "),
-          seen.empty() ? "" : ")"));
+          path, ": no data files named ", prefix, ".", name.empty() ? "*" : name, ".<rank>.<index>",
+          seen.empty() ? "" : " (found: ", absl::StrJoin(seen, ", "), seen.empty() ? "" : ")"));
     }
     reader.files_ = *std::move(files);
   } else {

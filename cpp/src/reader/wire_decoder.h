@@ -1,4 +1,5 @@
-// A minimal protobuf wire-format decoder (varints, fixed, length-delimited) that never copies payloads.
+// A minimal protobuf wire-format decoder (varints, fixed, length-delimited) that never copies
+// payloads.
 #ifndef XDL_TRACE_READER_WIRE_DECODER_H_
 #define XDL_TRACE_READER_WIRE_DECODER_H_
 

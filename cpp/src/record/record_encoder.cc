@@ -1,4 +1,4 @@
-// Hand-written protobuf wire encoding of Header and Record frames: sizes first, then one exact buffer.
+// Protobuf wire encoding of Header and Record frames: sizes first, then one exact buffer.
 #include "record/record_encoder.h"
 
 #include <cstdint>
@@ -13,14 +13,14 @@ namespace internal {
 namespace {
 
 // Wire tags: (field_number << 3) | wire_type; 0 = varint, 2 = length-delimited.
-constexpr char kTagHeaderKey = 0x0A;    // Header.key = 1, bytes.
-constexpr char kTagRecordGstep = 0x08;  // Record.gstep = 1, varint.
-constexpr char kTagRecordLstep = 0x10;  // Record.lstep = 2, varint.
-constexpr char kTagRecordColumn = 0x1A; // Record.column = 3, message.
-constexpr char kTagRecordTime = 0x20;   // Record.timestamp = 4, varint.
-constexpr char kTagColumnDtype = 0x08;  // Column.dtype = 1, varint (enum).
-constexpr char kTagColumnShape = 0x12;  // Column.shape = 2, packed int32.
-constexpr char kTagColumnData = 0x1A;   // Column.data = 3, bytes.
+constexpr char kTagHeaderKey = 0x0A;     // Header.key = 1, bytes.
+constexpr char kTagRecordGstep = 0x08;   // Record.gstep = 1, varint.
+constexpr char kTagRecordLstep = 0x10;   // Record.lstep = 2, varint.
+constexpr char kTagRecordColumn = 0x1A;  // Record.column = 3, message.
+constexpr char kTagRecordTime = 0x20;    // Record.timestamp = 4, varint.
+constexpr char kTagColumnDtype = 0x08;   // Column.dtype = 1, varint (enum).
+constexpr char kTagColumnShape = 0x12;   // Column.shape = 2, packed int32.
+constexpr char kTagColumnData = 0x1A;    // Column.data = 3, bytes.
 
 constexpr int kMaxVarintBytes = 10;
 
@@ -49,13 +49,6 @@ void AppendVarint(uint64_t v, std::string* out) {
   out->append(buf, n);
 }
 
-// Appends a varint field, omitted when zero (proto3 scalar semantics).
-void AppendVarintField(char tag, int64_t v, std::string* out) {
-  if (v == 0) return;
-  out->push_back(tag);
-  AppendVarint(SignExtend(v), out);
-}
-
 size_t VarintFieldSize(int64_t v) { return v == 0 ? 0 : 1 + VarintSize(SignExtend(v)); }
 
 void AppendLittleEndian32(uint32_t v, std::string* out) {
@@ -63,6 +56,43 @@ void AppendLittleEndian32(uint32_t v, std::string* out) {
                          static_cast<char>(v >> 16), static_cast<char>(v >> 24)};
   out->append(bytes, 4);
 }
+
+// Stages the small framing bytes (tags, lengths, dims) on the stack and
+// appends them in one call, so a column costs two appends: framing, data.
+class Stager {
+ public:
+  explicit Stager(std::string* out) : out_(out) {}
+  ~Stager() { Flush(); }
+  void Put(char c) {
+    Reserve(1);
+    buf_[n_++] = c;
+  }
+  void PutVarint(uint64_t v) {
+    Reserve(kMaxVarintBytes);
+    while (v >= 0x80) {
+      buf_[n_++] = static_cast<char>((v & 0x7F) | 0x80);
+      v >>= 7;
+    }
+    buf_[n_++] = static_cast<char>(v);
+  }
+  void PutVarintField(char tag, int64_t v) {
+    if (v == 0) return;
+    Put(tag);
+    PutVarint(SignExtend(v));
+  }
+  void Flush() {
+    out_->append(buf_, n_);
+    n_ = 0;
+  }
+
+ private:
+  void Reserve(int bytes) {
+    if (n_ + bytes > static_cast<int>(sizeof(buf_))) Flush();
+  }
+  std::string* const out_;
+  char buf_[256];
+  int n_ = 0;
+};
 
 std::string ColumnName(absl::Span<const std::string> keys, size_t i) {
   if (i < keys.size()) return absl::StrCat("'", keys[i], "'");
@@ -81,8 +111,7 @@ absl::StatusOr<ColumnLayout> LayOutColumn(const TensorView& view,
   ColumnLayout layout;
   const int32_t dtype = static_cast<int32_t>(view.dtype);
   if (!IsValidDType(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ColumnName(keys, i), ": invalid dtype ", dtype));
+    return absl::InvalidArgumentError(absl::StrCat(ColumnName(keys, i), ": invalid dtype ", dtype));
   }
   // Element count, saturated above the frame limit so huge shapes cannot overflow.
   uint64_t elements = 1;
@@ -90,8 +119,8 @@ absl::StatusOr<ColumnLayout> LayOutColumn(const TensorView& view,
   bool too_large = false;
   for (int64_t dim : view.shape) {
     if (dim < 0 || dim > INT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          ColumnName(keys, i), ": dimension ", dim, " does not fit a non-negative int32"));
+      return absl::InvalidArgumentError(absl::StrCat(ColumnName(keys, i), ": dimension ", dim,
+                                                     " does not fit a non-negative int32"));
     }
     layout.shape_payload += VarintSize(static_cast<uint64_t>(dim));
     if (dim == 0) {
@@ -111,9 +140,9 @@ absl::StatusOr<ColumnLayout> LayOutColumn(const TensorView& view,
     layout.data_bytes = elements * size;
   }
   if (too_large) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ColumnName(keys, i), ": tensor of more than ", kMaxFrameBytes,
-                     " bytes exceeds the 4 GiB record frame limit"));
+    return absl::InvalidArgumentError(absl::StrCat(ColumnName(keys, i), ": tensor of more than ",
+                                                   kMaxFrameBytes,
+                                                   " bytes exceeds the 4 GiB record frame limit"));
   }
   if (layout.data_bytes > 0 && view.data == nullptr) {
     return absl::InvalidArgumentError(
@@ -139,8 +168,8 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   // typical records so this pass does not allocate.
   absl::InlinedVector<ColumnLayout, 32> layouts;
   layouts.reserve(columns.size());
-  uint64_t body = VarintFieldSize(gstep) + VarintFieldSize(lstep) +
-                  VarintFieldSize(timestamp_ms) + trailing_fields.size();
+  uint64_t body = VarintFieldSize(gstep) + VarintFieldSize(lstep) + VarintFieldSize(timestamp_ms) +
+                  trailing_fields.size();
   for (size_t i = 0; i < columns.size(); ++i) {
     absl::StatusOr<ColumnLayout> layout = LayOutColumn(columns[i], keys, i);
     if (!layout.ok()) return layout.status();
@@ -162,26 +191,30 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   std::string& out = record.frame;
   out.reserve(4 + body);
   AppendLittleEndian32(static_cast<uint32_t>(body), &out);
-  AppendVarintField(kTagRecordGstep, gstep, &out);
-  AppendVarintField(kTagRecordLstep, lstep, &out);
-  for (size_t i = 0; i < columns.size(); ++i) {
-    const TensorView& view = columns[i];
-    const ColumnLayout& layout = layouts[i];
-    out.push_back(kTagRecordColumn);
-    AppendVarint(layout.body, &out);
-    AppendVarintField(kTagColumnDtype, static_cast<int32_t>(view.dtype), &out);
-    if (layout.shape_payload > 0) {
-      out.push_back(kTagColumnShape);
-      AppendVarint(layout.shape_payload, &out);
-      for (int64_t dim : view.shape) AppendVarint(static_cast<uint64_t>(dim), &out);
+  {
+    Stager stage(&out);
+    stage.PutVarintField(kTagRecordGstep, gstep);
+    stage.PutVarintField(kTagRecordLstep, lstep);
+    for (size_t i = 0; i < columns.size(); ++i) {
+      const TensorView& view = columns[i];
+      const ColumnLayout& layout = layouts[i];
+      stage.Put(kTagRecordColumn);
+      stage.PutVarint(layout.body);
+      stage.PutVarintField(kTagColumnDtype, static_cast<int32_t>(view.dtype));
+      if (layout.shape_payload > 0) {
+        stage.Put(kTagColumnShape);
+        stage.PutVarint(layout.shape_payload);
+        for (int64_t dim : view.shape) stage.PutVarint(static_cast<uint64_t>(dim));
+      }
+      if (layout.data_bytes > 0) {
+        stage.Put(kTagColumnData);
+        stage.PutVarint(layout.data_bytes);
+        stage.Flush();
+        out.append(static_cast<const char*>(view.data), layout.data_bytes);
+      }
     }
-    if (layout.data_bytes > 0) {
-      out.push_back(kTagColumnData);
-      AppendVarint(layout.data_bytes, &out);
-      out.append(static_cast<const char*>(view.data), layout.data_bytes);
-    }
+    stage.PutVarintField(kTagRecordTime, timestamp_ms);
   }
-  AppendVarintField(kTagRecordTime, timestamp_ms, &out);
   out.append(trailing_fields.data(), trailing_fields.size());
   return record;
 }

@@ -24,11 +24,16 @@ constexpr int kMaxHistogramBins = 1 << 20;
 
 const char* KindName(EntryKind kind) {
   switch (kind) {
-    case EntryKind::kTensor: return "tensor";
-    case EntryKind::kVariable: return "variable";
-    case EntryKind::kGradient: return "gradient";
-    case EntryKind::kCallback: return "callback";
-    case EntryKind::kOnce: return "once";
+    case EntryKind::kTensor:
+      return "tensor";
+    case EntryKind::kVariable:
+      return "variable";
+    case EntryKind::kGradient:
+      return "gradient";
+    case EntryKind::kCallback:
+      return "callback";
+    case EntryKind::kOnce:
+      return "once";
   }
   return "unknown";
 }
@@ -51,8 +56,7 @@ absl::Status ValidateSpec(const EntrySpec& spec, const std::string& full_key) {
       break;
     case EntryKind::kCallback:
       if (!has_provider || spec.has_view) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, ": needs a provider and no view"));
+        return absl::InvalidArgumentError(absl::StrCat(what, ": needs a provider and no view"));
       }
       break;
     case EntryKind::kGradient:
@@ -74,8 +78,8 @@ absl::Status ValidateSpec(const EntrySpec& spec, const std::string& full_key) {
   if (!spec.summary.fn && spec.summary.builtin == BuiltinSummary::kHistogram &&
       (spec.summary.histogram_bins < 1 || spec.summary.histogram_bins > kMaxHistogramBins)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": histogram_bins ",
-                                                   spec.summary.histogram_bins,
-                                                   " is outside [1, ", kMaxHistogramBins, "]"));
+                                                   spec.summary.histogram_bins, " is outside [1, ",
+                                                   kMaxHistogramBins, "]"));
   }
   return absl::OkStatus();
 }

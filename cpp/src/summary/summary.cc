@@ -1,4 +1,4 @@
-// Stats and histogram over any numeric dtype, reading the tensor in place (one typed loop per dtype).
+// Stats and histogram over any numeric dtype, read in place (one typed loop per dtype).
 #include "summary/summary.h"
 
 #include <algorithm>
@@ -59,20 +59,33 @@ void Dispatch(const TensorView& view, Visitor& visitor) {
   const int64_t n = view.NumElements();
   if (n <= 0) return;
   switch (view.dtype) {
-    case DType::kInt8: return visitor.template Run<Plain<int8_t>>(data, n);
-    case DType::kInt16: return visitor.template Run<Plain<int16_t>>(data, n);
-    case DType::kInt32: return visitor.template Run<Plain<int32_t>>(data, n);
-    case DType::kInt64: return visitor.template Run<Plain<int64_t>>(data, n);
-    case DType::kFloat32: return visitor.template Run<Plain<float>>(data, n);
-    case DType::kFloat64: return visitor.template Run<Plain<double>>(data, n);
-    case DType::kBool: return visitor.template Run<Bool>(data, n);
+    case DType::kInt8:
+      return visitor.template Run<Plain<int8_t>>(data, n);
+    case DType::kInt16:
+      return visitor.template Run<Plain<int16_t>>(data, n);
+    case DType::kInt32:
+      return visitor.template Run<Plain<int32_t>>(data, n);
+    case DType::kInt64:
+      return visitor.template Run<Plain<int64_t>>(data, n);
+    case DType::kFloat32:
+      return visitor.template Run<Plain<float>>(data, n);
+    case DType::kFloat64:
+      return visitor.template Run<Plain<double>>(data, n);
+    case DType::kBool:
+      return visitor.template Run<Bool>(data, n);
     case DType::kByte:
-    case DType::kUInt8: return visitor.template Run<Plain<uint8_t>>(data, n);
-    case DType::kUInt16: return visitor.template Run<Plain<uint16_t>>(data, n);
-    case DType::kUInt32: return visitor.template Run<Plain<uint32_t>>(data, n);
-    case DType::kUInt64: return visitor.template Run<Plain<uint64_t>>(data, n);
-    case DType::kFloat16: return visitor.template Run<Half>(data, n);
-    case DType::kBFloat16: return visitor.template Run<BFloat>(data, n);
+    case DType::kUInt8:
+      return visitor.template Run<Plain<uint8_t>>(data, n);
+    case DType::kUInt16:
+      return visitor.template Run<Plain<uint16_t>>(data, n);
+    case DType::kUInt32:
+      return visitor.template Run<Plain<uint32_t>>(data, n);
+    case DType::kUInt64:
+      return visitor.template Run<Plain<uint64_t>>(data, n);
+    case DType::kFloat16:
+      return visitor.template Run<Half>(data, n);
+    case DType::kBFloat16:
+      return visitor.template Run<BFloat>(data, n);
   }
 }
 
@@ -101,8 +114,7 @@ struct StatsPass {
       break;
     }
     // Four lanes; non-finite values (rare) take a branch and are counted.
-    double lane_min[kLanes], lane_max[kLanes], d1[kLanes] = {}, d2[kLanes] = {},
-                                                   sq[kLanes] = {};
+    double lane_min[kLanes], lane_max[kLanes], d1[kLanes] = {}, d2[kLanes] = {}, sq[kLanes] = {};
     for (int k = 0; k < kLanes; ++k) lane_min[k] = shift, lane_max[k] = shift;
     int64_t skipped = 0;
     const int64_t start = i;

@@ -1,4 +1,4 @@
-// Built-in summaries (stats, histogram) computed over a tensor in place, and the summary dispatch the tracer uses.
+// Built-in summaries (stats, histogram) over a tensor in place, and the tracer's summary step.
 #ifndef XDL_TRACE_SUMMARY_SUMMARY_H_
 #define XDL_TRACE_SUMMARY_SUMMARY_H_
 
@@ -19,10 +19,10 @@ enum StatsField {
   kStatsMin,        // min/max/mean/std/l2 are over finite values only; with
   kStatsMax,        // none, min/max/mean/std are NaN and l2 is 0.
   kStatsMean,
-  kStatsStd,        // Population standard deviation (numpy's ddof=0).
-  kStatsL2,         // sqrt(sum of squares).
+  kStatsStd,  // Population standard deviation (numpy's ddof=0).
+  kStatsL2,   // sqrt(sum of squares).
   kStatsNanCount,
-  kStatsInfCount,   // +inf and -inf.
+  kStatsInfCount,  // +inf and -inf.
   kStatsSize,
 };
 

@@ -1,4 +1,4 @@
-// The tracer: fixes the header at Start, captures and encodes every entry on the training thread, submits to the writer.
+// The tracer: fixes the header at Start, captures and encodes entries each step, submits records.
 #include "xdl_trace/tracer.h"
 
 #include <chrono>
@@ -19,11 +19,16 @@ namespace {
 
 const char* KindName(EntryKind kind) {
   switch (kind) {
-    case EntryKind::kTensor: return "tensor";
-    case EntryKind::kVariable: return "variable";
-    case EntryKind::kGradient: return "gradient";
-    case EntryKind::kCallback: return "callback";
-    case EntryKind::kOnce: return "once";
+    case EntryKind::kTensor:
+      return "tensor";
+    case EntryKind::kVariable:
+      return "variable";
+    case EntryKind::kGradient:
+      return "gradient";
+    case EntryKind::kCallback:
+      return "callback";
+    case EntryKind::kOnce:
+      return "once";
   }
   return "entry";
 }
@@ -51,8 +56,7 @@ int64_t NowMs() {
 }
 
 // `status` with its message prefixed by the entry's kind and key.
-absl::Status NameEntry(const EntrySpec& entry, const std::string& key,
-                       const absl::Status& status) {
+absl::Status NameEntry(const EntrySpec& entry, const std::string& key, const absl::Status& status) {
   return absl::Status(status.code(),
                       absl::StrCat(KindName(entry.kind), " '", key, "': ", status.message()));
 }
@@ -189,9 +193,8 @@ absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients
   } else if (entry.summary.builtin != BuiltinSummary::kNone) {
     status = internal::ComputeBuiltinSummary(entry.summary, view, &slot.builtin);
     if (!status.ok()) return NameEntry(entry, key, status);
-    view = TensorView{DType::kFloat64,
-                      {static_cast<int64_t>(slot.builtin.size())},
-                      slot.builtin.data()};
+    view = TensorView{
+        DType::kFloat64, {static_cast<int64_t>(slot.builtin.size())}, slot.builtin.data()};
   }
   views_.push_back(std::move(view));
   return absl::OkStatus();
@@ -205,9 +208,8 @@ void Tracer::ReleaseCaptures() {
 
 absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
   if (closed_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Step(gstep=", gstep, "): the tracer writing ", config_.output_dir,
-                     " is closed"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Step(gstep=", gstep, "): the tracer writing ", config_.output_dir, " is closed"));
   }
   if (extras_ != nullptr) extras_->OnStepCalled(gstep, lstep);
   const int64_t capture_begin_ns = extras_ != nullptr ? internal::WallClockNs() : 0;
@@ -270,8 +272,8 @@ absl::Status Tracer::Close() {
       // One last record carrying what device tracing collected since the last
       // step; its columns are empty, like a once-value after its first record.
       std::vector<TensorView> empty(entries_.size(), EmptyFloatColumn());
-      absl::StatusOr<internal::EncodedRecord> record = internal::EncodeRecord(
-          last_gstep_, last_lstep_, NowMs(), empty, keys_, trailing);
+      absl::StatusOr<internal::EncodedRecord> record =
+          internal::EncodeRecord(last_gstep_, last_lstep_, NowMs(), empty, keys_, trailing);
       extras_status = record.ok() ? writer_->Submit(std::move(*record)) : record.status();
     }
   }

@@ -1,4 +1,4 @@
-// Internal seams of the Tracer: per-step record extras (device tracing) and a Start with test hooks.
+// Internal seams of the Tracer: per-step record extras (device tracing), Start with test hooks.
 #ifndef XDL_TRACE_TRACER_TRACER_INTERNAL_H_
 #define XDL_TRACE_TRACER_TRACER_INTERNAL_H_
 
