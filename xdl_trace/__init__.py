@@ -25,6 +25,7 @@ from .api import (
 )
 from .filters import Every, Range, Sample, Steps
 from .hook import CONFIG_KEYS, TraceHook, detect_rank
+from .reader import open_trace
 from .session import TrainSession
 
 __version__ = "0.1.0"
@@ -53,9 +54,3 @@ __all__ = [
     "open_trace",
 ]
 
-
-def open_trace(*args, **kwargs):
-    """Opens a trace directory or file for reading (xdl_trace.reader.open_trace)."""
-    from .reader import open_trace as _open_trace
-
-    return _open_trace(*args, **kwargs)

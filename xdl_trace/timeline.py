@@ -115,7 +115,9 @@ def file_descriptor():
             for number, value in enumerate(_HOST_SPAN_KINDS):
                 kind.value.add(name=value, number=number)
         for name, number, type_name, repeated, ref, oneof in fields:
-            field = message.field.add(name=name, number=number, type=getattr(F, "TYPE_" + type_name))
+            field = message.field.add(
+                name=name, number=number, type=getattr(F, "TYPE_" + type_name)
+            )
             field.label = F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL
             if ref:
                 field.type_name = ref
@@ -213,7 +215,9 @@ def build_timeline(path, prefix="train", name="trace"):
         events.append({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {"name": value}})
         if sort is not None:
             sort_kind = "process_sort_index" if kind == "process_name" else "thread_sort_index"
-            events.append({"ph": "M", "name": sort_kind, "pid": pid, "tid": tid, "args": {"sort_index": sort}})
+            events.append(
+                {"ph": "M", "name": sort_kind, "pid": pid, "tid": tid, "args": {"sort_index": sort}}
+            )
 
     for rank in sorted(set(ranks) | set(spans) | set(traces)):
         host_pid = 1 + rank * 1000
@@ -261,7 +265,13 @@ def build_timeline(path, prefix="train", name="trace"):
                         key = (t.tracer, line.id)
                         if key not in api_tids:
                             api_tids[key] = _API_TID_BASE + len(api_tids)
-                            meta("thread_name", host_pid, api_tids[key], f"{t.tracer}: {line.name}", sort=api_tids[key])
+                            meta(
+                                "thread_name",
+                                host_pid,
+                                api_tids[key],
+                                f"{t.tracer}: {line.name}",
+                                sort=api_tids[key],
+                            )
                         pid, tid = host_pid, api_tids[key]
                     else:
                         key = (t.tracer, device.id)
@@ -282,7 +292,9 @@ def build_timeline(path, prefix="train", name="trace"):
                             launches[(t.tracer, e.correlation_id)] = (pid, tid, e)
         for pid, tid, e, names, tracer in device_events:
             stats["device_events"] += 1
-            event_name = names[e.name_index] if e.name_index < len(names) else f"event {e.name_index}"
+            event_name = (
+                names[e.name_index] if e.name_index < len(names) else f"event {e.name_index}"
+            )
             args = {"correlation_id": e.correlation_id, "tracer": tracer}
             step = step_of.get(e.external_id) if e.external_id else None
             if e.external_id:
@@ -291,7 +303,9 @@ def build_timeline(path, prefix="train", name="trace"):
                 args["gstep"] = step.gstep
                 args["lstep"] = step.lstep
             for stat in e.stat:
-                stat_name = names[stat.name_index] if stat.name_index < len(names) else str(stat.name_index)
+                stat_name = (
+                    names[stat.name_index] if stat.name_index < len(names) else str(stat.name_index)
+                )
                 args[stat_name] = _stat_value(stat)
             ts = us(e.start_ns)
             events.append(
@@ -311,20 +325,54 @@ def build_timeline(path, prefix="train", name="trace"):
             if step is not None:  # Host step -> the device work it launched.
                 flows += 1
                 events.append(
-                    {"ph": "s", "id": flows, "name": "step launch", "cat": "step", "pid": host_pid, "tid": 1, "ts": us(step.start_ns)}
+                    {
+                        "ph": "s",
+                        "id": flows,
+                        "name": "step launch",
+                        "cat": "step",
+                        "pid": host_pid,
+                        "tid": 1,
+                        "ts": us(step.start_ns),
+                    }
                 )
                 events.append(
-                    {"ph": "f", "bp": "e", "id": flows, "name": "step launch", "cat": "step", "pid": pid, "tid": tid, "ts": ts}
+                    {
+                        "ph": "f",
+                        "bp": "e",
+                        "id": flows,
+                        "name": "step launch",
+                        "cat": "step",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": ts,
+                    }
                 )
             launch = launches.get((tracer, e.correlation_id)) if e.correlation_id else None
             if launch is not None:  # API call -> its kernel/copy.
                 flows += 1
                 lpid, ltid, le = launch
                 events.append(
-                    {"ph": "s", "id": flows, "name": "cuda launch", "cat": "launch", "pid": lpid, "tid": ltid, "ts": us(le.start_ns)}
+                    {
+                        "ph": "s",
+                        "id": flows,
+                        "name": "cuda launch",
+                        "cat": "launch",
+                        "pid": lpid,
+                        "tid": ltid,
+                        "ts": us(le.start_ns),
+                    }
                 )
                 events.append(
-                    {"ph": "f", "bp": "e", "id": flows, "name": "cuda launch", "cat": "launch", "pid": pid, "tid": tid, "ts": ts}
+                    {
+                        "ph": "f",
+                        "bp": "e",
+                        "id": flows,
+                        "name": "cuda launch",
+                        "cat": "launch",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": ts,
+                    }
                 )
     stats["flows"] = flows
     # Thread-name metadata repeats across collections: keep the first of each.
@@ -339,7 +387,11 @@ def build_timeline(path, prefix="train", name="trace"):
     return {
         "traceEvents": unique,
         "displayTimeUnit": "ns",
-        "otherData": {"time_origin_unix_ns": origin, "source": str(path), **{k: v for k, v in stats.items()}},
+        "otherData": {
+            "time_origin_unix_ns": origin,
+            "source": str(path),
+            **{k: v for k, v in stats.items()},
+        },
     }
 
 
@@ -355,7 +407,9 @@ def write_timeline(path, output, prefix="train", name="trace"):
 
 
 def _configure(parser):
-    parser.add_argument("-o", "--output", default="trace.json", help="JSON file to write (default trace.json)")
+    parser.add_argument(
+        "-o", "--output", default="trace.json", help="JSON file to write (default trace.json)"
+    )
 
 
 def _run(args):
@@ -363,7 +417,11 @@ def _run(args):
     print(
         f"wrote {args.output}: {info['steps']} steps, {info['device_events']} device events, "
         f"{info['flows']} flows from {info['ranks']} rank(s)"
-        + (f"; {info['dropped_events']} device events dropped while tracing" if info["dropped_events"] else "")
+        + (
+            f"; {info['dropped_events']} device events dropped while tracing"
+            if info["dropped_events"]
+            else ""
+        )
         + " (open in ui.perfetto.dev or chrome://tracing)"
     )
     if info["steps"] == 0 and info["device_events"] == 0:

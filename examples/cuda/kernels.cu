@@ -1,4 +1,4 @@
-// Device side of the CUDA example: a tiny "training step" (copy in, two kernels, copy out) behind a C interface.
+// Device side of the CUDA example: copy in, two kernels, copy out, behind a C interface.
 #include <cuda_runtime.h>
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// CUDA example: traces a small GPU loop with device_tracers {"cupti"}; exits 77 (skipped) without a GPU.
+// CUDA example: a small GPU loop traced with device_tracers {"cupti"}; exit 77 without a GPU.
 //
 //   xdl_trace_cuda_example [OUTPUT_DIR]      then: xdl-trace timeline OUTPUT_DIR -o trace.json
 #include <cstdio>

@@ -25,10 +25,10 @@ CuptiApi* RealCupti() {
   return api;
 }
 
-#define REQUIRE_LIBCUPTI()                                            \
-  if (RealCupti() == nullptr) {                                       \
+#define REQUIRE_LIBCUPTI()                                               \
+  if (RealCupti() == nullptr) {                                          \
     WARN("SKIPPED: libcupti does not load here (record parser needed)"); \
-    return;                                                           \
+    return;                                                              \
   }
 
 // Stands in for the driver side of CUPTI; record parsing goes to the real one.
@@ -101,8 +101,8 @@ class FakeCuptiApi final : public CuptiApi {
 
 constexpr int64_t kT0 = 1700000000000000000;  // Some CLOCK_REALTIME ns.
 
-CUpti_ActivityKernel10 Kernel(uint32_t correlation, int64_t start, int64_t end,
-                              uint32_t stream = 7, const char* name = "gemm_kernel") {
+CUpti_ActivityKernel10 Kernel(uint32_t correlation, int64_t start, int64_t end, uint32_t stream = 7,
+                              const char* name = "gemm_kernel") {
   CUpti_ActivityKernel10 r;
   std::memset(&r, 0, sizeof(r));
   r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
@@ -144,9 +144,9 @@ CUpti_ActivityAPI Runtime(uint32_t correlation, int64_t start, int64_t end, uint
   return r;
 }
 
-CUpti_ActivityExternalCorrelation External(uint32_t correlation, uint64_t step,
-                                           CUpti_ExternalCorrelationKind kind =
-                                               kStepCorrelationKind) {
+CUpti_ActivityExternalCorrelation External(
+    uint32_t correlation, uint64_t step,
+    CUpti_ExternalCorrelationKind kind = kStepCorrelationKind) {
   CUpti_ActivityExternalCorrelation r;
   std::memset(&r, 0, sizeof(r));
   r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
@@ -214,7 +214,8 @@ std::vector<FlatEvent> Flatten(const xdl::proto::DeviceTrace& trace) {
   std::vector<FlatEvent> out;
   for (const auto& d : trace.device()) {
     for (const auto& l : d.line()) {
-      for (const auto& e : l.event()) out.push_back({trace.name(e.name_index()), l.name(), d.id(), e});
+      for (const auto& e : l.event())
+        out.push_back({trace.name(e.name_index()), l.name(), d.id(), e});
     }
   }
   return out;
@@ -362,10 +363,11 @@ TEST_CASE("zero and reversed timestamps, unknown kinds, event cap", "[cupti]") {
   ActivityBuffer buffer(*h.tracer);
   CUpti_ActivityKernel10 unknown = Kernel(9, kT0, kT0 + 1);
   unknown.kind = static_cast<CUpti_ActivityKind>(9999);
-  buffer.Add(Kernel(1, 0, kT0))               // Zero start: dropped.
-      .Add(Kernel(2, kT0 + 50, kT0 + 10))     // Reversed: end clamped.
+  buffer
+      .Add(Kernel(1, 0, kT0))                    // Zero start: dropped.
+      .Add(Kernel(2, kT0 + 50, kT0 + 10))        // Reversed: end clamped.
       .Add(Kernel(3, kT0, kT0 + 5, 7, nullptr))  // Unnamed.
-      .Add(unknown)                           // libcupti stops the buffer here.
+      .Add(unknown)                              // libcupti stops the buffer here.
       .Add(Kernel(4, kT0, kT0 + 5));
   buffer.Complete();
   ActivityBuffer more(*h.tracer);

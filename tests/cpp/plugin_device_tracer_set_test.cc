@@ -1,15 +1,14 @@
-// The RFC's requirements for device-tracer plugins, checked through DeviceTracerSet with the fake C plugin.
+// The RFC's requirements for device-tracer plugins, via DeviceTracerSet and the fake C plugin.
 #include <stdlib.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <future>
 #include <string>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "device_trace.pb.h"
@@ -23,7 +22,9 @@ namespace xdl_trace {
 namespace internal {
 namespace {
 
-std::string FakePlugin() { return std::string(XDL_TRACE_TEST_PLUGIN_DIR) + "/libxdl_trace_fake.so"; }
+std::string FakePlugin() {
+  return std::string(XDL_TRACE_TEST_PLUGIN_DIR) + "/libxdl_trace_fake.so";
+}
 
 std::unique_ptr<DeviceTracerSet> MakeSet(std::vector<std::string> entries,
                                          DeviceTracerSetOptions options = {}) {

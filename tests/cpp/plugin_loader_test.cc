@@ -1,14 +1,14 @@
-// Plugin loader: lookup by path, by name in XDL_TRACE_PLUGIN_PATH and built-ins, and refusal of bad plugins.
+// Plugin loader: lookup by path, by XDL_TRACE_PLUGIN_PATH and built-in name; bad plugins.
+#include "plugin/plugin_loader.h"
+
 #include <stdlib.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <fstream>
 #include <string>
 
-#include <catch2/catch.hpp>
-
 #include "absl/strings/match.h"
-#include "plugin/plugin_loader.h"
 
 #ifdef XDL_TRACE_TEST_PLUGIN_DIR
 namespace xdl_trace {
@@ -35,8 +35,7 @@ void ExpectRefused(const std::string& name, const std::string& field) {
 // so its strings and function pointers stay valid.
 XdlTracePluginRegistration GoodRegistration() {
   static const PluginLibrary* library = [] {
-    absl::StatusOr<std::unique_ptr<PluginLibrary>> loaded =
-        PluginLibrary::Load(TestPlugin("fake"));
+    absl::StatusOr<std::unique_ptr<PluginLibrary>> loaded = PluginLibrary::Load(TestPlugin("fake"));
     return loaded.ok() ? loaded->release() : nullptr;
   }();
   REQUIRE(library != nullptr);
@@ -46,8 +45,7 @@ XdlTracePluginRegistration GoodRegistration() {
 }  // namespace
 
 TEST_CASE("a valid C plugin loads and reports its type and ABI", "[plugin]") {
-  absl::StatusOr<std::unique_ptr<PluginLibrary>> library =
-      PluginLibrary::Load(TestPlugin("fake"));
+  absl::StatusOr<std::unique_ptr<PluginLibrary>> library = PluginLibrary::Load(TestPlugin("fake"));
   REQUIRE(library.ok());
   const XdlTracePluginRegistration& r = (*library)->registration();
   CHECK((*library)->profiler_type() == "fake");
@@ -102,7 +100,8 @@ TEST_CASE("bad plugins are refused naming the library and the field", "[plugin]"
   ExpectRefused("no_symbol", "no symbol XdlTracePluginInit");
 
   // Not a shared library at all.
-  const std::string bogus = std::string(XDL_TRACE_BINARY_DIR) + "/test_plugins/libxdl_trace_bogus.so";
+  const std::string bogus =
+      std::string(XDL_TRACE_BINARY_DIR) + "/test_plugins/libxdl_trace_bogus.so";
   std::ofstream(bogus) << "not an ELF file";
   absl::StatusOr<std::unique_ptr<PluginLibrary>> library = PluginLibrary::Load(bogus);
   REQUIRE_FALSE(library.ok());

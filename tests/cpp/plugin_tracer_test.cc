@@ -1,15 +1,14 @@
-// Device tracing end to end: Tracer with the fake C plugin (and "cupti" here) writes device events and host spans into its data files.
+// Device tracing end to end: Tracer + fake C plugin (and "cupti") write into the data files.
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "xdl_trace.pb.h"
@@ -20,7 +19,9 @@
 namespace xdl_trace {
 namespace {
 
-std::string FakePlugin() { return std::string(XDL_TRACE_TEST_PLUGIN_DIR) + "/libxdl_trace_fake.so"; }
+std::string FakePlugin() {
+  return std::string(XDL_TRACE_TEST_PLUGIN_DIR) + "/libxdl_trace_fake.so";
+}
 
 std::string MakeTempDir() {
   std::string pattern = std::filesystem::temp_directory_path().string() + "/xdl_plugin_XXXXXX";

@@ -265,6 +265,7 @@ TEST_CASE("reader handles scalar, empty and unpacked-shape columns", "[reader]")
   CHECK(c[1].dtype == DType::kFloat32);
   CHECK(c[2].shape == Shape{0, 5});
   CHECK(c[2].NumElements() == 0);
+  CHECK_FALSE(c[2].empty());
   CHECK(c[3].dtype == DType::kInt16);
   CHECK(c[3].shape == Shape{2});
   CHECK(c[3].data == AsView(std::string("\x01\x00\x02\x00", 4)));

@@ -1,4 +1,4 @@
-/* A device-profiler plugin in plain C that emits synthetic events: proves the ABI end to end in tests. */
+/* A device-profiler plugin in plain C emitting synthetic events: the ABI end to end. */
 /*
  * Behaviour (config "key=value;..." in XdlTraceProfilerOptions::config):
  *   unavailable=1     no device: start/stop are no-ops, collect returns an
@@ -218,8 +218,8 @@ static int32_t FakeStepEnd(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError
     FakeEvent launch = {3, 4, at, at + slot / 4, correlation, id, -1};
     Emit(p, launch);
     const int is_copy = i == p->events_per_step;
-    FakeEvent work = {is_copy ? 2 : 1, is_copy ? 2 : 1, at + slot / 2, at + slot,
-                      correlation, id, is_copy ? 8 : 7};
+    FakeEvent work = {is_copy ? 2 : 1, is_copy ? 2 : 1, at + slot / 2, at + slot, correlation, id,
+                      is_copy ? 8 : 7};
     Emit(p, work);
   }
   return XDL_TRACE_PLUGIN_OK;
@@ -257,8 +257,7 @@ static void FakeDestroy(XdlTraceProfiler* p) {
 }
 
 #ifndef XDL_FAKE_NO_SYMBOL
-__attribute__((visibility("default"))) int32_t XdlTracePluginInit(
-    XdlTracePluginRegistration* r) {
+__attribute__((visibility("default"))) int32_t XdlTracePluginInit(XdlTracePluginRegistration* r) {
 #ifdef XDL_FAKE_INIT_FAILS
   (void)r;
   return XDL_TRACE_PLUGIN_INTERNAL;

@@ -164,7 +164,8 @@ def test_stack_one_key_over_steps(tmp_path):
 def test_stack_skips_empty_once_columns_and_needs_a_rank(tmp_path):
     d = str(tmp_path)
     once = np.arange(3, dtype=np.float32)
-    recs = [tm.record(g, [np.float32(g), once if g == 0 else None]) for g in range(4)]
+    recs = [tm.record(g, [np.float32(g), once if g == 0 else None]) for g in range(3)]
+    recs.append(tm.record(3, [np.float32(3), np.zeros(0, np.float32)]))  # xdl_trace's shape [0].
     tm.write_file(f"{d}/train.trace.0.1", ["x", "once"], recs)
     tm.write_file(f"{d}/train.trace.1.1", ["x", "once"], recs)
     trace = open_trace(d)
@@ -265,18 +266,21 @@ def test_reads_what_the_real_tracer_writes(tmp_path):
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
     xdl.trace_tensor("w", w)
     xdl.trace_tensor("loss", lambda: np.float64(w.sum()))
+    xdl.trace_once("cfg", np.arange(3))
     with xdl.TraceHook({"output_dir": str(tmp_path), "max_file_m_size": 0.0005}) as hook:
         for step in range(20):
             w += 1
             hook.step(gstep=step)
     xdl.clear()
     trace = open_trace(str(tmp_path))
-    assert trace.keys == ["w", "loss"]
+    assert trace.keys == ["w", "loss", "cfg"]
     assert len(trace.files) > 1  # Rolled over.
     rs = list(trace)
     assert [r.gstep for r in rs] == list(range(20))
     np.testing.assert_array_equal(rs[-1].columns["w"], w)
     np.testing.assert_array_equal(trace.stack("loss"), [r.columns["loss"] for r in rs])
+    np.testing.assert_array_equal(trace.stack("cfg"), [np.arange(3)])  # Once: first step only.
+    assert rs[1].columns["cfg"].size == 0
     assert all(r["ok"] for r in trace.verify())
 
 

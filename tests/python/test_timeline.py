@@ -22,8 +22,17 @@ def fake_plugin(tmp_path_factory):
         pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
     out = tmp_path_factory.mktemp("plugin") / "libxdl_trace_fake.so"
     subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-I", os.path.join(REPO, "cpp", "include"),
-         os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c"), "-o", str(out)],
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-I",
+            os.path.join(REPO, "cpp", "include"),
+            os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c"),
+            "-o",
+            str(out),
+        ],
         check=True,
         timeout=120,
     )
@@ -34,7 +43,12 @@ def _run(output_dir, rank, plugin, steps, monkeypatch):
     monkeypatch.setenv("XDL_TRACE_DEVICE_COLLECT_INTERVAL_S", "0")  # Collect at every step.
     weights = np.arange(8, dtype=np.float32)
     xdl.trace_tensor("w", weights)
-    config = {"output_dir": str(output_dir), "rank": rank, "device_tracers": [plugin], "fsync": False}
+    config = {
+        "output_dir": str(output_dir),
+        "rank": rank,
+        "device_tracers": [plugin],
+        "fsync": False,
+    }
     with xdl.TraceHook(config) as hook:
         for step in range(steps):
             hook.step(gstep=100 + step)
@@ -51,8 +65,12 @@ def test_descriptor_mirrors_proto_file(tmp_path):
 
     out = tmp_path / "set.pb"
     subprocess.run(
-        ["protoc", "-I" + os.path.join(REPO, "proto"), "--descriptor_set_out=" + str(out),
-         "device_trace.proto"],
+        [
+            "protoc",
+            "-I" + os.path.join(REPO, "proto"),
+            "--descriptor_set_out=" + str(out),
+            "device_trace.proto",
+        ],
         check=True,
         timeout=60,
     )
@@ -84,12 +102,14 @@ def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, mon
     assert stats0["device_events_dropped"] == 0
 
     # An independent reader (protoc-generated from proto/) sees fields 5 and 6.
-    data = sorted(p for p in os.listdir(run) if p.startswith("train.trace.0.") and not p.endswith(".meta"))
+    data = sorted(
+        p for p in os.listdir(run) if p.startswith("train.trace.0.") and not p.endswith(".meta")
+    )
     blob = (run / data[0]).read_bytes()
     offset, records = 0, []
     while offset < len(blob):
-        n = int.from_bytes(blob[offset:offset + 4], "little")
-        records.append(blob[offset + 4:offset + 4 + n])
+        n = int.from_bytes(blob[offset : offset + 4], "little")
+        records.append(blob[offset + 4 : offset + 4 + n])
         offset += 4 + n
     parsed = [pb.Record.FromString(r) for r in records[1:]]
     assert len(parsed) == 5  # Four steps and the device-only tail record.
@@ -105,7 +125,11 @@ def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, mon
     assert trace["otherData"]["steps"] == 7
     assert trace["otherData"]["device_events"] == 9 * 6
 
-    names = {(e["pid"], e["args"]["name"]) for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    names = {
+        (e["pid"], e["args"]["name"])
+        for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
     process_names = sorted(n for _, n in names)
     assert process_names == [
         "rank 0 fake device 0 (fake)",
@@ -114,9 +138,18 @@ def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, mon
         "rank 1 host",
     ]
     threads = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
-    assert {"steps", "capture + encode", "queue wait", "stream 7", "stream 8", "fake: fake API"} <= threads
+    assert {
+        "steps",
+        "capture + encode",
+        "queue wait",
+        "stream 7",
+        "stream 8",
+        "fake: fake API",
+    } <= threads
 
-    steps = [e for e in events if e["ph"] == "X" and e["cat"] == "host" and e["name"].startswith("step ")]
+    steps = [
+        e for e in events if e["ph"] == "X" and e["cat"] == "host" and e["name"].startswith("step ")
+    ]
     assert sorted(e["args"]["gstep"] for e in steps) == [100, 100, 101, 101, 102, 102, 103]
     kernels = [e for e in events if e["ph"] == "X" and e["cat"] == "kernel"]
     assert len(kernels) == 9 * 2
@@ -143,14 +176,18 @@ def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, mon
 
 def test_cupti_runs_cleanly_and_reports_its_status(tmp_path):
     xdl.trace_tensor("w", np.ones(4, dtype=np.float32))
-    with xdl.TraceHook({"output_dir": str(tmp_path), "device_tracers": ["cupti"], "fsync": False}) as hook:
+    with xdl.TraceHook(
+        {"output_dir": str(tmp_path), "device_tracers": ["cupti"], "fsync": False}
+    ) as hook:
         for _ in range(3):
             hook.step()
     stats = hook.stats()
     assert stats["records_written"] >= 3
     assert stats["device_tracer_status"].startswith("cupti: ")
     if "unavailable" in stats["device_tracer_status"]:
-        print("SKIPPED GPU part:", stats["device_tracer_status"])  # No GPU here: reported, not silent.
+        print(
+            "SKIPPED GPU part:", stats["device_tracer_status"]
+        )  # No GPU here: reported, not silent.
     out = tmp_path / "t.json"
     assert cli.main(["timeline", str(tmp_path), "-o", str(out)]) == 0
     trace = json.loads(out.read_text())

@@ -25,9 +25,11 @@ struct ColumnView {
   Shape shape;             // Empty for a scalar (and for an empty column).
   absl::string_view data;  // Raw C-order little-endian bytes.
 
-  // XDL writes an empty column (no shape, no data) for a trace_once value at
-  // every step after the first.
-  bool empty() const { return shape.empty() && data.empty(); }
+  // A column without values: what a trace_once key holds at every step after
+  // the first (XDL writes no shape; xdl_trace writes shape [0]).
+  bool empty() const {
+    return data.empty() && (shape.empty() || (shape.size() == 1 && shape[0] == 0));
+  }
   int64_t NumElements() const;
 };
 

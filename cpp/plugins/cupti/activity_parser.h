@@ -1,4 +1,4 @@
-// Turns CUPTI activity records (the struct versions the installed headers define) into device events.
+// Turns CUPTI activity records (struct versions of the installed headers) into device events.
 #ifndef XDL_TRACE_PLUGINS_CUPTI_ACTIVITY_PARSER_H_
 #define XDL_TRACE_PLUGINS_CUPTI_ACTIVITY_PARSER_H_
 
@@ -25,11 +25,11 @@ inline constexpr int64_t kSynchronizationLine = -2;
 inline constexpr int64_t kOverheadLine = -3;
 
 struct ParseCounters {
-  int64_t records = 0;          // Records seen.
-  int64_t events = 0;           // Turned into events.
-  int64_t skipped_kinds = 0;    // Valid records of kinds the tracer does not show.
-  int64_t bad_timestamps = 0;   // Zero start or end: dropped.
-  int64_t reversed = 0;         // end < start: end clamped to start.
+  int64_t records = 0;         // Records seen.
+  int64_t events = 0;          // Turned into events.
+  int64_t skipped_kinds = 0;   // Valid records of kinds the tracer does not show.
+  int64_t bad_timestamps = 0;  // Zero start or end: dropped.
+  int64_t reversed = 0;        // end < start: end clamped to start.
 };
 
 // Threading: one thread at a time (the collecting thread).

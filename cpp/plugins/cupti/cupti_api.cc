@@ -83,8 +83,8 @@ bool Resolve(void* handle, const char* name, F* out, std::string* missing) {
 }  // namespace
 
 std::vector<std::string> DefaultCuptiLibraries() {
-  return {"libcupti.so", "libcupti.so.13", "libcupti.so.12",
-          "/usr/local/cuda/lib64/libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"};
+  return {"libcupti.so", "libcupti.so.13", "libcupti.so.12", "/usr/local/cuda/lib64/libcupti.so",
+          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so"};
 }
 
 std::unique_ptr<CuptiApi> LoadCuptiApi(const std::vector<std::string>& libraries,

@@ -1,4 +1,4 @@
-// The slice of CUPTI the tracer uses, behind an interface (Kineto-style) so tests can stand in for the driver.
+// The slice of CUPTI the tracer uses, behind an interface so tests can stand in for it.
 #ifndef XDL_TRACE_PLUGINS_CUPTI_CUPTI_API_H_
 #define XDL_TRACE_PLUGINS_CUPTI_CUPTI_API_H_
 
@@ -42,8 +42,7 @@ std::vector<std::string> DefaultCuptiLibraries();
 
 // dlopen()s the first of `libraries` that loads and resolves every function
 // used above. Null with `*why` saying which library or symbol was missing.
-std::unique_ptr<CuptiApi> LoadCuptiApi(const std::vector<std::string>& libraries,
-                                       std::string* why);
+std::unique_ptr<CuptiApi> LoadCuptiApi(const std::vector<std::string>& libraries, std::string* why);
 
 }  // namespace cupti
 }  // namespace xdl_trace

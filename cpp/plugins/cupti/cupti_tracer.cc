@@ -1,4 +1,4 @@
-// The CUPTI activity tracer: lifecycle state machine, capped buffer pool, completed-buffer queue, correlation join.
+// The CUPTI activity tracer: lifecycle, capped buffer pool, completed-buffer queue, join.
 #include "cupti_tracer.h"
 
 #include <time.h>
@@ -10,7 +10,7 @@ namespace xdl_trace {
 namespace cupti {
 namespace {
 
-constexpr size_t kRecordAlignment = 8;  // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
+constexpr size_t kRecordAlignment = 8;            // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
 constexpr size_t kMaxExternalEntries = 1u << 16;  // Per generation of the join map.
 
 // CUPTI's buffer callbacks carry no user data: they reach the running tracer
@@ -46,16 +46,26 @@ uint64_t CUPTIAPI RealtimeTimestamp() {
 
 const char* KindName(CUpti_ActivityKind kind) {
   switch (kind) {
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return "CONCURRENT_KERNEL";
-    case CUPTI_ACTIVITY_KIND_MEMCPY: return "MEMCPY";
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: return "MEMCPY2";
-    case CUPTI_ACTIVITY_KIND_MEMSET: return "MEMSET";
-    case CUPTI_ACTIVITY_KIND_RUNTIME: return "RUNTIME";
-    case CUPTI_ACTIVITY_KIND_DRIVER: return "DRIVER";
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return "EXTERNAL_CORRELATION";
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return "SYNCHRONIZATION";
-    case CUPTI_ACTIVITY_KIND_OVERHEAD: return "OVERHEAD";
-    default: return "?";
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return "CONCURRENT_KERNEL";
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return "MEMCPY";
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      return "MEMCPY2";
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return "MEMSET";
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+      return "RUNTIME";
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return "DRIVER";
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      return "EXTERNAL_CORRELATION";
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return "SYNCHRONIZATION";
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+      return "OVERHEAD";
+    default:
+      return "?";
   }
 }
 
@@ -118,9 +128,12 @@ bool ConfigValue(const std::string& config, const std::string& key, std::string*
 
 void ApplyConfig(const std::string& config, CuptiTracerOptions* options) {
   std::string value;
-  if (ConfigValue(config, "buffer_bytes", &value)) options->buffer_bytes = std::strtoull(value.c_str(), nullptr, 10);
-  if (ConfigValue(config, "max_buffer_bytes", &value)) options->max_buffer_bytes = std::strtoull(value.c_str(), nullptr, 10);
-  if (ConfigValue(config, "max_events", &value)) options->max_events = std::strtoull(value.c_str(), nullptr, 10);
+  if (ConfigValue(config, "buffer_bytes", &value))
+    options->buffer_bytes = std::strtoull(value.c_str(), nullptr, 10);
+  if (ConfigValue(config, "max_buffer_bytes", &value))
+    options->max_buffer_bytes = std::strtoull(value.c_str(), nullptr, 10);
+  if (ConfigValue(config, "max_events", &value))
+    options->max_events = std::strtoull(value.c_str(), nullptr, 10);
   if (ConfigValue(config, "libcupti", &value)) options->libraries = {value};
   ConfigFlag(config, "driver", &options->driver);
   ConfigFlag(config, "synchronization", &options->synchronization);
@@ -199,9 +212,12 @@ CuptiTracer::~CuptiTracer() {
 
 std::vector<CUpti_ActivityKind> CuptiTracer::ActivityKinds() const {
   std::vector<CUpti_ActivityKind> kinds = {
-      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,    CUPTI_ACTIVITY_KIND_MEMCPY,
-      CUPTI_ACTIVITY_KIND_MEMCPY2,              CUPTI_ACTIVITY_KIND_MEMSET,
+      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+      CUPTI_ACTIVITY_KIND_RUNTIME,
+      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+      CUPTI_ACTIVITY_KIND_MEMCPY,
+      CUPTI_ACTIVITY_KIND_MEMCPY2,
+      CUPTI_ACTIVITY_KIND_MEMSET,
   };
   if (options_.driver) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
   if (options_.synchronization) kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);

@@ -1,4 +1,4 @@
-// The CUPTI activity tracer: lifecycle state machine, capped buffer pool, completed-buffer queue, correlation join.
+// The CUPTI activity tracer: lifecycle, capped buffer pool, completed-buffer queue, join.
 #ifndef XDL_TRACE_PLUGINS_CUPTI_CUPTI_TRACER_H_
 #define XDL_TRACE_PLUGINS_CUPTI_CUPTI_TRACER_H_
 
@@ -23,10 +23,10 @@ namespace xdl_trace {
 namespace cupti {
 
 struct CuptiTracerOptions {
-  size_t buffer_bytes = 4u << 20;         // One activity buffer handed to CUPTI.
-  size_t max_buffer_bytes = 64u << 20;    // Hard cap on all buffers together.
-  size_t preallocated_buffers = 2;        // Allocated at start (within the cap).
-  size_t max_events = 1u << 20;           // Parsed events held between collects.
+  size_t buffer_bytes = 4u << 20;       // One activity buffer handed to CUPTI.
+  size_t max_buffer_bytes = 64u << 20;  // Hard cap on all buffers together.
+  size_t preallocated_buffers = 2;      // Allocated at start (within the cap).
+  size_t max_events = 1u << 20;         // Parsed events held between collects.
   // Opt-in activity kinds (the defaults are always on).
   bool driver = false;
   bool synchronization = false;
@@ -130,26 +130,26 @@ class CuptiTracer {
   void Rollback(const std::vector<CUpti_ActivityKind>& enabled);
 
   const CuptiTracerOptions options_;
-  std::unique_ptr<CuptiApi> api_;           // Training thread (set before callbacks).
+  std::unique_ptr<CuptiApi> api_;  // Training thread (set before callbacks).
   std::atomic<State> state_{State::kIdle};
-  std::string unavailable_reason_;          // Training thread.
+  std::string unavailable_reason_;  // Training thread.
   BufferPool pool_;
 
   std::mutex queue_mu_;
-  std::deque<Completed> completed_;         // Guarded by queue_mu_.
-  std::atomic<int64_t> cupti_dropped_{0};   // From cuptiActivityGetNumDroppedRecords.
-  std::atomic<int64_t> refused_buffers_{0}; // Requests refused at the cap.
+  std::deque<Completed> completed_;          // Guarded by queue_mu_.
+  std::atomic<int64_t> cupti_dropped_{0};    // From cuptiActivityGetNumDroppedRecords.
+  std::atomic<int64_t> refused_buffers_{0};  // Requests refused at the cap.
 
   // Training thread only:
   NameTable names_;
   ActivityParser parser_;
-  std::vector<DeviceEventData> events_;     // Parsed, not yet collected.
-  std::vector<DeviceEventData> held_;       // Unjoined, held one collect.
-  std::unordered_map<uint32_t, uint64_t> external_;       // correlation -> step.
-  std::unordered_map<uint32_t, uint64_t> external_old_;   // Previous generation.
-  int64_t over_cap_events_ = 0;             // Parsed beyond max_events.
-  int64_t aborted_buffers_ = 0;             // Parse stopped at an unknown kind.
-  int64_t reported_dropped_ = 0;            // dropped() at the last Collect.
+  std::vector<DeviceEventData> events_;                  // Parsed, not yet collected.
+  std::vector<DeviceEventData> held_;                    // Unjoined, held one collect.
+  std::unordered_map<uint32_t, uint64_t> external_;      // correlation -> step.
+  std::unordered_map<uint32_t, uint64_t> external_old_;  // Previous generation.
+  int64_t over_cap_events_ = 0;                          // Parsed beyond max_events.
+  int64_t aborted_buffers_ = 0;                          // Parse stopped at an unknown kind.
+  int64_t reported_dropped_ = 0;                         // dropped() at the last Collect.
 };
 
 }  // namespace cupti

@@ -1,4 +1,4 @@
-// The CUPTI tracer as a device-profiler plugin: the C ABI entry point over CuptiTracer; nothing throws across it.
+// The CUPTI tracer as a device-profiler plugin: the C ABI over CuptiTracer; nothing throws.
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -38,10 +38,10 @@ int32_t Guard(XdlTracePluginError* error, F body) {
 int32_t FromResult(const xdl_trace::cupti::CuptiTracer::Result& result,
                    XdlTracePluginError* error) {
   if (result.ok) return XDL_TRACE_PLUGIN_OK;
-  return SetError(error,
-                  result.permission_denied ? XDL_TRACE_PLUGIN_PERMISSION_DENIED
-                                           : XDL_TRACE_PLUGIN_INTERNAL,
-                  result.message);
+  return SetError(
+      error,
+      result.permission_denied ? XDL_TRACE_PLUGIN_PERMISSION_DENIED : XDL_TRACE_PLUGIN_INTERNAL,
+      result.message);
 }
 
 int32_t Create(const XdlTraceProfilerOptions* options, XdlTraceProfiler** out,
@@ -50,8 +50,10 @@ int32_t Create(const XdlTraceProfilerOptions* options, XdlTraceProfiler** out,
   return Guard(error, [&] {
     xdl_trace::cupti::CuptiTracerOptions tracer_options;
     if (options != nullptr) {
-      if (options->max_buffer_bytes != 0) tracer_options.max_buffer_bytes = options->max_buffer_bytes;
-      if (options->config != nullptr) xdl_trace::cupti::ApplyConfig(options->config, &tracer_options);
+      if (options->max_buffer_bytes != 0)
+        tracer_options.max_buffer_bytes = options->max_buffer_bytes;
+      if (options->config != nullptr)
+        xdl_trace::cupti::ApplyConfig(options->config, &tracer_options);
     }
     auto profiler = std::make_unique<XdlTraceProfiler>();
     profiler->tracer = std::make_unique<xdl_trace::cupti::CuptiTracer>(tracer_options);

@@ -1,4 +1,4 @@
-// Serializes device events into an xdl.proto.DeviceTrace by hand, so the plugin needs no protobuf runtime.
+// Serializes device events into an xdl.proto.DeviceTrace by hand (no protobuf runtime).
 #include "trace_writer.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Serializes device events into an xdl.proto.DeviceTrace by hand, so the plugin needs no protobuf runtime.
+// Serializes device events into an xdl.proto.DeviceTrace by hand (no protobuf runtime).
 #ifndef XDL_TRACE_PLUGINS_CUPTI_TRACE_WRITER_H_
 #define XDL_TRACE_PLUGINS_CUPTI_TRACE_WRITER_H_
 

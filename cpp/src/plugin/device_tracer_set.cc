@@ -1,4 +1,4 @@
-// Runs the configured device-tracer plugins together: start, stop, per-step markers and bounded periodic collection.
+// Runs the configured device-tracer plugins: start/stop, step markers, bounded collection.
 #include "plugin/device_tracer_set.h"
 
 #include <string>
@@ -117,8 +117,8 @@ absl::Status DeviceTracerSet::Stop() {
     PluginErrorBuffer error;
     const int32_t rc = tracer.library->registration().stop(tracer.profiler, error.get());
     if (rc != XDL_TRACE_PLUGIN_OK && first.ok()) {
-      first = absl::InternalError(absl::StrCat("device tracer '", tracer.entry,
-                                               "': stop failed (", rc, "): ", error.message()));
+      first = absl::InternalError(absl::StrCat("device tracer '", tracer.entry, "': stop failed (",
+                                               rc, "): ", error.message()));
       SetStatus(i, absl::StrCat("error: ", error.message()));
     }
   }
@@ -161,17 +161,16 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer) {
   PluginErrorBuffer error;
   int32_t rc = reg.collect(tracer.profiler, nullptr, &size, error.get());
   if (rc != XDL_TRACE_PLUGIN_OK) {
-    return absl::InternalError(absl::StrCat("device tracer '", tracer.entry,
-                                            "': collect (size) failed (", rc, "): ",
-                                            error.message()));
+    return absl::InternalError(absl::StrCat(
+        "device tracer '", tracer.entry, "': collect (size) failed (", rc, "): ", error.message()));
   }
   if (size == 0) return absl::OkStatus();
   std::string bytes(size, '\0');
   rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get());
   if (rc != XDL_TRACE_PLUGIN_OK || size > bytes.size()) {
     return absl::InternalError(absl::StrCat("device tracer '", tracer.entry, "': collect of ",
-                                            bytes.size(), " bytes failed (", rc, "): ",
-                                            error.message()));
+                                            bytes.size(), " bytes failed (", rc,
+                                            "): ", error.message()));
   }
   bytes.resize(size);
   xdl::proto::DeviceTrace trace;

@@ -1,4 +1,4 @@
-// Runs the configured device-tracer plugins together: start, stop, per-step markers and bounded periodic collection.
+// Runs the configured device-tracer plugins: start/stop, step markers, bounded collection.
 #ifndef XDL_TRACE_PLUGIN_DEVICE_TRACER_SET_H_
 #define XDL_TRACE_PLUGIN_DEVICE_TRACER_SET_H_
 
@@ -82,14 +82,14 @@ class DeviceTracerSet {
   void SetStatus(size_t index, std::string status);
 
   const DeviceTracerSetOptions options_;
-  std::vector<Tracer> tracers_;         // Training thread.
-  bool running_ = false;                // Training thread.
-  std::vector<std::string> pending_;    // Training thread.
-  uint64_t pending_bytes_ = 0;          // Training thread.
+  std::vector<Tracer> tracers_;       // Training thread.
+  bool running_ = false;              // Training thread.
+  std::vector<std::string> pending_;  // Training thread.
+  uint64_t pending_bytes_ = 0;        // Training thread.
   std::atomic<int64_t> events_collected_{0};
   std::atomic<int64_t> events_dropped_{0};
   mutable std::mutex status_mu_;
-  std::vector<std::string> status_;     // Guarded by status_mu_; one per tracer.
+  std::vector<std::string> status_;  // Guarded by status_mu_; one per tracer.
 };
 
 }  // namespace internal

@@ -1,4 +1,4 @@
-// The tracer's side of device tracing: host step spans, step correlation ids, periodic collection, Record fields 5 and 6.
+// The tracer's side of device tracing: host step spans, step ids, Record fields 5 and 6.
 #include "plugin/device_tracing.h"
 
 #include <sys/syscall.h>
@@ -61,7 +61,7 @@ std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_trac
 }
 
 absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(const TraceConfig& config,
-                                                                     DeviceTracingOptions options) {
+                                                                    DeviceTracingOptions options) {
   if (config.device_tracers.empty()) {
     return absl::InvalidArgumentError("device tracing started with no device_tracers");
   }
@@ -103,8 +103,8 @@ void DeviceTracing::OnStepCalled(int64_t gstep, int64_t lstep) {
   set_->StepEnd(step_id_);
   gstep_ = gstep;
   lstep_ = lstep;
-  spans_.push_back(HostSpanData{HostSpanKind::kStep, step_begin_ns_, now, gstep, lstep, step_id_,
-                                thread_id_});
+  spans_.push_back(
+      HostSpanData{HostSpanKind::kStep, step_begin_ns_, now, gstep, lstep, step_id_, thread_id_});
 }
 
 std::string DeviceTracing::TakeTrailingFields() {

@@ -1,4 +1,4 @@
-// The tracer's side of device tracing: host step spans, step correlation ids, periodic collection, Record fields 5 and 6.
+// The tracer's side of device tracing: host step spans, step ids, Record fields 5 and 6.
 #ifndef XDL_TRACE_PLUGIN_DEVICE_TRACING_H_
 #define XDL_TRACE_PLUGIN_DEVICE_TRACING_H_
 
@@ -91,9 +91,9 @@ class DeviceTracing final : public RecordExtras {
   const DeviceTracingOptions options_;
   const int64_t thread_id_;
   // Training thread only:
-  uint64_t step_id_ = 1;             // Correlation id of the step in progress.
+  uint64_t step_id_ = 1;  // Correlation id of the step in progress.
   int64_t step_begin_ns_ = 0;
-  int64_t gstep_ = 0;                // Of the last Step() call.
+  int64_t gstep_ = 0;  // Of the last Step() call.
   int64_t lstep_ = 0;
   int64_t last_collect_ns_ = 0;
   std::vector<HostSpanData> spans_;  // Finished, not yet in a record.

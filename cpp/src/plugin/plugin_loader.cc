@@ -50,8 +50,8 @@ std::vector<std::string> PluginSearchDirs() {
   dirs.emplace_back(XDL_TRACE_BUILTIN_PLUGIN_DIR);
 #endif
   Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&PluginSearchDirs), &info) != 0 &&
-      info.dli_fname != nullptr && std::strchr(info.dli_fname, '/') != nullptr) {
+  if (dladdr(reinterpret_cast<void*>(&PluginSearchDirs), &info) != 0 && info.dli_fname != nullptr &&
+      std::strchr(info.dli_fname, '/') != nullptr) {
     const std::string dir = DirName(info.dli_fname);
     dirs.push_back(dir);
     dirs.push_back(dir + "/plugins");
@@ -99,9 +99,12 @@ absl::Status ValidateRegistration(const XdlTracePluginRegistration& r, absl::str
     return bad("profiler_type", "is null or empty");
   }
   const std::pair<const char*, bool> functions[] = {
-      {"create", r.create != nullptr},         {"start", r.start != nullptr},
-      {"stop", r.stop != nullptr},             {"collect", r.collect != nullptr},
-      {"step_begin", r.step_begin != nullptr}, {"step_end", r.step_end != nullptr},
+      {"create", r.create != nullptr},
+      {"start", r.start != nullptr},
+      {"stop", r.stop != nullptr},
+      {"collect", r.collect != nullptr},
+      {"step_begin", r.step_begin != nullptr},
+      {"step_end", r.step_end != nullptr},
       {"destroy", r.destroy != nullptr},
   };
   for (const auto& [name, present] : functions) {
@@ -115,8 +118,8 @@ absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Load(const std::st
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = ::dlerror();
-    return absl::FailedPreconditionError(absl::StrCat("device tracer plugin '", path,
-                                                      "': dlopen failed: ", why ? why : "?"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("device tracer plugin '", path, "': dlopen failed: ", why ? why : "?"));
   }
   ::dlerror();
   void* symbol = ::dlsym(handle, XDL_TRACE_PLUGIN_INIT_SYMBOL);
@@ -131,8 +134,8 @@ absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Load(const std::st
   const int32_t rc = reinterpret_cast<XdlTracePluginInitFn>(symbol)(&registration);
   if (rc != XDL_TRACE_PLUGIN_OK) {
     ::dlclose(handle);
-    return absl::InternalError(absl::StrCat("device tracer plugin '", path, "': ",
-                                            XDL_TRACE_PLUGIN_INIT_SYMBOL, " returned ", rc));
+    return absl::InternalError(absl::StrCat("device tracer plugin '", path,
+                                            "': ", XDL_TRACE_PLUGIN_INIT_SYMBOL, " returned ", rc));
   }
   if (absl::Status valid = ValidateRegistration(registration, path); !valid.ok()) {
     ::dlclose(handle);

@@ -1,4 +1,4 @@
-// Finds, dlopen()s and validates device-profiler plugins (the C ABI in xdl_trace/plugin/profiler_plugin.h).
+// Finds, dlopen()s and validates device-profiler plugins (xdl_trace/plugin/profiler_plugin.h).
 #ifndef XDL_TRACE_PLUGIN_PLUGIN_LOADER_H_
 #define XDL_TRACE_PLUGIN_PLUGIN_LOADER_H_
 

@@ -1,4 +1,4 @@
-/* The device-profiler plugin C ABI: what a shared library exports so xdl_trace can load it as a device tracer. */
+/* The device-profiler plugin C ABI: what a shared library exports to be a device tracer. */
 /*
  * Modelled on TensorFlow's pluggable-profiler RFC 389. Pure C, stdint only, so
  * a plugin can be built with any compiler and any C++ runtime (or none).
@@ -57,9 +57,9 @@ extern "C" {
 /* Status codes (values of the int32_t the functions return). */
 typedef enum XdlTracePluginStatus {
   XDL_TRACE_PLUGIN_OK = 0,
-  XDL_TRACE_PLUGIN_INVALID_ARGUMENT = 1,  /* e.g. buffer too small in collect. */
+  XDL_TRACE_PLUGIN_INVALID_ARGUMENT = 1,    /* e.g. buffer too small in collect. */
   XDL_TRACE_PLUGIN_FAILED_PRECONDITION = 2, /* e.g. collect while running. */
-  XDL_TRACE_PLUGIN_PERMISSION_DENIED = 3, /* e.g. no profiling rights. */
+  XDL_TRACE_PLUGIN_PERMISSION_DENIED = 3,   /* e.g. no profiling rights. */
   XDL_TRACE_PLUGIN_INTERNAL = 4,
 } XdlTracePluginStatus;
 
@@ -67,9 +67,9 @@ typedef enum XdlTracePluginStatus {
  * message of at most capacity bytes (truncating). */
 typedef struct XdlTracePluginError {
   size_t struct_size;
-  void* ext;         /* Reserved, NULL. */
-  char* message;     /* Caller's buffer. */
-  size_t capacity;   /* Bytes in message, including the NUL. */
+  void* ext;       /* Reserved, NULL. */
+  char* message;   /* Caller's buffer. */
+  size_t capacity; /* Bytes in message, including the NUL. */
 } XdlTracePluginError;
 
 #define XDL_TRACE_PLUGIN_ERROR_STRUCT_SIZE \
@@ -81,9 +81,9 @@ typedef struct XdlTraceProfiler XdlTraceProfiler;
 /* Options passed to create. Owned by the core, valid during create only. */
 typedef struct XdlTraceProfilerOptions {
   size_t struct_size;
-  void* ext;                    /* Reserved, NULL. */
-  uint64_t max_buffer_bytes;    /* Hard cap on memory the profiler may hold; 0: its default. */
-  const char* config;           /* "key=value;key=value" plugin options, or "" (never NULL). */
+  void* ext;                 /* Reserved, NULL. */
+  uint64_t max_buffer_bytes; /* Hard cap on memory the profiler may hold; 0: its default. */
+  const char* config;        /* "key=value;key=value" plugin options, or "" (never NULL). */
 } XdlTraceProfilerOptions;
 
 #define XDL_TRACE_PROFILER_OPTIONS_STRUCT_SIZE \
@@ -91,8 +91,8 @@ typedef struct XdlTraceProfilerOptions {
 
 /* Filled by the plugin's init function. */
 typedef struct XdlTracePluginRegistration {
-  size_t struct_size;   /* In: the core's sizeof. Out: the plugin's sizeof. */
-  void* ext;            /* Reserved, NULL. */
+  size_t struct_size; /* In: the core's sizeof. Out: the plugin's sizeof. */
+  void* ext;          /* Reserved, NULL. */
   uint32_t abi_major;
   uint32_t abi_minor;
   uint32_t abi_patch;
@@ -121,8 +121,7 @@ typedef struct XdlTracePluginRegistration {
    * thread: device work launched until step_end is tagged with it. */
   int32_t (*step_begin)(XdlTraceProfiler* profiler, uint64_t external_id,
                         XdlTracePluginError* error);
-  int32_t (*step_end)(XdlTraceProfiler* profiler, uint64_t external_id,
-                      XdlTracePluginError* error);
+  int32_t (*step_end)(XdlTraceProfiler* profiler, uint64_t external_id, XdlTracePluginError* error);
   /* Stops if needed and frees the profiler. Never fails. */
   void (*destroy)(XdlTraceProfiler* profiler);
 } XdlTracePluginRegistration;
@@ -135,7 +134,7 @@ typedef struct XdlTracePluginRegistration {
 typedef int32_t (*XdlTracePluginInitFn)(XdlTracePluginRegistration* registration);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
-#endif  /* XDL_TRACE_PLUGIN_PROFILER_PLUGIN_H_ */
+#endif /* XDL_TRACE_PLUGIN_PROFILER_PLUGIN_H_ */
