@@ -132,7 +132,12 @@ TEST_CASE("restartable: 1000 start/stop cycles without leaks", "[plugin]") {
   for (uint64_t i = 101; i <= 1100; ++i) cycle(i);
   const int64_t growth = RssBytes() - rss_before;
   std::printf("plugin start/stop x1000: RSS growth %lld bytes\n", static_cast<long long>(growth));
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Sanitizers hold freed memory in quarantine: RSS says nothing; LeakSanitizer checks at exit.
+  WARN("RSS bound not checked under a sanitizer (growth " << growth << " bytes)");
+#else
   CHECK(growth < 2 * 1024 * 1024);
+#endif
   CHECK(set->events_collected() == 1100 * 6);
 }
 
