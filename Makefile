@@ -20,9 +20,7 @@ test-cpp: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-python: build
-	@if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then \
-	  $(PYTHON) -m pytest tests/python; \
-	fi
+	$(PYTHON) -m pytest tests/python
 
 test: test-cpp test-python
 

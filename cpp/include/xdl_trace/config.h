@@ -23,17 +23,17 @@ enum class MissingGradientPolicy {
 };
 
 struct TraceConfig {
-  std::string output_dir;                // Required; created if missing.
+  std::string output_dir;  // Required; created if missing.
   std::string output_file_name = "trace";
-  bool is_training = true;               // "train.*" files, else "test.*".
+  bool is_training = true;  // "train.*" files, else "test.*".
   int32_t rank = 0;
-  double max_file_m_size = 300;          // Megabytes (1e6 bytes) per data file.
-  double max_pending_mb = 256;           // Queue bound, megabytes (1e6 bytes).
+  double max_file_m_size = 300;  // Megabytes (1e6 bytes) per data file.
+  double max_pending_mb = 256;   // Queue bound, megabytes (1e6 bytes).
   OverflowPolicy overflow = OverflowPolicy::kBlock;
   MissingGradientPolicy missing_gradient = MissingGradientPolicy::kError;
-  bool fsync = true;                     // fsync data at rollover and close.
-  double meta_interval_s = 10;           // Meta refresh period; <= 0 disables.
-  std::string run_id;                    // Empty: generated at Start.
+  bool fsync = true;            // fsync data at rollover and close.
+  double meta_interval_s = 10;  // Meta refresh period; <= 0 disables.
+  std::string run_id;           // Empty: generated at Start.
   // Device tracers to start with the tracer: built-in names ("cupti") or
   // plugin paths (docs/device-tracing.md). Empty: none.
   std::vector<std::string> device_tracers;

@@ -30,9 +30,7 @@ enum class DType : int32_t {
 inline constexpr int32_t kNumDTypes = 14;
 
 // True when `value` names one of the enumerators above.
-constexpr bool IsValidDType(int32_t value) {
-  return value >= 0 && value < kNumDTypes;
-}
+constexpr bool IsValidDType(int32_t value) { return value >= 0 && value < kNumDTypes; }
 
 // Bytes per element; 0 for an invalid value.
 size_t DTypeSize(DType dtype);

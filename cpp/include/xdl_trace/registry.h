@@ -54,14 +54,14 @@ struct Summary {
 // A `view` must have a known dtype, dims that fit a non-negative int32 and
 // non-null data when it has elements. kHistogram bins must be in [1, 2^20].
 struct EntrySpec {
-  std::string scope;            // "" is the default scope.
-  std::string key;              // Non-empty; the column key is FullKey().
+  std::string scope;  // "" is the default scope.
+  std::string key;    // Non-empty; the column key is FullKey().
   EntryKind kind = EntryKind::kTensor;
   bool has_view = false;
   TensorView view;
   std::shared_ptr<const void> keep_alive;  // Holds `view` memory if needed.
   TensorProvider provider;
-  std::string gradient_name;    // kGradient only.
+  std::string gradient_name;  // kGradient only.
   Summary summary;
 
   // "scope/key", or "key" in the default scope.

@@ -10,19 +10,19 @@
 namespace xdl_trace {
 
 struct TraceStats {
-  int64_t steps_traced = 0;          // Step() calls that produced a record.
-  int64_t records_written = 0;       // Records on disk (IO thread).
-  int64_t bytes_written = 0;         // Data-file bytes, headers included.
-  int64_t records_dropped = 0;       // Overflow under kDrop, or after a write error.
-  int64_t files_written = 0;         // Data files opened by this tracer.
-  int64_t pending_bytes = 0;         // Queued, not yet written.
+  int64_t steps_traced = 0;     // Step() calls that produced a record.
+  int64_t records_written = 0;  // Records on disk (IO thread).
+  int64_t bytes_written = 0;    // Data-file bytes, headers included.
+  int64_t records_dropped = 0;  // Overflow under kDrop, or after a write error.
+  int64_t files_written = 0;    // Data files opened by this tracer.
+  int64_t pending_bytes = 0;    // Queued, not yet written.
   int64_t queue_high_water_bytes = 0;
-  int64_t missing_gradients = 0;     // Empty columns under kEmptyColumn.
-  absl::Status last_error;           // Sticky write error, OK if none.
+  int64_t missing_gradients = 0;  // Empty columns under kEmptyColumn.
+  absl::Status last_error;        // Sticky write error, OK if none.
   // Device tracing (config.device_tracers; docs/device-tracing.md).
-  int64_t device_events = 0;         // Device events collected into records.
-  int64_t device_events_dropped = 0; // Lost at a tracer's or the core's byte cap.
-  std::string device_tracer_status;  // "cupti: unavailable: ...; fake: ok"; "" if none.
+  int64_t device_events = 0;          // Device events collected into records.
+  int64_t device_events_dropped = 0;  // Lost at a tracer's or the core's byte cap.
+  std::string device_tracer_status;   // "cupti: unavailable: ...; fake: ok"; "" if none.
 };
 
 }  // namespace xdl_trace

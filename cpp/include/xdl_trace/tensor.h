@@ -18,8 +18,8 @@ using Shape = absl::InlinedVector<int64_t, 4>;
 // tracer reads it (for a registered tensor: for the whole trace).
 struct TensorView {
   DType dtype = DType::kFloat32;
-  Shape shape;                  // Empty for a scalar.
-  const void* data = nullptr;   // May be null only when NumElements() == 0.
+  Shape shape;                 // Empty for a scalar.
+  const void* data = nullptr;  // May be null only when NumElements() == 0.
 
   int64_t NumElements() const;
   size_t NumBytes() const { return static_cast<size_t>(NumElements()) * DTypeSize(dtype); }

@@ -1,4 +1,5 @@
-// A tracing session: fixes the header, captures entries at each traced step, hands records to the IO thread.
+// A tracing session: fixes the header, captures entries at each traced step, hands records to the
+// IO thread.
 #ifndef XDL_TRACE_TRACER_H_
 #define XDL_TRACE_TRACER_H_
 
@@ -29,9 +30,9 @@ class Tracer {
  public:
   // Snapshots the entries of `scopes` from `registry` (header fixed here),
   // opens the first data file and starts the IO thread.
-  static absl::StatusOr<std::unique_ptr<Tracer>> Start(
-      const TraceConfig& config, std::shared_ptr<Registry> registry,
-      std::vector<std::string> scopes = {""});
+  static absl::StatusOr<std::unique_ptr<Tracer>> Start(const TraceConfig& config,
+                                                       std::shared_ptr<Registry> registry,
+                                                       std::vector<std::string> scopes = {""});
 
   ~Tracer();  // Close()s if needed; errors go to stats().last_error.
   Tracer(const Tracer&) = delete;
@@ -81,8 +82,8 @@ class Tracer {
   const std::vector<EntrySpec> entries_;
   std::vector<std::string> keys_;
   // Training thread only:
-  std::vector<Slot> slots_;              // One per entry.
-  std::vector<TensorView> views_;        // This step's columns.
+  std::vector<Slot> slots_;        // One per entry.
+  std::vector<TensorView> views_;  // This step's columns.
   int64_t last_gstep_ = 0;
   int64_t last_lstep_ = 0;
   bool closed_ = false;

@@ -10,9 +10,8 @@ absl::Status TraceConfig::Validate() const {
     return absl::InvalidArgumentError("config: output_dir is required");
   }
   if (output_file_name.empty() || output_file_name.find('/') != std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("config: output_file_name '", output_file_name,
-                     "' must be non-empty and contain no '/'"));
+    return absl::InvalidArgumentError(absl::StrCat("config: output_file_name '", output_file_name,
+                                                   "' must be non-empty and contain no '/'"));
   }
   if (rank < 0) {
     return absl::InvalidArgumentError(absl::StrCat("config: rank ", rank, " is negative"));

@@ -22,6 +22,8 @@ class ABSL_LOCKABLE IoMutex {
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+  // Locks only when free; true when the lock is now held.
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) { return mu_.try_lock(); }
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
  private:

@@ -22,6 +22,7 @@
 #include "io/bounded_queue.h"
 #include "io/crc32c.h"
 #include "io/file_set.h"
+#include "io/frame_pool.h"
 #include "io/meta_writer.h"
 #include "io/mutex.h"
 #include "xdl_trace.pb.h"
@@ -60,7 +61,8 @@ class FileTraceWriter final : public TraceWriter {
       : config_(config),
         hooks_(std::move(hooks)),
         max_file_bytes_(static_cast<int64_t>(std::llround(config.max_file_m_size * 1e6))),
-        queue_(static_cast<int64_t>(std::llround(config.max_pending_mb * 1e6))) {
+        queue_(static_cast<int64_t>(std::llround(config.max_pending_mb * 1e6))),
+        pool_(kMaxPooledFrames, static_cast<int64_t>(std::llround(config.max_pending_mb * 1e6))) {
     if (config_.run_id.empty()) config_.run_id = NewRunId();
     xdl::proto::Header header;
     for (auto& key : keys) header.add_key(std::move(key));
@@ -141,6 +143,8 @@ class FileTraceWriter final : public TraceWriter {
     }
     return close_status_;
   }
+
+  std::string TakeBuffer(size_t min_capacity) override { return pool_.Take(min_capacity); }
 
   TraceStats stats() const override {
     TraceStats s;
@@ -256,7 +260,7 @@ class FileTraceWriter final : public TraceWriter {
   void DropRecord(EncodedRecord* record) {
     records_dropped_.fetch_add(1, std::memory_order_relaxed);
     const int64_t bytes = static_cast<int64_t>(record->frame.size());
-    std::string().swap(record->frame);  // Free it before its bytes leave the bound.
+    pool_.Give(std::move(record->frame));  // Pooled or freed before its bytes leave the bound.
     queue_.Release(bytes);
   }
 
@@ -301,9 +305,10 @@ class FileTraceWriter final : public TraceWriter {
     for (size_t i = next; i < group_.size(); ++i) {
       records_dropped_.fetch_add(1, std::memory_order_relaxed);
     }
-    // Free the frames before their bytes leave the bound, so memory held by
-    // records never exceeds max_pending_mb (the batch outlives the group).
-    for (EncodedRecord* r : group_) std::string().swap(r->frame);
+    // Recycle (or free) the frames before their bytes leave the bound, so
+    // queued records never hold more than max_pending_mb (the batch outlives
+    // the group) and pooled ones at most as much again.
+    for (EncodedRecord* r : group_) pool_.Give(std::move(r->frame));
     queue_.Release(group_bytes_);
     group_.clear();
     group_bytes_ = 0;
@@ -421,6 +426,7 @@ class FileTraceWriter final : public TraceWriter {
 
   // ---- Shared between threads ----
   ByteBoundedQueue queue_;  // Internally synchronized.
+  FramePool pool_;          // Internally synchronized: IO thread gives, training thread takes.
   std::atomic<int64_t> records_written_{0};
   std::atomic<int64_t> bytes_written_{0};
   std::atomic<int64_t> records_dropped_{0};

@@ -26,14 +26,20 @@ struct EncodedRecord {
   std::string frame;
 };
 
+// Written record buffers kept for reuse by one writer.
+inline constexpr size_t kMaxPooledFrames = 4;
+
 // Hooks for tests; production code leaves them empty.
 struct WriterTestHooks {
   // Called on the IO thread before each record is written (a slow sink).
   std::function<void()> before_record_write;
 };
 
-// Threading: Submit/Flush/Close from the training thread (one at a time);
-// stats() from any thread. Everything about files is owned by the IO thread.
+// Threading: Submit/Flush/Close/TakeBuffer from the training thread (one at a
+// time); stats() from any thread. Everything about files is owned by the IO
+// thread. Written frames go back to a small pool (at most kMaxPooledFrames
+// buffers and max_pending_mb of capacity) that TakeBuffer draws from, so
+// record buffers hold at most twice max_pending_mb (queued + pooled).
 class TraceWriter {
  public:
   // Creates output_dir if needed, picks the first index after any existing
@@ -57,6 +63,14 @@ class TraceWriter {
   virtual absl::Status Close() = 0;
 
   virtual TraceStats stats() const = 0;
+
+  // Training thread: an empty string to encode the next record into, with
+  // capacity >= min_capacity when a written record's buffer can be recycled
+  // (else a fresh one). Never waits for the IO thread.
+  virtual std::string TakeBuffer(size_t min_capacity) {
+    (void)min_capacity;
+    return std::string();
+  }
 };
 
 // Data file path: "{dir}/{train|test}.{name}.{rank}.{index}"; Meta is the

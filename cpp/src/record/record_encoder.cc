@@ -164,6 +164,15 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
                                            absl::Span<const TensorView> columns,
                                            absl::Span<const std::string> keys,
                                            absl::string_view trailing_fields) {
+  return EncodeRecord(gstep, lstep, timestamp_ms, columns, keys, trailing_fields,
+                      [](size_t) { return std::string(); });
+}
+
+absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
+                                           absl::Span<const TensorView> columns,
+                                           absl::Span<const std::string> keys,
+                                           absl::string_view trailing_fields,
+                                           FrameBufferSource buffer_source) {
   // Pass 1: sizes. Column bodies are small structs, kept on the stack for
   // typical records so this pass does not allocate.
   absl::InlinedVector<ColumnLayout, 32> layouts;
@@ -182,13 +191,16 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
     layouts.push_back(*layout);
   }
 
-  // Pass 2: one buffer of the exact size; append() copies each tensor's bytes
-  // once, straight from its memory (reserve + append never zero-fills).
+  // Pass 2: one buffer of at least the exact size; append() copies each
+  // tensor's bytes once, straight from its memory (reserve + append never
+  // zero-fills). A recycled buffer is already faulted in and large enough.
   EncodedRecord record;
   record.gstep = gstep;
   record.lstep = lstep;
   record.timestamp_ms = timestamp_ms;
   std::string& out = record.frame;
+  out = buffer_source(static_cast<size_t>(4 + body));
+  out.clear();
   out.reserve(4 + body);
   AppendLittleEndian32(static_cast<uint32_t>(body), &out);
   {

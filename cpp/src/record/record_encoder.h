@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -18,6 +19,12 @@ namespace internal {
 // Largest frame body the 4-byte length prefix can describe.
 inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
 
+// Supplies the string a frame is written into, given the frame's exact size:
+// typically a recycled buffer (TraceWriter::TakeBuffer) whose capacity is at
+// least that size, so encoding neither allocates nor page-faults. Its contents
+// are discarded; a smaller capacity is grown.
+using FrameBufferSource = absl::FunctionRef<std::string(size_t frame_bytes)>;
+
 // Frames a Record {gstep, lstep, column..., timestamp, extra} whose bytes equal
 // protobuf's own serialization of the same message. `trailing_fields` holds
 // already-serialized fields numbered above 4 (device tracing), appended as is.
@@ -29,6 +36,14 @@ absl::StatusOr<EncodedRecord> EncodeRecord(
     absl::Span<const TensorView> columns,
     absl::Span<const std::string> keys = {},
     absl::string_view trailing_fields = {});
+
+// The same, writing into the buffer `buffer_source` returns (asked once, only
+// after the sizes were validated). The bytes do not depend on the buffer.
+absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
+                                           absl::Span<const TensorView> columns,
+                                           absl::Span<const std::string> keys,
+                                           absl::string_view trailing_fields,
+                                           FrameBufferSource buffer_source);
 
 // Frames a Header {key...}.
 std::string EncodeHeaderFrame(absl::Span<const std::string> keys);

@@ -224,7 +224,11 @@ absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) 
   if (status.ok()) {
     std::string trailing;
     if (extras_ != nullptr) trailing = extras_->TakeTrailingFields();
-    record = internal::EncodeRecord(gstep, lstep, timestamp_ms, views_, keys_, trailing);
+    // Encode into a recycled buffer: no allocation, no page faults per step.
+    internal::TraceWriter* writer = writer_.get();
+    record = internal::EncodeRecord(
+        gstep, lstep, timestamp_ms, views_, keys_, trailing,
+        [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); });
     status = record.status();
   }
   ReleaseCaptures();  // Keep-alives go on the thread that encoded.
