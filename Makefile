@@ -29,7 +29,8 @@ demo: build
 	$(PYTHON) examples/quickstart.py $(DEMO_DIR)
 
 bench: build
-	$(PYTHON) bench/overhead.py
+	$(PYTHON) bench/overhead.py $(BENCH_FLAGS)
+	$(PYTHON) bench/read.py $(READ_BENCH_FLAGS)
 
 lint: setup
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc' '*.c')

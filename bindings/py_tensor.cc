@@ -25,60 +25,24 @@ bool InterpreterIsFinalizing() {
 
 // numpy (kind, itemsize) -> wire dtype; false when unsupported.
 bool DTypeFromNumpy(const py::dtype& dtype, DType* out) {
-  const char kind = dtype.kind();
-  const ssize_t size = dtype.itemsize();
-  switch (kind) {
-    case 'b':
-      *out = DType::kBool;
-      return size == 1;
-    case 'i':
-      switch (size) {
-        case 1:
-          *out = DType::kInt8;
-          return true;
-        case 2:
-          *out = DType::kInt16;
-          return true;
-        case 4:
-          *out = DType::kInt32;
-          return true;
-        case 8:
-          *out = DType::kInt64;
-          return true;
-      }
-      return false;
-    case 'u':
-      switch (size) {
-        case 1:
-          *out = DType::kUInt8;
-          return true;
-        case 2:
-          *out = DType::kUInt16;
-          return true;
-        case 4:
-          *out = DType::kUInt32;
-          return true;
-        case 8:
-          *out = DType::kUInt64;
-          return true;
-      }
-      return false;
-    case 'f':
-      switch (size) {
-        case 2:
-          *out = DType::kFloat16;
-          return true;
-        case 4:
-          *out = DType::kFloat32;
-          return true;
-        case 8:
-          *out = DType::kFloat64;
-          return true;
-      }
-      return false;
-    default:
-      return false;
+  struct NumpyType {
+    char kind;
+    ssize_t itemsize;
+    DType wire;
+  };
+  static constexpr NumpyType kTypes[] = {
+      {'b', 1, DType::kBool},    {'i', 1, DType::kInt8},    {'i', 2, DType::kInt16},
+      {'i', 4, DType::kInt32},   {'i', 8, DType::kInt64},   {'u', 1, DType::kUInt8},
+      {'u', 2, DType::kUInt16},  {'u', 4, DType::kUInt32},  {'u', 8, DType::kUInt64},
+      {'f', 2, DType::kFloat16}, {'f', 4, DType::kFloat32}, {'f', 8, DType::kFloat64},
+  };
+  for (const NumpyType& type : kTypes) {
+    if (type.kind == dtype.kind() && type.itemsize == dtype.itemsize()) {
+      *out = type.wire;
+      return true;
+    }
   }
+  return false;
 }
 
 // A numpy copy of `view` for a Python summary.

@@ -280,13 +280,8 @@ void RegisterReaderBindings(py::module_& m) {
       .def_static(
           "open",
           [](const std::string& path) {
-            absl::StatusOr<std::shared_ptr<TraceFile>> file;
-            {
-              py::gil_scoped_release release;
-              file = TraceFile::Open(path);
-            }
-            ThrowIfError(file.status());
-            return PyTraceFile{*file, MappingArray(*file)};
+            std::shared_ptr<TraceFile> file = CallWithoutGil([&] { return TraceFile::Open(path); });
+            return PyTraceFile{file, MappingArray(file)};
           },
           py::arg("path"))
       .def_property_readonly("path", [](const PyTraceFile& f) { return f.file->path(); })
@@ -322,14 +317,10 @@ void RegisterReaderBindings(py::module_& m) {
   m.def(
       "list_trace_files",
       [](const std::string& dir, const std::string& prefix, const std::string& name) {
-        absl::StatusOr<std::vector<TraceFileInfo>> files;
-        {
-          py::gil_scoped_release release;
-          files = ListTraceFiles(dir, prefix, name);
-        }
-        ThrowIfError(files.status());
+        const std::vector<TraceFileInfo> files =
+            CallWithoutGil([&] { return ListTraceFiles(dir, prefix, name); });
         py::list out;
-        for (const auto& f : *files) out.append(InfoToDict(f));
+        for (const auto& f : files) out.append(InfoToDict(f));
         return out;
       },
       py::arg("dir"), py::arg("prefix") = "train", py::arg("name") = "trace");

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -46,6 +47,21 @@ template <typename T>
 T ValueOrThrow(absl::StatusOr<T> value) {
   ThrowIfError(value.status());
   return std::move(value).value();
+}
+
+// Runs `call` (a core call returning absl::Status or absl::StatusOr<T>) with the GIL
+// released, then raises as ThrowIfError does; returns the StatusOr's value.
+template <typename Call>
+auto CallWithoutGil(const Call& call) {
+  auto result = [&] {
+    pybind11::gil_scoped_release release;
+    return call();
+  }();
+  if constexpr (std::is_same_v<decltype(result), absl::Status>) {
+    ThrowIfError(result);
+  } else {
+    return ValueOrThrow(std::move(result));
+  }
 }
 
 // Status payload that asks for a TypeError (a value of the wrong type).

@@ -10,7 +10,7 @@
 The C++ core (xdl_trace._core) captures registered memory and writes on its own IO thread.
 """
 
-from . import errors, filters
+from . import api, errors, filters
 from ._core import DType
 from .api import (
     clear,
@@ -34,15 +34,7 @@ __all__ = [
     "errors",
     "filters",
     "DType",
-    "trace_tensor",
-    "trace_variable",
-    "trace_gradient",
-    "trace_collection",
-    "trace_callback",
-    "trace_once",
-    "send_gradient",
-    "clear",
-    "keys",
+    *api.__all__,
     "Every",
     "Range",
     "Sample",

@@ -24,7 +24,9 @@ nanoseconds since the epoch (CLOCK_REALTIME), is in ``otherData``.
 import json
 import sys
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
+
+from .tools.read_trace import message_classes
 
 __all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline"]
 
@@ -33,8 +35,8 @@ HOST_SPAN_FIELD = 6  # Record.host_span
 HOST_API_DEVICE = -1  # Device id of the host threads calling the CUDA API.
 
 # Mirror of proto/device_trace.proto (tests/python/test_timeline.py checks it
-# against protoc's reading of that file). Built at import into a private pool,
-# like xdl_trace/tools/read_trace.py, so no generated module is needed.
+# against protoc's reading of that file). Built at import into a private pool by
+# xdl_trace/tools/read_trace.py's message_classes, so no generated module is needed.
 _ENUMS = {
     "DeviceEventKind": [
         "DEVICE_EVENT_UNSPECIFIED",
@@ -126,20 +128,7 @@ def file_descriptor():
     return fdp
 
 
-def _message_classes():
-    pool = descriptor_pool.DescriptorPool()  # Private: no clash with generated xdl.proto modules.
-    pool.Add(file_descriptor())
-    classes = {}
-    for name in ("DeviceTrace", "HostSpan"):
-        descriptor = pool.FindMessageTypeByName("xdl.proto." + name)
-        if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.22
-            classes[name] = message_factory.GetMessageClass(descriptor)
-        else:
-            classes[name] = message_factory.MessageFactory(pool).GetPrototype(descriptor)
-    return classes
-
-
-_CLASSES = _message_classes()
+_CLASSES = message_classes(file_descriptor(), ("DeviceTrace", "HostSpan"))
 DeviceTrace = _CLASSES["DeviceTrace"]
 HostSpan = _CLASSES["HostSpan"]
 

@@ -57,6 +57,22 @@ TEST_CASE("crc32c hardware and table implementations agree", "[crc32c]") {
   }
 }
 
+TEST_CASE("crc32c three-stream hardware path agrees on long inputs", "[crc32c]") {
+  INFO("SSE4.2 available: " << crc32c::HardwareAvailable());
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf((3 << 16) + 64);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  // Lengths around the 3 x 256 and 3 x 8192 stream blocks, at odd offsets.
+  for (size_t len : {767, 768, 769, 1536, 24575, 24576, 24577, 24576 + 768 + 9, 3 << 16}) {
+    for (size_t offset : {0, 5}) {
+      const uint8_t* p = buf.data() + offset;
+      const uint32_t seed = static_cast<uint32_t>(rng());
+      INFO("len " << len << " offset " << offset);
+      REQUIRE(crc32c::ExtendHardware(seed, p, len) == crc32c::ExtendPortable(seed, p, len));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace xdl_trace

@@ -4,9 +4,9 @@
 #ifdef XDL_TRACE_HAVE_CUPTI
 #include <atomic>
 #include <cstring>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"

@@ -144,8 +144,8 @@ TEST_CASE("records encoded through recycled buffers equal protobuf's serializati
       CHECK(record->frame.data() == reused_data);  // Written in place, not reallocated.
       ++reused_before_grow;
     }
-    CHECK(record->frame == ProtobufFrame(gstep, static_cast<int64_t>(round),
-                                         1700000000000 + round, columns));
+    CHECK(record->frame ==
+          ProtobufFrame(gstep, static_cast<int64_t>(round), 1700000000000 + round, columns));
     pool.Give(std::move(record->frame));
   }
   CHECK(reused_before_grow >= 5);
@@ -206,8 +206,8 @@ TEST_CASE("the writer recycles written frames, bounded by max_pending_mb", "[poo
                        return buffer;
                      });
     REQUIRE(record.ok());
-    expected.push_back(ProtobufFrame(static_cast<int64_t>(step), static_cast<int64_t>(step), 42,
-                                     columns));
+    expected.push_back(
+        ProtobufFrame(static_cast<int64_t>(step), static_cast<int64_t>(step), 42, columns));
     CHECK(record->frame == expected.back());
     REQUIRE(writer.Submit(std::move(*record)).ok());
     REQUIRE(writer.Flush().ok());  // The frame is written and back in the pool.

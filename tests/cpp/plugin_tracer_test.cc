@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "test_util.h"
 #include "xdl_trace.pb.h"
 #include "xdl_trace/registry.h"
 #include "xdl_trace/tracer.h"
@@ -23,36 +24,13 @@ std::string FakePlugin() {
   return std::string(XDL_TRACE_TEST_PLUGIN_DIR) + "/libxdl_trace_fake.so";
 }
 
-std::string MakeTempDir() {
-  std::string pattern = std::filesystem::temp_directory_path().string() + "/xdl_plugin_XXXXXX";
-  REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
-
-// Every frame of a data file: [4-byte little-endian length][body].
-std::vector<std::string> Frames(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::string> frames;
-  size_t at = 0;
-  while (at + 4 <= bytes.size()) {
-    uint32_t n = 0;
-    for (int i = 3; i >= 0; --i) n = (n << 8) | static_cast<uint8_t>(bytes[at + i]);
-    REQUIRE(at + 4 + n <= bytes.size());
-    frames.push_back(bytes.substr(at + 4, n));
-    at += 4 + n;
-  }
-  CHECK(at == bytes.size());
-  return frames;
-}
-
 std::vector<xdl::proto::Record> ReadRecords(const TraceConfig& config) {
   std::string data_file;  // The one data file of this run (indices start where the writer says).
   for (const auto& entry : std::filesystem::directory_iterator(config.output_dir)) {
     if (entry.path().extension() != ".meta") data_file = entry.path().string();
   }
   REQUIRE_FALSE(data_file.empty());
-  const std::vector<std::string> frames = Frames(data_file);
+  const std::vector<std::string> frames = test::SplitFrames(test::ReadFile(data_file));
   REQUIRE(frames.size() >= 1);
   std::vector<xdl::proto::Record> records;
   for (size_t i = 1; i < frames.size(); ++i) {
@@ -78,7 +56,8 @@ std::shared_ptr<Registry> OneTensor(const float* data) {
 TEST_CASE("the fake plugin's events and host spans reach the data file", "[plugin][e2e]") {
   static const float kWeights[4] = {1, 2, 3, 4};
   TraceConfig config;
-  config.output_dir = MakeTempDir();
+  const test::TempDir dir("plugin_tracer");
+  config.output_dir = dir.path();
   config.fsync = false;
   config.device_tracers = {FakePlugin()};
   ::setenv("XDL_TRACE_DEVICE_COLLECT_INTERVAL_S", "0", 1);  // Collect at every step.
@@ -121,13 +100,13 @@ TEST_CASE("the fake plugin's events and host spans reach the data file", "[plugi
   CHECK(events == 36);
   CHECK(records.back().column(0).shape(0) == 0);  // Tail: empty column.
   CHECK(records.back().gstep() == 500);
-  std::filesystem::remove_all(config.output_dir);
 }
 
 TEST_CASE("device_tracers [cupti] runs cleanly here and reports unavailable", "[plugin][e2e]") {
   static const float kWeights[4] = {1, 2, 3, 4};
   TraceConfig config;
-  config.output_dir = MakeTempDir();
+  const test::TempDir dir("plugin_tracer");
+  config.output_dir = dir.path();
   config.fsync = false;
   config.device_tracers = {"cupti"};
   auto tracer = Tracer::Start(config, OneTensor(kWeights));
@@ -145,18 +124,17 @@ TEST_CASE("device_tracers [cupti] runs cleanly here and reports unavailable", "[
     CHECK(record.device_trace_size() == 0);
     CHECK(record.host_span_size() >= 1);
   }
-  std::filesystem::remove_all(config.output_dir);
 }
 
 TEST_CASE("a bad plugin in device_tracers fails Tracer::Start naming it", "[plugin][e2e]") {
   TraceConfig config;
-  config.output_dir = MakeTempDir();
+  const test::TempDir dir("plugin_tracer");
+  config.output_dir = dir.path();
   config.device_tracers = {std::string(XDL_TRACE_TEST_PLUGIN_DIR) + "/libxdl_trace_bad_major.so"};
   auto tracer = Tracer::Start(config, std::make_shared<Registry>());
   REQUIRE_FALSE(tracer.ok());
   CHECK(absl::StrContains(tracer.status().message(), "libxdl_trace_bad_major.so"));
   CHECK(absl::StrContains(tracer.status().message(), "abi_major"));
-  std::filesystem::remove_all(config.output_dir);
 }
 
 }  // namespace xdl_trace

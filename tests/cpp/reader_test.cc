@@ -1,15 +1,10 @@
 // Tests of the C++ reader against files written with protobuf's own serialization (not the writer).
 #include "xdl_trace/reader.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,39 +16,16 @@
 #include "google/protobuf/wire_format.h"
 #include "io/crc32c.h"
 #include "reader/wire_decoder.h"
+#include "test_util.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace {
 
-namespace fs = std::filesystem;
-
-// A fresh directory under the build tree, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = std::string(XDL_TRACE_BINARY_DIR) + "/reader_test.XXXXXX";
-    char* made = mkdtemp(pattern.data());
-    REQUIRE(made != nullptr);
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string Frame(const std::string& body) {
-  const auto n = static_cast<uint32_t>(body.size());
-  std::string out(4, '\0');
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return out + body;
-}
+using test::Frame;
+using test::ReadFile;
+using test::TempDir;
+using test::WriteFile;
 
 std::string HeaderFrame(const std::vector<std::string>& keys) {
   xdl::proto::Header header;
@@ -86,17 +58,6 @@ xdl::proto::Record SimpleRecord(int64_t gstep) {
   return record;
 }
 
-void WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  REQUIRE(out.good());
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 xdl::proto::Meta MetaFor(const std::string& data, int64_t records, int64_t gstep_begin,
                          int64_t gstep_end) {
   xdl::proto::Meta meta;
@@ -116,9 +77,9 @@ std::string WriteSimpleFile(const std::string& path, int64_t first, int count,
                             bool with_meta = true) {
   std::string data = HeaderFrame({"w", "loss"});
   for (int i = 0; i < count; ++i) data += Frame(SimpleRecord(first + i).SerializeAsString());
-  WriteBytes(path, data);
+  WriteFile(path, data);
   if (with_meta) {
-    WriteBytes(path + ".meta", MetaFor(data, count, first, first + count - 1).SerializeAsString());
+    WriteFile(path + ".meta", MetaFor(data, count, first, first + count - 1).SerializeAsString());
   }
   return data;
 }
@@ -128,6 +89,23 @@ std::vector<RecordView> ReadAll(const std::shared_ptr<TraceFile>& file, RecordCu
   RecordView record;
   while (cursor->Next(&record)) out.push_back(record);
   return out;
+}
+
+// Opens `path`, which must open.
+std::shared_ptr<TraceFile> MustOpen(const std::string& path) {
+  auto file = TraceFile::Open(path);
+  INFO(file.status().ToString());
+  REQUIRE(file.ok());
+  return *std::move(file);
+}
+
+// Every record of `file` (views into its mapping); the read must end cleanly.
+std::vector<RecordView> ReadAllOk(const std::shared_ptr<TraceFile>& file) {
+  RecordCursor cursor = file->Records();
+  std::vector<RecordView> records = ReadAll(file, &cursor);
+  REQUIRE(cursor.status().ok());
+  CHECK_FALSE(cursor.torn_tail());
+  return records;
 }
 
 absl::string_view AsView(const std::string& s) { return s; }
@@ -202,17 +180,13 @@ TEST_CASE("reader decodes every dtype as zero-copy views into the mapping", "[re
   }
   const std::string path = dir / "train.trace.0.1";
   std::string data = HeaderFrame(keys) + Frame(record.SerializeAsString());
-  WriteBytes(path, data);
+  WriteFile(path, data);
 
-  auto file = TraceFile::Open(path);
-  REQUIRE(file.ok());
-  CHECK((*file)->keys() == keys);
-  CHECK_FALSE((*file)->meta().has_value());
-  CHECK((*file)->meta_error().code() == absl::StatusCode::kNotFound);
-  RecordCursor cursor = (*file)->Records();
-  auto records = ReadAll(*file, &cursor);
-  REQUIRE(cursor.status().ok());
-  CHECK_FALSE(cursor.torn_tail());
+  const std::shared_ptr<TraceFile> file = MustOpen(path);
+  CHECK(file->keys() == keys);
+  CHECK_FALSE(file->meta().has_value());
+  CHECK(file->meta_error().code() == absl::StatusCode::kNotFound);
+  const std::vector<RecordView> records = ReadAllOk(file);
   REQUIRE(records.size() == 1);
   const RecordView& r = records[0];
   CHECK(r.gstep == 42);
@@ -221,7 +195,7 @@ TEST_CASE("reader decodes every dtype as zero-copy views into the mapping", "[re
   CHECK(r.offset == HeaderFrame(keys).size());
   CHECK(r.frame_size == data.size() - r.offset);
   REQUIRE(r.columns.size() == cases.size());
-  const absl::string_view mapping = (*file)->bytes();
+  const absl::string_view mapping = file->bytes();
   for (size_t i = 0; i < cases.size(); ++i) {
     const ColumnView& c = r.columns[i];
     CHECK(c.dtype == cases[i].dtype);
@@ -247,13 +221,10 @@ TEST_CASE("reader handles scalar, empty and unpacked-shape columns", "[reader]")
   const std::string unpacked_column("\x08\x01\x10\x02\x1a\x04\x01\x00\x02\x00", 10);
   body += std::string("\x1a") + static_cast<char>(unpacked_column.size()) + unpacked_column;
   const std::string path = dir / "train.trace.0.1";
-  WriteBytes(path, HeaderFrame({"s", "once", "z", "u"}) + Frame(body));
+  WriteFile(path, HeaderFrame({"s", "once", "z", "u"}) + Frame(body));
 
-  auto file = TraceFile::Open(path);
-  REQUIRE(file.ok());
-  RecordCursor cursor = (*file)->Records();
-  auto records = ReadAll(*file, &cursor);
-  REQUIRE(cursor.status().ok());
+  const std::shared_ptr<TraceFile> file = MustOpen(path);
+  const std::vector<RecordView> records = ReadAllOk(file);
   REQUIRE(records.size() == 1);
   const auto& c = records[0].columns;
   REQUIRE(c.size() == 4);
@@ -285,13 +256,10 @@ TEST_CASE("reader exposes unknown record fields as raw bytes", "[reader]") {
       ->MutableUnknownFields(record.mutable_column(0))
       ->AddLengthDelimited(9, "ignored");
   const std::string path = dir / "train.trace.0.1";
-  WriteBytes(path, HeaderFrame({"w", "loss"}) + Frame(record.SerializeAsString()));
+  WriteFile(path, HeaderFrame({"w", "loss"}) + Frame(record.SerializeAsString()));
 
-  auto file = TraceFile::Open(path);
-  REQUIRE(file.ok());
-  RecordCursor cursor = (*file)->Records();
-  auto records = ReadAll(*file, &cursor);
-  REQUIRE(cursor.status().ok());
+  const std::shared_ptr<TraceFile> file = MustOpen(path);
+  const std::vector<RecordView> records = ReadAllOk(file);
   REQUIRE(records.size() == 1);
   const RecordView& r = records[0];
   CHECK(r.gstep == 3);
@@ -326,8 +294,8 @@ TEST_CASE("reader groups a directory by prefix, name and rank in index order", "
   WriteSimpleFile(dir / "train.trace.0.1", 100, 2);
   WriteSimpleFile(dir / "test.trace.0.1", 7, 1);
   WriteSimpleFile(dir / "train.other.name.0.1", 1, 1);
-  WriteBytes(dir / "train.trace.0.1.meta.tmp", "junk");
-  WriteBytes(dir / "notes.txt", "junk");
+  WriteFile(dir / "train.trace.0.1.meta.tmp", "junk");
+  WriteFile(dir / "notes.txt", "junk");
 
   auto reader = TraceReader::Open(dir.path(), "train", "trace");
   REQUIRE(reader.ok());
@@ -387,7 +355,7 @@ TEST_CASE("a torn final frame is reported, not an error, at every cut point", "[
   REQUIRE(last + frame == full.size());
   for (size_t cut = last + 1; cut < full.size(); ++cut) {  // Prefix and body cut short.
     const std::string path = dir / absl::StrCat("train.trace.0.", cut);
-    WriteBytes(path, full.substr(0, cut));
+    WriteFile(path, full.substr(0, cut));
     auto file = TraceFile::Open(path);
     REQUIRE(file.ok());
     RecordCursor cursor = (*file)->Records();
@@ -401,7 +369,7 @@ TEST_CASE("a torn final frame is reported, not an error, at every cut point", "[
     CHECK(report.torn_tail);
   }
   // A cut exactly at a frame boundary is a clean end.
-  WriteBytes(dir / "clean", full.substr(0, last));
+  WriteFile(dir / "clean", full.substr(0, last));
   auto clean = TraceFile::Open(dir / "clean");
   REQUIRE(clean.ok());
   RecordCursor cursor = (*clean)->Records();
@@ -409,7 +377,7 @@ TEST_CASE("a torn final frame is reported, not an error, at every cut point", "[
   CHECK_FALSE(cursor.torn_tail());
   // A cut inside the Header frame: no keys, no records, torn.
   for (size_t cut : {size_t{0}, size_t{2}, header - 1}) {
-    WriteBytes(dir / "header", full.substr(0, cut));
+    WriteFile(dir / "header", full.substr(0, cut));
     auto file = TraceFile::Open(dir / "header");
     REQUIRE(file.ok());
     CHECK((*file)->header_torn());
@@ -442,7 +410,7 @@ TEST_CASE("corruption is an error naming the file and the byte offset", "[reader
   SECTION("bad varint") {
     const std::string body("\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 12);
     const std::string path = dir / "train.trace.0.1";
-    WriteBytes(path, header + good + Frame(body));
+    WriteFile(path, header + good + Frame(body));
     const std::string error = ReadError(path);
     CHECK(error.find(path) != std::string::npos);
     CHECK(error.find(absl::StrCat("byte offset ", second + 4 + 1)) != std::string::npos);
@@ -451,7 +419,7 @@ TEST_CASE("corruption is an error naming the file and the byte offset", "[reader
   SECTION("field overruns its message") {
     const std::string body("\x08\x01\x1a\x7f\x00", 5);
     const std::string path = dir / "train.trace.0.1";
-    WriteBytes(path, header + good + Frame(body));
+    WriteFile(path, header + good + Frame(body));
     const std::string error = ReadError(path);
     INFO(error);
     CHECK(error.find(path) != std::string::npos);
@@ -462,7 +430,7 @@ TEST_CASE("corruption is an error naming the file and the byte offset", "[reader
     xdl::proto::Record record = SimpleRecord(2);
     record.mutable_column(1)->set_dtype(static_cast<xdl::proto::Type>(99));
     const std::string path = dir / "train.trace.0.1";
-    WriteBytes(path, header + good + Frame(record.SerializeAsString()));
+    WriteFile(path, header + good + Frame(record.SerializeAsString()));
     const std::string error = ReadError(path);
     CHECK(error.find(path) != std::string::npos);
     CHECK(error.find("invalid dtype 99") != std::string::npos);
@@ -472,7 +440,7 @@ TEST_CASE("corruption is an error naming the file and the byte offset", "[reader
     xdl::proto::Record record = SimpleRecord(2);
     record.mutable_column(0)->set_data("short");
     const std::string path = dir / "train.trace.0.1";
-    WriteBytes(path, header + good + Frame(record.SerializeAsString()));
+    WriteFile(path, header + good + Frame(record.SerializeAsString()));
     const std::string error = ReadError(path);
     CHECK(error.find(path) != std::string::npos);
     CHECK(error.find("5 bytes") != std::string::npos);
@@ -482,7 +450,7 @@ TEST_CASE("corruption is an error naming the file and the byte offset", "[reader
     xdl::proto::Record record = SimpleRecord(2);
     record.mutable_column()->RemoveLast();
     const std::string path = dir / "train.trace.0.1";
-    WriteBytes(path, header + good + Frame(record.SerializeAsString()));
+    WriteFile(path, header + good + Frame(record.SerializeAsString()));
     const std::string error = ReadError(path);
     CHECK(error.find(absl::StrCat("byte offset ", second)) != std::string::npos);
     CHECK(error.find("1 columns but the header has 2 keys") != std::string::npos);
@@ -492,8 +460,8 @@ TEST_CASE("corruption is an error naming the file and the byte offset", "[reader
     std::string broken = data;
     broken[second + 3] = '\x70';  // Length prefix now far past the end of the file.
     const std::string path = dir / "train.trace.0.1";
-    WriteBytes(path, broken);
-    WriteBytes(path + ".meta", MetaFor(data, 3, 1, 1).SerializeAsString());
+    WriteFile(path, broken);
+    WriteFile(path + ".meta", MetaFor(data, 3, 1, 1).SerializeAsString());
     const std::string error = ReadError(path);
     CHECK(error.find(path) != std::string::npos);
     CHECK(error.find(absl::StrCat("byte offset ", second)) != std::string::npos);
@@ -512,7 +480,7 @@ TEST_CASE("random byte damage is an error or a torn tail, never a crash", "[read
     const int flips = 1 + static_cast<int>(rng() % 4);
     for (int i = 0; i < flips; ++i) damaged[rng() % damaged.size()] = static_cast<char>(rng());
     if (trial % 3 == 0) damaged.resize(rng() % damaged.size());
-    WriteBytes(path, damaged);
+    WriteFile(path, damaged);
     auto file = TraceFile::Open(path);
     if (!file.ok()) {
       CHECK(file.status().code() == absl::StatusCode::kDataLoss);
@@ -537,14 +505,15 @@ TEST_CASE("random byte damage is an error or a torn tail, never a crash", "[read
   CHECK(errors > 0);
 }
 
+// Opens `path` (which must open) and verifies it against its Meta.
+VerifyReport VerifyFile(const std::string& path) { return MustOpen(path)->Verify(); }
+
 TEST_CASE("verify compares a file with its Meta", "[reader]") {
   TempDir dir;
   const std::string path = dir / "train.trace.0.1";
   const std::string data = WriteSimpleFile(path, 5, 4);
 
-  auto file = TraceFile::Open(path);
-  REQUIRE(file.ok());
-  VerifyReport report = (*file)->Verify();
+  VerifyReport report = VerifyFile(path);
   INFO((report.problems.empty() ? "" : report.problems[0]));
   CHECK(report.ok);
   CHECK(report.has_meta);
@@ -555,10 +524,8 @@ TEST_CASE("verify compares a file with its Meta", "[reader]") {
   SECTION("a flipped byte fails the checksum") {
     std::string flipped = data;
     flipped[data.size() - 3] ^= 0x40;  // Inside float data: still decodes.
-    WriteBytes(path, flipped);
-    auto f = TraceFile::Open(path);
-    REQUIRE(f.ok());
-    VerifyReport r = (*f)->Verify();
+    WriteFile(path, flipped);
+    VerifyReport r = VerifyFile(path);
     CHECK_FALSE(r.ok);
     REQUIRE(r.problems.size() == 1);
     CHECK(r.problems[0].find(path) != std::string::npos);
@@ -566,39 +533,31 @@ TEST_CASE("verify compares a file with its Meta", "[reader]") {
   }
   SECTION("a record count that disagrees") {
     xdl::proto::Meta meta = MetaFor(data, 5, 5, 8);
-    WriteBytes(path + ".meta", meta.SerializeAsString());
-    auto f = TraceFile::Open(path);
-    REQUIRE(f.ok());
-    VerifyReport r = (*f)->Verify();
+    WriteFile(path + ".meta", meta.SerializeAsString());
+    VerifyReport r = VerifyFile(path);
     CHECK_FALSE(r.ok);
     CHECK(r.problems.at(0).find("says 5 records") != std::string::npos);
   }
   SECTION("records appended after the last Meta of a crashed run") {
     xdl::proto::Meta meta = MetaFor(data, 4, 5, 8);
     meta.set_closed_cleanly(false);
-    WriteBytes(path + ".meta", meta.SerializeAsString());
+    WriteFile(path + ".meta", meta.SerializeAsString());
     const std::string extra = Frame(SimpleRecord(9).SerializeAsString());
-    WriteBytes(path, data + extra + extra.substr(0, 7));  // One whole, one torn.
-    auto f = TraceFile::Open(path);
-    REQUIRE(f.ok());
-    VerifyReport r = (*f)->Verify();
+    WriteFile(path, data + extra + extra.substr(0, 7));  // One whole, one torn.
+    VerifyReport r = VerifyFile(path);
     CHECK(r.ok);
     CHECK(r.torn_tail);
     CHECK(r.unverified_tail_bytes == extra.size() + 7);
   }
   SECTION("a file shorter than its Meta says") {
-    WriteBytes(path, data.substr(0, data.size() - 10));
-    auto f = TraceFile::Open(path);
-    REQUIRE(f.ok());
-    VerifyReport r = (*f)->Verify();
+    WriteFile(path, data.substr(0, data.size() - 10));
+    VerifyReport r = VerifyFile(path);
     CHECK_FALSE(r.ok);
     CHECK(r.problems.at(0).find("truncated") != std::string::npos);
   }
   SECTION("no Meta") {
     std::remove((path + ".meta").c_str());
-    auto f = TraceFile::Open(path);
-    REQUIRE(f.ok());
-    VerifyReport r = (*f)->Verify();
+    VerifyReport r = VerifyFile(path);
     CHECK_FALSE(r.ok);
     CHECK_FALSE(r.has_meta);
     CHECK(r.problems.at(0).find("cannot verify") != std::string::npos);

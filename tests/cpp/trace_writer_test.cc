@@ -13,17 +13,18 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "io/crc32c.h"
 #include "io/file_set.h"
+#include "test_util.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
@@ -34,37 +35,10 @@ using Clock = std::chrono::steady_clock;
 
 // ---- Helpers ----
 
-// A fresh directory under the build tree, removed (recursively) at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string base = std::string(XDL_TRACE_BINARY_DIR) + "/test_tmp";
-    mkdir(base.c_str(), 0755);
-    std::string pattern = base + "/writer_XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    REQUIRE(mkdtemp(buf.data()) != nullptr);
-    path_ = buf.data();
-  }
-  ~TempDir() { RemoveAll(path_); }
-  const std::string& path() const { return path_; }
-
-  static void RemoveAll(const std::string& path) {
-    if (DIR* d = opendir(path.c_str())) {
-      while (const dirent* e = readdir(d)) {
-        const std::string name = e->d_name;
-        if (name != "." && name != "..") RemoveAll(path + "/" + name);
-      }
-      closedir(d);
-      rmdir(path.c_str());
-    } else {
-      unlink(path.c_str());
-    }
-  }
-
- private:
-  std::string path_;
-};
+using test::Exists;
+using test::Frame;
+using test::ReadFile;
+using test::TempDir;
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
@@ -77,25 +51,6 @@ std::vector<std::string> ListDir(const std::string& dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
-
-std::string Frame(const std::string& body) {
-  std::string frame(4, '\0');
-  const uint32_t n = static_cast<uint32_t>(body.size());
-  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return frame + body;
 }
 
 // A record whose one float column carries `payload_bytes` bytes, framed with protobuf.
@@ -162,11 +117,11 @@ DataFile ParseData(const std::string& bytes) {
   return out;
 }
 
-DataFile ReadData(const std::string& path) { return ParseData(ReadAll(path)); }
+DataFile ReadData(const std::string& path) { return ParseData(ReadFile(path)); }
 
 xdl::proto::Meta ReadMeta(const std::string& data_path) {
   xdl::proto::Meta meta;
-  const std::string bytes = ReadAll(MetaPath(data_path));
+  const std::string bytes = ReadFile(MetaPath(data_path));
   REQUIRE(meta.ParseFromString(bytes));
   return meta;
 }
@@ -174,7 +129,7 @@ xdl::proto::Meta ReadMeta(const std::string& data_path) {
 // The Meta describes a prefix of its data file that checks out.
 void CheckMetaMatchesPrefix(const std::string& data_path) {
   const xdl::proto::Meta meta = ReadMeta(data_path);
-  const std::string bytes = ReadAll(data_path);
+  const std::string bytes = ReadFile(data_path);
   INFO("data file " << data_path);
   REQUIRE(meta.data_bytes() <= static_cast<int64_t>(bytes.size()));
   const std::string prefix = bytes.substr(0, static_cast<size_t>(meta.data_bytes()));
@@ -282,7 +237,7 @@ TEST_CASE("writer writes the Header then every record, and a complete Meta", "[w
   for (int64_t step = 5; step < 15; ++step) REQUIRE(writer->Submit(MakeRecord(step)).ok());
   REQUIRE(writer->Close().ok());
 
-  const std::string bytes = ReadAll(path);
+  const std::string bytes = ReadFile(path);
   const DataFile data = ParseData(bytes);
   REQUIRE(data.clean);
   CHECK(bytes.compare(0, HeaderFrame(kKeys).size(), HeaderFrame(kKeys)) == 0);
@@ -362,7 +317,7 @@ TEST_CASE("rollover: a file may end exactly at the limit; records are never spli
   for (int64_t index = 1; index <= 3; ++index) {
     const std::string path = DataFilePath(config, index);
     INFO(path);
-    const std::string bytes = ReadAll(path);
+    const std::string bytes = ReadFile(path);
     const DataFile data = ParseData(bytes);
     REQUIRE(data.clean);
     CHECK(data.header.key_size() == 2);  // Every file starts with the Header.
@@ -395,7 +350,7 @@ TEST_CASE("rollover: a record larger than the limit sits alone in its own file",
   for (size_t i = 0; i < expected.size(); ++i) {
     const std::string path = DataFilePath(config, static_cast<int64_t>(i + 1));
     INFO(path);
-    const DataFile data = ParseData(ReadAll(path));
+    const DataFile data = ParseData(ReadFile(path));
     REQUIRE(data.clean);
     REQUIRE(data.records.size() == expected[i].size());
     for (size_t j = 0; j < expected[i].size(); ++j) {
@@ -424,7 +379,7 @@ TEST_CASE("rollover with fsync on keeps every file and Meta consistent", "[write
     const std::string path = DataFilePath(config, index);
     CheckMetaMatchesPrefix(path);
     CHECK(ReadMeta(path).closed_cleanly());
-    CHECK(ReadMeta(path).data_bytes() == static_cast<int64_t>(ReadAll(path).size()));
+    CHECK(ReadMeta(path).data_bytes() == static_cast<int64_t>(ReadFile(path).size()));
     total += ReadMeta(path).record_count();
   }
   CHECK(total == 40);
@@ -449,7 +404,7 @@ TEST_CASE("a second run continues after the highest index and leaves earlier fil
   }
   std::map<std::string, std::string> before;
   for (const std::string& name : ListDir(dir.path())) {
-    before[name] = ReadAll(dir.path() + "/" + name);
+    before[name] = ReadFile(dir.path() + "/" + name);
   }
   int64_t first_run_files = 0;
   while (Exists(DataFilePath(config, first_run_files + 1))) ++first_run_files;
@@ -462,7 +417,7 @@ TEST_CASE("a second run continues after the highest index and leaves earlier fil
 
   for (const auto& [name, bytes] : before) {
     INFO(name);
-    CHECK(ReadAll(dir.path() + "/" + name) == bytes);  // Byte for byte.
+    CHECK(ReadFile(dir.path() + "/" + name) == bytes);  // Byte for byte.
   }
   const std::string path = DataFilePath(config, first_run_files + 1);
   const DataFile data = ReadData(path);
@@ -497,8 +452,8 @@ TEST_CASE("Meta is replaced atomically: a concurrent reader always sees a valid 
     while (!stop.load()) {
       xdl::proto::Meta meta;
       // Read the meta first: the data file only grows, so the prefix must be there.
-      const std::string meta_bytes = ReadAll(MetaPath(path));
-      const std::string data = ReadAll(path);
+      const std::string meta_bytes = ReadFile(MetaPath(path));
+      const std::string data = ReadFile(path);
       if (!meta.ParseFromString(meta_bytes) || meta.data_bytes() == 0) {
         ++bad_parses;
         continue;
@@ -735,7 +690,7 @@ TEST_CASE("a removed output directory surfaces at Flush naming the file; Close n
   auto writer = OpenOrDie(config);
   REQUIRE(writer->Submit(MakeRecord(1)).ok());
   REQUIRE(writer->Flush().ok());
-  TempDir::RemoveAll(config.output_dir);
+  std::filesystem::remove_all(config.output_dir);
   REQUIRE_FALSE(Exists(config.output_dir));
 
   for (int64_t step = 2; step < 10; ++step) (void)writer->Submit(MakeRecord(step));

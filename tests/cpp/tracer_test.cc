@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "io/trace_writer.h"
+#include "test_util.h"
 #include "tracer/tracer_internal.h"
 #include "xdl_trace.pb.h"
 
@@ -20,30 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under /tmp, removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/xdl_tracer_test_XXXXXX";
-    const char* made = mkdtemp(pattern);
-    REQUIRE(made != nullptr);
-    path_ = made;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
+using test::ReadFile;
+using test::TempDir;
 
 // A data file parsed with the generated protobuf: 4-byte LE length + message.
 struct DataFile {
@@ -52,26 +31,14 @@ struct DataFile {
 };
 
 DataFile ReadDataFile(const std::string& path) {
-  const std::string bytes = ReadFile(path);
+  const std::vector<std::string> frames = test::SplitFrames(ReadFile(path));
   DataFile file;
-  size_t offset = 0;
-  bool first = true;
-  while (offset < bytes.size()) {
-    REQUIRE(offset + 4 <= bytes.size());
-    uint32_t length = 0;
-    for (int i = 0; i < 4; ++i) {
-      length |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[offset + i])) << (8 * i);
-    }
-    offset += 4;
-    REQUIRE(offset + length <= bytes.size());
-    const std::string body = bytes.substr(offset, length);
-    offset += length;
-    if (first) {
-      REQUIRE(file.header.ParseFromString(body));
-      first = false;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (i == 0) {
+      REQUIRE(file.header.ParseFromString(frames[i]));
     } else {
       file.records.emplace_back();
-      REQUIRE(file.records.back().ParseFromString(body));
+      REQUIRE(file.records.back().ParseFromString(frames[i]));
     }
   }
   return file;

@@ -29,21 +29,19 @@ def test_pip_install_in_venv(tmp_path):
         PIP_DISABLE_PIP_VERSION_CHECK="1",
     )
     env.pop("PYTHONPATH", None)
-    subprocess.run(
+
+    def run(args, timeout, **kwargs):
+        """Runs `args` in the venv's environment, outside the checkout."""
+        return subprocess.run(args, timeout=timeout, env=env, cwd=str(tmp_path), **kwargs)
+
+    run(
         [python, "-m", "pip", "install", "--no-build-isolation", "--no-index", "-q", REPO],
-        check=True,
         timeout=1200,
-        env=env,
-        cwd=str(tmp_path),
+        check=True,
     )
     # The console script is on the venv's PATH.
-    cli = subprocess.run(
-        [str(venv / "bin" / "xdl-trace"), "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        cwd=str(tmp_path),
+    cli = run(
+        [str(venv / "bin" / "xdl-trace"), "--help"], timeout=60, capture_output=True, text=True
     )
     assert cli.returncode == 0, cli.stderr
     assert "usage" in cli.stdout.lower()
@@ -59,14 +57,7 @@ with xdl.TraceHook({{"output_dir": {str(out)!r}}}) as hook:
 assert hook.stats()["records_written"] == 1
 print(xdl.__file__)
 """
-    run = subprocess.run(
-        [python, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=str(tmp_path),
-    )
-    assert run.returncode == 0, run.stderr
-    assert str(venv) in run.stdout
+    imported = run([python, "-c", script], timeout=120, capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert str(venv) in imported.stdout
     assert os.path.exists(out / "train.trace.0.1")

@@ -104,11 +104,13 @@ def _file_descriptor():
     return fdp
 
 
-def _message_classes():
-    pool = descriptor_pool.DescriptorPool()  # Private: no clash with other xdl.proto modules.
-    pool.Add(_file_descriptor())
+def message_classes(file_proto, names):
+    """Message classes by name for `names` of package xdl.proto in `file_proto` (a
+    FileDescriptorProto), built in a private pool: no clash with other xdl.proto modules."""
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file_proto)
     classes = {}
-    for name in ("Header", "Column", "Record", "Meta"):
+    for name in names:
         descriptor = pool.FindMessageTypeByName("xdl.proto." + name)
         if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.22
             classes[name] = message_factory.GetMessageClass(descriptor)
@@ -117,7 +119,7 @@ def _message_classes():
     return classes
 
 
-_CLASSES = _message_classes()
+_CLASSES = message_classes(_file_descriptor(), ("Header", "Column", "Record", "Meta"))
 Header = _CLASSES["Header"]
 Column = _CLASSES["Column"]
 Record = _CLASSES["Record"]

@@ -64,6 +64,14 @@ std::string Dim3(int32_t x, int32_t y, int32_t z) {
   return std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z);
 }
 
+// Where a kernel, copy or memset ran: its device and stream, and the API call that launched it.
+template <typename Record>
+void SetStream(const Record& r, DeviceEventData* event) {
+  event->device = static_cast<int32_t>(r.deviceId);
+  event->line = r.streamId;
+  event->correlation_id = r.correlationId;
+}
+
 }  // namespace
 
 bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* event) {
@@ -99,6 +107,15 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
                            std::unordered_map<uint32_t, uint64_t>* external) {
   ++counters_.records;
   DeviceEventData e;
+  // Both memcpy record versions; false when the record has no usable times.
+  auto parse_memcpy = [&](const auto& r) {
+    if (!SetTimes(r.start, r.end, &e)) return false;
+    e.kind = EventKind::kMemcpy;
+    e.name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(r.copyKind));
+    SetStream(r, &e);
+    Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
+    return true;
+  };
   switch (record.kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
@@ -106,9 +123,7 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       if (!SetTimes(r.start, r.end, &e)) return;
       e.kind = EventKind::kKernel;
       e.name = names_->Intern(r.name != nullptr ? r.name : "<unnamed kernel>");
-      e.device = static_cast<int32_t>(r.deviceId);
-      e.line = r.streamId;
-      e.correlation_id = r.correlationId;
+      SetStream(r, &e);
       Stat(&e, "grid", Dim3(r.gridX, r.gridY, r.gridZ));
       Stat(&e, "block", Dim3(r.blockX, r.blockY, r.blockZ));
       Stat(&e, "registers_per_thread", r.registersPerThread);
@@ -116,26 +131,12 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
            static_cast<int64_t>(r.staticSharedMemory) + r.dynamicSharedMemory);
       break;
     }
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      const auto& r = reinterpret_cast<const MemcpyRecord&>(record);
-      if (!SetTimes(r.start, r.end, &e)) return;
-      e.kind = EventKind::kMemcpy;
-      e.name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(r.copyKind));
-      e.device = static_cast<int32_t>(r.deviceId);
-      e.line = r.streamId;
-      e.correlation_id = r.correlationId;
-      Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      if (!parse_memcpy(reinterpret_cast<const MemcpyRecord&>(record))) return;
       break;
-    }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
       const auto& r = reinterpret_cast<const PeerMemcpyRecord&>(record);
-      if (!SetTimes(r.start, r.end, &e)) return;
-      e.kind = EventKind::kMemcpy;
-      e.name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(r.copyKind));
-      e.device = static_cast<int32_t>(r.deviceId);
-      e.line = r.streamId;
-      e.correlation_id = r.correlationId;
-      Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
+      if (!parse_memcpy(r)) return;
       Stat(&e, "src_device", r.srcDeviceId);
       Stat(&e, "dst_device", r.dstDeviceId);
       break;
@@ -145,9 +146,7 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       if (!SetTimes(r.start, r.end, &e)) return;
       e.kind = EventKind::kMemset;
       e.name = names_->Intern("Memset");
-      e.device = static_cast<int32_t>(r.deviceId);
-      e.line = r.streamId;
-      e.correlation_id = r.correlationId;
+      SetStream(r, &e);
       Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
       Stat(&e, "value", r.value);
       break;

@@ -1,4 +1,4 @@
-// A small bounded free-list of record buffers: the IO thread returns written frames, the tracer reuses them.
+// A bounded free-list of record buffers: the IO thread returns written frames, the tracer reuses.
 //
 // A 6 MB std::string is served by mmap and returned with munmap, so a fresh
 // buffer per record costs the training thread a page fault per 4 KiB it
@@ -38,7 +38,7 @@ class FramePool {
   void Give(std::string buffer) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t buffers() const ABSL_LOCKS_EXCLUDED(mu_);
-  int64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);  // Pooled capacity.
+  int64_t bytes() const ABSL_LOCKS_EXCLUDED(mu_);   // Pooled capacity.
   int64_t reused() const ABSL_LOCKS_EXCLUDED(mu_);  // Take() calls served from the pool.
 
  private:

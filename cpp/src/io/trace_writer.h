@@ -45,9 +45,9 @@ class TraceWriter {
   // Creates output_dir if needed, picks the first index after any existing
   // "{prefix}.{name}.{rank}.{index}" file (never overwrites), opens it, writes
   // the Header frame and starts the IO thread.
-  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(
-      const TraceConfig& config, std::vector<std::string> keys,
-      WriterTestHooks hooks = {});
+  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(const TraceConfig& config,
+                                                           std::vector<std::string> keys,
+                                                           WriterTestHooks hooks = {});
 
   virtual ~TraceWriter() = default;
 

@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
       }
     }
     set->tracers_.push_back(std::move(tracer));
-    std::lock_guard<std::mutex> lock(set->status_mu_);
+    MutexLock lock(&set->status_mu_);
     set->status_.push_back(std::move(status));
   }
   return set;
@@ -69,12 +69,12 @@ DeviceTracerSet::~DeviceTracerSet() {
 }
 
 void DeviceTracerSet::SetStatus(size_t index, std::string status) {
-  std::lock_guard<std::mutex> lock(status_mu_);
+  MutexLock lock(&status_mu_);
   status_[index] = std::move(status);
 }
 
 std::string DeviceTracerSet::StatusSummary() const {
-  std::lock_guard<std::mutex> lock(status_mu_);
+  MutexLock lock(&status_mu_);
   std::vector<std::string> parts;
   for (size_t i = 0; i < status_.size(); ++i) {
     parts.push_back(absl::StrCat(tracers_[i].type, ": ", status_[i]));
@@ -126,31 +126,24 @@ absl::Status DeviceTracerSet::Stop() {
 }
 
 void DeviceTracerSet::StepBegin(uint64_t external_id) {
-  if (!running_) return;
-  for (size_t i = 0; i < tracers_.size(); ++i) {
-    Tracer& tracer = tracers_[i];
-    if (tracer.profiler == nullptr) continue;
-    PluginErrorBuffer error;
-    if (tracer.library->registration().step_begin(tracer.profiler, external_id, error.get()) !=
-            XDL_TRACE_PLUGIN_OK &&
-        !tracer.step_error_reported) {
-      tracer.step_error_reported = true;
-      SetStatus(i, absl::StrCat("error: step_begin: ", error.message()));
-    }
-  }
+  CallStepHook(&XdlTracePluginRegistration::step_begin, "step_begin", external_id);
 }
 
 void DeviceTracerSet::StepEnd(uint64_t external_id) {
+  CallStepHook(&XdlTracePluginRegistration::step_end, "step_end", external_id);
+}
+
+void DeviceTracerSet::CallStepHook(StepHook hook, const char* hook_name, uint64_t external_id) {
   if (!running_) return;
   for (size_t i = 0; i < tracers_.size(); ++i) {
     Tracer& tracer = tracers_[i];
     if (tracer.profiler == nullptr) continue;
     PluginErrorBuffer error;
-    if (tracer.library->registration().step_end(tracer.profiler, external_id, error.get()) !=
+    if ((tracer.library->registration().*hook)(tracer.profiler, external_id, error.get()) !=
             XDL_TRACE_PLUGIN_OK &&
         !tracer.step_error_reported) {
       tracer.step_error_reported = true;
-      SetStatus(i, absl::StrCat("error: step_end: ", error.message()));
+      SetStatus(i, absl::StrCat("error: ", hook_name, ": ", error.message()));
     }
   }
 }

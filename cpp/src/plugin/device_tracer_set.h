@@ -5,12 +5,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
 #include "plugin/plugin_loader.h"
 
 namespace xdl_trace {
@@ -78,7 +79,12 @@ class DeviceTracerSet {
   };
 
   explicit DeviceTracerSet(DeviceTracerSetOptions options) : options_(std::move(options)) {}
+  // step_begin or step_end of the plugin ABI.
+  using StepHook = decltype(XdlTracePluginRegistration::step_begin) XdlTracePluginRegistration::*;
+
   absl::Status CollectOne(Tracer& tracer);
+  // Calls `hook` on every plugin; a tracer's first step hook failure goes into its status.
+  void CallStepHook(StepHook hook, const char* hook_name, uint64_t external_id);
   void SetStatus(size_t index, std::string status);
 
   const DeviceTracerSetOptions options_;
@@ -88,8 +94,8 @@ class DeviceTracerSet {
   uint64_t pending_bytes_ = 0;        // Training thread.
   std::atomic<int64_t> events_collected_{0};
   std::atomic<int64_t> events_dropped_{0};
-  mutable std::mutex status_mu_;
-  std::vector<std::string> status_;  // Guarded by status_mu_; one per tracer.
+  mutable Mutex status_mu_;
+  std::vector<std::string> status_ ABSL_GUARDED_BY(status_mu_);  // One per tracer.
 };
 
 }  // namespace internal

@@ -1,4 +1,4 @@
-// Encodes Records in protobuf wire format straight from tensor memory: one copy of each tensor's bytes.
+// Encodes Records in protobuf wire format from tensor memory: one copy of each tensor's bytes.
 #ifndef XDL_TRACE_RECORD_RECORD_ENCODER_H_
 #define XDL_TRACE_RECORD_RECORD_ENCODER_H_
 
@@ -31,11 +31,10 @@ using FrameBufferSource = absl::FunctionRef<std::string(size_t frame_bytes)>;
 // Sizes are computed first, then one buffer of the exact size is filled.
 // InvalidArgument when a dimension does not fit int32 or the record exceeds
 // kMaxFrameBytes (naming the key from `keys` when given).
-absl::StatusOr<EncodedRecord> EncodeRecord(
-    int64_t gstep, int64_t lstep, int64_t timestamp_ms,
-    absl::Span<const TensorView> columns,
-    absl::Span<const std::string> keys = {},
-    absl::string_view trailing_fields = {});
+absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
+                                           absl::Span<const TensorView> columns,
+                                           absl::Span<const std::string> keys = {},
+                                           absl::string_view trailing_fields = {});
 
 // The same, writing into the buffer `buffer_source` returns (asked once, only
 // after the sizes were validated). The bytes do not depend on the buffer.

@@ -9,20 +9,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "io/mutex.h"
+#include "core/mutex.h"
 #include "registry/validate.h"
 
 namespace xdl_trace {
-namespace {
+namespace internal {
 
-using internal::IoMutex;
-using internal::IoMutexLock;
-using internal::ValidateView;
-
-// Largest histogram a built-in summary may produce (bins).
-constexpr int kMaxHistogramBins = 1 << 20;
-
-const char* KindName(EntryKind kind) {
+const char* EntryKindName(EntryKind kind) {
   switch (kind) {
     case EntryKind::kTensor:
       return "tensor";
@@ -38,11 +31,23 @@ const char* KindName(EntryKind kind) {
   return "unknown";
 }
 
+}  // namespace internal
+
+namespace {
+
+using internal::EntryKindName;
+using internal::Mutex;
+using internal::MutexLock;
+using internal::ValidateView;
+
+// Largest histogram a built-in summary may produce (bins).
+constexpr int kMaxHistogramBins = 1 << 20;
+
 absl::Status ValidateSpec(const EntrySpec& spec, const std::string& full_key) {
-  const std::string what = absl::StrCat(KindName(spec.kind), " '", full_key, "'");
+  const std::string what = absl::StrCat(EntryKindName(spec.kind), " '", full_key, "'");
   if (spec.key.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(KindName(spec.kind), " in scope '", spec.scope, "': empty key"));
+        absl::StrCat(EntryKindName(spec.kind), " in scope '", spec.scope, "': empty key"));
   }
   const bool has_provider = static_cast<bool>(spec.provider);
   switch (spec.kind) {
@@ -116,7 +121,7 @@ std::string EntrySpec::FullKey() const {
 // Every field is shared between threads (registration, the training thread's
 // Snapshot/TakeGradient, producers' SendGradient) and guarded by `mu`.
 struct Registry::State {
-  IoMutex mu;
+  Mutex mu;
   std::vector<EntrySpec> entries ABSL_GUARDED_BY(mu);  // Registration order.
   std::unordered_set<std::string> full_keys ABSL_GUARDED_BY(mu);
   std::unordered_map<std::string, CapturedTensor> pending ABSL_GUARDED_BY(mu);
@@ -129,10 +134,10 @@ absl::Status Registry::Register(EntrySpec spec) {
   std::string full_key = spec.FullKey();
   absl::Status status = ValidateSpec(spec, full_key);
   if (!status.ok()) return status;
-  IoMutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   if (!state_->full_keys.insert(full_key).second) {
     return absl::InvalidArgumentError(
-        absl::StrCat(KindName(spec.kind), " '", full_key, "': key is already registered"));
+        absl::StrCat(EntryKindName(spec.kind), " '", full_key, "': key is already registered"));
   }
   state_->entries.push_back(std::move(spec));
   return absl::OkStatus();
@@ -142,7 +147,7 @@ void Registry::ClearScope(const std::string& scope) {
   std::vector<EntrySpec> removed;  // Destroyed outside the lock (keep-alives).
   std::vector<CapturedTensor> dropped;
   {
-    IoMutexLock lock(&state_->mu);
+    MutexLock lock(&state_->mu);
     auto& entries = state_->entries;
     auto split = std::stable_partition(entries.begin(), entries.end(),
                                        [&](const EntrySpec& e) { return e.scope != scope; });
@@ -164,7 +169,7 @@ void Registry::ClearScope(const std::string& scope) {
 void Registry::Clear() {
   std::vector<EntrySpec> removed;
   std::unordered_map<std::string, CapturedTensor> dropped;
-  IoMutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   removed.swap(state_->entries);
   dropped.swap(state_->pending);
   state_->full_keys.clear();
@@ -173,7 +178,7 @@ void Registry::Clear() {
 std::vector<EntrySpec> Registry::Snapshot(const std::vector<std::string>& scopes) const {
   std::vector<EntrySpec> out;
   std::unordered_set<std::string> seen;
-  IoMutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   for (const std::string& scope : scopes) {
     if (!seen.insert(scope).second) continue;  // A scope listed twice counts once.
     for (const EntrySpec& entry : state_->entries) {
@@ -189,7 +194,7 @@ absl::Status Registry::SendGradient(const std::string& name, CapturedTensor grad
     return ValidateView(gradient.view, absl::StrCat("gradient '", name, "'"));
   }
   CapturedTensor replaced;  // Released outside the lock.
-  IoMutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   CapturedTensor& slot = state_->pending[name];
   replaced = std::move(slot);
   slot = std::move(gradient);
@@ -197,7 +202,7 @@ absl::Status Registry::SendGradient(const std::string& name, CapturedTensor grad
 }
 
 absl::StatusOr<CapturedTensor> Registry::TakeGradient(const std::string& name) {
-  IoMutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   auto it = state_->pending.find(name);
   if (it == state_->pending.end()) {
     return absl::NotFoundError(
@@ -210,7 +215,7 @@ absl::StatusOr<CapturedTensor> Registry::TakeGradient(const std::string& name) {
 
 void Registry::DropPendingGradients() {
   std::unordered_map<std::string, CapturedTensor> dropped;  // Released outside the lock.
-  IoMutexLock lock(&state_->mu);
+  MutexLock lock(&state_->mu);
   dropped.swap(state_->pending);
 }
 

@@ -1,4 +1,5 @@
-// Checks shared by registration and capture: a tensor view the encoder and summaries can read.
+// Checks shared by registration and capture: a tensor view the encoder and summaries can read,
+// and how errors name an entry.
 #ifndef XDL_TRACE_REGISTRY_VALIDATE_H_
 #define XDL_TRACE_REGISTRY_VALIDATE_H_
 
@@ -6,10 +7,15 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "xdl_trace/registry.h"
 #include "xdl_trace/tensor.h"
 
 namespace xdl_trace {
 namespace internal {
+
+// How errors name an entry of `kind`: "tensor", "variable", "gradient", "callback", "once"
+// ("unknown" for a value outside the enum).
+const char* EntryKindName(EntryKind kind);
 
 // InvalidArgument prefixed by `what` (e.g. "tensor 'scope/w'") for an unknown
 // dtype, a dimension that is negative or does not fit int32, or null data

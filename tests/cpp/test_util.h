@@ -1,0 +1,91 @@
+// Helpers shared by the C++ tests: temporary directories, whole-file I/O and data-file frames.
+#ifndef XDL_TRACE_TESTS_CPP_TEST_UTIL_H_
+#define XDL_TRACE_TESTS_CPP_TEST_UTIL_H_
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace xdl_trace {
+namespace test {
+
+// A fresh directory <build>/test_tmp/<name>.XXXXXX, removed (recursively) at scope exit.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& name = "test") {
+    const std::string base = std::string(XDL_TRACE_BINARY_DIR) + "/test_tmp";
+    mkdir(base.c_str(), 0755);
+    std::string pattern = base + "/" + name + ".XXXXXX";
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// The whole file, which must exist.
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  INFO(path);
+  REQUIRE(in.good());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Replaces the file with `bytes`.
+inline void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  REQUIRE(out.good());
+}
+
+inline bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// One frame of a data file: [4-byte little-endian length][body].
+inline std::string Frame(const std::string& body) {
+  const auto n = static_cast<uint32_t>(body.size());
+  std::string out(4, '\0');
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return out + body;
+}
+
+// The bodies of the frames `bytes` holds, which must be whole frames only.
+inline std::vector<std::string> SplitFrames(const std::string& bytes) {
+  std::vector<std::string> frames;
+  size_t at = 0;
+  while (at < bytes.size()) {
+    REQUIRE(at + 4 <= bytes.size());
+    uint32_t n = 0;
+    for (int i = 0; i < 4; ++i)
+      n |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[at + i])) << (8 * i);
+    REQUIRE(at + 4 + n <= bytes.size());
+    frames.push_back(bytes.substr(at + 4, n));
+    at += 4 + n;
+  }
+  return frames;
+}
+
+}  // namespace test
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_TESTS_CPP_TEST_UTIL_H_
