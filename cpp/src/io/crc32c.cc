@@ -1,5 +1,4 @@
-// CRC-32C implementations: SSE4.2 crc32 instruction in three streams (x86-64) and a portable
-// slicing-by-8 table.
+// CRC-32C: SSE4.2 crc32 instruction in three interleaved streams (x86-64), slicing-by-8 table.
 #include "io/crc32c.h"
 
 #include <array>
