@@ -191,6 +191,11 @@ def main(argv=None):
         f"7-layer MLP, width {args.width}, batch {args.batch}; {args.rounds} rounds of "
         f"{args.block} untraced + {args.block} traced steps; all variables traced every step"
     )
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", f"all {os.cpu_count()} cores")
+    torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else "-"
+    print(
+        f"compute threads: OpenBLAS {blas}, torch {torch_threads}; the IO thread competes with them"
+    )
     for framework in frameworks:
         for target in targets:
             r = run(framework, target, args)

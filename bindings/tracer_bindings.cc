@@ -76,12 +76,7 @@ py::dict StatsToDict(const TraceStats& s) {
 // Python exception, which ThrowIfError re-raises.
 void RunWithoutGil(const std::function<absl::Status()>& call) {
   PendingPythonError::Clear();
-  absl::Status status;
-  {
-    py::gil_scoped_release release;
-    status = call();
-  }
-  ThrowIfError(status);
+  CallWithoutGil(call);
 }
 
 }  // namespace

@@ -17,11 +17,15 @@
 
 #include "io/trace_writer.h"
 #include "record/record_encoder.h"
+#include "test_util.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace internal {
 namespace {
+
+using test::ProtobufFrame;
+using test::TempDir;
 
 std::string WithCapacity(size_t capacity) {
   std::string s;
@@ -36,27 +40,6 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-// protobuf's own serialization of the Record, with the 4-byte length prefix.
-std::string ProtobufFrame(int64_t gstep, int64_t lstep, int64_t timestamp,
-                          const std::vector<TensorView>& columns) {
-  xdl::proto::Record record;
-  record.set_gstep(gstep);
-  record.set_lstep(lstep);
-  record.set_timestamp(timestamp);
-  for (const TensorView& view : columns) {
-    xdl::proto::Column* column = record.add_column();
-    column->set_dtype(static_cast<xdl::proto::Type>(view.dtype));
-    for (int64_t dim : view.shape) column->add_shape(static_cast<int32_t>(dim));
-    if (view.NumBytes() > 0) column->set_data(static_cast<const char*>(view.data), view.NumBytes());
-  }
-  std::string body;
-  REQUIRE(record.SerializeToString(&body));
-  std::string frame(4, '\0');
-  const uint32_t n = static_cast<uint32_t>(body.size());
-  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return frame + body;
 }
 
 TEST_CASE("FramePool keeps at most max_buffers buffers and max_bytes of capacity", "[pool]") {
@@ -152,32 +135,6 @@ TEST_CASE("records encoded through recycled buffers equal protobuf's serializati
   CHECK(pool.reused() == reused_before_grow);
   CHECK(pool.buffers() <= 2);
 }
-
-// A fresh directory under the build tree, removed at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    const std::string base = std::string(XDL_TRACE_BINARY_DIR) + "/test_tmp";
-    mkdir(base.c_str(), 0755);
-    std::string pattern = base + "/pool_XXXXXX";
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() {
-    if (DIR* d = opendir(path_.c_str())) {
-      while (const dirent* e = readdir(d)) {
-        const std::string name = e->d_name;
-        if (name != "." && name != "..") unlink((path_ + "/" + name).c_str());
-      }
-      closedir(d);
-    }
-    rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 TEST_CASE("the writer recycles written frames, bounded by max_pending_mb", "[pool][writer]") {
   TempDir dir;

@@ -9,38 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace internal {
 namespace {
 
-std::string LengthPrefixed(const std::string& body) {
-  const uint32_t n = static_cast<uint32_t>(body.size());
-  std::string out(4, '\0');
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return out + body;
-}
-
-// protobuf's serialization of the same Record, framed.
-std::string ProtobufFrame(int64_t gstep, int64_t lstep, int64_t timestamp,
-                          const std::vector<TensorView>& columns) {
-  xdl::proto::Record record;
-  record.set_gstep(gstep);
-  record.set_lstep(lstep);
-  record.set_timestamp(timestamp);
-  for (const TensorView& view : columns) {
-    xdl::proto::Column* column = record.add_column();
-    column->set_dtype(static_cast<xdl::proto::Type>(view.dtype));
-    for (int64_t dim : view.shape) column->add_shape(static_cast<int32_t>(dim));
-    if (view.NumBytes() > 0) {
-      column->set_data(static_cast<const char*>(view.data), view.NumBytes());
-    }
-  }
-  std::string body;
-  REQUIRE(record.SerializeToString(&body));
-  return LengthPrefixed(body);
-}
+using test::Frame;
+using test::ProtobufFrame;
 
 std::string Encode(int64_t gstep, int64_t lstep, int64_t timestamp,
                    const std::vector<TensorView>& columns, absl::string_view trailing = {}) {
@@ -147,7 +124,7 @@ TEST_CASE("header frame equals protobuf's Header", "[encoder]") {
     for (const std::string& key : keys) header.add_key(key);
     std::string body;
     REQUIRE(header.SerializeToString(&body));
-    CHECK(EncodeHeaderFrame(keys) == LengthPrefixed(body));
+    CHECK(EncodeHeaderFrame(keys) == Frame(body));
   }
 }
 

@@ -14,6 +14,9 @@
 #include <system_error>
 #include <vector>
 
+#include "xdl_trace.pb.h"
+#include "xdl_trace/tensor.h"
+
 namespace xdl_trace {
 namespace test {
 
@@ -83,6 +86,25 @@ inline std::vector<std::string> SplitFrames(const std::string& bytes) {
     at += 4 + n;
   }
   return frames;
+}
+
+// protobuf's own serialization of Record {gstep, lstep, columns, timestamp}, framed: what the
+// hand-written encoder must reproduce byte for byte.
+inline std::string ProtobufFrame(int64_t gstep, int64_t lstep, int64_t timestamp,
+                                 const std::vector<TensorView>& columns) {
+  xdl::proto::Record record;
+  record.set_gstep(gstep);
+  record.set_lstep(lstep);
+  record.set_timestamp(timestamp);
+  for (const TensorView& view : columns) {
+    xdl::proto::Column* column = record.add_column();
+    column->set_dtype(static_cast<xdl::proto::Type>(view.dtype));
+    for (int64_t dim : view.shape) column->add_shape(static_cast<int32_t>(dim));
+    if (view.NumBytes() > 0) column->set_data(static_cast<const char*>(view.data), view.NumBytes());
+  }
+  std::string body;
+  REQUIRE(record.SerializeToString(&body));
+  return Frame(body);
 }
 
 }  // namespace test

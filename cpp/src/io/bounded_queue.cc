@@ -8,14 +8,14 @@ namespace xdl_trace {
 namespace internal {
 
 void Completion::Notify(absl::Status status) {
-  IoMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   status_ = std::move(status);
   done_ = true;
   cv_.SignalAll();
 }
 
 absl::Status Completion::Wait() {
-  IoMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (!done_) cv_.Wait(&mu_);
   return status_;
 }
@@ -29,7 +29,7 @@ ByteBoundedQueue::PushResult ByteBoundedQueue::Push(WriterMessage message, Overf
   const int64_t bytes = message.bytes();
   bool wake_consumer = false;
   {
-    IoMutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     // Room means: the record fits under the bound, or nothing is pending at all
     // (a record larger than the bound goes alone instead of waiting forever).
     auto has_room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -62,7 +62,7 @@ ByteBoundedQueue::PushResult ByteBoundedQueue::Push(WriterMessage message, Overf
 void ByteBoundedQueue::PushControl(WriterMessage message) {
   bool wake_consumer = false;
   {
-    IoMutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(std::move(message));
     wake_consumer = consumer_waiting_;
   }
@@ -71,7 +71,7 @@ void ByteBoundedQueue::PushControl(WriterMessage message) {
 
 size_t ByteBoundedQueue::PopAll(std::deque<WriterMessage>* out,
                                 std::chrono::steady_clock::time_point deadline) {
-  IoMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   consumer_waiting_ = true;
   while (queue_.empty()) {
     if (deadline == std::chrono::steady_clock::time_point::max()) {
@@ -88,7 +88,7 @@ size_t ByteBoundedQueue::PopAll(std::deque<WriterMessage>* out,
 void ByteBoundedQueue::Release(int64_t bytes) {
   bool wake_producers = false;
   {
-    IoMutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     counters_.pending_bytes -= bytes;
     wake_producers = waiting_producers_ > 0;
   }
@@ -97,14 +97,14 @@ void ByteBoundedQueue::Release(int64_t bytes) {
 
 void ByteBoundedQueue::Abort() {
   {
-    IoMutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     aborted_ = true;
   }
   not_full_.SignalAll();
 }
 
 ByteBoundedQueue::Counters ByteBoundedQueue::counters() const {
-  IoMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return counters_;
 }
 

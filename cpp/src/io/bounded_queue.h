@@ -18,7 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "io/mutex.h"
+#include "core/mutex.h"
 #include "io/trace_writer.h"
 #include "xdl_trace/config.h"
 
@@ -32,8 +32,8 @@ class Completion {
   absl::Status Wait() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  IoMutex mu_;
-  IoCondVar cv_;
+  Mutex mu_;
+  CondVar cv_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };
@@ -113,9 +113,9 @@ class ByteBoundedQueue {
 
  private:
   const int64_t max_bytes_;
-  mutable IoMutex mu_;
-  IoCondVar not_empty_;  // Consumer waits here.
-  IoCondVar not_full_;   // Blocked producers wait here.
+  mutable Mutex mu_;
+  CondVar not_empty_;  // Consumer waits here.
+  CondVar not_full_;   // Blocked producers wait here.
   std::deque<WriterMessage> queue_ ABSL_GUARDED_BY(mu_);
   Counters counters_ ABSL_GUARDED_BY(mu_);
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;

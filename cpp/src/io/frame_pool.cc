@@ -15,7 +15,7 @@ std::string FramePool::Take(size_t min_capacity) {
   std::string out;
   std::string stale;  // Freed after the lock is released.
   {
-    IoMutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     size_t best = free_.size();
     size_t largest = free_.size();
     for (size_t i = 0; i < free_.size(); ++i) {
@@ -56,17 +56,17 @@ void FramePool::Give(std::string buffer) {
 }
 
 size_t FramePool::buffers() const {
-  IoMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return free_.size();
 }
 
 int64_t FramePool::bytes() const {
-  IoMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 
 int64_t FramePool::reused() const {
-  IoMutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return reused_;
 }
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "io/mutex.h"
+#include "core/mutex.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -44,7 +44,7 @@ class FramePool {
  private:
   const size_t max_buffers_;
   const int64_t max_bytes_;
-  mutable IoMutex mu_;
+  mutable Mutex mu_;
   std::vector<std::string> free_ ABSL_GUARDED_BY(mu_);  // Capacity reserved up front.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t reused_ ABSL_GUARDED_BY(mu_) = 0;

@@ -24,7 +24,7 @@
 #include "io/file_set.h"
 #include "io/frame_pool.h"
 #include "io/meta_writer.h"
-#include "io/mutex.h"
+#include "core/mutex.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
@@ -163,7 +163,7 @@ class FileTraceWriter final : public TraceWriter {
   // ---- Shared state helpers (any thread) ----
 
   absl::Status error() const ABSL_LOCKS_EXCLUDED(error_mu_) {
-    IoMutexLock lock(&error_mu_);
+    MutexLock lock(&error_mu_);
     return error_;
   }
 
@@ -171,7 +171,7 @@ class FileTraceWriter final : public TraceWriter {
   // queue from blocking producers.
   void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(error_mu_) {
     {
-      IoMutexLock lock(&error_mu_);
+      MutexLock lock(&error_mu_);
       if (error_.ok()) error_ = std::move(status);
     }
     failed_.store(true, std::memory_order_release);
@@ -432,7 +432,7 @@ class FileTraceWriter final : public TraceWriter {
   std::atomic<int64_t> records_dropped_{0};
   std::atomic<int64_t> files_written_{0};
   std::atomic<bool> failed_{false};  // Fast path copy of !error_.ok().
-  mutable IoMutex error_mu_;
+  mutable Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
 
   // ---- Caller (training) thread only ----

@@ -17,22 +17,6 @@
 namespace xdl_trace {
 namespace {
 
-const char* KindName(EntryKind kind) {
-  switch (kind) {
-    case EntryKind::kTensor:
-      return "tensor";
-    case EntryKind::kVariable:
-      return "variable";
-    case EntryKind::kGradient:
-      return "gradient";
-    case EntryKind::kCallback:
-      return "callback";
-    case EntryKind::kOnce:
-      return "once";
-  }
-  return "entry";
-}
-
 // The column XDL writes for a once-value after its first record, and this
 // tracer for a missing gradient under kEmptyColumn.
 TensorView EmptyFloatColumn() { return TensorView{DType::kFloat32, {0}, nullptr}; }
@@ -57,8 +41,8 @@ int64_t NowMs() {
 
 // `status` with its message prefixed by the entry's kind and key.
 absl::Status NameEntry(const EntrySpec& entry, const std::string& key, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat(KindName(entry.kind), " '", key, "': ", status.message()));
+  return absl::Status(status.code(), absl::StrCat(internal::EntryKindName(entry.kind), " '", key,
+                                                  "': ", status.message()));
 }
 
 }  // namespace
@@ -168,7 +152,8 @@ absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients
     view = slot.captured.view;
   }
   if (!internal::IsReadableView(view)) {
-    return internal::ValidateView(view, absl::StrCat(KindName(entry.kind), " '", key, "'"));
+    return internal::ValidateView(
+        view, absl::StrCat(internal::EntryKindName(entry.kind), " '", key, "'"));
   }
   absl::Status status;
 
@@ -183,11 +168,11 @@ absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients
     view = slot.user_summary.view();
     if (!internal::IsReadableView(view)) {
       return internal::ValidateView(
-          view, absl::StrCat(KindName(entry.kind), " '", key, "': summary result"));
+          view, absl::StrCat(internal::EntryKindName(entry.kind), " '", key, "': summary result"));
     }
     if (slot.user_summary.bytes.size() != view.NumBytes()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          KindName(entry.kind), " '", key, "': summary result holds ",
+          internal::EntryKindName(entry.kind), " '", key, "': summary result holds ",
           slot.user_summary.bytes.size(), " bytes, its dtype and shape need ", view.NumBytes()));
     }
   } else if (entry.summary.builtin != BuiltinSummary::kNone) {
