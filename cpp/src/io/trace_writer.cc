@@ -19,12 +19,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/mutex.h"
 #include "io/bounded_queue.h"
 #include "io/crc32c.h"
 #include "io/file_set.h"
 #include "io/frame_pool.h"
 #include "io/meta_writer.h"
-#include "core/mutex.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
