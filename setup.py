@@ -29,7 +29,8 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     """Configures the project with tests and examples off, builds it, and copies the _core
-    module (and any device-tracer plugins built into xdl_trace/plugins) into the wheel."""
+    module and the device-tracer plugins it built (e.g. CUPTI, where CUDA is present) into the
+    wheel: _core finds built-in plugins in the plugins/ folder beside itself."""
 
     def build_extension(self, ext):
         ext_path = os.path.abspath(self.get_ext_fullpath(ext.name))
@@ -59,7 +60,7 @@ class CMakeBuild(build_ext):
             raise RuntimeError(f"xdl_trace: CMake did not produce _core in {staging}")
         os.makedirs(package_dir, exist_ok=True)
         shutil.copy2(os.path.join(staging, built[0]), ext_path)
-        plugins = os.path.join(ROOT, "xdl_trace", "plugins")
+        plugins = os.path.join(cmake_dir, "plugins")
         if os.path.isdir(plugins):
             dest = os.path.join(package_dir, "plugins")
             os.makedirs(dest, exist_ok=True)

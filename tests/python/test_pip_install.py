@@ -61,3 +61,19 @@ print(xdl.__file__)
     assert imported.returncode == 0, imported.stderr
     assert str(venv) in imported.stdout
     assert os.path.exists(out / "train.trace.0.1")
+
+    # Where the CUDA toolkit is present the CUPTI plugin ships in the wheel and is found by
+    # name beside the installed _core (here without a GPU it reports itself unavailable).
+    if os.path.exists("/usr/local/cuda/include/cupti.h"):
+        script = f"""
+import numpy as np, xdl_trace as xdl, os
+plugin = os.path.join(os.path.dirname(xdl.__file__), "plugins", "libxdl_trace_cupti.so")
+assert os.path.exists(plugin), plugin
+xdl.trace_tensor("x", np.arange(3.0))
+with xdl.TraceHook({{"output_dir": {str(tmp_path / "cupti")!r}, "device_tracers": ["cupti"]}}) as h:
+    h.step()
+print(h.stats()["device_tracer_status"])
+"""
+        cupti = run([python, "-c", script], timeout=120, capture_output=True, text=True)
+        assert cupti.returncode == 0, cupti.stderr
+        assert cupti.stdout.startswith("cupti: "), cupti.stdout
