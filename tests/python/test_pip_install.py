@@ -4,15 +4,15 @@ the installed package works from outside the repository and puts `xdl-trace` on 
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
 from conftest import REPO
 
-# A persistent CMake/setuptools build directory keeps re-runs incremental (the first run
-# compiles the core: a minute or two on a small machine).
-BUILD_DIR = os.path.join(tempfile.gettempdir(), "xdl_trace_pip_test_build")
+# A persistent CMake/setuptools build directory inside this checkout's (ignored) build/ keeps
+# re-runs incremental (the first run compiles the core: a minute or two on a small machine);
+# being per checkout, a CMake cache made from another source tree is never reused.
+BUILD_DIR = os.path.join(REPO, "build", "pip-test")
 
 
 @pytest.mark.slow
