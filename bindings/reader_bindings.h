@@ -13,7 +13,4 @@ void RegisterReaderBindings(pybind11::module_& m);
 }  // namespace python
 }  // namespace xdl_trace
 
-// module.cc calls it unqualified from the global namespace.
-using xdl_trace::python::RegisterReaderBindings;
-
 #endif  // XDL_TRACE_BINDINGS_READER_BINDINGS_H_
