@@ -16,10 +16,12 @@ Prints figures; nothing here passes or fails. Target on tmpfs: traced/untraced >
 
 import argparse
 import os
+import queue
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -96,6 +98,46 @@ class TorchMLP:
         self.opt.step()
 
 
+class WriteFloor:
+    """What any tracer must at least cost here: a thread that write()s the step's byte count into
+    a file in the same directory, from one buffer filled once (no capture copy, no encoding, no
+    checksum, no Meta). Its ratio, measured in the same run, is the ceiling for a tracer that
+    puts every traced byte into that file system."""
+
+    def __init__(self, out_dir, nbytes):
+        os.makedirs(out_dir, exist_ok=True)
+        self._fd = os.open(os.path.join(out_dir, "write_floor.bin"), os.O_WRONLY | os.O_CREAT)
+        self._buf = memoryview(np.ones(nbytes, np.uint8))  # touched once: no faults when timed
+        self._queue = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            done = 0
+            while done < len(self._buf):  # os.write releases the GIL during the syscall.
+                done += os.write(self._fd, self._buf[done:])
+
+    def step(self, gstep):
+        self._queue.put(gstep)
+
+    def flush(self):
+        drained = threading.Event()
+        self._queue.put(drained)
+        drained.wait()
+
+    def close(self):
+        self._queue.put(None)
+        self._thread.join()
+        os.close(self._fd)
+
+
 def run(framework, out_dir, args):
     model = (NumpyMLP if framework == "numpy" else TorchMLP)(args.width, args.batch)
     xdl.clear()
@@ -107,45 +149,56 @@ def run(framework, out_dir, args):
     )
     shutil.rmtree(out_dir, ignore_errors=True)
     hook = xdl.TraceHook({"output_dir": out_dir, "on_error": "raise"})
-    times = {"untraced": [], "traced": [], "flush": []}
-    cpu = {"untraced": 0.0, "traced": 0.0}  # Process CPU time, flush included.
+    floor = WriteFloor(out_dir, nbytes)
+    # Each condition: what runs after model.step(), and how to drain it between blocks.
+    conditions = {"untraced": (None, None), "traced": (hook.step, hook.flush)}
+    if not args.no_floor:
+        conditions["write floor"] = (floor.step, floor.flush)
+    times = {kind: [] for kind in conditions}
+    flush_times = []  # The traced blocks' drain waits.
+    cpu = {kind: 0.0 for kind in conditions}  # Process CPU time, drain included.
     gstep = 0
     try:
         with hook:
             for _ in range(args.warmup):
                 model.step()
                 hook.step(gstep)
+                floor.step(gstep)
                 gstep += 1
             hook.flush()
+            floor.flush()
             for r in range(args.rounds):
-                order = ("untraced", "traced") if r % 2 == 0 else ("traced", "untraced")
+                order = list(conditions) if r % 2 == 0 else list(reversed(conditions))
                 for kind in order:
+                    after_step, drain = conditions[kind]
                     cpu_start = time.process_time()
                     start = time.perf_counter()
                     for _ in range(args.block):
                         model.step()
-                        if kind == "traced":
-                            hook.step(gstep)
+                        if after_step:
+                            after_step(gstep)
                         gstep += 1
                     end = time.perf_counter()
-                    hook.flush()  # Drain before the next block (fdatasync + Meta on disk).
+                    if drain:
+                        drain()  # Empty before the next block (fdatasync + Meta on disk).
                     times[kind].append(end - start)
                     cpu[kind] += time.process_time() - cpu_start
                     if kind == "traced":
-                        times["flush"].append(time.perf_counter() - end)
+                        flush_times.append(time.perf_counter() - end)
         stats = hook.stats()
     finally:
+        floor.close()
         shutil.rmtree(out_dir, ignore_errors=True)
     steps = args.block * args.rounds
-    untraced = steps / sum(times["untraced"])
-    traced = steps / sum(times["traced"])
-    charged = steps / (sum(times["traced"]) + sum(times["flush"]))
+    rate = {kind: steps / sum(t) for kind, t in times.items()}
+    charged = steps / (sum(times["traced"]) + sum(flush_times))
     per_round = [u / t for u, t in zip(times["untraced"], times["traced"])]
     return {
-        "untraced": untraced,
-        "traced": traced,
-        "ratio": traced / untraced,
-        "ratio_with_flush": charged / untraced,
+        "untraced": rate["untraced"],
+        "traced": rate["traced"],
+        "ratio": rate["traced"] / rate["untraced"],
+        "floor_ratio": rate["write floor"] / rate["untraced"] if "write floor" in rate else None,
+        "ratio_with_flush": charged / rate["untraced"],
         "cpu_ratio": cpu["untraced"] / cpu["traced"],
         "median_round_ratio": statistics.median(per_round),
         "mb_per_step": nbytes / 1e6,
@@ -173,6 +226,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=10, help="untraced+traced block pairs")
     parser.add_argument("--block", type=int, default=5, help="steps per block")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--no-floor", action="store_true", help="skip the raw write() floor blocks")
     args = parser.parse_args(argv)
     targets = args.out_dir
     if not targets:
@@ -209,6 +263,12 @@ def main(argv=None):
                 f"{r['dropped']} dropped)",
                 flush=True,
             )
+            if r["floor_ratio"] is not None:
+                print(
+                    f"{'':46s} write floor (a thread only write()s {r['mb_per_step']:.2f} MB per "
+                    f"step to the same directory): ratio {r['floor_ratio']:.3f}",
+                    flush=True,
+                )
     return 0
 
 

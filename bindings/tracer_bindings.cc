@@ -127,6 +127,8 @@ void RegisterTracerBindings(py::module_& m) {
       .def_readwrite("meta_interval_s", &TraceConfig::meta_interval_s)
       .def_readwrite("run_id", &TraceConfig::run_id)
       .def_readwrite("device_tracers", &TraceConfig::device_tracers)
+      .def_readwrite("device_collect_interval_s", &TraceConfig::device_collect_interval_s)
+      .def_readwrite("device_plugin_config", &TraceConfig::device_plugin_config)
       .def("validate", [](const TraceConfig& c) { ThrowIfError(c.Validate()); })
       .def("prefix", &TraceConfig::Prefix);
 

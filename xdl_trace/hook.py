@@ -25,6 +25,8 @@ CONFIG_KEYS = (
     "fsync",
     "meta_interval_s",
     "device_tracers",
+    "device_collect_interval_s",
+    "device_plugin_config",
 )
 
 RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -70,6 +72,20 @@ def _choice(config, key, default, choices):
     value = config.get(key, default)
     if value not in choices:
         raise _bad(key, value, " or ".join(repr(c) for c in choices))
+    return value
+
+
+def _plugin_config(value):
+    # A dict {key: value} or the plugins' own "key=value;..." string.
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str) or not k or any(c in k for c in "=;"):
+                raise _bad("device_plugin_config", value, "option names without '=' or ';'")
+            if any(c in str(v) for c in ";"):
+                raise _bad("device_plugin_config", value, "option values without ';'")
+        return ";".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in value.items())
+    if not isinstance(value, str):
+        raise _bad("device_plugin_config", value, "a dict or a 'key=value;...' string")
     return value
 
 
@@ -132,6 +148,11 @@ def build_config(config, is_training=True):
     if not isinstance(tracers, (list, tuple)) or not all(isinstance(t, str) for t in tracers):
         raise _bad("device_tracers", tracers, "a list of tracer names or plugin paths")
     cfg.device_tracers = list(tracers)
+    interval = _number(config, "device_collect_interval_s", 1.0, positive=False)
+    if not 0 <= interval < float("inf"):
+        raise _bad("device_collect_interval_s", interval, "a number of seconds >= 0")
+    cfg.device_collect_interval_s = interval
+    cfg.device_plugin_config = _plugin_config(config.get("device_plugin_config", ""))
     cfg.validate()
     return cfg, on_error
 

@@ -230,9 +230,8 @@ TEST_CASE("device tracing turns steps into host spans and Record fields 5 and 6"
   TraceConfig config;
   config.output_dir = "/unused";
   config.device_tracers = {FakePlugin()};
-  DeviceTracingOptions options;
-  options.collect_interval_s = 0;  // Collect at every step for this test.
-  absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config, options);
+  config.device_collect_interval_s = 0;  // Collect at every step for this test.
+  absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config);
   REQUIRE(tracing.ok());
   DeviceTracing& t = **tracing;
 

@@ -60,9 +60,8 @@ TEST_CASE("the fake plugin's events and host spans reach the data file", "[plugi
   config.output_dir = dir.path();
   config.fsync = false;
   config.device_tracers = {FakePlugin()};
-  ::setenv("XDL_TRACE_DEVICE_COLLECT_INTERVAL_S", "0", 1);  // Collect at every step.
+  config.device_collect_interval_s = 0;  // Collect at every step.
   auto tracer = Tracer::Start(config, OneTensor(kWeights));
-  ::unsetenv("XDL_TRACE_DEVICE_COLLECT_INTERVAL_S");
   REQUIRE(tracer.ok());
   for (int64_t step = 1; step <= 5; ++step) REQUIRE((*tracer)->Step(step * 100, step).ok());
   REQUIRE((*tracer)->Close().ok());

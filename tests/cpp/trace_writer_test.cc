@@ -555,7 +555,9 @@ TEST_CASE("kDrop with a stalled sink drops what does not fit, counts it, and Met
   constexpr int64_t kRecords = 100;
   for (int64_t step = 20; step < 20 + kRecords; ++step) {
     REQUIRE(MakeRecord(step, 1000).frame.size() == record);
-    REQUIRE(writer->Submit(MakeRecord(step, 1000)).ok());  // Never blocks.
+    const absl::StatusOr<bool> queued = writer->Submit(MakeRecord(step, 1000));  // Never blocks.
+    REQUIRE(queued.ok());
+    CHECK(*queued == (step < 30));
   }
   // The sink held every byte: exactly 10 records fit, the rest were dropped.
   CHECK(writer->stats().records_dropped == kRecords - 10);
@@ -594,10 +596,10 @@ TEST_CASE("Submit rejects malformed frames with InvalidArgument", "[writer][erro
   auto writer = OpenOrDie(SmallConfig(dir.path()));
   EncodedRecord short_frame;
   short_frame.frame = "ab";
-  CHECK(writer->Submit(std::move(short_frame)).code() == absl::StatusCode::kInvalidArgument);
+  CHECK(writer->Submit(std::move(short_frame)).status().code() == absl::StatusCode::kInvalidArgument);
   EncodedRecord bad_prefix = MakeRecord(1);
   bad_prefix.frame[0] = static_cast<char>(bad_prefix.frame[0] + 1);
-  const absl::Status s = writer->Submit(std::move(bad_prefix));
+  const absl::Status s = writer->Submit(std::move(bad_prefix)).status();
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(s.message()), Catch::Contains("length prefix"));
   REQUIRE(writer->Close().ok());
@@ -648,7 +650,7 @@ TEST_CASE("EFBIG (RLIMIT_FSIZE) becomes a sticky error; nothing hangs", "[writer
     FileSizeLimit limit(20000);
     writer = OpenOrDie(config);
     for (int64_t step = 0; step < 200; ++step) {
-      absl::Status s = writer->Submit(MakeRecord(step, 1000));
+      absl::Status s = writer->Submit(MakeRecord(step, 1000)).status();
       ++submitted;
       if (!s.ok()) {
         submit_error = s;
@@ -701,7 +703,7 @@ TEST_CASE("a removed output directory surfaces at Flush naming the file; Close n
   CHECK_THAT(std::string(flush.message()), Catch::Contains("open"));
 
   const int64_t dropped_before = writer->stats().records_dropped;
-  CHECK(writer->Submit(MakeRecord(20)) == flush);  // Sticky, immediate.
+  CHECK(writer->Submit(MakeRecord(20)).status() == flush);  // Sticky, immediate.
   CHECK(writer->stats().records_dropped == dropped_before + 1);
   CHECK(writer->Flush() == flush);
   CHECK(writer->Close() == flush);
@@ -721,7 +723,7 @@ TEST_CASE("Close is idempotent, Submit after Close fails, the destructor closes"
     CHECK(writer->Close().ok());
     CHECK(writer->Close().ok());
     CHECK(writer->Flush().ok());
-    CHECK(writer->Submit(MakeRecord(2)).code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(writer->Submit(MakeRecord(2)).status().code() == absl::StatusCode::kFailedPrecondition);
   }
   {
     auto writer = OpenOrDie(config);  // Index 2; destroyed without Close.

@@ -289,6 +289,34 @@ TEST_CASE("a missing gradient is an empty column and a counter, under kEmptyColu
   CHECK(IsEmptyFloatColumn(file.records[1].column(1)));
 }
 
+TEST_CASE("entries tracing one gradient name share one send", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
+  EntrySpec stats = GradientEntry("grad_stats/w", "w");
+  stats.summary.builtin = BuiltinSummary::kStats;
+  REQUIRE(registry->Register(stats).ok());
+  TraceConfig config = Config(dir.path());
+  config.missing_gradient = MissingGradientPolicy::kEmptyColumn;
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  REQUIRE(registry->SendGradient("w", OwnedScalar(4)).ok());
+  REQUIRE((*tracer)->StepAt(1, 1, 1).ok());
+  REQUIRE((*tracer)->StepAt(2, 2, 2).ok());  // Nothing sent: both columns miss it.
+  REQUIRE((*tracer)->Close().ok());
+  CHECK((*tracer)->stats().missing_gradients == 2);
+
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 2);
+  CHECK(Values<float>(file.records[0].column(0)) == std::vector<float>{4});
+  const std::vector<double> summary = Values<double>(file.records[0].column(1));
+  REQUIRE(summary.size() == 8);
+  CHECK(summary[0] == 1);  // Count and mean of the one shared value.
+  CHECK(summary[3] == 4);
+  CHECK(IsEmptyFloatColumn(file.records[1].column(0)));
+  CHECK(IsEmptyFloatColumn(file.records[1].column(1)));
+}
+
 TEST_CASE("entry errors name the key and queue nothing", "[tracer]") {
   TempDir dir;
   auto registry = std::make_shared<Registry>();
@@ -414,6 +442,11 @@ TEST_CASE("Start validates; Close is idempotent; Step after Close fails", "[trac
   CHECK(Tracer::Start(bad, registry).status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(Tracer::Start(Config(dir.path()), nullptr).status().code() ==
         absl::StatusCode::kInvalidArgument);
+  TraceConfig negative_interval = Config(dir.path());
+  negative_interval.device_collect_interval_s = -1;
+  const absl::Status interval = Tracer::Start(negative_interval, registry).status();
+  CHECK(interval.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(Message(interval), Catch::Contains("device_collect_interval_s"));
 
   auto tracer = Tracer::Start(Config(dir.path()), registry);
   REQUIRE(tracer.ok());

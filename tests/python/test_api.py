@@ -73,6 +73,22 @@ def test_trace_gradient_with_send_gradient(cfg, read_trace):
     assert stats.shape == (8,) and stats[0] == 1 and stats[1] == 2.0
 
 
+def test_one_send_serves_every_entry_on_that_gradient(cfg, read_trace):
+    w = np.ones(3, np.float32)
+    xdl.trace_variable("w", w)
+    xdl.trace_gradient("w")
+    xdl.trace_gradient("w", key="gradient_stats/w", summary="stats")
+
+    def body(step):
+        xdl.send_gradient("w", np.array([step, 2.0, 4.0], np.float32))
+
+    run(cfg, 2, body)
+    (trace,) = read_trace(cfg["output_dir"])
+    np.testing.assert_array_equal(trace.column("gradient/w")[1], [1.0, 2.0, 4.0])
+    stats = trace.column("gradient_stats/w")[1]
+    assert stats[0] == 3 and stats[1] == 1.0 and stats[2] == 4.0  # count, min, max
+
+
 def test_untraced_steps_drop_pending_gradients(cfg, read_trace):
     xdl.trace_gradient("w")
     with xdl.TraceHook(cfg, filter=xdl.Steps(1)) as hook:

@@ -39,15 +39,16 @@ def fake_plugin(tmp_path_factory):
     return str(out)
 
 
-def _run(output_dir, rank, plugin, steps, monkeypatch):
-    monkeypatch.setenv("XDL_TRACE_DEVICE_COLLECT_INTERVAL_S", "0")  # Collect at every step.
+def _run(output_dir, rank, plugin, steps, **options):
     weights = np.arange(8, dtype=np.float32)
     xdl.trace_tensor("w", weights)
     config = {
         "output_dir": str(output_dir),
         "rank": rank,
         "device_tracers": [plugin],
+        "device_collect_interval_s": 0,  # Collect at every step.
         "fsync": False,
+        **options,
     }
     with xdl.TraceHook(config) as hook:
         for step in range(steps):
@@ -92,10 +93,10 @@ def test_descriptor_mirrors_proto_file(tmp_path):
     assert shape(timeline.file_descriptor()) == shape(fds.file[0])
 
 
-def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, monkeypatch, pb):
+def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, pb):
     run = tmp_path / "run"
-    stats0 = _run(run, 0, fake_plugin, 4, monkeypatch)
-    stats1 = _run(run, 1, fake_plugin, 3, monkeypatch)
+    stats0 = _run(run, 0, fake_plugin, 4)
+    stats1 = _run(run, 1, fake_plugin, 3)
     assert stats0["device_tracer_status"] == "fake: ok"
     assert stats0["device_events"] == 5 * 6  # 4 steps + the one open at close.
     assert stats1["device_events"] == 4 * 6
@@ -172,6 +173,49 @@ def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, mon
     # Host and device share one time axis: step flows start inside their step.
     by_host = {(s["pid"], s["ts"]) for s in steps}
     assert all((s["pid"], s["ts"]) in by_host for s in step_flows)
+
+
+def test_device_options_come_from_the_config_and_the_environment_wins(
+    tmp_path, fake_plugin, monkeypatch
+):
+    off = _run(tmp_path / "a", 0, fake_plugin, 2, device_plugin_config={"unavailable": True})
+    assert off["device_tracer_status"].startswith("fake: unavailable")
+    assert off["device_events"] == 0
+    base = _run(tmp_path / "b", 0, fake_plugin, 2)
+    more = _run(tmp_path / "c", 0, fake_plugin, 2, device_plugin_config="events_per_step=4")
+    assert more["device_events"] > base["device_events"] > 0
+
+    monkeypatch.setenv("XDL_TRACE_PLUGIN_CONFIG", "events_per_step=4")
+    env = _run(tmp_path / "d", 0, fake_plugin, 2, device_plugin_config={"unavailable": True})
+    assert env["device_tracer_status"] == "fake: ok"
+    assert env["device_events"] == more["device_events"]
+
+    # With the default interval (1 s) a short run is collected once, at close, so the device
+    # events need the extra record written after the last step.
+    monkeypatch.delenv("XDL_TRACE_PLUGIN_CONFIG")
+    xdl.trace_tensor("w", np.ones(2, np.float32))
+    config = {"output_dir": str(tmp_path / "e"), "device_tracers": [fake_plugin], "fsync": False}
+    with xdl.TraceHook(config) as hook:
+        for _ in range(3):
+            hook.step()
+    records = list(xdl.open_trace(str(tmp_path / "e")))
+    assert len(records) == 4
+    # The fake makes the same events for each step (3 here, counting the one open at close).
+    per_step = base["device_events"] // 3
+    assert hook.stats()["device_events"] == 4 * per_step
+
+
+def test_bad_device_options_name_the_key_or_variable(tmp_path, fake_plugin, monkeypatch):
+    config = {"output_dir": str(tmp_path), "device_tracers": [fake_plugin]}
+    with pytest.raises(ValueError, match="device_collect_interval_s"):
+        xdl.TraceHook({**config, "device_collect_interval_s": -1}).begin()
+    with pytest.raises(ValueError, match="device_plugin_config"):
+        xdl.TraceHook({**config, "device_plugin_config": 5}).begin()
+    with pytest.raises(ValueError, match="device_plugin_config"):
+        xdl.TraceHook({**config, "device_plugin_config": {"a": "x;y"}}).begin()
+    monkeypatch.setenv("XDL_TRACE_DEVICE_COLLECT_INTERVAL_S", "soon")
+    with pytest.raises(ValueError, match="XDL_TRACE_DEVICE_COLLECT_INTERVAL_S='soon'"):
+        xdl.TraceHook(config).begin()
 
 
 def test_cupti_runs_cleanly_and_reports_its_status(tmp_path):

@@ -37,6 +37,13 @@ struct TraceConfig {
   // Device tracers to start with the tracer: built-in names ("cupti") or
   // plugin paths (docs/device-tracing.md). Empty: none.
   std::vector<std::string> device_tracers;
+  // Device tracers are collected at the first step after this many seconds;
+  // 0 collects at every step. Environment XDL_TRACE_DEVICE_COLLECT_INTERVAL_S
+  // overrides it.
+  double device_collect_interval_s = 1.0;
+  // Options for every device plugin, "key=value;..." (docs/device-tracing.md).
+  // Environment XDL_TRACE_PLUGIN_CONFIG overrides it.
+  std::string device_plugin_config;
 
   // InvalidArgument naming the field when a value is out of range.
   absl::Status Validate() const;

@@ -81,6 +81,9 @@ class Tracer {
   const std::shared_ptr<Registry> registry_;
   const std::vector<EntrySpec> entries_;
   std::vector<std::string> keys_;
+  // kGradient entries: the first entry with the same gradient_name (itself if
+  // none before it); that one takes the sent gradient, later ones share it.
+  std::vector<size_t> gradient_taker_;
   // Training thread only:
   std::vector<Slot> slots_;        // One per entry.
   std::vector<TensorView> views_;  // This step's columns.

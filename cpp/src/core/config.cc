@@ -1,6 +1,8 @@
 // Range checks of TraceConfig fields.
 #include "xdl_trace/config.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 
 namespace xdl_trace {
@@ -23,6 +25,10 @@ absl::Status TraceConfig::Validate() const {
   if (!(max_pending_mb > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("config: max_pending_mb ", max_pending_mb, " must be > 0"));
+  }
+  if (!(device_collect_interval_s >= 0) || std::isinf(device_collect_interval_s)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "config: device_collect_interval_s ", device_collect_interval_s, " must be >= 0"));
   }
   return absl::OkStatus();
 }

@@ -91,7 +91,7 @@ class FileTraceWriter final : public TraceWriter {
     return absl::OkStatus();
   }
 
-  absl::Status Submit(EncodedRecord record) override {
+  absl::StatusOr<bool> Submit(EncodedRecord record) override {
     if (closed_) return absl::FailedPreconditionError("xdl_trace: Submit after Close");
     const std::string& frame = record.frame;
     if (frame.size() < 4 || frame.size() - 4 > kMaxFrameBody) {
@@ -112,15 +112,15 @@ class FileTraceWriter final : public TraceWriter {
     }
     switch (queue_.Push(WriterMessage::Record(std::move(record)), config_.overflow)) {
       case ByteBoundedQueue::PushResult::kQueued:
-        return absl::OkStatus();
+        return true;
       case ByteBoundedQueue::PushResult::kDropped:
         records_dropped_.fetch_add(1, std::memory_order_relaxed);
-        return absl::OkStatus();
+        return false;
       case ByteBoundedQueue::PushResult::kAborted:
         records_dropped_.fetch_add(1, std::memory_order_relaxed);
         return error();
     }
-    return absl::OkStatus();
+    return false;
   }
 
   absl::Status Flush() override {

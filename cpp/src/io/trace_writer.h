@@ -51,10 +51,11 @@ class TraceWriter {
 
   virtual ~TraceWriter() = default;
 
-  // Queues a record. Under kBlock waits while the queue is full; under kDrop
-  // drops and counts it. After a write error returns that error at once and
-  // counts the record as dropped. InvalidArgument for a frame over 4 GiB.
-  virtual absl::Status Submit(EncodedRecord record) = 0;
+  // Queues a record: true once queued. Under kBlock waits while the queue is
+  // full; under kDrop drops and counts it, and returns false. After a write
+  // error returns that error at once and counts the record as dropped.
+  // InvalidArgument for a frame over 4 GiB.
+  virtual absl::StatusOr<bool> Submit(EncodedRecord record) = 0;
   // Returns once every record submitted before it is written and Meta is
   // replaced; the sticky write error if any.
   virtual absl::Status Flush() = 0;

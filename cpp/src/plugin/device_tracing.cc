@@ -5,10 +5,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "device_trace.pb.h"
 
 namespace xdl_trace {
@@ -61,22 +64,28 @@ std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_trac
 }
 
 absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(const TraceConfig& config,
-                                                                    DeviceTracingOptions options) {
+                                                                    DeviceTracerSetOptions options) {
   if (config.device_tracers.empty()) {
     return absl::InvalidArgumentError("device tracing started with no device_tracers");
   }
-  // Environment overrides (docs/device-tracing.md): no TraceConfig field yet.
+  // The environment overrides the config (docs/device-tracing.md).
+  double collect_interval_s = config.device_collect_interval_s;
   if (const char* interval = std::getenv(kCollectIntervalEnv); interval != nullptr) {
-    options.collect_interval_s = std::atof(interval);
+    if (!absl::SimpleAtod(interval, &collect_interval_s) || !(collect_interval_s >= 0) ||
+        std::isinf(collect_interval_s)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "environment ", kCollectIntervalEnv, "='", interval, "' is not a number of seconds >= 0"));
+    }
   }
+  options.plugin_config = config.device_plugin_config;
   if (const char* plugin_config = std::getenv(kPluginConfigEnv); plugin_config != nullptr) {
-    options.set.plugin_config = plugin_config;
+    options.plugin_config = plugin_config;
   }
   absl::StatusOr<std::unique_ptr<DeviceTracerSet>> set =
-      DeviceTracerSet::Create(config.device_tracers, options.set);
+      DeviceTracerSet::Create(config.device_tracers, std::move(options));
   if (!set.ok()) return set.status();
   if (absl::Status started = (*set)->Start(); !started.ok()) return started;
-  std::unique_ptr<DeviceTracing> tracing(new DeviceTracing(std::move(*set), std::move(options)));
+  std::unique_ptr<DeviceTracing> tracing(new DeviceTracing(std::move(*set), collect_interval_s));
   const std::string summary = tracing->set_->StatusSummary();
   if (summary.find("unavailable") != std::string::npos ||
       summary.find("error") != std::string::npos) {
@@ -86,9 +95,9 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(const TraceC
   return tracing;
 }
 
-DeviceTracing::DeviceTracing(std::unique_ptr<DeviceTracerSet> set, DeviceTracingOptions options)
+DeviceTracing::DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s)
     : set_(std::move(set)),
-      options_(std::move(options)),
+      collect_interval_ns_(static_cast<int64_t>(collect_interval_s * 1e9)),
       thread_id_(static_cast<int64_t>(::syscall(SYS_gettid))) {
   step_begin_ns_ = RealtimeNs();
   last_collect_ns_ = step_begin_ns_;
@@ -109,7 +118,7 @@ void DeviceTracing::OnStepCalled(int64_t gstep, int64_t lstep) {
 
 std::string DeviceTracing::TakeTrailingFields() {
   const int64_t now = RealtimeNs();
-  if (now - last_collect_ns_ >= static_cast<int64_t>(options_.collect_interval_s * 1e9)) {
+  if (now - last_collect_ns_ >= collect_interval_ns_) {
     set_->Collect().IgnoreError();  // Shown in StatusSummary().
     last_collect_ns_ = RealtimeNs();
     AddSpan(HostSpanKind::kDeviceCollect, now, last_collect_ns_);

@@ -43,14 +43,10 @@ int64_t RealtimeNs();
 std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_traces,
                                        absl::Span<const HostSpanData> spans);
 
-// Environment overrides read by DeviceTracing::Start.
+// Environment overrides of TraceConfig::device_collect_interval_s and
+// TraceConfig::device_plugin_config, read by DeviceTracing::Start.
 inline constexpr char kCollectIntervalEnv[] = "XDL_TRACE_DEVICE_COLLECT_INTERVAL_S";
 inline constexpr char kPluginConfigEnv[] = "XDL_TRACE_PLUGIN_CONFIG";  // "key=value;..."
-
-struct DeviceTracingOptions {
-  DeviceTracerSetOptions set;
-  double collect_interval_s = 1.0;  // Device collection period (checked at each step).
-};
 
 // The RecordExtras (tracer/tracer_internal.h) behind config.device_tracers.
 // Threading: the training thread calls everything except FillStats(), which
@@ -60,15 +56,16 @@ struct DeviceTracingOptions {
 // Step() call and carries the step's correlation id, which device tracers
 // attach to the work launched meanwhile; CAPTURE_ENCODE and QUEUE_WAIT are
 // this Step()'s own work and ride in the next record; DEVICE_COLLECT marks a
-// collection. Device tracers are collected when collect_interval_s has passed
+// collection. Device tracers are collected when device_collect_interval_s has passed
 // (checked once per step), never per step by default, and at Finish().
 class DeviceTracing final : public RecordExtras {
  public:
   // Starts every tracer in config.device_tracers (must be non-empty). An
   // unavailable tracer is logged once to stderr and shown in stats, not an
-  // error.
+  // error. `options.plugin_config` is replaced by the config's (or the
+  // environment's); the buffer caps are kept.
   static absl::StatusOr<std::unique_ptr<DeviceTracing>> Start(const TraceConfig& config,
-                                                              DeviceTracingOptions options = {});
+                                                              DeviceTracerSetOptions options = {});
   ~DeviceTracing() override;
 
   void OnStepCalled(int64_t gstep, int64_t lstep) override;
@@ -84,11 +81,11 @@ class DeviceTracing final : public RecordExtras {
   DeviceTracerSet& tracers() { return *set_; }
 
  private:
-  DeviceTracing(std::unique_ptr<DeviceTracerSet> set, DeviceTracingOptions options);
+  DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s);
   void AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns);
 
   const std::unique_ptr<DeviceTracerSet> set_;
-  const DeviceTracingOptions options_;
+  const int64_t collect_interval_ns_;
   const int64_t thread_id_;
   // Training thread only:
   uint64_t step_id_ = 1;  // Correlation id of the step in progress.

@@ -91,6 +91,7 @@ struct Tracer::Slot {
   std::vector<double> builtin;  // Built-in summary output (capacity reused).
   Tensor user_summary;          // SummaryFn output of this step.
   bool once_done = false;       // kOnce: its value is in a queued record.
+  bool has_gradient = false;    // kGradient: `captured` holds this step's gradient.
 };
 
 absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Start(const TraceConfig& config,
@@ -109,7 +110,18 @@ Tracer::Tracer(TraceConfig config, std::shared_ptr<Registry> registry,
       extras_(std::move(extras)),
       writer_(std::move(writer)) {
   keys_.reserve(entries_.size());
-  for (const EntrySpec& entry : entries_) keys_.push_back(entry.FullKey());
+  gradient_taker_.reserve(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    keys_.push_back(entries_[i].FullKey());
+    size_t taker = i;
+    for (size_t j = 0; j < i && taker == i; ++j) {
+      if (entries_[j].kind == EntryKind::kGradient && !entries_[j].gradient_name.empty() &&
+          entries_[j].gradient_name == entries_[i].gradient_name) {
+        taker = j;
+      }
+    }
+    gradient_taker_.push_back(taker);
+  }
   views_.reserve(entries_.size());
 }
 
@@ -130,7 +142,13 @@ absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients
   if (entry.has_view) {
     view = entry.view;  // Registered memory, kept alive by the entry.
   } else if (entry.kind == EntryKind::kGradient && !entry.gradient_name.empty()) {
-    absl::StatusOr<CapturedTensor> gradient = registry_->TakeGradient(entry.gradient_name);
+    // One send serves every entry tracing that gradient name (say, raw and as stats).
+    const size_t taker = gradient_taker_[i];
+    absl::StatusOr<CapturedTensor> gradient =
+        taker == i ? registry_->TakeGradient(entry.gradient_name)
+        : slots_[taker].has_gradient
+            ? absl::StatusOr<CapturedTensor>(slots_[taker].captured)
+            : absl::NotFoundError(entry.gradient_name);
     if (!gradient.ok()) {
       if (config_.missing_gradient == MissingGradientPolicy::kEmptyColumn) {
         ++*missing_gradients;
@@ -144,6 +162,7 @@ absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients
                        "MissingGradientPolicy::kEmptyColumn)"));
     }
     slot.captured = std::move(*gradient);
+    slot.has_gradient = true;
     view = slot.captured.view;
   } else {
     absl::StatusOr<CapturedTensor> value = entry.provider();
@@ -188,6 +207,7 @@ absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients
 void Tracer::ReleaseCaptures() {
   for (Slot& slot : slots_) {
     if (slot.captured.keep_alive != nullptr) slot.captured = CapturedTensor();
+    slot.has_gradient = false;
   }
 }
 
@@ -230,7 +250,7 @@ absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) 
     submit_begin_ns = internal::WallClockNs();
     extras_->OnStepEncoded(capture_begin_ns, submit_begin_ns);
   }
-  status = writer_->Submit(std::move(*record));
+  const absl::StatusOr<bool> queued = writer_->Submit(std::move(*record));
   if (extras_ != nullptr) extras_->OnStepReturned(submit_begin_ns, internal::WallClockNs());
 
   // The record was produced: counted even when the writer dropped it.
@@ -238,12 +258,14 @@ absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) 
   if (missing > 0) missing_gradients_.fetch_add(missing, std::memory_order_relaxed);
   last_gstep_ = gstep;
   last_lstep_ = lstep;
-  if (status.ok()) {
+  // A once-value stays pending until a record carrying it is queued, so a
+  // record dropped under kDrop does not lose it.
+  if (queued.ok() && *queued) {
     for (size_t i = 0; i < entries_.size(); ++i) {
       if (entries_[i].kind == EntryKind::kOnce) slots_[i].once_done = true;
     }
   }
-  return status;
+  return queued.status();
 }
 
 absl::Status Tracer::Flush() {
@@ -263,7 +285,8 @@ absl::Status Tracer::Close() {
       std::vector<TensorView> empty(entries_.size(), EmptyFloatColumn());
       absl::StatusOr<internal::EncodedRecord> record =
           internal::EncodeRecord(last_gstep_, last_lstep_, NowMs(), empty, keys_, trailing);
-      extras_status = record.ok() ? writer_->Submit(std::move(*record)) : record.status();
+      extras_status =
+          record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
     }
   }
   close_status_ = writer_->Close();
