@@ -596,7 +596,8 @@ TEST_CASE("Submit rejects malformed frames with InvalidArgument", "[writer][erro
   auto writer = OpenOrDie(SmallConfig(dir.path()));
   EncodedRecord short_frame;
   short_frame.frame = "ab";
-  CHECK(writer->Submit(std::move(short_frame)).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(writer->Submit(std::move(short_frame)).status().code() ==
+        absl::StatusCode::kInvalidArgument);
   EncodedRecord bad_prefix = MakeRecord(1);
   bad_prefix.frame[0] = static_cast<char>(bad_prefix.frame[0] + 1);
   const absl::Status s = writer->Submit(std::move(bad_prefix)).status();

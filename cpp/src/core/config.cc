@@ -27,8 +27,8 @@ absl::Status TraceConfig::Validate() const {
         absl::StrCat("config: max_pending_mb ", max_pending_mb, " must be > 0"));
   }
   if (!(device_collect_interval_s >= 0) || std::isinf(device_collect_interval_s)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "config: device_collect_interval_s ", device_collect_interval_s, " must be >= 0"));
+    return absl::InvalidArgumentError(absl::StrCat("config: device_collect_interval_s ",
+                                                   device_collect_interval_s, " must be >= 0"));
   }
   return absl::OkStatus();
 }

@@ -63,8 +63,8 @@ std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_trac
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(const TraceConfig& config,
-                                                                    DeviceTracerSetOptions options) {
+absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
+    const TraceConfig& config, DeviceTracerSetOptions options) {
   if (config.device_tracers.empty()) {
     return absl::InvalidArgumentError("device tracing started with no device_tracers");
   }
@@ -73,8 +73,9 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(const TraceC
   if (const char* interval = std::getenv(kCollectIntervalEnv); interval != nullptr) {
     if (!absl::SimpleAtod(interval, &collect_interval_s) || !(collect_interval_s >= 0) ||
         std::isinf(collect_interval_s)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "environment ", kCollectIntervalEnv, "='", interval, "' is not a number of seconds >= 0"));
+      return absl::InvalidArgumentError(absl::StrCat("environment ", kCollectIntervalEnv, "='",
+                                                     interval,
+                                                     "' is not a number of seconds >= 0"));
     }
   }
   options.plugin_config = config.device_plugin_config;

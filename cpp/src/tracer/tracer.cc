@@ -145,10 +145,9 @@ absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients
     // One send serves every entry tracing that gradient name (say, raw and as stats).
     const size_t taker = gradient_taker_[i];
     absl::StatusOr<CapturedTensor> gradient =
-        taker == i ? registry_->TakeGradient(entry.gradient_name)
-        : slots_[taker].has_gradient
-            ? absl::StatusOr<CapturedTensor>(slots_[taker].captured)
-            : absl::NotFoundError(entry.gradient_name);
+        taker == i                   ? registry_->TakeGradient(entry.gradient_name)
+        : slots_[taker].has_gradient ? absl::StatusOr<CapturedTensor>(slots_[taker].captured)
+                                     : absl::NotFoundError(entry.gradient_name);
     if (!gradient.ok()) {
       if (config_.missing_gradient == MissingGradientPolicy::kEmptyColumn) {
         ++*missing_gradients;
@@ -285,8 +284,7 @@ absl::Status Tracer::Close() {
       std::vector<TensorView> empty(entries_.size(), EmptyFloatColumn());
       absl::StatusOr<internal::EncodedRecord> record =
           internal::EncodeRecord(last_gstep_, last_lstep_, NowMs(), empty, keys_, trailing);
-      extras_status =
-          record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
+      extras_status = record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
     }
   }
   close_status_ = writer_->Close();
