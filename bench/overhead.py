@@ -3,8 +3,11 @@ tracing every trainable variable at every step; traced vs untraced steps/s, inte
 
     /usr/bin/python3 bench/overhead.py [--out-dir DIR ...] [--frameworks numpy,torch]
 
-One run alternates blocks of untraced and traced steps (ABBA order, so drift cancels). Between
-blocks the hook is flushed outside the timing, so every block starts with an empty queue;
+One run alternates blocks of untraced steps, traced steps and "write floor" steps (order
+reversed every other round, so drift cancels). The write floor is a thread that only write()s
+the step's bytes to the same directory: the least any tracer that stores them there can cost,
+measured side by side (--no-floor skips it). Between blocks the hook (and the floor thread) is
+drained outside the timing, so every block starts with an empty queue;
 "ratio" is what training sees while the IO thread writes concurrently (as in steady state),
 and "charging each block's flush" adds the time the flush waited (fdatasync and Meta
 replacement included), a conservative bound. "CPU-time ratio" compares the process CPU time
@@ -109,6 +112,8 @@ class WriteFloor:
         self._fd = os.open(os.path.join(out_dir, "write_floor.bin"), os.O_WRONLY | os.O_CREAT)
         self._buf = memoryview(np.ones(nbytes, np.uint8))  # touched once: no faults when timed
         self._queue = queue.Queue()
+        self.cpu_s = 0.0  # CPU time of the writes (their thread only), and how many.
+        self.writes = 0
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
@@ -120,9 +125,12 @@ class WriteFloor:
             if isinstance(item, threading.Event):
                 item.set()
                 continue
+            start = time.thread_time()
             done = 0
             while done < len(self._buf):  # os.write releases the GIL during the syscall.
                 done += os.write(self._fd, self._buf[done:])
+            self.cpu_s += time.thread_time() - start
+            self.writes += 1
 
     def step(self, gstep):
         self._queue.put(gstep)
@@ -138,6 +146,27 @@ class WriteFloor:
         os.close(self._fd)
 
 
+def io_thread_cpu_s():
+    """CPU seconds used so far by the tracer's IO threads ("xdl_trace_io"), from Linux's
+    per-thread schedstat (nanoseconds); None where /proc does not have it."""
+    total, found = 0.0, False
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if f.read().strip() != "xdl_trace_io":
+                    continue
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0]) / 1e9
+            found = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total if found else None
+
+
 def run(framework, out_dir, args):
     model = (NumpyMLP if framework == "numpy" else TorchMLP)(args.width, args.batch)
     xdl.clear()
@@ -150,8 +179,15 @@ def run(framework, out_dir, args):
     shutil.rmtree(out_dir, ignore_errors=True)
     hook = xdl.TraceHook({"output_dir": out_dir, "on_error": "raise"})
     floor = WriteFloor(out_dir, nbytes)
+    hook_step_s = [0.0]  # Wall time inside hook.step() in the timed traced blocks.
+
+    def traced_step(gstep):
+        start = time.perf_counter()
+        hook.step(gstep)
+        hook_step_s[0] += time.perf_counter() - start
+
     # Each condition: what runs after model.step(), and how to drain it between blocks.
-    conditions = {"untraced": (None, None), "traced": (hook.step, hook.flush)}
+    conditions = {"untraced": (None, None), "traced": (traced_step, hook.flush)}
     if not args.no_floor:
         conditions["write floor"] = (floor.step, floor.flush)
     times = {kind: [] for kind in conditions}
@@ -167,6 +203,7 @@ def run(framework, out_dir, args):
                 gstep += 1
             hook.flush()
             floor.flush()
+            io_cpu_start, floor_cpu_start = io_thread_cpu_s(), floor.cpu_s
             for r in range(args.rounds):
                 order = list(conditions) if r % 2 == 0 else list(reversed(conditions))
                 for kind in order:
@@ -185,11 +222,13 @@ def run(framework, out_dir, args):
                     cpu[kind] += time.process_time() - cpu_start
                     if kind == "traced":
                         flush_times.append(time.perf_counter() - end)
+            io_cpu_end = io_thread_cpu_s()
         stats = hook.stats()
     finally:
         floor.close()
         shutil.rmtree(out_dir, ignore_errors=True)
     steps = args.block * args.rounds
+    io_cpu = None if io_cpu_start is None or io_cpu_end is None else io_cpu_end - io_cpu_start
     rate = {kind: steps / sum(t) for kind, t in times.items()}
     charged = steps / (sum(times["traced"]) + sum(flush_times))
     per_round = [u / t for u, t in zip(times["untraced"], times["traced"])]
@@ -202,6 +241,11 @@ def run(framework, out_dir, args):
         "cpu_ratio": cpu["untraced"] / cpu["traced"],
         "median_round_ratio": statistics.median(per_round),
         "mb_per_step": nbytes / 1e6,
+        "hook_step_ms": hook_step_s[0] / steps * 1e3,
+        "io_cpu_ms": None if io_cpu is None else io_cpu / steps * 1e3,
+        "floor_cpu_ms": (floor.cpu_s - floor_cpu_start) / steps * 1e3
+        if not args.no_floor
+        else None,
         "records": stats["records_written"],
         "dropped": stats["records_dropped"],
     }
@@ -223,7 +267,7 @@ def main(argv=None):
     parser.add_argument("--frameworks", default="numpy,torch")
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--batch", type=int, default=512)
-    parser.add_argument("--rounds", type=int, default=10, help="untraced+traced block pairs")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of one block per condition")
     parser.add_argument("--block", type=int, default=5, help="steps per block")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--no-floor", action="store_true", help="skip the raw write() floor blocks")
@@ -243,7 +287,7 @@ def main(argv=None):
             frameworks.remove("torch")
     print(
         f"7-layer MLP, width {args.width}, batch {args.batch}; {args.rounds} rounds of "
-        f"{args.block} untraced + {args.block} traced steps; all variables traced every step"
+        f"{args.block} steps per condition; all variables traced every step"
     )
     blas = os.environ.get("OPENBLAS_NUM_THREADS", f"all {os.cpu_count()} cores")
     torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else "-"
@@ -263,10 +307,17 @@ def main(argv=None):
                 f"{r['dropped']} dropped)",
                 flush=True,
             )
+            io = "-" if r["io_cpu_ms"] is None else f"{r['io_cpu_ms']:.2f} ms"
+            print(
+                f"{'':46s} per traced step: hook.step() {r['hook_step_ms']:.2f} ms on the "
+                f"training thread, IO thread CPU {io}",
+                flush=True,
+            )
             if r["floor_ratio"] is not None:
                 print(
                     f"{'':46s} write floor (a thread only write()s {r['mb_per_step']:.2f} MB per "
-                    f"step to the same directory): ratio {r['floor_ratio']:.3f}",
+                    f"step to the same directory): ratio {r['floor_ratio']:.3f}, "
+                    f"its write() CPU {r['floor_cpu_ms']:.2f} ms per step",
                     flush=True,
                 )
     return 0

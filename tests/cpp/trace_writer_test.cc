@@ -2,7 +2,9 @@
 #include "io/trace_writer.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +15,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -292,6 +296,26 @@ TEST_CASE("writer generates a run id when none is configured", "[writer]") {
   REQUIRE(writer->Close().ok());
   const xdl::proto::Meta meta = ReadMeta(dir.path() + "/test.trace.3.1");
   CHECK(meta.run_id().size() == 32);
+}
+
+// Threads of this process named `name` (from /proc/self/task/*/comm).
+int ThreadsNamed(const std::string& name) {
+  int count = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (std::getline(comm, line) && line == name) ++count;
+  }
+  return count;
+}
+
+TEST_CASE("the IO thread is named while the writer is open", "[writer]") {
+  TempDir dir;
+  const int before = ThreadsNamed(kIoThreadName);
+  auto writer = OpenOrDie(SmallConfig(dir.path()));
+  CHECK(ThreadsNamed(kIoThreadName) == before + 1);
+  REQUIRE(writer->Close().ok());
+  CHECK(ThreadsNamed(kIoThreadName) == before);
 }
 
 // ---- Rollover ----
@@ -812,6 +836,75 @@ TEST_CASE("writer throughput figures", "[.][bench]") {
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     std::printf("crc32c %s: %.0f MB/s (crc %08x)\n", hw ? "sse4.2 " : "table  ",
                 4 * buf.size() / 1e6 / s, crc);
+  }
+}
+
+// CPU time of the calling thread, in milliseconds.
+double ThreadCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+// What the ways of putting one benchmark record (6.31 MB) into a file cost in
+// CPU time, in the directory $XDL_TRACE_BENCH_DIR (default /dev/shm): the
+// capture copy the training thread makes, the write() the IO thread makes, and
+// the alternative of copying into an mmap'd, pre-allocated file region (no
+// kernel copy, but the page-table work moves to whoever populates the mapping).
+// docs/benchmarks.md explains why the writer keeps write().
+TEST_CASE("page cache ingest figures", "[.][bench]") {
+  constexpr size_t kBytes = 6310000;
+  constexpr int kRounds = 20;
+  const char* env_dir = std::getenv("XDL_TRACE_BENCH_DIR");
+  const std::string dir = env_dir != nullptr ? env_dir : "/dev/shm";
+  const std::string path = dir + "/xdl_trace_page_cache_bench." + std::to_string(::getpid());
+  std::vector<char> source(kBytes, 1);
+  std::vector<char> heap(kBytes, 0);
+  const size_t span = (kBytes * kRounds + 4095) & ~size_t{4095};
+  for (int repeat = 0; repeat < 3; ++repeat) {
+    double t = ThreadCpuMs();
+    for (int i = 0; i < kRounds; ++i) {
+      source[static_cast<size_t>(i)] = static_cast<char>(i);
+      std::memcpy(heap.data(), source.data(), kBytes);
+    }
+    const double copy_ms = (ThreadCpuMs() - t) / kRounds;
+
+    int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0644);
+    REQUIRE(fd >= 0);
+    t = ThreadCpuMs();
+    for (int i = 0; i < kRounds; ++i) REQUIRE(::write(fd, heap.data(), kBytes) == kBytes);
+    const double write_ms = (ThreadCpuMs() - t) / kRounds;
+    ::close(fd);
+    ::unlink(path.c_str());
+
+    fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0644);
+    REQUIRE(fd >= 0);
+    REQUIRE(::ftruncate(fd, static_cast<off_t>(span)) == 0);
+    void* mapped = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    REQUIRE(mapped != MAP_FAILED);
+    char* base = static_cast<char*>(mapped);
+    double allocate_ms = 0, map_ms = 0, fill_ms = 0;
+    for (int i = 0; i < kRounds; ++i) {
+      const size_t begin = (kBytes * static_cast<size_t>(i)) & ~size_t{4095};
+      const size_t length = kBytes * static_cast<size_t>(i + 1) - begin;
+      t = ThreadCpuMs();
+      REQUIRE(::fallocate(fd, 0, static_cast<off_t>(begin), static_cast<off_t>(length)) == 0);
+      allocate_ms += ThreadCpuMs() - t;
+      t = ThreadCpuMs();
+      REQUIRE(::madvise(base + begin, length, MADV_POPULATE_WRITE) == 0);
+      map_ms += ThreadCpuMs() - t;
+      t = ThreadCpuMs();
+      std::memcpy(base + kBytes * static_cast<size_t>(i), source.data(), kBytes);
+      fill_ms += ThreadCpuMs() - t;
+    }
+    ::munmap(mapped, span);
+    ::close(fd);
+    ::unlink(path.c_str());
+    std::printf(
+        "%s, per %.2f MB: capture memcpy %.3f ms | write() %.3f ms | mmap path: fallocate %.3f + "
+        "populate %.3f + memcpy %.3f = %.3f ms\n",
+        dir.c_str(), kBytes / 1e6, copy_ms, write_ms, allocate_ms / kRounds, map_ms / kRounds,
+        fill_ms / kRounds, (allocate_ms + map_ms + fill_ms) / kRounds);
   }
 }
 

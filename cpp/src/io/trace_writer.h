@@ -26,6 +26,9 @@ struct EncodedRecord {
   std::string frame;
 };
 
+// The IO thread's name (Linux limits names to 15 characters).
+inline constexpr char kIoThreadName[] = "xdl_trace_io";
+
 // Written record buffers kept for reuse by one writer.
 inline constexpr size_t kMaxPooledFrames = 4;
 
