@@ -81,7 +81,7 @@ def _plugin_config(value):
         for k, v in value.items():
             if not isinstance(k, str) or not k or any(c in k for c in "=;"):
                 raise _bad("device_plugin_config", value, "option names without '=' or ';'")
-            if any(c in str(v) for c in ";"):
+            if ";" in str(v):
                 raise _bad("device_plugin_config", value, "option values without ';'")
         return ";".join(f"{k}={int(v) if isinstance(v, bool) else v}" for k, v in value.items())
     if not isinstance(value, str):

@@ -56,8 +56,8 @@ inline constexpr char kPluginConfigEnv[] = "XDL_TRACE_PLUGIN_CONFIG";  // "key=v
 // Step() call and carries the step's correlation id, which device tracers
 // attach to the work launched meanwhile; CAPTURE_ENCODE and QUEUE_WAIT are
 // this Step()'s own work and ride in the next record; DEVICE_COLLECT marks a
-// collection. Device tracers are collected when device_collect_interval_s has passed
-// (checked once per step), never per step by default, and at Finish().
+// collection. Device tracers are collected when device_collect_interval_s has
+// passed (checked once per step), never per step by default, and at Finish().
 class DeviceTracing final : public RecordExtras {
  public:
   // Starts every tracer in config.device_tracers (must be non-empty). An

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <random>
 #include <utility>
 
@@ -111,16 +112,13 @@ Tracer::Tracer(TraceConfig config, std::shared_ptr<Registry> registry,
       writer_(std::move(writer)) {
   keys_.reserve(entries_.size());
   gradient_taker_.reserve(entries_.size());
+  std::map<std::string, size_t> first_with_name;  // gradient_name -> its first entry.
   for (size_t i = 0; i < entries_.size(); ++i) {
-    keys_.push_back(entries_[i].FullKey());
-    size_t taker = i;
-    for (size_t j = 0; j < i && taker == i; ++j) {
-      if (entries_[j].kind == EntryKind::kGradient && !entries_[j].gradient_name.empty() &&
-          entries_[j].gradient_name == entries_[i].gradient_name) {
-        taker = j;
-      }
-    }
-    gradient_taker_.push_back(taker);
+    const EntrySpec& entry = entries_[i];
+    keys_.push_back(entry.FullKey());
+    const bool sent = entry.kind == EntryKind::kGradient && !entry.gradient_name.empty();
+    gradient_taker_.push_back(
+        sent ? first_with_name.try_emplace(entry.gradient_name, i).first->second : i);
   }
   views_.reserve(entries_.size());
 }
