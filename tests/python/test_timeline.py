@@ -205,6 +205,17 @@ def test_device_options_come_from_the_config_and_the_environment_wins(
     assert hook.stats()["device_events"] == 4 * per_step
 
 
+def test_a_tracer_that_fails_to_start_is_reported_and_training_goes_on(
+    tmp_path, fake_plugin, capfd
+):
+    stats = _run(tmp_path, 0, fake_plugin, 3, device_plugin_config={"fail_start": True})
+    assert stats["device_tracer_status"].startswith("fake: error: start failed")
+    assert "fail_start=1" in stats["device_tracer_status"]
+    assert stats["records_written"] == 3 and stats["device_events"] == 0
+    assert "fake: error: start failed" in capfd.readouterr().err  # Logged once at start.
+    assert [r.gstep for r in xdl.open_trace(str(tmp_path))] == [100, 101, 102]
+
+
 def test_bad_device_options_name_the_key_or_variable(tmp_path, fake_plugin, monkeypatch):
     config = {"output_dir": str(tmp_path), "device_tracers": [fake_plugin]}
     with pytest.raises(ValueError, match="device_collect_interval_s"):

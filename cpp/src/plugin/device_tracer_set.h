@@ -43,9 +43,12 @@ class DeviceTracerSet {
   DeviceTracerSet(const DeviceTracerSet&) = delete;
   DeviceTracerSet& operator=(const DeviceTracerSet&) = delete;
 
-  // Starts every profiler; if one fails, stops those already started and
-  // returns its error. Then collects once so StatusSummary() reports
-  // unavailable tracers right away. No-op when running.
+  // Starts every profiler. One that fails to start (say, no profiling rights)
+  // is destroyed and left out for the rest of the run, its message in
+  // StatusSummary() as "error: start failed: ..."; the others run, as Kineto
+  // carries on without the GPU when CUPTI will not start. Then collects once
+  // so StatusSummary() reports unavailable tracers right away. No-op when
+  // running.
   absl::Status Start();
   // Stops every profiler (each flushes its device buffers). No-op when stopped.
   absl::Status Stop();
