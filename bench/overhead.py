@@ -178,7 +178,7 @@ def run(framework, out_dir, args):
     )
     shutil.rmtree(out_dir, ignore_errors=True)
     hook = xdl.TraceHook({"output_dir": out_dir, "on_error": "raise"})
-    floor = WriteFloor(out_dir, nbytes)
+    floor = None if args.no_floor else WriteFloor(out_dir, nbytes)
     hook_step_s = [0.0]  # Wall time inside hook.step() in the timed traced blocks.
 
     def traced_step(gstep):
@@ -188,8 +188,9 @@ def run(framework, out_dir, args):
 
     # Each condition: what runs after model.step(), and how to drain it between blocks.
     conditions = {"untraced": (None, None), "traced": (traced_step, hook.flush)}
-    if not args.no_floor:
+    if floor:
         conditions["write floor"] = (floor.step, floor.flush)
+    warmed = [hook, floor] if floor else [hook]
     times = {kind: [] for kind in conditions}
     flush_times = []  # The traced blocks' drain waits.
     cpu = {kind: 0.0 for kind in conditions}  # Process CPU time, drain included.
@@ -198,12 +199,12 @@ def run(framework, out_dir, args):
         with hook:
             for _ in range(args.warmup):
                 model.step()
-                hook.step(gstep)
-                floor.step(gstep)
+                for writer in warmed:
+                    writer.step(gstep)
                 gstep += 1
-            hook.flush()
-            floor.flush()
-            io_cpu_start, floor_cpu_start = io_thread_cpu_s(), floor.cpu_s
+            for writer in warmed:
+                writer.flush()
+            io_cpu_start, floor_cpu_start = io_thread_cpu_s(), floor.cpu_s if floor else 0.0
             for r in range(args.rounds):
                 order = list(conditions) if r % 2 == 0 else list(reversed(conditions))
                 for kind in order:
@@ -225,7 +226,8 @@ def run(framework, out_dir, args):
             io_cpu_end = io_thread_cpu_s()
         stats = hook.stats()
     finally:
-        floor.close()
+        if floor:
+            floor.close()
         shutil.rmtree(out_dir, ignore_errors=True)
     steps = args.block * args.rounds
     io_cpu = None if io_cpu_start is None or io_cpu_end is None else io_cpu_end - io_cpu_start
@@ -243,9 +245,7 @@ def run(framework, out_dir, args):
         "mb_per_step": nbytes / 1e6,
         "hook_step_ms": hook_step_s[0] / steps * 1e3,
         "io_cpu_ms": None if io_cpu is None else io_cpu / steps * 1e3,
-        "floor_cpu_ms": (floor.cpu_s - floor_cpu_start) / steps * 1e3
-        if not args.no_floor
-        else None,
+        "floor_cpu_ms": (floor.cpu_s - floor_cpu_start) / steps * 1e3 if floor else None,
         "records": stats["records_written"],
         "dropped": stats["records_dropped"],
     }

@@ -148,10 +148,10 @@ def build_config(config, is_training=True):
     if not isinstance(tracers, (list, tuple)) or not all(isinstance(t, str) for t in tracers):
         raise _bad("device_tracers", tracers, "a list of tracer names or plugin paths")
     cfg.device_tracers = list(tracers)
-    interval = _number(config, "device_collect_interval_s", 1.0, positive=False)
-    if not 0 <= interval < float("inf"):
-        raise _bad("device_collect_interval_s", interval, "a number of seconds >= 0")
-    cfg.device_collect_interval_s = interval
+    # The range (>= 0, finite) is checked by cfg.validate() below, naming the key.
+    cfg.device_collect_interval_s = _number(
+        config, "device_collect_interval_s", 1.0, positive=False
+    )
     cfg.device_plugin_config = _plugin_config(config.get("device_plugin_config", ""))
     cfg.validate()
     return cfg, on_error
