@@ -32,6 +32,19 @@ inline constexpr int32_t kNumDTypes = 14;
 // True when `value` names one of the enumerators above.
 constexpr bool IsValidDType(int32_t value) { return value >= 0 && value < kNumDTypes; }
 
+// One row of the dtype table: the only place a dtype's properties are written
+// down (cpp/src/core/dtype.cc, checked against xdl.proto.Type at compile time).
+// The Python binding exports it as xdl_trace._core.dtype_table().
+struct DTypeInfo {
+  DType dtype;
+  const char* name;        // Wire name, lower case: "float32", "byte", "bfloat16".
+  size_t size;             // Bytes per element.
+  const char* numpy_name;  // numpy dtype the reader returns ("uint16" for bfloat16 bits).
+};
+
+// The row of a valid dtype (IsValidDType); iterate 0..kNumDTypes-1 for all.
+const DTypeInfo& GetDTypeInfo(DType dtype);
+
 // Bytes per element; 0 for an invalid value.
 size_t DTypeSize(DType dtype);
 

@@ -1,64 +1,57 @@
-// Element sizes and names of the wire dtypes.
+// The dtype table: name, size and numpy type of each wire dtype, checked against the proto.
 #include "xdl_trace/dtype.h"
 
+#include "xdl_trace.pb.h"
+
 namespace xdl_trace {
+namespace {
+
+using xdl::proto::Type;
+
+struct Row {
+  Type wire;
+  DTypeInfo info;
+};
+
+// Index == wire value; the static_asserts below keep it equal to xdl.proto.Type.
+constexpr Row kRows[] = {
+    {xdl::proto::Int8, {DType::kInt8, "int8", 1, "int8"}},
+    {xdl::proto::Int16, {DType::kInt16, "int16", 2, "int16"}},
+    {xdl::proto::Int32, {DType::kInt32, "int32", 4, "int32"}},
+    {xdl::proto::Int64, {DType::kInt64, "int64", 8, "int64"}},
+    {xdl::proto::Float, {DType::kFloat32, "float32", 4, "float32"}},
+    {xdl::proto::Double, {DType::kFloat64, "float64", 8, "float64"}},
+    {xdl::proto::Bool, {DType::kBool, "bool", 1, "bool"}},
+    {xdl::proto::Byte, {DType::kByte, "byte", 1, "uint8"}},
+    {xdl::proto::UInt8, {DType::kUInt8, "uint8", 1, "uint8"}},
+    {xdl::proto::UInt16, {DType::kUInt16, "uint16", 2, "uint16"}},
+    {xdl::proto::UInt32, {DType::kUInt32, "uint32", 4, "uint32"}},
+    {xdl::proto::UInt64, {DType::kUInt64, "uint64", 8, "uint64"}},
+    {xdl::proto::Float16, {DType::kFloat16, "float16", 2, "float16"}},
+    {xdl::proto::BFloat16, {DType::kBFloat16, "bfloat16", 2, "uint16"}},
+};
+
+constexpr bool RowsMatchWire() {
+  for (size_t i = 0; i < sizeof(kRows) / sizeof(kRows[0]); ++i) {
+    if (static_cast<size_t>(kRows[i].wire) != i) return false;
+    if (static_cast<size_t>(kRows[i].info.dtype) != i) return false;
+  }
+  return true;
+}
+static_assert(sizeof(kRows) / sizeof(kRows[0]) == kNumDTypes, "one row per DType");
+static_assert(kNumDTypes == xdl::proto::Type_ARRAYSIZE, "DType and xdl.proto.Type differ");
+static_assert(RowsMatchWire(), "the dtype table is out of wire order");
+
+}  // namespace
+
+const DTypeInfo& GetDTypeInfo(DType dtype) { return kRows[static_cast<size_t>(dtype)].info; }
 
 size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kInt8:
-    case DType::kBool:
-    case DType::kByte:
-    case DType::kUInt8:
-      return 1;
-    case DType::kInt16:
-    case DType::kUInt16:
-    case DType::kFloat16:
-    case DType::kBFloat16:
-      return 2;
-    case DType::kInt32:
-    case DType::kUInt32:
-    case DType::kFloat32:
-      return 4;
-    case DType::kInt64:
-    case DType::kUInt64:
-    case DType::kFloat64:
-      return 8;
-  }
-  return 0;
+  return IsValidDType(static_cast<int32_t>(dtype)) ? GetDTypeInfo(dtype).size : 0;
 }
 
 absl::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kInt8:
-      return "int8";
-    case DType::kInt16:
-      return "int16";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt64:
-      return "int64";
-    case DType::kFloat32:
-      return "float32";
-    case DType::kFloat64:
-      return "float64";
-    case DType::kBool:
-      return "bool";
-    case DType::kByte:
-      return "byte";
-    case DType::kUInt8:
-      return "uint8";
-    case DType::kUInt16:
-      return "uint16";
-    case DType::kUInt32:
-      return "uint32";
-    case DType::kUInt64:
-      return "uint64";
-    case DType::kFloat16:
-      return "float16";
-    case DType::kBFloat16:
-      return "bfloat16";
-  }
-  return "invalid";
+  return IsValidDType(static_cast<int32_t>(dtype)) ? GetDTypeInfo(dtype).name : "invalid";
 }
 
 }  // namespace xdl_trace

@@ -19,7 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "core/mutex.h"
-#include "io/trace_writer.h"
+#include "record/encoded_record.h"
 #include "xdl_trace/config.h"
 
 namespace xdl_trace {

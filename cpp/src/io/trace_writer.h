@@ -10,21 +10,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "record/encoded_record.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/stats.h"
 
 namespace xdl_trace {
 namespace internal {
-
-// One record, already framed for the data file: 4-byte little-endian length
-// followed by the serialized xdl.proto.Record. The step fields ride along so
-// the IO thread can keep Meta current without parsing.
-struct EncodedRecord {
-  int64_t gstep = 0;
-  int64_t lstep = 0;
-  int64_t timestamp_ms = 0;
-  std::string frame;
-};
 
 // The IO thread's name (Linux limits names to 15 characters).
 inline constexpr char kIoThreadName[] = "xdl_trace_io";

@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "io/trace_writer.h"
+#include "record/encoded_record.h"
 #include "xdl_trace/tensor.h"
 
 namespace xdl_trace {

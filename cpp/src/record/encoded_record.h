@@ -1,0 +1,24 @@
+// One framed record on its way from the training thread to the IO thread (record/ -> io/).
+#ifndef XDL_TRACE_RECORD_ENCODED_RECORD_H_
+#define XDL_TRACE_RECORD_ENCODED_RECORD_H_
+
+#include <cstdint>
+#include <string>
+
+namespace xdl_trace {
+namespace internal {
+
+// One record, already framed for the data file: 4-byte little-endian length
+// followed by the serialized xdl.proto.Record. The step fields ride along so
+// the IO thread can keep Meta current without parsing.
+struct EncodedRecord {
+  int64_t gstep = 0;
+  int64_t lstep = 0;
+  int64_t timestamp_ms = 0;
+  std::string frame;
+};
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_RECORD_ENCODED_RECORD_H_
