@@ -54,6 +54,11 @@ class TrainSession:
         self._stop = self._stop or context.stop_requested
         return result
 
+    def request_stop(self):
+        """Asks the loop to stop: ``should_stop()`` is True from now on (hooks ask the same
+        through ``run_context.request_stop()``)."""
+        self._stop = True
+
     def should_stop(self):
         return self._stop
 

@@ -110,3 +110,16 @@ def test_eval_and_train_hooks_in_sessions_with_clear(cfg, tmp_path, read_trace):
         sess.run(lambda: None)
     assert read_trace(cfg["output_dir"])[0].keys == ["loss"]
     assert read_trace(ev["output_dir"], prefix="test")[0].keys == ["acc"]
+
+
+def test_request_stop_on_the_session_ends_a_should_stop_loop(cfg, read_trace):
+    w = np.zeros(1)
+    xdl.trace_variable("w", w)
+    with xdl.TrainSession(hooks=[xdl.TraceHook(cfg)]) as sess:
+        while not sess.should_stop():
+            sess.run(lambda: w.__iadd__(1.0))
+            if sess.global_step == 4:
+                sess.request_stop()
+    assert sess.global_step == 4
+    (trace,) = read_trace(cfg["output_dir"])
+    assert trace.gsteps() == [0, 1, 2, 3]
