@@ -579,9 +579,10 @@ TEST_CASE("kDrop with a stalled sink drops what does not fit, counts it, and Met
   constexpr int64_t kRecords = 100;
   for (int64_t step = 20; step < 20 + kRecords; ++step) {
     REQUIRE(MakeRecord(step, 1000).frame.size() == record);
-    const absl::StatusOr<bool> queued = writer->Submit(MakeRecord(step, 1000));  // Never blocks.
+    const absl::StatusOr<SubmitResult> queued =
+        writer->Submit(MakeRecord(step, 1000));  // Never blocks.
     REQUIRE(queued.ok());
-    CHECK(*queued == (step < 30));
+    CHECK(*queued == (step < 30 ? SubmitResult::kQueued : SubmitResult::kDropped));
   }
   // The sink held every byte: exactly 10 records fit, the rest were dropped.
   CHECK(writer->stats().records_dropped == kRecords - 10);
