@@ -578,8 +578,8 @@ TEST_CASE("kDrop with a stalled sink drops what does not fit, counts it, and Met
   constexpr int64_t kRecords = 100;
   for (int64_t step = 20; step < 20 + kRecords; ++step) {
     REQUIRE(MakeRecord(step, 1000).frame.size() == record);
-    const absl::StatusOr<SubmitResult> queued =
-        writer->Submit(MakeRecord(step, 1000));  // Never blocks.
+    // Never blocks.
+    const absl::StatusOr<SubmitResult> queued = writer->Submit(MakeRecord(step, 1000));
     REQUIRE(queued.ok());
     CHECK(*queued == (step < 30 ? SubmitResult::kQueued : SubmitResult::kDropped));
   }
