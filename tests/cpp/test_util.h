@@ -2,7 +2,9 @@
 #ifndef XDL_TRACE_TESTS_CPP_TEST_UTIL_H_
 #define XDL_TRACE_TESTS_CPP_TEST_UTIL_H_
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
@@ -63,6 +65,28 @@ inline bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
 }
+
+// Lowers RLIMIT_FSIZE for this process (SIGXFSZ ignored, so write(2) fails
+// with EFBIG) and restores both at scope exit. ctest runs each TEST_CASE in its
+// own process, so no other test sees the limit.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old_) == 0);
+    old_handler_ = signal(SIGXFSZ, SIG_IGN);
+    rlimit lowered = old_;
+    lowered.rlim_cur = bytes;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lowered) == 0);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = SIG_DFL;
+};
 
 // One frame of a data file: [4-byte little-endian length][body].
 inline std::string Frame(const std::string& body) {

@@ -3,9 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,6 +38,7 @@ using Clock = std::chrono::steady_clock;
 // ---- Helpers ----
 
 using test::Exists;
+using test::FileSizeLimit;
 using test::Frame;
 using test::ReadFile;
 using test::TempDir;
@@ -579,9 +578,10 @@ TEST_CASE("kDrop with a stalled sink drops what does not fit, counts it, and Met
   constexpr int64_t kRecords = 100;
   for (int64_t step = 20; step < 20 + kRecords; ++step) {
     REQUIRE(MakeRecord(step, 1000).frame.size() == record);
-    const absl::StatusOr<bool> queued = writer->Submit(MakeRecord(step, 1000));  // Never blocks.
+    // Never blocks.
+    const absl::StatusOr<SubmitResult> queued = writer->Submit(MakeRecord(step, 1000));
     REQUIRE(queued.ok());
-    CHECK(*queued == (step < 30));
+    CHECK(*queued == (step < 30 ? SubmitResult::kQueued : SubmitResult::kDropped));
   }
   // The sink held every byte: exactly 10 records fit, the rest were dropped.
   CHECK(writer->stats().records_dropped == kRecords - 10);
@@ -640,28 +640,6 @@ TEST_CASE("Open fails with an error naming the path when output_dir cannot be cr
   REQUIRE_FALSE(writer.ok());
   CHECK_THAT(std::string(writer.status().message()), Catch::Contains(dir.path() + "/file"));
 }
-
-// Lowers RLIMIT_FSIZE for this process (SIGXFSZ ignored, so write(2) fails
-// with EFBIG) and restores both at scope exit. ctest runs each TEST_CASE in its
-// own process, so no other test sees the limit.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    REQUIRE(getrlimit(RLIMIT_FSIZE, &old_) == 0);
-    old_handler_ = signal(SIGXFSZ, SIG_IGN);
-    rlimit lowered = old_;
-    lowered.rlim_cur = bytes;
-    REQUIRE(setrlimit(RLIMIT_FSIZE, &lowered) == 0);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &old_);
-    signal(SIGXFSZ, old_handler_);
-  }
-
- private:
-  rlimit old_{};
-  void (*old_handler_)(int) = SIG_DFL;
-};
 
 TEST_CASE("EFBIG (RLIMIT_FSIZE) becomes a sticky error; nothing hangs", "[writer][errors]") {
   TempDir dir;

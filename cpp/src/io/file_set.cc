@@ -11,7 +11,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "io/trace_writer.h"
 
 namespace xdl_trace {
 namespace internal {

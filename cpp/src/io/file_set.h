@@ -18,6 +18,8 @@ std::string FileStem(const TraceConfig& config);
 
 // "{stem}.{index}" (data) and "{stem}.{index}.meta" (meta), without directory.
 std::string DataFileName(const TraceConfig& config, int64_t index);
+// "{output_dir}/{stem}.{index}": where a data file of `config` lives.
+std::string DataFilePath(const TraceConfig& config, int64_t index);
 std::string MetaPath(absl::string_view data_path);
 // Where a new Meta is written before it is renamed over MetaPath().
 std::string MetaTempPath(absl::string_view data_path);

@@ -1,4 +1,9 @@
 // The IO side of a tracer: a byte-bounded queue drained by one IO thread into data + meta files.
+//
+// TraceWriter is the interface the tracer uses. Open() returns the file writer
+// (trace_writer.cc): the training-thread side (frame checks, the queue, the
+// frame pool) and the IO thread, which runs an IoLoop (io_loop.h) that writes
+// each data file through a DataFileSegment (data_file_segment.h).
 #ifndef XDL_TRACE_IO_TRACE_WRITER_H_
 #define XDL_TRACE_IO_TRACE_WRITER_H_
 
@@ -10,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "io/file_set.h"  // DataFilePath: where Open's files are.
 #include "record/encoded_record.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/stats.h"
@@ -22,6 +28,12 @@ inline constexpr char kIoThreadName[] = "xdl_trace_io";
 
 // Written record buffers kept for reuse by one writer.
 inline constexpr size_t kMaxPooledFrames = 4;
+
+// What Submit did with a record that was valid and submitted in time.
+enum class SubmitResult {
+  kQueued,   // In the queue; the IO thread will write it.
+  kDropped,  // kDrop and the queue was full: destroyed and counted in stats.
+};
 
 // Hooks for tests; production code leaves them empty.
 struct WriterTestHooks {
@@ -45,11 +57,12 @@ class TraceWriter {
 
   virtual ~TraceWriter() = default;
 
-  // Queues a record: true once queued. Under kBlock waits while the queue is
-  // full; under kDrop drops and counts it, and returns false. After a write
-  // error returns that error at once and counts the record as dropped.
-  // InvalidArgument for a frame over 4 GiB.
-  virtual absl::StatusOr<bool> Submit(EncodedRecord record) = 0;
+  // Queues a record: kQueued once queued. Under kBlock waits while the queue
+  // is full; under kDrop drops and counts it, and returns kDropped. After a
+  // write error returns that error at once and counts the record as dropped.
+  // InvalidArgument for a frame whose body passes kMaxFrameBytes or whose
+  // length prefix is wrong; FailedPrecondition after Close.
+  virtual absl::StatusOr<SubmitResult> Submit(EncodedRecord record) = 0;
   // Returns once every record submitted before it is written and Meta is
   // replaced; the sticky write error if any.
   virtual absl::Status Flush() = 0;
@@ -67,10 +80,6 @@ class TraceWriter {
     return std::string();
   }
 };
-
-// Data file path: "{dir}/{train|test}.{name}.{rank}.{index}"; Meta is the
-// same plus ".meta".
-std::string DataFilePath(const TraceConfig& config, int64_t index);
 
 }  // namespace internal
 }  // namespace xdl_trace

@@ -8,6 +8,9 @@
 namespace xdl_trace {
 namespace internal {
 
+// Largest frame body the 4-byte length prefix can describe.
+inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
+
 // One record, already framed for the data file: 4-byte little-endian length
 // followed by the serialized xdl.proto.Record. The step fields ride along so
 // the IO thread can keep Meta current without parsing.

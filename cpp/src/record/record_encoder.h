@@ -16,9 +16,6 @@
 namespace xdl_trace {
 namespace internal {
 
-// Largest frame body the 4-byte length prefix can describe.
-inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
-
 // Supplies the string a frame is written into, given the frame's exact size:
 // typically a recycled buffer (TraceWriter::TakeBuffer) whose capacity is at
 // least that size, so encoding neither allocates nor page-faults. Its contents

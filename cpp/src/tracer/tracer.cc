@@ -247,7 +247,7 @@ absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) 
     submit_begin_ns = internal::WallClockNs();
     extras_->OnStepEncoded(capture_begin_ns, submit_begin_ns);
   }
-  const absl::StatusOr<bool> queued = writer_->Submit(std::move(*record));
+  const absl::StatusOr<internal::SubmitResult> queued = writer_->Submit(std::move(*record));
   if (extras_ != nullptr) extras_->OnStepReturned(submit_begin_ns, internal::WallClockNs());
 
   // The record was produced: counted even when the writer dropped it.
@@ -257,7 +257,7 @@ absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) 
   last_lstep_ = lstep;
   // A once-value stays pending until a record carrying it is queued, so a
   // record dropped under kDrop does not lose it.
-  if (queued.ok() && *queued) {
+  if (queued.ok() && *queued == internal::SubmitResult::kQueued) {
     for (size_t i = 0; i < entries_.size(); ++i) {
       if (entries_[i].kind == EntryKind::kOnce) slots_[i].once_done = true;
     }

@@ -1,0 +1,161 @@
+// One data file: create with O_EXCL, append frames with writev, keep CRC and Meta fields current.
+#include "io/data_file_segment.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "io/crc32c.h"
+#include "io/file_set.h"
+#include "io/meta_writer.h"
+
+namespace xdl_trace {
+namespace internal {
+
+std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys) {
+  xdl::proto::Header header;
+  for (const std::string& key : keys) header.add_key(key);
+  std::string frame(4, '\0');
+  header.AppendToString(&frame);
+  const uint32_t n = static_cast<uint32_t>(frame.size() - 4);
+  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return frame;
+}
+
+absl::StatusOr<std::unique_ptr<DataFileSegment>> DataFileSegment::Create(
+    const SegmentOptions* options, int64_t index) {
+  for (int attempt = 0;; ++attempt, ++index) {
+    std::string path = DataFilePath(options->config, index);
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      return std::unique_ptr<DataFileSegment>(
+          new DataFileSegment(options, fd, std::move(path), index));
+    }
+    // Another writer took this index since the directory was listed: skip it.
+    if (errno == EEXIST && attempt < 1000) continue;
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("xdl_trace: create of data file '", path, "' failed"));
+  }
+}
+
+DataFileSegment::DataFileSegment(const SegmentOptions* options, int fd, std::string path,
+                                 int64_t index)
+    : options_(options),
+      fd_(fd),
+      path_(std::move(path)),
+      index_(index),
+      max_bytes_(static_cast<int64_t>(std::llround(options->config.max_file_m_size * 1e6))) {}
+
+DataFileSegment::~DataFileSegment() { close(fd_); }
+
+absl::Status DataFileSegment::WriteHeader(int64_t dropped_records) {
+  const std::string& header = options_->header_frame;
+  XDL_RETURN_IF_ERROR(WriteFully(fd_, header.data(), header.size(), path_, 0));
+  crc_ = crc32c::Value(header.data(), header.size());
+  bytes_ = static_cast<int64_t>(header.size());
+  return WriteMeta(/*closed_cleanly=*/false, dropped_records);
+}
+
+bool DataFileSegment::ShouldRollOver(int64_t pending_bytes, int64_t pending_records,
+                                     int64_t record_bytes) const {
+  return bytes_ + pending_bytes + record_bytes > max_bytes_ && records_ + pending_records > 0;
+}
+
+absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
+  iovecs_.clear();
+  for (const EncodedRecord* r : records) {
+    iovecs_.push_back({const_cast<char*>(r->frame.data()), r->frame.size()});
+  }
+  size_t next = 0;  // First iovec not completely written.
+  while (next < iovecs_.size()) {
+    const int count = static_cast<int>(std::min(iovecs_.size() - next, kMaxIovecs));
+    const ssize_t w = writev(fd_, iovecs_.data() + next, count);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      return absl::ErrnoToStatus(w < 0 ? errno : EIO,
+                                 absl::StrCat("xdl_trace: write to data file '", path_,
+                                              "' at offset ", bytes_, " failed"));
+    }
+    size_t left = static_cast<size_t>(w);
+    while (left > 0) {
+      iovec& v = iovecs_[next];
+      const size_t take = std::min(left, v.iov_len);
+      crc_ = crc32c::Extend(crc_, v.iov_base, take);
+      bytes_ += static_cast<int64_t>(take);
+      left -= take;
+      if (take == v.iov_len) {
+        CountRecord(*records[next]);
+        ++next;
+      } else {
+        v.iov_base = static_cast<char*>(v.iov_base) + take;
+        v.iov_len -= take;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void DataFileSegment::CountRecord(const EncodedRecord& r) {
+  if (records_ == 0) {
+    lstep_begin_ = lstep_end_ = r.lstep;
+    gstep_begin_ = gstep_end_ = r.gstep;
+    ts_begin_ = ts_end_ = r.timestamp_ms;
+  } else {
+    lstep_begin_ = std::min(lstep_begin_, r.lstep);
+    lstep_end_ = std::max(lstep_end_, r.lstep);
+    gstep_begin_ = std::min(gstep_begin_, r.gstep);
+    gstep_end_ = std::max(gstep_end_, r.gstep);
+    ts_begin_ = std::min(ts_begin_, r.timestamp_ms);
+    ts_end_ = std::max(ts_end_, r.timestamp_ms);
+  }
+  ++records_;
+}
+
+absl::Status DataFileSegment::SyncAndWriteMeta(bool closed_cleanly, int64_t dropped_records) {
+  if (!closed_cleanly && bytes_ == meta_bytes_ && dropped_records == meta_dropped_) {
+    return absl::OkStatus();
+  }
+  if (options_->config.fsync && fdatasync(fd_) != 0) {
+    return absl::ErrnoToStatus(
+        errno, absl::StrCat("xdl_trace: fdatasync of data file '", path_, "' failed"));
+  }
+  return WriteMeta(closed_cleanly, dropped_records);
+}
+
+xdl::proto::Meta DataFileSegment::BuildMeta(bool closed_cleanly, int64_t dropped_records) const {
+  const TraceConfig& config = options_->config;
+  xdl::proto::Meta meta;
+  meta.set_lstep_begin(lstep_begin_);
+  meta.set_lstep_end(lstep_end_);
+  meta.set_gstep_begin(gstep_begin_);
+  meta.set_gstep_end(gstep_end_);
+  meta.set_timestamp_begin(ts_begin_);
+  meta.set_timestamp_end(ts_end_);
+  meta.set_rank(config.rank);
+  meta.set_file_index(index_);
+  meta.set_record_count(records_);
+  meta.set_data_bytes(bytes_);
+  meta.set_crc32c(crc_);
+  meta.set_run_id(config.run_id);
+  meta.set_format_version(kFormatVersion);
+  meta.set_dropped_records(dropped_records);
+  meta.set_closed_cleanly(closed_cleanly);
+  return meta;
+}
+
+absl::Status DataFileSegment::WriteMeta(bool closed_cleanly, int64_t dropped_records) {
+  XDL_RETURN_IF_ERROR(ReplaceMeta(path_, BuildMeta(closed_cleanly, dropped_records),
+                                  options_->config.fsync, options_->dir_fd));
+  meta_bytes_ = bytes_;
+  meta_dropped_ = dropped_records;
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+}  // namespace xdl_trace

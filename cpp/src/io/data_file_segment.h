@@ -1,0 +1,112 @@
+// One data file of a trace: its fd, running CRC-32C, record counts, step ranges, Meta, rollover.
+//
+// The sink half of the writer (the IoLoop is the other): it knows files, not
+// messages or threads. A segment appends frames it is given, keeps the fields
+// its Meta needs as each frame is completely written, and replaces its Meta
+// atomically (meta_writer). It does not know how many records the writer
+// dropped; callers pass that count in, because Meta reports it per run.
+#ifndef XDL_TRACE_IO_DATA_FILE_SEGMENT_H_
+#define XDL_TRACE_IO_DATA_FILE_SEGMENT_H_
+
+#include <limits.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "record/encoded_record.h"
+#include "xdl_trace.pb.h"
+#include "xdl_trace/config.h"
+
+namespace xdl_trace {
+namespace internal {
+
+// Frames one writev(2) call carries at most (the kernel's limit, capped).
+inline constexpr size_t kMaxIovecs = IOV_MAX < 1024 ? IOV_MAX : 1024;
+
+// What every data file of one writer shares; set up before the first segment
+// is created and unchanged while any segment exists.
+struct SegmentOptions {
+  TraceConfig config;        // output_dir, names, rank, run_id, fsync, max_file_m_size.
+  std::string header_frame;  // The framed Header every file opens with (HeaderFrame()).
+  int dir_fd = -1;           // config.output_dir, fsynced after a Meta rename; -1 skips that.
+};
+
+// Threading: none. One thread (the IO thread, or a test) calls every method.
+class DataFileSegment {
+ public:
+  // The framed Header {key...}: 4-byte little-endian length, then the message.
+  static std::string HeaderFrame(const std::vector<std::string>& keys);
+
+  // Creates "{output_dir}/{stem}.{index}" with O_EXCL, or the next free index
+  // when another writer took it since the directory was listed. Writes nothing
+  // (see WriteHeader). `options` must outlive the segment. Error naming the file.
+  static absl::StatusOr<std::unique_ptr<DataFileSegment>> Create(const SegmentOptions* options,
+                                                                 int64_t index);
+
+  DataFileSegment(const DataFileSegment&) = delete;
+  DataFileSegment& operator=(const DataFileSegment&) = delete;
+  ~DataFileSegment();  // Closes the fd; writes no Meta.
+
+  // Writes the Header frame, then the file's first Meta (not fsynced first).
+  absl::Status WriteHeader(int64_t dropped_records);
+
+  // Whether a record of `record_bytes`, arriving after `pending_records`
+  // records of `pending_bytes` that are not appended yet, belongs in a new
+  // file: it would pass max_file_m_size × 10^6 bytes and this file (pending
+  // included) already holds a record. So a file may end exactly at the limit,
+  // and a record larger than the limit sits alone in its own file.
+  bool ShouldRollOver(int64_t pending_bytes, int64_t pending_records, int64_t record_bytes) const;
+
+  // Appends the frames of `records` in order with as few writev(2) calls as
+  // the kernel allows, updating the CRC and bytes() per byte written and
+  // records() and the step/timestamp ranges per frame completely written. On
+  // error (naming the file and offset) the frames after the last complete one
+  // are not written, or only partly.
+  absl::Status Append(absl::Span<EncodedRecord* const> records);
+
+  // Replaces the Meta when `closed_cleanly` or when it is stale (bytes or
+  // `dropped_records` changed since the last one), after fdatasync of the data
+  // when config.fsync, so a Meta never claims bytes a crash could lose.
+  absl::Status SyncAndWriteMeta(bool closed_cleanly, int64_t dropped_records);
+
+  // The Meta that describes the file as written so far.
+  xdl::proto::Meta BuildMeta(bool closed_cleanly, int64_t dropped_records) const;
+
+  const std::string& path() const { return path_; }
+  int64_t index() const { return index_; }
+  int64_t bytes() const { return bytes_; }      // Written, Header included.
+  int64_t records() const { return records_; }  // Completely written.
+  uint32_t crc32c() const { return crc_; }      // Of the first bytes() bytes.
+
+ private:
+  DataFileSegment(const SegmentOptions* options, int fd, std::string path, int64_t index);
+
+  void CountRecord(const EncodedRecord& record);
+  absl::Status WriteMeta(bool closed_cleanly, int64_t dropped_records);
+
+  const SegmentOptions* const options_;
+  const int fd_;
+  const std::string path_;
+  const int64_t index_;
+  const int64_t max_bytes_;
+  int64_t bytes_ = 0;
+  int64_t records_ = 0;
+  uint32_t crc_ = 0;
+  int64_t lstep_begin_ = 0, lstep_end_ = 0, gstep_begin_ = 0, gstep_end_ = 0;
+  int64_t ts_begin_ = 0, ts_end_ = 0;
+  int64_t meta_bytes_ = -1;    // data_bytes of the last Meta written.
+  int64_t meta_dropped_ = -1;  // dropped_records of the last Meta written.
+  std::vector<iovec> iovecs_;  // Append's scratch, kept for its capacity.
+};
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_IO_DATA_FILE_SEGMENT_H_

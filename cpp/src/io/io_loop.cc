@@ -1,0 +1,191 @@
+// The IO thread's loop: drains the queue into write groups for the current data file segment.
+#include "io/io_loop.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/clock.h"
+#include "core/status_macros.h"
+#include "io/file_set.h"
+
+namespace xdl_trace {
+namespace internal {
+
+IoLoop::IoLoop(const TraceConfig& config, const std::vector<std::string>& keys,
+               ByteBoundedQueue* queue, FramePool* pool, std::function<void()> before_record_write)
+    : options_{config, DataFileSegment::HeaderFrame(keys)},
+      queue_(queue),
+      pool_(pool),
+      before_record_write_(std::move(before_record_write)) {
+  if (options_.config.run_id.empty()) options_.config.run_id = NewRunId();
+}
+
+IoLoop::~IoLoop() {
+  segment_.reset();  // Before the directory it lives in.
+  if (options_.dir_fd >= 0) close(options_.dir_fd);
+}
+
+absl::Status IoLoop::Start() {
+  const std::string& dir = options_.config.output_dir;
+  XDL_RETURN_IF_ERROR(MakeDirectories(dir));
+  options_.dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (options_.dir_fd < 0) {
+    return absl::ErrnoToStatus(errno,
+                               absl::StrCat("xdl_trace: open of directory '", dir, "' failed"));
+  }
+  XDL_ASSIGN_OR_RETURN(const int64_t highest, HighestExistingIndex(options_.config));
+  XDL_RETURN_IF_ERROR(OpenSegment(highest + 1));
+  next_meta_ = NextMetaDeadline();
+  return absl::OkStatus();
+}
+
+void IoLoop::Run() {
+  std::deque<WriterMessage> batch;
+  bool closing = false;
+  while (!closing) {
+    queue_->PopAll(&batch, next_meta_);
+    closing = ProcessBatch(&batch);
+    batch.clear();
+    if (!closing && Clock::now() >= next_meta_) {
+      RefreshMeta(/*closed_cleanly=*/false);
+      next_meta_ = NextMetaDeadline();
+    }
+  }
+}
+
+IoLoop::Counters IoLoop::counters() const {
+  Counters c;
+  c.records_written = records_written_.load(std::memory_order_relaxed);
+  c.bytes_written = bytes_written_.load(std::memory_order_relaxed);
+  c.records_dropped = records_dropped_.load(std::memory_order_relaxed);
+  c.files_written = files_written_.load(std::memory_order_relaxed);
+  return c;
+}
+
+absl::Status IoLoop::error() const {
+  MutexLock lock(&error_mu_);
+  return error_;
+}
+
+// Handles the messages in order; returns true after a close message.
+bool IoLoop::ProcessBatch(std::deque<WriterMessage>* batch) {
+  for (WriterMessage& m : *batch) {
+    switch (m.kind) {
+      case WriterMessage::Kind::kRecord:
+        AddRecord(&m.record);
+        break;
+      case WriterMessage::Kind::kFlush:
+        WriteGroup();
+        RefreshMeta(/*closed_cleanly=*/false);
+        m.done->Notify(error());
+        break;
+      case WriterMessage::Kind::kClose:
+        WriteGroup();
+        RefreshMeta(/*closed_cleanly=*/true);
+        segment_.reset();
+        m.done->Notify(error());
+        return true;
+    }
+  }
+  WriteGroup();
+  return false;
+}
+
+// Appends a record to the write group, rotating first when the segment says
+// it belongs in a new file.
+void IoLoop::AddRecord(EncodedRecord* record) {
+  const int64_t size = static_cast<int64_t>(record->frame.size());
+  if (failed()) {
+    DropRecord(record);
+    return;
+  }
+  if (segment_->ShouldRollOver(group_bytes_, static_cast<int64_t>(group_.size()), size)) {
+    WriteGroup();
+    if (!failed()) {
+      if (absl::Status s = RotateSegment(); !s.ok()) Fail(std::move(s));
+    }
+    if (failed()) {
+      DropRecord(record);
+      return;
+    }
+  }
+  if (before_record_write_) before_record_write_();
+  group_.push_back(record);
+  group_bytes_ += size;
+  if (group_.size() >= kMaxIovecs || group_bytes_ >= kMaxGroupBytes) WriteGroup();
+}
+
+void IoLoop::DropRecord(EncodedRecord* record) {
+  CountDropped();
+  const int64_t bytes = static_cast<int64_t>(record->frame.size());
+  pool_->Give(std::move(record->frame));  // Pooled or freed before its bytes leave the bound.
+  queue_->Release(bytes);
+}
+
+// Hands the group to the segment and counts what it wrote; frames it could not
+// write are dropped. Releases the group's bytes from the queue bound.
+void IoLoop::WriteGroup() {
+  if (group_.empty()) return;
+  const int64_t bytes_before = segment_->bytes();
+  const int64_t records_before = segment_->records();
+  const absl::Status status = segment_->Append(group_);
+  const int64_t written = segment_->records() - records_before;
+  bytes_written_.fetch_add(segment_->bytes() - bytes_before, std::memory_order_relaxed);
+  records_written_.fetch_add(written, std::memory_order_relaxed);
+  records_dropped_.fetch_add(static_cast<int64_t>(group_.size()) - written,
+                             std::memory_order_relaxed);
+  if (!status.ok()) Fail(status);
+  // Recycle (or free) the frames before their bytes leave the bound, so
+  // queued records never hold more than max_pending_mb (the batch outlives
+  // the group) and pooled ones at most as much again.
+  for (EncodedRecord* r : group_) pool_->Give(std::move(r->frame));
+  queue_->Release(group_bytes_);
+  group_.clear();
+  group_bytes_ = 0;
+}
+
+absl::Status IoLoop::OpenSegment(int64_t index) {
+  XDL_ASSIGN_OR_RETURN(segment_, DataFileSegment::Create(&options_, index));
+  files_written_.fetch_add(1, std::memory_order_relaxed);
+  const absl::Status status = segment_->WriteHeader(dropped());
+  bytes_written_.fetch_add(segment_->bytes(), std::memory_order_relaxed);
+  return status;
+}
+
+// Final Meta of the current file, then the next file.
+absl::Status IoLoop::RotateSegment() {
+  XDL_RETURN_IF_ERROR(segment_->SyncAndWriteMeta(/*closed_cleanly=*/true, dropped()));
+  const int64_t next = segment_->index() + 1;
+  segment_.reset();
+  return OpenSegment(next);
+}
+
+void IoLoop::RefreshMeta(bool closed_cleanly) {
+  if (failed()) return;
+  if (absl::Status s = segment_->SyncAndWriteMeta(closed_cleanly, dropped()); !s.ok()) {
+    Fail(std::move(s));
+  }
+}
+
+void IoLoop::Fail(absl::Status status) {
+  {
+    MutexLock lock(&error_mu_);
+    if (error_.ok()) error_ = std::move(status);
+  }
+  failed_.store(true, std::memory_order_release);
+  queue_->Abort();
+}
+
+IoLoop::Clock::time_point IoLoop::NextMetaDeadline() const {
+  const double interval_s = options_.config.meta_interval_s;
+  if (!(interval_s > 0)) return Clock::time_point::max();
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval_s));
+}
+
+}  // namespace internal
+}  // namespace xdl_trace

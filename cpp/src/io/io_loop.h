@@ -1,0 +1,118 @@
+// The IO thread's loop: queue messages in, writev batches, rollover, Meta deadline, stats, errors.
+//
+// The worker half of the writer (DataFileSegment is the sink half), after
+// spdlog's thread_pool: it knows messages, the queue and the frame pool, and
+// hands batches of frames to the current segment. Flush and close arrive
+// through the same FIFO as records and are answered through their Completion
+// once everything queued before them is written.
+#ifndef XDL_TRACE_IO_IO_LOOP_H_
+#define XDL_TRACE_IO_IO_LOOP_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "core/mutex.h"
+#include "io/bounded_queue.h"
+#include "io/data_file_segment.h"
+#include "io/frame_pool.h"
+#include "record/encoded_record.h"
+#include "xdl_trace/config.h"
+
+namespace xdl_trace {
+namespace internal {
+
+// A write group is handed to the segment once it holds kMaxIovecs frames or
+// this many bytes, so the queue bytes it holds go back to producers soon.
+inline constexpr int64_t kMaxGroupBytes = int64_t{16} << 20;
+
+// Threading: Start() on the caller's thread before the IO thread exists; Run()
+// on the IO thread, which alone owns the segment, the write group and the Meta
+// deadline (no lock); counters(), error(), failed() and CountDropped() from any
+// thread. The queue and pool are shared with producers (internally locked) and
+// must outlive the loop.
+class IoLoop {
+ public:
+  struct Counters {
+    int64_t records_written = 0;
+    int64_t bytes_written = 0;
+    int64_t records_dropped = 0;
+    int64_t files_written = 0;
+  };
+
+  // `config.run_id` is generated when empty. `before_record_write`, when set,
+  // runs on the IO thread before each record joins a write group (a slow sink
+  // for tests).
+  IoLoop(const TraceConfig& config, const std::vector<std::string>& keys, ByteBoundedQueue* queue,
+         FramePool* pool, std::function<void()> before_record_write = nullptr);
+  IoLoop(const IoLoop&) = delete;
+  IoLoop& operator=(const IoLoop&) = delete;
+  ~IoLoop();
+
+  // Creates output_dir if needed and opens the first data file after any
+  // existing index (Header and first Meta written). Call once, before Run().
+  absl::Status Start();
+
+  // The IO thread: handles messages in order until a close message, which it
+  // answers (final Meta with closed_cleanly, fd closed) before returning.
+  void Run();
+
+  Counters counters() const;
+  // The first write error (sticky); OK while none happened.
+  absl::Status error() const ABSL_LOCKS_EXCLUDED(error_mu_);
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // A producer dropped a record (queue full, or after an error): counted in
+  // stats and in the next Meta's dropped_records.
+  void CountDropped() { records_dropped_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  bool ProcessBatch(std::deque<WriterMessage>* batch);
+  void AddRecord(EncodedRecord* record);
+  void DropRecord(EncodedRecord* record);
+  void WriteGroup();
+  absl::Status OpenSegment(int64_t index);
+  absl::Status RotateSegment();
+  // Replaces the Meta when stale (always when `closed_cleanly`), unless an
+  // error already stopped writing; a failure becomes the sticky error.
+  void RefreshMeta(bool closed_cleanly);
+  // Makes `status` the sticky error (the first one wins) and aborts the queue
+  // so no producer waits for room that will never come.
+  void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(error_mu_);
+  Clock::time_point NextMetaDeadline() const;
+  int64_t dropped() const { return records_dropped_.load(std::memory_order_relaxed); }
+
+  // ---- Set up by the constructor and Start(), then read-only ----
+  SegmentOptions options_;
+  ByteBoundedQueue* const queue_;
+  FramePool* const pool_;
+  const std::function<void()> before_record_write_;
+
+  // ---- Shared between threads ----
+  std::atomic<int64_t> records_written_{0};
+  std::atomic<int64_t> bytes_written_{0};
+  std::atomic<int64_t> records_dropped_{0};
+  std::atomic<int64_t> files_written_{0};
+  std::atomic<bool> failed_{false};  // Fast path copy of !error_.ok().
+  mutable Mutex error_mu_;
+  absl::Status error_ ABSL_GUARDED_BY(error_mu_);
+
+  // ---- IO thread only (and Start(), before the thread exists) ----
+  std::unique_ptr<DataFileSegment> segment_;  // Null only after an error or close.
+  Clock::time_point next_meta_;
+  std::vector<EncodedRecord*> group_;  // Frames to write next (owned by the batch).
+  int64_t group_bytes_ = 0;
+};
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_IO_IO_LOOP_H_

@@ -1,0 +1,290 @@
+// Tests of DataFileSegment alone (no thread, no queue): one data file's bytes, CRC, Meta, rollover.
+#include "io/data_file_segment.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "io/crc32c.h"
+#include "io/file_set.h"
+#include "io/meta_writer.h"
+#include "test_util.h"
+#include "xdl_trace.pb.h"
+
+namespace xdl_trace {
+namespace internal {
+namespace {
+
+using test::Exists;
+using test::FileSizeLimit;
+using test::ReadFile;
+using test::TempDir;
+
+const std::vector<std::string> kKeys = {"scope/a", "scope/b"};
+
+// A record of one float32 column of `floats` values, framed by protobuf itself.
+EncodedRecord MakeRecord(int64_t gstep, int64_t lstep, int64_t timestamp_ms, size_t floats = 25) {
+  const std::vector<float> values(floats, static_cast<float>(gstep));
+  const std::vector<TensorView> columns = {
+      TensorView{DType::kFloat32, {static_cast<int64_t>(floats)}, values.data()}};
+  EncodedRecord r;
+  r.gstep = gstep;
+  r.lstep = lstep;
+  r.timestamp_ms = timestamp_ms;
+  r.frame = test::ProtobufFrame(gstep, lstep, timestamp_ms, columns);
+  return r;
+}
+
+std::vector<EncodedRecord*> Pointers(std::vector<EncodedRecord>* records) {
+  std::vector<EncodedRecord*> out;
+  for (EncodedRecord& r : *records) out.push_back(&r);
+  return out;
+}
+
+SegmentOptions Options(const std::string& dir) {
+  SegmentOptions options;
+  options.config.output_dir = dir;
+  options.config.output_file_name = "seg";
+  options.config.rank = 2;
+  options.config.fsync = false;
+  options.config.run_id = "segment-run";
+  options.header_frame = DataFileSegment::HeaderFrame(kKeys);
+  return options;
+}
+
+std::unique_ptr<DataFileSegment> CreateOrDie(const SegmentOptions* options, int64_t index) {
+  absl::StatusOr<std::unique_ptr<DataFileSegment>> segment =
+      DataFileSegment::Create(options, index);
+  INFO(segment.status().ToString());
+  REQUIRE(segment.ok());
+  return std::move(*segment);
+}
+
+xdl::proto::Meta ReadMeta(const std::string& data_path) {
+  xdl::proto::Meta meta;
+  REQUIRE(meta.ParseFromString(ReadFile(MetaPath(data_path))));
+  return meta;
+}
+
+TEST_CASE("the Header frame is protobuf's own serialization, length-prefixed", "[segment]") {
+  xdl::proto::Header header;
+  for (const std::string& key : kKeys) header.add_key(key);
+  CHECK(DataFileSegment::HeaderFrame(kKeys) == test::Frame(header.SerializeAsString()));
+  CHECK(DataFileSegment::HeaderFrame({}) == test::Frame(""));
+}
+
+TEST_CASE("a new segment holds the Header and a Meta describing just that", "[segment]") {
+  TempDir dir;
+  const SegmentOptions options = Options(dir.path());
+  auto segment = CreateOrDie(&options, 4);
+  CHECK(segment->path() == DataFilePath(options.config, 4));
+  CHECK(segment->index() == 4);
+  CHECK(ReadFile(segment->path()).empty());  // Create writes nothing.
+  CHECK_FALSE(Exists(MetaPath(segment->path())));
+
+  REQUIRE(segment->WriteHeader(/*dropped_records=*/7).ok());
+  const std::string bytes = ReadFile(segment->path());
+  CHECK(bytes == options.header_frame);
+  CHECK(segment->bytes() == static_cast<int64_t>(bytes.size()));
+  CHECK(segment->records() == 0);
+  CHECK(segment->crc32c() == crc32c::Value(bytes.data(), bytes.size()));
+  const xdl::proto::Meta meta = ReadMeta(segment->path());
+  CHECK(meta.record_count() == 0);
+  CHECK(meta.data_bytes() == static_cast<int64_t>(bytes.size()));
+  CHECK(meta.crc32c() == segment->crc32c());
+  CHECK(meta.file_index() == 4);
+  CHECK(meta.rank() == 2);
+  CHECK(meta.run_id() == "segment-run");
+  CHECK(meta.format_version() == kFormatVersion);
+  CHECK(meta.dropped_records() == 7);
+  CHECK_FALSE(meta.closed_cleanly());
+}
+
+TEST_CASE("Append writes frames byte for byte and keeps ranges over complete frames", "[segment]") {
+  TempDir dir;
+  const SegmentOptions options = Options(dir.path());
+  auto segment = CreateOrDie(&options, 1);
+  REQUIRE(segment->WriteHeader(0).ok());
+  // Steps out of order: the ranges are min/max, not first/last.
+  std::vector<EncodedRecord> records = {MakeRecord(9, 90, 1009), MakeRecord(3, 95, 1003),
+                                        MakeRecord(5, 50, 1020)};
+  std::string expected = options.header_frame;
+  for (const EncodedRecord& r : records) expected += r.frame;
+  REQUIRE(segment->Append(Pointers(&records)).ok());
+
+  const std::string bytes = ReadFile(segment->path());
+  CHECK(bytes == expected);
+  CHECK(segment->bytes() == static_cast<int64_t>(bytes.size()));
+  CHECK(segment->records() == 3);
+  CHECK(segment->crc32c() == crc32c::Value(bytes.data(), bytes.size()));
+
+  REQUIRE(segment->SyncAndWriteMeta(/*closed_cleanly=*/true, /*dropped_records=*/2).ok());
+  const xdl::proto::Meta meta = ReadMeta(segment->path());
+  CHECK(meta.gstep_begin() == 3);
+  CHECK(meta.gstep_end() == 9);
+  CHECK(meta.lstep_begin() == 50);
+  CHECK(meta.lstep_end() == 95);
+  CHECK(meta.timestamp_begin() == 1003);
+  CHECK(meta.timestamp_end() == 1020);
+  CHECK(meta.record_count() == 3);
+  CHECK(meta.data_bytes() == static_cast<int64_t>(bytes.size()));
+  CHECK(meta.crc32c() == crc32c::Value(bytes.data(), bytes.size()));
+  CHECK(meta.dropped_records() == 2);
+  CHECK(meta.closed_cleanly());
+  // What is on disk is what BuildMeta describes.
+  CHECK(meta.SerializeAsString() == segment->BuildMeta(true, 2).SerializeAsString());
+}
+
+TEST_CASE("Append splits a group larger than one writev call", "[segment]") {
+  TempDir dir;
+  const SegmentOptions options = Options(dir.path());
+  auto segment = CreateOrDie(&options, 1);
+  REQUIRE(segment->WriteHeader(0).ok());
+  const int64_t count = static_cast<int64_t>(2 * kMaxIovecs + 3);
+  std::vector<EncodedRecord> records;
+  std::string expected = options.header_frame;
+  for (int64_t i = 0; i < count; ++i) {
+    records.push_back(MakeRecord(i, i, 1000 + i, 2));
+    expected += records.back().frame;
+  }
+  REQUIRE(segment->Append(Pointers(&records)).ok());
+  CHECK(segment->records() == count);
+  CHECK(ReadFile(segment->path()) == expected);
+  CHECK(segment->BuildMeta(false, 0).gstep_end() == count - 1);
+}
+
+TEST_CASE("rollover: a file may end exactly at the limit; an oversized record goes alone",
+          "[segment][rollover]") {
+  TempDir dir;
+  SegmentOptions options = Options(dir.path());
+  const int64_t header = static_cast<int64_t>(options.header_frame.size());
+  const int64_t record = static_cast<int64_t>(MakeRecord(20, 20, 20).frame.size());
+  options.config.max_file_m_size = static_cast<double>(header + 3 * record) / 1e6;
+  auto segment = CreateOrDie(&options, 1);
+  REQUIRE(segment->WriteHeader(0).ok());
+
+  // An empty file takes any record, even one larger than the limit.
+  CHECK_FALSE(segment->ShouldRollOver(0, 0, 100 * record));
+  // Pending records count as held: the oversized one waits for the next file.
+  CHECK(segment->ShouldRollOver(record, 1, 100 * record));
+  CHECK_FALSE(segment->ShouldRollOver(2 * record, 2, record));  // Ends exactly at the limit.
+  CHECK(segment->ShouldRollOver(3 * record, 3, record));        // A whole record over.
+
+  std::vector<EncodedRecord> records = {MakeRecord(20, 20, 20), MakeRecord(21, 21, 21)};
+  REQUIRE(segment->Append(Pointers(&records)).ok());
+  CHECK_FALSE(segment->ShouldRollOver(0, 0, record));
+  CHECK(segment->ShouldRollOver(0, 0, record + 1));
+  CHECK(segment->ShouldRollOver(record, 1, 1));
+}
+
+TEST_CASE("Create skips an index another writer took and leaves that file alone",
+          "[segment][naming]") {
+  TempDir dir;
+  const SegmentOptions options = Options(dir.path());
+  test::WriteFile(DataFilePath(options.config, 2), "other writer");
+  auto first = CreateOrDie(&options, 2);
+  CHECK(first->index() == 3);
+  auto second = CreateOrDie(&options, 2);  // 2 and 3 are taken now.
+  CHECK(second->index() == 4);
+  CHECK(second->path() == DataFilePath(options.config, 4));
+  CHECK(ReadFile(DataFilePath(options.config, 2)) == "other writer");
+}
+
+TEST_CASE("Create fails naming the file when its directory is missing", "[segment][errors]") {
+  TempDir dir;
+  const SegmentOptions options = Options(dir.path() + "/missing");
+  const absl::StatusOr<std::unique_ptr<DataFileSegment>> segment =
+      DataFileSegment::Create(&options, 1);
+  REQUIRE_FALSE(segment.ok());
+  CHECK(segment.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(segment.status().message()),
+             Catch::Contains(DataFilePath(options.config, 1)));
+}
+
+TEST_CASE("Meta is replaced when stale or closing, and only then", "[segment][meta]") {
+  TempDir dir;
+  const SegmentOptions options = Options(dir.path());
+  auto segment = CreateOrDie(&options, 1);
+  REQUIRE(segment->WriteHeader(0).ok());
+  const std::string meta_path = MetaPath(segment->path());
+
+  // Nothing new since the first Meta: not rewritten.
+  REQUIRE(unlink(meta_path.c_str()) == 0);
+  REQUIRE(segment->SyncAndWriteMeta(false, 0).ok());
+  CHECK_FALSE(Exists(meta_path));
+  // A new drop makes it stale.
+  REQUIRE(segment->SyncAndWriteMeta(false, 1).ok());
+  REQUIRE(Exists(meta_path));
+  CHECK(ReadMeta(segment->path()).dropped_records() == 1);
+  // So do new bytes.
+  REQUIRE(unlink(meta_path.c_str()) == 0);
+  std::vector<EncodedRecord> records = {MakeRecord(1, 1, 1)};
+  REQUIRE(segment->Append(Pointers(&records)).ok());
+  REQUIRE(segment->SyncAndWriteMeta(false, 1).ok());
+  CHECK(ReadMeta(segment->path()).record_count() == 1);
+  // Closing always writes, marking the file clean.
+  REQUIRE(unlink(meta_path.c_str()) == 0);
+  REQUIRE(segment->SyncAndWriteMeta(true, 1).ok());
+  CHECK(ReadMeta(segment->path()).closed_cleanly());
+}
+
+TEST_CASE("with fsync on, data and Meta agree after every replacement", "[segment][meta]") {
+  TempDir dir;
+  SegmentOptions options = Options(dir.path());
+  options.config.fsync = true;
+  options.dir_fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(options.dir_fd >= 0);
+  {
+    auto segment = CreateOrDie(&options, 1);
+    REQUIRE(segment->WriteHeader(0).ok());
+    for (int64_t step = 0; step < 3; ++step) {
+      std::vector<EncodedRecord> records = {MakeRecord(step, step, step)};
+      REQUIRE(segment->Append(Pointers(&records)).ok());
+      REQUIRE(segment->SyncAndWriteMeta(step == 2, 0).ok());
+      const std::string bytes = ReadFile(segment->path());
+      const xdl::proto::Meta meta = ReadMeta(segment->path());
+      CHECK(meta.data_bytes() == static_cast<int64_t>(bytes.size()));
+      CHECK(meta.crc32c() == crc32c::Value(bytes.data(), bytes.size()));
+      CHECK(meta.record_count() == step + 1);
+    }
+  }
+  close(options.dir_fd);
+  CHECK_FALSE(Exists(MetaTempPath(DataFilePath(options.config, 1))));
+}
+
+TEST_CASE("a failed write names file and offset; counts and CRC cover what reached the file",
+          "[segment][errors]") {
+  TempDir dir;
+  const SegmentOptions options = Options(dir.path());
+  const int64_t header = static_cast<int64_t>(options.header_frame.size());
+  std::vector<EncodedRecord> records = {MakeRecord(1, 1, 1, 100), MakeRecord(2, 2, 2, 100),
+                                        MakeRecord(3, 3, 3, 100)};
+  const int64_t record = static_cast<int64_t>(records[0].frame.size());
+  const int64_t limit = header + record + record / 2;  // The second frame is cut in half.
+  auto segment = CreateOrDie(&options, 1);
+  absl::Status status;
+  {
+    FileSizeLimit file_limit(static_cast<rlim_t>(limit));
+    REQUIRE(segment->WriteHeader(0).ok());
+    status = segment->Append(Pointers(&records));
+  }
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.code() == absl::StatusCode::kOutOfRange);  // EFBIG.
+  CHECK_THAT(std::string(status.message()), Catch::Contains(segment->path()));
+  CHECK_THAT(std::string(status.message()), Catch::Contains(absl::StrCat("offset ", limit)));
+  const std::string bytes = ReadFile(segment->path());
+  REQUIRE(static_cast<int64_t>(bytes.size()) == limit);
+  CHECK(segment->bytes() == limit);
+  CHECK(segment->records() == 1);  // Only the complete frame.
+  CHECK(segment->crc32c() == crc32c::Value(bytes.data(), bytes.size()));
+  CHECK(segment->BuildMeta(false, 0).gstep_end() == 1);
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace xdl_trace
