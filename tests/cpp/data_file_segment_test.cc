@@ -304,7 +304,7 @@ TEST_CASE("a huge max_file_m_size saturates: a full file never looks over the li
   CHECK_FALSE(segment->ShouldRollOver(int64_t{1} << 40, 1000, int64_t{1} << 40));
 }
 
-TEST_CASE("Create refuses a symbolic link at its name, naming it; the target is untouched",
+TEST_CASE("Create refuses a symbolic link at its name, naming it, and leaves the target untouched",
           "[segment][security]") {
   TempDir dir;
   TempDir outside("outside");

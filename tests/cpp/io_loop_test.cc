@@ -354,7 +354,7 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-TEST_CASE("a huge meta_interval_s saturates to no timed refresh; the idle IO thread sleeps",
+TEST_CASE("a huge meta_interval_s saturates to no timed refresh and the idle IO thread sleeps",
           "[loop][meta][config]") {
   TempDir dir;
   TraceConfig config = LoopConfig(dir.path());
@@ -364,9 +364,9 @@ TEST_CASE("a huge meta_interval_s saturates to no timed refresh; the idle IO thr
   REQUIRE(t.Push(MakeRecord(1)) == ByteBoundedQueue::PushResult::kQueued);
   REQUIRE(t.Flush().ok());
   const double cpu_before = ProcessCpuSeconds();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const double cpu_used = ProcessCpuSeconds() - cpu_before;
-  CHECK(cpu_used < 0.1);  // A spinning IO thread burns ~0.3 s here.
+  CHECK(cpu_used < 0.05);  // A spinning IO thread burns up to 0.5 s here.
   REQUIRE(t.Close().ok());
   CHECK(ReadMeta(DataFilePath(config, 1)).closed_cleanly());
 }
