@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/status_macros.h"
@@ -17,18 +18,8 @@ absl::Status Bad(absl::string_view key, absl::string_view value, absl::string_vi
       absl::StrCat("xdl_trace: config '", key, "': ", value, " is invalid; expected ", expected));
 }
 
-// `value` quoted for a message, a NUL byte shown as \0.
-std::string Quoted(absl::string_view value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\0') {
-      out += "\\0";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
+// `value` quoted for a message, NUL and other unprintable bytes C-escaped.
+std::string Quoted(absl::string_view value) { return absl::StrCat("'", absl::CEscape(value), "'"); }
 
 absl::Status CheckFiniteAbove(absl::string_view key, double value, bool zero_ok) {
   const bool in_range = zero_ok ? value >= 0 : value > 0;

@@ -62,9 +62,7 @@ std::optional<int64_t> ParseFileIndex(absl::string_view stem, absl::string_view 
 
 absl::StatusOr<int64_t> HighestExistingIndex(const TraceConfig& config, int dir_fd) {
   // fdopendir takes ownership of its fd: give it its own.
-  const int fd =
-      openat(dir_fd >= 0 ? dir_fd : AT_FDCWD, dir_fd >= 0 ? "." : config.output_dir.c_str(),
-             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   std::unique_ptr<DIR, int (*)(DIR*)> dir(fd >= 0 ? fdopendir(fd) : nullptr, &closedir);
   if (dir == nullptr) {
     const int error = errno;
