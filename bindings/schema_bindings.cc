@@ -1,0 +1,30 @@
+// Exports the C++ dtype table (cpp/src/core/dtype.cc) so Python derives its dtype lists from it.
+#include "schema_bindings.h"
+
+#include <cstdint>
+
+#include "xdl_trace/dtype.h"
+
+namespace py = pybind11;
+
+namespace xdl_trace {
+namespace python {
+
+void RegisterSchemaBindings(py::module_& m) {
+  m.def(
+      "dtype_table",
+      [] {
+        py::list rows;
+        for (int32_t value = 0; value < kNumDTypes; ++value) {
+          const DTypeInfo& info = GetDTypeInfo(static_cast<DType>(value));
+          rows.append(py::make_tuple(static_cast<int32_t>(info.dtype), info.name, info.size,
+                                     info.numpy_name));
+        }
+        return rows;
+      },
+      "[(wire value, name, itemsize, numpy dtype name)] of every wire dtype, in wire order "
+      "(xdl.proto.Type); the one dtype table, defined in C++.");
+}
+
+}  // namespace python
+}  // namespace xdl_trace
