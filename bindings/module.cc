@@ -8,7 +8,7 @@
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "xdl_trace C++ core (type conversions only; the API is in the xdl_trace package)";
+  xdl_trace::python::RegisterSchemaBindings(m);  // First: the others' signatures use DType.
   xdl_trace::python::RegisterTracerBindings(m);
   xdl_trace::python::RegisterReaderBindings(m);
-  xdl_trace::python::RegisterSchemaBindings(m);
 }

@@ -2,7 +2,9 @@
 #include "schema_bindings.h"
 
 #include <cstdint>
+#include <string>
 
+#include "absl/strings/ascii.h"
 #include "xdl_trace/dtype.h"
 
 namespace py = pybind11;
@@ -11,6 +13,13 @@ namespace xdl_trace {
 namespace python {
 
 void RegisterSchemaBindings(py::module_& m) {
+  // DType.FLOAT32, DType.BFLOAT16, ...: one member per row of the table.
+  py::enum_<DType> dtype(m, "DType");
+  for (int32_t value = 0; value < kNumDTypes; ++value) {
+    const DTypeInfo& info = GetDTypeInfo(static_cast<DType>(value));
+    dtype.value(absl::AsciiStrToUpper(info.name).c_str(), info.dtype);
+  }
+
   m.def(
       "dtype_table",
       [] {
