@@ -1,4 +1,4 @@
-// Exports the C++ dtype table (cpp/src/core/dtype.cc) so Python derives its dtype lists from it.
+// Exports the C++ dtype table (cpp/src/core/dtype.cc) and defaults so Python derives from them.
 #include "schema_bindings.h"
 
 #include <cstdint>
@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "xdl_trace/dtype.h"
+#include "xdl_trace/registry.h"
 
 namespace py = pybind11;
 
@@ -33,6 +34,9 @@ void RegisterSchemaBindings(py::module_& m) {
       },
       "[(wire value, name, itemsize, numpy dtype name)] of every wire dtype, in wire order "
       "(xdl.proto.Type); the one dtype table, defined in C++.");
+
+  // Summary's default bin count for the Python API (TraceConfig's come with _core.TraceConfig()).
+  m.attr("DEFAULT_HISTOGRAM_BINS") = Summary().histogram_bins;
 }
 
 }  // namespace python

@@ -7,7 +7,7 @@
 namespace xdl_trace {
 namespace python {
 
-// Adds the DType enum and dtype_table() to `m`.
+// Adds the DType enum, dtype_table() and DEFAULT_HISTOGRAM_BINS to `m`.
 void RegisterSchemaBindings(pybind11::module_& m);
 
 }  // namespace python
