@@ -89,22 +89,6 @@ void RegisterTracerBindings(py::module_& m) {
       .value("CALLBACK", EntryKind::kCallback)
       .value("ONCE", EntryKind::kOnce);
 
-  py::enum_<DType>(m, "DType")
-      .value("INT8", DType::kInt8)
-      .value("INT16", DType::kInt16)
-      .value("INT32", DType::kInt32)
-      .value("INT64", DType::kInt64)
-      .value("FLOAT32", DType::kFloat32)
-      .value("FLOAT64", DType::kFloat64)
-      .value("BOOL", DType::kBool)
-      .value("BYTE", DType::kByte)
-      .value("UINT8", DType::kUInt8)
-      .value("UINT16", DType::kUInt16)
-      .value("UINT32", DType::kUInt32)
-      .value("UINT64", DType::kUInt64)
-      .value("FLOAT16", DType::kFloat16)
-      .value("BFLOAT16", DType::kBFloat16);
-
   py::enum_<OverflowPolicy>(m, "OverflowPolicy")
       .value("BLOCK", OverflowPolicy::kBlock)
       .value("DROP", OverflowPolicy::kDrop);
