@@ -10,14 +10,14 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "plugin/device_tracer_set.h"
-#include "tracer/tracer_internal.h"
+#include "record/record_extras.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/stats.h"
 
 namespace xdl_trace {
 namespace internal {
 
-// Values of xdl.proto.HostSpan.Kind.
+// Values of xdl.proto.HostSpan.Kind (checked against it in device_tracing.cc).
 enum class HostSpanKind : int {
   kStep = 1,
   kCaptureEncode = 2,
@@ -35,9 +35,6 @@ struct HostSpanData {
   int64_t thread_id = 0;
 };
 
-// CLOCK_REALTIME in nanoseconds: the one clock host spans and device events use.
-int64_t RealtimeNs();
-
 // Serialized Record fields: `device_traces` (serialized DeviceTrace) as field 5
 // each, `spans` as field 6 each, ready for EncodeRecord's trailing_fields.
 std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_traces,
@@ -48,7 +45,8 @@ std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_trac
 inline constexpr char kCollectIntervalEnv[] = "XDL_TRACE_DEVICE_COLLECT_INTERVAL_S";
 inline constexpr char kPluginConfigEnv[] = "XDL_TRACE_PLUGIN_CONFIG";  // "key=value;..."
 
-// The RecordExtras (tracer/tracer_internal.h) behind config.device_tracers.
+// The RecordExtras (record/record_extras.h) behind config.device_tracers.
+// Host spans and device events share core/clock.h's WallClockNs().
 // Threading: the training thread calls everything except FillStats(), which
 // any thread may call.
 //
@@ -77,8 +75,6 @@ class DeviceTracing final : public RecordExtras {
   std::string Finish() override;
   // device_events / device_events_dropped / device_tracer_status.
   void FillStats(TraceStats* stats) const override;
-
-  DeviceTracerSet& tracers() { return *set_; }
 
  private:
   DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s);

@@ -16,9 +16,6 @@
 namespace xdl_trace {
 namespace internal {
 
-// Largest frame body the 4-byte length prefix can describe.
-inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
-
 // Supplies the string a frame is written into, given the frame's exact size:
 // typically a recycled buffer (TraceWriter::TakeBuffer) whose capacity is at
 // least that size, so encoding neither allocates nor page-faults. Its contents
@@ -43,9 +40,6 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
                                            absl::Span<const std::string> keys,
                                            absl::string_view trailing_fields,
                                            FrameBufferSource buffer_source);
-
-// Frames a Header {key...}.
-std::string EncodeHeaderFrame(absl::Span<const std::string> keys);
 
 }  // namespace internal
 }  // namespace xdl_trace
