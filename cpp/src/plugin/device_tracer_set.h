@@ -53,7 +53,6 @@ class DeviceTracerSet {
   absl::Status Start();
   // Stops every profiler (each flushes its device buffers). No-op when stopped.
   absl::Status Stop();
-  bool running() const { return running_; }
 
   // Host step markers, forwarded to every running profiler. A failing plugin
   // is reported once in its status (kFailed); the step goes on.
@@ -67,7 +66,6 @@ class DeviceTracerSet {
   std::vector<std::string> TakePending();
   uint64_t pending_bytes() const { return pending_bytes_; }
 
-  size_t size() const { return tracers_.size(); }
   int64_t events_collected() const { return events_collected_.load(std::memory_order_relaxed); }
   int64_t events_dropped() const { return events_dropped_.load(std::memory_order_relaxed); }
   // One per tracer, in configuration order.

@@ -24,13 +24,6 @@ namespace {
 constexpr uint32_t kDeviceTraceField = xdl::proto::Record::kDeviceTraceFieldNumber;
 constexpr uint32_t kHostSpanField = xdl::proto::Record::kHostSpanFieldNumber;
 
-static_assert(static_cast<int>(HostSpanKind::kStep) == xdl::proto::HostSpan::STEP);
-static_assert(static_cast<int>(HostSpanKind::kCaptureEncode) ==
-              xdl::proto::HostSpan::CAPTURE_ENCODE);
-static_assert(static_cast<int>(HostSpanKind::kQueueWait) == xdl::proto::HostSpan::QUEUE_WAIT);
-static_assert(static_cast<int>(HostSpanKind::kDeviceCollect) ==
-              xdl::proto::HostSpan::DEVICE_COLLECT);
-
 }  // namespace
 
 std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_traces,
@@ -41,7 +34,7 @@ std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_trac
   }
   xdl::proto::HostSpan message;
   for (const HostSpanData& span : spans) {
-    message.set_kind(static_cast<xdl::proto::HostSpan::Kind>(span.kind));
+    message.set_kind(span.kind);
     message.set_start_ns(span.start_ns);
     message.set_end_ns(span.end_ns);
     message.set_gstep(span.gstep);
@@ -101,8 +94,8 @@ void DeviceTracing::OnStepCalled(int64_t gstep, int64_t lstep) {
   set_->StepEnd(step_id_);
   gstep_ = gstep;
   lstep_ = lstep;
-  spans_.push_back(
-      HostSpanData{HostSpanKind::kStep, step_begin_ns_, now, gstep, lstep, step_id_, thread_id_});
+  spans_.push_back(HostSpanData{xdl::proto::HostSpan::STEP, step_begin_ns_, now, gstep, lstep,
+                                step_id_, thread_id_});
 }
 
 std::string DeviceTracing::TakeTrailingFields() {
@@ -110,7 +103,7 @@ std::string DeviceTracing::TakeTrailingFields() {
   if (now - last_collect_ns_ >= collect_interval_ns_) {
     set_->Collect().IgnoreError();  // Shown in StatusSummary().
     last_collect_ns_ = WallClockNs();
-    AddSpan(HostSpanKind::kDeviceCollect, now, last_collect_ns_);
+    AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, now, last_collect_ns_);
   }
   std::vector<std::string> traces = set_->TakePending();
   std::string fields = EncodeDeviceTrailingFields(traces, spans_);
@@ -118,16 +111,16 @@ std::string DeviceTracing::TakeTrailingFields() {
   return fields;
 }
 
-void DeviceTracing::AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns) {
+void DeviceTracing::AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns) {
   spans_.push_back(HostSpanData{kind, start_ns, end_ns, gstep_, lstep_, step_id_, thread_id_});
 }
 
 void DeviceTracing::OnStepEncoded(int64_t begin_ns, int64_t end_ns) {
-  AddSpan(HostSpanKind::kCaptureEncode, begin_ns, end_ns);
+  AddSpan(xdl::proto::HostSpan::CAPTURE_ENCODE, begin_ns, end_ns);
 }
 
 void DeviceTracing::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
-  if (end_ns > begin_ns) AddSpan(HostSpanKind::kQueueWait, begin_ns, end_ns);
+  if (end_ns > begin_ns) AddSpan(xdl::proto::HostSpan::QUEUE_WAIT, begin_ns, end_ns);
   ++step_id_;
   step_begin_ns_ = WallClockNs();
   set_->StepBegin(step_id_);
@@ -140,7 +133,7 @@ std::string DeviceTracing::Finish() {
   set_->Stop().IgnoreError();
   const int64_t start = WallClockNs();
   set_->Collect().IgnoreError();
-  AddSpan(HostSpanKind::kDeviceCollect, start, WallClockNs());
+  AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, start, WallClockNs());
   std::vector<std::string> traces = set_->TakePending();
   if (traces.empty()) {
     spans_.clear();  // Spans alone do not justify a record of their own.

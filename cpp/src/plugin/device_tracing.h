@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
 #include "record/record_extras.h"
 #include "xdl_trace/config.h"
@@ -17,16 +18,9 @@
 namespace xdl_trace {
 namespace internal {
 
-// Values of xdl.proto.HostSpan.Kind (checked against it in device_tracing.cc).
-enum class HostSpanKind : int {
-  kStep = 1,
-  kCaptureEncode = 2,
-  kQueueWait = 3,
-  kDeviceCollect = 4,
-};
-
+// One xdl.proto.HostSpan, kept as a plain struct until its record is encoded.
 struct HostSpanData {
-  HostSpanKind kind = HostSpanKind::kStep;
+  xdl::proto::HostSpan::Kind kind = xdl::proto::HostSpan::STEP;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   int64_t gstep = 0;
@@ -78,7 +72,7 @@ class DeviceTracing final : public RecordExtras {
 
  private:
   DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s);
-  void AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns);
+  void AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns);
 
   const std::unique_ptr<DeviceTracerSet> set_;
   const int64_t collect_interval_ns_;
