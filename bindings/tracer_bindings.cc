@@ -67,6 +67,17 @@ py::dict StatsToDict(const TraceStats& s) {
   d["device_events"] = s.device_events;
   d["device_events_dropped"] = s.device_events_dropped;
   d["device_tracer_status"] = s.device_tracer_status;
+  // The same, structured: one {"tracer", "state", "message"} per tracer, state
+  // one of "ok", "unavailable", "error" (DeviceTracerStateName).
+  py::list tracers;
+  for (const DeviceTracerStatus& tracer : s.device_tracers) {
+    py::dict t;
+    t["tracer"] = tracer.tracer;
+    t["state"] = DeviceTracerStateName(tracer.state);
+    t["message"] = tracer.message;
+    tracers.append(std::move(t));
+  }
+  d["device_tracers"] = std::move(tracers);
   d["last_error"] = s.last_error.ok() ? py::object(py::none())
                                       : py::object(py::str(std::string(s.last_error.ToString())));
   return d;
