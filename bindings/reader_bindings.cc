@@ -190,11 +190,10 @@ py::tuple ShapeTuple(const Shape& shape) {
 // array read from a file shares one mapping array.
 struct PyTraceReader {
   TraceReader reader;
-  std::vector<std::optional<PyTraceFile>> files;
+  std::vector<std::optional<PyTraceFile>> files;  // One slot per reader.files() entry.
 
   const PyTraceFile& File(size_t index) {
-    if (index >= files.size()) files.resize(reader.files().size());
-    std::optional<PyTraceFile>& slot = files.at(index);
+    std::optional<PyTraceFile>& slot = files.at(index);  // Sized at open; IndexError past it.
     if (!slot) {
       std::shared_ptr<TraceFile> file = ReadWithoutGil([&] { return reader.File(index); });
       slot = PyTraceFile{file, MappingArray(file)};
