@@ -185,7 +185,7 @@ def write(d, data, name="train.trace.0.1", meta=None):
     with open(path, "wb") as f:
         f.write(data)
     if isinstance(meta, dict):
-        m = tm.pb2().Meta(format_version=1, **meta)
+        m = tm.pb2().Meta(**{"format_version": 1, **meta})
         meta = m.SerializeToString()
     if meta is not None:
         with open(path + ".meta", "wb") as f:
@@ -202,10 +202,11 @@ CASES = {}
 
 
 def case(build):
-    """Registers a hostile input: build(dir) -> (path, exit code, stderr lines, stdout parts).
+    """Registers a hostile input: build(dir) -> (path, exit code, stderr lines, stdout parts[,
+    the script's argument when not `path`]).
 
-    Stderr lines are regexes that must match the lines of stderr one for one (after the
-    file name, which every line starts with); stdout parts must all appear in stdout."""
+    Stderr lines are regexes ("{path}" stands for the path) that must match the lines of
+    stderr one for one; stdout parts must all appear in stdout."""
     CASES[build.__name__] = build
     return build
 
@@ -557,11 +558,11 @@ def zero_filled_tail(d):  # A power loss with fsync off: the size grew, the data
 @case
 def zero_filled_inside_a_frame(d):
     data = HEADER + tm.frame(GOOD)
-    partial = tm.frame(GOOD)[:20]
+    partial = tm.frame(GOOD)[:26]  # Ends in a non-zero byte.
     path = write(d, data + partial + b"\0" * 4000)
     warn = (
         WARN
-        + f"{{path}}: torn tail at byte offset {len(data)}: zero-filled from byte offset {len(data) + 20} to the end \\(4000 bytes\\)"
+        + f"{{path}}: torn tail at byte offset {len(data)}: zero-filled from byte offset {len(data) + 26} to the end \\(4000 bytes\\)"
     )
     return (
         path,
@@ -608,7 +609,7 @@ def data_file_links_to_dev_zero(d):
 def data_file_is_a_directory(d):
     path = os.path.join(d, "train.trace.0.1")
     os.mkdir(path)
-    return path, 1, [ERR + "{path}: not a regular file \\(a directory\\)"], []
+    return path, 1, [ERR + "{path}: not a regular file \\(a directory\\)"], [], d
 
 
 @case
@@ -638,8 +639,8 @@ def missing_file(d):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_input_gives_one_line_and_an_exit_code(tmp_path, name):
-    path, code, stderr_lines, stdout_parts = CASES[name](str(tmp_path))
-    result = run_script(path, timeout=60)
+    path, code, stderr_lines, stdout_parts, *arg = CASES[name](str(tmp_path))
+    result = run_script(*(arg or [path]), timeout=60)
     assert "Traceback" not in result.stderr, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == len(stderr_lines), result.stderr
@@ -757,3 +758,72 @@ def test_script_reads_a_killed_xdl_run(tmp_path):
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert "meta: (empty: XDL writes its Meta when it finishes a file)" in result.stdout
     assert result.stdout.count("gstep:") == 3
+
+
+def test_valid_but_unusual_encodings_are_not_called_corrupt(tmp_path):
+    """No false alarms: what protobuf accepts and a writer may legally produce reads back."""
+    script = load_script()
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    reordered = (  # Timestamp first, dtype 0 written out, unpacked shape, unknown field 9 in a column.
+        field(4, 0, 1700000000001)
+        + field(3, 2, column_bytes(4, [2, 3], w.tobytes(), packed=False) + field(9, 0, 5))
+        + field(2, 0, 1)
+        + field(3, 2, field(1, 0, 0) + field(2, 2, varint(2)) + field(3, 2, b"\x01\xff"))
+        + field(1, 0, 1)
+    )
+    with_device_fields = tm.simple_records([2])[0]
+    with_device_fields.host_span.add().gstep = 2
+    with_device_fields.device_trace.add().tracer = "fake"
+    data = HEADER + tm.frame(reordered) + tm.frame(with_device_fields.SerializeToString())
+    path = write(str(tmp_path), data, meta={"data_bytes": len(data), "record_count": 2})
+    events = list(script.read_file(path, script.read_meta(path)))
+    assert [k for k, _ in events] == ["header", "record", "record"]
+    first, second = events[1][1], events[2][1]
+    assert (first.gstep, first.lstep, first.timestamp) == (1, 1, 1700000000001)
+    np.testing.assert_array_equal(script.column_to_array(first.column[0]), w)
+    assert script.column_to_array(first.column[1]).tolist() == [1, -1]
+    assert second.SerializeToString() == with_device_fields.SerializeToString()  # Kept whole.
+
+
+def test_the_api_refuses_a_directory_and_a_device(tmp_path):
+    script = load_script()
+    for path, kind in ((str(tmp_path), "a directory"), ("/dev/null", "a character device")):
+        with pytest.raises(script.TraceFileError, match=f"not a regular file \\({kind}\\)"):
+            list(script.read_file(path))
+
+
+def test_mutated_files_give_records_or_one_error_type(tmp_path):
+    """A small seeded fuzz: flipped, cut and inserted bytes never raise anything else."""
+    import random
+    import warnings
+
+    script = load_script()
+    recs = tm.simple_records(range(4))
+    recs[1].host_span.add().gstep = 1
+    path = str(tmp_path / "train.trace.0.1")
+    base = tm.write_file(path, KEYS, recs, meta=False)
+    rng, errors = random.Random(9), 0
+    for _ in range(600):
+        data = bytearray(base)
+        for _ in range(rng.randint(1, 3)):
+            pos = rng.randrange(len(data))
+            op = rng.random()
+            if op < 0.6:
+                data[pos] = rng.randrange(256)
+            elif op < 0.8:
+                del data[pos : pos + rng.randint(1, 8)]
+            else:
+                data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for kind, value in script.read_file(path):
+                    if kind == "record":
+                        [script.column_to_array(c) for c in value.column]
+        except script.TraceFileError as e:
+            assert str(e).startswith(f"{path}: corrupt at byte offset "), e
+            assert "\n" not in str(e)
+            errors += 1
+    assert errors > 200  # Most mutations are caught, not read as something else.
