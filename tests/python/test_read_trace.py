@@ -827,3 +827,15 @@ def test_mutated_files_give_records_or_one_error_type(tmp_path):
             assert "\n" not in str(e)
             errors += 1
     assert errors > 200  # Most mutations are caught, not read as something else.
+
+
+def test_script_reads_an_xdl_run_that_traced_no_step(tmp_path):
+    """XDL opens its first file at start and writes the Header at lstep 1: no step leaves an
+    empty data file and a Meta of -1s."""
+    path = xf.write_xdl_run(str(tmp_path), KEYS, [])[0]
+    assert os.path.getsize(path) == 0
+    result = run_script(str(tmp_path))
+    assert result.returncode == 0
+    assert result.stderr == f"read_trace.py: warning: {path}: empty file, no Header frame\n"
+    assert "meta: XDL lstep_begin=-1 lstep_end=-1 gstep_begin=-1" in result.stdout
+    assert "torn final frame at byte offset 0 (no Header frame)" in result.stdout

@@ -2,7 +2,8 @@
 
 Message classes come from `protoc --python_out` run on proto/ into a temporary
 directory, so the files are exactly what a reader generated from the real
-.proto expects, independent of xdl_trace's writer and reader.
+.proto expects, independent of xdl_trace's writer and reader. Files as XDL itself
+writes them (Meta fields 1-6 only, -1 markers, no checksum) come from xdl_files.py.
 """
 
 import importlib

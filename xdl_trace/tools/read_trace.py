@@ -171,9 +171,10 @@ def _corrupt(path, offset, what):
 
 # --- The protobuf wire format, walked by hand to say where a message is broken -------------------
 #
-# protobuf parses every frame (fast, and it keeps unknown fields); when a frame does not parse, or
-# parses to something other than its own bytes, these functions find the offending byte. Offsets
-# are into the whole file, like the C++ reader's (cpp/src/reader/wire_decoder.h, same wording).
+# protobuf parses every frame (fast, and it keeps unknown fields). When a frame does not parse, or
+# its known fields re-serialized are not the frame's first bytes (protobuf keeps a known field of
+# the wrong wire type as an unknown one), these functions find the offending byte. Offsets are
+# into the whole file, like the C++ reader's (cpp/src/reader/wire_decoder.h, same wording).
 
 
 class _WireError(Exception):
@@ -392,15 +393,15 @@ def _read_regular_file(path, max_bytes=None):
             if size > max_bytes:
                 raise TraceFileError(f"{path}: {size} bytes, more than a Meta can be ({max_bytes})")
             size = max_bytes + 1  # st_size may be 0 for files that still have content (/proc).
-        data = bytearray(size)
-        view, got = memoryview(data), 0
-        while got < size:
-            n = f.readinto(view[got:])
-            if not n:
-                break
-            got += n
-        view.release()
-        del data[got:]
+        data, got = bytearray(size), 0
+        with memoryview(data) as view:
+            while got < size:
+                with view[got:] as rest:
+                    n = f.readinto(rest)
+                if not n:
+                    break
+                got += n
+        del data[got:]  # The file shrank (or a Meta is shorter than the cap).
         if max_bytes is not None and got > max_bytes:
             raise TraceFileError(f"{path}: more than {max_bytes} bytes: not a Meta")
         return data
@@ -661,9 +662,8 @@ def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout)
             header_keys = list(value.key)
             print(f"keys: {header_keys}", file=out)
         elif kind == "torn":
-            print(
-                f"torn final frame at byte offset {value} (the writer stopped mid-record)", file=out
-            )
+            why = "the writer stopped mid-record" if value else "no Header frame"
+            print(f"torn final frame at byte offset {value} ({why})", file=out)
         else:
             if max_records is not None and printed >= max_records:
                 break
