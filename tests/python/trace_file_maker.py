@@ -2,7 +2,8 @@
 
 Message classes are protoc's output for proto/ as the package ships it (xdl_trace._proto), so
 the files are exactly what a reader generated from the real .proto expects, independent of
-xdl_trace's hand-written writer and its C++ reader.
+xdl_trace's hand-written writer and its C++ reader. Files as XDL itself writes them (Meta
+fields 1-6 only, -1 markers, no checksum) come from xdl_files.py.
 """
 
 import os
