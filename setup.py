@@ -29,8 +29,9 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     """Configures the project with tests and examples off, builds it, and copies the _core
-    module and the device-tracer plugins it built (e.g. CUPTI, where CUDA is present) into the
-    wheel: _core finds built-in plugins in the plugins/ folder beside itself."""
+    module, the protoc-generated _proto/*_pb2.py modules and the device-tracer plugins it built
+    (e.g. CUPTI, where CUDA is present) into the wheel: _core finds built-in plugins in the
+    plugins/ folder beside itself."""
 
     def build_extension(self, ext):
         ext_path = os.path.abspath(self.get_ext_fullpath(ext.name))
@@ -60,6 +61,13 @@ class CMakeBuild(build_ext):
             raise RuntimeError(f"xdl_trace: CMake did not produce _core in {staging}")
         os.makedirs(package_dir, exist_ok=True)
         shutil.copy2(os.path.join(staging, built[0]), ext_path)
+        generated = os.path.join(staging, "_proto")
+        modules = [f for f in os.listdir(generated) if f.endswith("_pb2.py")]
+        if not modules:
+            raise RuntimeError(f"xdl_trace: CMake did not produce the _pb2 modules in {generated}")
+        os.makedirs(os.path.join(package_dir, "_proto"), exist_ok=True)
+        for name in modules:
+            shutil.copy2(os.path.join(generated, name), os.path.join(package_dir, "_proto", name))
         plugins = os.path.join(cmake_dir, "plugins")
         if os.path.isdir(plugins):
             dest = os.path.join(package_dir, "plugins")

@@ -1,11 +1,14 @@
-// The xdl_trace._core extension module: the binding tables of the tracer and the reader.
+// The xdl_trace._core extension module: the binding tables of the tracer, the reader and the schema
+// tables.
 #include <pybind11/pybind11.h>
 
 #include "reader_bindings.h"
+#include "schema_bindings.h"
 #include "tracer_bindings.h"
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "xdl_trace C++ core (type conversions only; the API is in the xdl_trace package)";
+  xdl_trace::python::RegisterSchemaBindings(m);  // First: the others' signatures use DType.
   xdl_trace::python::RegisterTracerBindings(m);
   xdl_trace::python::RegisterReaderBindings(m);
 }

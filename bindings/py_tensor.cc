@@ -3,11 +3,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "status.h"
+#include "xdl_trace/dtype.h"
 
 namespace py = pybind11;
 
@@ -23,20 +26,27 @@ bool InterpreterIsFinalizing() {
 #endif
 }
 
-// numpy (kind, itemsize) -> wire dtype; false when unsupported.
+// numpy (kind, itemsize) -> wire dtype; false when unsupported. The pairs come
+// from the dtype table: every row numpy spells as the wire does (not byte,
+// which numpy reads as uint8, nor bfloat16, which numpy lacks).
 bool DTypeFromNumpy(const py::dtype& dtype, DType* out) {
   struct NumpyType {
     char kind;
-    ssize_t itemsize;
+    py::ssize_t itemsize;
     DType wire;
   };
-  static constexpr NumpyType kTypes[] = {
-      {'b', 1, DType::kBool},    {'i', 1, DType::kInt8},    {'i', 2, DType::kInt16},
-      {'i', 4, DType::kInt32},   {'i', 8, DType::kInt64},   {'u', 1, DType::kUInt8},
-      {'u', 2, DType::kUInt16},  {'u', 4, DType::kUInt32},  {'u', 8, DType::kUInt64},
-      {'f', 2, DType::kFloat16}, {'f', 4, DType::kFloat32}, {'f', 8, DType::kFloat64},
-  };
-  for (const NumpyType& type : kTypes) {
+  // Built once with the GIL held and never destroyed (no teardown order issues).
+  static const std::vector<NumpyType>* types = [] {
+    auto* t = new std::vector<NumpyType>();
+    for (int32_t value = 0; value < kNumDTypes; ++value) {
+      const DTypeInfo& info = GetDTypeInfo(static_cast<DType>(value));
+      if (absl::string_view(info.name) != info.numpy_name) continue;
+      const py::dtype numpy(std::string(info.numpy_name));
+      t->push_back({numpy.kind(), numpy.itemsize(), info.dtype});
+    }
+    return t;
+  }();
+  for (const NumpyType& type : *types) {
     if (type.kind == dtype.kind() && type.itemsize == dtype.itemsize()) {
       *out = type.wire;
       return true;

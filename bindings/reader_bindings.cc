@@ -1,7 +1,9 @@
 // Thin shims over the C++ reader: numpy arrays that view the file mapping, GIL released while
-// decoding.
+// reading, Meta turned into a dict by protobuf reflection.
 #include "reader_bindings.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
@@ -9,10 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "status.h"
+#include "xdl_trace.pb.h"
 #include "xdl_trace/reader.h"
 
 namespace py = pybind11;
@@ -21,20 +25,110 @@ namespace xdl_trace {
 namespace python {
 namespace {
 
-// numpy dtype per wire dtype. kByte reads as uint8; bfloat16 has no numpy type,
-// so its raw bits come back as uint16 (xdl_trace.reader converts on request).
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// numpy dtype per wire dtype, from the dtype table (GetDTypeInfo).
 const py::dtype& NumpyDType(DType dtype) {
   // Created once with the GIL held and never destroyed (no teardown order issues).
   static const std::vector<py::dtype>* table = [] {
     auto* t = new std::vector<py::dtype>();
-    for (const char* name : {"int8", "int16", "int32", "int64", "float32", "float64", "bool",
-                             "uint8", "uint8", "uint16", "uint32", "uint64", "float16", "uint16"}) {
-      t->push_back(py::dtype(std::string(name)));
+    for (int32_t d = 0; d < kNumDTypes; ++d) {
+      t->push_back(py::dtype(GetDTypeInfo(static_cast<DType>(d)).numpy_name));
     }
     return t;
   }();
   return (*table)[static_cast<size_t>(dtype)];
 }
+
+// Raises KeyError for a missing key, else as ThrowIfError does.
+void ThrowReadError(const absl::Status& status) {
+  if (IsMissingKeyError(status)) throw py::key_error(std::string(status.message()));
+  ThrowIfError(status);
+}
+
+// Runs `call` (returning absl::StatusOr<T>) without the GIL; raises as ThrowReadError.
+template <typename Call>
+auto ReadWithoutGil(const Call& call) {
+  auto result = [&] {
+    py::gil_scoped_release release;
+    return call();
+  }();
+  ThrowReadError(result.status());
+  return *std::move(result);
+}
+
+// --- Meta: every field of the .proto, by reflection --------------------------
+
+py::dict MessageToDict(const Message& message);
+
+py::object FieldToPython(const Message& message, const FieldDescriptor* field, int index) {
+  const auto* r = message.GetReflection();
+  const bool repeated = field->is_repeated();
+  switch (field->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return py::int_(repeated ? r->GetRepeatedInt32(message, field, index)
+                               : r->GetInt32(message, field));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return py::int_(repeated ? r->GetRepeatedInt64(message, field, index)
+                               : r->GetInt64(message, field));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return py::int_(repeated ? r->GetRepeatedUInt32(message, field, index)
+                               : r->GetUInt32(message, field));
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return py::int_(repeated ? r->GetRepeatedUInt64(message, field, index)
+                               : r->GetUInt64(message, field));
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return py::float_(repeated ? r->GetRepeatedDouble(message, field, index)
+                                 : r->GetDouble(message, field));
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return py::float_(repeated ? r->GetRepeatedFloat(message, field, index)
+                                 : r->GetFloat(message, field));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return py::bool_(repeated ? r->GetRepeatedBool(message, field, index)
+                                : r->GetBool(message, field));
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return py::int_(repeated ? r->GetRepeatedEnumValue(message, field, index)
+                               : r->GetEnumValue(message, field));
+    case FieldDescriptor::CPPTYPE_STRING: {
+      const std::string value =
+          repeated ? r->GetRepeatedString(message, field, index) : r->GetString(message, field);
+      if (field->type() == FieldDescriptor::TYPE_BYTES) return py::bytes(value);
+      return py::str(value);
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      return MessageToDict(repeated ? r->GetRepeatedMessage(message, field, index)
+                                    : r->GetMessage(message, field));
+  }
+  return py::none();
+}
+
+// {field name: value} for every field of the message's descriptor, in field
+// order (unset proto3 fields give their defaults, as the Python API expects).
+py::dict MessageToDict(const Message& message) {
+  py::dict d;
+  const auto* descriptor = message.GetDescriptor();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const FieldDescriptor* field = descriptor->field(i);
+    if (field->is_repeated()) {
+      py::list values;
+      const int size = message.GetReflection()->FieldSize(message, field);
+      for (int j = 0; j < size; ++j) values.append(FieldToPython(message, field, j));
+      d[py::str(field->name())] = std::move(values);
+    } else {
+      d[py::str(field->name())] = FieldToPython(message, field, -1);
+    }
+  }
+  return d;
+}
+
+py::dict MetaToDict(const FileMeta& meta) {
+  xdl::proto::Meta message;
+  message.ParseFromString(meta.serialized);  // ParseFileMeta checked it.
+  return MessageToDict(message);
+}
+
+// --- Files -------------------------------------------------------------------
 
 // A TraceFile plus a read-only uint8 array over its whole mapping. Every
 // column array is a view with that array as its base, so the mapping lives as
@@ -56,205 +150,16 @@ py::array MappingArray(const std::shared_ptr<TraceFile>& file) {
   return array;
 }
 
-py::array ColumnArray(const PyTraceFile& self, const ColumnView& column) {
+py::array ColumnArray(const PyTraceFile& file, const ColumnView& column) {
   std::vector<py::ssize_t> shape;
   if (column.empty()) {
     shape.push_back(0);
   } else {
     shape.assign(column.shape.begin(), column.shape.end());
   }
-  const char* data = column.data.data() != nullptr ? column.data.data() : self.file->bytes().data();
+  const char* data = column.data.data() != nullptr ? column.data.data() : file.file->bytes().data();
   if (data == nullptr) return py::array(NumpyDType(column.dtype), shape);
-  return py::array(NumpyDType(column.dtype), shape, {}, data, self.mapping);
-}
-
-py::object MetaToDict(const std::optional<FileMeta>& meta) {
-  if (!meta.has_value()) return py::none();
-  py::dict d;
-  d["lstep_begin"] = meta->lstep_begin;
-  d["lstep_end"] = meta->lstep_end;
-  d["gstep_begin"] = meta->gstep_begin;
-  d["gstep_end"] = meta->gstep_end;
-  d["timestamp_begin"] = meta->timestamp_begin;
-  d["timestamp_end"] = meta->timestamp_end;
-  d["rank"] = meta->rank;
-  d["file_index"] = meta->file_index;
-  d["record_count"] = meta->record_count;
-  d["data_bytes"] = meta->data_bytes;
-  d["crc32c"] = meta->crc32c;
-  d["run_id"] = meta->run_id;
-  d["format_version"] = meta->format_version;
-  d["dropped_records"] = meta->dropped_records;
-  d["closed_cleanly"] = meta->closed_cleanly;
-  return std::move(d);
-}
-
-py::dict InfoToDict(const TraceFileInfo& info) {
-  py::dict d;
-  d["path"] = info.path;
-  d["prefix"] = info.prefix;
-  d["name"] = info.name;
-  d["rank"] = info.rank;
-  d["index"] = info.index;
-  return d;
-}
-
-bool InRange(int64_t gstep, const std::optional<int64_t>& begin,
-             const std::optional<int64_t>& end) {
-  return (!begin || gstep >= *begin) && (!end || gstep <= *end);
-}
-
-// Decodes up to `max_records` records from `offset` (GIL released), then
-// builds (gstep, lstep, timestamp_ms, [arrays], extra) tuples. Returns
-// (records, next_offset, state) with state "more", "end" or "torn" (then
-// next_offset is where the torn frame starts). Corruption raises, but only
-// once the records before it were returned.
-py::tuple Read(const PyTraceFile& self, uint64_t offset, int64_t max_records,
-               std::optional<std::vector<int>> key_indices, std::optional<int64_t> gstep_begin,
-               std::optional<int64_t> gstep_end) {
-  const size_t num_keys = self.file->keys().size();
-  if (key_indices) {
-    for (int k : *key_indices) {
-      if (k < 0 || static_cast<size_t>(k) >= num_keys) {
-        throw py::index_error(
-            absl::StrCat("key index ", k, " out of range for ", num_keys, " keys"));
-      }
-    }
-  }
-  std::vector<RecordView> records;
-  absl::Status status;
-  const char* state = "more";
-  {
-    py::gil_scoped_release release;
-    RecordCursor cursor = self.file->Records();
-    cursor.Seek(offset);
-    RecordView record;
-    while (static_cast<int64_t>(records.size()) < max_records) {
-      if (!cursor.Next(&record)) {
-        status = cursor.status();
-        state = cursor.torn_tail() ? "torn" : "end";
-        break;
-      }
-      if (InRange(record.gstep, gstep_begin, gstep_end)) records.push_back(record);
-    }
-    offset = cursor.torn_tail() ? cursor.torn_offset() : cursor.offset();
-  }
-  if (!status.ok()) {
-    if (records.empty()) ThrowIfError(status);
-    state = "more";  // The next call starts at the corrupt frame and raises.
-  }
-  py::list out(records.size());
-  for (size_t i = 0; i < records.size(); ++i) {
-    const RecordView& r = records[i];
-    py::list arrays;
-    if (key_indices) {
-      for (int k : *key_indices) arrays.append(ColumnArray(self, r.columns[k]));
-    } else {
-      for (const ColumnView& c : r.columns) arrays.append(ColumnArray(self, c));
-    }
-    py::object extra = py::none();
-    if (!r.extra_fields.empty()) {
-      py::list fields;
-      for (const RawField& f : r.extra_fields) {
-        fields.append(
-            py::make_tuple(f.number, f.wire_type, py::bytes(f.payload.data(), f.payload.size())));
-      }
-      extra = std::move(fields);
-    }
-    out[i] = py::make_tuple(r.gstep, r.lstep, r.timestamp_ms, std::move(arrays), std::move(extra),
-                            r.offset);
-  }
-  return py::make_tuple(std::move(out), offset, state);
-}
-
-// Copies each key of `key_indices` over every record of the file (gstep
-// range applied, empty columns skipped) in one pass. Returns a list of
-// (gsteps int64[n], values[n, *shape] or None) per key and whether the file
-// ends torn. A key's shape and dtype must agree across records.
-py::tuple Stack(const PyTraceFile& self, const std::vector<int>& key_indices,
-                std::optional<int64_t> gstep_begin, std::optional<int64_t> gstep_end) {
-  const auto& keys = self.file->keys();
-  for (int k : key_indices) {
-    if (k < 0 || static_cast<size_t>(k) >= keys.size()) {
-      throw py::index_error(absl::StrCat("key index ", k, " out of range"));
-    }
-  }
-  struct Rows {
-    std::vector<int64_t> gsteps;
-    std::vector<absl::string_view> data;
-    ColumnView first;
-  };
-  std::vector<Rows> rows(key_indices.size());
-  bool torn = false;
-  absl::Status status;
-  {
-    py::gil_scoped_release release;
-    RecordCursor cursor = self.file->Records();
-    RecordView record;
-    while (status.ok() && cursor.Next(&record)) {
-      if (!InRange(record.gstep, gstep_begin, gstep_end)) continue;
-      for (size_t i = 0; i < key_indices.size(); ++i) {
-        const ColumnView& c = record.columns[key_indices[i]];
-        if (c.empty()) continue;
-        Rows& r = rows[i];
-        if (r.data.empty()) {
-          r.first = c;
-        } else if (c.dtype != r.first.dtype || c.shape != r.first.shape) {
-          status = absl::InvalidArgumentError(
-              absl::StrCat(self.file->path(), ": key '", keys[key_indices[i]],
-                           "' changes dtype or shape at gstep ", record.gstep, " (byte offset ",
-                           record.offset, "); stack needs one shape"));
-          break;
-        }
-        r.gsteps.push_back(record.gstep);
-        r.data.push_back(c.data);
-      }
-    }
-    if (status.ok()) status = cursor.status();
-    torn = cursor.torn_tail();
-  }
-  ThrowIfError(status);
-  py::list out;
-  for (Rows& r : rows) {
-    py::array_t<int64_t> gstep_array(static_cast<py::ssize_t>(r.gsteps.size()));
-    std::memcpy(gstep_array.mutable_data(), r.gsteps.data(), r.gsteps.size() * sizeof(int64_t));
-    if (r.data.empty()) {
-      out.append(py::make_tuple(gstep_array, py::none()));
-      continue;
-    }
-    std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(r.data.size())};
-    shape.insert(shape.end(), r.first.shape.begin(), r.first.shape.end());
-    py::array values(NumpyDType(r.first.dtype), shape);
-    char* dst = static_cast<char*>(values.mutable_data());
-    const size_t row_bytes = r.first.data.size();
-    {
-      py::gil_scoped_release release;
-      for (size_t i = 0; i < r.data.size(); ++i) {
-        std::memcpy(dst + i * row_bytes, r.data[i].data(), row_bytes);
-      }
-    }
-    out.append(py::make_tuple(gstep_array, values));
-  }
-  return py::make_tuple(std::move(out), torn);
-}
-
-// The wire dtype name ("bfloat16", "byte", ...) and shape of each column of
-// the record at `offset`, or None when the file holds no record there.
-py::object Describe(const PyTraceFile& self, uint64_t offset) {
-  RecordCursor cursor = self.file->Records();
-  cursor.Seek(offset);
-  RecordView record;
-  if (!cursor.Next(&record)) {
-    ThrowIfError(cursor.status());
-    return py::none();
-  }
-  py::list out;
-  for (const ColumnView& c : record.columns) {
-    py::tuple shape(c.shape.size());
-    for (size_t i = 0; i < c.shape.size(); ++i) shape[i] = c.shape[i];
-    out.append(py::make_tuple(std::string(DTypeName(c.dtype)), shape, c.empty()));
-  }
-  return std::move(out);
+  return py::array(NumpyDType(column.dtype), shape, {}, data, file.mapping);
 }
 
 py::dict VerifyToDict(const VerifyReport& r) {
@@ -273,9 +178,141 @@ py::dict VerifyToDict(const VerifyReport& r) {
   return d;
 }
 
+py::tuple ShapeTuple(const Shape& shape) {
+  py::tuple out(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) out[i] = shape[i];
+  return out;
+}
+
+// --- Traces ------------------------------------------------------------------
+
+// A TraceReader plus one PyTraceFile per file, made at first use, so every
+// array read from a file shares one mapping array.
+struct PyTraceReader {
+  TraceReader reader;
+  std::vector<std::optional<PyTraceFile>> files;  // One slot per reader.files() entry.
+
+  const PyTraceFile& File(size_t index) {
+    std::optional<PyTraceFile>& slot = files.at(index);  // Sized at open; IndexError past it.
+    if (!slot) {
+      std::shared_ptr<TraceFile> file = ReadWithoutGil([&] { return reader.File(index); });
+      slot = PyTraceFile{file, MappingArray(file)};
+    }
+    return *slot;
+  }
+};
+
+StepSelection Steps(std::optional<int64_t> begin, std::optional<int64_t> end,
+                    std::optional<std::vector<int64_t>> steps) {
+  return StepSelection{begin, end, std::move(steps)};
+}
+
+// A TraceCursor handing out records in batches (one GIL round trip each).
+struct PyTraceCursor {
+  std::shared_ptr<PyTraceReader> owner;
+  TraceCursor cursor;
+  std::unordered_map<const std::vector<std::string>*, std::vector<py::str>> key_names;
+
+  const std::vector<py::str>& KeyNames(const std::vector<std::string>* keys) {
+    auto [it, added] = key_names.try_emplace(keys);
+    if (added) {
+      for (const std::string& k : *keys) it->second.emplace_back(k);
+    }
+    return it->second;
+  }
+};
+
+// Up to `max_records` records, as (gstep, lstep, timestamp_ms, {key: array},
+// extra, file index, offset) tuples, then the TornTail that ended the batch (or
+// None) and whether the read is over. An error is raised once the records
+// before it were returned.
+py::tuple NextBatch(PyTraceCursor& self, int64_t max_records) {
+  std::vector<TraceRecord> records;
+  std::optional<TornTail> torn;
+  bool done = false;
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    while (static_cast<int64_t>(records.size()) < max_records) {
+      absl::StatusOr<TraceCursor::Event> event = self.cursor.Next();
+      if (!event.ok()) {
+        status = event.status();
+        break;
+      }
+      if (*event == TraceCursor::Event::kEnd) {
+        done = true;
+        break;
+      }
+      if (*event == TraceCursor::Event::kTornTail) {
+        torn = self.cursor.torn_tail();
+        break;
+      }
+      records.push_back(self.cursor.record());
+    }
+  }
+  if (!status.ok() && records.empty()) ThrowReadError(status);  // Else raised by the next call.
+  py::list out(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    const TraceRecord& r = records[i];
+    const PyTraceFile& file = self.owner->File(r.file);
+    const std::vector<py::str>& names = self.KeyNames(r.keys);
+    py::dict columns;
+    for (size_t c = 0; c < r.view.columns.size(); ++c) {
+      columns[names[c]] = ColumnArray(file, r.view.columns[c]);
+    }
+    py::object extra = py::none();
+    if (!r.view.extra_fields.empty()) {
+      py::list fields;
+      for (const RawField& f : r.view.extra_fields) {
+        fields.append(
+            py::make_tuple(f.number, f.wire_type, py::bytes(f.payload.data(), f.payload.size())));
+      }
+      extra = std::move(fields);
+    }
+    out[i] = py::make_tuple(r.view.gstep, r.view.lstep, r.view.timestamp_ms, std::move(columns),
+                            std::move(extra), r.file, r.view.offset);
+  }
+  return py::make_tuple(std::move(out), torn ? py::cast(*torn) : py::none(), done);
+}
+
+// [(gsteps int64[n], values[n, *shape] or None)] per key, and the torn tails
+// met on the way. One copy, into the arrays, with the GIL released.
+py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> keys,
+                const StepSelection& steps, std::optional<int32_t> rank) {
+  const StackResult result =
+      ReadWithoutGil([&] { return self.reader.Stack(std::move(keys), steps, rank); });
+  py::list out;
+  std::vector<std::pair<const StackedKey*, char*>> copies;
+  for (const StackedKey& key : result.keys) {
+    py::array_t<int64_t> gsteps(static_cast<py::ssize_t>(key.gsteps.size()));
+    if (!key.gsteps.empty()) {
+      std::memcpy(gsteps.mutable_data(), key.gsteps.data(), key.gsteps.size() * sizeof(int64_t));
+    }
+    if (key.rows.empty()) {
+      out.append(py::make_tuple(std::move(gsteps), py::none()));
+      continue;
+    }
+    std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(key.rows.size())};
+    shape.insert(shape.end(), key.shape.begin(), key.shape.end());
+    py::array values(NumpyDType(key.dtype), shape);
+    copies.emplace_back(&key, static_cast<char*>(values.mutable_data()));
+    out.append(py::make_tuple(std::move(gsteps), std::move(values)));
+  }
+  {
+    py::gil_scoped_release release;
+    for (const auto& [key, destination] : copies) key->CopyRowsTo(destination);
+  }
+  return py::make_tuple(std::move(out), result.torn_tails);
+}
+
 }  // namespace
 
 void RegisterReaderBindings(py::module_& m) {
+  py::class_<TornTail>(m, "TornTail", "A data file that ends inside a frame (xdl_trace::TornTail).")
+      .def_readonly("path", &TornTail::path)
+      .def_readonly("rank", &TornTail::rank)
+      .def_readonly("offset", &TornTail::offset);
+
   py::class_<PyTraceFile>(m, "TraceFile", "One mmap'd trace data file (xdl_trace::TraceFile).")
       .def_static(
           "open",
@@ -292,19 +329,16 @@ void RegisterReaderBindings(py::module_& m) {
       .def_property_readonly("header_torn",
                              [](const PyTraceFile& f) { return f.file->header_torn(); })
       .def_property_readonly("meta",
-                             [](const PyTraceFile& f) { return MetaToDict(f.file->meta()); })
+                             [](const PyTraceFile& f) -> py::object {
+                               if (!f.file->meta()) return py::none();
+                               return MetaToDict(*f.file->meta());
+                             })
       .def_property_readonly("meta_error",
                              [](const PyTraceFile& f) -> py::object {
                                if (f.file->meta_error().ok()) return py::none();
                                return py::str(std::string(f.file->meta_error().message()));
                              })
       .def_property_readonly("mapping", [](const PyTraceFile& f) { return f.mapping; })
-      .def("read", &Read, py::arg("offset"), py::arg("max_records"),
-           py::arg("key_indices") = py::none(), py::arg("gstep_begin") = py::none(),
-           py::arg("gstep_end") = py::none())
-      .def("stack", &Stack, py::arg("key_indices"), py::arg("gstep_begin") = py::none(),
-           py::arg("gstep_end") = py::none())
-      .def("describe", &Describe, py::arg("offset"))
       .def("verify", [](const PyTraceFile& f) {
         VerifyReport report;
         {
@@ -314,28 +348,79 @@ void RegisterReaderBindings(py::module_& m) {
         return VerifyToDict(report);
       });
 
+  py::class_<PyTraceCursor>(m, "TraceCursor",
+                            "Records merged across ranks (xdl_trace::TraceCursor).")
+      .def("next_batch", &NextBatch, py::arg("max_records"))
+      .def_property_readonly("bytes_read",
+                             [](const PyTraceCursor& c) { return c.cursor.bytes_read(); });
+
+  py::class_<PyTraceReader, std::shared_ptr<PyTraceReader>>(
+      m, "TraceReader", "A trace's data files grouped by rank (xdl_trace::TraceReader).")
+      .def_static(
+          "open",
+          [](const std::string& path, const std::string& prefix, const std::string& name) {
+            TraceReader reader =
+                CallWithoutGil([&] { return TraceReader::Open(path, prefix, name); });
+            auto self = std::make_shared<PyTraceReader>(PyTraceReader{reader, {}});
+            self->files.resize(reader.files().size());
+            return self;
+          },
+          py::arg("path"), py::arg("prefix") = "train", py::arg("name") = "trace")
+      .def_property_readonly(
+          "files",
+          [](const PyTraceReader& self) {
+            py::list out;
+            for (const TraceFileInfo& f : self.reader.files()) {
+              out.append(py::make_tuple(f.path, f.prefix, f.name, f.rank, f.index));
+            }
+            return out;
+          })
+      .def_property_readonly("ranks", [](const PyTraceReader& self) { return self.reader.ranks(); })
+      .def_property_readonly("keys",
+                             [](const PyTraceReader& self) {
+                               return ReadWithoutGil([&] { return self.reader.Keys(); });
+                             })
+      .def(
+          "file", [](PyTraceReader& self, size_t index) { return self.File(index); },
+          py::arg("index"))
+      .def("schema",
+           [](const PyTraceReader& self) {
+             const auto schema = ReadWithoutGil([&] { return self.reader.Schema(); });
+             py::list out;
+             for (const KeySchema& k : schema) {
+               out.append(
+                   py::make_tuple(k.key, std::string(DTypeName(k.dtype)), ShapeTuple(k.shape)));
+             }
+             return out;
+           })
+      .def(
+          "read",
+          [](const std::shared_ptr<PyTraceReader>& self,
+             std::optional<std::vector<std::string>> keys, std::optional<int64_t> begin,
+             std::optional<int64_t> end, std::optional<std::vector<int64_t>> steps,
+             std::optional<std::vector<int32_t>> ranks) {
+            ReadOptions options{std::move(keys), Steps(begin, end, std::move(steps)),
+                                std::move(ranks)};
+            return PyTraceCursor{self, self->reader.Read(std::move(options)), {}};
+          },
+          py::arg("keys") = py::none(), py::arg("begin") = py::none(), py::arg("end") = py::none(),
+          py::arg("steps") = py::none(), py::arg("ranks") = py::none())
+      .def(
+          "stack",
+          [](PyTraceReader& self, std::optional<std::vector<std::string>> keys,
+             std::optional<int64_t> begin, std::optional<int64_t> end,
+             std::optional<std::vector<int64_t>> steps, std::optional<int32_t> rank) {
+            return Stack(self, std::move(keys), Steps(begin, end, std::move(steps)), rank);
+          },
+          py::arg("keys") = py::none(), py::arg("begin") = py::none(), py::arg("end") = py::none(),
+          py::arg("steps") = py::none(), py::arg("rank") = py::none());
+
   m.def(
-      "list_trace_files",
-      [](const std::string& dir, const std::string& prefix, const std::string& name) {
-        const std::vector<TraceFileInfo> files =
-            CallWithoutGil([&] { return ListTraceFiles(dir, prefix, name); });
-        py::list out;
-        for (const auto& f : files) out.append(InfoToDict(f));
-        return out;
+      "read_meta",
+      [](const std::string& meta_path) {
+        return MetaToDict(CallWithoutGil([&] { return ReadFileMeta(meta_path); }));
       },
-      py::arg("dir"), py::arg("prefix") = "train", py::arg("name") = "trace");
-  m.def(
-      "parse_trace_file_name",
-      [](const std::string& base_name) -> py::object {
-        TraceFileInfo info;
-        if (!ParseTraceFileName(base_name, &info)) return py::none();
-        return InfoToDict(info);
-      },
-      py::arg("base_name"));
-  m.def(
-      "parse_meta",
-      [](py::bytes data) { return MetaToDict(ValueOrThrow(ParseFileMeta(std::string(data)))); },
-      py::arg("data"));
+      py::arg("meta_path"));
 }
 
 }  // namespace python

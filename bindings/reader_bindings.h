@@ -7,7 +7,7 @@
 namespace xdl_trace {
 namespace python {
 
-// Adds TraceFile, list_trace_files, parse_trace_file_name and parse_meta to `m`.
+// Adds TraceReader, TraceCursor, TraceFile, TornTail and read_meta to `m`.
 void RegisterReaderBindings(pybind11::module_& m);
 
 }  // namespace python

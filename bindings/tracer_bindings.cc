@@ -67,6 +67,17 @@ py::dict StatsToDict(const TraceStats& s) {
   d["device_events"] = s.device_events;
   d["device_events_dropped"] = s.device_events_dropped;
   d["device_tracer_status"] = s.device_tracer_status;
+  // The same, structured: one {"tracer", "state", "message"} per tracer, state
+  // one of "ok", "unavailable", "error" (DeviceTracerStateName).
+  py::list tracers;
+  for (const DeviceTracerStatus& tracer : s.device_tracers) {
+    py::dict t;
+    t["tracer"] = tracer.tracer;
+    t["state"] = DeviceTracerStateName(tracer.state);
+    t["message"] = tracer.message;
+    tracers.append(std::move(t));
+  }
+  d["device_tracers"] = std::move(tracers);
   d["last_error"] = s.last_error.ok() ? py::object(py::none())
                                       : py::object(py::str(std::string(s.last_error.ToString())));
   return d;
@@ -88,22 +99,6 @@ void RegisterTracerBindings(py::module_& m) {
       .value("GRADIENT", EntryKind::kGradient)
       .value("CALLBACK", EntryKind::kCallback)
       .value("ONCE", EntryKind::kOnce);
-
-  py::enum_<DType>(m, "DType")
-      .value("INT8", DType::kInt8)
-      .value("INT16", DType::kInt16)
-      .value("INT32", DType::kInt32)
-      .value("INT64", DType::kInt64)
-      .value("FLOAT32", DType::kFloat32)
-      .value("FLOAT64", DType::kFloat64)
-      .value("BOOL", DType::kBool)
-      .value("BYTE", DType::kByte)
-      .value("UINT8", DType::kUInt8)
-      .value("UINT16", DType::kUInt16)
-      .value("UINT32", DType::kUInt32)
-      .value("UINT64", DType::kUInt64)
-      .value("FLOAT16", DType::kFloat16)
-      .value("BFLOAT16", DType::kBFloat16);
 
   py::enum_<OverflowPolicy>(m, "OverflowPolicy")
       .value("BLOCK", OverflowPolicy::kBlock)

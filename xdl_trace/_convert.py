@@ -1,7 +1,8 @@
 """Turns user values (numpy arrays, torch tensors, numbers, array-likes, callables) into what the
 binding registers: a stable array read in place, or a provider called at each traced step.
 
-Wire dtypes: bool, int8..int64, uint8..uint64, float16, float32, float64, and bfloat16 (torch).
+Wire dtypes come from the one dtype table, defined in C++ (cpp/src/core/dtype.cc) and exported as
+_core.dtype_table(): bool, int8..int64, uint8..uint64, float16, float32, float64, and bfloat16 (torch).
 object, complex, string, datetime and structured arrays are rejected with a TypeError naming
 the key. Non-contiguous, misaligned or byte-swapped arrays are accepted but copied to a
 contiguous native array at each traced step.
@@ -11,17 +12,24 @@ import numbers
 
 import numpy as np
 
-from . import _torch, errors
+from . import _core, _torch, errors
 
-_SUPPORTED_KINDS = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
+# [(wire value, name, itemsize, numpy dtype name)] in wire order: the C++ dtype table.
+DTYPE_TABLE = tuple(_core.dtype_table())
+# numpy (kind, itemsize) pairs a column accepts, whatever the byte order; the binding maps each
+# to its wire dtype the same way (bindings/py_tensor.cc).
+_SUPPORTED = frozenset((np.dtype(numpy).kind, size) for _, _, size, numpy in DTYPE_TABLE)
+# Dtypes numpy spells as the wire does ("byte" and "bfloat16" have no numpy type of their own).
+_SUPPORTED_NAMES = ", ".join(
+    name for _, name, _, numpy in DTYPE_TABLE if np.dtype(numpy).name == name
+)
 
 
 def check_dtype(key, dtype):
-    sizes = _SUPPORTED_KINDS.get(dtype.kind)
-    if sizes is None or dtype.itemsize not in sizes or dtype.fields is not None:
+    if (dtype.kind, dtype.itemsize) not in _SUPPORTED or dtype.fields is not None:
         raise TypeError(
             f"xdl_trace: key '{key}': unsupported dtype {dtype} "
-            "(supported: bool, int8..int64, uint8..uint64, float16, bfloat16, float32, float64)"
+            f"(supported: {_SUPPORTED_NAMES}; bfloat16 from torch)"
         )
 
 

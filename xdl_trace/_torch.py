@@ -9,10 +9,10 @@ import sys
 
 import numpy as np
 
-from . import errors
+from . import _core, errors
 
-# Wire dtype codes (cpp/include/xdl_trace/dtype.h).
-_BFLOAT16 = 13
+# The wire value of bfloat16, from the C++ dtype table.
+_BFLOAT16 = next(value for value, name, _, _ in _core.dtype_table() if name == "bfloat16")
 
 
 def _torch():

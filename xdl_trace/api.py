@@ -57,9 +57,9 @@ def _check_key(key):
 def _summary(scope, key, summary):
     """(summary object for the binding, histogram bins)."""
     if summary is None or isinstance(summary, str):
-        return summary, 30
+        return summary, _core.DEFAULT_HISTOGRAM_BINS
     if callable(summary):
-        return _convert.wrap_summary(_full_key(scope, key), summary), 30
+        return _convert.wrap_summary(_full_key(scope, key), summary), _core.DEFAULT_HISTOGRAM_BINS
     raise TypeError(
         f"xdl_trace: key '{_full_key(scope, key)}': summary must be None, 'stats', "
         f"'histogram' or a callable, got {type(summary).__name__}"

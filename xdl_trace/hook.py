@@ -119,11 +119,11 @@ def build_config(config, is_training=True):
         )
     if "output_dir" not in config:
         raise errors.InvalidArgumentError("xdl_trace: config 'output_dir' is required")
-    cfg = _core.TraceConfig()
+    cfg = _core.TraceConfig()  # Its fields start at the defaults, defined once in C++ (config.h).
     cfg.output_dir = _output_dir(config["output_dir"])
     cfg.is_training = bool(is_training)
-    cfg.max_file_m_size = _number(config, "max_file_m_size", 300)
-    name = config.get("output_file_name", "trace")
+    cfg.max_file_m_size = _number(config, "max_file_m_size", cfg.max_file_m_size)
+    name = config.get("output_file_name", cfg.output_file_name)
     if not isinstance(name, str) or not name or "/" in name:
         raise _bad("output_file_name", name, "a non-empty file name without '/'")
     cfg.output_file_name = name
@@ -134,15 +134,16 @@ def build_config(config, is_training=True):
         raise _bad("rank", rank, "an integer >= 0")
     cfg.rank = int(rank)
     cfg.max_pending_mb = _number(config, "max_pending_mb", cfg.max_pending_mb)
-    overflow = _choice(config, "overflow", "block", ("block", "drop"))
-    cfg.overflow = _core.OverflowPolicy.BLOCK if overflow == "block" else _core.OverflowPolicy.DROP
+    policies = {"block": _core.OverflowPolicy.BLOCK, "drop": _core.OverflowPolicy.DROP}
+    default_overflow = next(k for k, v in policies.items() if v == cfg.overflow)
+    cfg.overflow = policies[_choice(config, "overflow", default_overflow, tuple(policies))]
     on_error = _choice(config, "on_error", "warn", ("warn", "raise"))
-    fsync = config.get("fsync", True)
+    fsync = config.get("fsync", cfg.fsync)
     if not isinstance(fsync, bool):
         raise _bad("fsync", fsync, "True or False")
     cfg.fsync = fsync
-    cfg.meta_interval_s = _number(config, "meta_interval_s", 10, positive=False)
-    tracers = config.get("device_tracers", [])
+    cfg.meta_interval_s = _number(config, "meta_interval_s", cfg.meta_interval_s, positive=False)
+    tracers = config.get("device_tracers", list(cfg.device_tracers))
     if isinstance(tracers, str):
         tracers = [tracers]
     if not isinstance(tracers, (list, tuple)) or not all(isinstance(t, str) for t in tracers):
@@ -150,9 +151,11 @@ def build_config(config, is_training=True):
     cfg.device_tracers = list(tracers)
     # The range (>= 0, finite) is checked by cfg.validate() below, naming the key.
     cfg.device_collect_interval_s = _number(
-        config, "device_collect_interval_s", 1.0, positive=False
+        config, "device_collect_interval_s", cfg.device_collect_interval_s, positive=False
     )
-    cfg.device_plugin_config = _plugin_config(config.get("device_plugin_config", ""))
+    cfg.device_plugin_config = _plugin_config(
+        config.get("device_plugin_config", cfg.device_plugin_config)
+    )
     cfg.validate()
     return cfg, on_error
 

@@ -1,7 +1,8 @@
 """Reads traces back: ``open_trace(path)`` on a data file or a directory of ranks and rolled-over files.
 
-Decoding happens in C++ (``xdl_trace._core.TraceFile``, a memory-mapped file);
-every column comes back as a read-only numpy array that views the mapping, so
+Reading happens in C++ (``xdl_trace._core.TraceReader``: memory-mapped files,
+key and gstep selection, Meta-based file skipping, the merge of ranks, torn-tail
+reports, stacking); this module is its Pythonic face. Every column comes back as a read-only numpy array that views the mapping, so
 reading costs no copy of the tensor bytes. Arrays keep their file mapped for as
 long as they live. ``stack`` is the one call that copies: it gathers one key
 over many steps into a single contiguous array.
@@ -19,11 +20,13 @@ XDL writes empty (a ``trace_once`` value after its first step) reads as a
 zero-length array.
 """
 
-import heapq
+import functools
 import os
 import warnings
 
 import numpy as np
+
+from . import errors
 
 try:
     from . import _core
@@ -84,30 +87,39 @@ class Record:
 class TraceFileInfo:
     """A data file of the trace: where it is, whose it is, and what its Meta says."""
 
-    __slots__ = ("path", "prefix", "name", "rank", "index", "size", "meta", "meta_error", "_file")
+    __slots__ = (
+        "path",
+        "prefix",
+        "name",
+        "rank",
+        "index",
+        "size",
+        "meta",
+        "meta_error",
+        "_file",
+        "_open",
+    )
 
-    def __init__(self, path, prefix, name, rank, index):
+    def __init__(self, path, prefix, name, rank, index, _open=None):
         self.path = path
         self.prefix = prefix
         self.name = name
         self.rank = rank
         self.index = index
         self._file = None
+        self._open = _open  # Maps the file through its Trace's reader (one mapping per file).
         self.size = os.path.getsize(path)
         self.meta = None
         self.meta_error = None
         try:
-            with open(path + ".meta", "rb") as f:
-                self.meta = _core.parse_meta(f.read())
-        except FileNotFoundError:
-            self.meta_error = f"{path}.meta: no such file"
-        except (OSError, ValueError) as error:
+            self.meta = _core.read_meta(path + ".meta")
+        except (errors.TraceError, OSError) as error:
             self.meta_error = str(error)
 
     def open(self):
         """The mapped file (opened once, then cached)."""
         if self._file is None:
-            self._file = _core.TraceFile.open(self.path)
+            self._file = self._open() if self._open else _core.TraceFile.open(self.path)
         return self._file
 
     @property
@@ -127,15 +139,15 @@ def bfloat16_to_float32(bits):
 
 
 def _gstep_selection(gsteps):
-    """Turns a gstep selection into (begin, end, members): an inclusive range
-    for C++ (None = open) and an optional set for exact membership."""
+    """Turns a gstep selection into (begin, end, steps): an inclusive range
+    (None = open) and an optional list of the exact steps inside it."""
     if gsteps is None:
         return None, None, None
     if isinstance(gsteps, range):
         if len(gsteps) == 0:
-            return 1, 0, frozenset()
+            return 1, 0, []
         lo, hi = min(gsteps[0], gsteps[-1]), max(gsteps[0], gsteps[-1])
-        return lo, hi, (None if abs(gsteps.step) == 1 else frozenset(gsteps))
+        return lo, hi, (None if abs(gsteps.step) == 1 else list(gsteps))
     if isinstance(gsteps, slice):
         if gsteps.step not in (None, 1):
             raise ValueError("a gstep slice cannot have a step; use range(begin, end, step)")
@@ -143,14 +155,17 @@ def _gstep_selection(gsteps):
         return gsteps.start, stop, None
     if isinstance(gsteps, tuple) and len(gsteps) == 2:
         return gsteps[0], gsteps[1], None
-    members = frozenset(int(g) for g in gsteps)
-    if not members:
-        return 1, 0, members
-    return min(members), max(members), members
+    steps = sorted({int(g) for g in gsteps})
+    if not steps:
+        return 1, 0, steps
+    return steps[0], steps[-1], steps
 
 
 class Trace:
-    """The data files of one trace, grouped by rank (see ``open_trace``)."""
+    """The data files of one trace, grouped by rank (see ``open_trace``).
+
+    A wrapper of the C++ ``TraceReader`` (``xdl_trace._core``), which selects,
+    skips files by their Meta, merges ranks and stacks."""
 
     def __init__(self, path, prefix="train", name="trace"):
         path = os.fspath(path)
@@ -160,44 +175,22 @@ class Trace:
         self.prefix = prefix
         self.name = name
         self.torn_tails = {}  # path -> byte offset of the torn frame, as found while reading.
-        if os.path.isdir(path):
-            infos = _core.list_trace_files(path, prefix, name)
-            if not infos:
-                others = sorted(
-                    {
-                        f"{f['prefix']}.{f['name']}"
-                        for p in ("train", "test")
-                        for f in _core.list_trace_files(path, p, "")
-                    }
-                )
-                hint = f" (found: {', '.join(others)})" if others else ""
-                raise FileNotFoundError(
-                    f"{path}: no data files named {prefix}.{name}.<rank>.<index>{hint}"
-                )
-        elif os.path.isfile(path):
-            parsed = _core.parse_trace_file_name(os.path.basename(path))
-            if parsed is None:
-                parsed = {"prefix": "", "name": "", "rank": 0, "index": 0}
-            parsed["path"] = path
-            infos = [parsed]
-        else:
-            raise FileNotFoundError(f"{path}: no such file or directory")
+        try:
+            self._reader = _core.TraceReader.open(path, prefix, name)
+        except errors.NotFoundError as error:
+            raise FileNotFoundError(str(error)) from None
         self.files = [
-            TraceFileInfo(i["path"], i["prefix"], i["name"], i["rank"], i["index"]) for i in infos
+            TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))
+            for i, info in enumerate(self._reader.files)
         ]
-        self.files.sort(key=lambda f: (f.rank, f.index))
-        self.ranks = sorted({f.rank for f in self.files})
+        self.ranks = list(self._reader.ranks)
 
     # --- what is in it -------------------------------------------------------
 
     @property
     def keys(self):
         """Column keys, from the Header of the first file that has one."""
-        for info in self.files:
-            keys = info.open().keys
-            if keys or not info.open().header_torn:
-                return list(keys)
-        return []
+        return list(self._reader.keys)
 
     def files_of_rank(self, rank):
         return [f for f in self.files if f.rank == rank]
@@ -205,12 +198,7 @@ class Trace:
     def schema(self):
         """``{key: (dtype name, shape)}`` from the first record (wire dtype names:
         "bfloat16" and "byte" stay distinct from uint16 and uint8)."""
-        for info in self.files:
-            f = info.open()
-            described = f.describe(f.first_record_offset)
-            if described is not None:
-                return {k: (d, tuple(s)) for k, (d, s, _empty) in zip(f.keys, described)}
-        return {}
+        return {key: (dtype, shape) for key, dtype, shape in self._reader.schema()}
 
     @property
     def nbytes(self):
@@ -218,73 +206,32 @@ class Trace:
 
     # --- records --------------------------------------------------------------
 
-    def _skip_offset(self, info, begin, end):
-        """Where reading a file starts for gsteps [begin, end]: its first record,
-        past the part its Meta proves is outside the range, or None to skip it."""
-        f = info.open()
-        meta = info.meta
-        if meta is None or (begin is None and end is None):
-            return f.first_record_offset
-        empty = begin is not None and end is not None and begin > end
-        disjoint = meta["record_count"] == 0 or empty
-        if meta["record_count"] > 0:
-            disjoint = disjoint or (end is not None and meta["gstep_begin"] > end)
-            disjoint = disjoint or (begin is not None and meta["gstep_end"] < begin)
-        if not disjoint:
-            return f.first_record_offset
-        if meta["format_version"] == 0:
-            # XDL's own Meta describes the whole closed file.
-            return None if meta["gstep_end"] or meta["gstep_begin"] else f.first_record_offset
-        covered = meta["data_bytes"]
-        if covered >= f.size:
-            return None
-        return max(covered, f.first_record_offset)
-
-    def _file_records(self, info, keys, begin, end, members, on_progress=None):
-        f = info.open()
-        file_keys = f.keys
-        if keys is None:
-            names, indices = list(file_keys), None
-        else:
-            index_of = {k: i for i, k in enumerate(file_keys)}
-            missing = [k for k in keys if k not in index_of]
-            if missing:
-                raise KeyError(f"{info.path}: no key {missing[0]!r} (keys: {', '.join(file_keys)})")
-            names, indices = list(keys), [index_of[k] for k in keys]
-        offset = self._skip_offset(info, begin, end)
-        if offset is None:
-            return
-        rank, path = info.rank, info.path
-        while True:
-            batch, next_offset, state = f.read(offset, _BATCH, indices, begin, end)
-            for gstep, lstep, ts, arrays, extra, frame_offset in batch:
-                if members is not None and gstep not in members:
-                    continue
-                yield Record(
-                    gstep, lstep, ts, dict(zip(names, arrays)), rank, extra, path, frame_offset
-                )
-            if on_progress is not None:
-                on_progress(next_offset - offset)
-            offset = next_offset
-            if state == "end":
-                return
-            if state == "torn":
-                self._report_torn(path, offset)
-                return
-
-    def _report_torn(self, path, offset):
-        if path not in self.torn_tails:
-            self.torn_tails[path] = offset
+    def _report_torn(self, torn):
+        if torn.path not in self.torn_tails:
+            self.torn_tails[torn.path] = torn.offset
             warnings.warn(
-                f"{path}: torn final frame at byte offset {offset} (the writer stopped mid-record);"
-                " the records before it are complete",
+                f"{torn.path}: torn final frame at byte offset {torn.offset} (the writer stopped"
+                " mid-record); the records before it are complete",
                 TornTailWarning,
-                stacklevel=4,
+                stacklevel=3,
             )
 
-    def _rank_records(self, rank, keys, begin, end, members, on_progress):
-        for info in self.files_of_rank(rank):
-            yield from self._file_records(info, keys, begin, end, members, on_progress)
+    def _records(self, cursor, on_progress):
+        files = self.files
+        read = 0
+        while True:
+            batch, torn, done = cursor.next_batch(_BATCH)
+            for gstep, lstep, ts, columns, extra, file, offset in batch:
+                info = files[file]
+                yield Record(gstep, lstep, ts, columns, info.rank, extra, info.path, offset)
+            if on_progress is not None:
+                now = cursor.bytes_read
+                on_progress(now - read)
+                read = now
+            if torn is not None:
+                self._report_torn(torn)
+            if done:
+                return
 
     def records(self, keys=None, gsteps=None, ranks=None, on_progress=None):
         """Iterates records of the selected ranks (default all), merged by gstep
@@ -298,12 +245,11 @@ class Trace:
         """
         if isinstance(keys, str):
             keys = [keys]
-        begin, end, members = _gstep_selection(gsteps)
-        selected = self.ranks if ranks is None else [r for r in self.ranks if r in set(ranks)]
-        streams = [self._rank_records(r, keys, begin, end, members, on_progress) for r in selected]
-        if len(streams) == 1:
-            return streams[0]
-        return heapq.merge(*streams, key=lambda r: (r.gstep, r.rank))
+        begin, end, steps = _gstep_selection(gsteps)
+        keys = None if keys is None else list(keys)
+        ranks = None if ranks is None else [int(r) for r in ranks]
+        cursor = self._reader.read(keys, begin, end, steps, ranks)
+        return self._records(cursor, on_progress)
 
     def __iter__(self):
         return self.records()
@@ -318,54 +264,17 @@ class Trace:
     def stack_many(self, keys=None, gsteps=None, rank=None):
         """``stack`` for several keys (default all) in one pass over the files:
         ``{key: (gsteps, values)}``."""
-        if rank is None:
-            if len(self.ranks) > 1:
-                raise ValueError(f"stack: the trace has ranks {self.ranks}; pass rank=")
-            rank = self.ranks[0]
         keys = list(self.keys if keys is None else keys)
-        begin, end, members = _gstep_selection(gsteps)
-        parts = {k: ([], []) for k in keys}
-        for info in self.files_of_rank(rank):
-            f = info.open()
-            file_keys = f.keys
-            missing = [k for k in keys if k not in file_keys]
-            if missing:
-                raise KeyError(f"{info.path}: no key {missing[0]!r} (keys: {', '.join(file_keys)})")
-            if self._skip_offset(info, begin, end) is None:
-                continue
-            results, torn = f.stack([file_keys.index(k) for k in keys], begin, end)
-            if torn:
-                self._report_torn(info.path, self._torn_offset(f))
-            for key, (steps, values) in zip(keys, results):
-                if values is None:
-                    continue
-                if members is not None:
-                    keep = np.isin(steps, np.fromiter(members, dtype=np.int64))
-                    steps, values = steps[keep], values[keep]
-                parts[key][0].append(steps)
-                parts[key][1].append(values)
+        begin, end, steps = _gstep_selection(gsteps)
+        results, torn_tails = self._reader.stack(keys, begin, end, steps, rank)
+        for torn in torn_tails:
+            self._report_torn(torn)
         out = {}
-        for key, (step_parts, value_parts) in parts.items():
-            if not value_parts:
-                out[key] = (np.zeros(0, dtype=np.int64), np.zeros((0,), dtype=np.float32))
-                continue
-            if (
-                len({v.shape[1:] for v in value_parts}) > 1
-                or len({v.dtype for v in value_parts}) > 1
-            ):
-                raise ValueError(f"stack({key!r}): shape or dtype differs between files")
-            if len(value_parts) == 1:
-                out[key] = (step_parts[0], value_parts[0])
-            else:
-                out[key] = (np.concatenate(step_parts), np.concatenate(value_parts))
+        for key, (key_steps, values) in zip(keys, results):
+            if values is None:
+                values = np.zeros((0,), dtype=np.float32)
+            out[key] = (key_steps, values)
         return out
-
-    @staticmethod
-    def _torn_offset(f):
-        offset, state = f.first_record_offset, "more"
-        while state == "more":
-            _batch, offset, state = f.read(offset, 1 << 20, [])
-        return offset
 
     # --- checks ---------------------------------------------------------------
 

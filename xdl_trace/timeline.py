@@ -24,130 +24,41 @@ nanoseconds since the epoch (CLOCK_REALTIME), is in ``otherData``.
 import json
 import sys
 
-from google.protobuf import descriptor_pb2
-
-from .tools.read_trace import message_classes
+from ._proto import device_trace_pb2, xdl_trace_pb2
 
 __all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline"]
 
-DEVICE_TRACE_FIELD = 5  # Record.device_trace
-HOST_SPAN_FIELD = 6  # Record.host_span
+# The message classes and field numbers come from protoc's output for proto/ (xdl_trace._proto).
+DeviceTrace = device_trace_pb2.DeviceTrace
+HostSpan = device_trace_pb2.HostSpan
+DEVICE_TRACE_FIELD = xdl_trace_pb2.Record.DEVICE_TRACE_FIELD_NUMBER
+HOST_SPAN_FIELD = xdl_trace_pb2.Record.HOST_SPAN_FIELD_NUMBER
 HOST_API_DEVICE = -1  # Device id of the host threads calling the CUDA API.
-
-# Mirror of proto/device_trace.proto (tests/python/test_timeline.py checks it
-# against protoc's reading of that file). Built at import into a private pool by
-# xdl_trace/tools/read_trace.py's message_classes, so no generated module is needed.
-_ENUMS = {
-    "DeviceEventKind": [
-        "DEVICE_EVENT_UNSPECIFIED",
-        "DEVICE_EVENT_KERNEL",
-        "DEVICE_EVENT_MEMCPY",
-        "DEVICE_EVENT_MEMSET",
-        "DEVICE_EVENT_RUNTIME_API",
-        "DEVICE_EVENT_DRIVER_API",
-        "DEVICE_EVENT_SYNCHRONIZATION",
-        "DEVICE_EVENT_OVERHEAD",
-        "DEVICE_EVENT_OTHER",
-    ],
-}
-_HOST_SPAN_KINDS = ["KIND_UNSPECIFIED", "STEP", "CAPTURE_ENCODE", "QUEUE_WAIT", "DEVICE_COLLECT"]
-# message -> [(field, number, type, repeated, type_name, oneof_index)]
-_MESSAGES = {
-    "DeviceStat": [
-        ("name_index", 1, "INT32", False, None, None),
-        ("int64_value", 2, "INT64", False, None, 0),
-        ("uint64_value", 3, "UINT64", False, None, 0),
-        ("double_value", 4, "DOUBLE", False, None, 0),
-        ("str_value", 5, "STRING", False, None, 0),
-    ],
-    "DeviceEvent": [
-        ("name_index", 1, "INT32", False, None, None),
-        ("kind", 2, "ENUM", False, ".xdl.proto.DeviceEventKind", None),
-        ("start_ns", 3, "INT64", False, None, None),
-        ("end_ns", 4, "INT64", False, None, None),
-        ("correlation_id", 5, "UINT64", False, None, None),
-        ("external_id", 6, "UINT64", False, None, None),
-        ("stat", 7, "MESSAGE", True, ".xdl.proto.DeviceStat", None),
-    ],
-    "DeviceLine": [
-        ("id", 1, "INT64", False, None, None),
-        ("name", 2, "STRING", False, None, None),
-        ("event", 3, "MESSAGE", True, ".xdl.proto.DeviceEvent", None),
-    ],
-    "Device": [
-        ("id", 1, "INT32", False, None, None),
-        ("name", 2, "STRING", False, None, None),
-        ("line", 3, "MESSAGE", True, ".xdl.proto.DeviceLine", None),
-    ],
-    "DeviceTrace": [
-        ("tracer", 1, "STRING", False, None, None),
-        ("name", 2, "STRING", True, None, None),
-        ("device", 3, "MESSAGE", True, ".xdl.proto.Device", None),
-        ("dropped_events", 4, "INT64", False, None, None),
-        ("status", 5, "STRING", False, None, None),
-    ],
-    "HostSpan": [
-        ("kind", 1, "ENUM", False, ".xdl.proto.HostSpan.Kind", None),
-        ("start_ns", 2, "INT64", False, None, None),
-        ("end_ns", 3, "INT64", False, None, None),
-        ("gstep", 4, "INT64", False, None, None),
-        ("lstep", 5, "INT64", False, None, None),
-        ("correlation_id", 6, "UINT64", False, None, None),
-        ("thread_id", 7, "INT64", False, None, None),
-    ],
-}
-
-
-def file_descriptor():
-    """proto/device_trace.proto as a FileDescriptorProto (built by hand)."""
-    F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="xdl_trace_timeline_device_trace.proto", package="xdl.proto", syntax="proto3"
-    )
-    for enum_name, values in _ENUMS.items():
-        enum = fdp.enum_type.add(name=enum_name)
-        for number, value in enumerate(values):
-            enum.value.add(name=value, number=number)
-    for message_name, fields in _MESSAGES.items():
-        message = fdp.message_type.add(name=message_name)
-        if message_name == "DeviceStat":
-            message.oneof_decl.add(name="value")
-        if message_name == "HostSpan":
-            kind = message.enum_type.add(name="Kind")
-            for number, value in enumerate(_HOST_SPAN_KINDS):
-                kind.value.add(name=value, number=number)
-        for name, number, type_name, repeated, ref, oneof in fields:
-            field = message.field.add(
-                name=name, number=number, type=getattr(F, "TYPE_" + type_name)
-            )
-            field.label = F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL
-            if ref:
-                field.type_name = ref
-            if oneof is not None:
-                field.oneof_index = oneof
-    return fdp
-
-
-_CLASSES = message_classes(file_descriptor(), ("DeviceTrace", "HostSpan"))
-DeviceTrace = _CLASSES["DeviceTrace"]
-HostSpan = _CLASSES["HostSpan"]
+_LENGTH_DELIMITED = 2  # Wire type of a message field.
 
 _SPAN_THREADS = {  # HostSpan.Kind -> (tid in the host process, thread name)
-    1: (1, "steps"),
-    2: (2, "capture + encode"),
-    3: (3, "queue wait"),
-    4: (4, "device collect"),
+    HostSpan.STEP: (1, "steps"),
+    HostSpan.CAPTURE_ENCODE: (2, "capture + encode"),
+    HostSpan.QUEUE_WAIT: (3, "queue wait"),
+    HostSpan.DEVICE_COLLECT: (4, "device collect"),
 }
-_EVENT_CATEGORY = {
-    1: "kernel",
-    2: "memcpy",
-    3: "memset",
-    4: "cuda_runtime",
-    5: "cuda_driver",
-    6: "synchronization",
-    7: "overhead",
+_EVENT_CATEGORY = {  # DeviceEventKind -> the event's category in the timeline
+    device_trace_pb2.DEVICE_EVENT_KERNEL: "kernel",
+    device_trace_pb2.DEVICE_EVENT_MEMCPY: "memcpy",
+    device_trace_pb2.DEVICE_EVENT_MEMSET: "memset",
+    device_trace_pb2.DEVICE_EVENT_RUNTIME_API: "cuda_runtime",
+    device_trace_pb2.DEVICE_EVENT_DRIVER_API: "cuda_driver",
+    device_trace_pb2.DEVICE_EVENT_SYNCHRONIZATION: "synchronization",
+    device_trace_pb2.DEVICE_EVENT_OVERHEAD: "overhead",
 }
-_DEVICE_WORK = {1, 2, 3}  # Kernels, copies, memsets: the targets of step flows.
+# Kernels, copies, memsets: the targets of step flows.
+_DEVICE_WORK = {
+    device_trace_pb2.DEVICE_EVENT_KERNEL,
+    device_trace_pb2.DEVICE_EVENT_MEMCPY,
+    device_trace_pb2.DEVICE_EVENT_MEMSET,
+}
+# CUDA API calls: the sources of launch flows (matched by correlation id).
+_API_CALLS = {device_trace_pb2.DEVICE_EVENT_RUNTIME_API, device_trace_pb2.DEVICE_EVENT_DRIVER_API}
 _API_TID_BASE = 1000  # Host-process tids for CUDA API threads: base + index.
 
 
@@ -166,7 +77,7 @@ def _collect(path, prefix, name):
         spans.setdefault(record.rank, [])
         traces.setdefault(record.rank, [])
         for number, wire_type, payload in record.extra or ():
-            if wire_type != 2:
+            if wire_type != _LENGTH_DELIMITED:
                 continue
             if number == DEVICE_TRACE_FIELD:
                 message = DeviceTrace()
@@ -216,7 +127,7 @@ def build_timeline(path, prefix="train", name="trace"):
         for span in spans.get(rank, ()):
             tid, _ = _SPAN_THREADS.get(span.kind, (9, "other"))
             used_span_threads.add(span.kind)
-            if span.kind == 1:
+            if span.kind == HostSpan.STEP:
                 step_of[span.correlation_id] = span
                 stats["steps"] += 1
                 label = f"step {span.gstep}"
@@ -277,7 +188,7 @@ def build_timeline(path, prefix="train", name="trace"):
                         meta("thread_name", pid, tid, line.name or f"line {line.id}")
                     for e in line.event:
                         device_events.append((pid, tid, e, t.name, t.tracer))
-                        if e.kind in (4, 5) and e.correlation_id:
+                        if e.kind in _API_CALLS and e.correlation_id:
                             launches[(t.tracer, e.correlation_id)] = (pid, tid, e)
         for pid, tid, e, names, tracer in device_events:
             stats["device_events"] += 1

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "core/clock.h"
 #include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
 #include "plugin/device_tracing.h"
@@ -76,6 +77,12 @@ TEST_CASE("no device: start and stop do nothing and collect returns nothing", "[
   REQUIRE(set->Stop().ok());
   CHECK(set->events_collected() == 0);
   CHECK(absl::StrContains(set->StatusSummary(), "fake: unavailable"));
+  const std::vector<DeviceTracerStatus> statuses = set->Statuses();
+  REQUIRE(statuses.size() == 1);
+  CHECK(statuses[0].tracer == "fake");
+  CHECK(statuses[0].state == DeviceTracerState::kUnavailable);
+  CHECK(statuses[0].message == "fake device absent (unavailable=1)");
+  CHECK(set->AnyNotOk());
 }
 
 TEST_CASE("events from the C plugin come back as a DeviceTrace with step ids", "[plugin]") {
@@ -192,6 +199,10 @@ TEST_CASE("a tracer that fails to start is left out and reported; tracing goes o
   CHECK(set->events_collected() == 0);
   CHECK(set->Stop().ok());
   CHECK(absl::StrContains(set->StatusSummary(), "start failed"));  // Kept to the end.
+  const std::vector<DeviceTracerStatus> statuses = set->Statuses();
+  REQUIRE(statuses.size() == 1);
+  CHECK(statuses[0].state == DeviceTracerState::kFailed);
+  CHECK(statuses[0].message == "start failed (4): fake: start failed as configured (fail_start=1)");
 }
 
 TEST_CASE("an unknown tracer name is an error naming it", "[plugin]") {
@@ -250,7 +261,7 @@ TEST_CASE("device tracing turns steps into host spans and Record fields 5 and 6"
     REQUIRE(encoded.ok());
     records.emplace_back();
     REQUIRE(records.back().ParseFromString(encoded->frame.substr(4)));
-    const int64_t now = RealtimeNs();
+    const int64_t now = WallClockNs();
     t.OnStepEncoded(now, now + 5);
     t.OnStepReturned(now + 5, now + 12);
   }
@@ -261,6 +272,8 @@ TEST_CASE("device tracing turns steps into host spans and Record fields 5 and 6"
   // fake emits some for every step) come back for one last record.
   CHECK(stats.device_events == 4 * 6);
   CHECK(stats.device_tracer_status == "fake: ok");
+  REQUIRE(stats.device_tracers.size() == 1);
+  CHECK(stats.device_tracers[0].state == DeviceTracerState::kOk);
 
   // Record 1: the STEP span of step 1 and the device events of step 1.
   REQUIRE(records[0].host_span_size() >= 1);

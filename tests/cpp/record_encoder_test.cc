@@ -1,4 +1,4 @@
-// Proves EncodeRecord / EncodeHeaderFrame write exactly the bytes protobuf's own serializer writes.
+// Proves EncodeRecord writes exactly the bytes protobuf's own serializer writes.
 #include "record/record_encoder.h"
 
 #include <catch2/catch.hpp>
@@ -114,18 +114,6 @@ TEST_CASE("trailing fields follow field 4 and round-trip through protobuf", "[en
   std::string reserialized;
   REQUIRE(parsed.SerializeToString(&reserialized));
   CHECK(reserialized == with.substr(4));  // Unknown fields kept, in place, after field 4.
-}
-
-TEST_CASE("header frame equals protobuf's Header", "[encoder]") {
-  const std::vector<std::vector<std::string>> cases = {
-      {}, {"a"}, {"scope/w", "loss", "", std::string(300, 'k')}};
-  for (const auto& keys : cases) {
-    xdl::proto::Header header;
-    for (const std::string& key : keys) header.add_key(key);
-    std::string body;
-    REQUIRE(header.SerializeToString(&body));
-    CHECK(EncodeHeaderFrame(keys) == Frame(body));
-  }
 }
 
 TEST_CASE("records over the 4 GiB frame limit are rejected naming the key", "[encoder]") {

@@ -1,11 +1,10 @@
-"""Shared fixtures: the in-tree package on sys.path, a clean registry per test, and an
-independent protobuf reader (pb2 generated with protoc into a temp dir) for checking files."""
+"""Shared fixtures: the in-tree package on sys.path, a clean registry per test, and a reader for
+checking files that uses protobuf's own parser (the protoc-generated xdl_trace._proto modules), not
+xdl_trace's C++ reader: a file the writer encodes by hand must parse with the .proto's classes."""
 
 import glob
-import importlib
 import os
 import struct
-import subprocess
 import sys
 
 import numpy as np
@@ -17,22 +16,10 @@ if REPO not in sys.path:
 
 import xdl_trace as xdl  # noqa: E402
 
-NUMPY_DTYPES = {
-    0: np.int8,
-    1: np.int16,
-    2: np.int32,
-    3: np.int64,
-    4: np.float32,
-    5: np.float64,
-    6: np.bool_,
-    7: np.uint8,
-    8: np.uint8,
-    9: np.uint16,
-    10: np.uint32,
-    11: np.uint64,
-    12: np.float16,
-    13: np.uint16,  # bfloat16 bits
-}
+from xdl_trace._proto import xdl_trace_pb2  # noqa: E402
+
+# Wire dtype -> numpy dtype, from the C++ dtype table (bfloat16 reads as its uint16 bits).
+NUMPY_DTYPES = {value: np.dtype(numpy) for value, _, _, numpy in xdl._core.dtype_table()}
 
 
 @pytest.fixture(autouse=True)
@@ -43,20 +30,9 @@ def clean_registry():
 
 
 @pytest.fixture(scope="session")
-def pb(tmp_path_factory):
-    """The generated xdl_trace_pb2 module (protoc from proto/)."""
-    out = tmp_path_factory.mktemp("pb2")
-    protos = glob.glob(os.path.join(REPO, "proto", "*.proto"))
-    subprocess.run(
-        ["protoc", "-I" + os.path.join(REPO, "proto"), "--python_out=" + str(out)] + protos,
-        check=True,
-        timeout=60,
-    )
-    sys.path.insert(0, str(out))
-    try:
-        return importlib.import_module("xdl_trace_pb2")
-    finally:
-        sys.path.remove(str(out))
+def pb():
+    """The protoc-generated xdl_trace_pb2 module the package ships (built from proto/ by CMake)."""
+    return xdl_trace_pb2
 
 
 class Trace:

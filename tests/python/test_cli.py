@@ -160,3 +160,24 @@ def test_python_dash_m_entry_point(trace_dir, tmp_path):
     )
     for name in ("info", "dump", "verify", "export"):
         assert name in result.stdout
+
+
+def test_dump_of_a_torn_file_warns_once_with_the_offset(tmp_path):
+    path = str(tmp_path / "train.trace.0.1")
+    recs = tm.simple_records(range(3))
+    full = tm.write_file(path, KEYS, recs, meta=False)
+    last = len(full) - len(tm.frame(recs[-1].SerializeToString()))
+    open(path, "wb").write(full[: last + 2])
+    package_root = os.path.dirname(os.path.dirname(xdl_trace.reader.__file__))
+    result = subprocess.run(
+        [sys.executable, "-m", "xdl_trace", "dump", str(tmp_path), "--keys", "loss"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=package_root),
+        cwd=str(tmp_path),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("rank: 0") == 2
+    assert result.stderr.count("torn final frame") == 1
+    assert f"xdl-trace: warning: {path}: torn final frame at byte offset {last}" in result.stderr

@@ -160,3 +160,43 @@ def test_two_hooks_share_registrations(cfg, tmp_path, read_trace):
             b.step()
     assert len(read_trace(cfg["output_dir"])[0].records) == 4
     assert len(read_trace(other["output_dir"])[0].records) == 2
+
+
+def test_omitted_keys_take_the_cpp_defaults_which_the_docs_state(out_dir):
+    """Defaults live once, in TraceConfig (cpp/include/xdl_trace/config.h): a config naming only
+    output_dir gets exactly the fields of a default-constructed core TraceConfig, and the
+    default column of docs/python.md's key table states those values."""
+    from xdl_trace import _core
+    from xdl_trace.hook import build_config
+
+    built, on_error = build_config({"output_dir": out_dir})
+    default = _core.TraceConfig()
+    fields = [
+        "max_file_m_size",
+        "output_file_name",
+        "max_pending_mb",
+        "overflow",
+        "fsync",
+        "meta_interval_s",
+        "device_tracers",
+        "device_collect_interval_s",
+        "device_plugin_config",
+    ]
+    assert {f: getattr(built, f) for f in fields} == {f: getattr(default, f) for f in fields}
+    assert on_error == "warn"
+
+    with open(os.path.join(REPO, "docs", "python.md")) as f:
+        rows = dict(
+            line.split("|")[1:3] for line in f if line.startswith("| `") and line.count("|") >= 4
+        )
+    documented = {k.strip().strip("`"): v.strip() for k, v in rows.items()}
+    for key in (
+        "max_file_m_size",
+        "max_pending_mb",
+        "meta_interval_s",
+        "device_collect_interval_s",
+    ):
+        assert float(documented[key]) == getattr(default, key), key
+    assert documented["output_file_name"] == f'`"{default.output_file_name}"`'
+    assert documented["fsync"] == f"`{default.fsync}`"
+    assert documented["overflow"] == f'`"{default.overflow.name.lower()}"`'

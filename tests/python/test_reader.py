@@ -295,3 +295,69 @@ def test_stack_many_reads_all_keys_in_one_pass(tmp_path):
     np.testing.assert_array_equal(steps, [0, 2, 4])
     np.testing.assert_array_equal(w[:, 0, 0], [0.0, 20.0, 40.0])
     np.testing.assert_array_equal(stacked["loss"][1], [0.0, 1.0, 2.0])
+
+
+def test_meta_dict_carries_every_field_of_the_proto(tmp_path):
+    path = str(tmp_path / "train.trace.0.3")
+    overrides = {"run_id": "run-7", "rank": 0, "file_index": 3, "dropped_records": 2}
+    tm.write_file(path, KEYS, tm.simple_records(range(4)), meta_overrides=overrides)
+    expected = tm.pb2().Meta()
+    with open(path + ".meta", "rb") as f:
+        expected.ParseFromString(f.read())
+    (info,) = open_trace(path).files
+    # Built from the .proto by reflection: every field, in field order, no hand list.
+    assert list(info.meta) == [f.name for f in expected.DESCRIPTOR.fields]
+    for name, value in info.meta.items():
+        assert value == getattr(expected, name) and type(value) is type(getattr(expected, name))
+    assert info.open().meta == info.meta
+    assert info.meta_error is None
+
+    (tmp_path / "train.trace.0.3.meta").write_bytes(b"\xff\xff")
+    (broken,) = open_trace(path).files
+    assert broken.meta is None and "not a serialized Meta" in broken.meta_error
+    os.remove(path + ".meta")
+    (missing,) = open_trace(path).files
+    assert missing.meta is None and missing.meta_error == f"{path}.meta: no such file"
+
+
+def test_a_torn_tail_met_by_stack_is_reported_once_with_its_offset(tmp_path):
+    path = str(tmp_path / "train.trace.0.1")
+    recs = tm.simple_records(range(4))
+    full = tm.write_file(path, KEYS, recs, meta=False)
+    last = len(full) - len(tm.frame(recs[-1].SerializeToString()))
+    with open(path, "wb") as f:
+        f.write(full[: last + 6])
+    trace = open_trace(path)
+    with pytest.warns(TornTailWarning, match=f"byte offset {last}"):
+        steps, loss = trace.stack("loss", return_gsteps=True)
+    np.testing.assert_array_equal(steps, [0, 1, 2])
+    assert trace.torn_tails == {path: last}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TornTailWarning)  # Once per trace.
+        assert [r.gstep for r in trace] == [0, 1, 2]
+
+
+def test_records_merge_ranks_in_order_with_keys_named_per_selection(tmp_path):
+    d = str(tmp_path)
+    tm.write_file(f"{d}/train.trace.0.1", KEYS, tm.simple_records([0, 2, 4]))
+    tm.write_file(f"{d}/train.trace.1.1", KEYS, tm.simple_records([1, 2, 3]))
+    tm.write_file(f"{d}/train.trace.2.1", KEYS, tm.simple_records([0]))
+    trace = open_trace(d)
+    got = [(r.gstep, r.rank, list(r.columns)) for r in trace.records(keys=("loss", "w"))]
+    assert [(g, rank) for g, rank, _ in got] == [
+        (0, 0),
+        (0, 2),
+        (1, 1),
+        (2, 0),
+        (2, 1),
+        (3, 1),
+        (4, 0),
+    ]
+    assert all(names == ["loss", "w"] for _, _, names in got)
+    r = next(iter(trace.records(ranks=[1], gsteps=[3])))
+    assert (r.gstep, r.rank, r.path) == (3, 1, f"{d}/train.trace.1.1")
+    assert r.offset > 0 and r.columns["loss"] == 1.5
+    progress = []
+    assert len(list(trace.records(keys=[], on_progress=progress.append))) == 7
+    frames = sum(f.size - f.open().first_record_offset for f in trace.files)
+    assert sum(progress) == frames

@@ -1,59 +1,37 @@
 """Writes trace files for the reader tests with protobuf's own Python serialization (not the tracer).
 
-Message classes come from `protoc --python_out` run on proto/ into a temporary
-directory, so the files are exactly what a reader generated from the real
-.proto expects, independent of xdl_trace's writer and reader.
+Message classes are protoc's output for proto/ as the package ships it (xdl_trace._proto), so
+the files are exactly what a reader generated from the real .proto expects, independent of
+xdl_trace's hand-written writer and its C++ reader. Files as XDL itself writes them (Meta
+fields 1-6 only, -1 markers, no checksum) come from xdl_files.py.
 """
 
-import importlib
 import os
-import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-PROTO_DIR = os.path.join(REPO, "proto")
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
 
-# numpy dtype -> wire dtype number (proto/xdl_trace.proto enum Type).
+from xdl_trace import _core  # noqa: E402
+from xdl_trace._proto import xdl_trace_pb2  # noqa: E402
+
+# numpy dtype -> wire dtype, from the C++ dtype table (the rows numpy spells as the wire does).
 WIRE_DTYPE = {
-    np.dtype(np.int8): 0,
-    np.dtype(np.int16): 1,
-    np.dtype(np.int32): 2,
-    np.dtype(np.int64): 3,
-    np.dtype(np.float32): 4,
-    np.dtype(np.float64): 5,
-    np.dtype(np.bool_): 6,
-    np.dtype(np.uint8): 8,
-    np.dtype(np.uint16): 9,
-    np.dtype(np.uint32): 10,
-    np.dtype(np.uint64): 11,
-    np.dtype(np.float16): 12,
+    np.dtype(numpy): value
+    for value, name, _, numpy in _core.dtype_table()
+    if np.dtype(numpy).name == name
 }
-BYTE, BFLOAT16 = 7, 13
-
-_pb2 = None
+# The wire-only dtypes, by their xdl.proto.Type names.
+BYTE, BFLOAT16 = xdl_trace_pb2.Byte, xdl_trace_pb2.BFloat16
 
 
 def pb2():
-    """The protoc-generated xdl_trace_pb2 module (generated once per process)."""
-    global _pb2
-    if _pb2 is None:
-        out = tempfile.mkdtemp(prefix="xdl_trace_pb2_")
-        protos = sorted(f for f in os.listdir(PROTO_DIR) if f.endswith(".proto"))
-        subprocess.run(
-            ["protoc", f"--python_out={out}", f"-I{PROTO_DIR}"] + protos, check=True, timeout=60
-        )
-        sys.path.insert(0, out)
-        try:
-            _pb2 = importlib.import_module("xdl_trace_pb2")
-        finally:
-            sys.path.remove(out)
-        _pb2._generated_dir = out
-    return _pb2
+    """The protoc-generated xdl_trace_pb2 module."""
+    return xdl_trace_pb2
 
 
 def _crc32c_table():
@@ -88,7 +66,7 @@ def column(value, wire_dtype=None):
     """A Column from a numpy array; None makes XDL's empty column (float32, no shape, no data)."""
     c = pb2().Column()
     if value is None:
-        c.dtype = 4
+        c.dtype = xdl_trace_pb2.Float
         return c
     value = np.asarray(value)  # 0-d stays 0-d (ascontiguousarray would make it 1-d).
     c.dtype = WIRE_DTYPE[value.dtype] if wire_dtype is None else wire_dtype
@@ -146,8 +124,3 @@ def simple_records(gsteps, seed=0):
         w = (np.arange(6, dtype=np.float32) + g * 10).reshape(2, 3)
         out.append(record(g, [w, np.float64(g * 0.5 + seed)]))
     return out
-
-
-def cleanup():
-    if _pb2 is not None:
-        shutil.rmtree(_pb2._generated_dir, ignore_errors=True)

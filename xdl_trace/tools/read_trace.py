@@ -13,16 +13,29 @@ Usage:  python3 read_trace.py PATH [PATH ...] [--keys k1,k2] [--max-records N] [
 PATH is a data file ("train.trace.0.1") or a directory (every data file in it,
 by rank, then index). Prints each file's Meta, the header keys, then each
 record's gstep, lstep and columns, like the XDL wiki's reader.
+
+Hostile or damaged input never ends in a traceback: a corrupt file is one line
+on stderr naming the file and the byte offset ("PATH: corrupt at byte offset
+N: what", the C++ reader's wording), and the exit status is 1. Only regular
+files are read (a FIFO or a link to /dev/zero is refused), a Meta is read only
+up to 64 KiB, and column shapes are checked against their data. What a crash
+or a power loss leaves is not corruption: a frame cut short at the end of the
+file, or a zero-filled tail, ends the file with every complete record read and
+a warning. A dtype newer than this script is read as raw bytes (a warning).
+Files XDL itself wrote (no Meta checksum or record count) read normally.
+docs/format.md is the format; docs/reliability.md lists the inputs tested.
 """
 
 import argparse
 import os
 import re
+import stat
 import struct
 import sys
+import warnings
 
 import numpy as np
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 # Wire dtype number -> (enum name, numpy dtype). Byte reads as uint8; bfloat16
 # has no numpy type, so its raw bits read as uint16.
@@ -125,89 +138,532 @@ Column = _CLASSES["Column"]
 Record = _CLASSES["Record"]
 Meta = _CLASSES["Meta"]
 
+FORMAT_VERSION = 1  # The newest Meta.format_version this script knows.
+META_MAX_BYTES = 64 * 1024  # A Meta is about 100 bytes: anything past this is not one.
+_INT64_MAX = 2**63 - 1
+_PREFIX_BYTES = 4  # The u32 LE length before each frame.
+_SECTOR = 512  # The smallest unit a disk loses: a zero-filled tail spans a multiple of it.
+
 _DATA_FILE = re.compile(r"^(?P<prefix>[^.]+)\.(?P<name>.+)\.(?P<rank>\d+)\.(?P<index>\d+)$")
 
 
-def column_to_array(column):
-    """A Column as a numpy array (a read-only view of the message's bytes)."""
-    dtype = DTYPES[column.dtype][1]
-    values = np.frombuffer(column.data, dtype=dtype)
-    if not column.shape and not column.data:
+class TraceFileError(ValueError):
+    """A file this script cannot read; the message is one line naming the file (and offset)."""
+
+
+class TornTailWarning(UserWarning):
+    """A data file ends in what a crash or power loss leaves; every complete record was read."""
+
+
+class UnknownDTypeWarning(UserWarning):
+    """A column has a dtype newer than this script; it is read as raw bytes."""
+
+
+def _bytes(buf, start, end):
+    """buf[start:end] as bytes, copied once."""
+    with memoryview(buf) as view:
+        return bytes(view[start:end])
+
+
+def _corrupt(path, offset, what):
+    return TraceFileError(f"{path}: corrupt at byte offset {offset}: {what}")
+
+
+# --- The protobuf wire format, walked by hand to say where a message is broken -------------------
+#
+# protobuf parses every frame (fast, and it keeps unknown fields). When a frame does not parse, or
+# its known fields re-serialized are not the frame's first bytes (protobuf keeps a known field of
+# the wrong wire type as an unknown one), these functions find the offending byte. Offsets are
+# into the whole file, like the C++ reader's (cpp/src/reader/wire_decoder.h, same wording).
+
+
+class _WireError(Exception):
+    def __init__(self, offset, what):
+        super().__init__(what)
+        self.offset, self.what = offset, what
+
+
+def _varint(buf, pos, end):
+    """(value, next position) of the varint at buf[pos:end], or None if cut short or too long."""
+    value, shift = 0, 0
+    while pos < end and shift < 70:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value & 0xFFFFFFFFFFFFFFFF, pos
+        shift += 7
+    return None
+
+
+def _int32(raw):
+    """A varint as protobuf's int32 reads it (the low 32 bits, signed)."""
+    return ((raw & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+
+
+def _fields(buf, start, end):
+    """Yields (number, wire_type, varint value, payload start, payload end, field start) for each
+    field of the message buf[start:end]; raises _WireError on malformed input."""
+    pos = start
+    while pos < end:
+        field_start = pos
+        got = _varint(buf, pos, end)
+        if got is None:
+            raise _WireError(pos, "bad varint in field tag")
+        tag, pos = got
+        number, wire_type, value = tag >> 3, tag & 7, None
+        if number == 0 or number > 0x1FFFFFFF:
+            raise _WireError(field_start, "invalid field number")
+        payload_start = pos
+        if wire_type == 0:
+            got = _varint(buf, pos, end)
+            if got is None:
+                raise _WireError(pos, "bad varint")
+            value, pos = got
+        elif wire_type in (1, 5):
+            width = 8 if wire_type == 1 else 4
+            if end - pos < width:
+                raise _WireError(field_start, f"fixed{width * 8} field overruns its message")
+            pos += width
+        elif wire_type == 2:
+            got = _varint(buf, pos, end)
+            if got is None:
+                raise _WireError(pos, "bad varint in field length")
+            length, pos = got
+            if length > end - pos:
+                raise _WireError(field_start, "length-delimited field overruns its message")
+            payload_start = pos
+            pos += length
+        else:
+            raise _WireError(field_start, "unsupported wire type")
+        yield number, wire_type, value, payload_start, pos, field_start
+
+
+def _check_column_wire(buf, start, end):
+    for number, wire_type, _, payload_start, payload_end, at in _fields(buf, start, end):
+        if number == 1 and wire_type != 0:
+            raise _WireError(at, "Column.dtype is not a varint")
+        if number == 2:
+            if wire_type == 2:  # Packed.
+                pos = payload_start
+                while pos < payload_end:
+                    got = _varint(buf, pos, payload_end)
+                    if got is None:
+                        raise _WireError(at, "bad varint in packed Column.shape")
+                    pos = got[1]
+            elif wire_type != 0:
+                raise _WireError(at, "Column.shape has a wrong wire type")
+        if number == 3 and wire_type != 2:
+            raise _WireError(at, "Column.data is not length-delimited")
+
+
+def _check_record_wire(buf, start, end):
+    for number, wire_type, _, payload_start, payload_end, at in _fields(buf, start, end):
+        if number in (1, 2, 4) and wire_type != 0:
+            raise _WireError(at, f"Record field {number} is not a varint")
+        if number == 3:
+            if wire_type != 2:
+                raise _WireError(at, "Record.column is not length-delimited")
+            _check_column_wire(buf, payload_start, payload_end)
+
+
+def _column_spans(buf, start, end):
+    """(payload start, payload end) of each Column of the Record at buf[start:end]."""
+    return [(s, e) for number, _, _, s, e, _ in _fields(buf, start, end) if number == 3]
+
+
+def _negative_dimension_offset(buf, start, end):
+    """Where the Column at buf[start:end] holds its first negative dimension."""
+    for number, wire_type, value, payload_start, payload_end, at in _fields(buf, start, end):
+        if number == 2 and wire_type == 0 and _int32(value) < 0:
+            return at
+        if number == 2 and wire_type == 2:
+            pos = payload_start
+            while pos < payload_end:
+                raw, pos = _varint(buf, pos, payload_end)
+                if _int32(raw) < 0:
+                    return at
+    return start
+
+
+# --- Columns ----------------------------------------------------------------------------------
+
+
+_ITEM_SIZES = [np.dtype(numpy_type).itemsize for _, numpy_type in DTYPES]
+
+
+def dtype_name(dtype):
+    """The enum name of wire dtype `dtype`, or "Unknown(N)" for one newer than this script."""
+    return DTYPES[dtype][0] if 0 <= dtype < len(DTYPES) else f"Unknown({dtype})"
+
+
+def _is_empty(column):
+    """XDL's value-less column (a trace_once key after its first step): no data, shape [] or [0]."""
+    return not column.data and (not column.shape or list(column.shape) == [0])
+
+
+def column_problem(column):
+    """What is wrong with a Column's shape and data, or None.
+
+    Dimensions must be >= 0 and their product must fit an int64 (the C++ reader's
+    element count); for a dtype this script knows, product x element size must be
+    the data's length. A dtype it does not know is opaque bytes of any length."""
+    shape = list(column.shape)
+    for dim in shape:
+        if dim < 0:
+            return f"negative dimension {dim}"
+    if _is_empty(column):
+        return None
+    elements = 0 if 0 in shape else 1
+    for dim in shape if elements else ():
+        elements *= dim
+        if elements > _INT64_MAX:
+            return f"shape {shape} has more than {_INT64_MAX} elements"
+    if not 0 <= column.dtype < len(DTYPES):
+        return None
+    need = elements * _ITEM_SIZES[column.dtype]
+    if need != len(column.data):
+        return (
+            f"column data has {len(column.data)} bytes but its shape {shape} and "
+            f"{dtype_name(column.dtype)} dtype need {need}"
+        )
+    return None
+
+
+def column_to_array(column, path=None):
+    """A Column as a numpy array (a read-only view of the message's bytes).
+
+    A dtype newer than this script (docs/format.md: "treat unknown dtype values
+    as opaque bytes") comes back as its raw bytes, a flat uint8 array, with an
+    UnknownDTypeWarning naming `path` when given. Raises TraceFileError (a
+    ValueError) when the shape does not fit the data."""
+    problem = column_problem(column)
+    if problem is not None:
+        raise TraceFileError(f"{path}: {problem}" if path else problem)
+    if not 0 <= column.dtype < len(DTYPES):
+        where = f"{path}: " if path else ""
+        warnings.warn(
+            f"{where}dtype {column.dtype} is unknown to this reader: "
+            "its columns are read as raw bytes",
+            UnknownDTypeWarning,
+            stacklevel=2,
+        )
+        return np.frombuffer(column.data, dtype=np.uint8)
+    values = np.frombuffer(column.data, dtype=DTYPES[column.dtype][1])
+    if _is_empty(column):
         return values  # XDL's empty column (a trace_once value after its first step).
     return values.reshape(tuple(column.shape))
 
 
-def read_meta(path):
-    """The Meta sidecar of data file `path`, or None when there is none."""
+# --- Files ------------------------------------------------------------------------------------
+
+
+def _file_kind(mode):
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return f"mode {stat.S_IFMT(mode):o}"
+
+
+def _read_regular_file(path, max_bytes=None):
+    """The bytes of regular file `path` as a bytearray; at most `max_bytes` (else TraceFileError).
+
+    Opened with O_NONBLOCK, so a FIFO cannot make the open wait for a writer, then
+    refused unless fstat says it is a regular file (a FIFO, a device such as
+    /dev/zero behind a symlink, a directory). Reads what fstat saw, not to EOF, so
+    a file still being appended to is read as it was."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        with open(path + ".meta", "rb") as f:
-            content = f.read()
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise TraceFileError(f"{path}: not a regular file ({_file_kind(info.st_mode)})")
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        size = info.st_size
+        if max_bytes is not None:
+            if size > max_bytes:
+                raise TraceFileError(f"{path}: {size} bytes, more than a Meta can be ({max_bytes})")
+            size = max_bytes + 1  # st_size may be 0 for files that still have content (/proc).
+        data, got = bytearray(size), 0
+        with memoryview(data) as view:
+            while got < size:
+                with view[got:] as rest:
+                    n = f.readinto(rest)
+                if not n:
+                    break
+                got += n
+        del data[got:]  # The file shrank (or a Meta is shorter than the cap).
+        if max_bytes is not None and got > max_bytes:
+            raise TraceFileError(f"{path}: more than {max_bytes} bytes: not a Meta")
+        return data
+
+
+def _check_meta_wire(buf):
+    for number, wire_type, _, payload_start, payload_end, at in _fields(buf, 0, len(buf)):
+        if number == 12:
+            if wire_type != 2:
+                raise _WireError(at, "Meta.run_id is not length-delimited")
+            try:
+                bytes(buf[payload_start:payload_end]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise _WireError(at, "Meta.run_id is not valid UTF-8") from None
+        elif 1 <= number <= 15 and wire_type != 0:
+            raise _WireError(at, f"Meta field {number} is not a varint")
+
+
+def read_meta(path):
+    """The Meta sidecar of data file `path`, or None when there is none.
+
+    An XDL Meta (format_version 0) holds only fields 1-6; an empty `.meta` is
+    what XDL leaves while a file is open (it writes the Meta when it is done)."""
+    meta_path = path + ".meta"
+    try:
+        content = _read_regular_file(meta_path, max_bytes=META_MAX_BYTES)
     except FileNotFoundError:
         return None
-    meta = Meta()
-    meta.ParseFromString(content)
-    return meta
+    try:
+        _check_meta_wire(content)
+        return Meta.FromString(bytes(content))
+    except _WireError as e:
+        raise TraceFileError(
+            f"{meta_path}: not a serialized Meta ({e.what} at byte offset {e.offset})"
+        )
+    except message.DecodeError:
+        raise TraceFileError(f"{meta_path}: not a serialized Meta") from None
 
 
-def read_file(path):
-    """Yields ("header", Header) once, then ("record", Record) per frame, and
-    ("torn", offset) when the file ends inside a frame (a crash mid-write)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    offset, first = 0, True
-    while offset < len(data):
-        if len(data) - offset < 4:
+def meta_record_count(meta):
+    """The Meta's record count, or None when it has none (XDL's Meta: unknown, not zero)."""
+    return meta.record_count if meta.format_version >= 1 else None
+
+
+def _check_format_version(path, meta):
+    if meta is None or meta.format_version in (0, FORMAT_VERSION):
+        return
+    if meta.format_version > FORMAT_VERSION:
+        what = f"is newer than this reader knows ({FORMAT_VERSION})"
+    else:
+        what = "is not one this reader knows"
+    raise TraceFileError(
+        f"{path}.meta: format_version {meta.format_version} {what}: not reading {path}"
+    )
+
+
+def _zero_tail_start(data):
+    """Where the run of zero bytes that ends `data` begins (len(data) when there is none)."""
+    end = len(data)
+    while end > 0:
+        start = max(0, end - 65536)
+        kept = len(data[start:end].rstrip(b"\0"))
+        if kept:
+            return start + kept
+        end = start
+    return 0
+
+
+def _decode_header(path, data, start, end):
+    try:
+        for number, wire_type, _, payload_start, payload_end, at in _fields(data, start, end):
+            if number != 1:
+                continue
+            if wire_type != 2:
+                raise _corrupt(path, at, "Header.key is not length-delimited")
+            try:
+                _bytes(data, payload_start, payload_end).decode("utf-8")
+            except UnicodeDecodeError:
+                keys_before = sum(1 for f in _fields(data, start, at) if f[0] == 1)
+                raise _corrupt(path, at, f"Header.key {keys_before} is not valid UTF-8") from None
+    except _WireError as e:
+        raise _corrupt(path, e.offset, f"{e.what} (in the Header frame)") from None
+    try:
+        return Header.FromString(_bytes(data, start, end))
+    except message.DecodeError:
+        raise _corrupt(path, start, "the Header frame does not parse") from None
+
+
+def _only_unknown_record_fields(buf, start, end):
+    """True if buf[start:end] holds whole fields none of which is a Record field this script knows
+    (protobuf would keep a known field of the wrong wire type as an unknown one)."""
+    try:
+        return all(f[0] > 4 for f in _fields(buf, start, end))
+    except _WireError:
+        return False
+
+
+def _decode_record(path, data, start, end, keys):
+    body = _bytes(data, start, end)
+    record = Record()
+    try:
+        record.ParseFromString(body)
+        parsed = True
+        # The fast check: the known fields, re-serialized, are the frame's first bytes, and
+        # the rest is fields this script does not know (a newer writer's device traces).
+        known = Record()
+        known.CopyFrom(record)
+        known.DiscardUnknownFields()
+        known_bytes = known.SerializeToString()
+        valid = body.startswith(known_bytes) and _only_unknown_record_fields(
+            data, start + len(known_bytes), end
+        )
+    except message.DecodeError:
+        parsed = valid = False
+    if not valid:  # Say what is wrong and where (a valid non-canonical encoding passes).
+        try:
+            _check_record_wire(data, start, end)
+        except _WireError as e:
+            raise _corrupt(path, e.offset, e.what) from None
+        if not parsed:
+            raise _corrupt(path, start, "the Record frame does not parse")
+    for i, column in enumerate(record.column):
+        problem = column_problem(column)
+        if problem is not None:
+            column_start, column_end = _column_spans(data, start, end)[i]
+            at = column_start
+            if problem.startswith("negative dimension"):
+                at = _negative_dimension_offset(data, column_start, column_end)
+            name = f"column {i} ({keys[i]!r})" if i < len(keys) else f"column {i}"
+            raise _corrupt(path, at, f"{name}: {problem}")
+    if len(record.column) != len(keys):
+        raise _corrupt(
+            path,
+            start - _PREFIX_BYTES,
+            f"record has {len(record.column)} columns but the header has {len(keys)} keys",
+        )
+    return record
+
+
+def read_file(path, meta=None):
+    """Yields ("header", Header) once, then ("record", Record) per frame, and ("torn", offset)
+    when the file ends in what a crash leaves: a frame cut short (the writer stopped
+    mid-record) or a zero-filled tail (a power loss with data not synced; also warns).
+
+    `meta` (from read_meta) makes bytes it covers count as written: a frame cut short
+    there is corruption. Raises TraceFileError ("PATH: corrupt at byte offset N: what")
+    for anything else malformed, after yielding every record before it."""
+    _check_format_version(path, meta)
+    data = _read_regular_file(path)
+    size = len(data)
+    covered = meta.data_bytes if meta is not None and meta.format_version >= 1 else 0
+    zeros = _zero_tail_start(data)
+    # A power loss zero-fills from where the synced data ended (a frame boundary, handled
+    # below) or from a lost block's start; a frame that merely ends in zero bytes of data
+    # has no sector boundary in its zero run, and its problems stay corruption.
+    lost_block = -(-zeros // _SECTOR) * _SECTOR < size
+
+    def zero_tail(offset):
+        start = max(zeros, offset)
+        text = (
+            f"{path}: torn tail at byte offset {offset}: zero-filled from byte offset {start} "
+            f"to the end ({size - start} bytes), as a power loss leaves unsynced data"
+        )
+        if covered > offset:
+            text += f"; the Meta covers {covered} bytes, so records it counted were lost"
+        warnings.warn(text, TornTailWarning, stacklevel=3)
+        return "torn", offset
+
+    if size == 0:
+        if covered:
+            raise _corrupt(path, 0, f"the file is empty but its Meta covers {covered} bytes")
+        warnings.warn(f"{path}: empty file, no Header frame", TornTailWarning, stacklevel=2)
+        yield "torn", 0
+        return
+    offset, keys = 0, None
+    while offset < size:
+        if offset >= zeros:
+            yield zero_tail(offset)
+            return
+        length = None
+        if size - offset >= _PREFIX_BYTES:
+            (length,) = struct.unpack_from("<I", data, offset)
+        end = None if length is None else offset + _PREFIX_BYTES + length
+        if end is None or end > size:
+            if lost_block:
+                yield zero_tail(offset)
+                return
+            if covered > offset:
+                what = (
+                    f"length prefix cut short but the Meta covers {covered} bytes"
+                    if length is None
+                    else f"frame length {length} runs past the end of the file ({size} bytes) "
+                    f"inside the {covered} bytes the Meta covers"
+                )
+                raise _corrupt(path, offset, what)
             yield "torn", offset
             return
-        (length,) = struct.unpack_from("<I", data, offset)
-        if length > len(data) - offset - 4:
-            yield "torn", offset
-            return
-        body = data[offset + 4 : offset + 4 + length]
-        if first:
-            header = Header()
-            header.ParseFromString(body)
-            yield "header", header
-            first = False
-        else:
-            record = Record()
-            record.ParseFromString(body)
-            yield "record", record
-        offset += 4 + length
+        try:
+            if keys is None:
+                header = _decode_header(path, data, offset + _PREFIX_BYTES, end)
+                keys = list(header.key)
+                item = ("header", header)
+            else:
+                item = ("record", _decode_record(path, data, offset + _PREFIX_BYTES, end, keys))
+        except TraceFileError:
+            if lost_block and end > zeros:  # The frame runs into a zero-filled tail.
+                yield zero_tail(offset)
+                return
+            raise
+        yield item
+        offset = end
+    if covered > size:
+        raise _corrupt(
+            path, size, f"the file ends at byte offset {size} but its Meta covers {covered} bytes"
+        )
 
 
 def data_files(path):
-    """`path` itself, or the data files of directory `path` by name, rank, index."""
+    """`path` itself, or the data files of directory `path` by name, rank, index.
+
+    An entry with a data file's name that is not a regular file is listed too
+    (and refused when read): a planted FIFO or directory is reported, not skipped."""
     if not os.path.isdir(path):
         return [path]
     found = []
     for entry in os.listdir(path):
         m = _DATA_FILE.match(entry)
-        if m and os.path.isfile(os.path.join(path, entry)):
+        if m:
             found.append((m["prefix"], m["name"], int(m["rank"]), int(m["index"]), entry))
     return [os.path.join(path, f[-1]) for f in sorted(found)]
 
 
 def _format_meta(meta):
-    parts = []
-    for name, _, _ in _META_FIELDS:
-        parts.append(f"{name}={getattr(meta, name)}")
-    return " ".join(parts)
+    if meta.format_version == 0:  # Written by XDL: fields 1-6, -1 where it never learnt a value.
+        if meta.ByteSize() == 0:
+            return "(empty: XDL writes its Meta when it finishes a file)"
+        parts = [f"{name}={getattr(meta, name)}" for name, number, _ in _META_FIELDS if number <= 6]
+        return "XDL " + " ".join(parts + ["record_count=unknown"])
+    return " ".join(f"{name}={getattr(meta, name)}" for name, _, _ in _META_FIELDS)
 
 
 def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout):
-    meta = read_meta(path)
+    """Prints one data file. Raises TraceFileError (or OSError) on the first problem, after
+    printing everything before it; a bad Meta is raised after the records are printed."""
+    meta_error = None
+    try:
+        meta = read_meta(path)
+    except TraceFileError as e:
+        meta, meta_error = None, e
     print(f"== {path}", file=out)
-    print(f"meta: {_format_meta(meta) if meta is not None else '(none)'}", file=out)
+    if meta_error is not None:
+        print("meta: (unreadable)", file=out)
+    else:
+        print(f"meta: {_format_meta(meta) if meta is not None else '(none)'}", file=out)
     header_keys, printed = [], 0
-    for kind, value in read_file(path):
+    for kind, value in read_file(path, meta):
         if kind == "header":
             header_keys = list(value.key)
             print(f"keys: {header_keys}", file=out)
         elif kind == "torn":
-            print(
-                f"torn final frame at byte offset {value} (the writer stopped mid-record)", file=out
-            )
+            why = "the writer stopped mid-record" if value else "no Header frame"
+            print(f"torn final frame at byte offset {value} ({why})", file=out)
         else:
             if max_records is not None and printed >= max_records:
                 break
@@ -218,13 +674,24 @@ def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout)
             for key, column in zip(header_keys, value.column):
                 if keys is not None and key not in keys:
                     continue
-                array = column_to_array(column)
+                array = column_to_array(column, path)
+                name = f"{dtype_name(column.dtype)}{list(column.shape)}"
+                if not 0 <= column.dtype < len(DTYPES):
+                    body = np.array2string(array, threshold=20, edgeitems=3)
+                    print(f"  {key} {name} raw bytes: {body}", file=out)
+                    continue
                 if summary and array.size:
                     as_float = array.astype(np.float64)
                     body = f"min={as_float.min():g} max={as_float.max():g} mean={as_float.mean():g}"
                 else:
                     body = np.array2string(array, threshold=20, edgeitems=3)
-                print(f"  {key} {DTYPES[column.dtype][0]}{list(column.shape)}: {body}", file=out)
+                print(f"  {key} {name}: {body}", file=out)
+    if meta_error is not None:
+        raise meta_error
+
+
+def _print_warning(message_, category, filename, lineno, file=None, line=None):
+    print(f"read_trace.py: warning: {message_}", file=sys.stderr)
 
 
 def main(argv=None):
@@ -236,15 +703,43 @@ def main(argv=None):
     args = parser.parse_args(argv)
     keys = set(args.keys.split(",")) if args.keys else None
     status = 0
-    for path in args.paths:
-        files = data_files(path)
-        if not files:
-            print(f"{path}: no data files", file=sys.stderr)
-            status = 1
-        for f in files:
-            print_file(f, keys=keys, max_records=args.max_records, summary=args.summary)
+
+    def error(text):
+        nonlocal status
+        sys.stdout.flush()
+        print(f"read_trace.py: error: {text}", file=sys.stderr)
+        status = 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # protobuf's own parse warnings: we say what is wrong.
+        for category in (TornTailWarning, UnknownDTypeWarning):
+            warnings.simplefilter("default", category)  # Once per message (file, dtype).
+        warnings.showwarning = _print_warning
+        for path in args.paths:
+            try:
+                files = data_files(path)
+            except OSError as e:
+                error(f"{path}: {e.strerror or e}")
+                continue
+            if not files:
+                error(f"{path}: no data files")
+            for f in files:
+                try:
+                    print_file(f, keys=keys, max_records=args.max_records, summary=args.summary)
+                except BrokenPipeError:
+                    raise
+                except TraceFileError as e:
+                    error(str(e))
+                except OSError as e:
+                    error(f"{e.filename or f}: {e.strerror or e}")
+                except Exception as e:  # A bug here must still name the file, not dump a traceback.
+                    error(f"{f}: cannot read: {type(e).__name__}: {e}")
     return status
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # Piped into `head`: stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)

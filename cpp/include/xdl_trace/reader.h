@@ -1,5 +1,5 @@
-// Reads trace data files back: mmap'd files, zero-copy record views, directory grouping, Meta
-// checks.
+// Reads traces back: mmap'd files, zero-copy record views, a cursor merging ranks by gstep,
+// stacking, Meta checks.
 #ifndef XDL_TRACE_READER_H_
 #define XDL_TRACE_READER_H_
 
@@ -52,23 +52,20 @@ struct RecordView {
   uint64_t frame_size = 0;  // Prefix + body.
 };
 
-// The Meta sidecar "<data file>.meta", mirrored without protobuf types.
+// The Meta sidecar "<data file>.meta": the fields the reader's own logic
+// reads (file skipping, torn-tail vouching, Verify), plus the serialized
+// message for everything else. The .proto is the one list of Meta fields:
+// the Python binding turns `serialized` into a dict by protobuf reflection, so
+// a new Meta field reaches Python with no edit here.
 struct FileMeta {
-  int64_t lstep_begin = 0;
-  int64_t lstep_end = 0;
   int64_t gstep_begin = 0;
   int64_t gstep_end = 0;
-  int64_t timestamp_begin = 0;
-  int64_t timestamp_end = 0;
-  int32_t rank = 0;
-  int64_t file_index = 0;
   int64_t record_count = 0;
   int64_t data_bytes = 0;
   uint32_t crc32c = 0;
-  std::string run_id;
-  int32_t format_version = 0;
-  int64_t dropped_records = 0;
+  int32_t format_version = 0;  // 0: a Meta written by XDL (steps and times only).
   bool closed_cleanly = false;
+  std::string serialized;  // The whole xdl.proto.Meta as read.
 };
 
 // Parses a serialized Meta (the whole content of a .meta file).
@@ -185,7 +182,115 @@ absl::StatusOr<std::vector<TraceFileInfo>> ListTraceFiles(const std::string& dir
                                                           absl::string_view prefix,
                                                           absl::string_view name);
 
-// A trace on disk: one data file, or a directory of ranks and rolled-over files.
+// Which gsteps a read selects: an inclusive range (either end open) and,
+// optionally, an exact set of steps inside it.
+struct StepSelection {
+  std::optional<int64_t> begin;
+  std::optional<int64_t> end;
+  std::optional<std::vector<int64_t>> steps;  // Any order; duplicates are fine.
+};
+
+// Where a file ends inside a frame: the writer stopped mid-record (a crash).
+// The records before it are complete.
+struct TornTail {
+  std::string path;
+  int32_t rank = 0;
+  uint64_t offset = 0;  // The partial frame's first byte (0: the Header is cut short).
+};
+
+// Where a read starts in `file` for `steps`: its first record, past the part
+// its Meta proves is outside the range, or nullopt when the Meta proves the
+// whole file is. A Meta written by XDL (format_version 0) describes a closed
+// file with no record count or byte count, so it can only skip whole files.
+std::optional<uint64_t> ReadStartOffset(const TraceFile& file, const StepSelection& steps);
+
+// What TraceReader::Read yields.
+struct ReadOptions {
+  std::optional<std::vector<std::string>> keys;  // nullopt: every key of each file, in order.
+  StepSelection steps;
+  std::optional<std::vector<int32_t>> ranks;  // nullopt: every rank; unknown ranks are ignored.
+};
+
+// One record from a TraceCursor. `view` holds the selected columns (named by
+// `keys`, in selection order); its data points into the file's mapping.
+struct TraceRecord {
+  RecordView view;
+  const std::vector<std::string>* keys = nullptr;
+  size_t file = 0;  // Index into TraceReader::files().
+  int32_t rank = 0;
+};
+
+// True for the NotFound a read returns when a file lacks a selected key (the
+// message names the file, the key and the file's keys).
+bool IsMissingKeyError(const absl::Status& status);
+
+class TraceReader;
+
+// Yields the selected records of a TraceReader, merged across ranks by
+// (gstep, rank) as they are read: each rank is its files in index order, and
+// the next record is the smallest head among the ranks (heapq.merge's rule).
+// Files are opened and their keys checked as the read reaches them; a file
+// whose Meta proves it holds none of the steps is not read. Not thread-safe;
+// keeps its reader's files alive.
+class TraceCursor {
+ public:
+  enum class Event {
+    kRecord,    // record() holds the next record.
+    kTornTail,  // torn_tail() names a file that ends inside a frame (once per file).
+    kEnd,       // Nothing more.
+  };
+
+  TraceCursor(TraceCursor&&) noexcept;
+  TraceCursor& operator=(TraceCursor&&) noexcept;
+  ~TraceCursor();
+
+  // Moves on. Corruption (DataLoss naming the file and offset) and a missing
+  // key (IsMissingKeyError) are errors, returned again by every later call.
+  absl::StatusOr<Event> Next();
+
+  // The record of the last kRecord; valid until the next call to Next().
+  const TraceRecord& record() const;
+  // The torn tail of the last kTornTail.
+  const TornTail& torn_tail() const;
+  // Frame bytes walked so far (including frames outside the step selection).
+  uint64_t bytes_read() const;
+
+ private:
+  friend class TraceReader;
+  struct Impl;
+  explicit TraceCursor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// One key stacked over steps: the non-empty columns in the selection, as
+// views into the mappings (kept alive by StackResult::files).
+struct StackedKey {
+  std::string key;
+  DType dtype = DType::kFloat32;  // Of every row (when there are rows).
+  Shape shape;                    // Of one row.
+  std::vector<int64_t> gsteps;
+  std::vector<absl::string_view> rows;
+
+  size_t row_bytes() const { return rows.empty() ? 0 : rows[0].size(); }
+  // Copies the rows back to back into `out` (rows.size() * row_bytes() bytes).
+  void CopyRowsTo(char* out) const;
+};
+
+struct StackResult {
+  std::vector<StackedKey> keys;  // In the order asked for.
+  std::vector<TornTail> torn_tails;
+  std::vector<std::shared_ptr<const TraceFile>> files;  // Owners of the row views.
+};
+
+// The dtype and shape of a key in a trace's first record.
+struct KeySchema {
+  std::string key;
+  DType dtype = DType::kFloat32;
+  Shape shape;
+};
+
+// A trace on disk: one data file, or a directory of ranks and rolled-over
+// files. Copies share the files, which are mapped at first use; thread-safe.
 class TraceReader {
  public:
   // `path` is a data file or a directory. For a directory, files are grouped
@@ -195,17 +300,40 @@ class TraceReader {
                                           absl::string_view name = "trace");
 
   // Every file, sorted by rank, then index.
-  const std::vector<TraceFileInfo>& files() const { return files_; }
+  const std::vector<TraceFileInfo>& files() const;
   std::vector<int32_t> ranks() const;
   // The files of one rank in index order.
   std::vector<TraceFileInfo> files_of_rank(int32_t rank) const;
 
+  // files()[index], mapped at the first call; later calls and cursors share it.
+  absl::StatusOr<std::shared_ptr<TraceFile>> File(size_t index) const;
+  // Maps a file on its own (not shared with the reader).
   static absl::StatusOr<std::shared_ptr<TraceFile>> OpenFile(const TraceFileInfo& info) {
     return TraceFile::Open(info.path);
   }
 
+  // The keys of the first file whose Header is complete (empty when none is).
+  absl::StatusOr<std::vector<std::string>> Keys() const;
+  // Each key's dtype and shape in the first record of the trace (empty when
+  // the trace holds no record).
+  absl::StatusOr<std::vector<KeySchema>> Schema() const;
+
+  // The selected records, merged across ranks (see TraceCursor).
+  TraceCursor Read(ReadOptions options) const;
+
+  // Copies nothing yet: gathers each of `keys` (nullopt: Keys()) over the
+  // selected steps of one rank (nullopt: the only rank; InvalidArgument when
+  // there are several), in file order, leaving out empty (trace_once) columns.
+  // A key whose dtype or shape changes is InvalidArgument naming the file,
+  // key, gstep and offset.
+  absl::StatusOr<StackResult> Stack(std::optional<std::vector<std::string>> keys,
+                                    const StepSelection& steps,
+                                    std::optional<int32_t> rank = std::nullopt) const;
+
  private:
-  std::vector<TraceFileInfo> files_;
+  struct Shared;
+  explicit TraceReader(std::shared_ptr<Shared> shared);
+  std::shared_ptr<Shared> shared_;
 };
 
 }  // namespace xdl_trace

@@ -4,10 +4,30 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
 namespace xdl_trace {
+
+// How one configured device tracer is doing (docs/device-tracing.md).
+enum class DeviceTracerState {
+  kOk,           // Running (or stopped after running) without trouble.
+  kUnavailable,  // No device, driver or library: started as a no-op.
+  kFailed,       // Failed to start (left out for the run) or reported an error.
+};
+
+struct DeviceTracerStatus {
+  std::string tracer;  // Profiler type ("cupti", "fake"), or the configured entry.
+  DeviceTracerState state = DeviceTracerState::kOk;
+  std::string message;  // Why, for kUnavailable and kFailed; "" for kOk.
+};
+
+// "ok", "unavailable" or "error".
+const char* DeviceTracerStateName(DeviceTracerState state);
+// "cupti: unavailable: no GPU (...); fake: ok": "tracer: state[: message]" per
+// tracer, joined by "; "; "" for none.
+std::string RenderDeviceTracerStatus(const std::vector<DeviceTracerStatus>& tracers);
 
 struct TraceStats {
   int64_t steps_traced = 0;     // Step() calls that produced a record.
@@ -20,9 +40,10 @@ struct TraceStats {
   int64_t missing_gradients = 0;  // Empty columns under kEmptyColumn.
   absl::Status last_error;        // Sticky write error, OK if none.
   // Device tracing (config.device_tracers; docs/device-tracing.md).
-  int64_t device_events = 0;          // Device events collected into records.
-  int64_t device_events_dropped = 0;  // Lost at a tracer's or the core's byte cap.
-  std::string device_tracer_status;   // "cupti: unavailable: ...; fake: ok"; "" if none.
+  int64_t device_events = 0;                       // Device events collected into records.
+  int64_t device_events_dropped = 0;               // Lost at a tracer's or the core's byte cap.
+  std::vector<DeviceTracerStatus> device_tracers;  // One per configured tracer.
+  std::string device_tracer_status;                // RenderDeviceTracerStatus(device_tracers).
 };
 
 }  // namespace xdl_trace

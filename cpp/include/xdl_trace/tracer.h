@@ -3,7 +3,6 @@
 #ifndef XDL_TRACE_TRACER_H_
 #define XDL_TRACE_TRACER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,8 +17,6 @@
 namespace xdl_trace {
 
 namespace internal {
-class RecordExtras;
-class TraceWriter;
 class TracerFactory;
 }  // namespace internal
 
@@ -61,41 +58,17 @@ class Tracer {
   // Idempotent: later calls (and Flush) return the first call's status.
   absl::Status Close();
 
-  const std::vector<std::string>& keys() const { return keys_; }
-  const TraceConfig& config() const { return config_; }
+  const std::vector<std::string>& keys() const;
+  const TraceConfig& config() const;
   TraceStats stats() const;
 
  private:
   friend class internal::TracerFactory;
-  struct Slot;  // Per-entry capture state, reused across steps.
+  class Impl;  // The session's state and the step logic (tracer/tracer.cc).
 
-  Tracer(TraceConfig config, std::shared_ptr<Registry> registry, std::vector<EntrySpec> entries,
-         std::unique_ptr<internal::TraceWriter> writer,
-         std::unique_ptr<internal::RecordExtras> extras);
-  // Captures entry `i` into views_ (summary applied); errors name the key.
-  absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients);
-  // Releases this step's captured tensors (their keep-alives).
-  void ReleaseCaptures();
+  explicit Tracer(std::unique_ptr<Impl> impl);
 
-  const TraceConfig config_;
-  const std::shared_ptr<Registry> registry_;
-  const std::vector<EntrySpec> entries_;
-  std::vector<std::string> keys_;
-  // kGradient entries: the first entry with the same gradient_name (itself if
-  // none before it); that one takes the sent gradient, later ones share it.
-  std::vector<size_t> gradient_taker_;
-  // Training thread only:
-  std::vector<Slot> slots_;        // One per entry.
-  std::vector<TensorView> views_;  // This step's columns.
-  int64_t last_gstep_ = 0;
-  int64_t last_lstep_ = 0;
-  bool closed_ = false;
-  absl::Status close_status_;
-  std::unique_ptr<internal::RecordExtras> extras_;  // Device tracing; may be null.
-  std::unique_ptr<internal::TraceWriter> writer_;   // Thread-safe as documented.
-  // Any thread (stats()):
-  std::atomic<int64_t> steps_traced_{0};
-  std::atomic<int64_t> missing_gradients_{0};
+  const std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace xdl_trace

@@ -1,10 +1,10 @@
 // The CUPTI activity tracer: lifecycle, capped buffer pool, completed-buffer queue, join.
 #include "cupti_tracer.h"
 
-#include <time.h>
-
 #include <cstdlib>
 #include <utility>
+
+#include "core/clock.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -38,11 +38,7 @@ void CUPTIAPI CompleteTrampoline(CUcontext context, uint32_t stream_id, uint8_t*
 }
 
 // Activity timestamps on CLOCK_REALTIME, the clock of the host step spans.
-uint64_t CUPTIAPI RealtimeTimestamp() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+uint64_t CUPTIAPI RealtimeTimestamp() { return static_cast<uint64_t>(internal::WallClockNs()); }
 
 const char* KindName(CUpti_ActivityKind kind) {
   switch (kind) {

@@ -4,29 +4,28 @@
 #include <algorithm>
 #include <tuple>
 
+#include "core/wire.h"
+
 namespace xdl_trace {
 namespace cupti {
 namespace {
 
-// Minimal protobuf wire writer.
+namespace fields = internal::device_trace_fields;
+using internal::AppendLengthDelimitedField;
+using internal::AppendVarintField;
+
+// One message being written: proto3 scalars (nothing when 0) and
+// length-delimited fields, through core/wire.h.
 class Writer {
  public:
-  void Varint(uint64_t v) {
-    while (v >= 0x80) {
-      out_.push_back(static_cast<char>(v | 0x80));
-      v >>= 7;
-    }
-    out_.push_back(static_cast<char>(v));
-  }
-  void Int(uint32_t field, uint64_t v) {
-    if (v == 0) return;
-    Varint(field << 3);
-    Varint(v);
+  void Int(uint32_t field, uint64_t v) { AppendVarintField(field, v, &out_); }
+  // A varint field written even when 0 (a oneof member).
+  void IntAlways(uint32_t field, uint64_t v) {
+    internal::AppendTag(field, internal::kWireVarint, &out_);
+    internal::AppendVarint(v, &out_);
   }
   void Bytes(uint32_t field, std::string_view bytes) {
-    Varint((field << 3) | 2);
-    Varint(bytes.size());
-    out_.append(bytes.data(), bytes.size());
+    AppendLengthDelimitedField(field, bytes, &out_);
   }
   std::string& str() { return out_; }
 
@@ -74,47 +73,48 @@ std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& nam
   while (i < events.size()) {
     const int32_t device = events[i].device;
     Writer device_msg;
-    device_msg.Int(1, static_cast<uint64_t>(static_cast<int64_t>(device)));
-    device_msg.Bytes(2, device == kHostApiDevice ? std::string("CUDA API (host threads)")
-                                                 : "GPU " + std::to_string(device));
+    device_msg.Int(fields::kDeviceId, static_cast<uint64_t>(static_cast<int64_t>(device)));
+    device_msg.Bytes(fields::kDeviceName, device == kHostApiDevice
+                                              ? std::string("CUDA API (host threads)")
+                                              : "GPU " + std::to_string(device));
     while (i < events.size() && events[i].device == device) {
       const int64_t line = events[i].line;
       Writer line_msg;
-      line_msg.Int(1, static_cast<uint64_t>(line));
-      line_msg.Bytes(2, LineName(device, line));
+      line_msg.Int(fields::kLineId, static_cast<uint64_t>(line));
+      line_msg.Bytes(fields::kLineName, LineName(device, line));
       for (; i < events.size() && events[i].device == device && events[i].line == line; ++i) {
         const DeviceEventData& e = events[i];
         Writer event;
-        event.Int(1, static_cast<uint64_t>(map(e.name)));
-        event.Int(2, static_cast<uint64_t>(e.kind));
-        event.Int(3, static_cast<uint64_t>(e.start_ns));
-        event.Int(4, static_cast<uint64_t>(e.end_ns));
-        event.Int(5, e.correlation_id);
-        event.Int(6, e.external_id);
+        event.Int(fields::kEventNameIndex, static_cast<uint64_t>(map(e.name)));
+        event.Int(fields::kEventKind, static_cast<uint64_t>(e.kind));
+        event.Int(fields::kEventStartNs, static_cast<uint64_t>(e.start_ns));
+        event.Int(fields::kEventEndNs, static_cast<uint64_t>(e.end_ns));
+        event.Int(fields::kEventCorrelationId, e.correlation_id);
+        event.Int(fields::kEventExternalId, e.external_id);
         for (const EventStat& s : e.stats) {
           Writer stat;
-          stat.Int(1, static_cast<uint64_t>(map(s.name)));
+          stat.Int(fields::kStatNameIndex, static_cast<uint64_t>(map(s.name)));
           if (s.is_string) {
-            stat.Bytes(5, s.text);
+            stat.Bytes(fields::kStatStrValue, s.text);
           } else {
-            stat.Varint((2 << 3) | 0);  // int64_value, written even when 0.
-            stat.Varint(static_cast<uint64_t>(s.value));
+            // int64_value, a oneof member: written even when 0.
+            stat.IntAlways(fields::kStatInt64Value, static_cast<uint64_t>(s.value));
           }
-          event.Bytes(7, stat.str());
+          event.Bytes(fields::kEventStat, stat.str());
         }
-        line_msg.Bytes(3, event.str());
+        line_msg.Bytes(fields::kLineEvent, event.str());
       }
-      device_msg.Bytes(3, line_msg.str());
+      device_msg.Bytes(fields::kDeviceLine, line_msg.str());
     }
     Writer wrapped;
-    wrapped.Bytes(3, device_msg.str());
+    wrapped.Bytes(fields::kTraceDevice, device_msg.str());
     devices += wrapped.str();
   }
-  trace.Bytes(1, tracer);
-  for (int32_t global : used) trace.Bytes(2, names.name(global));
+  trace.Bytes(fields::kTraceTracer, tracer);
+  for (int32_t global : used) trace.Bytes(fields::kTraceName, names.name(global));
   trace.str() += devices;
-  trace.Int(4, static_cast<uint64_t>(dropped));
-  if (!status.empty()) trace.Bytes(5, status);
+  trace.Int(fields::kTraceDroppedEvents, static_cast<uint64_t>(dropped));
+  if (!status.empty()) trace.Bytes(fields::kTraceStatus, status);
   return trace.str();
 }
 

@@ -1,4 +1,5 @@
-// Serializes device events into an xdl.proto.DeviceTrace by hand (no protobuf runtime).
+// Serializes device events into an xdl.proto.DeviceTrace by hand (core/wire.h, no protobuf
+// runtime).
 #ifndef XDL_TRACE_PLUGINS_CUPTI_TRACE_WRITER_H_
 #define XDL_TRACE_PLUGINS_CUPTI_TRACE_WRITER_H_
 
@@ -8,20 +9,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/device_trace_fields.h"
+
 namespace xdl_trace {
 namespace cupti {
 
-// Values of xdl.proto.DeviceEventKind.
-enum class EventKind : int {
-  kKernel = 1,
-  kMemcpy = 2,
-  kMemset = 3,
-  kRuntimeApi = 4,
-  kDriverApi = 5,
-  kSynchronization = 6,
-  kOverhead = 7,
-  kOther = 8,
-};
+// Values of xdl.proto.DeviceEventKind (core/device_trace_fields.h).
+using EventKind = internal::DeviceEventKind;
 
 // Device id of the pseudo device whose lines are host threads calling CUDA.
 inline constexpr int32_t kHostApiDevice = -1;

@@ -4,8 +4,10 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "core/status_macros.h"
 #include "device_trace.pb.h"
 
 namespace xdl_trace {
@@ -20,6 +22,23 @@ int64_t CountEvents(const xdl::proto::DeviceTrace& trace) {
   return n;
 }
 
+// The state a plugin reports in DeviceTrace.status, the ABI's one string:
+// empty when fine, "unavailable: why" without a device (the RFC's rule),
+// anything else a failure. This is the only place that string is read.
+DeviceTracerStatus FromPluginStatus(const std::string& tracer, absl::string_view status) {
+  DeviceTracerStatus out;
+  out.tracer = tracer;
+  if (status.empty()) return out;
+  if (absl::ConsumePrefix(&status, "unavailable")) {
+    out.state = DeviceTracerState::kUnavailable;
+    absl::ConsumePrefix(&status, ": ");
+  } else {
+    out.state = DeviceTracerState::kFailed;
+  }
+  out.message = std::string(status);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
@@ -29,17 +48,16 @@ absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
     Tracer tracer;
     tracer.entry = entry;
     tracer.type = entry;
-    std::string status = "ok";
+    DeviceTracerStatus status;
     absl::StatusOr<std::string> path = ResolvePlugin(entry);
     if (!path.ok() && absl::IsNotFound(path.status()) && entry == kCuptiTracerName) {
       // The CUPTI plugin is only built where the CUDA toolkit was found.
-      status = absl::StrCat("unavailable: plugin not built (", path.status().message(), ")");
+      status.state = DeviceTracerState::kUnavailable;
+      status.message = absl::StrCat("plugin not built (", path.status().message(), ")");
     } else if (!path.ok()) {
       return path.status();
     } else {
-      absl::StatusOr<std::unique_ptr<PluginLibrary>> library = PluginLibrary::Load(*path);
-      if (!library.ok()) return library.status();
-      tracer.library = std::move(*library);
+      XDL_ASSIGN_OR_RETURN(tracer.library, PluginLibrary::Load(*path));
       tracer.type = tracer.library->profiler_type();
       XdlTraceProfilerOptions profiler_options{};
       profiler_options.struct_size = sizeof(profiler_options);
@@ -53,6 +71,7 @@ absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
                                                 "): create failed (", rc, "): ", error.message()));
       }
     }
+    status.tracer = tracer.type;
     set->tracers_.push_back(std::move(tracer));
     MutexLock lock(&set->status_mu_);
     set->status_.push_back(std::move(status));
@@ -68,18 +87,25 @@ DeviceTracerSet::~DeviceTracerSet() {
   }
 }
 
-void DeviceTracerSet::SetStatus(size_t index, std::string status) {
+void DeviceTracerSet::SetStatus(size_t index, DeviceTracerState state, std::string message) {
   MutexLock lock(&status_mu_);
-  status_[index] = std::move(status);
+  status_[index].state = state;
+  status_[index].message = std::move(message);
 }
 
-std::string DeviceTracerSet::StatusSummary() const {
+std::vector<DeviceTracerStatus> DeviceTracerSet::Statuses() const {
   MutexLock lock(&status_mu_);
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < status_.size(); ++i) {
-    parts.push_back(absl::StrCat(tracers_[i].type, ": ", status_[i]));
+  return status_;
+}
+
+std::string DeviceTracerSet::StatusSummary() const { return RenderDeviceTracerStatus(Statuses()); }
+
+bool DeviceTracerSet::AnyNotOk() const {
+  MutexLock lock(&status_mu_);
+  for (const DeviceTracerStatus& status : status_) {
+    if (status.state != DeviceTracerState::kOk) return true;
   }
-  return absl::StrJoin(parts, "; ");
+  return false;
 }
 
 absl::Status DeviceTracerSet::Start() {
@@ -93,7 +119,8 @@ absl::Status DeviceTracerSet::Start() {
       // The plugin rolled its start back (ABI); every loop skips a null profiler.
       tracer.library->registration().destroy(tracer.profiler);
       tracer.profiler = nullptr;
-      SetStatus(i, absl::StrCat("error: start failed (", rc, "): ", error.message()));
+      SetStatus(i, DeviceTracerState::kFailed,
+                absl::StrCat("start failed (", rc, "): ", error.message()));
     }
   }
   running_ = true;
@@ -112,7 +139,7 @@ absl::Status DeviceTracerSet::Stop() {
     if (rc != XDL_TRACE_PLUGIN_OK && first.ok()) {
       first = absl::InternalError(absl::StrCat("device tracer '", tracer.entry, "': stop failed (",
                                                rc, "): ", error.message()));
-      SetStatus(i, absl::StrCat("error: ", error.message()));
+      SetStatus(i, DeviceTracerState::kFailed, error.message());
     }
   }
   return first;
@@ -136,7 +163,7 @@ void DeviceTracerSet::CallStepHook(StepHook hook, const char* hook_name, uint64_
             XDL_TRACE_PLUGIN_OK &&
         !tracer.step_error_reported) {
       tracer.step_error_reported = true;
-      SetStatus(i, absl::StrCat("error: ", hook_name, ": ", error.message()));
+      SetStatus(i, DeviceTracerState::kFailed, absl::StrCat(hook_name, ": ", error.message()));
     }
   }
 }
@@ -165,7 +192,8 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer) {
                                             size, " bytes that are not a DeviceTrace"));
   }
   const size_t index = &tracer - tracers_.data();
-  SetStatus(index, trace.status().empty() ? std::string("ok") : trace.status());
+  DeviceTracerStatus status = FromPluginStatus(tracer.type, trace.status());
+  SetStatus(index, status.state, std::move(status.message));
   const int64_t events = CountEvents(trace);
   events_dropped_.fetch_add(trace.dropped_events(), std::memory_order_relaxed);
   if (events == 0 && trace.dropped_events() == 0) return absl::OkStatus();
@@ -189,7 +217,8 @@ absl::Status DeviceTracerSet::Collect() {
     if (tracer.profiler == nullptr) continue;
     absl::Status status = CollectOne(tracer);
     if (!status.ok()) {
-      SetStatus(&tracer - tracers_.data(), absl::StrCat("error: ", status.message()));
+      SetStatus(&tracer - tracers_.data(), DeviceTracerState::kFailed,
+                std::string(status.message()));
       if (first.ok()) first = status;
     }
   }

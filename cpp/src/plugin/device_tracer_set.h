@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "core/mutex.h"
 #include "plugin/plugin_loader.h"
+#include "xdl_trace/stats.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -27,9 +28,9 @@ struct DeviceTracerSetOptions {
   std::string plugin_config;
 };
 
-// Threading: every method except the counters and StatusSummary() is called
-// by one thread at a time (the training thread, which owns the plugins);
-// counters and StatusSummary() may be read from any thread.
+// Threading: every method except the counters, Statuses() and StatusSummary()
+// is called by one thread at a time (the training thread, which owns the
+// plugins); those may be read from any thread.
 class DeviceTracerSet {
  public:
   // Resolves and loads every entry (built-in name or path) and creates its
@@ -44,18 +45,17 @@ class DeviceTracerSet {
   DeviceTracerSet& operator=(const DeviceTracerSet&) = delete;
 
   // Starts every profiler. One that fails to start (say, no profiling rights)
-  // is destroyed and left out for the rest of the run, its message in
-  // StatusSummary() as "error: start failed: ..."; the others run, as Kineto
+  // is destroyed and left out for the rest of the run, kFailed with the
+  // message "start failed (rc): ..."; the others run, as Kineto
   // carries on without the GPU when CUPTI will not start. Then collects once
-  // so StatusSummary() reports unavailable tracers right away. No-op when
+  // so Statuses() reports unavailable tracers right away. No-op when
   // running.
   absl::Status Start();
   // Stops every profiler (each flushes its device buffers). No-op when stopped.
   absl::Status Stop();
-  bool running() const { return running_; }
 
   // Host step markers, forwarded to every running profiler. A failing plugin
-  // is reported once in StatusSummary(); the step goes on.
+  // is reported once in its status (kFailed); the step goes on.
   void StepBegin(uint64_t external_id);
   void StepEnd(uint64_t external_id);
 
@@ -66,11 +66,14 @@ class DeviceTracerSet {
   std::vector<std::string> TakePending();
   uint64_t pending_bytes() const { return pending_bytes_; }
 
-  size_t size() const { return tracers_.size(); }
   int64_t events_collected() const { return events_collected_.load(std::memory_order_relaxed); }
   int64_t events_dropped() const { return events_dropped_.load(std::memory_order_relaxed); }
-  // "cupti: unavailable: ...; fake: ok", one entry per tracer.
+  // One per tracer, in configuration order.
+  std::vector<DeviceTracerStatus> Statuses() const;
+  // RenderDeviceTracerStatus(Statuses()): "cupti: unavailable: ...; fake: ok".
   std::string StatusSummary() const;
+  // True when some tracer is not kOk.
+  bool AnyNotOk() const;
 
  private:
   struct Tracer {
@@ -88,7 +91,7 @@ class DeviceTracerSet {
   absl::Status CollectOne(Tracer& tracer);
   // Calls `hook` on every plugin; a tracer's first step hook failure goes into its status.
   void CallStepHook(StepHook hook, const char* hook_name, uint64_t external_id);
-  void SetStatus(size_t index, std::string status);
+  void SetStatus(size_t index, DeviceTracerState state, std::string message);
 
   const DeviceTracerSetOptions options_;
   std::vector<Tracer> tracers_;       // Training thread.
@@ -98,7 +101,7 @@ class DeviceTracerSet {
   std::atomic<int64_t> events_collected_{0};
   std::atomic<int64_t> events_dropped_{0};
   mutable Mutex status_mu_;
-  std::vector<std::string> status_ ABSL_GUARDED_BY(status_mu_);  // One per tracer.
+  std::vector<DeviceTracerStatus> status_ ABSL_GUARDED_BY(status_mu_);  // One per tracer.
 };
 
 }  // namespace internal

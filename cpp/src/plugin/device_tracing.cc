@@ -2,7 +2,6 @@
 #include "plugin/device_tracing.h"
 
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -12,53 +11,37 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
+#include "core/status_macros.h"
+#include "core/wire.h"
 #include "device_trace.pb.h"
+#include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace internal {
 namespace {
 
-constexpr uint32_t kDeviceTraceField = 5;  // Record.device_trace
-constexpr uint32_t kHostSpanField = 6;     // Record.host_span
-
-void AppendVarint(uint64_t value, std::string* out) {
-  while (value >= 0x80) {
-    out->push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out->push_back(static_cast<char>(value));
-}
-
-void AppendLengthDelimited(uint32_t field, const std::string& bytes, std::string* out) {
-  AppendVarint((field << 3) | 2, out);
-  AppendVarint(bytes.size(), out);
-  out->append(bytes);
-}
+constexpr uint32_t kDeviceTraceField = xdl::proto::Record::kDeviceTraceFieldNumber;
+constexpr uint32_t kHostSpanField = xdl::proto::Record::kHostSpanFieldNumber;
 
 }  // namespace
-
-int64_t RealtimeNs() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_traces,
                                        absl::Span<const HostSpanData> spans) {
   std::string out;
   for (const std::string& trace : device_traces) {
-    AppendLengthDelimited(kDeviceTraceField, trace, &out);
+    AppendLengthDelimitedField(kDeviceTraceField, trace, &out);
   }
   xdl::proto::HostSpan message;
   for (const HostSpanData& span : spans) {
-    message.set_kind(static_cast<xdl::proto::HostSpan::Kind>(span.kind));
+    message.set_kind(span.kind);
     message.set_start_ns(span.start_ns);
     message.set_end_ns(span.end_ns);
     message.set_gstep(span.gstep);
     message.set_lstep(span.lstep);
     message.set_correlation_id(span.correlation_id);
     message.set_thread_id(span.thread_id);
-    AppendLengthDelimited(kHostSpanField, message.SerializeAsString(), &out);
+    AppendLengthDelimitedField(kHostSpanField, message.SerializeAsString(), &out);
   }
   return out;
 }
@@ -82,15 +65,13 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
   if (const char* plugin_config = std::getenv(kPluginConfigEnv); plugin_config != nullptr) {
     options.plugin_config = plugin_config;
   }
-  absl::StatusOr<std::unique_ptr<DeviceTracerSet>> set =
-      DeviceTracerSet::Create(config.device_tracers, std::move(options));
-  if (!set.ok()) return set.status();
-  if (absl::Status started = (*set)->Start(); !started.ok()) return started;
-  std::unique_ptr<DeviceTracing> tracing(new DeviceTracing(std::move(*set), collect_interval_s));
-  const std::string summary = tracing->set_->StatusSummary();
-  if (summary.find("unavailable") != std::string::npos ||
-      summary.find("error") != std::string::npos) {
-    std::fprintf(stderr, "xdl_trace: device tracers (rank %d): %s\n", config.rank, summary.c_str());
+  XDL_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTracerSet> set,
+                       DeviceTracerSet::Create(config.device_tracers, std::move(options)));
+  XDL_RETURN_IF_ERROR(set->Start());
+  std::unique_ptr<DeviceTracing> tracing(new DeviceTracing(std::move(set), collect_interval_s));
+  if (tracing->set_->AnyNotOk()) {  // Logged once; stats() keeps showing it.
+    std::fprintf(stderr, "xdl_trace: device tracers (rank %d): %s\n", config.rank,
+                 tracing->set_->StatusSummary().c_str());
   }
   tracing->set_->StepBegin(tracing->step_id_);
   return tracing;
@@ -100,7 +81,7 @@ DeviceTracing::DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collec
     : set_(std::move(set)),
       collect_interval_ns_(static_cast<int64_t>(collect_interval_s * 1e9)),
       thread_id_(static_cast<int64_t>(::syscall(SYS_gettid))) {
-  step_begin_ns_ = RealtimeNs();
+  step_begin_ns_ = WallClockNs();
   last_collect_ns_ = step_begin_ns_;
 }
 
@@ -109,20 +90,20 @@ DeviceTracing::~DeviceTracing() {
 }
 
 void DeviceTracing::OnStepCalled(int64_t gstep, int64_t lstep) {
-  const int64_t now = RealtimeNs();
+  const int64_t now = WallClockNs();
   set_->StepEnd(step_id_);
   gstep_ = gstep;
   lstep_ = lstep;
-  spans_.push_back(
-      HostSpanData{HostSpanKind::kStep, step_begin_ns_, now, gstep, lstep, step_id_, thread_id_});
+  spans_.push_back(HostSpanData{xdl::proto::HostSpan::STEP, step_begin_ns_, now, gstep, lstep,
+                                step_id_, thread_id_});
 }
 
 std::string DeviceTracing::TakeTrailingFields() {
-  const int64_t now = RealtimeNs();
+  const int64_t now = WallClockNs();
   if (now - last_collect_ns_ >= collect_interval_ns_) {
     set_->Collect().IgnoreError();  // Shown in StatusSummary().
-    last_collect_ns_ = RealtimeNs();
-    AddSpan(HostSpanKind::kDeviceCollect, now, last_collect_ns_);
+    last_collect_ns_ = WallClockNs();
+    AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, now, last_collect_ns_);
   }
   std::vector<std::string> traces = set_->TakePending();
   std::string fields = EncodeDeviceTrailingFields(traces, spans_);
@@ -130,18 +111,18 @@ std::string DeviceTracing::TakeTrailingFields() {
   return fields;
 }
 
-void DeviceTracing::AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns) {
+void DeviceTracing::AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns) {
   spans_.push_back(HostSpanData{kind, start_ns, end_ns, gstep_, lstep_, step_id_, thread_id_});
 }
 
 void DeviceTracing::OnStepEncoded(int64_t begin_ns, int64_t end_ns) {
-  AddSpan(HostSpanKind::kCaptureEncode, begin_ns, end_ns);
+  AddSpan(xdl::proto::HostSpan::CAPTURE_ENCODE, begin_ns, end_ns);
 }
 
 void DeviceTracing::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
-  if (end_ns > begin_ns) AddSpan(HostSpanKind::kQueueWait, begin_ns, end_ns);
+  if (end_ns > begin_ns) AddSpan(xdl::proto::HostSpan::QUEUE_WAIT, begin_ns, end_ns);
   ++step_id_;
-  step_begin_ns_ = RealtimeNs();
+  step_begin_ns_ = WallClockNs();
   set_->StepBegin(step_id_);
 }
 
@@ -150,9 +131,9 @@ std::string DeviceTracing::Finish() {
   finished_ = true;
   set_->StepEnd(step_id_);
   set_->Stop().IgnoreError();
-  const int64_t start = RealtimeNs();
+  const int64_t start = WallClockNs();
   set_->Collect().IgnoreError();
-  AddSpan(HostSpanKind::kDeviceCollect, start, RealtimeNs());
+  AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, start, WallClockNs());
   std::vector<std::string> traces = set_->TakePending();
   if (traces.empty()) {
     spans_.clear();  // Spans alone do not justify a record of their own.
@@ -166,7 +147,8 @@ std::string DeviceTracing::Finish() {
 void DeviceTracing::FillStats(TraceStats* stats) const {
   stats->device_events = set_->events_collected();
   stats->device_events_dropped = set_->events_dropped();
-  stats->device_tracer_status = set_->StatusSummary();
+  stats->device_tracers = set_->Statuses();
+  stats->device_tracer_status = RenderDeviceTracerStatus(stats->device_tracers);
 }
 
 }  // namespace internal

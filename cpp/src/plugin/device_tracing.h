@@ -9,24 +9,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
-#include "tracer/tracer_internal.h"
+#include "record/record_extras.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/stats.h"
 
 namespace xdl_trace {
 namespace internal {
 
-// Values of xdl.proto.HostSpan.Kind.
-enum class HostSpanKind : int {
-  kStep = 1,
-  kCaptureEncode = 2,
-  kQueueWait = 3,
-  kDeviceCollect = 4,
-};
-
+// One xdl.proto.HostSpan, kept as a plain struct until its record is encoded.
 struct HostSpanData {
-  HostSpanKind kind = HostSpanKind::kStep;
+  xdl::proto::HostSpan::Kind kind = xdl::proto::HostSpan::STEP;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   int64_t gstep = 0;
@@ -34,9 +28,6 @@ struct HostSpanData {
   uint64_t correlation_id = 0;
   int64_t thread_id = 0;
 };
-
-// CLOCK_REALTIME in nanoseconds: the one clock host spans and device events use.
-int64_t RealtimeNs();
 
 // Serialized Record fields: `device_traces` (serialized DeviceTrace) as field 5
 // each, `spans` as field 6 each, ready for EncodeRecord's trailing_fields.
@@ -48,7 +39,8 @@ std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_trac
 inline constexpr char kCollectIntervalEnv[] = "XDL_TRACE_DEVICE_COLLECT_INTERVAL_S";
 inline constexpr char kPluginConfigEnv[] = "XDL_TRACE_PLUGIN_CONFIG";  // "key=value;..."
 
-// The RecordExtras (tracer/tracer_internal.h) behind config.device_tracers.
+// The RecordExtras (record/record_extras.h) behind config.device_tracers.
+// Host spans and device events share core/clock.h's WallClockNs().
 // Threading: the training thread calls everything except FillStats(), which
 // any thread may call.
 //
@@ -78,11 +70,9 @@ class DeviceTracing final : public RecordExtras {
   // device_events / device_events_dropped / device_tracer_status.
   void FillStats(TraceStats* stats) const override;
 
-  DeviceTracerSet& tracers() { return *set_; }
-
  private:
   DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s);
-  void AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns);
+  void AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns);
 
   const std::unique_ptr<DeviceTracerSet> set_;
   const int64_t collect_interval_ns_;

@@ -159,23 +159,16 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
   return absl::OkStatus();
 }
 
-FileMeta FromProto(const xdl::proto::Meta& m) {
+FileMeta FromProto(const xdl::proto::Meta& m, absl::string_view serialized) {
   FileMeta meta;
-  meta.lstep_begin = m.lstep_begin();
-  meta.lstep_end = m.lstep_end();
   meta.gstep_begin = m.gstep_begin();
   meta.gstep_end = m.gstep_end();
-  meta.timestamp_begin = m.timestamp_begin();
-  meta.timestamp_end = m.timestamp_end();
-  meta.rank = m.rank();
-  meta.file_index = m.file_index();
   meta.record_count = m.record_count();
   meta.data_bytes = m.data_bytes();
   meta.crc32c = m.crc32c();
-  meta.run_id = m.run_id();
   meta.format_version = m.format_version();
-  meta.dropped_records = m.dropped_records();
   meta.closed_cleanly = m.closed_cleanly();
+  meta.serialized = std::string(serialized);
   return meta;
 }
 
@@ -192,7 +185,7 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
   if (!meta.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return absl::DataLossError("not a serialized Meta");
   }
-  return FromProto(meta);
+  return FromProto(meta, bytes);
 }
 
 absl::StatusOr<FileMeta> ReadFileMeta(const std::string& meta_path) {

@@ -1,5 +1,5 @@
-// Finds a trace's data files: "{prefix}.{name}.{rank}.{index}" grouped by rank, each rank in index
-// order.
+// A trace's data files: "{prefix}.{name}.{rank}.{index}" grouped by rank, each rank in index order,
+// mapped once and shared; its keys and schema.
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/mutex.h"
+#include "core/status_macros.h"
 #include "xdl_trace/reader.h"
 
 namespace xdl_trace {
@@ -21,6 +23,19 @@ bool AllDigits(absl::string_view s) {
 }
 
 }  // namespace
+
+// What copies of a TraceReader share: the file list (fixed at Open) and the
+// files mapped so far.
+struct TraceReader::Shared {
+  explicit Shared(std::vector<TraceFileInfo> infos)
+      : files(std::move(infos)), opened(files.size()) {}
+
+  const std::vector<TraceFileInfo> files;
+  internal::Mutex mu;
+  std::vector<std::shared_ptr<TraceFile>> opened ABSL_GUARDED_BY(mu);
+};
+
+TraceReader::TraceReader(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
 
 bool ParseTraceFileName(absl::string_view base_name, TraceFileInfo* info) {
   std::vector<absl::string_view> parts = absl::StrSplit(base_name, '.');
@@ -68,39 +83,41 @@ absl::StatusOr<TraceReader> TraceReader::Open(const std::string& path, absl::str
   if (ec || !std::filesystem::exists(status)) {
     return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
   }
-  TraceReader reader;
+  std::vector<TraceFileInfo> files;
   if (std::filesystem::is_directory(status)) {
-    auto files = ListTraceFiles(path, prefix, name);
-    if (!files.ok()) return files.status();
-    if (files->empty()) {
+    XDL_ASSIGN_OR_RETURN(files, ListTraceFiles(path, prefix, name));
+    if (files.empty()) {
       // Say what is there, so a wrong prefix or name is easy to spot.
-      auto any = ListTraceFiles(path, "train", "");
-      auto tests = ListTraceFiles(path, "test", "");
       std::set<std::string> seen;
-      for (const auto* list : {&any, &tests}) {
-        if (!list->ok()) continue;
-        for (const auto& f : **list) seen.insert(absl::StrCat(f.prefix, ".", f.name));
+      for (const char* any_prefix : {"train", "test"}) {
+        auto listed = ListTraceFiles(path, any_prefix, "");
+        if (!listed.ok()) continue;
+        for (const auto& f : *listed) seen.insert(absl::StrCat(f.prefix, ".", f.name));
       }
       return absl::NotFoundError(absl::StrCat(
           path, ": no data files named ", prefix, ".", name.empty() ? "*" : name, ".<rank>.<index>",
           seen.empty() ? "" : " (found: ", absl::StrJoin(seen, ", "), seen.empty() ? "" : ")"));
     }
-    reader.files_ = *std::move(files);
+    // Ranks, then indices, even across names (an empty `name` lists them all).
+    std::stable_sort(files.begin(), files.end(),
+                     [](const TraceFileInfo& a, const TraceFileInfo& b) {
+                       return a.rank != b.rank ? a.rank < b.rank : a.index < b.index;
+                     });
   } else {
     TraceFileInfo info;
     const std::string base = std::filesystem::path(path).filename().string();
     if (!ParseTraceFileName(base, &info)) info = TraceFileInfo{};
     info.path = path;
-    reader.files_.push_back(std::move(info));
+    files.push_back(std::move(info));
   }
-  return reader;
+  return TraceReader(std::make_shared<Shared>(std::move(files)));
 }
+
+const std::vector<TraceFileInfo>& TraceReader::files() const { return shared_->files; }
 
 std::vector<int32_t> TraceReader::ranks() const {
   std::vector<int32_t> ranks;
-  for (const auto& f : files_) {
-    if (ranks.empty() || ranks.back() != f.rank) ranks.push_back(f.rank);
-  }
+  for (const auto& f : files()) ranks.push_back(f.rank);
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   return ranks;
@@ -108,10 +125,50 @@ std::vector<int32_t> TraceReader::ranks() const {
 
 std::vector<TraceFileInfo> TraceReader::files_of_rank(int32_t rank) const {
   std::vector<TraceFileInfo> out;
-  for (const auto& f : files_) {
+  for (const auto& f : files()) {
     if (f.rank == rank) out.push_back(f);
   }
   return out;
+}
+
+absl::StatusOr<std::shared_ptr<TraceFile>> TraceReader::File(size_t index) const {
+  if (index >= files().size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat("file index ", index, " out of range for ", files().size(), " files"));
+  }
+  internal::MutexLock lock(&shared_->mu);
+  std::shared_ptr<TraceFile>& file = shared_->opened[index];
+  if (file == nullptr) {
+    XDL_ASSIGN_OR_RETURN(file, TraceFile::Open(files()[index].path));
+  }
+  return file;
+}
+
+absl::StatusOr<std::vector<std::string>> TraceReader::Keys() const {
+  for (size_t i = 0; i < files().size(); ++i) {
+    XDL_ASSIGN_OR_RETURN(const std::shared_ptr<TraceFile> file, File(i));
+    if (!file->keys().empty() || !file->header_torn()) return file->keys();
+  }
+  return std::vector<std::string>();
+}
+
+absl::StatusOr<std::vector<KeySchema>> TraceReader::Schema() const {
+  for (size_t i = 0; i < files().size(); ++i) {
+    XDL_ASSIGN_OR_RETURN(const std::shared_ptr<TraceFile> file, File(i));
+    RecordCursor cursor = file->Records();
+    RecordView record;
+    if (!cursor.Next(&record)) {
+      XDL_RETURN_IF_ERROR(cursor.status());
+      continue;
+    }
+    std::vector<KeySchema> schema;
+    for (size_t k = 0; k < record.columns.size(); ++k) {
+      schema.push_back(
+          KeySchema{file->keys()[k], record.columns[k].dtype, record.columns[k].shape});
+    }
+    return schema;
+  }
+  return std::vector<KeySchema>();
 }
 
 }  // namespace xdl_trace

@@ -1,21 +1,15 @@
 // A minimal protobuf wire-format decoder (varints, fixed, length-delimited) that never copies
-// payloads.
+// payloads; the primitives (WireType, ReadVarint) are core/wire.h's.
 #ifndef XDL_TRACE_READER_WIRE_DECODER_H_
 #define XDL_TRACE_READER_WIRE_DECODER_H_
 
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "core/wire.h"
 
 namespace xdl_trace {
 namespace internal {
-
-enum WireType : uint32_t {
-  kWireVarint = 0,
-  kWireFixed64 = 1,
-  kWireLengthDelimited = 2,
-  kWireFixed32 = 5,
-};
 
 // One decoded field. For varints `varint` holds the value; for every wire type
 // `payload` views the value's bytes and `encoded` the tag plus value.
@@ -42,9 +36,10 @@ class WireReader {
   // Offset of the next unread byte within the message.
   uint64_t position() const { return static_cast<uint64_t>(pos_ - begin_); }
 
-  // Decodes a varint at *p (< end), advancing *p; false when it is cut short
-  // or longer than 10 bytes.
-  static bool ReadVarint(const char** p, const char* end, uint64_t* value);
+  // core/wire.h's ReadVarint, kept here for the callers that name it so.
+  static bool ReadVarint(const char** p, const char* end, uint64_t* value) {
+    return internal::ReadVarint(p, end, value);
+  }
 
  private:
   bool Fail(const char* what, const char* at);
@@ -55,21 +50,6 @@ class WireReader {
   const char* error_ = nullptr;
   uint64_t error_offset_ = 0;
 };
-
-inline bool WireReader::ReadVarint(const char** p, const char* end, uint64_t* value) {
-  uint64_t result = 0;
-  const char* q = *p;
-  for (int shift = 0; shift < 70 && q < end; shift += 7) {
-    const uint8_t byte = static_cast<uint8_t>(*q++);
-    result |= static_cast<uint64_t>(byte & 0x7F) << shift;
-    if ((byte & 0x80) == 0) {
-      *value = result;
-      *p = q;
-      return true;
-    }
-  }
-  return false;
-}
 
 inline bool WireReader::Fail(const char* what, const char* at) {
   error_ = what;
@@ -85,7 +65,8 @@ inline bool WireReader::Next(WireField* field) {
   if (!ReadVarint(&pos_, end_, &tag)) return Fail("bad varint in field tag", start);
   field->number = static_cast<uint32_t>(tag >> 3);
   field->wire_type = static_cast<uint32_t>(tag & 7);
-  if (field->number == 0 || (tag >> 3) > 0x1FFFFFFF) return Fail("invalid field number", start);
+  if (field->number == 0 || (tag >> 3) > kMaxFieldNumber)
+    return Fail("invalid field number", start);
   const char* value = pos_;
   switch (field->wire_type) {
     case kWireVarint:

@@ -2,13 +2,17 @@
 #ifndef XDL_TRACE_RECORD_ENCODED_RECORD_H_
 #define XDL_TRACE_RECORD_ENCODED_RECORD_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace xdl_trace {
 namespace internal {
 
-// Largest frame body the 4-byte length prefix can describe.
+// Bytes of a frame's length prefix (little-endian uint32).
+inline constexpr size_t kFrameLengthBytes = 4;
+// Largest frame body the length prefix can describe (4 GiB - 1): the one
+// record-size limit, checked by the encoder and the writer.
 inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
 
 // One record, already framed for the data file: 4-byte little-endian length

@@ -1,4 +1,4 @@
-// Protobuf wire encoding of Header and Record frames: sizes first, then one exact buffer.
+// Protobuf wire encoding of Record frames: sizes first, then one exact buffer.
 #include "record/record_encoder.h"
 
 #include <cstdint>
@@ -7,55 +7,28 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+#include "core/wire.h"
+#include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace internal {
 namespace {
 
-// Wire tags: (field_number << 3) | wire_type; 0 = varint, 2 = length-delimited.
-constexpr char kTagHeaderKey = 0x0A;     // Header.key = 1, bytes.
-constexpr char kTagRecordGstep = 0x08;   // Record.gstep = 1, varint.
-constexpr char kTagRecordLstep = 0x10;   // Record.lstep = 2, varint.
-constexpr char kTagRecordColumn = 0x1A;  // Record.column = 3, message.
-constexpr char kTagRecordTime = 0x20;    // Record.timestamp = 4, varint.
-constexpr char kTagColumnDtype = 0x08;   // Column.dtype = 1, varint (enum).
-constexpr char kTagColumnShape = 0x12;   // Column.shape = 2, packed int32.
-constexpr char kTagColumnData = 0x1A;    // Column.data = 3, bytes.
+using xdl::proto::Column;
+using xdl::proto::Record;
 
-constexpr int kMaxVarintBytes = 10;
+// Field numbers from the generated code: the .proto is their one source.
+constexpr uint32_t kRecordGstep = Record::kGstepFieldNumber;
+constexpr uint32_t kRecordLstep = Record::kLstepFieldNumber;
+constexpr uint32_t kRecordColumn = Record::kColumnFieldNumber;
+constexpr uint32_t kRecordTimestamp = Record::kTimestampFieldNumber;
+constexpr uint32_t kColumnDtype = Column::kDtypeFieldNumber;
+constexpr uint32_t kColumnShape = Column::kShapeFieldNumber;
+constexpr uint32_t kColumnData = Column::kDataFieldNumber;
 
-size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
-}
-
-// int32 and int64 fields are varints of the value sign-extended to 64 bits
-// (a negative value takes 10 bytes), exactly as protobuf writes them.
-uint64_t SignExtend(int64_t v) { return static_cast<uint64_t>(v); }
-
-// Appends the varint of `v` to `out` (capacity already reserved).
-void AppendVarint(uint64_t v, std::string* out) {
-  char buf[kMaxVarintBytes];
-  int n = 0;
-  while (v >= 0x80) {
-    buf[n++] = static_cast<char>((v & 0x7F) | 0x80);
-    v >>= 7;
-  }
-  buf[n++] = static_cast<char>(v);
-  out->append(buf, n);
-}
-
-size_t VarintFieldSize(int64_t v) { return v == 0 ? 0 : 1 + VarintSize(SignExtend(v)); }
-
-void AppendLittleEndian32(uint32_t v, std::string* out) {
-  const char bytes[4] = {static_cast<char>(v), static_cast<char>(v >> 8),
-                         static_cast<char>(v >> 16), static_cast<char>(v >> 24)};
-  out->append(bytes, 4);
-}
+// Size of an int64/int32/enum field as proto3 writes it (nothing when 0).
+size_t IntFieldSize(uint32_t field, int64_t v) { return VarintFieldSize(field, SignExtend(v)); }
 
 // Stages the small framing bytes (tags, lengths, dims) on the stack and
 // appends them in one call, so a column costs two appends: framing, data.
@@ -63,21 +36,15 @@ class Stager {
  public:
   explicit Stager(std::string* out) : out_(out) {}
   ~Stager() { Flush(); }
-  void Put(char c) {
-    Reserve(1);
-    buf_[n_++] = c;
-  }
+  void PutTag(uint32_t field, WireType type) { PutVarint(Tag(field, type)); }
   void PutVarint(uint64_t v) {
     Reserve(kMaxVarintBytes);
-    while (v >= 0x80) {
-      buf_[n_++] = static_cast<char>((v & 0x7F) | 0x80);
-      v >>= 7;
-    }
-    buf_[n_++] = static_cast<char>(v);
+    n_ = static_cast<int>(WriteVarint(v, buf_ + n_) - buf_);
   }
-  void PutVarintField(char tag, int64_t v) {
+  // An int64/int32/enum field as proto3 writes it: nothing when 0.
+  void PutIntField(uint32_t field, int64_t v) {
     if (v == 0) return;
-    Put(tag);
+    PutTag(field, kWireVarint);
     PutVarint(SignExtend(v));
   }
   void Flush() {
@@ -148,12 +115,12 @@ absl::StatusOr<ColumnLayout> LayOutColumn(const TensorView& view,
     return absl::InvalidArgumentError(
         absl::StrCat(ColumnName(keys, i), ": null data for ", layout.data_bytes, " bytes"));
   }
-  layout.body = VarintFieldSize(dtype);
+  layout.body = IntFieldSize(kColumnDtype, dtype);
   if (layout.shape_payload > 0) {
-    layout.body += 1 + VarintSize(layout.shape_payload) + layout.shape_payload;
+    layout.body += LengthDelimitedFieldSize(kColumnShape, layout.shape_payload);
   }
   if (layout.data_bytes > 0) {
-    layout.body += 1 + VarintSize(layout.data_bytes) + layout.data_bytes;
+    layout.body += LengthDelimitedFieldSize(kColumnData, layout.data_bytes);
   }
   return layout;
 }
@@ -177,18 +144,17 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   // typical records so this pass does not allocate.
   absl::InlinedVector<ColumnLayout, 32> layouts;
   layouts.reserve(columns.size());
-  uint64_t body = VarintFieldSize(gstep) + VarintFieldSize(lstep) + VarintFieldSize(timestamp_ms) +
-                  trailing_fields.size();
+  uint64_t body = IntFieldSize(kRecordGstep, gstep) + IntFieldSize(kRecordLstep, lstep) +
+                  IntFieldSize(kRecordTimestamp, timestamp_ms) + trailing_fields.size();
   for (size_t i = 0; i < columns.size(); ++i) {
-    absl::StatusOr<ColumnLayout> layout = LayOutColumn(columns[i], keys, i);
-    if (!layout.ok()) return layout.status();
-    body += 1 + VarintSize(layout->body) + layout->body;
+    XDL_ASSIGN_OR_RETURN(const ColumnLayout layout, LayOutColumn(columns[i], keys, i));
+    body += LengthDelimitedFieldSize(kRecordColumn, layout.body);
     if (body > kMaxFrameBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(ColumnName(keys, i), ": record of more than ", kMaxFrameBytes,
                        " bytes exceeds the 4 GiB record frame limit"));
     }
-    layouts.push_back(*layout);
+    layouts.push_back(layout);
   }
 
   // Pass 2: one buffer of at least the exact size; append() copies each
@@ -199,50 +165,36 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   record.lstep = lstep;
   record.timestamp_ms = timestamp_ms;
   std::string& out = record.frame;
-  out = buffer_source(static_cast<size_t>(4 + body));
+  out = buffer_source(static_cast<size_t>(kFrameLengthBytes + body));
   out.clear();
-  out.reserve(4 + body);
-  AppendLittleEndian32(static_cast<uint32_t>(body), &out);
+  out.reserve(kFrameLengthBytes + body);
+  AppendFixed32(static_cast<uint32_t>(body), &out);  // The frame's length prefix.
   {
     Stager stage(&out);
-    stage.PutVarintField(kTagRecordGstep, gstep);
-    stage.PutVarintField(kTagRecordLstep, lstep);
+    stage.PutIntField(kRecordGstep, gstep);
+    stage.PutIntField(kRecordLstep, lstep);
     for (size_t i = 0; i < columns.size(); ++i) {
       const TensorView& view = columns[i];
       const ColumnLayout& layout = layouts[i];
-      stage.Put(kTagRecordColumn);
+      stage.PutTag(kRecordColumn, kWireLengthDelimited);
       stage.PutVarint(layout.body);
-      stage.PutVarintField(kTagColumnDtype, static_cast<int32_t>(view.dtype));
+      stage.PutIntField(kColumnDtype, static_cast<int32_t>(view.dtype));
       if (layout.shape_payload > 0) {
-        stage.Put(kTagColumnShape);
+        stage.PutTag(kColumnShape, kWireLengthDelimited);
         stage.PutVarint(layout.shape_payload);
         for (int64_t dim : view.shape) stage.PutVarint(static_cast<uint64_t>(dim));
       }
       if (layout.data_bytes > 0) {
-        stage.Put(kTagColumnData);
+        stage.PutTag(kColumnData, kWireLengthDelimited);
         stage.PutVarint(layout.data_bytes);
         stage.Flush();
         out.append(static_cast<const char*>(view.data), layout.data_bytes);
       }
     }
-    stage.PutVarintField(kTagRecordTime, timestamp_ms);
+    stage.PutIntField(kRecordTimestamp, timestamp_ms);
   }
   out.append(trailing_fields.data(), trailing_fields.size());
   return record;
-}
-
-std::string EncodeHeaderFrame(absl::Span<const std::string> keys) {
-  uint64_t body = 0;
-  for (const std::string& key : keys) body += 1 + VarintSize(key.size()) + key.size();
-  std::string out;
-  out.reserve(4 + body);
-  AppendLittleEndian32(static_cast<uint32_t>(body), &out);
-  for (const std::string& key : keys) {
-    out.push_back(kTagHeaderKey);
-    AppendVarint(key.size(), &out);
-    out.append(key);
-  }
-  return out;
 }
 
 }  // namespace internal

@@ -41,9 +41,6 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
                                            absl::string_view trailing_fields,
                                            FrameBufferSource buffer_source);
 
-// Frames a Header {key...}.
-std::string EncodeHeaderFrame(absl::Span<const std::string> keys);
-
 }  // namespace internal
 }  // namespace xdl_trace
 

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "core/mutex.h"
+#include "core/status_macros.h"
 #include "registry/validate.h"
 
 namespace xdl_trace {
@@ -76,10 +77,7 @@ absl::Status ValidateSpec(const EntrySpec& spec, const std::string& full_key) {
       return absl::InvalidArgumentError(
           absl::StrCat("entry '", full_key, "': unknown kind ", static_cast<int>(spec.kind)));
   }
-  if (spec.has_view) {
-    absl::Status status = ValidateView(spec.view, what);
-    if (!status.ok()) return status;
-  }
+  if (spec.has_view) XDL_RETURN_IF_ERROR(ValidateView(spec.view, what));
   if (!spec.summary.fn && spec.summary.builtin == BuiltinSummary::kHistogram &&
       (spec.summary.histogram_bins < 1 || spec.summary.histogram_bins > kMaxHistogramBins)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": histogram_bins ",
@@ -132,8 +130,7 @@ Registry::~Registry() = default;
 
 absl::Status Registry::Register(EntrySpec spec) {
   std::string full_key = spec.FullKey();
-  absl::Status status = ValidateSpec(spec, full_key);
-  if (!status.ok()) return status;
+  XDL_RETURN_IF_ERROR(ValidateSpec(spec, full_key));
   MutexLock lock(&state_->mu);
   if (!state_->full_keys.insert(full_key).second) {
     return absl::InvalidArgumentError(

@@ -282,17 +282,5 @@ absl::Status ComputeBuiltinSummary(const Summary& summary, const TensorView& vie
   return absl::InvalidArgumentError("no built-in summary selected");
 }
 
-absl::StatusOr<Tensor> ApplySummary(const Summary& summary, const TensorView& view) {
-  if (summary.fn) return summary.fn(view);
-  std::vector<double> values;
-  absl::Status status = ComputeBuiltinSummary(summary, view, &values);
-  if (!status.ok()) return status;
-  Tensor out;
-  out.dtype = DType::kFloat64;
-  out.shape = {static_cast<int64_t>(values.size())};
-  out.bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(double));
-  return out;
-}
-
 }  // namespace internal
 }  // namespace xdl_trace

@@ -1,4 +1,4 @@
-// Built-in summaries (stats, histogram) over a tensor in place, and the tracer's summary step.
+// Built-in summaries (stats, histogram) over a tensor in place.
 #ifndef XDL_TRACE_SUMMARY_SUMMARY_H_
 #define XDL_TRACE_SUMMARY_SUMMARY_H_
 
@@ -45,10 +45,6 @@ void ComputeHistogram(const TensorView& view, int bins, double* out);
 // nothing). InvalidArgument for kNone or bins < 1.
 absl::Status ComputeBuiltinSummary(const Summary& summary, const TensorView& view,
                                    std::vector<double>* values);
-
-// Applies `summary` (its fn when set, else its builtin) and returns the owned
-// result: a float64 vector for builtins. For tests and bindings.
-absl::StatusOr<Tensor> ApplySummary(const Summary& summary, const TensorView& view);
 
 // Converts one IEEE binary16 / bfloat16 value to float.
 float HalfToFloat(uint16_t bits);

@@ -2,6 +2,7 @@
 #include <memory>
 #include <utility>
 
+#include "core/status_macros.h"
 #include "plugin/device_tracing.h"
 #include "tracer/tracer_internal.h"
 
@@ -9,9 +10,8 @@ namespace xdl_trace {
 namespace internal {
 
 absl::StatusOr<std::unique_ptr<RecordExtras>> MakeDeviceRecordExtras(const TraceConfig& config) {
-  absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config);
-  if (!tracing.ok()) return tracing.status();
-  return std::unique_ptr<RecordExtras>(std::move(*tracing));
+  XDL_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTracing> tracing, DeviceTracing::Start(config));
+  return std::unique_ptr<RecordExtras>(std::move(tracing));
 }
 
 }  // namespace internal

@@ -1,16 +1,16 @@
 // The tracer: fixes the header at Start, captures and encodes entries each step, submits records.
 #include "xdl_trace/tracer.h"
 
-#include <chrono>
-#include <cstdio>
-#include <ctime>
+#include <atomic>
 #include <map>
-#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
+#include "core/status_macros.h"
 #include "io/trace_writer.h"
 #include "record/record_encoder.h"
+#include "record/record_extras.h"
 #include "registry/validate.h"
 #include "summary/summary.h"
 #include "tracer/tracer_internal.h"
@@ -22,24 +22,6 @@ namespace {
 // tracer for a missing gradient under kEmptyColumn.
 TensorView EmptyFloatColumn() { return TensorView{DType::kFloat32, {0}, nullptr}; }
 
-// 128 random bits as 32 hex digits.
-std::string GenerateRunId() {
-  std::random_device device;
-  std::string id;
-  for (int i = 0; i < 4; ++i) {
-    char buf[9];
-    std::snprintf(buf, sizeof(buf), "%08x", static_cast<unsigned>(device()));
-    id += buf;
-  }
-  return id;
-}
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // `status` with its message prefixed by the entry's kind and key.
 absl::Status NameEntry(const EntrySpec& entry, const std::string& key, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(internal::EntryKindName(entry.kind), " '", key,
@@ -50,21 +32,14 @@ absl::Status NameEntry(const EntrySpec& entry, const std::string& key, const abs
 
 namespace internal {
 
-int64_t WallClockNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& config,
                                                              std::shared_ptr<Registry> registry,
                                                              std::vector<std::string> scopes,
                                                              TracerOptions options) {
-  absl::Status status = config.Validate();
-  if (!status.ok()) return status;
+  XDL_RETURN_IF_ERROR(config.Validate());
   if (registry == nullptr) return absl::InvalidArgumentError("Tracer::Start: null registry");
   TraceConfig fixed = config;
-  if (fixed.run_id.empty()) fixed.run_id = GenerateRunId();
+  if (fixed.run_id.empty()) fixed.run_id = NewRunId();
   std::vector<EntrySpec> entries = registry->Snapshot(scopes);
   std::vector<std::string> keys;
   keys.reserve(entries.size());
@@ -72,27 +47,71 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
 
   std::unique_ptr<RecordExtras> extras = std::move(options.extras);
   if (extras == nullptr && !fixed.device_tracers.empty()) {
-    absl::StatusOr<std::unique_ptr<RecordExtras>> made = MakeDeviceRecordExtras(fixed);
-    if (!made.ok()) return made.status();
-    extras = std::move(*made);
+    XDL_ASSIGN_OR_RETURN(extras, MakeDeviceRecordExtras(fixed));
+  } else if (extras == nullptr) {
+    extras = std::make_unique<NoRecordExtras>();
   }
-  absl::StatusOr<std::unique_ptr<TraceWriter>> writer =
-      TraceWriter::Open(fixed, keys, std::move(options.writer_hooks));
-  if (!writer.ok()) return writer.status();
-  return std::unique_ptr<Tracer>(new Tracer(std::move(fixed), std::move(registry),
-                                            std::move(entries), std::move(*writer),
-                                            std::move(extras)));
+  XDL_ASSIGN_OR_RETURN(std::unique_ptr<TraceWriter> writer,
+                       TraceWriter::Open(fixed, keys, std::move(options.writer_hooks)));
+  return std::unique_ptr<Tracer>(new Tracer(
+      std::make_unique<Tracer::Impl>(std::move(fixed), std::move(registry), std::move(entries),
+                                     std::move(writer), std::move(extras))));
 }
 
 }  // namespace internal
 
-// Per-entry state, touched only by the training thread.
-struct Tracer::Slot {
-  CapturedTensor captured;      // This step's value; released after encoding.
-  std::vector<double> builtin;  // Built-in summary output (capacity reused).
-  Tensor user_summary;          // SummaryFn output of this step.
-  bool once_done = false;       // kOnce: its value is in a queued record.
-  bool has_gradient = false;    // kGradient: `captured` holds this step's gradient.
+// The session behind a Tracer. Threading as documented on Tracer: the
+// training thread owns everything but the atomics (and the writer and
+// extras, each thread-safe as documented), which stats() reads.
+class Tracer::Impl {
+ public:
+  Impl(TraceConfig config, std::shared_ptr<Registry> registry, std::vector<EntrySpec> entries,
+       std::unique_ptr<internal::TraceWriter> writer,
+       std::unique_ptr<internal::RecordExtras> extras);
+  ~Impl() { Close().IgnoreError(); }
+
+  absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
+  absl::Status Flush();
+  absl::Status Close();
+  TraceStats stats() const;
+
+  const TraceConfig& config() const { return config_; }
+  const std::vector<std::string>& keys() const { return keys_; }
+
+ private:
+  // Per-entry state, touched only by the training thread.
+  struct Slot {
+    CapturedTensor captured;      // This step's value; released after encoding.
+    std::vector<double> builtin;  // Built-in summary output (capacity reused).
+    Tensor user_summary;          // SummaryFn output of this step.
+    bool once_done = false;       // kOnce: its value is in a queued record.
+    bool has_gradient = false;    // kGradient: `captured` holds this step's gradient.
+  };
+
+  // Captures entry `i` into views_ (summary applied); errors name the key.
+  absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients);
+  // Releases this step's captured tensors (their keep-alives).
+  void ReleaseCaptures();
+
+  const TraceConfig config_;
+  const std::shared_ptr<Registry> registry_;
+  const std::vector<EntrySpec> entries_;
+  std::vector<std::string> keys_;
+  // kGradient entries: the first entry with the same gradient_name (itself if
+  // none before it); that one takes the sent gradient, later ones share it.
+  std::vector<size_t> gradient_taker_;
+  // Training thread only:
+  std::vector<Slot> slots_;        // One per entry.
+  std::vector<TensorView> views_;  // This step's columns.
+  int64_t last_gstep_ = 0;
+  int64_t last_lstep_ = 0;
+  bool closed_ = false;
+  absl::Status close_status_;
+  const std::unique_ptr<internal::RecordExtras> extras_;  // Device tracing, or none.
+  const std::unique_ptr<internal::TraceWriter> writer_;   // Thread-safe as documented.
+  // Any thread (stats()):
+  std::atomic<int64_t> steps_traced_{0};
+  std::atomic<int64_t> missing_gradients_{0};
 };
 
 absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Start(const TraceConfig& config,
@@ -101,9 +120,24 @@ absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Start(const TraceConfig& config,
   return internal::TracerFactory::Start(config, std::move(registry), std::move(scopes), {});
 }
 
-Tracer::Tracer(TraceConfig config, std::shared_ptr<Registry> registry,
-               std::vector<EntrySpec> entries, std::unique_ptr<internal::TraceWriter> writer,
-               std::unique_ptr<internal::RecordExtras> extras)
+Tracer::Tracer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tracer::~Tracer() = default;  // ~Impl closes.
+
+absl::Status Tracer::Step(int64_t gstep, int64_t lstep) {
+  return impl_->StepAt(gstep, lstep, internal::WallClockMs());
+}
+absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
+  return impl_->StepAt(gstep, lstep, timestamp_ms);
+}
+absl::Status Tracer::Flush() { return impl_->Flush(); }
+absl::Status Tracer::Close() { return impl_->Close(); }
+const std::vector<std::string>& Tracer::keys() const { return impl_->keys(); }
+const TraceConfig& Tracer::config() const { return impl_->config(); }
+TraceStats Tracer::stats() const { return impl_->stats(); }
+
+Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
+                   std::vector<EntrySpec> entries, std::unique_ptr<internal::TraceWriter> writer,
+                   std::unique_ptr<internal::RecordExtras> extras)
     : config_(std::move(config)),
       registry_(std::move(registry)),
       entries_(std::move(entries)),
@@ -123,11 +157,7 @@ Tracer::Tracer(TraceConfig config, std::shared_ptr<Registry> registry,
   views_.reserve(entries_.size());
 }
 
-Tracer::~Tracer() { Close().IgnoreError(); }
-
-absl::Status Tracer::Step(int64_t gstep, int64_t lstep) { return StepAt(gstep, lstep, NowMs()); }
-
-absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients) {
+absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gradients) {
   const EntrySpec& entry = entries_[i];
   const std::string& key = keys_[i];
   Slot& slot = slots_[i];
@@ -201,20 +231,20 @@ absl::Status Tracer::Capture(size_t i, int64_t gstep, int64_t* missing_gradients
   return absl::OkStatus();
 }
 
-void Tracer::ReleaseCaptures() {
+void Tracer::Impl::ReleaseCaptures() {
   for (Slot& slot : slots_) {
     if (slot.captured.keep_alive != nullptr) slot.captured = CapturedTensor();
     slot.has_gradient = false;
   }
 }
 
-absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
+absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
   if (closed_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Step(gstep=", gstep, "): the tracer writing ", config_.output_dir, " is closed"));
   }
-  if (extras_ != nullptr) extras_->OnStepCalled(gstep, lstep);
-  const int64_t capture_begin_ns = extras_ != nullptr ? internal::WallClockNs() : 0;
+  extras_->OnStepCalled(gstep, lstep);
+  const int64_t capture_begin_ns = extras_->SpanClockNs();
 
   views_.clear();
   int64_t missing = 0;
@@ -224,8 +254,7 @@ absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) 
   }
   absl::StatusOr<internal::EncodedRecord> record;
   if (status.ok()) {
-    std::string trailing;
-    if (extras_ != nullptr) trailing = extras_->TakeTrailingFields();
+    const std::string trailing = extras_->TakeTrailingFields();
     // Encode into a recycled buffer: no allocation, no page faults per step.
     internal::TraceWriter* writer = writer_.get();
     record = internal::EncodeRecord(
@@ -235,20 +264,15 @@ absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) 
   }
   ReleaseCaptures();  // Keep-alives go on the thread that encoded.
   if (!status.ok()) {
-    if (extras_ != nullptr) {
-      const int64_t now = internal::WallClockNs();
-      extras_->OnStepReturned(now, now);
-    }
+    const int64_t now = extras_->SpanClockNs();
+    extras_->OnStepReturned(now, now);
     return status;
   }
 
-  int64_t submit_begin_ns = 0;
-  if (extras_ != nullptr) {
-    submit_begin_ns = internal::WallClockNs();
-    extras_->OnStepEncoded(capture_begin_ns, submit_begin_ns);
-  }
+  const int64_t submit_begin_ns = extras_->SpanClockNs();
+  extras_->OnStepEncoded(capture_begin_ns, submit_begin_ns);
   const absl::StatusOr<internal::SubmitResult> queued = writer_->Submit(std::move(*record));
-  if (extras_ != nullptr) extras_->OnStepReturned(submit_begin_ns, internal::WallClockNs());
+  extras_->OnStepReturned(submit_begin_ns, extras_->SpanClockNs());
 
   // The record was produced: counted even when the writer dropped it.
   steps_traced_.fetch_add(1, std::memory_order_relaxed);
@@ -265,36 +289,34 @@ absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) 
   return queued.status();
 }
 
-absl::Status Tracer::Flush() {
+absl::Status Tracer::Impl::Flush() {
   if (closed_) return close_status_;
   return writer_->Flush();
 }
 
-absl::Status Tracer::Close() {
+absl::Status Tracer::Impl::Close() {
   if (closed_) return close_status_;
   closed_ = true;
   absl::Status extras_status;
-  if (extras_ != nullptr) {
-    std::string trailing = extras_->Finish();
-    if (!trailing.empty()) {
-      // One last record carrying what device tracing collected since the last
-      // step; its columns are empty, like a once-value after its first record.
-      std::vector<TensorView> empty(entries_.size(), EmptyFloatColumn());
-      absl::StatusOr<internal::EncodedRecord> record =
-          internal::EncodeRecord(last_gstep_, last_lstep_, NowMs(), empty, keys_, trailing);
-      extras_status = record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
-    }
+  const std::string trailing = extras_->Finish();
+  if (!trailing.empty()) {
+    // One last record carrying what device tracing collected since the last
+    // step; its columns are empty, like a once-value after its first record.
+    std::vector<TensorView> empty(entries_.size(), EmptyFloatColumn());
+    absl::StatusOr<internal::EncodedRecord> record = internal::EncodeRecord(
+        last_gstep_, last_lstep_, internal::WallClockMs(), empty, keys_, trailing);
+    extras_status = record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
   }
   close_status_ = writer_->Close();
   if (close_status_.ok()) close_status_ = extras_status;
   return close_status_;
 }
 
-TraceStats Tracer::stats() const {
+TraceStats Tracer::Impl::stats() const {
   TraceStats stats = writer_->stats();
   stats.steps_traced = steps_traced_.load(std::memory_order_relaxed);
   stats.missing_gradients = missing_gradients_.load(std::memory_order_relaxed);
-  if (extras_ != nullptr) extras_->FillStats(&stats);
+  extras_->FillStats(&stats);
   return stats;
 }
 

@@ -1,0 +1,123 @@
+# Fails when a source file includes a layer it may not (the rules of cpp/include/README.md).
+#
+#   cmake -DROOT=<a tree with cpp/src, cpp/include, cpp/plugins> -P CheckIncludeLayers.cmake
+#
+# Reads every #include "..." line of cpp/src/<layer>/*, cpp/plugins/** and
+# cpp/include/xdl_trace/** and checks it against the table below.
+
+cmake_minimum_required(VERSION 3.18)
+
+if(NOT ROOT)
+  message(FATAL_ERROR "CheckIncludeLayers: pass -DROOT=<source tree>")
+endif()
+
+# The layers of cpp/src, in data-flow order, and what each may include
+# (besides public xdl_trace/ headers, absl, generated .pb.h and the standard
+# library). Arrows point down the pipeline: core <- registry/summary <- record
+# <- io <- tracer; reader and plugin stand beside it; nothing includes upward.
+set(layers core registry summary record io tracer reader plugin)
+set(allowed_core core)
+set(allowed_registry core registry)
+set(allowed_summary core summary)
+set(allowed_record core registry summary record)
+set(allowed_io core registry summary record io)
+set(allowed_tracer core registry summary record io tracer plugin)
+set(allowed_reader core reader)
+set(allowed_plugin core record plugin)
+# Single headers one layer may use from a layer it otherwise may not.
+set(allowed_reader_headers io/crc32c.h)  # The checksum shared with the writer.
+
+# Headers with no dependency beyond the C++ standard library: the only cpp/src
+# headers a device-tracer plugin (a separate shared library) may include.
+set(std_only_headers core/wire.h core/clock.h core/device_trace_fields.h)
+
+set(violations "")
+
+# Appends the quoted includes of `file` to the variable named `out`.
+function(quoted_includes file out)
+  file(STRINGS "${file}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]")
+  set(result "")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "#[ \t]*include[ \t]*\"([^\"]+)\"")
+      list(APPEND result "${CMAKE_MATCH_1}")
+    elseif(line MATCHES "#[ \t]*include[ \t]*<([^>]+)>")
+      list(APPEND result "<${CMAKE_MATCH_1}>")
+    endif()
+  endforeach()
+  set(${out} "${result}" PARENT_SCOPE)
+endfunction()
+
+macro(violation file include why)
+  file(RELATIVE_PATH rel "${ROOT}" "${file}")
+  list(APPEND violations "${rel}: #include \"${include}\": ${why}")
+endmacro()
+
+# cpp/src/<layer>/*: includes of other layers only as the table allows.
+foreach(layer IN LISTS layers)
+  file(GLOB_RECURSE sources "${ROOT}/cpp/src/${layer}/*.h" "${ROOT}/cpp/src/${layer}/*.cc")
+  foreach(file IN LISTS sources)
+    quoted_includes("${file}" includes)
+    foreach(include IN LISTS includes)
+      if(include MATCHES "^([a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers)
+        set(target "${CMAKE_MATCH_1}")
+        if(NOT target IN_LIST allowed_${layer} AND NOT include IN_LIST allowed_${layer}_headers)
+          list(JOIN allowed_${layer} ", " may)
+          violation("${file}" "${include}" "${layer}/ may include only ${may}")
+        endif()
+      endif()
+    endforeach()
+  endforeach()
+  # The std-only headers stay std-only.
+  foreach(header IN LISTS std_only_headers)
+    if(NOT EXISTS "${ROOT}/cpp/src/${header}")
+      continue()
+    endif()
+    quoted_includes("${ROOT}/cpp/src/${header}" includes)
+    foreach(include IN LISTS includes)
+      if(NOT include MATCHES "^<" AND NOT include IN_LIST std_only_headers)
+        violation("${ROOT}/cpp/src/${header}" "${include}" "a std-only header includes only std and other std-only headers")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+
+# cpp/plugins/**: the plugin ABI, std-only core headers and their own files.
+file(GLOB_RECURSE plugin_sources "${ROOT}/cpp/plugins/*.h" "${ROOT}/cpp/plugins/*.cc")
+foreach(file IN LISTS plugin_sources)
+  quoted_includes("${file}" includes)
+  foreach(include IN LISTS includes)
+    if(include MATCHES "\\.pb\\.h>?$")
+      violation("${file}" "${include}" "a plugin must not link the generated protobuf code (docs/design.md)")
+    elseif(include MATCHES "^([a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers
+           AND NOT include IN_LIST std_only_headers)
+      list(JOIN std_only_headers ", " may)
+      violation("${file}" "${include}" "a plugin may include only ${may} from cpp/src")
+    elseif(include MATCHES "^xdl_trace/" AND NOT include MATCHES "^xdl_trace/plugin/")
+      violation("${file}" "${include}" "a plugin sees only the C ABI of xdl_trace/plugin/")
+    endif()
+  endforeach()
+endforeach()
+
+# cpp/include/xdl_trace: std + absl only, never internal or generated headers;
+# the plugin ABI (xdl_trace/plugin/) is pure C: stddef.h and stdint.h.
+file(GLOB_RECURSE public_headers "${ROOT}/cpp/include/xdl_trace/*.h")
+foreach(file IN LISTS public_headers)
+  quoted_includes("${file}" includes)
+  foreach(include IN LISTS includes)
+    if(file MATCHES "/xdl_trace/plugin/")
+      if(NOT include MATCHES "^<(stddef|stdint)\\.h>$")
+        violation("${file}" "${include}" "the plugin ABI header includes only <stddef.h> and <stdint.h>")
+      endif()
+    elseif(include MATCHES "\\.pb\\.h>?$" OR include MATCHES "cupti")
+      violation("${file}" "${include}" "public headers never include generated or CUDA headers")
+    elseif(NOT include MATCHES "^<" AND NOT include MATCHES "^(xdl_trace|absl)/")
+      violation("${file}" "${include}" "public headers include only std, absl and xdl_trace/")
+    endif()
+  endforeach()
+endforeach()
+
+if(violations)
+  list(JOIN violations "\n  " text)
+  message(FATAL_ERROR "include rules broken (cpp/include/README.md):\n  ${text}")
+endif()
+message(STATUS "include layers ok under ${ROOT}")

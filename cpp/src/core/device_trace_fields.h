@@ -1,0 +1,64 @@
+// Field numbers and enum values of device_trace.proto for encoders that cannot include generated
+// code.
+//
+// The CUPTI plugin is a separate shared library: it must not link or register
+// the generated device_trace.proto a second time (docs/design.md), so it
+// writes DeviceTrace by hand through core/wire.h with these names.
+// tests/cpp/wire_test.cc checks every constant against the generated
+// kXxxFieldNumber and enum values, so the .proto stays the one source.
+#ifndef XDL_TRACE_CORE_DEVICE_TRACE_FIELDS_H_
+#define XDL_TRACE_CORE_DEVICE_TRACE_FIELDS_H_
+
+#include <cstdint>
+
+namespace xdl_trace {
+namespace internal {
+namespace device_trace_fields {
+
+// xdl.proto.DeviceTrace
+inline constexpr uint32_t kTraceTracer = 1;
+inline constexpr uint32_t kTraceName = 2;
+inline constexpr uint32_t kTraceDevice = 3;
+inline constexpr uint32_t kTraceDroppedEvents = 4;
+inline constexpr uint32_t kTraceStatus = 5;
+// xdl.proto.Device
+inline constexpr uint32_t kDeviceId = 1;
+inline constexpr uint32_t kDeviceName = 2;
+inline constexpr uint32_t kDeviceLine = 3;
+// xdl.proto.DeviceLine
+inline constexpr uint32_t kLineId = 1;
+inline constexpr uint32_t kLineName = 2;
+inline constexpr uint32_t kLineEvent = 3;
+// xdl.proto.DeviceEvent
+inline constexpr uint32_t kEventNameIndex = 1;
+inline constexpr uint32_t kEventKind = 2;
+inline constexpr uint32_t kEventStartNs = 3;
+inline constexpr uint32_t kEventEndNs = 4;
+inline constexpr uint32_t kEventCorrelationId = 5;
+inline constexpr uint32_t kEventExternalId = 6;
+inline constexpr uint32_t kEventStat = 7;
+// xdl.proto.DeviceStat
+inline constexpr uint32_t kStatNameIndex = 1;
+inline constexpr uint32_t kStatInt64Value = 2;
+inline constexpr uint32_t kStatUint64Value = 3;
+inline constexpr uint32_t kStatDoubleValue = 4;
+inline constexpr uint32_t kStatStrValue = 5;
+
+}  // namespace device_trace_fields
+
+// Values of xdl.proto.DeviceEventKind.
+enum class DeviceEventKind : int {
+  kKernel = 1,
+  kMemcpy = 2,
+  kMemset = 3,
+  kRuntimeApi = 4,
+  kDriverApi = 5,
+  kSynchronization = 6,
+  kOverhead = 7,
+  kOther = 8,
+};
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_CORE_DEVICE_TRACE_FIELDS_H_

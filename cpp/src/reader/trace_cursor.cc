@@ -1,0 +1,273 @@
+// Reading across a trace's files: step selection, Meta-based file skipping, the cursor that merges
+// ranks by gstep, torn-tail events, and stacking keys over steps.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "xdl_trace/reader.h"
+
+namespace xdl_trace {
+namespace {
+
+// Marks the NotFound of a missing key (see IsMissingKeyError).
+constexpr char kMissingKeyPayload[] = "xdl_trace/missing_key";
+
+// The header index of each of `keys` in `file`; NotFound naming the file, the
+// first missing key and the file's keys.
+absl::Status IndexKeys(const TraceFile& file, const std::vector<std::string>& keys,
+                       std::vector<int>* indices) {
+  indices->clear();
+  const std::vector<std::string>& file_keys = file.keys();
+  for (const std::string& key : keys) {
+    const auto it = std::find(file_keys.begin(), file_keys.end(), key);
+    if (it == file_keys.end()) {
+      absl::Status status = absl::NotFoundError(absl::StrCat(
+          file.path(), ": no key '", key, "' (keys: ", absl::StrJoin(file_keys, ", "), ")"));
+      status.SetPayload(kMissingKeyPayload, absl::Cord(key));
+      return status;
+    }
+    indices->push_back(static_cast<int>(it - file_keys.begin()));
+  }
+  return absl::OkStatus();
+}
+
+// The steps of a selection sorted for binary search.
+StepSelection Normalized(StepSelection steps) {
+  if (steps.steps) std::sort(steps.steps->begin(), steps.steps->end());
+  return steps;
+}
+
+// Whether `steps` (Normalized) contains `gstep`.
+bool Selected(const StepSelection& steps, int64_t gstep) {
+  if ((steps.begin && gstep < *steps.begin) || (steps.end && gstep > *steps.end)) return false;
+  return !steps.steps || std::binary_search(steps.steps->begin(), steps.steps->end(), gstep);
+}
+
+}  // namespace
+
+bool IsMissingKeyError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kNotFound &&
+         status.GetPayload(kMissingKeyPayload).has_value();
+}
+
+std::optional<uint64_t> ReadStartOffset(const TraceFile& file, const StepSelection& steps) {
+  const uint64_t first = file.first_record_offset();
+  const std::optional<FileMeta>& meta = file.meta();
+  if (!meta || (!steps.begin && !steps.end)) return first;
+  const bool empty = steps.begin && steps.end && *steps.begin > *steps.end;
+  const bool outside = (steps.end && meta->gstep_begin > *steps.end) ||
+                       (steps.begin && meta->gstep_end < *steps.begin);
+  if (meta->format_version == 0) {
+    // XDL's Meta: steps of the whole closed file; both 0 when it knows none.
+    const bool known = meta->gstep_begin != 0 || meta->gstep_end != 0;
+    return known && (empty || outside) ? std::nullopt : std::optional<uint64_t>(first);
+  }
+  // Our Meta vouches for its first data_bytes: records, if any, in its range.
+  const bool disjoint = empty || meta->record_count == 0 || outside;
+  if (!disjoint) return first;
+  const auto covered = static_cast<uint64_t>(std::max<int64_t>(meta->data_bytes, 0));
+  if (covered >= file.size()) return std::nullopt;
+  return std::max(covered, first);
+}
+
+void StackedKey::CopyRowsTo(char* out) const {
+  const size_t bytes = row_bytes();
+  if (bytes == 0) return;  // Also keeps memcpy away from null pointers.
+  for (const absl::string_view row : rows) {
+    std::memcpy(out, row.data(), bytes);
+    out += bytes;
+  }
+}
+
+// --- TraceCursor -------------------------------------------------------------
+
+// The records of one rank: its files in index order, each from its
+// ReadStartOffset.
+struct RankStream {
+  int32_t rank = 0;
+  std::vector<size_t> files;  // Indices into TraceReader::files().
+  size_t next_file = 0;
+  std::shared_ptr<TraceFile> file;  // The file being read (null between files).
+  std::optional<RecordCursor> cursor;
+  std::vector<int> key_indices;  // Of the selected keys in `file`.
+  RecordView decoded;            // Scratch when projecting keys.
+  TraceRecord head;              // The next record of this rank.
+  bool has_head = false;
+  bool stale = true;  // `head` was handed out (or never read): advance first.
+};
+
+struct TraceCursor::Impl {
+  Impl(TraceReader r, ReadOptions o) : reader(std::move(r)), options(std::move(o)) {}
+
+  TraceReader reader;
+  ReadOptions options;
+  std::vector<RankStream> streams;
+  size_t current = 0;  // The stream whose head record() is.
+  TornTail torn_tail;
+  uint64_t bytes_read = 0;
+  absl::Status error;
+
+  enum class Step { kHead, kTorn, kDone };
+
+  // Reads the next selected record of `s` into s.head.
+  absl::StatusOr<Step> Advance(RankStream& s) {
+    s.has_head = false;
+    while (true) {
+      if (!s.cursor) {
+        if (s.next_file == s.files.size()) return Step::kDone;
+        const size_t index = s.files[s.next_file++];
+        XDL_ASSIGN_OR_RETURN(s.file, reader.File(index));
+        if (options.keys) XDL_RETURN_IF_ERROR(IndexKeys(*s.file, *options.keys, &s.key_indices));
+        const std::optional<uint64_t> start = ReadStartOffset(*s.file, options.steps);
+        if (!start) continue;
+        s.cursor.emplace(s.file);
+        s.cursor->Seek(*start);
+        s.head.file = index;
+        s.head.rank = s.rank;
+        s.head.keys = options.keys ? &*options.keys : &s.file->keys();
+      }
+      RecordView& target = options.keys ? s.decoded : s.head.view;
+      if (s.cursor->Next(&target)) {
+        bytes_read += target.frame_size;
+        if (!Selected(options.steps, target.gstep)) continue;
+        if (options.keys) Project(s.decoded, s.key_indices, &s.head.view);
+        s.has_head = true;
+        return Step::kHead;
+      }
+      XDL_RETURN_IF_ERROR(s.cursor->status());
+      const bool torn = s.cursor->torn_tail();
+      const uint64_t torn_offset = s.cursor->torn_offset();
+      s.cursor.reset();
+      if (torn) {
+        torn_tail = TornTail{s.file->path(), s.rank, torn_offset};
+        return Step::kTorn;
+      }
+    }
+  }
+
+  // The selected columns of `from`, in selection order.
+  static void Project(const RecordView& from, const std::vector<int>& indices, RecordView* to) {
+    to->gstep = from.gstep;
+    to->lstep = from.lstep;
+    to->timestamp_ms = from.timestamp_ms;
+    to->offset = from.offset;
+    to->frame_size = from.frame_size;
+    to->extra_fields = from.extra_fields;
+    to->columns.resize(indices.size());
+    for (size_t i = 0; i < indices.size(); ++i) to->columns[i] = from.columns[indices[i]];
+  }
+
+  absl::StatusOr<Event> Next() {
+    // Advance lazily, as heapq.merge does: first every rank (in rank order),
+    // later only the rank whose record was handed out last.
+    for (RankStream& s : streams) {
+      if (!s.stale) continue;
+      XDL_ASSIGN_OR_RETURN(const Step step, Advance(s));
+      if (step == Step::kTorn) return Event::kTornTail;  // `s` stays stale: it goes on next time.
+      s.stale = false;
+    }
+    const RankStream* best = nullptr;
+    for (const RankStream& s : streams) {
+      if (!s.has_head) continue;
+      if (best == nullptr || s.head.view.gstep < best->head.view.gstep) best = &s;
+    }
+    if (best == nullptr) return Event::kEnd;
+    current = static_cast<size_t>(best - streams.data());
+    streams[current].stale = true;
+    return Event::kRecord;
+  }
+};
+
+TraceCursor::TraceCursor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TraceCursor::TraceCursor(TraceCursor&&) noexcept = default;
+TraceCursor& TraceCursor::operator=(TraceCursor&&) noexcept = default;
+TraceCursor::~TraceCursor() = default;
+
+absl::StatusOr<TraceCursor::Event> TraceCursor::Next() {
+  XDL_RETURN_IF_ERROR(impl_->error);
+  absl::StatusOr<Event> event = impl_->Next();
+  if (!event.ok()) impl_->error = event.status();
+  return event;
+}
+
+const TraceRecord& TraceCursor::record() const { return impl_->streams[impl_->current].head; }
+const TornTail& TraceCursor::torn_tail() const { return impl_->torn_tail; }
+uint64_t TraceCursor::bytes_read() const { return impl_->bytes_read; }
+
+TraceCursor TraceReader::Read(ReadOptions options) const {
+  auto impl = std::make_unique<TraceCursor::Impl>(*this, std::move(options));
+  impl->options.steps = Normalized(std::move(impl->options.steps));
+  const std::optional<std::vector<int32_t>>& wanted = impl->options.ranks;
+  for (int32_t rank : ranks()) {  // Ascending: ties in gstep go to the lower rank.
+    if (wanted && std::find(wanted->begin(), wanted->end(), rank) == wanted->end()) continue;
+    RankStream stream;
+    stream.rank = rank;
+    for (size_t i = 0; i < files().size(); ++i) {
+      if (files()[i].rank == rank) stream.files.push_back(i);
+    }
+    impl->streams.push_back(std::move(stream));
+  }
+  return TraceCursor(std::move(impl));
+}
+
+// --- Stack -------------------------------------------------------------------
+
+absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::string>> keys,
+                                               const StepSelection& steps,
+                                               std::optional<int32_t> rank) const {
+  if (!rank) {
+    const std::vector<int32_t> all = ranks();
+    if (all.size() > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stack: the trace has ranks [", absl::StrJoin(all, ", "), "]; pass rank="));
+    }
+    rank = all.empty() ? 0 : all[0];
+  }
+  if (!keys) {
+    XDL_ASSIGN_OR_RETURN(keys, Keys());
+  }
+  const StepSelection selection = Normalized(steps);
+  StackResult result;
+  result.keys.resize(keys->size());
+  for (size_t k = 0; k < keys->size(); ++k) result.keys[k].key = (*keys)[k];
+  std::vector<int> indices;
+  RecordView record;
+  for (size_t i = 0; i < files().size(); ++i) {
+    if (files()[i].rank != *rank) continue;
+    XDL_ASSIGN_OR_RETURN(std::shared_ptr<TraceFile> file, File(i));
+    XDL_RETURN_IF_ERROR(IndexKeys(*file, *keys, &indices));
+    const std::optional<uint64_t> start = ReadStartOffset(*file, selection);
+    if (!start) continue;
+    RecordCursor cursor = file->Records();
+    cursor.Seek(*start);
+    while (cursor.Next(&record)) {
+      if (!Selected(selection, record.gstep)) continue;
+      for (size_t k = 0; k < indices.size(); ++k) {
+        const ColumnView& column = record.columns[indices[k]];
+        if (column.empty()) continue;
+        StackedKey& stacked = result.keys[k];
+        if (stacked.rows.empty()) {
+          stacked.dtype = column.dtype;
+          stacked.shape = column.shape;
+        } else if (column.dtype != stacked.dtype || column.shape != stacked.shape) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              file->path(), ": key '", stacked.key, "' changes dtype or shape at gstep ",
+              record.gstep, " (byte offset ", record.offset, "); stack needs one shape"));
+        }
+        stacked.gsteps.push_back(record.gstep);
+        stacked.rows.push_back(column.data);
+      }
+    }
+    XDL_RETURN_IF_ERROR(cursor.status());
+    if (cursor.torn_tail()) {
+      result.torn_tails.push_back(TornTail{file->path(), *rank, cursor.torn_offset()});
+    }
+    result.files.push_back(std::move(file));
+  }
+  return result;
+}
+
+}  // namespace xdl_trace

@@ -1,0 +1,166 @@
+// Checks core/wire.h against protobuf's own coder, and core/device_trace_fields.h against the
+// .proto.
+#include "core/wire.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/device_trace_fields.h"
+#include "device_trace.pb.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
+
+namespace xdl_trace {
+namespace internal {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+namespace fields = device_trace_fields;
+
+// The hand-kept field numbers of the CUPTI plugin equal the generated ones, so
+// a renumbered .proto field fails this build instead of corrupting traces.
+static_assert(fields::kTraceTracer == xdl::proto::DeviceTrace::kTracerFieldNumber);
+static_assert(fields::kTraceName == xdl::proto::DeviceTrace::kNameFieldNumber);
+static_assert(fields::kTraceDevice == xdl::proto::DeviceTrace::kDeviceFieldNumber);
+static_assert(fields::kTraceDroppedEvents == xdl::proto::DeviceTrace::kDroppedEventsFieldNumber);
+static_assert(fields::kTraceStatus == xdl::proto::DeviceTrace::kStatusFieldNumber);
+static_assert(fields::kDeviceId == xdl::proto::Device::kIdFieldNumber);
+static_assert(fields::kDeviceName == xdl::proto::Device::kNameFieldNumber);
+static_assert(fields::kDeviceLine == xdl::proto::Device::kLineFieldNumber);
+static_assert(fields::kLineId == xdl::proto::DeviceLine::kIdFieldNumber);
+static_assert(fields::kLineName == xdl::proto::DeviceLine::kNameFieldNumber);
+static_assert(fields::kLineEvent == xdl::proto::DeviceLine::kEventFieldNumber);
+static_assert(fields::kEventNameIndex == xdl::proto::DeviceEvent::kNameIndexFieldNumber);
+static_assert(fields::kEventKind == xdl::proto::DeviceEvent::kKindFieldNumber);
+static_assert(fields::kEventStartNs == xdl::proto::DeviceEvent::kStartNsFieldNumber);
+static_assert(fields::kEventEndNs == xdl::proto::DeviceEvent::kEndNsFieldNumber);
+static_assert(fields::kEventCorrelationId == xdl::proto::DeviceEvent::kCorrelationIdFieldNumber);
+static_assert(fields::kEventExternalId == xdl::proto::DeviceEvent::kExternalIdFieldNumber);
+static_assert(fields::kEventStat == xdl::proto::DeviceEvent::kStatFieldNumber);
+static_assert(fields::kStatNameIndex == xdl::proto::DeviceStat::kNameIndexFieldNumber);
+static_assert(fields::kStatInt64Value == xdl::proto::DeviceStat::kInt64ValueFieldNumber);
+static_assert(fields::kStatUint64Value == xdl::proto::DeviceStat::kUint64ValueFieldNumber);
+static_assert(fields::kStatDoubleValue == xdl::proto::DeviceStat::kDoubleValueFieldNumber);
+static_assert(fields::kStatStrValue == xdl::proto::DeviceStat::kStrValueFieldNumber);
+
+constexpr int Kind(DeviceEventKind kind) { return static_cast<int>(kind); }
+static_assert(Kind(DeviceEventKind::kKernel) == xdl::proto::DEVICE_EVENT_KERNEL);
+static_assert(Kind(DeviceEventKind::kMemcpy) == xdl::proto::DEVICE_EVENT_MEMCPY);
+static_assert(Kind(DeviceEventKind::kMemset) == xdl::proto::DEVICE_EVENT_MEMSET);
+static_assert(Kind(DeviceEventKind::kRuntimeApi) == xdl::proto::DEVICE_EVENT_RUNTIME_API);
+static_assert(Kind(DeviceEventKind::kDriverApi) == xdl::proto::DEVICE_EVENT_DRIVER_API);
+static_assert(Kind(DeviceEventKind::kSynchronization) == xdl::proto::DEVICE_EVENT_SYNCHRONIZATION);
+static_assert(Kind(DeviceEventKind::kOverhead) == xdl::proto::DEVICE_EVENT_OVERHEAD);
+static_assert(Kind(DeviceEventKind::kOther) == xdl::proto::DEVICE_EVENT_OTHER);
+static_assert(xdl::proto::DeviceEventKind_MAX == xdl::proto::DEVICE_EVENT_OTHER,
+              "a new DeviceEventKind: add it to core/device_trace_fields.h");
+
+static_assert(Tag(3, kWireLengthDelimited) == 0x1A);
+static_assert(Tag(4, kWireVarint) == 0x20);
+
+const std::vector<uint64_t>& Values() {
+  static const std::vector<uint64_t> values = {0,
+                                               1,
+                                               127,
+                                               128,
+                                               300,
+                                               16383,
+                                               16384,
+                                               (1ull << 35) + 7,
+                                               std::numeric_limits<uint32_t>::max(),
+                                               std::numeric_limits<uint64_t>::max(),
+                                               SignExtend(-1),
+                                               SignExtend(std::numeric_limits<int64_t>::min())};
+  return values;
+}
+
+// What protobuf's CodedOutputStream writes for `write`.
+template <typename Fn>
+std::string Protobuf(Fn write) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    write(&coded);
+  }
+  return out;
+}
+
+TEST_CASE("varints, tags and fixed values match protobuf's coder", "[wire]") {
+  for (uint64_t v : Values()) {
+    INFO(v);
+    std::string ours;
+    AppendVarint(v, &ours);
+    CHECK(ours == Protobuf([&](auto* coded) { coded->WriteVarint64(v); }));
+    CHECK(VarintSize(v) == ours.size());
+    CHECK(VarintSize(v) == google::protobuf::io::CodedOutputStream::VarintSize64(v));
+
+    ours.clear();
+    AppendFixed32(static_cast<uint32_t>(v), &ours);
+    CHECK(ours ==
+          Protobuf([&](auto* coded) { coded->WriteLittleEndian32(static_cast<uint32_t>(v)); }));
+    CHECK(ReadFixed32(ours.data()) == static_cast<uint32_t>(v));
+    ours.clear();
+    AppendFixed64(v, &ours);
+    CHECK(ours == Protobuf([&](auto* coded) { coded->WriteLittleEndian64(v); }));
+    CHECK(ReadFixed64(ours.data()) == v);
+  }
+  for (uint32_t field : {1u, 15u, 16u, 2047u, 2048u, kMaxFieldNumber}) {
+    INFO(field);
+    for (WireType type : {kWireVarint, kWireFixed64, kWireLengthDelimited, kWireFixed32}) {
+      CHECK(Tag(field, type) ==
+            WireFormatLite::MakeTag(static_cast<int>(field), static_cast<WireFormatLite::WireType>(
+                                                                 static_cast<uint32_t>(type))));
+    }
+    CHECK(TagSize(field) == static_cast<size_t>(WireFormatLite::TagSize(
+                                static_cast<int>(field), WireFormatLite::TYPE_INT64)));
+  }
+}
+
+TEST_CASE("field helpers write what protobuf writes", "[wire]") {
+  for (uint64_t v : Values()) {
+    INFO(v);
+    std::string ours;
+    AppendVarintField(9, v, &ours);
+    CHECK(ours.size() == VarintFieldSize(9, v));
+    const std::string expected =
+        v == 0 ? std::string()  // proto3 leaves a zero scalar out.
+               : Protobuf([&](auto* coded) { WireFormatLite::WriteUInt64(9, v, coded); });
+    CHECK(ours == expected);
+  }
+  for (const std::string payload : {std::string(), std::string("x"), std::string(200, 'p')}) {
+    std::string ours;
+    AppendLengthDelimitedField(300, payload, &ours);
+    CHECK(ours.size() == LengthDelimitedFieldSize(300, payload.size()));
+    CHECK(ours == Protobuf([&](auto* coded) { WireFormatLite::WriteBytes(300, payload, coded); }));
+  }
+}
+
+TEST_CASE("ReadVarint decodes what AppendVarint wrote and refuses bad input", "[wire]") {
+  for (uint64_t v : Values()) {
+    std::string bytes;
+    AppendVarint(v, &bytes);
+    bytes += "tail";
+    const char* p = bytes.data();
+    uint64_t decoded = 0;
+    REQUIRE(ReadVarint(&p, bytes.data() + bytes.size(), &decoded));
+    CHECK(decoded == v);
+    CHECK(p == bytes.data() + VarintSize(v));
+  }
+  const std::string cut = "\x80\x80";  // Continuation bit on the last byte.
+  const char* p = cut.data();
+  uint64_t value = 7;
+  CHECK_FALSE(ReadVarint(&p, cut.data() + cut.size(), &value));
+  CHECK(p == cut.data());  // Not advanced on failure.
+  const std::string eleven(11, '\x80');
+  p = eleven.data();
+  CHECK_FALSE(ReadVarint(&p, eleven.data() + eleven.size(), &value));
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace xdl_trace
