@@ -42,6 +42,7 @@ __all__ = [
     "TraceFileInfo",
     "Record",
     "TornTailWarning",
+    "UnknownDTypeWarning",
     "bfloat16_to_float32",
 ]
 
@@ -50,6 +51,10 @@ _BATCH = 256  # Records decoded per call into C++ (amortizes the GIL round trip)
 
 class TornTailWarning(UserWarning):
     """A data file ends inside a frame: the writer stopped mid-record (a crash)."""
+
+
+class UnknownDTypeWarning(UserWarning):
+    """A column has a dtype newer than this reader: it is read as its raw bytes (flat uint8)."""
 
 
 class Record:
