@@ -281,7 +281,11 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
 
 absl::StatusOr<FileMeta> ReadFileMeta(const std::string& meta_path) {
   struct stat st;
-  XDL_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(meta_path, &st));
+  absl::StatusOr<int> opened = OpenRegularFile(meta_path, &st);
+  if (absl::IsNotFound(opened.status())) {
+    return absl::NotFoundError(absl::StrCat(meta_path, ": no such file"));
+  }
+  XDL_ASSIGN_OR_RETURN(const int fd, std::move(opened));
   if (static_cast<uint64_t>(st.st_size) > kMaxMetaBytes) {
     ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(
