@@ -1109,6 +1109,10 @@ TEST_CASE("verify: XDL's Meta is unverifiable, a newer format_version is refused
   CHECK(report.note.find("XDL Meta, no checksum") != std::string::npos);
   Drained all = Drain(MustOpenTrace(path).Read({std::nullopt, {1, 2, std::nullopt}, {}}));
   CHECK(all.records == std::vector<std::pair<int64_t, int32_t>>{{1, 0}, {2, 0}});
+  CHECK(ReadStartOffset(*MustOpen(path), {0, 0, std::nullopt}).has_value());  // -1: unknown.
+  xdl.set_gstep_end(-1);  // Both -1: XDL traced no step into this file.
+  WriteFile(path + ".meta", xdl.SerializeAsString());
+  CHECK_FALSE(ReadStartOffset(*MustOpen(path), {0, 0, std::nullopt}).has_value());
 
   xdl::proto::Meta newer = MetaFor(data, 3, 0, 2);
   newer.set_format_version(2);
