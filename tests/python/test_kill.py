@@ -129,8 +129,8 @@ def _check(out, pb):
     for r in records:
         assert np.all(r["x"] == r.gstep), f"record {r.gstep}: x is {r['x'][:3]}"
 
-    # The CLI: no corruption. A torn tail is fine; so is a header-only file whose Meta was
-    # never written (the kill came between the two; issue 9 item 11 makes verify say so).
+    # The CLI: no corruption. A torn tail is fine, and so is a header-only file whose Meta was
+    # never written (the kill came between the two): verify calls it unverifiable, exit 0.
     cli = subprocess.run(
         [sys.executable, "-m", "xdl_trace", "verify", out],
         cwd=REPO,
@@ -138,13 +138,7 @@ def _check(out, pb):
         text=True,
         timeout=60,
     )
-    if cli.returncode != 0:
-        problems = [
-            line
-            for line in cli.stdout.splitlines()
-            if line.startswith("      ") and not line.endswith(".meta: no such file")
-        ]
-        assert not problems, f"verify:\n{cli.stdout}{cli.stderr}"
+    assert cli.returncode == 0, f"verify:\n{cli.stdout}{cli.stderr}"
 
     # The stand-alone script: the same records, and no temp file taken for data.
     script = subprocess.run(
