@@ -17,7 +17,7 @@
 namespace xdl_trace {
 namespace {
 
-const EntrySpec& Only(const std::vector<EntrySpec>& entries) {
+EntrySpec Only(const std::vector<EntrySpec>& entries) {
   REQUIRE(entries.size() == 1);
   return entries[0];
 }
@@ -27,7 +27,7 @@ TEST_CASE("TraceVariable registers stable memory in one call, dtype from the ele
   Registry registry;
   std::vector<float> w(6, 1.0f);
   REQUIRE(registry.TraceVariable("w", w.data(), {2, 3}).ok());
-  const EntrySpec& entry = Only(registry.Snapshot({""}));
+  const EntrySpec entry = Only(registry.Snapshot({""}));
   CHECK(entry.key == "w");
   CHECK(entry.kind == EntryKind::kVariable);
   CHECK(entry.has_view);
@@ -37,7 +37,7 @@ TEST_CASE("TraceVariable registers stable memory in one call, dtype from the ele
   CHECK(entry.summary.empty());
 }
 
-TEST_CASE("TraceTensor, TraceOnce, TraceGradient and TraceCallback take a scope and a summary",
+TEST_CASE("TraceTensor TraceOnce TraceGradient TraceCallback take a scope and a summary",
           "[registry]") {
   Registry registry;
   std::vector<int64_t> ids = {1, 2, 3};
@@ -55,12 +55,12 @@ TEST_CASE("TraceTensor, TraceOnce, TraceGradient and TraceCallback take a scope 
                              })
               .ok());
 
-  const EntrySpec& ids_entry = Only(registry.Snapshot({"data"}));
+  const EntrySpec ids_entry = Only(registry.Snapshot({"data"}));
   CHECK(ids_entry.FullKey() == "data/ids");
   CHECK(ids_entry.kind == EntryKind::kTensor);
   CHECK(ids_entry.view.dtype == DType::kInt64);
   CHECK(ids_entry.summary.builtin == BuiltinSummary::kStats);
-  const EntrySpec& grad = Only(registry.Snapshot({"model"}));
+  const EntrySpec grad = Only(registry.Snapshot({"model"}));
   CHECK(grad.kind == EntryKind::kGradient);
   CHECK(grad.gradient_name == "w");
   const std::vector<EntrySpec> defaults = registry.Snapshot({""});
@@ -92,6 +92,11 @@ TEST_CASE("DTypeOf maps C++ element types onto wire dtypes", "[registry]") {
   STATIC_REQUIRE(DTypeOf<int8_t>() == DType::kInt8);
   STATIC_REQUIRE(DTypeOf<int32_t>() == DType::kInt32);
   STATIC_REQUIRE(DTypeOf<uint8_t>() == DType::kUInt8);
+  STATIC_REQUIRE(DTypeOf<int16_t>() == DType::kInt16);
+  STATIC_REQUIRE(DTypeOf<int64_t>() == DType::kInt64);
+  STATIC_REQUIRE(DTypeOf<long long>() == DType::kInt64);
+  STATIC_REQUIRE(DTypeOf<uint16_t>() == DType::kUInt16);
+  STATIC_REQUIRE(DTypeOf<uint32_t>() == DType::kUInt32);
   STATIC_REQUIRE(DTypeOf<uint64_t>() == DType::kUInt64);
 }
 

@@ -35,7 +35,7 @@ def test_one_version_for_python_cpp_and_the_cli(capsys):
     assert capsys.readouterr().out.startswith(f"xdl-trace {xdl.__version__} ")
 
 
-@pytest.mark.filterwarnings("ignore:Support for .tool.setuptools.")
+@pytest.mark.filterwarnings("ignore:Support for")
 def test_pyproject_takes_the_version_from_the_package(monkeypatch):
     pyprojecttoml = pytest.importorskip("setuptools.config.pyprojecttoml")
     monkeypatch.chdir(REPO)  # setuptools resolves attr: against the project root.

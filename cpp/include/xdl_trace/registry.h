@@ -76,36 +76,27 @@ struct EntrySpec {
 // name its own call for sending one (Python: xdl_trace.send_gradient).
 inline constexpr char kMissingGradientPayload[] = "xdl_trace/missing_gradient";
 
-// The dtype of a C++ element type, for Registry::TraceVariable and friends.
-// Fixed-width integers, float, double and bool; float16/bfloat16 have no C++
-// type here: register those through EntrySpec with an explicit DType.
+// The dtype of a C++ element type, for Registry::TraceVariable and friends:
+// bool, float, double, and integers by width and signedness (the wire numbers
+// kInt8..kInt64 and kUInt8..kUInt64 consecutively). float16/bfloat16 have no
+// C++ type here: register those through EntrySpec with an explicit DType.
 template <typename T>
 constexpr DType DTypeOf() {
   using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, float>)
-    return DType::kFloat32;
-  else if constexpr (std::is_same_v<U, double>)
-    return DType::kFloat64;
-  else if constexpr (std::is_same_v<U, bool>)
+  static_assert(std::is_arithmetic_v<U>, "xdl_trace: no DType for this element type");
+  if constexpr (std::is_same_v<U, bool>) {
     return DType::kBool;
-  else if constexpr (std::is_same_v<U, int8_t>)
-    return DType::kInt8;
-  else if constexpr (std::is_same_v<U, int16_t>)
-    return DType::kInt16;
-  else if constexpr (std::is_same_v<U, int32_t>)
-    return DType::kInt32;
-  else if constexpr (std::is_same_v<U, int64_t>)
-    return DType::kInt64;
-  else if constexpr (std::is_same_v<U, uint8_t>)
-    return DType::kUInt8;
-  else if constexpr (std::is_same_v<U, uint16_t>)
-    return DType::kUInt16;
-  else if constexpr (std::is_same_v<U, uint32_t>)
-    return DType::kUInt32;
-  else if constexpr (std::is_same_v<U, uint64_t>)
-    return DType::kUInt64;
-  else
-    static_assert(sizeof(U) == 0, "xdl_trace: no DType for this element type");
+  } else if constexpr (std::is_floating_point_v<U>) {
+    static_assert(sizeof(U) == 4 || sizeof(U) == 8, "xdl_trace: float or double only");
+    return sizeof(U) == 4 ? DType::kFloat32 : DType::kFloat64;
+  } else {
+    constexpr int32_t kWidthIndex = sizeof(U) == 1   ? 0
+                                    : sizeof(U) == 2 ? 1
+                                    : sizeof(U) == 4 ? 2
+                                                     : 3;
+    constexpr DType kFirst = std::is_signed_v<U> ? DType::kInt8 : DType::kUInt8;
+    return static_cast<DType>(static_cast<int32_t>(kFirst) + kWidthIndex);
+  }
 }
 
 // Optional settings of the one-call registrations below.
