@@ -15,7 +15,7 @@ import sys
 from ._version import __version__
 
 try:
-    import numpy  # noqa: F401  (needed by everything below; checked first for a clear message)
+    import numpy as _numpy  # noqa: F401  (needed below; imported first for a clear message)
     from . import _core
 except ImportError as _error:
     raise ImportError(
@@ -23,7 +23,7 @@ except ImportError as _error:
         "It needs numpy and its compiled extension xdl_trace._core built for this interpreter. "
         "`make build` builds it for Debian's /usr/bin/python3 (which has numpy): run "
         "`/usr/bin/python3 -m xdl_trace ...`, or install numpy here and run "
-        f"`make build PYTHON={sys.executable}`."
+        f"`make build PYTHON={sys.executable} BUILD=build-mine`."
     ) from _error
 
 from . import api, errors, filters
