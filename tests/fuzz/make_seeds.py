@@ -44,7 +44,8 @@ def written_by_xdl_trace(out_dir):
             ids *= 2
             hook.step()
     xdl.clear()
-    return os.path.join(out_dir, "train.trace.0.0")
+    (data_file,) = [f for f in os.listdir(out_dir) if not f.endswith(".meta")]
+    return os.path.join(out_dir, data_file)
 
 
 def main():
@@ -53,15 +54,21 @@ def main():
         path = written_by_xdl_trace(work)
         data = open(path, "rb").read()
         meta = open(path + ".meta", "rb").read()
-        xdl_style = os.path.join(work, "xdl.trace.0.0")
-        tm.write_file(
-            xdl_style,
-            ["w", "loss"],
-            tm.simple_records(range(1, 4)),
-            meta_overrides={"record_count": 0},
+        # As XDL's trace.py writes: Meta fields 1-6 only, lstep from 1.
+        records = tm.simple_records(range(1, 4))
+        xdl_data = tm.write_file(os.path.join(work, "xdl.trace.0.0"), ["w", "loss"], records, False)
+        xdl_meta = (
+            tm.pb2()
+            .Meta(
+                lstep_begin=1,
+                lstep_end=3,
+                gstep_begin=1,
+                gstep_end=3,
+                timestamp_begin=records[0].timestamp,
+                timestamp_end=records[-1].timestamp,
+            )
+            .SerializeToString()
         )
-        xdl_data = open(xdl_style, "rb").read()
-        xdl_meta = open(xdl_style + ".meta", "rb").read()
     finally:
         shutil.rmtree(work, ignore_errors=True)
         tm.cleanup()
