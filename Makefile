@@ -16,7 +16,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) \
-                  -DPYTHON_EXECUTABLE=$(PYTHON) $(LAUNCHER) -DXDL_TRACE_BUILD_PLUGINS=OFF
+                  -DPYTHON_EXECUTABLE=$(PYTHON) $(LAUNCHER)
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
 
@@ -74,7 +74,7 @@ tsan: setup $(TSAN_BUILD)/CMakeCache.txt
 $(FUZZ_BUILD)/CMakeCache.txt: | setup
 	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) $(SANITIZER_FLAGS) \
 	  -DXDL_TRACE_SANITIZE=address,undefined -DXDL_TRACE_FUZZ=ON -DXDL_TRACE_BUILD_TESTS=OFF \
-	  -DXDL_TRACE_BUILD_EXAMPLES=OFF -DXDL_TRACE_BUILD_PYTHON=OFF
+	  -DXDL_TRACE_BUILD_EXAMPLES=OFF -DXDL_TRACE_BUILD_PYTHON=OFF -DXDL_TRACE_BUILD_PLUGINS=OFF
 
 # Each fuzzer runs FUZZ_SECONDS on the committed seeds plus what earlier runs found (kept in
 # $(FUZZ_BUILD)/corpus); a crash leaves its input in $(FUZZ_BUILD)/crashes and fails the run.

@@ -28,9 +28,14 @@ cp "${ext[0]}" "$tree/xdl_trace/"
 libasan=$(${CC:-gcc} -print-file-name=libasan.so)
 [ -f "$libasan" ] || { echo "sanitize_pytest: libasan not found ($libasan)" >&2; exit 1; }
 # Leaks are not checked: the interpreter and numpy hold memory until exit by design.
-export LD_PRELOAD="$libasan${LD_PRELOAD:+:$LD_PRELOAD}"
+# libstdc++ is preloaded too: the interpreter does not link it, and ASan's __cxa_throw
+# interceptor must find it at start-up ("real___cxa_throw != 0" check failure otherwise).
+libstdcxx=$(${CXX:-g++} -print-file-name=libstdc++.so)
+export LD_PRELOAD="$libasan:$libstdcxx${LD_PRELOAD:+:$LD_PRELOAD}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-# -P: the current directory is not put on sys.path; the copy's conftest puts the copy there.
+# -P: the current directory is not put on sys.path (the copy's conftest puts the copy there).
+# --capture=sys: sanitizer reports, written to fd 2, reach the terminal even when the process
+# aborts (fd-level capture would take them down with it).
 cd "$tree"
-exec "$python" -P -m pytest -p no:cacheprovider tests/python "$@"
+exec "$python" -P -m pytest -p no:cacheprovider --capture=sys tests/python "$@"
