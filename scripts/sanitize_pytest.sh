@@ -36,6 +36,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # -P: the current directory is not put on sys.path (the copy's conftest puts the copy there).
 # --capture=sys: sanitizer reports, written to fd 2, reach the terminal even when the process
-# aborts (fd-level capture would take them down with it).
+# aborts (fd-level capture would take them down with it). test_pip_install is left out: it
+# compiles the package again with pip (uninstrumented, and slow with libasan preloaded).
 cd "$tree"
-exec "$python" -P -m pytest -p no:cacheprovider --capture=sys tests/python "$@"
+exec "$python" -P -m pytest -p no:cacheprovider --capture=sys \
+  --ignore=tests/python/test_pip_install.py tests/python "$@"
