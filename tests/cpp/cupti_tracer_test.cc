@@ -81,6 +81,16 @@ class FakeCuptiApi final : public CuptiApi {
     *t = 1;
     return CUPTI_SUCCESS;
   }
+  CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc, void*) override {
+    if (subscribe_result != CUPTI_SUCCESS) return subscribe_result;
+    ++subscribed;
+    *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&subscribed);
+    return CUPTI_SUCCESS;
+  }
+  CUptiResult Unsubscribe(CUpti_SubscriberHandle subscriber) override {
+    if (subscriber == reinterpret_cast<CUpti_SubscriberHandle>(&subscribed)) ++unsubscribed;
+    return CUPTI_SUCCESS;
+  }
   std::string CallbackName(CUpti_CallbackDomain domain, uint32_t cbid) override {
     return RealCupti()->CallbackName(domain, cbid);
   }
@@ -95,6 +105,8 @@ class FakeCuptiApi final : public CuptiApi {
   int pops = 0, flushes = 0;
   size_t dropped_per_buffer = 0;
   CUpti_TimestampCallbackFunc timestamp = nullptr;
+  CUptiResult subscribe_result = CUPTI_SUCCESS;
+  int subscribed = 0, unsubscribed = 0;
 
  private:
   CUpti_BuffersCallbackRequestFunc request_ = nullptr;
@@ -453,6 +465,36 @@ TEST_CASE("a failed start rolls back what it enabled", "[cupti]") {
   REQUIRE(h.tracer->Stop().ok);
 }
 
+TEST_CASE("another CUPTI user (subscriber busy) is a status, never a crash", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  h.api->subscribe_result = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  REQUIRE(h.tracer->Start().ok);  // Training goes on.
+  CHECK(h.tracer->state() == CuptiTracer::State::kIdle);
+  CHECK(h.api->enabled.empty());  // CUPTI left alone: the other user keeps its callbacks.
+  h.tracer->StepBegin(1);
+  h.tracer->StepEnd(1);
+  CHECK(h.api->pushed.empty());
+  REQUIRE(h.tracer->Stop().ok);
+  const auto busy = h.Collect();
+  CHECK(busy.device_size() == 0);
+  CHECK(absl::StartsWith(busy.status(), "unavailable: cupti subscriber busy"));
+  // The other user went away: the next start takes CUPTI and the status clears.
+  h.api->subscribe_result = CUPTI_SUCCESS;
+  REQUIRE(h.tracer->Start().ok);
+  CHECK(h.tracer->state() == CuptiTracer::State::kRunning);
+  CHECK(h.api->subscribed == 1);
+  REQUIRE(h.tracer->Stop().ok);
+  CHECK(h.api->unsubscribed == 1);
+  CHECK(h.Collect().status().empty());
+  // A failed enable also gives the subscription back.
+  h.api->fail_kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  h.api->fail_result = CUPTI_ERROR_INVALID_PARAMETER;
+  CHECK_FALSE(h.tracer->Start().ok);
+  CHECK(h.api->subscribed == 2);
+  CHECK(h.api->unsubscribed == 2);
+}
+
 TEST_CASE("insufficient privileges become a clear message", "[cupti]") {
   REQUIRE_LIBCUPTI();
   Harness h;
@@ -579,6 +621,25 @@ TEST_CASE("the cupti plugin through the C ABI on this machine", "[cupti]") {
   INFO(summary);
   CHECK(absl::StartsWith(summary, "cupti: "));
   std::printf("cupti plugin status: %s\n", summary.c_str());
+}
+
+TEST_CASE("the cupti plugin refuses options with a struct_size too small", "[cupti]") {
+  absl::StatusOr<std::unique_ptr<internal::PluginLibrary>> library =
+      internal::PluginLibrary::Load(XDL_TRACE_CUPTI_PLUGIN);
+  REQUIRE(library.ok());
+  const XdlTracePluginRegistration& r = (*library)->registration();
+  XdlTraceProfilerOptions options{};
+  options.struct_size = offsetof(XdlTraceProfilerOptions, config);  // An older, shorter struct.
+  options.config = "";
+  internal::PluginErrorBuffer error;
+  XdlTraceProfiler* profiler = reinterpret_cast<XdlTraceProfiler*>(&options);  // Must be reset.
+  CHECK(r.create(&options, &profiler, error.get()) == XDL_TRACE_PLUGIN_INVALID_ARGUMENT);
+  CHECK(profiler == nullptr);
+  INFO(error.message());
+  CHECK(absl::StrContains(error.message(), "options struct_size 24, need at least 32"));
+  options.struct_size = sizeof(options);
+  REQUIRE(r.create(&options, &profiler, error.get()) == XDL_TRACE_PLUGIN_OK);
+  r.destroy(profiler);
 }
 
 TEST_CASE("GPU: kernels launched under a running tracer are collected", "[cupti][gpu]") {

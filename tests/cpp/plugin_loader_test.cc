@@ -1,6 +1,7 @@
 // Plugin loader: lookup by path, by XDL_TRACE_PLUGIN_PATH and built-in name; bad plugins.
 #include "plugin/plugin_loader.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -168,6 +169,35 @@ TEST_CASE("validation names every null function and a missing profiler type", "[
   newer.abi_minor = XDL_TRACE_PLUGIN_ABI_MINOR + 3;
   newer.struct_size = sizeof(newer) + 64;
   CHECK(ValidateRegistration(newer, "lib.so").ok());
+}
+
+TEST_CASE("plugins stay mapped after unload (RTLD_NODELETE)", "[plugin]") {
+  // A plugin may leave pointers into itself behind (libcupti keeps its buffer
+  // callbacks): the loader never unmaps one, loaded or refused.
+  for (const std::string name : {"fake", "bad_major"}) {
+    const std::string path = TestPlugin(name);
+    INFO(path);
+    { PluginLibrary::Load(path).IgnoreError(); }
+    void* still = ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    CHECK(still != nullptr);
+    if (still != nullptr) ::dlclose(still);
+  }
+}
+
+TEST_CASE("the C plugin refuses options with a struct_size too small", "[plugin]") {
+  const XdlTracePluginRegistration r = GoodRegistration();
+  XdlTraceProfilerOptions options{};
+  options.struct_size = offsetof(XdlTraceProfilerOptions, config);  // An older, shorter struct.
+  options.config = "";
+  PluginErrorBuffer error;
+  XdlTraceProfiler* profiler = nullptr;
+  CHECK(r.create(&options, &profiler, error.get()) == XDL_TRACE_PLUGIN_INVALID_ARGUMENT);
+  CHECK(profiler == nullptr);
+  INFO(error.message());
+  CHECK(absl::StrContains(error.message(), "options struct_size 24, need at least 32"));
+  options.struct_size = sizeof(options);
+  REQUIRE(r.create(&options, &profiler, error.get()) == XDL_TRACE_PLUGIN_OK);
+  r.destroy(profiler);
 }
 
 }  // namespace internal

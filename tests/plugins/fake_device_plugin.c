@@ -157,6 +157,15 @@ static void EncodeTrace(const XdlTraceProfiler* p, Buf* out) {
 /* ---- the ABI ---- */
 static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfiler** out,
                           XdlTracePluginError* error) {
+  *out = NULL;
+  if (options == NULL || options->struct_size < XDL_TRACE_PROFILER_OPTIONS_STRUCT_SIZE) {
+    char message[128];
+    snprintf(message, sizeof(message), "fake: options struct_size %zu, need at least %zu",
+             options == NULL ? (size_t)0 : options->struct_size,
+             (size_t)XDL_TRACE_PROFILER_OPTIONS_STRUCT_SIZE);
+    SetError(error, message);
+    return XDL_TRACE_PLUGIN_INVALID_ARGUMENT;
+  }
   XdlTraceProfiler* p = (XdlTraceProfiler*)calloc(1, sizeof(XdlTraceProfiler));
   if (p == NULL) {
     SetError(error, "fake: out of memory");

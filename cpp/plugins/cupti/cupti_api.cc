@@ -19,6 +19,8 @@ struct CuptiFunctions {
   decltype(&cuptiActivityPushExternalCorrelationId) push_external = nullptr;
   decltype(&cuptiActivityPopExternalCorrelationId) pop_external = nullptr;
   decltype(&cuptiGetTimestamp) timestamp = nullptr;
+  decltype(&cuptiSubscribe) subscribe = nullptr;
+  decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
   decltype(&cuptiGetResultString) result_string = nullptr;
   decltype(&cuptiGetCallbackName) callback_name = nullptr;
 };
@@ -57,6 +59,13 @@ class DlopenCuptiApi final : public CuptiApi {
     return f_.pop_external(kind, id);
   }
   CUptiResult GetTimestamp(uint64_t* timestamp) override { return f_.timestamp(timestamp); }
+  CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                        void* userdata) override {
+    return f_.subscribe(subscriber, callback, userdata);
+  }
+  CUptiResult Unsubscribe(CUpti_SubscriberHandle subscriber) override {
+    return f_.unsubscribe(subscriber);
+  }
   std::string CallbackName(CUpti_CallbackDomain domain, uint32_t cbid) override {
     const char* name = nullptr;
     if (f_.callback_name(domain, cbid, &name) == CUPTI_SUCCESS && name != nullptr) return name;
@@ -109,6 +118,8 @@ std::unique_ptr<CuptiApi> LoadCuptiApi(const std::vector<std::string>& libraries
     Resolve(handle, "cuptiActivityPushExternalCorrelationId", &f.push_external, &missing);
     Resolve(handle, "cuptiActivityPopExternalCorrelationId", &f.pop_external, &missing);
     Resolve(handle, "cuptiGetTimestamp", &f.timestamp, &missing);
+    Resolve(handle, "cuptiSubscribe", &f.subscribe, &missing);
+    Resolve(handle, "cuptiUnsubscribe", &f.unsubscribe, &missing);
     Resolve(handle, "cuptiGetResultString", &f.result_string, &missing);
     Resolve(handle, "cuptiGetCallbackName", &f.callback_name, &missing);
     if (!missing.empty()) {

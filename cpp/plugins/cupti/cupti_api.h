@@ -31,6 +31,11 @@ class CuptiApi {
   virtual CUptiResult ActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
                                                        uint64_t* id) = 0;
   virtual CUptiResult GetTimestamp(uint64_t* timestamp) = 0;
+  // CUPTI allows one subscriber per process: another CUPTI user (torch.profiler,
+  // Nsight) makes this return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED.
+  virtual CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                void* userdata) = 0;
+  virtual CUptiResult Unsubscribe(CUpti_SubscriberHandle subscriber) = 0;
   // "cudaLaunchKernel_v7000" for an API record's cbid; "" when unknown.
   virtual std::string CallbackName(CUpti_CallbackDomain domain, uint32_t cbid) = 0;
   // "CUPTI_ERROR_..." (or the number when the library cannot say).

@@ -37,6 +37,17 @@ void CUPTIAPI CompleteTrampoline(CUcontext context, uint32_t stream_id, uint8_t*
   // the safe choice.
 }
 
+// The subscriber's callback: no callback domain is enabled, the subscription
+// only claims CUPTI so that another CUPTI user is detected rather than
+// silently sharing (and overwriting) its activity callbacks.
+void CUPTIAPI SubscriberCallback(void* /*userdata*/, CUpti_CallbackDomain /*domain*/,
+                                 CUpti_CallbackId /*cbid*/, const void* /*data*/) {}
+
+constexpr char kSubscriberBusy[] =
+    "cupti subscriber busy: another CUPTI user in this process (torch.profiler, Nsight "
+    "Systems/Compute, DCGM profiling, another tracer) holds CUPTI's one subscriber slot, so "
+    "xdl_trace leaves CUPTI alone and records no device events until a later start finds it free";
+
 // Activity timestamps on CLOCK_REALTIME, the clock of the host step spans.
 uint64_t CUPTIAPI RealtimeTimestamp() { return static_cast<uint64_t>(internal::WallClockNs()); }
 
@@ -229,7 +240,13 @@ void CuptiTracer::MarkUnavailable(std::string reason) {
 void CuptiTracer::Rollback(const std::vector<CUpti_ActivityKind>& enabled) {
   for (auto it = enabled.rbegin(); it != enabled.rend(); ++it) api_->ActivityDisable(*it);
   api_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  Unsubscribe();
   g_running.store(nullptr);
+}
+
+void CuptiTracer::Unsubscribe() {
+  if (subscriber_ != nullptr) api_->Unsubscribe(subscriber_);
+  subscriber_ = nullptr;
 }
 
 CuptiTracer::Result CuptiTracer::Start() {
@@ -262,8 +279,25 @@ CuptiTracer::Result CuptiTracer::Start() {
     return {false, false, "cupti: " + text};
   };
 
-  CUptiResult result = api_->ActivityRegisterCallbacks(RequestTrampoline, CompleteTrampoline);
+  // Claim CUPTI before touching its process-global activity callbacks: when
+  // someone else holds it, registering ours would steal their buffers.
+  CUptiResult result = api_->Subscribe(&subscriber_, SubscriberCallback, this);
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    subscriber_ = nullptr;
+    g_running.store(nullptr);
+    state_ = State::kIdle;
+    busy_reason_ = kSubscriberBusy;
+    return {};
+  }
   if (result != CUPTI_SUCCESS) {
+    subscriber_ = nullptr;
+    g_running.store(nullptr);
+    return fail("cuptiSubscribe", result);
+  }
+  busy_reason_.clear();
+  result = api_->ActivityRegisterCallbacks(RequestTrampoline, CompleteTrampoline);
+  if (result != CUPTI_SUCCESS) {
+    Unsubscribe();
     g_running.store(nullptr);
     return fail("cuptiActivityRegisterCallbacks", result);
   }
@@ -306,6 +340,7 @@ CuptiTracer::Result CuptiTracer::Stop() {
   }
   // Forced: CUPTI hands back every buffer, complete or not, before returning.
   api_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  Unsubscribe();
   g_running.store(nullptr);
   state_ = State::kIdle;
   return out;
@@ -410,8 +445,12 @@ std::string CuptiTracer::Collect() {
   const int64_t total_dropped = dropped();
   const int64_t dropped_now = total_dropped - reported_dropped_;
   reported_dropped_ = total_dropped;
-  const std::string status =
-      state_.load() == State::kUnavailable ? "unavailable: " + unavailable_reason_ : "";
+  std::string status;
+  if (state_.load() == State::kUnavailable) {
+    status = "unavailable: " + unavailable_reason_;
+  } else if (!busy_reason_.empty()) {
+    status = "unavailable: " + busy_reason_;
+  }
   return SerializeDeviceTrace("cupti", names_, std::move(out), dropped_now, status);
 }
 

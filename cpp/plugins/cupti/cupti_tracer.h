@@ -114,6 +114,9 @@ class CuptiTracer {
 
   State state() const { return state_.load(); }
   const std::string& unavailable_reason() const { return unavailable_reason_; }
+  // Why the last Start left CUPTI alone because another CUPTI user holds it
+  // ("cupti subscriber busy: ..."); "" when the last Start took it.
+  const std::string& busy_reason() const { return busy_reason_; }
   // The activity kinds enabled by a successful Start, in order.
   std::vector<CUpti_ActivityKind> ActivityKinds() const;
   int64_t dropped() const;  // Total so far (not reset by Collect).
@@ -128,11 +131,14 @@ class CuptiTracer {
   void MarkUnavailable(std::string reason);
   void ParseCompleted();
   void Rollback(const std::vector<CUpti_ActivityKind>& enabled);
+  void Unsubscribe();
 
   const CuptiTracerOptions options_;
   std::unique_ptr<CuptiApi> api_;  // Training thread (set before callbacks).
   std::atomic<State> state_{State::kIdle};
-  std::string unavailable_reason_;  // Training thread.
+  std::string unavailable_reason_;               // Training thread.
+  std::string busy_reason_;                      // Training thread.
+  CUpti_SubscriberHandle subscriber_ = nullptr;  // Training thread; set while running.
   BufferPool pool_;
 
   std::mutex queue_mu_;

@@ -48,8 +48,17 @@ int32_t Create(const XdlTraceProfilerOptions* options, XdlTraceProfiler** out,
                XdlTracePluginError* error) {
   *out = nullptr;
   return Guard(error, [&] {
+    // A core older than XdlTraceProfilerOptions 1.0 (or a caller passing
+    // garbage) would make the reads below go past its struct.
+    if (options == nullptr || options->struct_size < XDL_TRACE_PROFILER_OPTIONS_STRUCT_SIZE) {
+      return SetError(error, XDL_TRACE_PLUGIN_INVALID_ARGUMENT,
+                      "cupti: options struct_size " +
+                          std::to_string(options == nullptr ? 0 : options->struct_size) +
+                          ", need at least " +
+                          std::to_string(XDL_TRACE_PROFILER_OPTIONS_STRUCT_SIZE));
+    }
     xdl_trace::cupti::CuptiTracerOptions tracer_options;
-    if (options != nullptr) {
+    {
       if (options->max_buffer_bytes != 0)
         tracer_options.max_buffer_bytes = options->max_buffer_bytes;
       if (options->config != nullptr)

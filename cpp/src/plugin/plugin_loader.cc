@@ -119,7 +119,10 @@ absl::Status ValidateRegistration(const XdlTracePluginRegistration& r, absl::str
 
 absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Load(const std::string& path) {
   // RTLD_LOCAL keeps each plugin's symbols (and its protobuf, if any) private.
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE keeps the code mapped after dlclose: a plugin may leave
+  // pointers to itself behind (libcupti's buffer callbacks, threads it has
+  // not joined yet), and unmapping them would crash far from the cause.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
     const char* why = ::dlerror();
     return absl::FailedPreconditionError(
