@@ -66,8 +66,10 @@ py::dict StatsToDict(const TraceStats& s) {
   d["missing_gradients"] = s.missing_gradients;
   d["device_events"] = s.device_events;
   d["device_events_dropped"] = s.device_events_dropped;
+  d["device_buffers_dropped"] = s.device_buffers_dropped;
   d["device_tracer_status"] = s.device_tracer_status;
-  // The same, structured: one {"tracer", "state", "message"} per tracer, state
+  // The same, structured: one {"tracer", "state", "message", "events_dropped",
+  // "buffers_dropped"} per tracer, state
   // one of "ok", "unavailable", "error" (DeviceTracerStateName).
   py::list tracers;
   for (const DeviceTracerStatus& tracer : s.device_tracers) {
@@ -75,6 +77,8 @@ py::dict StatsToDict(const TraceStats& s) {
     t["tracer"] = tracer.tracer;
     t["state"] = DeviceTracerStateName(tracer.state);
     t["message"] = tracer.message;
+    t["events_dropped"] = tracer.events_dropped;
+    t["buffers_dropped"] = tracer.buffers_dropped;
     tracers.append(std::move(t));
   }
   d["device_tracers"] = std::move(tracers);

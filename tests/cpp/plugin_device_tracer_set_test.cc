@@ -9,6 +9,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "core/clock.h"
@@ -180,6 +181,163 @@ TEST_CASE("bounded memory: plugin and core caps drop and count", "[plugin]") {
     }
     CHECK(set->events_dropped() > 0);
     CHECK(set->events_collected() + set->events_dropped() == produced);
+  }
+}
+
+// Every event of `parts`, as (name, line id, correlation id), checking each
+// part is self-contained: its name indexes resolve in its own table.
+std::vector<std::tuple<std::string, int64_t, uint64_t>> Flat(
+    const std::vector<xdl::proto::DeviceTrace>& parts) {
+  std::vector<std::tuple<std::string, int64_t, uint64_t>> out;
+  for (const auto& part : parts) {
+    for (const auto& d : part.device()) {
+      for (const auto& l : d.line()) {
+        for (const auto& e : l.event()) {
+          REQUIRE(e.name_index() < part.name_size());
+          out.emplace_back(part.name(e.name_index()), l.id(), e.correlation_id());
+        }
+      }
+    }
+  }
+  return out;
+}
+
+TEST_CASE("an oversized collect is split into parts, every event kept", "[plugin]") {
+  DeviceTracerSetOptions options;
+  options.max_trace_part_bytes = 64 << 10;
+  options.plugin_config = "events_per_step=40000";
+  auto set = MakeSet({FakePlugin()}, options);
+  REQUIRE(set->Start().ok());
+  set->StepBegin(1);
+  set->StepEnd(1);
+  REQUIRE(set->Collect().ok());
+  const std::vector<std::string> pending = set->TakePending();
+  REQUIRE(pending.size() > 10);
+  for (const std::string& part : pending) CHECK(part.size() <= (64u << 10));
+  const auto parts = Parse(pending);
+  const auto events = Flat(parts);
+  CHECK(events.size() == 2 * 40001);
+  CHECK(set->events_collected() == 2 * 40001);
+  CHECK(set->events_dropped() == 0);
+  CHECK(set->StatusSummary() == "fake: ok");
+  // The same events as one unsplit collect gives, in the same order.
+  DeviceTracerSetOptions whole_options = options;
+  whole_options.max_trace_part_bytes = 1ull << 40;
+  auto whole = MakeSet({FakePlugin()}, whole_options);
+  REQUIRE(whole->Start().ok());
+  whole->StepBegin(1);
+  whole->StepEnd(1);
+  REQUIRE(whole->Collect().ok());
+  const auto one = Parse(whole->TakePending());
+  REQUIRE(one.size() == 1);
+  auto a = Flat(one), b = events;
+  CHECK(a == b);
+  for (const auto& part : parts) CHECK(part.tracer() == "fake");
+}
+
+TEST_CASE("a collect above 32 MiB keeps what fits and says what it dropped", "[plugin]") {
+  // The defaults: 64 MiB plugin cap (1.6 Mi fake events), 32 MiB pending cap.
+  // Before splitting, this collect kept 0 of its events while the status said ok.
+  DeviceTracerSetOptions options;
+  options.plugin_config = "events_per_step=799999";
+  auto set = MakeSet({FakePlugin()}, options);
+  REQUIRE(set->Start().ok());
+  set->StepBegin(1);
+  set->StepEnd(1);
+  REQUIRE(set->Collect().ok());
+  const int64_t produced = 2 * 800000;
+  CHECK(set->pending_bytes() <= (32u << 20));
+  CHECK(set->events_collected() > produced / 2);  // Most of it, not nothing.
+  CHECK(set->events_dropped() > 0);
+  CHECK(set->events_collected() + set->events_dropped() == produced);
+  const auto status = set->Statuses();
+  REQUIRE(status.size() == 1);
+  CHECK(status[0].events_dropped == set->events_dropped());
+  const std::string summary = set->StatusSummary();
+  INFO(summary);
+  CHECK(summary == "fake: ok (dropped " + std::to_string(set->events_dropped()) + " events)");
+  int64_t taken = 0;
+  for (const auto& part : Parse(set->TakePending())) taken += Events(part);
+  CHECK(taken == set->events_collected());
+}
+
+TEST_CASE("drops are counted in events per tracer, lost buffers apart", "[plugin]") {
+  DeviceTracerSetOptions options;
+  options.plugin_config = "max_events=4";  // 6 events per step: 2 dropped each.
+  auto set = MakeSet({FakePlugin()}, options);
+  REQUIRE(set->Start().ok());
+  for (uint64_t step = 1; step <= 3; ++step) {
+    set->StepBegin(step);
+    set->StepEnd(step);
+    REQUIRE(set->Collect().ok());
+  }
+  CHECK(set->events_collected() == 3 * 4);
+  CHECK(set->events_dropped() == 3 * 2);
+  CHECK(set->buffers_dropped() == 0);
+  CHECK(set->Statuses()[0].events_dropped == 6);
+  CHECK(set->StatusSummary() == "fake: ok (dropped 6 events)");
+  // DeviceTrace.dropped_buffers (a CUPTI buffer refused at its cap) is kept
+  // apart: the rendering names it, the events count is untouched.
+  DeviceTracerStatus with_buffers;
+  with_buffers.tracer = "cupti";
+  with_buffers.events_dropped = 15;
+  with_buffers.buffers_dropped = 2;
+  CHECK(RenderDeviceTracerStatus({with_buffers}) ==
+        "cupti: ok (dropped 15 events, 2 buffers of unknown events)");
+}
+
+TEST_CASE("SplitDeviceTrace: bounds, drops and status in the first part only", "[plugin]") {
+  xdl::proto::DeviceTrace trace;
+  trace.set_tracer("t");
+  trace.add_name("");
+  trace.add_name("k");
+  trace.set_dropped_events(7);
+  trace.set_dropped_buffers(2);
+  trace.set_status("unavailable: partly");
+  for (int d = 0; d < 2; ++d) {
+    auto* device = trace.add_device();
+    device->set_id(d);
+    device->set_name("dev " + std::to_string(d));
+    for (int l = 0; l < 3; ++l) {
+      auto* line = device->add_line();
+      line->set_id(100 + l);
+      line->set_name("stream " + std::to_string(l));
+      for (int e = 0; e < 50; ++e) {
+        auto* event = line->add_event();
+        event->set_name_index(1);
+        event->set_start_ns(1700000000000000000 + e);
+        event->set_end_ns(1700000000000000000 + e + 1);
+        event->set_correlation_id(d * 1000 + l * 100 + e);
+      }
+    }
+  }
+  for (size_t max_bytes : {size_t{1}, size_t{200}, size_t{1000}, size_t{1} << 20}) {
+    INFO(max_bytes);
+    const auto parts = SplitDeviceTrace(trace, max_bytes);
+    REQUIRE(!parts.empty());
+    int64_t events = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const auto& part = parts[i];
+      if (max_bytes >= 200 && Events(part) > 1) CHECK(part.ByteSizeLong() <= max_bytes);
+      CHECK(part.dropped_events() == (i == 0 ? 7 : 0));
+      CHECK(part.dropped_buffers() == (i == 0 ? 2 : 0));
+      CHECK(part.status() == (i == 0 ? "unavailable: partly" : ""));
+      CHECK(part.name_size() == 2);
+      for (const auto& d : part.device()) {
+        CHECK(d.name() == "dev " + std::to_string(d.id()));
+        for (const auto& l : d.line()) {
+          CHECK(l.name() == "stream " + std::to_string(l.id() - 100));
+          for (const auto& e : l.event()) {
+            CHECK(e.correlation_id() / 1000 == static_cast<uint64_t>(d.id()));
+            CHECK(e.correlation_id() / 100 % 10 == static_cast<uint64_t>(l.id() - 100));
+            ++events;
+          }
+        }
+      }
+    }
+    CHECK(events == 300);
+    if (max_bytes == 1) CHECK(parts.size() == 300);
+    if (max_bytes == (size_t{1} << 20)) CHECK(parts.size() == 1);
   }
 }
 

@@ -28,6 +28,7 @@ static_assert(fields::kTraceName == xdl::proto::DeviceTrace::kNameFieldNumber);
 static_assert(fields::kTraceDevice == xdl::proto::DeviceTrace::kDeviceFieldNumber);
 static_assert(fields::kTraceDroppedEvents == xdl::proto::DeviceTrace::kDroppedEventsFieldNumber);
 static_assert(fields::kTraceStatus == xdl::proto::DeviceTrace::kStatusFieldNumber);
+static_assert(fields::kTraceDroppedBuffers == xdl::proto::DeviceTrace::kDroppedBuffersFieldNumber);
 static_assert(fields::kDeviceId == xdl::proto::Device::kIdFieldNumber);
 static_assert(fields::kDeviceName == xdl::proto::Device::kNameFieldNumber);
 static_assert(fields::kDeviceLine == xdl::proto::Device::kLineFieldNumber);

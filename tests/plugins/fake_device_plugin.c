@@ -5,6 +5,7 @@
  *                     empty trace whose status says "unavailable: ...".
  *   fail_start=1      start fails (after "enabling" something it rolls back).
  *   events_per_step=N kernels emitted per host step (default 2), plus one memcpy.
+ *   max_events=N      events held between collects (default max_buffer_bytes / 40).
  * Each step_begin/step_end pair produces, on device 0, N kernels on stream 7
  * and a memcpy on stream 8, spread over the step's host interval and tagged
  * with the step's external id, and a "launch" API event on the host line.
@@ -179,6 +180,8 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
   if (eps != NULL) p->events_per_step = atoi(eps + strlen("events_per_step="));
   uint64_t cap = options->max_buffer_bytes ? options->max_buffer_bytes : (1u << 20);
   p->max_events = cap / kEventBytes;
+  const char* max_events = strstr(config, "max_events=");
+  if (max_events != NULL) p->max_events = strtoull(max_events + strlen("max_events="), NULL, 10);
   p->events = (FakeEvent*)malloc((p->max_events ? p->max_events : 1) * sizeof(FakeEvent));
   p->next_correlation = 1;
   *out = p;

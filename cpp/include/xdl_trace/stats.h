@@ -21,12 +21,17 @@ struct DeviceTracerStatus {
   std::string tracer;  // Profiler type ("cupti", "fake"), or the configured entry.
   DeviceTracerState state = DeviceTracerState::kOk;
   std::string message;  // Why, for kUnavailable and kFailed; "" for kOk.
+  // Events this tracer lost (its own caps, and the core's pending cap).
+  int64_t events_dropped = 0;
+  // Activity buffers it lost whole, their events unknown (DeviceTrace.dropped_buffers).
+  int64_t buffers_dropped = 0;
 };
 
 // "ok", "unavailable" or "error".
 const char* DeviceTracerStateName(DeviceTracerState state);
 // "cupti: unavailable: no GPU (...); fake: ok": "tracer: state[: message]" per
-// tracer, joined by "; "; "" for none.
+// tracer, joined by "; "; "" for none. Drops follow as " (dropped 12 events,
+// 1 buffer of unknown events)" when there were any.
 std::string RenderDeviceTracerStatus(const std::vector<DeviceTracerStatus>& tracers);
 
 struct TraceStats {
@@ -42,6 +47,7 @@ struct TraceStats {
   // Device tracing (config.device_tracers; docs/device-tracing.md).
   int64_t device_events = 0;                       // Device events collected into records.
   int64_t device_events_dropped = 0;               // Lost at a tracer's or the core's byte cap.
+  int64_t device_buffers_dropped = 0;              // Activity buffers lost whole (events unknown).
   std::vector<DeviceTracerStatus> device_tracers;  // One per configured tracer.
   std::string device_tracer_status;                // RenderDeviceTracerStatus(device_tracers).
 };

@@ -408,9 +408,10 @@ void CuptiTracer::ParseCompleted() {
 }
 
 int64_t CuptiTracer::dropped() const {
-  return cupti_dropped_.load() + refused_buffers_.load() + over_cap_events_ + aborted_buffers_ +
-         parser_.counters().bad_timestamps;
+  return cupti_dropped_.load() + over_cap_events_ + parser_.counters().bad_timestamps;
 }
+
+int64_t CuptiTracer::dropped_buffers() const { return refused_buffers_.load() + aborted_buffers_; }
 
 std::string CuptiTracer::Collect() {
   if (api_ != nullptr) ParseCompleted();
@@ -445,13 +446,17 @@ std::string CuptiTracer::Collect() {
   const int64_t total_dropped = dropped();
   const int64_t dropped_now = total_dropped - reported_dropped_;
   reported_dropped_ = total_dropped;
+  const int64_t total_buffers = dropped_buffers();
+  const int64_t dropped_buffers_now = total_buffers - reported_dropped_buffers_;
+  reported_dropped_buffers_ = total_buffers;
   std::string status;
   if (state_.load() == State::kUnavailable) {
     status = "unavailable: " + unavailable_reason_;
   } else if (!busy_reason_.empty()) {
     status = "unavailable: " + busy_reason_;
   }
-  return SerializeDeviceTrace("cupti", names_, std::move(out), dropped_now, status);
+  return SerializeDeviceTrace("cupti", names_, std::move(out), dropped_now, status,
+                              dropped_buffers_now);
 }
 
 }  // namespace cupti

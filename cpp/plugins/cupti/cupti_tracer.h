@@ -119,7 +119,13 @@ class CuptiTracer {
   const std::string& busy_reason() const { return busy_reason_; }
   // The activity kinds enabled by a successful Start, in order.
   std::vector<CUpti_ActivityKind> ActivityKinds() const;
-  int64_t dropped() const;  // Total so far (not reset by Collect).
+  // Events known lost so far (not reset by Collect): CUPTI's own count,
+  // records past max_events, records with zero timestamps.
+  int64_t dropped() const;
+  // Activity buffers lost whole so far, their events unknown: requests
+  // refused at max_buffer_bytes, and buffers whose parse stopped at a record
+  // kind this libcupti does not know.
+  int64_t dropped_buffers() const;
   const BufferPool& pool() const { return pool_; }
   const ParseCounters& parse_counters() const { return parser_.counters(); }
 
@@ -156,6 +162,7 @@ class CuptiTracer {
   int64_t over_cap_events_ = 0;                          // Parsed beyond max_events.
   int64_t aborted_buffers_ = 0;                          // Parse stopped at an unknown kind.
   int64_t reported_dropped_ = 0;                         // dropped() at the last Collect.
+  int64_t reported_dropped_buffers_ = 0;                 // dropped_buffers() at the last Collect.
 };
 
 }  // namespace cupti

@@ -53,7 +53,7 @@ int32_t NameTable::Intern(std::string_view name) {
 
 std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
                                  std::vector<DeviceEventData> events, int64_t dropped,
-                                 const std::string& status) {
+                                 const std::string& status, int64_t dropped_buffers) {
   std::sort(events.begin(), events.end(), [](const DeviceEventData& a, const DeviceEventData& b) {
     return std::tie(a.device, a.line, a.start_ns) < std::tie(b.device, b.line, b.start_ns);
   });
@@ -115,6 +115,7 @@ std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& nam
   trace.str() += devices;
   trace.Int(fields::kTraceDroppedEvents, static_cast<uint64_t>(dropped));
   if (!status.empty()) trace.Bytes(fields::kTraceStatus, status);
+  trace.Int(fields::kTraceDroppedBuffers, static_cast<uint64_t>(dropped_buffers));
   return trace.str();
 }
 

@@ -56,7 +56,7 @@ class NameTable {
 // sorted by start), with a name table holding only the names they use.
 std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
                                  std::vector<DeviceEventData> events, int64_t dropped,
-                                 const std::string& status);
+                                 const std::string& status, int64_t dropped_buffers = 0);
 
 }  // namespace cupti
 }  // namespace xdl_trace

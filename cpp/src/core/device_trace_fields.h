@@ -21,6 +21,7 @@ inline constexpr uint32_t kTraceName = 2;
 inline constexpr uint32_t kTraceDevice = 3;
 inline constexpr uint32_t kTraceDroppedEvents = 4;
 inline constexpr uint32_t kTraceStatus = 5;
+inline constexpr uint32_t kTraceDroppedBuffers = 6;
 // xdl.proto.Device
 inline constexpr uint32_t kDeviceId = 1;
 inline constexpr uint32_t kDeviceName = 2;

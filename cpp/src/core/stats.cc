@@ -23,6 +23,14 @@ std::string RenderDeviceTracerStatus(const std::vector<DeviceTracerStatus>& trac
     absl::StrAppend(&out, out.empty() ? "" : "; ", tracer.tracer, ": ",
                     DeviceTracerStateName(tracer.state));
     if (!tracer.message.empty()) absl::StrAppend(&out, ": ", tracer.message);
+    if (tracer.events_dropped != 0 || tracer.buffers_dropped != 0) {
+      absl::StrAppend(&out, " (dropped ", tracer.events_dropped, " events");
+      if (tracer.buffers_dropped != 0) {
+        absl::StrAppend(&out, ", ", tracer.buffers_dropped,
+                        tracer.buffers_dropped == 1 ? " buffer" : " buffers", " of unknown events");
+      }
+      absl::StrAppend(&out, ")");
+    }
   }
   return out;
 }

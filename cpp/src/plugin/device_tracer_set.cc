@@ -39,7 +39,66 @@ DeviceTracerStatus FromPluginStatus(const std::string& tracer, absl::string_view
   return out;
 }
 
+// Bytes a length-delimited field of `n` payload bytes takes beyond the payload
+// (a one- or two-byte tag, at most five bytes of length).
+constexpr size_t kFieldOverhead = 7;
+// An int64 varint field, at most.
+constexpr size_t kIntFieldBytes = 11;
+
 }  // namespace
+
+std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
+                                                      size_t max_bytes) {
+  xdl::proto::DeviceTrace base;
+  base.set_tracer(trace.tracer());
+  *base.mutable_name() = trace.name();
+  std::vector<xdl::proto::DeviceTrace> parts;
+  parts.push_back(base);
+  parts.back().set_dropped_events(trace.dropped_events());
+  parts.back().set_dropped_buffers(trace.dropped_buffers());
+  parts.back().set_status(trace.status());
+  // Upper bound of the current part's serialized size, and where its
+  // device and line for the event being placed are (null: not opened yet).
+  size_t size = parts.back().ByteSizeLong();
+  size_t events_in_part = 0;
+  for (const xdl::proto::Device& device : trace.device()) {
+    const size_t device_bytes =
+        kFieldOverhead + kIntFieldBytes + kFieldOverhead + device.name().size();
+    xdl::proto::Device* part_device = nullptr;
+    for (const xdl::proto::DeviceLine& line : device.line()) {
+      const size_t line_bytes =
+          kFieldOverhead + kIntFieldBytes + kFieldOverhead + line.name().size();
+      xdl::proto::DeviceLine* part_line = nullptr;
+      for (const xdl::proto::DeviceEvent& event : line.event()) {
+        const size_t event_bytes = kFieldOverhead + event.ByteSizeLong();
+        size_t needed = event_bytes + (part_line == nullptr ? line_bytes : 0) +
+                        (part_device == nullptr ? device_bytes : 0);
+        if (events_in_part > 0 && size + needed > max_bytes) {
+          parts.push_back(base);
+          size = parts.back().ByteSizeLong();
+          events_in_part = 0;
+          part_device = nullptr;
+          part_line = nullptr;
+          needed = event_bytes + line_bytes + device_bytes;
+        }
+        if (part_device == nullptr) {
+          part_device = parts.back().add_device();
+          part_device->set_id(device.id());
+          part_device->set_name(device.name());
+        }
+        if (part_line == nullptr) {
+          part_line = part_device->add_line();
+          part_line->set_id(line.id());
+          part_line->set_name(line.name());
+        }
+        *part_line->add_event() = event;
+        size += needed;
+        ++events_in_part;
+      }
+    }
+  }
+  return parts;
+}
 
 absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
     const std::vector<std::string>& entries, DeviceTracerSetOptions options) {
@@ -93,6 +152,15 @@ void DeviceTracerSet::SetStatus(size_t index, DeviceTracerState state, std::stri
   MutexLock lock(&status_mu_);
   status_[index].state = state;
   status_[index].message = std::move(message);
+}
+
+void DeviceTracerSet::CountDrops(size_t index, int64_t events, int64_t buffers) {
+  if (events == 0 && buffers == 0) return;
+  events_dropped_.fetch_add(events, std::memory_order_relaxed);
+  buffers_dropped_.fetch_add(buffers, std::memory_order_relaxed);
+  MutexLock lock(&status_mu_);
+  status_[index].events_dropped += events;
+  status_[index].buffers_dropped += buffers;
 }
 
 std::vector<DeviceTracerStatus> DeviceTracerSet::Statuses() const {
@@ -199,20 +267,33 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer) {
   DeviceTracerStatus status = FromPluginStatus(tracer.type, trace.status());
   SetStatus(index, status.state, std::move(status.message));
   const int64_t events = CountEvents(trace);
-  events_dropped_.fetch_add(trace.dropped_events(), std::memory_order_relaxed);
-  if (events == 0 && trace.dropped_events() == 0) return absl::OkStatus();
-  if (trace.tracer().empty()) {
-    trace.set_tracer(tracer.type);
-    bytes = trace.SerializeAsString();
-  }
-  if (pending_bytes_ + bytes.size() > options_.max_pending_bytes) {
-    events_dropped_.fetch_add(events, std::memory_order_relaxed);
+  CountDrops(index, trace.dropped_events(), trace.dropped_buffers());
+  if (events == 0 && trace.dropped_events() == 0 && trace.dropped_buffers() == 0) {
     return absl::OkStatus();
+  }
+  const bool unnamed = trace.tracer().empty();
+  if (unnamed) trace.set_tracer(tracer.type);
+  if (bytes.size() <= options_.max_trace_part_bytes) {
+    if (unnamed) bytes = trace.SerializeAsString();
+    Admit(index, std::move(bytes), events);
+    return absl::OkStatus();
+  }
+  // Too large for one part: split, so the pending cap keeps what fits.
+  for (const xdl::proto::DeviceTrace& part :
+       SplitDeviceTrace(trace, static_cast<size_t>(options_.max_trace_part_bytes))) {
+    Admit(index, part.SerializeAsString(), CountEvents(part));
+  }
+  return absl::OkStatus();
+}
+
+void DeviceTracerSet::Admit(size_t index, std::string bytes, int64_t events) {
+  if (pending_bytes_ + bytes.size() > options_.max_pending_bytes) {
+    CountDrops(index, events, 0);
+    return;
   }
   events_collected_.fetch_add(events, std::memory_order_relaxed);
   pending_bytes_ += bytes.size();
   pending_.push_back(std::move(bytes));
-  return absl::OkStatus();
 }
 
 absl::Status DeviceTracerSet::Collect() {

@@ -12,18 +12,30 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/mutex.h"
+#include "device_trace.pb.h"
 #include "plugin/plugin_loader.h"
 #include "xdl_trace/stats.h"
 
 namespace xdl_trace {
 namespace internal {
 
+// Splits `trace` into parts whose serialized size is at most `max_bytes` (a
+// single event larger than that gets a part of its own). Events keep their
+// order; each part carries the tracer, the whole name table and the ids and
+// names of its devices and lines; dropped counts and status ride in the first.
+std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
+                                                      size_t max_bytes);
+
 struct DeviceTracerSetOptions {
   // Passed to every plugin as XdlTraceProfilerOptions::max_buffer_bytes.
   uint64_t max_buffer_bytes_per_tracer = 64ull << 20;
-  // Collected traces waiting for a record; past it a collected trace is
-  // dropped and its events counted in events_dropped().
+  // Collected traces waiting for a record; past it the rest of a collect is
+  // dropped and its events counted in events_dropped() and the tracer's status.
   uint64_t max_pending_bytes = 32ull << 20;
+  // A collected trace larger than this is split into DeviceTrace parts of at
+  // most about this size (each its own Record field 5), so the cap above
+  // keeps what fits instead of refusing the whole collect.
+  uint64_t max_trace_part_bytes = 4ull << 20;
   // XdlTraceProfilerOptions::config for every plugin.
   std::string plugin_config;
 };
@@ -68,6 +80,8 @@ class DeviceTracerSet {
 
   int64_t events_collected() const { return events_collected_.load(std::memory_order_relaxed); }
   int64_t events_dropped() const { return events_dropped_.load(std::memory_order_relaxed); }
+  // Activity buffers the plugins lost whole (DeviceTrace.dropped_buffers).
+  int64_t buffers_dropped() const { return buffers_dropped_.load(std::memory_order_relaxed); }
   // One per tracer, in configuration order.
   std::vector<DeviceTracerStatus> Statuses() const;
   // RenderDeviceTracerStatus(Statuses()): "cupti: unavailable: ...; fake: ok".
@@ -89,9 +103,14 @@ class DeviceTracerSet {
   using StepHook = decltype(XdlTracePluginRegistration::step_begin) XdlTracePluginRegistration::*;
 
   absl::Status CollectOne(Tracer& tracer);
+  // Keeps one serialized trace of tracer `index` in the pending list, or drops
+  // and counts its events past max_pending_bytes.
+  void Admit(size_t index, std::string bytes, int64_t events);
   // Calls `hook` on every plugin; a tracer's first step hook failure goes into its status.
   void CallStepHook(StepHook hook, const char* hook_name, uint64_t external_id);
   void SetStatus(size_t index, DeviceTracerState state, std::string message);
+  // Adds to the totals and to tracer `index`'s status counters.
+  void CountDrops(size_t index, int64_t events, int64_t buffers);
 
   const DeviceTracerSetOptions options_;
   std::vector<Tracer> tracers_;       // Training thread.
@@ -100,6 +119,7 @@ class DeviceTracerSet {
   uint64_t pending_bytes_ = 0;        // Training thread.
   std::atomic<int64_t> events_collected_{0};
   std::atomic<int64_t> events_dropped_{0};
+  std::atomic<int64_t> buffers_dropped_{0};
   mutable Mutex status_mu_;
   std::vector<DeviceTracerStatus> status_ ABSL_GUARDED_BY(status_mu_);  // One per tracer.
 };

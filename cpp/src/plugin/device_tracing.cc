@@ -147,6 +147,7 @@ std::string DeviceTracing::Finish() {
 void DeviceTracing::FillStats(TraceStats* stats) const {
   stats->device_events = set_->events_collected();
   stats->device_events_dropped = set_->events_dropped();
+  stats->device_buffers_dropped = set_->buffers_dropped();
   stats->device_tracers = set_->Statuses();
   stats->device_tracer_status = RenderDeviceTracerStatus(stats->device_tracers);
 }

@@ -1,0 +1,64 @@
+"""Device tracing guarantees seen from Python: drops counted in events, per tracer, in hook.stats()."""
+
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def fake_plugin(tmp_path_factory):
+    """tests/plugins/fake_device_plugin.c built as a shared library with the system C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
+    out = tmp_path_factory.mktemp("plugin") / "libxdl_trace_fake.so"
+    source = os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c")
+    include = os.path.join(REPO, "cpp", "include")
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-I", include, source, "-o", str(out)]
+    subprocess.run(cmd, check=True, timeout=120)
+    return str(out)
+
+
+def _run(output_dir, plugin, steps, plugin_config):
+    xdl.trace_tensor("w", np.arange(8, dtype=np.float32))
+    config = {
+        "output_dir": str(output_dir),
+        "device_tracers": [plugin],
+        "device_collect_interval_s": 0,  # Collect at every step.
+        "device_plugin_config": plugin_config,
+        "fsync": False,
+    }
+    with xdl.TraceHook(config) as hook:
+        for step in range(steps):
+            hook.step(gstep=step)
+    stats = hook.stats()
+    xdl.clear()
+    return stats
+
+
+def test_device_drops_are_counted_in_events_and_shown(tmp_path, fake_plugin):
+    # The fake holds 4 events between collects; a step makes 6: 2 dropped per step.
+    stats = _run(tmp_path / "run", fake_plugin, 3, "max_events=4")
+    steps = 3 + 1  # The step still open at close is collected too.
+    assert stats["device_events"] == 4 * steps
+    assert stats["device_events_dropped"] == 2 * steps
+    assert stats["device_buffers_dropped"] == 0
+    (tracer,) = stats["device_tracers"]
+    assert tracer["state"] == "ok"
+    assert tracer["events_dropped"] == 2 * steps
+    assert tracer["buffers_dropped"] == 0
+    assert stats["device_tracer_status"] == "fake: ok (dropped %d events)" % (2 * steps)
+
+
+def test_device_no_drops_means_plain_ok(tmp_path, fake_plugin):
+    stats = _run(tmp_path / "run", fake_plugin, 2, "")
+    assert stats["device_events_dropped"] == 0
+    assert stats["device_tracers"][0]["events_dropped"] == 0
+    assert stats["device_tracer_status"] == "fake: ok"
