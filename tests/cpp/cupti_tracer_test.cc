@@ -3,7 +3,9 @@
 
 #ifdef XDL_TRACE_HAVE_CUPTI
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -57,6 +59,12 @@ class FakeCuptiApi final : public CuptiApi {
   }
   CUptiResult ActivityFlushAll(uint32_t flag) override {
     ++flushes;
+    flush_flags.push_back(flag);
+    if (on_flush) on_flush(flag);  // CUPTI completes buffers inside the flush call.
+    return CUPTI_SUCCESS;
+  }
+  CUptiResult ActivityFlushPeriod(uint32_t period_ms) override {
+    flush_periods.push_back(period_ms);
     return CUPTI_SUCCESS;
   }
   CUptiResult ActivityGetNextRecord(uint8_t* buffer, size_t valid,
@@ -103,6 +111,8 @@ class FakeCuptiApi final : public CuptiApi {
   std::vector<CUpti_ActivityKind> enabled, disabled;
   std::vector<uint64_t> pushed;
   int pops = 0, flushes = 0;
+  std::vector<uint32_t> flush_flags, flush_periods;
+  std::function<void(uint32_t)> on_flush;
   size_t dropped_per_buffer = 0;
   CUpti_TimestampCallbackFunc timestamp = nullptr;
   CUptiResult subscribe_result = CUPTI_SUCCESS;
@@ -337,14 +347,124 @@ TEST_CASE("correlations split across buffers join in any buffer order", "[cupti]
     REQUIRE(events.size() == 1);
     CHECK(events[0].event.external_id() == 4);
   }
-  SECTION("never joined: emitted after one held collect, or at stop") {
+  SECTION("never joined: held across collects within the bounds, emitted at stop") {
     ActivityBuffer device(*h.tracer);
     device.Add(Kernel(41, kT0 + 10, kT0 + 20));
     device.Complete();
     CHECK(Flatten(h.Collect()).empty());
+    CHECK(Flatten(h.Collect()).empty());  // Still held (issue 12: not dropped after one).
+    CHECK(h.tracer->held() == 1);
+    REQUIRE(h.tracer->Stop().ok);
     const auto events = Flatten(h.Collect());
     REQUIRE(events.size() == 1);
     CHECK(events[0].event.external_id() == 0);
+    CHECK(h.tracer->released_unjoined() == 1);
+  }
+  REQUIRE(h.tracer->Stop().ok);
+}
+
+TEST_CASE("each collect while running flushes CUPTI, so events arrive within one interval",
+          "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  for (const bool flush : {true, false}) {
+    INFO("flush_on_collect=" << flush);
+    CuptiTracerOptions options = Harness::Small();
+    ApplyConfig(flush ? "" : "flush_on_collect=0", &options);
+    Harness h(options);
+    REQUIRE(h.tracer->Start().ok);
+    // A buffer CUPTI is still filling: nothing full, nothing completed yet.
+    ActivityBuffer filling(*h.tracer);
+    filling.Add(External(1, 1)).Add(Kernel(1, kT0, kT0 + 10));
+    bool completed = false;
+    h.api->on_flush = [&](uint32_t flag) {
+      if (flag == 0 && !completed) filling.Complete();  // What FlushAll(0) does in CUPTI.
+      completed = true;
+    };
+    const auto events = Flatten(h.Collect());
+    if (flush) {
+      CHECK(h.api->flush_flags == std::vector<uint32_t>{0});
+      REQUIRE(events.size() == 1);
+      CHECK(events[0].event.external_id() == 1);
+    } else {
+      CHECK(h.api->flush_flags.empty());
+      CHECK(events.empty());  // Waits for the buffer to fill, or for stop.
+    }
+    h.api->flush_flags.clear();
+    REQUIRE(h.tracer->Stop().ok);
+    CHECK(h.api->flush_flags == std::vector<uint32_t>{CUPTI_ACTIVITY_FLAG_FLUSH_FORCED});
+    if (!flush) {
+      filling.Complete();  // The forced flush hands it back.
+      CHECK(Flatten(h.Collect()).size() == 1);
+    }
+    h.api->flush_flags.clear();
+    h.Collect();  // Stopped: no flush.
+    CHECK(h.api->flush_flags.empty());
+  }
+}
+
+TEST_CASE("flush_period_ms sets CUPTI's periodic flush for the run", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  CuptiTracerOptions options = Harness::Small();
+  ApplyConfig("flush_period_ms=250", &options);
+  Harness h(options);
+  REQUIRE(h.tracer->Start().ok);
+  CHECK(h.api->flush_periods == std::vector<uint32_t>{250});
+  REQUIRE(h.tracer->Stop().ok);
+  CHECK(h.api->flush_periods == std::vector<uint32_t>{250, 0});
+  Harness off;  // The default leaves CUPTI's period alone.
+  REQUIRE(off.tracer->Start().ok);
+  REQUIRE(off.tracer->Stop().ok);
+  CHECK(off.api->flush_periods.empty());
+}
+
+TEST_CASE("an unjoined event is held until its step is known, bounded by time and count",
+          "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  CuptiTracerOptions options = Harness::Small();
+  ApplyConfig("max_hold_ms=40;max_held_events=2", &options);
+  Harness h(options);
+  REQUIRE(h.tracer->Start().ok);
+  SECTION("joined three collects later") {
+    ActivityBuffer device(*h.tracer);
+    device.Add(Kernel(5, kT0, kT0 + 1));
+    device.Complete();
+    CHECK(Flatten(h.Collect()).empty());
+    CHECK(Flatten(h.Collect()).empty());
+    ActivityBuffer host(*h.tracer);
+    host.Add(External(5, 9));
+    host.Complete();
+    const auto events = Flatten(h.Collect());
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].event.external_id() == 9);
+    CHECK(h.tracer->released_unjoined() == 0);
+  }
+  SECTION("past max_hold_ms: emitted without a step") {
+    ActivityBuffer device(*h.tracer);
+    device.Add(Kernel(6, kT0, kT0 + 1));
+    device.Complete();
+    CHECK(Flatten(h.Collect()).empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    const auto events = Flatten(h.Collect());
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].event.external_id() == 0);
+    CHECK(h.tracer->released_unjoined() == 1);
+    CHECK(h.tracer->held() == 0);
+  }
+  SECTION("past max_held_events: the oldest go first") {
+    ActivityBuffer device(*h.tracer);
+    device.Add(Kernel(7, kT0, kT0 + 1)).Add(Kernel(8, kT0 + 2, kT0 + 3));
+    device.Add(Kernel(9, kT0 + 4, kT0 + 5));
+    device.Complete();
+    const auto events = Flatten(h.Collect());
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].event.correlation_id() == 7);
+    CHECK(h.tracer->held() == 2);
+    ActivityBuffer host(*h.tracer);
+    host.Add(External(8, 1)).Add(External(9, 1));
+    host.Complete();
+    const auto joined = Flatten(h.Collect());
+    REQUIRE(joined.size() == 2);
+    for (const auto& e : joined) CHECK(e.event.external_id() == 1);
   }
   REQUIRE(h.tracer->Stop().ok);
 }

@@ -14,6 +14,7 @@ struct CuptiFunctions {
   decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
   decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp = nullptr;
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+  decltype(&cuptiActivityFlushPeriod) flush_period = nullptr;  // Optional (CUDA 11.1+).
   decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) num_dropped = nullptr;
   decltype(&cuptiActivityPushExternalCorrelationId) push_external = nullptr;
@@ -42,6 +43,9 @@ class DlopenCuptiApi final : public CuptiApi {
     return f_.register_timestamp(func);
   }
   CUptiResult ActivityFlushAll(uint32_t flag) override { return f_.flush_all(flag); }
+  CUptiResult ActivityFlushPeriod(uint32_t period_ms) override {
+    return f_.flush_period != nullptr ? f_.flush_period(period_ms) : CUPTI_ERROR_NOT_SUPPORTED;
+  }
   CUptiResult ActivityGetNextRecord(uint8_t* buffer, size_t valid_bytes,
                                     CUpti_Activity** record) override {
     return f_.next_record(buffer, valid_bytes, record);
@@ -122,6 +126,8 @@ std::unique_ptr<CuptiApi> LoadCuptiApi(const std::vector<std::string>& libraries
     Resolve(handle, "cuptiUnsubscribe", &f.unsubscribe, &missing);
     Resolve(handle, "cuptiGetResultString", &f.result_string, &missing);
     Resolve(handle, "cuptiGetCallbackName", &f.callback_name, &missing);
+    f.flush_period =
+        reinterpret_cast<decltype(f.flush_period)>(::dlsym(handle, "cuptiActivityFlushPeriod"));
     if (!missing.empty()) {
       reasons += (reasons.empty() ? "" : "; ") + library + ": no symbol " + missing;
       ::dlclose(handle);

@@ -22,6 +22,9 @@ class CuptiApi {
                                                 CUpti_BuffersCallbackCompleteFunc complete) = 0;
   virtual CUptiResult ActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc func) = 0;
   virtual CUptiResult ActivityFlushAll(uint32_t flag) = 0;
+  // CUPTI's own periodic flush (0 turns it off); CUPTI_ERROR_NOT_SUPPORTED
+  // from a libcupti without cuptiActivityFlushPeriod.
+  virtual CUptiResult ActivityFlushPeriod(uint32_t period_ms) = 0;
   virtual CUptiResult ActivityGetNextRecord(uint8_t* buffer, size_t valid_bytes,
                                             CUpti_Activity** record) = 0;
   virtual CUptiResult ActivityGetNumDroppedRecords(CUcontext context, uint32_t stream_id,

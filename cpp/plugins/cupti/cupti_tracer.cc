@@ -145,6 +145,13 @@ void ApplyConfig(const std::string& config, CuptiTracerOptions* options) {
   ConfigFlag(config, "driver", &options->driver);
   ConfigFlag(config, "synchronization", &options->synchronization);
   ConfigFlag(config, "overhead", &options->overhead);
+  ConfigFlag(config, "flush_on_collect", &options->flush_on_collect);
+  if (ConfigValue(config, "flush_period_ms", &value))
+    options->flush_period_ms = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
+  if (ConfigValue(config, "max_hold_ms", &value))
+    options->max_hold_ns = static_cast<int64_t>(std::strtoll(value.c_str(), nullptr, 10)) * 1000000;
+  if (ConfigValue(config, "max_held_events", &value))
+    options->max_held_events = std::strtoull(value.c_str(), nullptr, 10);
   if (options->buffer_bytes < 4096) options->buffer_bytes = 4096;
 }
 
@@ -321,6 +328,9 @@ CuptiTracer::Result CuptiTracer::Start() {
     }
     enabled.push_back(kind);
   }
+  // Best effort: an older libcupti without periodic flush still gets the
+  // flush at every collect.
+  if (options_.flush_period_ms != 0) api_->ActivityFlushPeriod(options_.flush_period_ms);
   state_ = State::kRunning;
   return {};
 }
@@ -338,6 +348,7 @@ CuptiTracer::Result CuptiTracer::Stop() {
                  api_->ResultString(result)};
     }
   }
+  if (options_.flush_period_ms != 0) api_->ActivityFlushPeriod(0);
   // Forced: CUPTI hands back every buffer, complete or not, before returning.
   api_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   Unsubscribe();
@@ -414,31 +425,48 @@ int64_t CuptiTracer::dropped() const {
 int64_t CuptiTracer::dropped_buffers() const { return refused_buffers_.load() + aborted_buffers_; }
 
 std::string CuptiTracer::Collect() {
-  if (api_ != nullptr) ParseCompleted();
   const bool running = state_.load() == State::kRunning;
+  // Non-forced: CUPTI completes every buffer holding finished records, so
+  // they reach this collect (the completion callback runs before it returns).
+  if (running && options_.flush_on_collect) api_->ActivityFlushAll(0);
+  if (api_ != nullptr) ParseCompleted();
   auto lookup = [&](uint32_t correlation) -> uint64_t {
     if (auto it = external_.find(correlation); it != external_.end()) return it->second;
     if (auto it = external_old_.find(correlation); it != external_old_.end()) return it->second;
     return 0;
   };
+  const int64_t now = internal::WallClockNs();
   std::vector<DeviceEventData> out;
   out.reserve(held_.size() + events_.size());
-  for (DeviceEventData& e : held_) {
-    if (e.external_id == 0) e.external_id = lookup(static_cast<uint32_t>(e.correlation_id));
-    out.push_back(std::move(e));
+  // Held events: joined now, or released without a step once a bound runs
+  // out (or at stop); the rest stay, oldest first.
+  std::deque<Held> still_held;
+  for (Held& h : held_) {
+    h.event.external_id = lookup(static_cast<uint32_t>(h.event.correlation_id));
+    if (h.event.external_id != 0 || !running || now - h.since_ns >= options_.max_hold_ns) {
+      if (h.event.external_id == 0) ++released_unjoined_;
+      out.push_back(std::move(h.event));
+    } else {
+      still_held.push_back(std::move(h));
+    }
   }
-  held_.clear();
+  held_.swap(still_held);
   for (DeviceEventData& e : events_) {
     if (e.external_id == 0 && e.correlation_id != 0) {
       e.external_id = lookup(static_cast<uint32_t>(e.correlation_id));
       if (e.external_id == 0 && running) {
-        held_.push_back(std::move(e));  // Its external record may come in a later buffer.
+        held_.push_back({std::move(e), now});  // Its external record may come later.
         continue;
       }
     }
     out.push_back(std::move(e));
   }
   events_.clear();
+  while (held_.size() > options_.max_held_events) {
+    ++released_unjoined_;
+    out.push_back(std::move(held_.front().event));
+    held_.pop_front();
+  }
   if (external_.size() > kMaxExternalEntries) {
     external_old_ = std::move(external_);
     external_.clear();

@@ -27,6 +27,17 @@ struct CuptiTracerOptions {
   size_t max_buffer_bytes = 64u << 20;  // Hard cap on all buffers together.
   size_t preallocated_buffers = 2;      // Allocated at start (within the cap).
   size_t max_events = 1u << 20;         // Parsed events held between collects.
+  // Each collect while running first calls cuptiActivityFlushAll(0), so what
+  // the device finished reaches that collect rather than waiting for a
+  // buffer to fill. Optionally CUPTI flushes on its own every
+  // flush_period_ms too (cuptiActivityFlushPeriod; 0: off).
+  bool flush_on_collect = true;
+  uint32_t flush_period_ms = 0;
+  // An event whose step (external correlation) is not known yet is held
+  // across collects until it is, at most this long and this many events;
+  // past either bound (or at stop) it is emitted without a step.
+  int64_t max_hold_ns = 5'000'000'000;
+  size_t max_held_events = 1u << 16;
   // Opt-in activity kinds (the defaults are always on).
   bool driver = false;
   bool synchronization = false;
@@ -36,7 +47,8 @@ struct CuptiTracerOptions {
 };
 
 // Parses "key=value;..." (buffer_bytes, max_buffer_bytes, max_events, driver,
-// synchronization, overhead, libcupti) over `options`; unknown keys are ignored.
+// synchronization, overhead, libcupti, flush_on_collect, flush_period_ms,
+// max_hold_ms, max_held_events) over `options`; unknown keys are ignored.
 void ApplyConfig(const std::string& config, CuptiTracerOptions* options);
 
 // Fixed-size, 8-byte-aligned activity buffers under a hard byte cap.
@@ -102,10 +114,13 @@ class CuptiTracer {
   void StepEnd(uint64_t step_id);
 
   // Serialized xdl.proto.DeviceTrace of everything completed since the last
-  // Collect. While running, events whose correlation is not yet joined are
-  // held back for one more collect (their external record may be in a later
-  // buffer).
+  // Collect (flushing CUPTI first while running). While running, events
+  // whose correlation is not yet joined are held back (their external record
+  // may be in a later buffer) within max_hold_ns / max_held_events.
   std::string Collect();
+  // Events emitted without a step because a hold bound ran out (not drops).
+  int64_t released_unjoined() const { return released_unjoined_; }
+  size_t held() const { return held_.size(); }
 
   // CUPTI's buffer callbacks (public so tests can drive them).
   void OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
@@ -155,8 +170,13 @@ class CuptiTracer {
   // Training thread only:
   NameTable names_;
   ActivityParser parser_;
-  std::vector<DeviceEventData> events_;                  // Parsed, not yet collected.
-  std::vector<DeviceEventData> held_;                    // Unjoined, held one collect.
+  std::vector<DeviceEventData> events_;  // Parsed, not yet collected.
+  struct Held {
+    DeviceEventData event;
+    int64_t since_ns;  // WallClockNs() when first held.
+  };
+  std::deque<Held> held_;  // Unjoined, oldest first.
+  int64_t released_unjoined_ = 0;
   std::unordered_map<uint32_t, uint64_t> external_;      // correlation -> step.
   std::unordered_map<uint32_t, uint64_t> external_old_;  // Previous generation.
   int64_t over_cap_events_ = 0;                          // Parsed beyond max_events.
