@@ -251,6 +251,49 @@ std::vector<FlatEvent> Flatten(const xdl::proto::DeviceTrace& trace) {
   return out;
 }
 
+CUpti_ActivityMarker2 Marker(uint32_t id, CUpti_ActivityFlag flags, int64_t at,
+                             const char* name = nullptr, const char* domain = nullptr,
+                             uint32_t thread = 4242) {
+  CUpti_ActivityMarker2 r;
+  std::memset(&r, 0, sizeof(r));
+  r.kind = CUPTI_ACTIVITY_KIND_MARKER;
+  r.flags = flags;
+  r.timestamp = at;
+  r.id = id;
+  r.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  r.objectId.pt.processId = 1;
+  r.objectId.pt.threadId = thread;
+  r.name = name;
+  r.domain = domain;
+  return r;
+}
+
+CUpti_ActivityMemory4 Memory(uint32_t correlation, CUpti_ActivityMemoryOperationType op, int64_t at,
+                             uint64_t bytes, uint64_t address) {
+  CUpti_ActivityMemory4 r;
+  std::memset(&r, 0, sizeof(r));
+  r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  r.memoryOperationType = op;
+  r.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  r.correlationId = correlation;
+  r.address = address;
+  r.bytes = bytes;
+  r.timestamp = at;
+  r.deviceId = 1;
+  r.streamId = 7;
+  return r;
+}
+
+// The value of stat `name` of `e` in `trace`, as text ("" when absent).
+std::string StatText(const xdl::proto::DeviceTrace& trace, const FlatEvent& e,
+                     const std::string& name) {
+  for (const auto& stat : e.event.stat()) {
+    if (trace.name(stat.name_index()) != name) continue;
+    return stat.has_str_value() ? stat.str_value() : std::to_string(stat.int64_value());
+  }
+  return "";
+}
+
 const FlatEvent* Find(const std::vector<FlatEvent>& events, const std::string& name) {
   for (const FlatEvent& e : events) {
     if (e.name == name) return &e;
@@ -318,6 +361,138 @@ TEST_CASE("kernel, memcpy and runtime records become joined events", "[cupti]") 
   CHECK(launch->event.correlation_id() == 5);
   CHECK(h.tracer->pool().outstanding() == 0);  // The buffer went back to the pool.
   REQUIRE(h.tracer->Stop().ok);
+}
+
+TEST_CASE("NVTX ranges and marks become marker events on their thread", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  CHECK(h.tracer->ActivityKinds().back() == CUPTI_ACTIVITY_KIND_MARKER);  // On by default.
+  REQUIRE(h.tracer->Start().ok);
+  ActivityBuffer first(*h.tracer);
+  first.Add(Marker(3, CUPTI_ACTIVITY_FLAG_MARKER_START, kT0, "forward", "train"))
+      .Add(Marker(4, CUPTI_ACTIVITY_FLAG_MARKER_START, kT0 + 10, "attention", nullptr, 77))
+      .Add(Marker(5, CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS, kT0 + 20, "checkpoint"))
+      .Add(Marker(9, CUPTI_ACTIVITY_FLAG_MARKER_END, kT0 + 30));  // Its start was never seen.
+  first.Complete();
+  ActivityBuffer second(*h.tracer);  // The end arrives in a later buffer.
+  second.Add(Marker(3, CUPTI_ACTIVITY_FLAG_MARKER_END, kT0 + 500));
+  second.Complete();
+  REQUIRE(h.tracer->Stop().ok);
+  const auto trace = h.Collect();
+  const auto events = Flatten(trace);
+  REQUIRE(events.size() == 2);  // "attention" is still open.
+  const FlatEvent* forward = Find(events, "forward");
+  REQUIRE(forward != nullptr);
+  CHECK(forward->event.kind() == xdl::proto::DEVICE_EVENT_MARKER);
+  CHECK(forward->event.start_ns() == kT0);
+  CHECK(forward->event.end_ns() == kT0 + 500);
+  CHECK(forward->device == -1);
+  CHECK(forward->line == "thread 4242");
+  CHECK(StatText(trace, *forward, "domain") == "train");
+  const FlatEvent* mark = Find(events, "checkpoint");
+  REQUIRE(mark != nullptr);
+  CHECK(mark->event.start_ns() == mark->event.end_ns());
+  CHECK(h.tracer->parse_counters().unmatched_markers == 1);
+}
+
+TEST_CASE("MEMORY2 allocations and frees become memory events (opt-in)", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  CuptiTracerOptions options = Harness::Small();
+  CHECK(options.memory == false);
+  ApplyConfig("memory=1", &options);
+  Harness h(options);
+  CHECK(h.tracer->ActivityKinds().back() == CUPTI_ACTIVITY_KIND_MEMORY2);
+  REQUIRE(h.tracer->Start().ok);
+  ActivityBuffer buffer(*h.tracer);
+  buffer.Add(External(1, 5))
+      .Add(Memory(1, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION, kT0, 1 << 20, 0x7000))
+      .Add(External(2, 5))
+      .Add(Memory(2, CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, kT0 + 100, 1 << 20, 0x7000));
+  buffer.Complete();
+  REQUIRE(h.tracer->Stop().ok);
+  const auto trace = h.Collect();
+  const auto events = Flatten(trace);
+  REQUIRE(events.size() == 2);
+  const FlatEvent* alloc = Find(events, "alloc device");
+  const FlatEvent* release = Find(events, "free device");
+  REQUIRE(alloc != nullptr);
+  REQUIRE(release != nullptr);
+  for (const FlatEvent* e : {alloc, release}) {
+    CHECK(e->event.kind() == xdl::proto::DEVICE_EVENT_MEMORY);
+    CHECK(e->device == 1);
+    CHECK(e->line == "memory");
+    CHECK(e->event.external_id() == 5);
+    CHECK(e->event.start_ns() == e->event.end_ns());
+    CHECK(StatText(trace, *e, "bytes") == std::to_string(1 << 20));
+    CHECK(StatText(trace, *e, "address") == std::to_string(0x7000));
+  }
+  CHECK(StatText(trace, *alloc, "operation") == "alloc");
+  CHECK(StatText(trace, *release, "operation") == "free");
+}
+
+TEST_CASE("memcpy kind and host memory kind, kernel launch shape in args", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  REQUIRE(h.tracer->Start().ok);
+  CUpti_ActivityMemcpy6 pageable = Memcpy(1, kT0, kT0 + 10, 4096);
+  pageable.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
+  pageable.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  CUpti_ActivityMemcpy6 pinned = Memcpy(2, kT0 + 20, kT0 + 30, 8192);
+  pinned.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+  pinned.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  pinned.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  CUpti_ActivityKernel10 kernel = Kernel(3, kT0 + 40, kT0 + 50);
+  kernel.staticSharedMemory = 1024;
+  kernel.dynamicSharedMemory = 512;
+  ActivityBuffer buffer(*h.tracer);
+  buffer.Add(pageable).Add(pinned).Add(kernel);
+  buffer.Complete();
+  REQUIRE(h.tracer->Stop().ok);
+  const auto trace = h.Collect();
+  const auto events = Flatten(trace);
+  const FlatEvent* htod = Find(events, "Memcpy HtoD");
+  const FlatEvent* dtoh = Find(events, "Memcpy DtoH");
+  const FlatEvent* k = Find(events, "gemm_kernel");
+  REQUIRE(htod != nullptr);
+  REQUIRE(dtoh != nullptr);
+  REQUIRE(k != nullptr);
+  CHECK(StatText(trace, *htod, "copy_kind") == "HtoD");
+  CHECK(StatText(trace, *htod, "src_memory") == "pageable");
+  CHECK(StatText(trace, *htod, "dst_memory") == "device");
+  CHECK(StatText(trace, *htod, "bytes") == "4096");
+  CHECK(StatText(trace, *dtoh, "dst_memory") == "pinned");
+  CHECK(StatText(trace, *k, "grid") == "128x1x1");
+  CHECK(StatText(trace, *k, "block") == "256x1x1");
+  CHECK(StatText(trace, *k, "registers_per_thread") == "32");
+  CHECK(StatText(trace, *k, "shared_memory_bytes") == "1536");
+}
+
+TEST_CASE("noisy runtime calls are filtered, configurably", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  struct Case {
+    const char* config;
+    size_t kept;
+    int64_t filtered;
+  };
+  for (const Case& c : {Case{"", 1, 2}, Case{"api_filter=", 3, 0},
+                        Case{"api_filter=cudaLaunchKernel,cudaFree", 2, 1}}) {
+    INFO(c.config);
+    CuptiTracerOptions options = Harness::Small();
+    ApplyConfig(c.config, &options);
+    Harness h(options);
+    REQUIRE(h.tracer->Start().ok);
+    ActivityBuffer buffer(*h.tracer);
+    buffer.Add(Runtime(1, kT0, kT0 + 1, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020))
+        .Add(Runtime(2, kT0 + 2, kT0 + 3, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000))
+        .Add(Runtime(3, kT0 + 4, kT0 + 5, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020));
+    buffer.Complete();
+    REQUIRE(h.tracer->Stop().ok);
+    const auto events = Flatten(h.Collect());
+    CHECK(events.size() == c.kept);
+    CHECK(h.tracer->parse_counters().filtered_api == c.filtered);
+    CHECK((Find(events, "cudaLaunchKernel_v7000") != nullptr) ==
+          (std::string(c.config).find("cudaLaunchKernel") == std::string::npos));
+  }
 }
 
 TEST_CASE("correlations split across buffers join in any buffer order", "[cupti]") {
@@ -540,7 +715,7 @@ TEST_CASE("start/stop/start: kinds enabled, disabled in reverse, flushed", "[cup
   options.synchronization = true;
   Harness h(options);
   const std::vector<CUpti_ActivityKind> kinds = h.tracer->ActivityKinds();
-  REQUIRE(kinds.size() == 7);
+  REQUIRE(kinds.size() == 8);  // 6 always, NVTX markers (default on), synchronization.
   CHECK(h.tracer->state() == CuptiTracer::State::kIdle);
   for (int round = 0; round < 3; ++round) {
     h.api->enabled.clear();

@@ -57,7 +57,9 @@ static_assert(Kind(DeviceEventKind::kDriverApi) == xdl::proto::DEVICE_EVENT_DRIV
 static_assert(Kind(DeviceEventKind::kSynchronization) == xdl::proto::DEVICE_EVENT_SYNCHRONIZATION);
 static_assert(Kind(DeviceEventKind::kOverhead) == xdl::proto::DEVICE_EVENT_OVERHEAD);
 static_assert(Kind(DeviceEventKind::kOther) == xdl::proto::DEVICE_EVENT_OTHER);
-static_assert(xdl::proto::DeviceEventKind_MAX == xdl::proto::DEVICE_EVENT_OTHER,
+static_assert(Kind(DeviceEventKind::kMarker) == xdl::proto::DEVICE_EVENT_MARKER);
+static_assert(Kind(DeviceEventKind::kMemory) == xdl::proto::DEVICE_EVENT_MEMORY);
+static_assert(xdl::proto::DeviceEventKind_MAX == xdl::proto::DEVICE_EVENT_MEMORY,
               "a new DeviceEventKind: add it to core/device_trace_fields.h");
 
 static_assert(Tag(3, kWireLengthDelimited) == 0x1A);

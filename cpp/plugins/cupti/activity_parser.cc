@@ -1,6 +1,7 @@
 // Turns CUPTI activity records (struct versions of the installed headers) into device events.
 #include "activity_parser.h"
 
+#include <algorithm>
 #include <string>
 
 namespace xdl_trace {
@@ -15,6 +16,29 @@ using ApiRecord = CUpti_ActivityAPI;
 using SyncRecord = CUpti_ActivitySynchronization2;
 using OverheadRecord = CUpti_ActivityOverhead3;
 using ExternalRecord = CUpti_ActivityExternalCorrelation;
+using MarkerRecord = CUpti_ActivityMarker2;
+using MemoryRecord = CUpti_ActivityMemory4;
+
+// NVTX ranges open at once (per process); past it the oldest is forgotten.
+constexpr size_t kMaxOpenMarkers = 1u << 16;
+
+const std::vector<std::string>& DefaultApiFilter() {
+  static const std::vector<std::string> names = {
+      "cudaGetDevice",
+      "cudaSetDevice",
+      "cudaGetDeviceCount",
+      "cudaGetLastError",
+      "cudaPeekAtLastError",
+      "cudaDeviceGetAttribute",
+      "cudaGetDeviceProperties",
+      "cudaStreamIsCapturing",
+      "cudaStreamGetCaptureInfo",
+      "cudaPointerGetAttributes",
+      "cudaFuncGetAttributes",
+      "cudaEventQuery",
+  };
+  return names;
+}
 
 const char* MemcpyKindName(uint8_t kind) {
   switch (kind) {
@@ -60,6 +84,38 @@ const char* SyncTypeName(CUpti_ActivitySynchronizationType type) {
   }
 }
 
+// "pageable", "pinned", "device", ... for CUpti_ActivityMemoryKind.
+const char* MemoryKindName(uint32_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE:
+      return "pageable";
+    case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+      return "pinned";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+      return "device";
+    case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY:
+      return "array";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+      return "managed";
+    case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+      return "device_static";
+    case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC:
+      return "managed_static";
+    default:
+      return "unknown";
+  }
+}
+
+// "cudaGetDevice_v3020" -> "cudaGetDevice".
+std::string WithoutVersion(const std::string& name) {
+  const size_t v = name.rfind("_v");
+  if (v == std::string::npos || v + 2 >= name.size()) return name;
+  for (size_t i = v + 2; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return name;
+  }
+  return name.substr(0, v);
+}
+
 std::string Dim3(int32_t x, int32_t y, int32_t z) {
   return std::to_string(x) + "x" + std::to_string(y) + "x" + std::to_string(z);
 }
@@ -73,6 +129,26 @@ void SetStream(const Record& r, DeviceEventData* event) {
 }
 
 }  // namespace
+
+void ActivityParser::set_api_filter(const std::vector<std::string>& names) {
+  api_filter_ = names;
+  api_names_.clear();
+}
+
+const ActivityParser::ApiName& ActivityParser::LookupApi(CUpti_CallbackDomain domain,
+                                                         uint32_t cbid) {
+  const uint64_t key = (static_cast<uint64_t>(domain) << 32) | cbid;
+  if (auto it = api_names_.find(key); it != api_names_.end()) return it->second;
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  std::string name = callback_name_ ? callback_name_(domain, cbid) : std::string();
+  if (name.empty()) {
+    name = std::string(runtime ? "runtime" : "driver") + " API " + std::to_string(cbid);
+  }
+  const std::string bare = WithoutVersion(name);
+  bool filtered = false;
+  for (const std::string& f : api_filter_) filtered = filtered || f == bare;
+  return api_names_.emplace(key, ApiName{names_->Intern(name), filtered}).first->second;
+}
 
 bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* event) {
   if (start == 0 || end == 0) {
@@ -114,6 +190,9 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
     e.name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(r.copyKind));
     SetStream(r, &e);
     Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
+    Stat(&e, "copy_kind", std::string(MemcpyKindName(r.copyKind)));
+    Stat(&e, "src_memory", std::string(MemoryKindName(r.srcKind)));
+    Stat(&e, "dst_memory", std::string(MemoryKindName(r.dstKind)));
     return true;
   };
   switch (record.kind) {
@@ -154,16 +233,16 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER: {
       const auto& r = reinterpret_cast<const ApiRecord&>(record);
-      if (!SetTimes(r.start, r.end, &e)) return;
       const bool runtime = record.kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+      const ApiName& api =
+          LookupApi(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, r.cbid);
+      if (api.filtered) {
+        ++counters_.filtered_api;
+        return;
+      }
+      if (!SetTimes(r.start, r.end, &e)) return;
       e.kind = runtime ? EventKind::kRuntimeApi : EventKind::kDriverApi;
-      std::string name = callback_name_ ? callback_name_(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API
-                                                                 : CUPTI_CB_DOMAIN_DRIVER_API,
-                                                         r.cbid)
-                                        : std::string();
-      if (name.empty())
-        name = std::string(runtime ? "runtime" : "driver") + " API " + std::to_string(r.cbid);
-      e.name = names_->Intern(name);
+      e.name = api.name;
       e.device = kHostApiDevice;
       e.line = r.threadId;
       e.correlation_id = r.correlationId;
@@ -190,6 +269,77 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       e.device = kHostApiDevice;
       e.line = kOverheadLine;
       e.correlation_id = r.correlationId;
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MARKER: {
+      // NVTX: a range is a START record and an END record with the same id
+      // (the name only on the start); an instant is one record.
+      const auto& r = reinterpret_cast<const MarkerRecord&>(record);
+      const int64_t at = static_cast<int64_t>(r.timestamp) + clock_offset_ns_;
+      const uint32_t thread = r.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ||
+                                      r.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS
+                                  ? r.objectId.pt.threadId
+                                  : 0;
+      if (r.timestamp == 0) {
+        ++counters_.bad_timestamps;
+        return;
+      }
+      if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+        if (open_markers_.size() >= kMaxOpenMarkers) {
+          ++counters_.unmatched_markers;
+          open_markers_.erase(open_markers_.begin());
+        }
+        open_markers_[r.id] = {at, names_->Intern(r.name != nullptr ? r.name : "<nvtx range>"),
+                               r.domain != nullptr ? names_->Intern(r.domain) : 0, thread};
+        return;
+      }
+      OpenMarker m{at, names_->Intern(r.name != nullptr ? r.name : "<nvtx mark>"),
+                   r.domain != nullptr ? names_->Intern(r.domain) : 0, thread};
+      if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+        auto it = open_markers_.find(r.id);
+        if (it == open_markers_.end()) {
+          ++counters_.unmatched_markers;
+          return;
+        }
+        m = it->second;
+        open_markers_.erase(it);
+      } else if (!(r.flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS)) {
+        ++counters_.skipped_kinds;  // Synchronization markers: not shown.
+        return;
+      }
+      e.kind = EventKind::kMarker;
+      e.name = m.name;
+      e.start_ns = m.start_ns;
+      e.end_ns = std::max(m.start_ns, at);
+      e.device = kHostApiDevice;
+      e.line = m.thread;
+      if (m.domain != 0) Stat(&e, "domain", names_->name(m.domain));
+      Stat(&e, "marker_id", static_cast<int64_t>(r.id));
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMORY2: {
+      const auto& r = reinterpret_cast<const MemoryRecord&>(record);
+      if (r.timestamp == 0) {
+        ++counters_.bad_timestamps;
+        return;
+      }
+      const bool alloc = r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+      if (!alloc && r.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+        ++counters_.skipped_kinds;
+        return;
+      }
+      e.kind = EventKind::kMemory;
+      e.name =
+          names_->Intern(std::string(alloc ? "alloc " : "free ") + MemoryKindName(r.memoryKind));
+      e.start_ns = e.end_ns = static_cast<int64_t>(r.timestamp) + clock_offset_ns_;
+      e.device = static_cast<int32_t>(r.deviceId);
+      e.line = kMemoryLine;
+      e.correlation_id = r.correlationId;
+      Stat(&e, "operation", std::string(alloc ? "alloc" : "free"));
+      Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
+      Stat(&e, "address", static_cast<int64_t>(r.address));
+      Stat(&e, "memory_kind", std::string(MemoryKindName(r.memoryKind)));
+      Stat(&e, "stream", r.streamId);
       break;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {

@@ -25,12 +25,19 @@ inline constexpr int64_t kSynchronizationLine = -2;
 inline constexpr int64_t kOverheadLine = -3;
 
 struct ParseCounters {
-  int64_t records = 0;         // Records seen.
-  int64_t events = 0;          // Turned into events.
-  int64_t skipped_kinds = 0;   // Valid records of kinds the tracer does not show.
-  int64_t bad_timestamps = 0;  // Zero start or end: dropped.
-  int64_t reversed = 0;        // end < start: end clamped to start.
+  int64_t records = 0;            // Records seen.
+  int64_t events = 0;             // Turned into events.
+  int64_t skipped_kinds = 0;      // Valid records of kinds the tracer does not show.
+  int64_t bad_timestamps = 0;     // Zero start or end: dropped.
+  int64_t reversed = 0;           // end < start: end clamped to start.
+  int64_t filtered_api = 0;       // Runtime/driver calls left out by the API filter.
+  int64_t unmatched_markers = 0;  // NVTX range ends without their start (or starts evicted).
 };
+
+// Runtime API calls left out by default (config api_filter): frequent, cheap
+// queries that bury the launches in the timeline, in the spirit of Kineto's
+// filtering of noisy calls.
+const std::vector<std::string>& DefaultApiFilter();
 
 // Threading: one thread at a time (the collecting thread).
 class ActivityParser {
@@ -42,6 +49,9 @@ class ActivityParser {
       : names_(names), callback_name_(std::move(callback_name)) {}
 
   void set_clock_offset_ns(int64_t offset) { clock_offset_ns_ = offset; }
+  // Runtime/driver API calls to leave out, by name without the "_vNNNN"
+  // suffix ("cudaGetDevice"). Replaces the previous filter.
+  void set_api_filter(const std::vector<std::string>& names);
 
   // Appends an event for `record` to `events`, or records its external
   // correlation (kStepCorrelationKind only) in `external` (correlation id ->
@@ -57,10 +67,28 @@ class ActivityParser {
   void Stat(DeviceEventData* event, const char* name, int64_t value);
   void Stat(DeviceEventData* event, const char* name, std::string text);
 
+  // An API call's interned name and whether the filter drops it, per
+  // (domain << 32 | cbid): one cuptiGetCallbackName per distinct call.
+  struct ApiName {
+    int32_t name;
+    bool filtered;
+  };
+  const ApiName& LookupApi(CUpti_CallbackDomain domain, uint32_t cbid);
+  // An NVTX range whose start record was seen, waiting for its end.
+  struct OpenMarker {
+    int64_t start_ns;
+    int32_t name;
+    int32_t domain;  // NameTable index; 0 when none.
+    uint32_t thread;
+  };
+
   NameTable* const names_;
   const std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name_;
   int64_t clock_offset_ns_ = 0;
   ParseCounters counters_;
+  std::unordered_map<uint64_t, ApiName> api_names_;
+  std::vector<std::string> api_filter_;
+  std::unordered_map<uint32_t, OpenMarker> open_markers_;  // By marker id.
 };
 
 // "HtoD", "DtoH", ... for CUpti_ActivityMemcpyKind.

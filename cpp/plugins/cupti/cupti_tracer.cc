@@ -1,6 +1,7 @@
 // The CUPTI activity tracer: lifecycle, capped buffer pool, completed-buffer queue, join.
 #include "cupti_tracer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -71,6 +72,10 @@ const char* KindName(CUpti_ActivityKind kind) {
       return "SYNCHRONIZATION";
     case CUPTI_ACTIVITY_KIND_OVERHEAD:
       return "OVERHEAD";
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      return "MARKER";
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      return "MEMORY2";
     default:
       return "?";
   }
@@ -146,6 +151,17 @@ void ApplyConfig(const std::string& config, CuptiTracerOptions* options) {
   ConfigFlag(config, "synchronization", &options->synchronization);
   ConfigFlag(config, "overhead", &options->overhead);
   ConfigFlag(config, "flush_on_collect", &options->flush_on_collect);
+  ConfigFlag(config, "nvtx", &options->nvtx);
+  ConfigFlag(config, "memory", &options->memory);
+  if (ConfigValue(config, "api_filter", &value)) {
+    options->api_filter.clear();
+    size_t begin = 0;
+    while (begin <= value.size()) {
+      const size_t end = std::min(value.find(',', begin), value.size());
+      if (end > begin) options->api_filter.push_back(value.substr(begin, end - begin));
+      begin = end + 1;
+    }
+  }
   if (ConfigValue(config, "flush_period_ms", &value))
     options->flush_period_ms = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
   if (ConfigValue(config, "max_hold_ms", &value))
@@ -215,7 +231,9 @@ CuptiTracer::CuptiTracer(CuptiTracerOptions options, std::unique_ptr<CuptiApi> a
       pool_(options_.buffer_bytes, options_.max_buffer_bytes),
       parser_(&names_, [this](CUpti_CallbackDomain domain, uint32_t cbid) {
         return api_ != nullptr ? api_->CallbackName(domain, cbid) : std::string();
-      }) {}
+      }) {
+  parser_.set_api_filter(options_.api_filter);
+}
 
 CuptiTracer::~CuptiTracer() {
   Stop();
@@ -233,6 +251,8 @@ std::vector<CUpti_ActivityKind> CuptiTracer::ActivityKinds() const {
       CUPTI_ACTIVITY_KIND_MEMCPY2,
       CUPTI_ACTIVITY_KIND_MEMSET,
   };
+  if (options_.nvtx) kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER);
+  if (options_.memory) kinds.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
   if (options_.driver) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
   if (options_.synchronization) kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
   if (options_.overhead) kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);

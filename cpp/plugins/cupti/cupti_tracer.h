@@ -38,17 +38,23 @@ struct CuptiTracerOptions {
   // past either bound (or at stop) it is emitted without a step.
   int64_t max_hold_ns = 5'000'000'000;
   size_t max_held_events = 1u << 16;
+  // NVTX ranges and marks (CUPTI_ACTIVITY_KIND_MARKER); on by default.
+  bool nvtx = true;
   // Opt-in activity kinds (the defaults are always on).
+  bool memory = false;  // Device memory allocations and frees (MEMORY2).
   bool driver = false;
   bool synchronization = false;
   bool overhead = false;
+  // Runtime/driver calls left out of the trace (by name, no "_vNNNN").
+  std::vector<std::string> api_filter = DefaultApiFilter();
   // libcupti names tried by the default loader.
   std::vector<std::string> libraries = DefaultCuptiLibraries();
 };
 
 // Parses "key=value;..." (buffer_bytes, max_buffer_bytes, max_events, driver,
-// synchronization, overhead, libcupti, flush_on_collect, flush_period_ms,
-// max_hold_ms, max_held_events) over `options`; unknown keys are ignored.
+// synchronization, overhead, nvtx, memory, libcupti, flush_on_collect,
+// flush_period_ms, max_hold_ms, max_held_events, api_filter: comma-separated
+// names, "" for none) over `options`; unknown keys are ignored.
 void ApplyConfig(const std::string& config, CuptiTracerOptions* options);
 
 // Fixed-size, 8-byte-aligned activity buffers under a hard byte cap.

@@ -34,7 +34,9 @@ class Writer {
 };
 
 std::string LineName(int32_t device, int64_t line) {
-  if (device != kHostApiDevice) return "stream " + std::to_string(line);
+  if (device != kHostApiDevice) {
+    return line == kMemoryLine ? std::string("memory") : "stream " + std::to_string(line);
+  }
   if (line == -2) return "synchronization";
   if (line == -3) return "profiler overhead";
   return "thread " + std::to_string(line);

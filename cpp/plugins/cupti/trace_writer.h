@@ -19,6 +19,8 @@ using EventKind = internal::DeviceEventKind;
 
 // Device id of the pseudo device whose lines are host threads calling CUDA.
 inline constexpr int32_t kHostApiDevice = -1;
+// Line of a GPU device holding its memory allocations and frees.
+inline constexpr int64_t kMemoryLine = -4;
 
 struct EventStat {
   int32_t name = 0;  // NameTable index.

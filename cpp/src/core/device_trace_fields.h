@@ -57,6 +57,8 @@ enum class DeviceEventKind : int {
   kSynchronization = 6,
   kOverhead = 7,
   kOther = 8,
+  kMarker = 9,
+  kMemory = 10,
 };
 
 }  // namespace internal
