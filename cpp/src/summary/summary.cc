@@ -181,6 +181,33 @@ struct CountPass {
   }
 };
 
+struct LogBucketPass {
+  double* counts = nullptr;
+
+  template <typename Loader>
+  void Run(const char* data, int64_t n) {
+    constexpr double kZeroBound = 0x1p-40;
+    static_assert(kLogBucketMinExponent == -40, "kZeroBound must be 2^kLogBucketMinExponent");
+    static_assert(kLogBucketsPerOctave == 4, "the sub-bucket takes the top 2 mantissa bits");
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = Loader::Get(data, i);
+      if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
+      const double magnitude = std::fabs(x);
+      if (magnitude < kZeroBound) {
+        counts[kLogBucketsPerSign] += 1;
+        continue;
+      }
+      uint64_t bits;
+      std::memcpy(&bits, &magnitude, sizeof(bits));
+      const int exponent = static_cast<int>((bits >> 52) & 0x7FF) - 1023;
+      const int sub = static_cast<int>((bits >> 50) & 3);
+      const int offset = std::min((exponent - kLogBucketMinExponent) * kLogBucketsPerOctave + sub,
+                                  kLogBucketsPerSign - 1);
+      counts[x > 0 ? kLogBucketsPerSign + 1 + offset : kLogBucketsPerSign - 1 - offset] += 1;
+    }
+  }
+};
+
 }  // namespace
 
 float HalfToFloat(uint16_t h) {
@@ -259,6 +286,29 @@ void ComputeHistogram(const TensorView& view, int bins, double* out) {
   count.bins = bins;
   count.counts = counts;
   Dispatch(view, count);
+}
+
+void AccumulateLogBuckets(const TensorView& view, double* counts) {
+  LogBucketPass pass;
+  pass.counts = counts;
+  Dispatch(view, pass);
+}
+
+std::vector<double> LogBucketEdges() {
+  // Positive edges: the zero bound, then 2^e * (1 + k / kLogBucketsPerOctave).
+  std::vector<double> positive;
+  positive.reserve(kLogBucketsPerSign + 1);
+  positive.push_back(std::ldexp(1.0, kLogBucketMinExponent));
+  for (int e = kLogBucketMinExponent; e < kLogBucketMaxExponent; ++e) {
+    for (int k = 1; k <= kLogBucketsPerOctave; ++k) {
+      positive.push_back(std::ldexp(1.0 + static_cast<double>(k) / kLogBucketsPerOctave, e));
+    }
+  }
+  std::vector<double> edges;
+  edges.reserve(kNumLogBuckets + 1);
+  for (auto it = positive.rbegin(); it != positive.rend(); ++it) edges.push_back(-*it);
+  edges.insert(edges.end(), positive.begin(), positive.end());
+  return edges;
 }
 
 absl::Status ComputeBuiltinSummary(const Summary& summary, const TensorView& view,

@@ -1,0 +1,100 @@
+// Shims for the report and find-nan: per-tensor stats and log-bucket histograms of many numpy
+// columns in one call, read in place (no copy) with the GIL released.
+#include "analysis_bindings.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "summary/summary.h"
+#include "xdl_trace/dtype.h"
+
+namespace py = pybind11;
+
+namespace xdl_trace {
+namespace python {
+namespace {
+
+// A column as a view of its numpy array's memory. Reader columns may sit at
+// any byte offset of the mapping; the summary loaders read with memcpy, so
+// alignment does not matter, only C order.
+TensorView ViewOf(const py::array& array, int32_t dtype, size_t position) {
+  if (!IsValidDType(dtype)) {
+    throw py::value_error(absl::StrCat("column ", position, ": unknown wire dtype ", dtype));
+  }
+  TensorView view;
+  view.dtype = static_cast<DType>(dtype);
+  if (static_cast<size_t>(array.itemsize()) != DTypeSize(view.dtype)) {
+    throw py::value_error(absl::StrCat("column ", position, ": ", array.itemsize(),
+                                       "-byte elements do not fit wire dtype ",
+                                       DTypeName(view.dtype)));
+  }
+  if (!(array.flags() & py::array::c_style) || array.dtype().byteorder() == '>') {
+    throw py::value_error(
+        absl::StrCat("column ", position, ": array is not C-contiguous native-endian"));
+  }
+  view.shape.assign(array.shape(), array.shape() + array.ndim());
+  view.data = array.data();
+  return view;
+}
+
+// column_stats(arrays, dtypes, histogram=None) -> (stats, buckets): stats is
+// float64[n, 8] (internal::StatsField order), buckets float64[m, kNumLogBuckets]
+// for the m arrays flagged in `histogram`, in order. The arrays are held by
+// the caller's lists for the whole call.
+py::tuple ColumnStats(const std::vector<py::array>& arrays, const std::vector<int32_t>& dtypes,
+                      const std::optional<std::vector<bool>>& histogram) {
+  const size_t n = arrays.size();
+  if (dtypes.size() != n || (histogram && histogram->size() != n)) {
+    throw py::value_error(absl::StrCat("column_stats: ", n, " arrays but ", dtypes.size(),
+                                       " dtypes", histogram ? " or histogram flags" : ""));
+  }
+  std::vector<TensorView> views;
+  views.reserve(n);
+  size_t num_histograms = 0;
+  for (size_t i = 0; i < n; ++i) {
+    views.push_back(ViewOf(arrays[i], dtypes[i], i));
+    if (histogram && (*histogram)[i]) ++num_histograms;
+  }
+  py::array_t<double> stats(
+      {static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(internal::kStatsSize)});
+  py::array_t<double> buckets({static_cast<py::ssize_t>(num_histograms),
+                               static_cast<py::ssize_t>(internal::kNumLogBuckets)});
+  double* stats_out = stats.mutable_data();
+  double* buckets_out = buckets.mutable_data();
+  {
+    py::gil_scoped_release release;
+    std::fill(buckets_out, buckets_out + num_histograms * internal::kNumLogBuckets, 0.0);
+    size_t h = 0;
+    for (size_t i = 0; i < n; ++i) {
+      internal::ComputeStats(views[i], stats_out + i * internal::kStatsSize);
+      if (histogram && (*histogram)[i]) {
+        internal::AccumulateLogBuckets(views[i], buckets_out + h * internal::kNumLogBuckets);
+        ++h;
+      }
+    }
+  }
+  return py::make_tuple(std::move(stats), std::move(buckets));
+}
+
+}  // namespace
+
+void RegisterAnalysisBindings(py::module_& m) {
+  m.def("column_stats", &ColumnStats, py::arg("arrays"), py::arg("dtypes"),
+        py::arg("histogram") = py::none(),
+        "Stats (float64[n, 8]) of each array read in place as its wire dtype, and log-bucket "
+        "counts (float64[m, len(LOG_BUCKET_EDGES) - 1]) of the arrays flagged in `histogram`.");
+  const std::vector<double> edges = internal::LogBucketEdges();
+  m.attr("LOG_BUCKET_EDGES") =
+      py::array_t<double>(static_cast<py::ssize_t>(edges.size()), edges.data());
+  m.attr("STATS_FIELDS") = py::make_tuple("count", "min", "max", "mean", "std", "l2", "nan", "inf");
+}
+
+}  // namespace python
+}  // namespace xdl_trace
