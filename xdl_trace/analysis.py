@@ -232,7 +232,7 @@ class RunScan:
     histograms {key: HistogramSeries} (first rank only); ratio {(variable, rank): Series(1)}
     (||gradient|| / ||variable||); step_time {rank: Series(2)} (ms per gstep, gsteps per s);
     first_bad {key: BadValue}; constant {key: bool} (stats identical in every record);
-    elements {key: max elements seen}.
+    elements {key: max elements seen}; rows {key: records with a non-empty column}.
     """
 
     def __init__(self, path, label):
@@ -255,6 +255,7 @@ class RunScan:
         self.first_bad = {}
         self.constant = {}
         self.elements = {}
+        self.rows = {}  # key -> records with a non-empty column.
         self.capacity = 512  # Buckets per Series / HistogramSeries.
         self.histogram_capacity = 100
         self._first_rows = {}
@@ -424,6 +425,7 @@ def _check_bad(scan, key, rank, batch, record_index, key_rows):
 
 
 def _check_constant(scan, key, key_rows):
+    scan.rows[key] = scan.rows.get(key, 0) + len(key_rows)
     if scan.constant.get(key) is False:
         return
     first = scan._first_rows.get(key)
