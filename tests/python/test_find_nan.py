@@ -1,6 +1,7 @@
 """find-nan and the C++ column stats it stands on: real traces written by TraceHook, read back."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import pytest
 import xdl_trace as xdl
 from xdl_trace import _core, analysis
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WIRE = {name: value for value, name, _, _ in _core.dtype_table()}
 
 
@@ -125,6 +127,7 @@ def test_find_nan_command_exit_status_and_json(tmp_path):
             [sys.executable, "-m", "xdl_trace", "find-nan", *args],
             capture_output=True,
             text=True,
+            env=dict(os.environ, PYTHONPATH=REPO),
         )
 
     result = run(bad, "--json")
