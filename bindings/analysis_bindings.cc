@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "summary/column_stats.h"
 #include "summary/summary.h"
 #include "xdl_trace/dtype.h"
 
@@ -44,12 +46,11 @@ TensorView ViewOf(const py::array& array, int32_t dtype, size_t position) {
   return view;
 }
 
-// column_stats(arrays, dtypes, histogram=None) -> (stats, buckets): stats is
-// float64[n, 8] (internal::StatsField order), buckets float64[m, kNumLogBuckets]
-// for the m arrays flagged in `histogram`, in order. The arrays are held by
-// the caller's lists for the whole call.
+// column_stats(arrays, dtypes, histogram=None, threads=0) -> (stats, buckets):
+// stats is float64[n, 8] (internal::StatsField order), buckets
+// float64[m, kNumLogBuckets] for the m arrays flagged in `histogram`, in order.
 py::tuple ColumnStats(const std::vector<py::array>& arrays, const std::vector<int32_t>& dtypes,
-                      const std::optional<std::vector<bool>>& histogram) {
+                      const std::optional<std::vector<bool>>& histogram, int threads) {
   const size_t n = arrays.size();
   if (dtypes.size() != n || (histogram && histogram->size() != n)) {
     throw py::value_error(absl::StrCat("column_stats: ", n, " arrays but ", dtypes.size(),
@@ -57,28 +58,18 @@ py::tuple ColumnStats(const std::vector<py::array>& arrays, const std::vector<in
   }
   std::vector<TensorView> views;
   views.reserve(n);
-  size_t num_histograms = 0;
-  for (size_t i = 0; i < n; ++i) {
-    views.push_back(ViewOf(arrays[i], dtypes[i], i));
-    if (histogram && (*histogram)[i]) ++num_histograms;
-  }
+  for (size_t i = 0; i < n; ++i) views.push_back(ViewOf(arrays[i], dtypes[i], i));
+  const std::vector<bool> flags = histogram ? *histogram : std::vector<bool>(n, false);
+  const auto flagged = static_cast<py::ssize_t>(std::count(flags.begin(), flags.end(), true));
   py::array_t<double> stats(
       {static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(internal::kStatsSize)});
-  py::array_t<double> buckets({static_cast<py::ssize_t>(num_histograms),
-                               static_cast<py::ssize_t>(internal::kNumLogBuckets)});
+  py::array_t<double> buckets({flagged, static_cast<py::ssize_t>(internal::kNumLogBuckets)});
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   double* stats_out = stats.mutable_data();
   double* buckets_out = buckets.mutable_data();
   {
-    py::gil_scoped_release release;
-    std::fill(buckets_out, buckets_out + num_histograms * internal::kNumLogBuckets, 0.0);
-    size_t h = 0;
-    for (size_t i = 0; i < n; ++i) {
-      internal::ComputeStats(views[i], stats_out + i * internal::kStatsSize);
-      if (histogram && (*histogram)[i]) {
-        internal::AccumulateLogBuckets(views[i], buckets_out + h * internal::kNumLogBuckets);
-        ++h;
-      }
-    }
+    py::gil_scoped_release release;  // The arrays stay referenced by the caller's list.
+    internal::ComputeColumnStats(views, flags, stats_out, buckets_out, threads);
   }
   return py::make_tuple(std::move(stats), std::move(buckets));
 }
@@ -87,12 +78,14 @@ py::tuple ColumnStats(const std::vector<py::array>& arrays, const std::vector<in
 
 void RegisterAnalysisBindings(py::module_& m) {
   m.def("column_stats", &ColumnStats, py::arg("arrays"), py::arg("dtypes"),
-        py::arg("histogram") = py::none(),
+        py::arg("histogram") = py::none(), py::arg("threads") = 0,
         "Stats (float64[n, 8]) of each array read in place as its wire dtype, and log-bucket "
-        "counts (float64[m, len(LOG_BUCKET_EDGES) - 1]) of the arrays flagged in `histogram`.");
+        "counts (float64[m, len(LOG_BUCKET_EDGES) - 1]) of the arrays flagged in `histogram` "
+        "(sampled above MAX_HISTOGRAM_SAMPLES elements). threads <= 0: one per core.");
   const std::vector<double> edges = internal::LogBucketEdges();
   m.attr("LOG_BUCKET_EDGES") =
       py::array_t<double>(static_cast<py::ssize_t>(edges.size()), edges.data());
+  m.attr("MAX_HISTOGRAM_SAMPLES") = internal::kMaxHistogramSamples;
   m.attr("STATS_FIELDS") = py::make_tuple("count", "min", "max", "mean", "std", "l2", "nan", "inf");
 }
 

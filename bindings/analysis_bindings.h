@@ -7,7 +7,7 @@
 namespace xdl_trace {
 namespace python {
 
-// Adds column_stats(), LOG_BUCKET_EDGES and STATS_FIELDS to `m`.
+// Adds column_stats(), LOG_BUCKET_EDGES, MAX_HISTOGRAM_SAMPLES and STATS_FIELDS to `m`.
 void RegisterAnalysisBindings(pybind11::module_& m);
 
 }  // namespace python

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -183,13 +184,14 @@ struct CountPass {
 
 struct LogBucketPass {
   double* counts = nullptr;
+  int64_t stride = 1;
 
   template <typename Loader>
   void Run(const char* data, int64_t n) {
     constexpr double kZeroBound = 0x1p-40;
     static_assert(kLogBucketMinExponent == -40, "kZeroBound must be 2^kLogBucketMinExponent");
     static_assert(kLogBucketsPerOctave == 4, "the sub-bucket takes the top 2 mantissa bits");
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n; i += stride) {
       const double x = Loader::Get(data, i);
       if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
       const double magnitude = std::fabs(x);
@@ -288,9 +290,15 @@ void ComputeHistogram(const TensorView& view, int bins, double* out) {
   Dispatch(view, count);
 }
 
-void AccumulateLogBuckets(const TensorView& view, double* counts) {
+void AccumulateLogBuckets(const TensorView& view, double* counts, int64_t max_samples) {
   LogBucketPass pass;
   pass.counts = counts;
+  const int64_t n = view.NumElements();
+  if (max_samples > 0 && n > max_samples) {
+    pass.stride = (n + max_samples - 1) / max_samples;
+    const int64_t last = view.shape.empty() ? 1 : view.shape.back();
+    while (std::gcd(pass.stride, last) != 1) ++pass.stride;
+  }
   Dispatch(view, pass);
 }
 

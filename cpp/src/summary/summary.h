@@ -56,8 +56,11 @@ inline constexpr int kLogBucketsPerSign =
 inline constexpr int kNumLogBuckets = 2 * kLogBucketsPerSign + 1;
 
 // Adds the finite values of `view` to `counts` (kNumLogBuckets values, not
-// cleared). NaN and inf are not counted.
-void AccumulateLogBuckets(const TensorView& view, double* counts);
+// cleared). NaN and inf are not counted. A tensor of more than `max_samples`
+// elements is sampled: every k-th element, k the smallest stride that keeps
+// the sample within `max_samples` and is coprime with the last dimension (so
+// every column of a matrix is visited evenly).
+void AccumulateLogBuckets(const TensorView& view, double* counts, int64_t max_samples);
 // The kNumLogBuckets + 1 bucket edges, ascending.
 std::vector<double> LogBucketEdges();
 
