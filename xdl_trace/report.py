@@ -134,8 +134,8 @@ def _step_charts(scans):
     groups = _groups(scans, lambda s: s.step_time)
     if not groups:
         return []
-    time = _Chart("step time", "ms / gstep", note="between consecutive traced records")
-    rate = _Chart("throughput", "gsteps / s")
+    time = _Chart("step time", "ms / gstep", note="ms per gstep, between consecutive records")
+    rate = _Chart("throughput", "gsteps / s", note="gsteps per second")
     times, rates = [], []
     for scan, rank, label, color in groups:
         x, mean, low, high = scan.step_time[rank].view()
@@ -171,7 +171,7 @@ def _key_charts(scans, key):
         chart.spec["log"] = _wants_log(*values) and all(
             bool(np.nanmin(v) > 0) for v in values if np.isfinite(v).any()
         )
-        return [chart.build()]
+        return [chart.build()] + _ratio_charts(scans, key)
     values = _Chart("mean ± std, min / max", key, note="band: mean ± std; dashed: min and max")
     norms = _Chart("l2 norm", "||" + key + "||")
     norm_values = []
@@ -208,16 +208,21 @@ def _key_charts(scans, key):
         if len(scan.ranks) > 1:
             title += f" (rank {scan.ranks[0]})"
         charts.append(_distribution_chart(hist, title, key, PALETTE[i % len(PALETTE)]))
-    variable = analysis.gradient_variable(key)
-    ratio_groups = _groups(scans, lambda s: {r for (v, r) in s.ratio if v == variable})
-    if variable is not None and ratio_groups:
-        ratio = _Chart("update ratio", f"||{key}|| / ||{variable}||", log=True)
-        for scan, rank, label, color in ratio_groups:
-            x, mean, _, _ = scan.ratio[(variable, rank)].view()
-            ratio.line(x, mean[:, 0], label, color)
-        if not ratio.empty():
-            charts.append(ratio.build())
+    charts += _ratio_charts(scans, key)
     return charts
+
+
+def _ratio_charts(scans, key):
+    """The update ratio ||gradient|| / ||variable|| of a gradient key whose variable is traced."""
+    variable = analysis.gradient_variable(key)
+    groups = _groups(scans, lambda s: {r for (v, r) in s.ratio if v == variable})
+    if variable is None or not groups:
+        return []
+    ratio = _Chart("update ratio", f"||{key}|| / ||{variable}||", log=True)
+    for scan, rank, label, color in groups:
+        x, mean, _, _ = scan.ratio[(variable, rank)].view()
+        ratio.line(x, mean[:, 0], label, color)
+    return [] if ratio.empty() else [ratio.build()]
 
 
 def _distribution_chart(hist, title, key, color):
@@ -232,6 +237,24 @@ def _distribution_chart(hist, title, key, color):
     spec = chart.build()
     spec["kind"] = "distribution"
     return spec
+
+
+def _once_text(scans, key):
+    for scan in scans:
+        for rank in scan.ranks:
+            series = scan.stats.get((key, rank))
+            if series is None or series.used == 0:
+                continue
+            x, mean, _, _ = series.view()
+            row = mean[0]
+            where = f"gstep {x[0]}" + (f", rank {rank}" if len(scan.ranks) > 1 else "")
+            if row[COUNT] <= 1:
+                return f"traced once ({where}): {row[MEAN]:.6g}"
+            return (
+                f"traced once ({where}): {row[COUNT]:.0f} values, min {row[MIN]:.6g}, "
+                f"max {row[MAX]:.6g}, mean {row[MEAN]:.6g}, std {row[STD]:.6g}"
+            )
+    return "no values in the selected steps"
 
 
 def _alerts(scans):
@@ -388,14 +411,16 @@ def build_report(
         key_order += [k for k in scan.keys if k not in key_order]
     cards = []
     for key in key_order:
-        charts = _key_charts(scans, key)
-        if not charts:
-            continue
-        scan = next(s for s in scans if key in s.schema or key in s.keys)
+        scan = next(s for s in scans if key in s.keys)
         dtype, shape = scan.schema.get(key, ("?", ()))
         rows = sum(s.rows.get(key, 0) for s in scans)
         meta = f"{dtype} [{', '.join(map(str, shape))}] · {rows} records"
-        cards.append({"key": key, "meta": meta, "charts": charts})
+        if rows <= 1:  # trace_once, or a single traced step: a line of text, no curve.
+            cards.append({"key": key, "meta": meta, "charts": [], "text": _once_text(scans, key)})
+            continue
+        charts = _key_charts(scans, key)
+        if charts:
+            cards.append({"key": key, "meta": meta, "charts": charts})
     return {
         "title": "xdl_trace report: " + ", ".join(s.label for s in scans),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -523,6 +548,7 @@ p.ok{background:#e5f5e9;color:#1e6b34;padding:8px 12px;border-radius:6px;margin:
  padding:5px 8px;border-radius:4px;white-space:nowrap;z-index:10;display:none}
 .uplot{font-family:inherit}
 .u-select{background:rgba(31,119,180,.12)}
+p.once{margin:2px 0 8px;color:#3a4354;font-size:13px}
 footer{color:#8a93a6;font-size:12px;margin-top:24px}
 """
 
@@ -530,6 +556,7 @@ _JS = r"""
 (function () {
   var D = JSON.parse(document.getElementById('xdl-report-data').textContent);
   function fmt(v) {
+    if (v === null) return '';
     if (v == null || !isFinite(v)) return '–';
     var a = Math.abs(v);
     if (a !== 0 && (a >= 1e5 || a < 1e-3)) return v.toExponential(2);
@@ -539,6 +566,15 @@ _JS = r"""
     return String(s).replace(/[&<>"]/g, function (c) {
       return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
     });
+  }
+  function isDecade(v) {
+    var e = Math.log10(Math.abs(v));
+    return Math.abs(e - Math.round(e)) < 1e-9;
+  }
+  // On a log axis, ticks and grid lines at powers of ten only (when there are two or more).
+  function decades(u, splits) {
+    var n = splits.filter(function (v) { return v != null && isDecade(v); }).length;
+    return n >= 2 ? splits.map(function (v) { return v != null && isDecade(v) ? v : null; }) : splits;
   }
   function tooltip(spec) {
     var tip;
@@ -570,6 +606,12 @@ _JS = r"""
       series.push({label: s.label, stroke: s.color, width: s.width, dash: s.dash || undefined,
                    spanGaps: true, points: {show: false}});
     });
+    var yAxis = {size: 58, values: function (u, v) { return v.map(fmt); },
+                 grid: {stroke: '#eef0f4'}};
+    if (spec.log) {
+      yAxis.grid.filter = decades;
+      yAxis.ticks = {filter: decades};
+    }
     var opts = {
       width: width, height: 210, series: series, legend: {show: false},
       bands: spec.bands.map(function (b) { return {series: [b.hi + 1, b.lo + 1], fill: b.fill}; }),
@@ -577,7 +619,7 @@ _JS = r"""
       scales: {x: {time: false}, y: spec.log ? {distr: 3} : {}},
       axes: [
         {size: 34, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'}},
-        {size: 58, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'}}
+        yAxis
       ],
       plugins: [tooltip(spec)]
     };
@@ -637,7 +679,8 @@ def render_html(model):
             f"<div class=card id='card-{n}' data-key='{html.escape(card['key'], quote=True)}'>"
             f"<h3 id='key-{_anchor(card['key'])}'>{html.escape(card['key'])}"
             f"<span class=meta>{html.escape(card['meta'])}</span>{tag}</h3>"
-            "<div class=charts></div></div>"
+            + (f"<p class=once>{html.escape(card['text'])}</p>" if card.get("text") else "")
+            + "<div class=charts></div></div>"
         )
     n_alerts = len(model["alerts"])
     steps = (
