@@ -11,8 +11,8 @@ Alert thresholds (documented in docs/report.md):
   * NaN/Inf: any NaN or Inf element in a key (first record per key, from full tensors).
   * never changes: the key's stats (count, min, max, mean, std, l2) are the same in every record
     (at least 2 records).
-  * exploding gradient: a gradient key's largest l2 norm exceeds EXPLODING_FACTOR x its median,
-    or EXPLODING_NORM.
+  * exploding gradient: a gradient key's l2 norm exceeds EXPLODING_FACTOR x the median of the
+    norms before it (at least 3 earlier points), or EXPLODING_NORM.
   * vanishing gradient: the median l2 norm over the last quarter of steps is below
     VANISHING_NORM, or below VANISHING_FACTOR x the median over the first quarter.
 """
@@ -200,14 +200,16 @@ def _key_charts(scans, key):
         norm_values.append(mean[:, L2])
     norms.spec["log"] = _wants_log(*norm_values)
     charts += [values.build(), norms.build()]
-    for i, scan in enumerate(scans):
+    colors = {(s, r): color for s, r, _, color in groups}
+    for scan in scans:
         hist = scan.histograms.get(key)
         if hist is None or hist.used == 0:
             continue
         title = "distribution" + (f" · {scan.label}" if len(scans) > 1 else "")
         if len(scan.ranks) > 1:
             title += f" (rank {scan.ranks[0]})"
-        charts.append(_distribution_chart(hist, title, key, PALETTE[i % len(PALETTE)]))
+        color = colors.get((scan, scan.ranks[0]), PALETTE[0])
+        charts.append(_distribution_chart(hist, title, key, color))
     charts += _ratio_charts(scans, key)
     return charts
 
@@ -319,15 +321,20 @@ def _gradient_alert(series):
     finite = np.isfinite(norms)
     if finite.sum() < 4:
         return None
-    median = float(np.median(norms[finite]))
-    peak_at = int(np.nanargmax(peaks))
-    peak = float(peaks[peak_at])
-    if peak > EXPLODING_NORM or (median > 0 and peak > EXPLODING_FACTOR * median):
-        return int(x[peak_at]), (
-            "exploding gradient",
-            f"l2 norm {peak:.3g} vs median {median:.3g} "
-            f"(thresholds: > {EXPLODING_FACTOR:g} x median or > {EXPLODING_NORM:g})",
-        )
+    for i in range(len(norms)):
+        earlier = norms[:i][finite[:i]]
+        reference = float(np.median(earlier)) if earlier.size >= 3 else None
+        peak = float(peaks[i])
+        if peak > EXPLODING_NORM or (
+            reference is not None and reference > 0 and peak > EXPLODING_FACTOR * reference
+        ):
+            return int(x[i]), (
+                "exploding gradient",
+                f"l2 norm {peak:.3g}"
+                + (f" vs median {reference:.3g} before it" if reference is not None else "")
+                + f" (thresholds: > {EXPLODING_FACTOR:g} x the earlier median or "
+                f"> {EXPLODING_NORM:g})",
+            )
     quarter = max(len(norms) // 4, 1)
     first = norms[:quarter][np.isfinite(norms[:quarter])]
     last = norms[-quarter:][np.isfinite(norms[-quarter:])]
