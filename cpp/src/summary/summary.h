@@ -47,7 +47,8 @@ void ComputeHistogram(const TensorView& view, int bins, double* out);
 // [2^e, 2^(e+1)) above it splits into kLogBucketsPerOctave equal parts (the top
 // mantissa bits), up to 2^kLogBucketMaxExponent (larger values land in the
 // outermost bucket). Buckets run from the most negative to the most positive:
-// index kLogBucketsPerSign is the zero bucket.
+// index kLogBucketsPerSign is the zero bucket. A bucket holds magnitudes in
+// [edge, next edge) on the positive side, mirrored on the negative side.
 inline constexpr int kLogBucketsPerOctave = 4;
 inline constexpr int kLogBucketMinExponent = -40;
 inline constexpr int kLogBucketMaxExponent = 40;
