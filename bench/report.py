@@ -9,7 +9,8 @@ exists): 6 float32 tensors of 1 MB (3 variables and their gradients), a 256 KB a
 scalar loss per record, in 300 MB files (the default max_file_m_size). It reads every file once to
 warm the page cache, then runs each command in a fresh subprocess (twice; the faster run is kept)
 and reports its wall time and its peak resident set size (resource.getrusage in the child: the
-interpreter, numpy, the mapped file pages it touched, and the report's accumulators).
+interpreter, numpy, the mapped file pages it touched, and the report's accumulators), plus its CPU
+time (user + system: the report computes on every core, verify on one).
 """
 
 import argparse
@@ -34,8 +35,9 @@ from xdl_trace.cli import main
 start = time.perf_counter()
 code = main({argv!r})
 seconds = time.perf_counter() - start
-rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-print("BENCH " + json.dumps({{"code": code, "seconds": seconds, "rss_mb": rss_mb}}))
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print("BENCH " + json.dumps({{"code": code, "seconds": seconds, "rss_mb": usage.ru_maxrss / 1024.0,
+                              "cpu": usage.ru_utime + usage.ru_stime}}))
 """
 
 
@@ -111,11 +113,11 @@ def main():
         out = os.path.join(base, "report.html")
         verify = best_of(["verify", trace_dir])
         rep = best_of(["report", trace_dir, "-o", out])
-        print(f"{'command':<10} {'seconds':>8} {'GB/s':>6} {'peak RSS MB':>12}")
+        print(f"{'command':<10} {'seconds':>8} {'GB/s':>6} {'CPU s':>7} {'peak RSS MB':>12}")
         for name, r in (("verify", verify), ("report", rep)):
             print(
                 f"{name:<10} {r['seconds']:8.2f} {size / 1e9 / r['seconds']:6.2f} "
-                f"{r['rss_mb']:12.0f}"
+                f"{r['cpu']:7.2f} {r['rss_mb']:12.0f}"
             )
         print(
             f"report / verify time: {rep['seconds'] / verify['seconds']:.2f}x; "
