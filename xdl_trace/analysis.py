@@ -24,7 +24,6 @@ file (``max_file_m_size``, 300 MB by default) at once.
 import fnmatch
 import math
 import os
-import warnings
 
 import numpy as np
 
@@ -323,25 +322,26 @@ def scan_run(
     del trace, files  # One data file mapped at a time from here on.
     for rank, file_path, size in paths:
         scan.records.setdefault(rank, 0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("default")
-            one = open_trace(file_path)
-            stream = one.records(keys=scan.keys, gsteps=gsteps)
-            batch, batch_bytes = [], 0
-            for record in stream:
-                batch.append(record)
-                batch_bytes += sum(a.nbytes for a in record.columns.values())
-                if len(batch) >= _BATCH_RECORDS or batch_bytes >= _BATCH_BYTES:
-                    _scan_batch(
-                        scan, rank, batch, pairs, series, histograms and rank == histogram_rank
-                    )
-                    batch, batch_bytes = [], 0
-            if batch:
-                _scan_batch(scan, rank, batch, pairs, series, histograms and rank == histogram_rank)
-            del batch, stream, one
+        _scan_file(
+            scan, rank, file_path, gsteps, pairs, series, histograms and rank == histogram_rank
+        )
         if on_progress is not None:
             on_progress(size)
     return scan
+
+
+def _scan_file(scan, rank, path, gsteps, pairs, series, histograms):
+    """Scans one data file; its mapping is released when this returns (nothing here outlives
+    the call), so the next file is mapped only after this one is gone."""
+    batch, batch_bytes = [], 0
+    for record in open_trace(path).records(keys=scan.keys, gsteps=gsteps):
+        batch.append(record)
+        batch_bytes += sum(a.nbytes for a in record.columns.values())
+        if len(batch) >= _BATCH_RECORDS or batch_bytes >= _BATCH_BYTES:
+            _scan_batch(scan, rank, batch, pairs, series, histograms)
+            batch, batch_bytes = [], 0
+    if batch:
+        _scan_batch(scan, rank, batch, pairs, series, histograms)
 
 
 def _scan_batch(scan, rank, batch, pairs, series, histograms):
