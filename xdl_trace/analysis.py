@@ -231,7 +231,9 @@ class RunScan:
     histograms {key: HistogramSeries} (first rank only); ratio {(variable, rank): Series(1)}
     (||gradient|| / ||variable||); step_time {rank: Series(2)} (ms per gstep, gsteps per s);
     first_bad {key: BadValue}; constant {key: bool} (stats identical in every record);
-    elements {key: max elements seen}; rows {key: records with a non-empty column}.
+    elements {key: max elements seen}; rows {key: records with a non-empty column};
+    device {(kind, name): [events, total ns]} from the device tracers' events (Record.extra),
+    device_dropped (events the tracers lost).
     """
 
     def __init__(self, path, label):
@@ -255,6 +257,8 @@ class RunScan:
         self.constant = {}
         self.elements = {}
         self.rows = {}  # key -> records with a non-empty column.
+        self.device = {}  # (kind, name) -> [events, total ns]: device time by kernel.
+        self.device_dropped = 0
         self.capacity = 512  # Buckets per Series / HistogramSeries.
         self.histogram_capacity = 100
         self._first_rows = {}
@@ -356,6 +360,9 @@ def _scan_batch(scan, rank, batch, pairs, series, histograms):
     scan.time_range = (t_lo, t_hi) if t is None else (min(t[0], t_lo), max(t[1], t_hi))
     if series:
         _add_step_times(scan, rank, gsteps, times)
+        for record in batch:
+            if record.extra:
+                _add_device_time(scan, record.extra)
 
     # Every non-empty column of the batch goes to C++ in one call.
     columns, dtypes, flags, where = [], [], [], []
@@ -474,6 +481,29 @@ def _add_ratio(scan, rank, gsteps, by_key, rows, grad, var):
     if acc is None:
         acc = scan.ratio[(var, rank)] = Series(1, scan.capacity)
     acc.add(gsteps[[i for i, _, _ in matched]], ratio[:, None])
+
+
+def _add_device_time(scan, extra):
+    from .timeline import _EVENT_CATEGORY, DEVICE_TRACE_FIELD, DeviceTrace
+
+    for number, wire_type, payload in extra:
+        if number != DEVICE_TRACE_FIELD or wire_type != 2:  # 2: length-delimited.
+            continue
+        message = DeviceTrace()
+        message.ParseFromString(payload)
+        scan.device_dropped += message.dropped_events
+        for device in message.device:
+            for line in device.line:
+                for event in line.event:
+                    kind = _EVENT_CATEGORY.get(event.kind, "device")
+                    name = (
+                        message.name[event.name_index]
+                        if event.name_index < len(message.name)
+                        else ""
+                    )
+                    entry = scan.device.setdefault((kind, name), [0, 0])
+                    entry[0] += 1
+                    entry[1] += max(event.end_ns - event.start_ns, 0)
 
 
 def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None):

@@ -386,6 +386,38 @@ def _run_facts(scan):
     }
 
 
+DEVICE_TOP = 15  # Rows of the device-time table per run.
+
+
+def _device_tables(scans):
+    """Per run with device events: the DEVICE_TOP (kind, name) pairs by total time."""
+    tables = []
+    for scan in scans:
+        if not scan.device:
+            continue
+        total = sum(ns for _, ns in scan.device.values()) or 1
+        rows = sorted(scan.device.items(), key=lambda item: -item[1][1])[:DEVICE_TOP]
+        tables.append(
+            {
+                "run": scan.label,
+                "kinds": len(scan.device),
+                "dropped": scan.device_dropped,
+                "rows": [
+                    {
+                        "kind": kind,
+                        "name": name,
+                        "events": events,
+                        "total_ms": ns / 1e6,
+                        "mean_us": ns / 1e3 / max(events, 1),
+                        "share": ns / total,
+                    }
+                    for (kind, name), (events, ns) in rows
+                ],
+            }
+        )
+    return tables
+
+
 def _labels(paths):
     labels = [os.path.basename(os.path.normpath(os.fspath(p))) or os.fspath(p) for p in paths]
     for i, label in enumerate(labels):
@@ -434,6 +466,7 @@ def build_report(
         "runs": [_run_facts(s) for s in scans],
         "alerts": _alerts(scans),
         "steps": _step_charts(scans),
+        "device": _device_tables(scans),
         "cards": cards,
     }
 
@@ -512,6 +545,29 @@ def _alerts_table(alerts, multi_run):
     )
 
 
+def _device_html(tables):
+    if not tables:
+        return ""
+    out = ["<h2>Device time by kernel</h2>"]
+    for t in tables:
+        rows = "".join(
+            f"<tr><td>{html.escape(r['kind'])}</td><td class=mono>{html.escape(r['name'])}</td>"
+            f"<td>{r['events']}</td><td>{r['total_ms']:.3f}</td><td>{r['mean_us']:.1f}</td>"
+            f"<td><span class=bar style='width:{100 * r['share']:.0f}px'></span>"
+            f" {100 * r['share']:.1f}%</td></tr>"
+            for r in t["rows"]
+        )
+        dropped = f"; {t['dropped']} events dropped while tracing" if t["dropped"] else ""
+        out.append(
+            f"<p class=caption>{html.escape(t['run'])}: top {len(t['rows'])} of {t['kinds']} "
+            f"(kind, name) pairs by total time{dropped}</p>"
+            "<table class=device><thead><tr><th>kind</th><th>name</th><th>events</th>"
+            "<th>total ms</th><th>mean µs</th><th>share</th></tr></thead>"
+            f"<tbody>{rows}</tbody></table>"
+        )
+    return "".join(out)
+
+
 def _anchor(key):
     return re.sub(r"[^A-Za-z0-9_-]", "_", key)
 
@@ -555,6 +611,10 @@ p.ok{background:#e5f5e9;color:#1e6b34;padding:8px 12px;border-radius:6px;margin:
  padding:5px 8px;border-radius:4px;white-space:nowrap;z-index:10;display:none}
 .uplot{font-family:inherit}
 .u-select{background:rgba(31,119,180,.12)}
+.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px;word-break:break-all}
+.bar{display:inline-block;height:9px;background:#1f77b4;border-radius:2px;vertical-align:0}
+p.caption{margin:0 0 6px;color:#56607a;font-size:12px}
+table.device{margin-bottom:12px}
 p.once{margin:2px 0 8px;color:#3a4354;font-size:13px}
 footer{color:#8a93a6;font-size:12px;margin-top:24px}
 """
@@ -708,7 +768,7 @@ def render_html(model):
         f"{html.escape(model['generated'])}</div></header><main>"
         f"<h2>Runs</h2>{_runs_table(model['runs'])}"
         f"<h2>Alerts ({n_alerts})</h2>{_alerts_table(model['alerts'], multi_run)}"
-        f"{steps}"
+        f"{steps}{_device_html(model['device'])}"
         f"<h2>Keys ({len(model['cards'])})</h2>"
         "<div class=toolbar><input id=filter placeholder='filter keys…' autocomplete=off>"
         "<span class=hint>hover: values at a gstep · drag: zoom · double-click: reset</span></div>"

@@ -306,3 +306,52 @@ def test_report_command(runs, tmp_path):
         env=dict(os.environ, PYTHONPATH=REPO),
     )
     assert bad.returncode == 1 and "no key matches" in bad.stderr
+
+
+def test_device_time_by_kernel_matches_the_timeline(tmp_path):
+    """With a device tracer (the fake C plugin of test_timeline, compiled here), the report's
+    device-time table sums the same events the timeline draws."""
+    from xdl_trace import timeline
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the fake device plugin")
+    plugin = str(tmp_path / "libxdl_trace_fake.so")
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-I",
+            os.path.join(REPO, "cpp", "include"),
+            os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c"),
+            "-o",
+            plugin,
+        ],
+        check=True,
+        timeout=120,
+    )
+    run = str(tmp_path / "run")
+    xdl.trace_tensor("w", np.arange(8, dtype=np.float32))
+    config = {"output_dir": run, "device_tracers": [plugin], "device_collect_interval_s": 0}
+    with xdl.TraceHook(config) as hook:
+        for step in range(6):
+            hook.step()
+    model = report.build_report(run)
+    (table,) = model["device"]
+    expected = {}
+    for event in timeline.build_timeline(run)["traceEvents"]:
+        if event.get("ph") == "X" and event["cat"] in set(timeline._EVENT_CATEGORY.values()):
+            entry = expected.setdefault((event["cat"], event["name"]), [0, 0.0])
+            entry[0] += 1
+            entry[1] += event["dur"] / 1e3  # us -> ms
+    assert expected and table["kinds"] == len(expected)
+    got = {(r["kind"], r["name"]): [r["events"], r["total_ms"]] for r in table["rows"]}
+    assert got.keys() == expected.keys()
+    for key, (events, total_ms) in expected.items():
+        assert got[key][0] == events
+        assert got[key][1] == pytest.approx(total_ms, rel=1e-6, abs=1e-6)
+    shares = [r["share"] for r in table["rows"]]
+    assert shares == sorted(shares, reverse=True) and sum(shares) == pytest.approx(1.0)
+    assert "Device time by kernel" in report.render_html(model)
