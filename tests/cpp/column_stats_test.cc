@@ -109,6 +109,55 @@ TEST_CASE("batched stats are the same on one thread and on several", "[analysis]
                             buckets1.begin() + 3 * kNumLogBuckets) == row);
 }
 
+TEST_CASE("float32 stats (vector path where the CPU has AVX2) match a long double reference",
+          "[analysis]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int n : {3, 8, 13, 64, 1000, 100003}) {
+    std::vector<float> values(n);
+    for (int i = 0; i < n; ++i) values[i] = 1000.0f + std::sin(0.37f * i) * (i % 7);
+    if (n > 50) {  // Non-finite values inside blocks, between finite blocks, and last.
+      values[0] = nan;
+      values[17] = inf;
+      values[18] = -inf;
+      values[n / 2] = nan;
+      values[n - 1] = nan;
+    }
+    long double sum = 0, sq = 0;
+    double min = std::numeric_limits<double>::infinity(), max = -min;
+    int64_t finite = 0, nans = 0, infs = 0;
+    for (float v : values) {
+      if (std::isnan(v)) {
+        ++nans;
+      } else if (std::isinf(v)) {
+        ++infs;
+      } else {
+        ++finite;
+        sum += v;
+        sq += static_cast<long double>(v) * v;
+        min = std::min(min, static_cast<double>(v));
+        max = std::max(max, static_cast<double>(v));
+      }
+    }
+    const long double mean = sum / finite;
+    long double var = 0;
+    for (float v : values) {
+      if (std::isfinite(v)) var += (v - mean) * (v - mean);
+    }
+    std::vector<double> out(kStatsSize);
+    ComputeStats(ViewOf(values, DType::kFloat32), out.data());
+    INFO("n = " << n);
+    CHECK(out[kStatsCount] == n);
+    CHECK(out[kStatsNanCount] == nans);
+    CHECK(out[kStatsInfCount] == infs);
+    CHECK(out[kStatsMin] == min);
+    CHECK(out[kStatsMax] == max);
+    CHECK(out[kStatsMean] == Approx(static_cast<double>(mean)).epsilon(1e-12));
+    CHECK(out[kStatsStd] == Approx(static_cast<double>(std::sqrt(var / finite))).epsilon(1e-9));
+    CHECK(out[kStatsL2] == Approx(static_cast<double>(std::sqrt(sq))).epsilon(1e-12));
+  }
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace xdl_trace
