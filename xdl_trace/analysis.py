@@ -484,10 +484,10 @@ def _add_ratio(scan, rank, gsteps, by_key, rows, grad, var):
 
 
 def _add_device_time(scan, extra):
-    from .timeline import _EVENT_CATEGORY, DEVICE_TRACE_FIELD, DeviceTrace
+    from .timeline import _EVENT_CATEGORY, _LENGTH_DELIMITED, DEVICE_TRACE_FIELD, DeviceTrace
 
     for number, wire_type, payload in extra:
-        if number != DEVICE_TRACE_FIELD or wire_type != 2:  # 2: length-delimited.
+        if number != DEVICE_TRACE_FIELD or wire_type != _LENGTH_DELIMITED:
             continue
         message = DeviceTrace()
         message.ParseFromString(payload)
