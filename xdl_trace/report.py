@@ -489,6 +489,8 @@ def _human_bytes(n):
 def _human_seconds(s):
     if s is None:
         return "–"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
     if s < 120:
         return f"{s:.1f} s"
     if s < 7200:
