@@ -70,7 +70,9 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
         every N-th step the hook traces (counted per key; the hook's filter decides which steps
         are traced at all); on the other traced steps they hold an empty float32 column, as a
         trace_once key does after its first step, so other keys can be traced more often.
-        Readers skip empty columns (``stack``, the report, find-nan).
+        Readers skip empty columns (``stack``, the report, find-nan). With a built-in summary
+        a skipped step holds the summary of an empty tensor (a stats row with count 0 and NaN
+        min/max/mean/std), which find-nan reads as NaN until columns describe themselves.
     scope: register under this scope (keys become ``scope/<key>``).
     """
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
