@@ -145,3 +145,12 @@ def test_activation_before_any_forward_fails_the_step_by_name(tmp_path):
     with pytest.raises(RuntimeError, match="activation '.*activation/0'.*no tensor yet"):
         with xdl.TraceHook(config) as hook:
             hook.step()
+
+
+def test_every_with_stats_summary_writes_count_zero_rows_in_between(tmp_path):
+    model = _model()
+    xdl.watch(model, gradients=False, every=3)
+    out = str(tmp_path / "run")
+    _train(model, out, 4)
+    counts = [r["0.bias"][STATS["count"]] for r in xdl.open_trace(out).records()]
+    assert counts == [8, 0, 0, 8]  # Captured at traced steps 0 and 3; empty tensors between.
