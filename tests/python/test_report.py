@@ -209,6 +209,19 @@ def test_pngs_one_per_chart(runs, tmp_path):
         assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 20, path
 
 
+_HOVER_PROBE = """<script>
+window.addEventListener('load', function () {
+  var over = document.querySelector('#card-0 .u-over');
+  var r = over.getBoundingClientRect();
+  var at = {clientX: r.left + r.width / 2, clientY: r.top + 20, bubbles: true};
+  over.dispatchEvent(new MouseEvent('mouseenter', at));
+  over.dispatchEvent(new MouseEvent('mousemove', at));
+  var tip = document.querySelector('#card-0 .tip');
+  document.title = 'TIP:' + (tip ? tip.style.display + '|' + tip.textContent : 'none');
+});
+</script>"""
+
+
 def _chromium():
     for name in ("chromium", "chromium-browser", "google-chrome"):
         path = shutil.which(name)
@@ -255,6 +268,18 @@ def test_renders_in_headless_chromium_without_errors(runs, tmp_path):
     assert not title.startswith("ERROR"), title
     assert f'data-charts="{result["charts"]}"' in dom.stdout
     assert dom.stdout.count('class="uplot') == result["charts"]
+    # Hovering a chart shows the gstep and the values there (a mouse move dispatched in-page).
+    probe = str(tmp_path / "probe.html")
+    with open(out, encoding="utf-8") as f, open(probe, "w", encoding="utf-8") as g:
+        g.write(f.read().replace("</body>", _HOVER_PROBE + "</body>"))
+    hovered = subprocess.run(
+        common + ["--window-size=1280,2000", "--dump-dom", "file://" + probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    title = re.search(r"<title>(.*?)</title>", hovered.stdout).group(1)
+    assert re.fullmatch(r"TIP:block\|gstep \d+.*run_a · rank 0 mean: [-0-9.e]+.*", title), title
     image = matplotlib.image.imread(shot)
     assert image.shape[:2] == (2000, 1280)
     colours = np.unique((image[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
