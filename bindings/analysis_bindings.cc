@@ -49,7 +49,7 @@ TensorView ViewOf(const py::array& array, int32_t dtype, size_t position) {
 // column_stats(arrays, dtypes, histogram=None, threads=0) -> (stats, buckets):
 // stats is float64[n, 8] (internal::StatsField order), buckets
 // float64[m, kNumLogBuckets] for the m arrays flagged in `histogram`, in order.
-py::tuple ColumnStats(const std::vector<py::array>& arrays, const std::vector<int32_t>& dtypes,
+py::tuple ColumnStats(const py::list& arrays, const std::vector<int32_t>& dtypes,
                       const std::optional<std::vector<bool>>& histogram, int threads) {
   const size_t n = arrays.size();
   if (dtypes.size() != n || (histogram && histogram->size() != n)) {
@@ -58,7 +58,14 @@ py::tuple ColumnStats(const std::vector<py::array>& arrays, const std::vector<in
   }
   std::vector<TensorView> views;
   views.reserve(n);
-  for (size_t i = 0; i < n; ++i) views.push_back(ViewOf(arrays[i], dtypes[i], i));
+  for (size_t i = 0; i < n; ++i) {
+    // A borrowed reference: the list holds the array for the whole call (no conversion).
+    py::handle item = arrays[i];
+    if (!py::isinstance<py::array>(item)) {
+      throw py::type_error(absl::StrCat("column ", i, ": expected a numpy array"));
+    }
+    views.push_back(ViewOf(py::reinterpret_borrow<py::array>(item), dtypes[i], i));
+  }
   const std::vector<bool> flags = histogram ? *histogram : std::vector<bool>(n, false);
   const auto flagged = static_cast<py::ssize_t>(std::count(flags.begin(), flags.end(), true));
   py::array_t<double> stats(

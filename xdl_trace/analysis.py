@@ -82,6 +82,21 @@ class Series:
                 self.gstep[self.used] = gsteps[i]
                 self.used += 1
                 self.fill = 0
+            if self.fill == 0 and n - i >= 2 * self.span:
+                # Whole buckets at once: as many as fit, each `span` consecutive rows.
+                m = min((n - i) // self.span, self.capacity - self.used + 1)
+                end = i + m * self.span
+                shape = (m, self.span, self.width)
+                b = slice(self.used - 1, self.used - 1 + m)
+                self.gstep[b] = gsteps[i : end : self.span]
+                self.sum[b] = zeroed[i:end].reshape(shape).sum(axis=1)
+                self.valid[b] = finite[i:end].reshape(shape).sum(axis=1)
+                self.min[b] = low[i:end].reshape(shape).min(axis=1)
+                self.max[b] = high[i:end].reshape(shape).max(axis=1)
+                self.used += m - 1
+                self.fill = self.span
+                i = end
+                continue
             b = self.used - 1
             take = min(self.span - self.fill, n - i)
             part = slice(i, i + take)
@@ -132,27 +147,36 @@ class HistogramSeries:
         self.min = np.full(capacity, np.inf)
         self.max = np.full(capacity, -np.inf)
 
-    def add(self, gstep, counts, low, high):
-        if self.used == 0 or self.fill == self.span:
-            if self.used == self.capacity:
-                half = self.capacity // 2
-                self.gstep[:half] = self.gstep[0::2]
-                self.counts[:half] = self.counts[0::2] + self.counts[1::2]
-                self.min[:half] = np.minimum(self.min[0::2], self.min[1::2])
-                self.max[:half] = np.maximum(self.max[0::2], self.max[1::2])
-                self.counts[half:] = 0
-                self.min[half:] = np.inf
-                self.max[half:] = -np.inf
-                self.used, self.span = half, self.span * 2
-            self.gstep[self.used] = gstep
-            self.used += 1
-            self.fill = 0
-        b = self.used - 1
-        self.counts[b] += counts
-        if not math.isnan(low):
-            self.min[b] = min(self.min[b], low)
-            self.max[b] = max(self.max[b], high)
-        self.fill += 1
+    def add(self, gsteps, counts, low, high):
+        """Appends records: gsteps [n] ascending, counts [n, buckets], their finite min and max
+        [n] (NaN for a record without finite values)."""
+        low = np.where(np.isnan(low), np.inf, low)
+        high = np.where(np.isnan(high), -np.inf, high)
+        i, n = 0, len(gsteps)
+        while i < n:
+            if self.used == 0 or self.fill == self.span:
+                if self.used == self.capacity:
+                    half = self.capacity // 2
+                    self.gstep[:half] = self.gstep[0::2]
+                    self.counts[:half] = self.counts[0::2] + self.counts[1::2]
+                    self.min[:half] = np.minimum(self.min[0::2], self.min[1::2])
+                    self.max[:half] = np.maximum(self.max[0::2], self.max[1::2])
+                    self.counts[half:] = 0
+                    self.min[half:] = np.inf
+                    self.max[half:] = -np.inf
+                    self.used, self.span, self.fill = half, self.span * 2, self.span * 2
+                    continue
+                self.gstep[self.used] = gsteps[i]
+                self.used += 1
+                self.fill = 0
+            b = self.used - 1
+            take = min(self.span - self.fill, n - i)
+            part = slice(i, i + take)
+            self.counts[b] += counts[part].sum(axis=0)
+            self.min[b] = min(self.min[b], low[part].min())
+            self.max[b] = max(self.max[b], high[part].max())
+            self.fill += take
+            i += take
 
     def percentiles(self, quantiles):
         """(gsteps, values [buckets, len(quantiles)]): the quantiles of each bucket's values,
@@ -337,21 +361,24 @@ def scan_run(
 def _scan_file(scan, rank, path, gsteps, pairs, series, histograms):
     """Scans one data file; its mapping is released when this returns (nothing here outlives
     the call), so the next file is mapped only after this one is gone."""
-    batch, batch_bytes = [], 0
+    batch, limit = [], _BATCH_RECORDS
     for record in open_trace(path).records(keys=scan.keys, gsteps=gsteps):
+        if not batch:  # Records of a file are alike: size the batch from its first record.
+            size = sum(a.nbytes for a in record.columns.values())
+            limit = max(1, min(_BATCH_RECORDS, _BATCH_BYTES // max(size, 1)))
         batch.append(record)
-        batch_bytes += sum(a.nbytes for a in record.columns.values())
-        if len(batch) >= _BATCH_RECORDS or batch_bytes >= _BATCH_BYTES:
+        if len(batch) >= limit:
             _scan_batch(scan, rank, batch, pairs, series, histograms)
-            batch, batch_bytes = [], 0
+            batch = []
     if batch:
         _scan_batch(scan, rank, batch, pairs, series, histograms)
 
 
 def _scan_batch(scan, rank, batch, pairs, series, histograms):
-    scan.records[rank] += len(batch)
-    gsteps = np.fromiter((r.gstep for r in batch), np.int64, len(batch))
-    times = np.fromiter((r.timestamp for r in batch), np.float64, len(batch))
+    n = len(batch)
+    scan.records[rank] += n
+    gsteps = np.fromiter((r.gstep for r in batch), np.int64, n)
+    times = np.fromiter((r.timestamp for r in batch), np.float64, n)
     lo, hi = int(gsteps.min()), int(gsteps.max())
     g = scan.gstep_range
     scan.gstep_range = (lo, hi) if g is None else (min(g[0], lo), max(g[1], hi))
@@ -364,28 +391,37 @@ def _scan_batch(scan, rank, batch, pairs, series, histograms):
             if record.extra:
                 _add_device_time(scan, record.extra)
 
-    # Every non-empty column of the batch goes to C++ in one call.
-    columns, dtypes, flags, where = [], [], [], []
-    schema = scan.schema
-    for i, record in enumerate(batch):
-        for key, array in record.columns.items():
-            if array.size == 0:  # trace_once after its first step, a watch(every=) gap.
-                continue
-            columns.append(array)
-            dtypes.append(_wire_dtype(array, schema.get(key, ("",))[0]))
-            flags.append(histograms and array.size > 1)
-            where.append((i, key))
-    if not columns:
+    # Every record of a file has the same keys in the same order: a dense [record, key] grid.
+    keys = list(batch[0].columns)
+    if not keys:
         return
-    rows, buckets = column_stats_batch(columns, dtypes, flags)
+    arrays = [a for r in batch for a in r.columns.values()]
+    sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays)).reshape(n, len(keys))
+    present = sizes > 0  # Empty: trace_once after its first step, a watch(every=) gap.
+    where = np.flatnonzero(present.ravel())
+    if where.size == 0:
+        return
+    columns = [arrays[i] for i in where.tolist()]
+    wire = _WIRE_BY_NUMPY
+    dtypes = [wire[a.dtype] for a in columns]
+    for k, key in enumerate(keys):  # bfloat16 reads as its uint16 bits; the schema knows.
+        if scan.schema.get(key, ("",))[0] == "bfloat16":
+            for j in np.flatnonzero(where % len(keys) == k).tolist():
+                dtypes[j] = _wire_dtype(columns[j], "bfloat16")
+    flags = (sizes.ravel()[where] > 1) & histograms
+    rows, buckets = column_stats_batch(columns, dtypes, flags.tolist())
+    grid = np.full((n * len(keys), len(STATS_FIELDS)), np.nan)
+    grid[where] = rows
+    grid = grid.reshape(n, len(keys), len(STATS_FIELDS))
+    hist_grid = np.full(n * len(keys), -1, np.int64)
+    hist_grid[where[flags]] = np.arange(int(flags.sum()))
+    hist_grid = hist_grid.reshape(n, len(keys))
 
-    by_key = {}
-    for n, (i, key) in enumerate(where):
-        by_key.setdefault(key, []).append((i, n))
-    histogram_row = np.cumsum(flags) - 1
-    for key, hits in by_key.items():
-        record_index = np.fromiter((i for i, _ in hits), np.int64, len(hits))
-        key_rows = rows[[n for _, n in hits]]
+    for k, key in enumerate(keys):
+        record_index = np.flatnonzero(present[:, k])
+        if record_index.size == 0:
+            continue
+        key_rows = grid[record_index, k]
         scan.elements[key] = max(scan.elements.get(key, 0), int(key_rows[:, COUNT].max()))
         _check_bad(scan, key, rank, batch, record_index, key_rows)
         _check_constant(scan, key, key_rows)
@@ -394,19 +430,24 @@ def _scan_batch(scan, rank, batch, pairs, series, histograms):
             if acc is None:
                 acc = scan.stats[(key, rank)] = Series(len(STATS_FIELDS), scan.capacity)
             acc.add(gsteps[record_index], key_rows)
-        if histograms:
-            acc = None
-            for (i, n), row in zip(hits, key_rows):
-                if not flags[n]:
-                    continue
-                if acc is None:
-                    acc = scan.histograms.get(key)
-                    if acc is None:
-                        acc = scan.histograms[key] = HistogramSeries(scan.histogram_capacity)
-                acc.add(int(gsteps[i]), buckets[histogram_row[n]], row[MIN], row[MAX])
-    if series:
+        with_histogram = hist_grid[:, k] >= 0
+        if histograms and with_histogram.any():
+            acc = scan.histograms.get(key)
+            if acc is None:
+                acc = scan.histograms[key] = HistogramSeries(scan.histogram_capacity)
+            acc.add(
+                gsteps[with_histogram],
+                buckets[hist_grid[with_histogram, k]],
+                grid[with_histogram, k, MIN],
+                grid[with_histogram, k, MAX],
+            )
+    if series and pairs:
+        index = {key: k for k, key in enumerate(keys)}
         for grad, var in pairs:
-            _add_ratio(scan, rank, gsteps, by_key, rows, grad, var)
+            if grad in index and var in index:
+                _add_ratio(
+                    scan, rank, gsteps, grid[:, index[grad], L2], grid[:, index[var], L2], var
+                )
 
 
 def _check_bad(scan, key, rank, batch, record_index, key_rows):
@@ -465,22 +506,17 @@ def _add_step_times(scan, rank, gsteps, times):
     acc.add(gsteps[1:][keep], np.stack([ms_per_step, per_second], axis=1))
 
 
-def _add_ratio(scan, rank, gsteps, by_key, rows, grad, var):
-    grad_hits, var_hits = by_key.get(grad), by_key.get(var)
-    if not grad_hits or not var_hits:
+def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
+    """||gradient|| / ||variable|| of the records holding both (NaN where either is empty)."""
+    both = ~np.isnan(grad_l2) & ~np.isnan(var_l2)
+    if not both.any():
         return
-    var_row = {i: n for i, n in var_hits}
-    matched = [(i, n, var_row[i]) for i, n in grad_hits if i in var_row]
-    if not matched:
-        return
-    g = rows[[n for _, n, _ in matched], L2]
-    v = rows[[m for _, _, m in matched], L2]
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(v > 0, g / v, np.nan)
+        ratio = np.where(var_l2[both] > 0, grad_l2[both] / var_l2[both], np.nan)
     acc = scan.ratio.get((var, rank))
     if acc is None:
         acc = scan.ratio[(var, rank)] = Series(1, scan.capacity)
-    acc.add(gsteps[[i for i, _, _ in matched]], ratio[:, None])
+    acc.add(gsteps[both], ratio[:, None])
 
 
 def _add_device_time(scan, extra):

@@ -172,7 +172,7 @@ def test_histogram_percentiles_follow_the_data():
     for step in range(20):
         a = rng.lognormal(mean=step / 10, sigma=1.0, size=4000)
         rows, counts = _core.column_stats([a], [5], [True])
-        hist.add(step, counts[0], rows[0, 1], rows[0, 2])
+        hist.add(np.array([step]), counts, rows[:, 1], rows[:, 2])
         samples.append(a)
     gsteps, q = hist.percentiles([0.0, 0.16, 0.5, 0.84, 1.0])
     assert list(gsteps) == [0, 4, 8, 12, 16]
