@@ -22,7 +22,6 @@ file (``max_file_m_size``, 300 MB by default) at once.
 """
 
 import fnmatch
-import math
 import os
 
 import numpy as np
@@ -43,7 +42,7 @@ for _value, _name, _size, _numpy in _core.dtype_table():
     _WIRE_BY_NUMPY.setdefault(np.dtype(_numpy), _value)
 
 _BATCH_RECORDS = 256  # Records per C++ call (amortizes the call; arrays are views, no copy).
-_BATCH_BYTES = 64 << 20  # ...or fewer, once their columns reach this many bytes.
+_BATCH_BYTES = 64 << 20  # ...or fewer, so a batch holds about this many column bytes.
 
 
 class Series:

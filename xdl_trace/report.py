@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from . import analysis
-from .analysis import COUNT, INF, L2, MAX, MEAN, MIN, NAN, STD
+from .analysis import COUNT, L2, MAX, MEAN, MIN, STD
 
 __all__ = ["build_report", "render_html", "render_pngs", "write_report"]
 
