@@ -136,13 +136,16 @@ class HistogramSeries:
     """Log-bucket histograms over gstep, downsampled as ``Series`` is: per bucket of consecutive
     records the summed counts and the min and max of the finite values."""
 
-    def __init__(self, capacity=100):
+    def __init__(self, capacity=128):
+        if capacity < 2 or capacity % 2:
+            raise ValueError("HistogramSeries capacity must be an even number >= 2")
         self.capacity = capacity
         self.span = 1
         self.used = 0
         self.fill = 0
         self.gstep = np.zeros(capacity, np.int64)
-        self.counts = np.zeros((capacity, len(LOG_BUCKET_EDGES) - 1))
+        # float32 (memory): exact up to 2^24 per bucket, then ~1e-7 relative, plenty for percentiles.
+        self.counts = np.zeros((capacity, len(LOG_BUCKET_EDGES) - 1), np.float32)
         self.min = np.full(capacity, np.inf)
         self.max = np.full(capacity, -np.inf)
 
@@ -283,7 +286,7 @@ class RunScan:
         self.device = {}  # (kind, name) -> [events, total ns]: device time by kernel.
         self.device_dropped = 0
         self.capacity = 512  # Buckets per Series / HistogramSeries.
-        self.histogram_capacity = 100
+        self.histogram_capacity = 128
         self._first_rows = {}
         self._last_time = {}
 
@@ -301,6 +304,30 @@ def select_keys(keys, patterns):
     return [k for k in keys if any(fnmatch.fnmatchcase(k, p) for p in patterns)]
 
 
+# What the accumulators of one scan may hold, whatever the number of keys and ranks: curves get
+# fewer buckets (never under MIN_CAPACITY) when keys x ranks is large.
+SERIES_BUDGET_BYTES = 96 << 20
+HISTOGRAM_BUDGET_BYTES = 64 << 20
+MIN_CAPACITY = 32
+
+
+def _capacities(keys, ranks, capacity, histogram_capacity):
+    """(series capacity, histogram capacity): the requested ones (powers of two), halved until
+    the scan's Series ((keys + 1) x ranks of 8 fields x 4 arrays) and HistogramSeries (one per
+    key) fit their budgets, but not below MIN_CAPACITY: past about 12,000 keys x ranks the
+    curves keep 32 points and memory grows by ~8 KB per key and rank."""
+    per_bucket = max(keys + 1, 1) * max(ranks, 1) * len(STATS_FIELDS) * 4 * 8
+    while capacity > MIN_CAPACITY and capacity * per_bucket > SERIES_BUDGET_BYTES:
+        capacity //= 2
+    per_bucket = max(keys, 1) * (len(LOG_BUCKET_EDGES) - 1) * 4
+    while (
+        histogram_capacity > MIN_CAPACITY
+        and histogram_capacity * per_bucket > HISTOGRAM_BUDGET_BYTES
+    ):
+        histogram_capacity //= 2
+    return capacity, histogram_capacity
+
+
 def scan_run(
     path,
     label=None,
@@ -312,18 +339,19 @@ def scan_run(
     series=True,
     histograms=True,
     capacity=512,
-    histogram_capacity=100,
+    histogram_capacity=128,
     on_progress=None,
 ):
     """Reads a run once and returns a ``RunScan``.
 
     keys: glob patterns (a list or "a,b*"); gsteps: (begin, end) inclusive; ranks: a list.
-    series/histograms False skip the curves (find-nan needs neither).
+    series/histograms False skip the curves (find-nan needs neither). capacity and
+    histogram_capacity: buckets per curve and per distribution at most (even numbers); fewer
+    when many keys x ranks would pass the memory budgets above.
     on_progress(n_bytes) is called as files are consumed.
     """
     trace = open_trace(path, prefix=prefix, name=name)
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)))
-    scan.capacity, scan.histogram_capacity = capacity, histogram_capacity
     scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
     files = [f for f in trace.files if f.rank in scan.ranks]
     scan.files = len(files)
@@ -333,6 +361,9 @@ def scan_run(
     if keys and not scan.keys:
         raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
     scan.schema = {k: v for k, v in trace.schema().items() if k in set(scan.keys)}
+    scan.capacity, scan.histogram_capacity = _capacities(
+        len(scan.keys), len(scan.ranks), capacity, histogram_capacity
+    )
     pairs = [
         (k, gradient_variable(k))
         for k in scan.keys

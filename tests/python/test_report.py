@@ -380,3 +380,23 @@ def test_device_time_by_kernel_matches_the_timeline(tmp_path):
     shares = [r["share"] for r in table["rows"]]
     assert shares == sorted(shares, reverse=True) and sum(shares) == pytest.approx(1.0)
     assert "Device time by kernel" in report.render_html(model)
+
+
+def test_many_keys_get_fewer_buckets_within_the_memory_budget(tmp_path, monkeypatch):
+    assert analysis._capacities(10, 1, 512, 128) == (512, 128)
+    assert analysis._capacities(100, 8, 512, 128) == (256, 128)
+    assert analysis._capacities(1000, 8, 512, 128) == (32, 32)  # The floor.
+    out = str(tmp_path / "run")
+    values = [np.zeros(4, np.float32) for _ in range(10)]
+    for i, v in enumerate(values):
+        xdl.trace_tensor(f"k{i}", v)
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}) as hook:
+        for step in range(600):
+            values[0][:] = step
+            hook.step()
+    monkeypatch.setattr(analysis, "SERIES_BUDGET_BYTES", 1 << 20)
+    scan = analysis.scan_run(out)
+    assert scan.capacity == 256
+    assert all(s.capacity == 256 for s in scan.stats.values())
+    x, mean, low, high = scan.stats[("k0", 0)].view()
+    assert 128 <= len(x) <= 256 and high[:, analysis.MAX].max() == 599
