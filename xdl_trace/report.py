@@ -717,10 +717,25 @@ _JS = r"""
   }
   var steps = document.getElementById('steps');
   D.steps.forEach(function (spec) { mount(spec, steps); });
+  // The first cards are drawn at once; the others when they come near the viewport, so a
+  // report of hundreds of keys opens quickly.
+  var EAGER = 24;
+  var lazy = 'IntersectionObserver' in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) {
+      if (!e.isIntersecting) return;
+      lazy.unobserve(e.target);
+      draw(+e.target.getAttribute('data-n'));
+    });
+  }, {rootMargin: '800px'}) : null;
+  function draw(n) {
+    var box = document.getElementById('card-' + n).querySelector('.charts');
+    D.cards[n].charts.forEach(function (spec) { mount(spec, box); });
+    document.body.setAttribute('data-charts', String(plots.length));
+  }
   D.cards.forEach(function (card, n) {
     var el = document.getElementById('card-' + n);
-    var box = el.querySelector('.charts');
-    card.charts.forEach(function (spec) { mount(spec, box); });
+    el.setAttribute('data-n', String(n));
+    if (n < EAGER || !lazy) draw(n); else lazy.observe(el);
   });
   var filter = document.getElementById('filter');
   if (filter) {
