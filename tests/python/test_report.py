@@ -196,7 +196,9 @@ def test_html_is_self_contained(runs, tmp_path):
 
 
 def test_pngs_one_per_chart(runs, tmp_path):
-    import matplotlib.image
+    matplotlib = pytest.importorskip(
+        "matplotlib.image", reason="python3-matplotlib is not installed (scripts/setup.sh)"
+    )
 
     model = report.build_report([runs["a"], runs["b"]], keys="loss,gradient/*")
     paths = report.render_pngs(model, str(tmp_path / "png"))
@@ -204,7 +206,7 @@ def test_pngs_one_per_chart(runs, tmp_path):
     assert len(paths) == 2 + 1 + 4
     assert os.path.basename(paths[-1]) == "006_loss_value.png"  # Keys in file order.
     for path in paths:
-        image = matplotlib.image.imread(path)
+        image = matplotlib.imread(path)
         assert image.shape[0] > 200 and image.shape[1] > 600
         assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 20, path
 
@@ -234,7 +236,9 @@ def test_renders_in_headless_chromium_without_errors(runs, tmp_path):
     browser = _chromium()
     if browser is None:
         pytest.skip("chromium is not installed (scripts/setup.sh installs it): cannot render")
-    import matplotlib.image
+    matplotlib = pytest.importorskip(
+        "matplotlib.image", reason="python3-matplotlib is not installed (scripts/setup.sh)"
+    )
 
     out = str(tmp_path / "report.html")
     result = report.write_report([runs["a"], runs["b"]], out)
@@ -280,7 +284,7 @@ def test_renders_in_headless_chromium_without_errors(runs, tmp_path):
     )
     title = re.search(r"<title>(.*?)</title>", hovered.stdout).group(1)
     assert re.fullmatch(r"TIP:block\|gstep \d+.*run_a · rank 0 mean: [-0-9.e]+.*", title), title
-    image = matplotlib.image.imread(shot)
+    image = matplotlib.imread(shot)
     assert image.shape[:2] == (2000, 1280)
     colours = np.unique((image[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
     assert len(colours) > 200  # Not a blank page: text, tables and drawn curves.
