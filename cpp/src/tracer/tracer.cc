@@ -376,11 +376,12 @@ absl::Status Tracer::Impl::Close() {
   absl::Status extras_status;
   const std::string trailing = extras_->Finish();
   if (!trailing.empty()) {
-    // One last record carrying what device tracing collected since the last
-    // step; its columns are empty, like a once-value after its first record.
-    std::vector<TensorView> empty(entries_.size(), EmptyFloatColumn());
-    absl::StatusOr<internal::EncodedRecord> record = internal::EncodeRecord(
-        last_gstep_, last_lstep_, internal::WallClockMs(), empty, keys_, trailing);
+    // One last, device-only record carrying what device tracing collected
+    // since the last step: the last step's gstep/lstep, no column at all (no
+    // fake values for code that stacks a key), fields 5/6. Readers skip it
+    // unless they ask for no columns (docs/format.md, "Device events").
+    absl::StatusOr<internal::EncodedRecord> record =
+        internal::EncodeRecord(last_gstep_, last_lstep_, internal::WallClockMs(), {}, {}, trailing);
     extras_status = record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
   }
   close_status_ = writer_->Close();
