@@ -151,7 +151,7 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
   }
   record->columns.resize(column_count);
   if (reader.error() != nullptr) return Corrupt(path, base + reader.error_offset(), reader.error());
-  if (column_count != expected_columns) {
+  if (column_count != expected_columns && !IsDeviceOnlyRecord(*record, expected_columns)) {
     return Corrupt(path, base - kPrefixBytes,
                    absl::StrCat("record has ", column_count, " columns but the header has ",
                                 expected_columns, " keys"));
