@@ -2,6 +2,7 @@
 #include "status.h"
 
 #include "absl/strings/cord.h"
+#include "io/io_error.h"
 
 namespace py = pybind11;
 
@@ -13,8 +14,11 @@ namespace {
 // exit beats a destructor that runs without it).
 thread_local PyObject* parked_exception = nullptr;
 
-const char* ErrorClassName(absl::StatusCode code) {
-  switch (code) {
+const char* ErrorClassName(const absl::Status& status) {
+  // A file-system failure of the writer is an OSError whatever errno's code
+  // (EFBIG is OUT_OF_RANGE, a removed directory NOT_FOUND).
+  if (internal::IsIoError(status)) return "TraceIOError";
+  switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
     case absl::StatusCode::kAlreadyExists:
@@ -85,7 +89,7 @@ void ThrowIfError(const absl::Status& status) {
     PyErr_SetString(PyExc_TypeError, message.c_str());
     throw py::error_already_set();
   }
-  py::object cls = py::module_::import("xdl_trace.errors").attr(ErrorClassName(status.code()));
+  py::object cls = py::module_::import("xdl_trace.errors").attr(ErrorClassName(status));
   PyErr_SetObject(cls.ptr(), py::str(message).ptr());
   throw py::error_already_set();
 }

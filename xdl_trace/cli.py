@@ -134,13 +134,15 @@ def _info(args):
     files = []
     for f in trace.files:
         meta = f.meta or {}
+        xdl_meta = bool(meta) and meta.get("format_version") == 0  # No record count: unknown.
         files.append(
             {
                 "path": f.path,
                 "rank": f.rank,
                 "index": f.index,
                 "bytes": f.size,
-                "records": meta.get("record_count"),
+                "records": None if xdl_meta else meta.get("record_count"),
+                "xdl_meta": xdl_meta,
                 "gsteps": [meta.get("gstep_begin"), meta.get("gstep_end")] if meta else None,
                 "lsteps": [meta.get("lstep_begin"), meta.get("lstep_end")] if meta else None,
                 "closed_cleanly": meta.get("closed_cleanly") if meta else None,
@@ -166,10 +168,15 @@ def _info(args):
     print("files:")
     for f in files:
         steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
-        records = "?" if f["records"] is None else f["records"]
-        state = "" if f["closed_cleanly"] in (None, True) else "  (not closed cleanly)"
+        if f["records"] is not None:
+            records = f"{f['records']} records"
+        else:
+            records = "records unknown (XDL Meta)" if f["xdl_meta"] else "? records"
+        state = (
+            "" if f["closed_cleanly"] in (None, True) or f["xdl_meta"] else "  (not closed cleanly)"
+        )
         print(
-            f"  rank {f['rank']} #{f['index']}  {_human(f['bytes']):>9}  {records} records"
+            f"  rank {f['rank']} #{f['index']}  {_human(f['bytes']):>9}  {records}"
             f"  {steps}  {os.path.basename(f['path'])}{state}"
         )
         if f["meta"] != "ok":
@@ -220,10 +227,13 @@ def _verify(args):
     trace = _open(args)
     with Progress(trace.nbytes, "verify") as progress:
         reports = trace.verify(on_progress=progress)
-    failed = 0
+    failed = unverifiable = 0
     for r in reports:
         name = os.path.basename(r["path"])
-        if r["ok"]:
+        if r["ok"] and r["unverifiable"]:  # XDL's Meta, or a crash before the first Meta.
+            unverifiable += 1
+            print(f"UNVERIFIABLE {name}: {r['note']}")
+        elif r["ok"]:
             tail = ""
             if r["unverified_tail_bytes"]:
                 tail = f", {r['unverified_tail_bytes']} bytes after the Meta"
@@ -237,7 +247,9 @@ def _verify(args):
             print(f"FAIL  {name}")
             for problem in r["problems"]:
                 print(f"      {problem}")
-    print(f"{len(reports) - failed} of {len(reports)} files verified")
+    verified = len(reports) - failed - unverifiable
+    note = f", {unverifiable} unverifiable (nothing to check them against)" if unverifiable else ""
+    print(f"{verified} of {len(reports)} files verified{note}")
     return 1 if failed else 0
 
 
