@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -242,3 +243,10 @@ def test_the_device_only_tail_has_no_fake_columns(tmp_path, fake_plugin):
     assert cli.main(["timeline", str(run), "-o", str(out)]) == 0
     timeline = json.loads(out.read_text())
     assert timeline["otherData"]["device_events"] == stats["device_events"]
+    # The stand-alone reader script skips it too, and calls nothing corrupt.
+    script = os.path.join(REPO, "xdl_trace", "tools", "read_trace.py")
+    dump = subprocess.run(
+        [sys.executable, script, str(run)], capture_output=True, text=True, timeout=60
+    )
+    assert dump.returncode == 0, dump.stderr
+    assert dump.stdout.count("gstep:") == 3
