@@ -12,6 +12,8 @@ Perfetto UI (ui.perfetto.dev) and chrome://tracing open:
 - one process per (rank, device), with one thread per stream;
 - complete ("X") events for steps, API calls, kernels, copies and memsets,
   with args naming gstep/lstep, correlation ids, bytes, grid and block;
+  NVTX ranges on the host thread that opened them; device memory allocations
+  and frees as instants plus a "memory allocated" counter per device;
 - flow arrows from each host step to the device work it launched (matched by
   the step's external correlation id), and from each API call to its kernel
   (matched by the CUDA correlation id).
@@ -50,6 +52,8 @@ _EVENT_CATEGORY = {  # DeviceEventKind -> the event's category in the timeline
     device_trace_pb2.DEVICE_EVENT_DRIVER_API: "cuda_driver",
     device_trace_pb2.DEVICE_EVENT_SYNCHRONIZATION: "synchronization",
     device_trace_pb2.DEVICE_EVENT_OVERHEAD: "overhead",
+    device_trace_pb2.DEVICE_EVENT_MARKER: "nvtx",  # A range on the thread that opened it.
+    device_trace_pb2.DEVICE_EVENT_MEMORY: "memory",  # Plus a counter: see _memory_counters.
 }
 # Kernels, copies, memsets: the targets of step flows.
 _DEVICE_WORK = {
@@ -60,6 +64,33 @@ _DEVICE_WORK = {
 # CUDA API calls: the sources of launch flows (matched by correlation id).
 _API_CALLS = {device_trace_pb2.DEVICE_EVENT_RUNTIME_API, device_trace_pb2.DEVICE_EVENT_DRIVER_API}
 _API_TID_BASE = 1000  # Host-process tids for CUDA API threads: base + index.
+
+
+def _memory_delta(args):
+    """Bytes a DEVICE_EVENT_MEMORY event adds to its device's allocated total."""
+    bytes_ = args.get("bytes") or 0
+    return -bytes_ if args.get("operation") == "free" else bytes_
+
+
+def _memory_counters(deltas):
+    """Counter ("C") events of each device's allocated bytes since tracing started.
+
+    `deltas` holds (pid, ts, bytes) of every memory event; the running total
+    is taken in time order per device process, whatever order records came in.
+    """
+    totals, out = {}, []
+    for pid, ts, delta in sorted(deltas, key=lambda d: (d[0], d[1])):
+        totals[pid] = totals.get(pid, 0) + delta
+        out.append(
+            {
+                "ph": "C",
+                "name": "memory allocated",
+                "pid": pid,
+                "ts": ts,
+                "args": {"bytes": totals[pid]},
+            }
+        )
+    return out
 
 
 def _stat_value(stat):
@@ -109,6 +140,7 @@ def build_timeline(path, prefix="train", name="trace"):
         return round((ns - origin) / 1000.0, 3)
 
     events, flows = [], 0
+    memory_deltas = []  # (pid, ts, bytes) of DEVICE_EVENT_MEMORY events.
     stats = {"steps": 0, "device_events": 0, "flows": 0, "dropped_events": 0, "ranks": len(ranks)}
 
     def meta(kind, pid, tid, value, sort=None):
@@ -220,6 +252,8 @@ def build_timeline(path, prefix="train", name="trace"):
                     "args": args,
                 }
             )
+            if e.kind == device_trace_pb2.DEVICE_EVENT_MEMORY:
+                memory_deltas.append((pid, ts, _memory_delta(args)))
             if e.kind not in _DEVICE_WORK:
                 continue
             if step is not None:  # Host step -> the device work it launched.
@@ -275,6 +309,7 @@ def build_timeline(path, prefix="train", name="trace"):
                     }
                 )
     stats["flows"] = flows
+    events.extend(_memory_counters(memory_deltas))
     # Thread-name metadata repeats across collections: keep the first of each.
     seen, unique = set(), []
     for ev in events:

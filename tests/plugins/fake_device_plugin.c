@@ -6,6 +6,11 @@
  *   fail_start=1      start fails (after "enabling" something it rolls back).
  *   events_per_step=N kernels emitted per host step (default 2), plus one memcpy.
  *   max_events=N      events held between collects (default max_buffer_bytes / 40).
+ *   nvtx=1            also an NVTX range "fake_range" (DEVICE_EVENT_MARKER) per step
+ *                     on the API line, spanning the step's launches.
+ *   memory=1          also a 1 MiB allocation at the start of each step and its free
+ *                     at the end (DEVICE_EVENT_MEMORY on device 0's "memory" line, -4),
+ *                     stats "operation" ("alloc"/"free") and "bytes".
  * Each step_begin/step_end pair produces, on device 0, N kernels on stream 7
  * and a memcpy on stream 8, spread over the step's host interval and tagged
  * with the step's external id, and a "launch" API event on the host line.
@@ -25,8 +30,10 @@
 
 enum { kEventBytes = 40 };
 
+enum { kMemoryLine = -4, kAllocBytes = 1 << 20 };
+
 typedef struct FakeEvent {
-  int32_t name_index; /* 1 kernel, 2 memcpy, 3 launch */
+  int32_t name_index; /* 1 kernel, 2 memcpy, 3 launch, 5 range, 6 alloc, 7 free */
   int32_t kind;       /* DeviceEventKind */
   int64_t start_ns, end_ns;
   uint64_t correlation_id, external_id;
@@ -39,7 +46,7 @@ typedef struct Buf {
 } Buf;
 
 struct XdlTraceProfiler {
-  int unavailable, fail_start, events_per_step, running;
+  int unavailable, fail_start, events_per_step, running, nvtx, memory;
   uint64_t max_events;
   FakeEvent* events;
   size_t n_events;
@@ -51,7 +58,9 @@ struct XdlTraceProfiler {
   int has_snapshot;
 };
 
-static const char* const kNames[] = {"", "fake_kernel", "fake_memcpy", "fakeLaunch", "bytes"};
+static const char* const kNames[] = {"",           "fake_kernel", "fake_memcpy",
+                                     "fakeLaunch", "bytes",       "fake_range",
+                                     "fake_alloc", "fake_free",   "operation"};
 
 static int64_t NowNs(void) {
   struct timespec ts;
@@ -107,7 +116,11 @@ static void EncodeLine(const XdlTraceProfiler* p, int64_t line, Buf* out) {
   Buf event = {0}, stat = {0};
   char name[32];
   PutInt(out, 1, (uint64_t)line);
-  snprintf(name, sizeof(name), line < 0 ? "fake API" : "stream %lld", (long long)line);
+  if (line == kMemoryLine) {
+    snprintf(name, sizeof(name), "memory");
+  } else {
+    snprintf(name, sizeof(name), line < 0 ? "fake API" : "stream %lld", (long long)line);
+  }
   PutString(out, 2, name);
   for (size_t i = 0; i < p->n_events; ++i) {
     const FakeEvent* e = &p->events[i];
@@ -121,6 +134,14 @@ static void EncodeLine(const XdlTraceProfiler* p, int64_t line, Buf* out) {
     if (e->kind == 2) { /* memcpy: bytes stat */
       PutInt(&stat, 1, 4);
       PutInt(&stat, 2, 4096);
+      PutMessage(&event, 7, &stat);
+    }
+    if (e->kind == 10) { /* memory: operation and bytes */
+      PutInt(&stat, 1, 8);
+      PutString(&stat, 5, e->name_index == 6 ? "alloc" : "free");
+      PutMessage(&event, 7, &stat);
+      PutInt(&stat, 1, 4);
+      PutInt(&stat, 2, kAllocBytes);
       PutMessage(&event, 7, &stat);
     }
     PutMessage(out, 3, &event);
@@ -141,6 +162,10 @@ static void EncodeTrace(const XdlTraceProfiler* p, Buf* out) {
     PutMessage(&device, 3, &line);
     EncodeLine(p, 8, &line);
     PutMessage(&device, 3, &line);
+    if (p->memory) {
+      EncodeLine(p, kMemoryLine, &line);
+      PutMessage(&device, 3, &line);
+    }
     PutMessage(out, 3, &device);
     /* Host API pseudo device (-1). */
     PutInt(&device, 1, (uint64_t)(int64_t)-1);
@@ -176,6 +201,8 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
   const char* config = options->config ? options->config : "";
   p->unavailable = strstr(config, "unavailable=1") != NULL;
   p->fail_start = strstr(config, "fail_start=1") != NULL;
+  p->nvtx = strstr(config, "nvtx=1") != NULL;
+  p->memory = strstr(config, "memory=1") != NULL;
   const char* eps = strstr(config, "events_per_step=");
   if (eps != NULL) p->events_per_step = atoi(eps + strlen("events_per_step="));
   uint64_t cap = options->max_buffer_bytes ? options->max_buffer_bytes : (1u << 20);
@@ -224,6 +251,16 @@ static int32_t FakeStepEnd(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError
   if (!p->running || id != p->step_id) return XDL_TRACE_PLUGIN_OK;
   const int64_t begin = p->step_begin_ns, end = NowNs();
   const int64_t slot = (end - begin) / (p->events_per_step + 2) + 1;
+  if (p->nvtx) {
+    FakeEvent range = {5, 9, begin, end, 0, id, -1};
+    Emit(p, range);
+  }
+  if (p->memory) {
+    FakeEvent alloc = {6, 10, begin, begin, 0, id, kMemoryLine};
+    FakeEvent release = {7, 10, end, end, 0, id, kMemoryLine};
+    Emit(p, alloc);
+    Emit(p, release);
+  }
   for (int i = 0; i < p->events_per_step + 1; ++i) {
     const uint64_t correlation = p->next_correlation++;
     const int64_t at = begin + slot * i;

@@ -62,3 +62,40 @@ def test_device_no_drops_means_plain_ok(tmp_path, fake_plugin):
     assert stats["device_events_dropped"] == 0
     assert stats["device_tracers"][0]["events_dropped"] == 0
     assert stats["device_tracer_status"] == "fake: ok"
+
+
+def test_device_nvtx_ranges_and_memory_counters_in_the_timeline(tmp_path, fake_plugin):
+    from xdl_trace import timeline
+
+    run = tmp_path / "run"
+    stats = _run(run, fake_plugin, 3, "nvtx=1;memory=1")
+    assert stats["device_events_dropped"] == 0
+    steps = 3 + 1
+    assert stats["device_events"] == steps * (6 + 1 + 2)
+    trace = timeline.build_timeline(str(run))
+    events = trace["traceEvents"]
+    ranges = [e for e in events if e.get("cat") == "nvtx"]
+    assert len(ranges) == steps
+    assert all(e["ph"] == "X" and e["name"] == "fake_range" for e in ranges)
+    # A range sits on the API thread and spans that step's launches.
+    launches = [e for e in events if e.get("name") == "fakeLaunch"]
+    for r in ranges:
+        assert r["tid"] == launches[0]["tid"]
+        inside = [
+            e
+            for e in launches
+            if e["args"]["step_correlation_id"] == r["args"]["step_correlation_id"]
+        ]
+        assert len(inside) == 3
+        for e in inside:
+            assert r["ts"] <= e["ts"] and e["ts"] + e["dur"] <= r["ts"] + r["dur"] + 0.002
+    memory = [e for e in events if e.get("cat") == "memory"]
+    assert len(memory) == 2 * steps
+    assert {e["args"]["operation"] for e in memory} == {"alloc", "free"}
+    counters = [e for e in events if e["ph"] == "C"]
+    assert len(counters) == 2 * steps
+    assert all(e["name"] == "memory allocated" for e in counters)
+    # In time order: 1 MiB after each alloc, back to 0 after its free.
+    values = [e["args"]["bytes"] for e in sorted(counters, key=lambda e: e["ts"])]
+    assert values == [1 << 20, 0] * steps
+    assert {e["pid"] for e in counters} == {memory[0]["pid"]}
