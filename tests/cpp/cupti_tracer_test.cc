@@ -7,8 +7,10 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -77,11 +79,14 @@ class FakeCuptiApi final : public CuptiApi {
   }
   CUptiResult ActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
                                                 uint64_t id) override {
+    std::lock_guard<std::mutex> lock(mu);  // Other threads' launches push too.
     pushed.push_back(id);
+    pushed_by.push_back(std::this_thread::get_id());
     return CUPTI_SUCCESS;
   }
   CUptiResult ActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
                                                uint64_t* id) override {
+    std::lock_guard<std::mutex> lock(mu);
     ++pops;
     return CUPTI_SUCCESS;
   }
@@ -93,6 +98,11 @@ class FakeCuptiApi final : public CuptiApi {
     if (subscribe_result != CUPTI_SUCCESS) return subscribe_result;
     ++subscribed;
     *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&subscribed);
+    return CUPTI_SUCCESS;
+  }
+  CUptiResult EnableCallback(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain domain,
+                             CUpti_CallbackId cbid) override {
+    if (enable) enabled_callbacks.emplace_back(domain, cbid);
     return CUPTI_SUCCESS;
   }
   CUptiResult Unsubscribe(CUpti_SubscriberHandle subscriber) override {
@@ -109,7 +119,10 @@ class FakeCuptiApi final : public CuptiApi {
   CUpti_ActivityKind fail_kind = CUPTI_ACTIVITY_KIND_INVALID;
   CUptiResult fail_result = CUPTI_SUCCESS;
   std::vector<CUpti_ActivityKind> enabled, disabled;
+  std::mutex mu;
   std::vector<uint64_t> pushed;
+  std::vector<std::thread::id> pushed_by;
+  std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> enabled_callbacks;
   int pops = 0, flushes = 0;
   std::vector<uint32_t> flush_flags, flush_periods;
   std::function<void(uint32_t)> on_flush;
@@ -791,6 +804,66 @@ TEST_CASE("another CUPTI user (subscriber busy) is a status, never a crash", "[c
   CHECK_FALSE(h.tracer->Start().ok);
   CHECK(h.api->subscribed == 2);
   CHECK(h.api->unsubscribed == 2);
+}
+
+TEST_CASE("launches from other threads get the current step", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  REQUIRE(h.tracer->Start().ok);
+  CHECK(h.api->enabled_callbacks == CuptiTracer::LaunchCallbacks());
+  auto call = [&](CUpti_ApiCallbackSite site, uint64_t* slot) {
+    CUpti_CallbackData data;
+    std::memset(&data, 0, sizeof(data));
+    data.callbackSite = site;
+    data.correlationData = slot;
+    h.tracer->OnApiCallback(CUPTI_CB_DOMAIN_RUNTIME_API,
+                            CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, data);
+  };
+  // Before any step: nothing to attribute, nothing pushed (and no pop).
+  std::thread early([&] {
+    uint64_t slot = 99;
+    call(CUPTI_API_ENTER, &slot);
+    call(CUPTI_API_EXIT, &slot);
+  });
+  early.join();
+  CHECK(h.api->pushed.empty());
+  CHECK(h.api->pops == 0);
+  h.tracer->StepBegin(7);  // The training thread pushes its own step.
+  REQUIRE(h.api->pushed == std::vector<uint64_t>{7});
+  const std::thread::id training = std::this_thread::get_id();
+  // The training thread's own launches are not pushed twice.
+  uint64_t slot = 0;
+  call(CUPTI_API_ENTER, &slot);
+  call(CUPTI_API_EXIT, &slot);
+  CHECK(h.api->pushed.size() == 1);
+  // A backward/data-loader thread: its launch carries step 7, push and pop paired.
+  std::thread other([&] {
+    uint64_t s = 0;
+    call(CUPTI_API_ENTER, &s);
+    call(CUPTI_API_EXIT, &s);
+  });
+  other.join();
+  REQUIRE(h.api->pushed == (std::vector<uint64_t>{7, 7}));
+  CHECK(h.api->pushed_by[1] != training);
+  CHECK(h.api->pops == 1);
+  CHECK(h.tracer->other_thread_launches() == 1);
+  h.tracer->StepEnd(7);
+  // CUPTI then writes EXTERNAL_CORRELATION records for that thread's launch:
+  // the usual join ties its kernel to step 7.
+  ActivityBuffer buffer(*h.tracer);
+  buffer.Add(External(70, 7)).Add(Kernel(70, kT0, kT0 + 10));
+  buffer.Complete();
+  const auto events = Flatten(h.Collect());
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].event.external_id() == 7);
+  REQUIRE(h.tracer->Stop().ok);
+  // other_threads=0: no launch callbacks.
+  CuptiTracerOptions off = Harness::Small();
+  ApplyConfig("other_threads=0", &off);
+  Harness h2(off);
+  REQUIRE(h2.tracer->Start().ok);
+  CHECK(h2.api->enabled_callbacks.empty());
+  REQUIRE(h2.tracer->Stop().ok);
 }
 
 TEST_CASE("insufficient privileges become a clear message", "[cupti]") {

@@ -22,6 +22,7 @@ struct CuptiFunctions {
   decltype(&cuptiGetTimestamp) timestamp = nullptr;
   decltype(&cuptiSubscribe) subscribe = nullptr;
   decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+  decltype(&cuptiEnableCallback) enable_callback = nullptr;
   decltype(&cuptiGetResultString) result_string = nullptr;
   decltype(&cuptiGetCallbackName) callback_name = nullptr;
 };
@@ -69,6 +70,10 @@ class DlopenCuptiApi final : public CuptiApi {
   }
   CUptiResult Unsubscribe(CUpti_SubscriberHandle subscriber) override {
     return f_.unsubscribe(subscriber);
+  }
+  CUptiResult EnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                             CUpti_CallbackDomain domain, CUpti_CallbackId cbid) override {
+    return f_.enable_callback(enable, subscriber, domain, cbid);
   }
   std::string CallbackName(CUpti_CallbackDomain domain, uint32_t cbid) override {
     const char* name = nullptr;
@@ -124,6 +129,7 @@ std::unique_ptr<CuptiApi> LoadCuptiApi(const std::vector<std::string>& libraries
     Resolve(handle, "cuptiGetTimestamp", &f.timestamp, &missing);
     Resolve(handle, "cuptiSubscribe", &f.subscribe, &missing);
     Resolve(handle, "cuptiUnsubscribe", &f.unsubscribe, &missing);
+    Resolve(handle, "cuptiEnableCallback", &f.enable_callback, &missing);
     Resolve(handle, "cuptiGetResultString", &f.result_string, &missing);
     Resolve(handle, "cuptiGetCallbackName", &f.callback_name, &missing);
     f.flush_period =

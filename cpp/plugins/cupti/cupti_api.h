@@ -39,6 +39,8 @@ class CuptiApi {
   virtual CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                 void* userdata) = 0;
   virtual CUptiResult Unsubscribe(CUpti_SubscriberHandle subscriber) = 0;
+  virtual CUptiResult EnableCallback(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                     CUpti_CallbackDomain domain, CUpti_CallbackId cbid) = 0;
   // "cudaLaunchKernel_v7000" for an API record's cbid; "" when unknown.
   virtual std::string CallbackName(CUpti_CallbackDomain domain, uint32_t cbid) = 0;
   // "CUPTI_ERROR_..." (or the number when the library cannot say).

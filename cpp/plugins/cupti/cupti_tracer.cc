@@ -38,11 +38,20 @@ void CUPTIAPI CompleteTrampoline(CUcontext context, uint32_t stream_id, uint8_t*
   // the safe choice.
 }
 
-// The subscriber's callback: no callback domain is enabled, the subscription
-// only claims CUPTI so that another CUPTI user is detected rather than
-// silently sharing (and overwriting) its activity callbacks.
-void CUPTIAPI SubscriberCallback(void* /*userdata*/, CUpti_CallbackDomain /*domain*/,
-                                 CUpti_CallbackId /*cbid*/, const void* /*data*/) {}
+// Set on the thread that calls StepBegin (the training thread): its launches
+// already carry the step pushed there.
+thread_local bool t_training_thread = false;
+
+// The subscriber's callback. The subscription claims CUPTI, so that another
+// CUPTI user is detected rather than silently sharing (and overwriting) its
+// activity callbacks; with other_threads it also sees the launch APIs.
+void CUPTIAPI SubscriberCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                 const void* data) {
+  if (userdata == nullptr || data == nullptr) return;
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  static_cast<CuptiTracer*>(userdata)->OnApiCallback(domain, cbid,
+                                                     *static_cast<const CUpti_CallbackData*>(data));
+}
 
 constexpr char kSubscriberBusy[] =
     "cupti subscriber busy: another CUPTI user in this process (torch.profiler, Nsight "
@@ -152,6 +161,7 @@ void ApplyConfig(const std::string& config, CuptiTracerOptions* options) {
   ConfigFlag(config, "overhead", &options->overhead);
   ConfigFlag(config, "flush_on_collect", &options->flush_on_collect);
   ConfigFlag(config, "nvtx", &options->nvtx);
+  ConfigFlag(config, "other_threads", &options->other_threads);
   ConfigFlag(config, "memory", &options->memory);
   if (ConfigValue(config, "api_filter", &value)) {
     options->api_filter.clear();
@@ -322,6 +332,12 @@ CuptiTracer::Result CuptiTracer::Start() {
     return fail("cuptiSubscribe", result);
   }
   busy_reason_.clear();
+  if (options_.other_threads) {
+    for (const auto& [domain, cbid] : LaunchCallbacks()) {
+      // Best effort: a cbid this CUPTI does not know only loses that API.
+      api_->EnableCallback(1, subscriber_, domain, cbid);
+    }
+  }
   result = api_->ActivityRegisterCallbacks(RequestTrampoline, CompleteTrampoline);
   if (result != CUPTI_SUCCESS) {
     Unsubscribe();
@@ -377,7 +393,54 @@ CuptiTracer::Result CuptiTracer::Stop() {
   return out;
 }
 
+const std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>>&
+CuptiTracer::LaunchCallbacks() {
+  static const std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>> callbacks = {
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API,
+       CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020},
+      {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020},
+      // Triton and other JITs launch through the driver.
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel},
+      {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+  };
+  return callbacks;
+}
+
+void CuptiTracer::OnApiCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                const CUpti_CallbackData& data) {
+  (void)domain;
+  (void)cbid;
+  if (t_training_thread || state_.load() != State::kRunning) return;
+  // Push and pop must pair on this thread: the step is read once, at entry,
+  // and the exit pops whatever the entry pushed (only when it pushed).
+  if (data.callbackSite == CUPTI_API_ENTER) {
+    const uint64_t step = current_step_.load(std::memory_order_relaxed);
+    if (data.correlationData != nullptr) *data.correlationData = step;
+    if (step == 0) return;
+    api_->ActivityPushExternalCorrelationId(kStepCorrelationKind, step);
+    other_thread_launches_.fetch_add(1, std::memory_order_relaxed);
+  } else if (data.callbackSite == CUPTI_API_EXIT) {
+    if (data.correlationData != nullptr && *data.correlationData == 0) return;
+    uint64_t popped = 0;
+    api_->ActivityPopExternalCorrelationId(kStepCorrelationKind, &popped);
+  }
+}
+
 void CuptiTracer::StepBegin(uint64_t step_id) {
+  t_training_thread = true;
+  current_step_.store(step_id, std::memory_order_relaxed);
   if (state_.load() == State::kRunning) {
     api_->ActivityPushExternalCorrelationId(kStepCorrelationKind, step_id);
   }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "activity_parser.h"
@@ -38,6 +39,11 @@ struct CuptiTracerOptions {
   // past either bound (or at stop) it is emitted without a step.
   int64_t max_hold_ns = 5'000'000'000;
   size_t max_held_events = 1u << 16;
+  // Launches from other threads (autograd backward threads, data loaders,
+  // NCCL's): a CUPTI callback on the launch and copy APIs pushes the current
+  // step's correlation on the launching thread for the call (config
+  // other_threads=0 turns it off).
+  bool other_threads = true;
   // NVTX ranges and marks (CUPTI_ACTIVITY_KIND_MARKER); on by default.
   bool nvtx = true;
   // Opt-in activity kinds (the defaults are always on).
@@ -128,6 +134,15 @@ class CuptiTracer {
   int64_t released_unjoined() const { return released_unjoined_; }
   size_t held() const { return held_.size(); }
 
+  // The subscriber callback: on a launch/copy API entered by a thread other
+  // than the training thread, pushes the current step for that call and pops
+  // it on exit (public so tests can drive it; any thread).
+  void OnApiCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                     const CUpti_CallbackData& data);
+  // Launch/copy APIs (runtime and driver) whose callbacks are enabled.
+  static const std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>>& LaunchCallbacks();
+  int64_t other_thread_launches() const { return other_thread_launches_.load(); }
+
   // CUPTI's buffer callbacks (public so tests can drive them).
   void OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
   void OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
@@ -172,6 +187,10 @@ class CuptiTracer {
   std::deque<Completed> completed_;          // Guarded by queue_mu_.
   std::atomic<int64_t> cupti_dropped_{0};    // From cuptiActivityGetNumDroppedRecords.
   std::atomic<int64_t> refused_buffers_{0};  // Requests refused at the cap.
+  // The step in progress (or the last one begun): what other threads' launches
+  // are tagged with; 0 before the first step.
+  std::atomic<uint64_t> current_step_{0};
+  std::atomic<int64_t> other_thread_launches_{0};
 
   // Training thread only:
   NameTable names_;
