@@ -286,6 +286,52 @@ TEST_CASE("drops are counted in events per tracer, lost buffers apart", "[plugin
         "cupti: ok (dropped 15 events, 2 buffers of unknown events)");
 }
 
+TEST_CASE("SummarizeDeviceTrace reads what protobuf reads and refuses bad wire data", "[plugin]") {
+  xdl::proto::DeviceTrace trace;
+  trace.set_tracer("t");
+  trace.add_name("");
+  trace.add_name("k");
+  trace.set_dropped_events(7);
+  trace.set_dropped_buffers(3);
+  trace.set_status("unavailable: why");
+  for (int d = 0; d < 2; ++d) {
+    auto* device = trace.add_device();
+    device->set_id(d - 1);
+    for (int l = 0; l < 3; ++l) {
+      auto* line = device->add_line();
+      line->set_id(l);
+      for (int e = 0; e < 5 + l; ++e) {
+        auto* event = line->add_event();
+        event->set_name_index(1);
+        event->set_start_ns(-5);  // A negative varint: ten bytes.
+        event->add_stat()->set_double_value(0.5);
+        event->add_stat()->set_str_value("x");
+      }
+    }
+  }
+  const std::string bytes = trace.SerializeAsString();
+  DeviceTraceSummary summary;
+  REQUIRE(SummarizeDeviceTrace(bytes, &summary));
+  CHECK(summary.tracer == "t");
+  CHECK(summary.status == "unavailable: why");
+  CHECK(summary.dropped_events == 7);
+  CHECK(summary.dropped_buffers == 3);
+  CHECK(summary.events == 2 * (5 + 6 + 7));
+  REQUIRE(SummarizeDeviceTrace("", &summary));  // The empty message.
+  CHECK(summary.events == 0);
+  // Every truncation of the message is refused, as protobuf refuses it.
+  for (size_t n = 1; n < bytes.size(); ++n) {
+    xdl::proto::DeviceTrace parsed;
+    const bool protobuf_ok = parsed.ParseFromString(bytes.substr(0, n));
+    INFO(n);
+    CHECK(SummarizeDeviceTrace(bytes.substr(0, n), &summary) == protobuf_ok);
+  }
+  CHECK_FALSE(SummarizeDeviceTrace(std::string("\x1f\x00", 2), &summary));      // Wire type 7.
+  CHECK_FALSE(SummarizeDeviceTrace(std::string("\x1a\x05\x1a", 3), &summary));  // Length.
+  // An event that is not a message inside a line.
+  CHECK_FALSE(SummarizeDeviceTrace(std::string("\x1a\x04\x1a\x02\x1a\x05", 6), &summary));
+}
+
 TEST_CASE("SplitDeviceTrace: bounds, drops and status in the first part only", "[plugin]") {
   xdl::proto::DeviceTrace trace;
   trace.set_tracer("t");

@@ -7,7 +7,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/device_trace_fields.h"
 #include "core/status_macros.h"
+#include "core/wire.h"
 #include "device_trace.pb.h"
 
 namespace xdl_trace {
@@ -45,7 +47,82 @@ constexpr size_t kFieldOverhead = 7;
 // An int64 varint field, at most.
 constexpr size_t kIntFieldBytes = 11;
 
+// Calls field(number, wire_type, varint, payload) for every field of the
+// message in `bytes`; false when a tag, length or value is cut short or bad.
+template <typename F>
+bool ForEachField(std::string_view bytes, F field) {
+  const char* p = bytes.data();
+  const char* const end = p + bytes.size();
+  while (p < end) {
+    uint64_t tag = 0, value = 0;
+    if (!ReadVarint(&p, end, &tag) || (tag >> 3) == 0) return false;
+    std::string_view payload;
+    switch (static_cast<uint32_t>(tag & 7)) {
+      case kWireVarint:
+        if (!ReadVarint(&p, end, &value)) return false;
+        break;
+      case kWireFixed64:
+        if (end - p < 8) return false;
+        p += 8;
+        break;
+      case kWireLengthDelimited:
+        if (!ReadVarint(&p, end, &value) || value > static_cast<uint64_t>(end - p)) return false;
+        payload = std::string_view(p, value);
+        p += value;
+        break;
+      case kWireFixed32:
+        if (end - p < 4) return false;
+        p += 4;
+        break;
+      default:
+        return false;
+    }
+    if (!field(static_cast<uint32_t>(tag >> 3), static_cast<uint32_t>(tag & 7), value, payload)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A field of a message that must itself parse as a message (when it is
+// length-delimited) with `inner` called for each of its fields.
+template <typename F>
+bool Nested(uint32_t wire, std::string_view payload, F inner) {
+  return wire != kWireLengthDelimited || ForEachField(payload, inner);
+}
+
 }  // namespace
+
+bool SummarizeDeviceTrace(std::string_view bytes, DeviceTraceSummary* out) {
+  namespace f = device_trace_fields;
+  *out = DeviceTraceSummary{};
+  auto stat = [](uint32_t, uint32_t, uint64_t, std::string_view) { return true; };
+  auto event = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
+    return n != f::kEventStat || Nested(wire, payload, stat);
+  };
+  auto line = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
+    if (n != f::kLineEvent) return true;
+    ++out->events;
+    return Nested(wire, payload, event);
+  };
+  auto device = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
+    return n != f::kDeviceLine || Nested(wire, payload, line);
+  };
+  return ForEachField(bytes,
+                      [&](uint32_t n, uint32_t wire, uint64_t value, std::string_view payload) {
+                        if (n == f::kTraceTracer && wire == kWireLengthDelimited)
+                          out->tracer = std::string(payload);
+                        if (n == f::kTraceStatus && wire == kWireLengthDelimited)
+                          out->status = std::string(payload);
+                        if (n == f::kTraceDroppedEvents && wire == kWireVarint) {
+                          out->dropped_events = static_cast<int64_t>(value);
+                        }
+                        if (n == f::kTraceDroppedBuffers && wire == kWireVarint) {
+                          out->dropped_buffers = static_cast<int64_t>(value);
+                        }
+                        return n != f::kTraceDevice || Nested(wire, payload, device);
+                      });
+}
 
 std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
                                                       size_t max_bytes) {
@@ -257,28 +334,34 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer) {
                                             "): ", error.message()));
   }
   bytes.resize(size);
+  DeviceTraceSummary summary;
+  if (!SummarizeDeviceTrace(bytes, &summary)) {
+    return absl::DataLossError(absl::StrCat("device_tracers: '", tracer.entry,
+                                            "': collect returned ", size,
+                                            " bytes that are not a DeviceTrace"));
+  }
+  const size_t index = &tracer - tracers_.data();
+  DeviceTracerStatus status = FromPluginStatus(tracer.type, summary.status);
+  SetStatus(index, status.state, std::move(status.message));
+  CountDrops(index, summary.dropped_events, summary.dropped_buffers);
+  if (summary.events == 0 && summary.dropped_events == 0 && summary.dropped_buffers == 0) {
+    return absl::OkStatus();
+  }
+  if (summary.tracer.empty()) {
+    // A later occurrence of a string field wins: appending names the trace.
+    AppendLengthDelimitedField(device_trace_fields::kTraceTracer, tracer.type, &bytes);
+  }
+  if (bytes.size() <= options_.max_trace_part_bytes) {
+    Admit(index, std::move(bytes), summary.events);
+    return absl::OkStatus();
+  }
+  // Too large for one part: split, so the pending cap keeps what fits.
   xdl::proto::DeviceTrace trace;
   if (!trace.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat("device_tracers: '", tracer.entry,
                                             "': collect returned ", size,
                                             " bytes that are not a DeviceTrace"));
   }
-  const size_t index = &tracer - tracers_.data();
-  DeviceTracerStatus status = FromPluginStatus(tracer.type, trace.status());
-  SetStatus(index, status.state, std::move(status.message));
-  const int64_t events = CountEvents(trace);
-  CountDrops(index, trace.dropped_events(), trace.dropped_buffers());
-  if (events == 0 && trace.dropped_events() == 0 && trace.dropped_buffers() == 0) {
-    return absl::OkStatus();
-  }
-  const bool unnamed = trace.tracer().empty();
-  if (unnamed) trace.set_tracer(tracer.type);
-  if (bytes.size() <= options_.max_trace_part_bytes) {
-    if (unnamed) bytes = trace.SerializeAsString();
-    Admit(index, std::move(bytes), events);
-    return absl::OkStatus();
-  }
-  // Too large for one part: split, so the pending cap keeps what fits.
   for (const xdl::proto::DeviceTrace& part :
        SplitDeviceTrace(trace, static_cast<size_t>(options_.max_trace_part_bytes))) {
     Admit(index, part.SerializeAsString(), CountEvents(part));

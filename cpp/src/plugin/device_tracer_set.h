@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +26,20 @@ namespace internal {
 // names of its devices and lines; dropped counts and status ride in the first.
 std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
                                                       size_t max_bytes);
+
+// What the core needs of a collected trace, read off its wire bytes without
+// building the message (the hot path of every collect: a full parse cost
+// about as much again as the plugin's own work).
+struct DeviceTraceSummary {
+  std::string tracer;
+  std::string status;
+  int64_t dropped_events = 0;
+  int64_t dropped_buffers = 0;
+  int64_t events = 0;
+};
+// False when `bytes` is not well-formed DeviceTrace wire data (tags, lengths
+// and nesting checked down to the events' stats).
+bool SummarizeDeviceTrace(std::string_view bytes, DeviceTraceSummary* out);
 
 struct DeviceTracerSetOptions {
   // Passed to every plugin as XdlTraceProfilerOptions::max_buffer_bytes.
