@@ -23,6 +23,19 @@ namespace xdl_trace {
 namespace python {
 namespace {
 
+// The name a user summary is recorded under in the Header: the wrapper's
+// __xdl_name__ (xdl_trace._convert.wrap_summary), else the callable's
+// __qualname__ or __name__, else its type's name.
+std::string SummaryName(const py::object& fn) {
+  for (const char* attr : {"__xdl_name__", "__qualname__", "__name__"}) {
+    if (py::hasattr(fn, attr)) {
+      py::object name = fn.attr(attr);
+      if (py::isinstance<py::str>(name)) return name.cast<std::string>();
+    }
+  }
+  return py::str(py::type::of(fn).attr("__name__")).cast<std::string>();
+}
+
 // summary: None, a builtin name ("stats", "histogram") or a callable.
 Summary ToSummary(py::object summary, int histogram_bins, const std::string& key) {
   Summary out;
@@ -40,6 +53,7 @@ Summary ToSummary(py::object summary, int histogram_bins, const std::string& key
     }
     return out;
   }
+  out.name = SummaryName(summary);
   out.fn = MakeSummaryFn(std::move(summary), key);
   return out;
 }
