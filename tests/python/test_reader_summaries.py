@@ -308,3 +308,23 @@ def test_cli_stats_fields_are_the_readers():
     from xdl_trace import cli
 
     assert cli.STATS_FIELDS == STATS_FIELDS == Stats._fields
+
+
+def test_read_trace_script_names_summary_fields(cfg):
+    """The stand-alone tools/read_trace.py reads the descriptors with its own schema copy."""
+    x = np.arange(20, dtype=np.float32) / 4
+    xdl.trace_tensor("x", x, summary="stats")
+    xdl.trace_tensor("v", np.arange(8, dtype=np.float64))  # A float64[8] value: not stats.
+    with xdl.TraceHook(cfg) as hook:
+        hook.step()
+    script = os.path.join(REPO, "xdl_trace", "tools", "read_trace.py")
+    result = subprocess.run(
+        [sys.executable, script, cfg["output_dir"], "--summary"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any("x Double[8]: stats count=20 min=0 max=4.75 mean=2.375" in l for l in lines)
+    assert any("v Double[8]: min=0 max=7 mean=3.5" in l for l in lines)
