@@ -2,7 +2,9 @@
 #include "status.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
 #include "io/io_error.h"
+#include "xdl_trace/registry.h"
 
 namespace py = pybind11;
 
@@ -84,7 +86,12 @@ void ThrowIfError(const absl::Status& status) {
     return;
   }
   PendingPythonError::RaiseIfAny();
-  const std::string message(status.message());
+  std::string message(status.message());
+  if (auto gradient = status.GetPayload(kMissingGradientPayload); gradient.has_value()) {
+    // The core names no API; say how a Python user sends one.
+    absl::StrAppend(&message, ": call xdl_trace.send_gradient('", std::string(*gradient),
+                    "', value) before each traced hook.step()");
+  }
   if (status.GetPayload(kTypeErrorPayload).has_value()) {
     PyErr_SetString(PyExc_TypeError, message.c_str());
     throw py::error_already_set();

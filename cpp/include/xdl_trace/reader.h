@@ -95,6 +95,14 @@ struct RecordView {
   uint64_t frame_size = 0;  // Prefix + body.
 };
 
+// A device-only record (docs/format.md, "Device events"): no column while the
+// header has keys, and fields above 4 (what device tracing collected after
+// the last step, written at close). Readers hand it out only to a read that
+// selects no key (the timeline's); records() of any key and stack skip it.
+inline bool IsDeviceOnlyRecord(const RecordView& record, size_t header_keys) {
+  return record.columns.empty() && header_keys > 0 && !record.extra_fields.empty();
+}
+
 // The Meta sidecar "<data file>.meta": the fields the reader's own logic
 // reads (file skipping, torn-tail vouching, Verify), plus the serialized
 // message for everything else. The .proto is the one list of Meta fields:
@@ -143,6 +151,7 @@ struct VerifyReport {
   uint64_t meta_data_bytes = 0;
   int64_t meta_record_count = 0;
   int64_t records_counted = 0;  // Record frames within meta_data_bytes.
+  int64_t records_read = 0;     // Complete record frames in the whole file.
   uint32_t crc_expected = 0;
   uint32_t crc_actual = 0;
   uint64_t unverified_tail_bytes = 0;  // Bytes after meta_data_bytes (written after the last Meta).

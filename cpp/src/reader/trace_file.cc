@@ -258,7 +258,7 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
   }
   record->columns.resize(column_count);
   if (reader.error() != nullptr) return Corrupt(path, base + reader.error_offset(), reader.error());
-  if (column_count != keys.size()) {
+  if (column_count != keys.size() && !IsDeviceOnlyRecord(*record, keys.size())) {
     return Corrupt(path, base - kPrefixBytes,
                    absl::StrCat("record has ", column_count, " columns but the header has ",
                                 keys.size(), " keys"));
@@ -597,7 +597,7 @@ VerifyReport TraceFile::Verify() const {
   uint64_t offset = first_record_offset_;
   bool boundary_ok = covered == 0 || covered == offset;
   bool frames_ok = true;
-  int64_t records_read = 0;
+  int64_t& records_read = report.records_read;
   while (offset < bytes_.size() && !header_torn_) {
     bool torn = false;
     absl::Status status = ReadFrame(offset, &record, &torn);
