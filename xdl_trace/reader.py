@@ -75,7 +75,7 @@ class UnknownDTypeWarning(UserWarning):
 SUMMARY_LAYOUT_VERSION = 1
 
 # Fields of a "stats" summary column (float64[8]), in column order.
-STATS_FIELDS = ("count", "min", "max", "mean", "std", "l2", "nan", "inf")
+STATS_FIELDS = tuple(_core.STATS_FIELDS)  # count, min, max, mean, std, l2, nan, inf
 
 Stats = collections.namedtuple("Stats", STATS_FIELDS)
 Stats.__doc__ = """A "stats" summary: element ``count``; ``min``, ``max``, ``mean``, ``std``
