@@ -26,9 +26,12 @@ namespace internal {
 //   OnStepReturned(begin_ns, end_ns)     queue wait (Submit) span, then Step()
 //                                        returns; also called when the step
 //                                        failed, with begin_ns == end_ns.
+// Between traced steps, OnStepNotTraced(gstep, lstep, begin_ns, end_ns) tells
+// of each step the hook saw but did not trace (Tracer::NoteStepNotTraced): the
+// next STEP span starts at its end, so no span covers several steps.
 // The span times come from SpanClockNs(), which reads the clock only for
-// extras constructed with `timed` (so a step without device tracing reads no
-// clock for them). At Close(), Finish() returns the fields not yet taken;
+// extras constructed with `timed` (record/host_spans.h's HostSpanExtras, the
+// default, and DeviceTracing both are). At Close(), Finish() returns the fields not yet taken;
 // when non-empty the tracer writes them in one last record (the last step's
 // gstep/lstep, every column an empty float32 [0]) before closing the writer.
 class RecordExtras {
@@ -38,6 +41,9 @@ class RecordExtras {
   virtual std::string TakeTrailingFields() = 0;
   virtual void OnStepEncoded(int64_t begin_ns, int64_t end_ns) = 0;
   virtual void OnStepReturned(int64_t begin_ns, int64_t end_ns) = 0;
+  virtual void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) {
+    (void)gstep, (void)lstep, (void)begin_ns, (void)end_ns;
+  }
   virtual std::string Finish() = 0;
   virtual void FillStats(TraceStats* stats) const = 0;
 
@@ -51,7 +57,8 @@ class RecordExtras {
   const bool timed_;
 };
 
-// The extras of a tracer without device tracing: no fields, no clock reads.
+// Extras with no fields and no clock reads (tests; tracers default to
+// record/host_spans.h's HostSpanExtras).
 class NoRecordExtras final : public RecordExtras {
  public:
   NoRecordExtras() : RecordExtras(/*timed=*/false) {}
