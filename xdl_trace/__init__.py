@@ -42,6 +42,8 @@ from .api import (
 from .filters import Every, Range, Sample, Steps
 from .hook import CONFIG_KEYS, TraceHook, detect_rank
 from .reader import open_trace
+from .analysis import find_nan
+from .watch import watch
 from .session import TrainSession
 
 __all__ = [
@@ -58,4 +60,6 @@ __all__ = [
     "detect_rank",
     "TrainSession",
     "open_trace",
+    "find_nan",
+    "watch",
 ]
