@@ -205,3 +205,44 @@ def test_memory_does_not_grow_with_events(tmp_path):
     assert growth < 40 * 2**20, (before_kb, peak_kb)
     with open(out) as f:
         assert len(json.load(f)["traceEvents"]) > 3 * events  # Complete and valid.
+
+
+def test_a_run_without_device_tracers_has_a_span_for_every_step(tmp_path):
+    """The hook, a filter tracing every 3rd step, no device tracer: 10 step spans (4 traced,
+    6 marked not traced), capture/encode, queue wait and IO-write spans nested sensibly."""
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    xdl.trace_tensor("w", np.arange(4, dtype=np.float32))
+    run = tmp_path / "run"
+    with xdl.TraceHook({"output_dir": str(run), "fsync": False}, filter=3) as hook:
+        for _ in range(10):
+            if hook.step():
+                hook.flush()  # Written before the next step: its IO span rides in that record.
+    assert hook.stats()["steps_skipped"] == 6
+    trace = _timeline(tmp_path, run)
+    events = check_chrome_trace(trace)
+    steps = sorted((e for e in events["X"] if e["tid"] == 1), key=lambda e: e["ts"])
+    assert [e["args"]["gstep"] for e in steps] == list(range(10))
+    assert [e["cat"] == "host" for e in steps] == [g % 3 == 0 for g in range(10)]
+    assert all(
+        e["cat"] == timeline.NOT_TRACED_CATEGORY and e["name"] == f"step {g} (not traced)"
+        for g, e in enumerate(steps)
+        if g % 3
+    )
+    # Consecutive, never overlapping: each step starts where the previous one ended (at the
+    # previous traced step, once the tracer's own work is done).
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(steps, steps[1:]))
+    by = {(e["tid"], e["args"]["gstep"]): e for e in events["X"]}
+    threads = {e["tid"]: e["args"]["name"] for e in events["M"] if e["name"] == "thread_name"}
+    assert {1: "steps", 2: "capture + encode", 5: "IO write"}.items() <= threads.items()
+    for g in (0, 3, 6):  # Traced steps followed by another traced step.
+        step, capture, io = by[(1, g)], by[(2, g)], by[(5, g)]
+        # The tracer's work follows the step's span and precedes the next step's span...
+        assert step["ts"] + step["dur"] <= capture["ts"] + 1e-3
+        assert capture["ts"] + capture["dur"] <= by[(1, g + 1)]["ts"] + 1e-3
+        # ... and the IO thread writes the record after it was encoded.
+        assert io["ts"] >= capture["ts"] + capture["dur"] - 1e-3
+        assert io["args"]["os_thread_id"] != step["args"]["os_thread_id"]
+    assert trace["otherData"]["steps"] == 4 and trace["otherData"]["steps_not_traced"] == 6
