@@ -31,9 +31,10 @@ namespace internal {
 // next STEP span starts at its end, so no span covers several steps.
 // The span times come from SpanClockNs(), which reads the clock only for
 // extras constructed with `timed` (record/host_spans.h's HostSpanExtras, the
-// default, and DeviceTracing both are). At Close(), Finish() returns the fields not yet taken;
-// when non-empty the tracer writes them in one last record (the last step's
-// gstep/lstep, every column an empty float32 [0]) before closing the writer.
+// default, and DeviceTracing both are). At Close(), Finish() returns the fields
+// not yet taken; when non-empty the tracer writes them in one last,
+// device-only record (the last step's gstep/lstep, no column) before closing
+// the writer.
 class RecordExtras {
  public:
   virtual ~RecordExtras() = default;
