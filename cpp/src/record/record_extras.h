@@ -12,8 +12,11 @@ namespace xdl_trace {
 namespace internal {
 
 // Supplies serialized Record fields numbered >= 5 (device events, host spans)
-// for the records of a tracer. Every tracer has one: NoRecordExtras when
-// device tracing is off, plugin/device_tracing.h's DeviceTracing when it is on.
+// for the records of a tracer. Every tracer has one: record/host_spans.h's
+// HostSpanExtras (the traced steps' host spans) when device tracing is off,
+// plugin/device_tracing.h's DeviceTracing (the same spans, with correlation
+// ids, plus device events) when it is on. The tracer itself appends the
+// not-traced step and IO-write spans after what TakeTrailingFields returns.
 // Threading: every method runs on the training thread inside
 // Step()/StepAt()/Close(), except FillStats (any thread).
 //
