@@ -188,6 +188,9 @@ class _TimelineWriter:
         self.meta("process_name", pid, 0, f"rank {state.rank} host", sort=pid)
         for span in spans:
             self.stats["spans_dropped"] += span.spans_dropped
+            if span.kind == HostSpan.STEP and span.correlation_id:
+                # Remembered even outside the window: its device work is left out by it.
+                state.steps.put(span.correlation_id, (span.start_ns, span.gstep, span.lstep))
             if not self.in_window(span.gstep):
                 continue
             tid, thread_name = _SPAN_THREADS.get(span.kind, _OTHER_SPAN_THREAD)
@@ -196,7 +199,6 @@ class _TimelineWriter:
             if span.kind == HostSpan.STEP:
                 self.stats["steps"] += 1
                 label = f"step {span.gstep}"
-                state.steps.put(span.correlation_id, (span.start_ns, span.gstep, span.lstep))
             elif span.kind == HostSpan.STEP_NOT_TRACED:
                 self.stats["steps_not_traced"] += 1
                 label = f"step {span.gstep} (not traced)"
@@ -204,12 +206,18 @@ class _TimelineWriter:
             else:
                 self.stats["host_spans"] += 1
                 label = f"{thread_name} (step {span.gstep})"
+            args = (
+                f'"gstep":{span.gstep},"lstep":{span.lstep},'
+                f'"correlation_id":{span.correlation_id},"os_thread_id":{span.thread_id}'
+            )
+            if span.records:
+                args += f',"records":{span.records}'
+            if span.spans_dropped:
+                args += f',"spans_dropped":{span.spans_dropped}'
             self.emit(
                 f'{{"ph":"X","name":"{label}","cat":"{category}","pid":{pid},"tid":{tid},'
                 f'"ts":{self.us(span.start_ns)},'
-                f'"dur":{max(0, span.end_ns - span.start_ns) / 1000.0:.3f},'
-                f'"args":{{"gstep":{span.gstep},"lstep":{span.lstep},'
-                f'"correlation_id":{span.correlation_id},"os_thread_id":{span.thread_id}}}}}'
+                f'"dur":{max(0, span.end_ns - span.start_ns) / 1000.0:.3f},"args":{{{args}}}}}'
             )
 
     def _line_place(self, state, t, device, line):

@@ -246,3 +246,22 @@ def test_a_run_without_device_tracers_has_a_span_for_every_step(tmp_path):
         assert io["ts"] >= capture["ts"] + capture["dur"] - 1e-3
         assert io["args"]["os_thread_id"] != step["args"]["os_thread_id"]
     assert trace["otherData"]["steps"] == 4 and trace["otherData"]["steps_not_traced"] == 6
+
+
+def test_not_traced_spans_are_bounded_per_record_and_the_rest_counted(tmp_path):
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    xdl.trace_tensor("w", np.zeros(2, np.float32))
+    run = tmp_path / "run"
+    with xdl.TraceHook({"output_dir": str(run), "fsync": False}, filter=[0, 5000]) as hook:
+        for _ in range(5001):
+            hook.step()
+    kept = xdl._core.Tracer.MAX_NOT_TRACED_SPANS
+    trace = _timeline(tmp_path, run)
+    assert trace["otherData"]["steps"] == 2
+    assert trace["otherData"]["steps_not_traced"] == kept
+    assert trace["otherData"]["spans_dropped"] == 4999 - kept
+    (last,) = [e for e in trace["traceEvents"] if e.get("args", {}).get("spans_dropped")]
+    assert last["args"]["gstep"] == kept and last["cat"] == timeline.NOT_TRACED_CATEGORY
