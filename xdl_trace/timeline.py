@@ -15,7 +15,7 @@ Perfetto UI (ui.perfetto.dev) and chrome://tracing open:
 - one process per (rank, device), with one thread per stream;
 - complete ("X") events for steps, API calls, kernels, copies and memsets,
   with args naming gstep/lstep, correlation ids, bytes, grid and block;
-- flow arrows from each traced host step to the device work it launched
+- flow arrows from each host step (traced or not) to the device work it launched
   (matched by the step's external correlation id), and from each API call to
   its kernel (matched by the CUDA correlation id).
 
@@ -57,6 +57,7 @@ _SPAN_THREADS = {  # HostSpan.Kind -> (tid in the host process, thread name)
     HostSpan.DEVICE_COLLECT: (4, "device collect"),
 }
 _OTHER_SPAN_THREAD = (9, "other")
+_STEP_KINDS = {HostSpan.STEP, HostSpan.STEP_NOT_TRACED}  # Sources of step flows.
 NOT_TRACED_CATEGORY = "step (not traced)"
 _EVENT_CATEGORY = {  # DeviceEventKind -> the event's category in the timeline
     device_trace_pb2.DEVICE_EVENT_KERNEL: "kernel",
@@ -188,7 +189,7 @@ class _TimelineWriter:
         self.meta("process_name", pid, 0, f"rank {state.rank} host", sort=pid)
         for span in spans:
             self.stats["spans_dropped"] += span.spans_dropped
-            if span.kind == HostSpan.STEP and span.correlation_id:
+            if span.correlation_id and span.kind in _STEP_KINDS:
                 # Remembered even outside the window: its device work is left out by it.
                 state.steps.put(span.correlation_id, (span.start_ns, span.gstep, span.lstep))
             if not self.in_window(span.gstep):

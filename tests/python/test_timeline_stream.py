@@ -265,3 +265,49 @@ def test_not_traced_spans_are_bounded_per_record_and_the_rest_counted(tmp_path):
     assert trace["otherData"]["spans_dropped"] == 4999 - kept
     (last,) = [e for e in trace["traceEvents"] if e.get("args", {}).get("spans_dropped")]
     assert last["args"]["gstep"] == kept and last["cat"] == timeline.NOT_TRACED_CATEGORY
+
+
+def test_device_work_of_not_traced_steps_is_linked_to_their_own_span(tmp_path):
+    """With the fake device plugin and every 2nd step traced, each step's kernels name that
+    step (not the next traced one), and step flows start on its own span."""
+    import shutil
+
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
+    plugin = str(tmp_path / "libxdl_trace_fake.so")
+    source = os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c")
+    include = os.path.join(REPO, "cpp", "include")
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-I", include, source, "-o", plugin],
+        check=True,
+        timeout=120,
+    )
+    xdl.trace_tensor("w", np.zeros(2, np.float32))
+    run = tmp_path / "run"
+    config = {
+        "output_dir": str(run),
+        "fsync": False,
+        "device_tracers": [plugin],
+        "device_collect_interval_s": 0,
+    }
+    with xdl.TraceHook(config, filter=2) as hook:
+        for _ in range(6):
+            hook.step()
+    trace = _timeline(tmp_path, run)
+    events = check_chrome_trace(trace)
+    steps = {e["args"]["gstep"]: e for e in events["X"] if e["pid"] == 1 and e["tid"] == 1}
+    assert sorted(steps) == list(range(6))
+    kernels = [e for e in events["X"] if e["cat"] == "kernel" and "gstep" in e["args"]]
+    # The fake emits 2 kernels per step. Step 5 comes after the last traced one: its span and
+    # its work ride in the device-only record written at close.
+    assert sorted(e["args"]["gstep"] for e in kernels) == sorted(list(range(6)) * 2)
+    for kernel in kernels:
+        step = steps[kernel["args"]["gstep"]]
+        assert kernel["args"]["step_correlation_id"] == step["args"]["correlation_id"] > 0
+    flow_starts = {e["ts"] for e in events["s"] if e["cat"] == "step"}
+    assert flow_starts == {e["ts"] for e in steps.values()}

@@ -48,6 +48,9 @@ class RecordExtras {
   virtual void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) {
     (void)gstep, (void)lstep, (void)begin_ns, (void)end_ns;
   }
+  // The correlation id device tracers attach to work launched in the step now
+  // running (0: none); the tracer puts it on STEP_NOT_TRACED spans.
+  virtual uint64_t CurrentCorrelationId() const { return 0; }
   virtual std::string Finish() = 0;
   virtual void FillStats(TraceStats* stats) const = 0;
 

@@ -310,7 +310,8 @@ void Tracer::Impl::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
   if (!closed_) {
     const int64_t now = internal::WallClockNs();
     not_traced_.Add(internal::HostSpanInfo{internal::HostSpanKind::kStepNotTraced,
-                                           last_step_end_ns_, now, gstep, lstep, 0, thread_id_});
+                                           last_step_end_ns_, now, gstep, lstep,
+                                           extras_->CurrentCorrelationId(), thread_id_});
     extras_->OnStepNotTraced(gstep, lstep, last_step_end_ns_, now);
     last_step_end_ns_ = now;
   }
