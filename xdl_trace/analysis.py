@@ -391,17 +391,24 @@ def scan_run(
 def _scan_file(scan, rank, path, gsteps, pairs, series, histograms):
     """Scans one data file; its mapping is released when this returns (nothing here outlives
     the call), so the next file is mapped only after this one is gone."""
-    batch, limit = [], _BATCH_RECORDS
+    batch, limit, device = [], _BATCH_RECORDS, False
     for record in open_trace(path).records(keys=scan.keys, gsteps=gsteps):
         if not batch:  # Records of a file are alike: size the batch from its first record.
             size = sum(a.nbytes for a in record.columns.values())
             limit = max(1, min(_BATCH_RECORDS, _BATCH_BYTES // max(size, 1)))
+        device = device or record.extra is not None
         batch.append(record)
         if len(batch) >= limit:
             _scan_batch(scan, rank, batch, pairs, series, histograms)
             batch = []
     if batch:
         _scan_batch(scan, rank, batch, pairs, series, histograms)
+    if series and device:
+        # Device events ride in Record fields above 4, also in the closing device-only record
+        # that key reads skip (docs/format.md): a read of no key returns every record's.
+        for record in open_trace(path).records(keys=[], gsteps=gsteps):
+            if record.extra:
+                _add_device_time(scan, record.extra)
 
 
 def _scan_batch(scan, rank, batch, pairs, series, histograms):
@@ -417,9 +424,6 @@ def _scan_batch(scan, rank, batch, pairs, series, histograms):
     scan.time_range = (t_lo, t_hi) if t is None else (min(t[0], t_lo), max(t[1], t_hi))
     if series:
         _add_step_times(scan, rank, gsteps, times)
-        for record in batch:
-            if record.extra:
-                _add_device_time(scan, record.extra)
 
     # Every record of a file has the same keys in the same order: a dense [record, key] grid.
     keys = list(batch[0].columns)
