@@ -18,8 +18,9 @@ namespace xdl_trace {
 namespace internal {
 
 IoLoop::IoLoop(const TraceConfig& config, const std::vector<std::string>& keys,
-               ByteBoundedQueue* queue, FramePool* pool, std::function<void()> before_record_write)
-    : options_{config, DataFileSegment::HeaderFrame(keys)},
+               ByteBoundedQueue* queue, FramePool* pool, std::function<void()> before_record_write,
+               const std::vector<xdl::proto::ColumnDescriptor>& columns)
+    : options_{config, DataFileSegment::HeaderFrame(keys, columns)},
       queue_(queue),
       pool_(pool),
       before_record_write_(std::move(before_record_write)) {

@@ -44,11 +44,11 @@ int64_t PendingBytesBound(const TraceConfig& config) {
 class FileTraceWriter final : public TraceWriter {
  public:
   FileTraceWriter(const TraceConfig& config, const std::vector<std::string>& keys,
-                  WriterTestHooks hooks)
+                  WriterTestHooks hooks, const std::vector<xdl::proto::ColumnDescriptor>& columns)
       : overflow_(config.overflow),
         queue_(PendingBytesBound(config)),
         pool_(kMaxPooledFrames, PendingBytesBound(config)),
-        loop_(config, keys, &queue_, &pool_, std::move(hooks.before_record_write)) {}
+        loop_(config, keys, &queue_, &pool_, std::move(hooks.before_record_write), columns) {}
 
   ~FileTraceWriter() override { (void)Close(); }
 
@@ -133,11 +133,11 @@ class FileTraceWriter final : public TraceWriter {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const TraceConfig& config,
-                                                               std::vector<std::string> keys,
-                                                               WriterTestHooks hooks) {
+absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(
+    const TraceConfig& config, std::vector<std::string> keys, WriterTestHooks hooks,
+    const std::vector<xdl::proto::ColumnDescriptor>& columns) {
   XDL_RETURN_IF_ERROR(config.Validate());
-  auto writer = std::make_unique<FileTraceWriter>(config, keys, std::move(hooks));
+  auto writer = std::make_unique<FileTraceWriter>(config, keys, std::move(hooks), columns);
   XDL_RETURN_IF_ERROR(writer->Start());
   return std::unique_ptr<TraceWriter>(std::move(writer));
 }
