@@ -21,9 +21,11 @@
 namespace xdl_trace {
 namespace internal {
 
-std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys) {
+std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys,
+                                         const std::vector<xdl::proto::ColumnDescriptor>& columns) {
   xdl::proto::Header header;
   for (const std::string& key : keys) header.add_key(key);
+  for (const xdl::proto::ColumnDescriptor& column : columns) *header.add_column() = column;
   std::string frame(4, '\0');
   header.AppendToString(&frame);
   const uint32_t n = static_cast<uint32_t>(frame.size() - 4);

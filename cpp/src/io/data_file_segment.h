@@ -45,7 +45,10 @@ struct SegmentOptions {
 class DataFileSegment {
  public:
   // The framed Header {key...}: 4-byte little-endian length, then the message.
-  static std::string HeaderFrame(const std::vector<std::string>& keys);
+  // With `columns` (one per key, or none), the Header also carries the
+  // column descriptors (field 2); without, it is XDL's Header exactly.
+  static std::string HeaderFrame(const std::vector<std::string>& keys,
+                                 const std::vector<xdl::proto::ColumnDescriptor>& columns = {});
 
   // Creates "{output_dir}/{stem}.{index}" with O_EXCL|O_NOFOLLOW, or the next
   // free index when another writer took it since the directory was listed.

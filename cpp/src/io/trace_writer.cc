@@ -44,11 +44,11 @@ int64_t PendingBytesBound(const TraceConfig& config) {
 class FileTraceWriter final : public TraceWriter {
  public:
   FileTraceWriter(const TraceConfig& config, const std::vector<std::string>& keys,
-                  WriterTestHooks hooks)
+                  WriterTestHooks hooks, const std::vector<xdl::proto::ColumnDescriptor>& columns)
       : overflow_(config.overflow),
         queue_(PendingBytesBound(config)),
         pool_(kMaxPooledFrames, PendingBytesBound(config)),
-        loop_(config, keys, &queue_, &pool_, std::move(hooks.before_record_write)) {}
+        loop_(config, keys, &queue_, &pool_, std::move(hooks.before_record_write), columns) {}
 
   ~FileTraceWriter() override { (void)Close(); }
 
@@ -103,6 +103,7 @@ class FileTraceWriter final : public TraceWriter {
   }
 
   std::string TakeBuffer(size_t min_capacity) override { return pool_.Take(min_capacity); }
+  void TakeIoSpans(std::vector<HostSpanInfo>* out) override { loop_.TakeIoSpans(out); }
 
   TraceStats stats() const override {
     const IoLoop::Counters c = loop_.counters();
@@ -132,11 +133,11 @@ class FileTraceWriter final : public TraceWriter {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const TraceConfig& config,
-                                                               std::vector<std::string> keys,
-                                                               WriterTestHooks hooks) {
+absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(
+    const TraceConfig& config, std::vector<std::string> keys, WriterTestHooks hooks,
+    const std::vector<xdl::proto::ColumnDescriptor>& columns) {
   XDL_RETURN_IF_ERROR(config.Validate());
-  auto writer = std::make_unique<FileTraceWriter>(config, keys, std::move(hooks));
+  auto writer = std::make_unique<FileTraceWriter>(config, keys, std::move(hooks), columns);
   XDL_RETURN_IF_ERROR(writer->Start());
   return std::unique_ptr<TraceWriter>(std::move(writer));
 }

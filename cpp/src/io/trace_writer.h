@@ -17,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "io/file_set.h"  // DataFilePath: where Open's files are.
 #include "record/encoded_record.h"
+#include "record/host_spans.h"
+#include "xdl_trace.pb.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/stats.h"
 
@@ -50,10 +52,11 @@ class TraceWriter {
  public:
   // Creates output_dir if needed, picks the first index after any existing
   // "{prefix}.{name}.{rank}.{index}" file (never overwrites), opens it, writes
-  // the Header frame and starts the IO thread.
-  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(const TraceConfig& config,
-                                                           std::vector<std::string> keys,
-                                                           WriterTestHooks hooks = {});
+  // the Header frame (with `columns`, one descriptor per key, when given) and
+  // starts the IO thread.
+  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(
+      const TraceConfig& config, std::vector<std::string> keys, WriterTestHooks hooks = {},
+      const std::vector<xdl::proto::ColumnDescriptor>& columns = {});
 
   virtual ~TraceWriter() = default;
 
@@ -79,6 +82,10 @@ class TraceWriter {
     (void)min_capacity;
     return std::string();
   }
+
+  // Training thread: appends the IO thread's IO_WRITE spans since the
+  // previous call to `out` (bounded: io/io_loop.h kMaxIoSpans).
+  virtual void TakeIoSpans(std::vector<HostSpanInfo>* out) { (void)out; }
 };
 
 }  // namespace internal
