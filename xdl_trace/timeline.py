@@ -144,6 +144,7 @@ class _TimelineWriter:
             "device_events": 0,
             "flows": 0,
             "dropped_events": 0,
+            "dropped_buffers": 0,  # Activity buffers lost whole: their events are unknown.
             "spans_dropped": 0,
         }
         out.write('{"traceEvents":[\n')
@@ -262,6 +263,7 @@ class _TimelineWriter:
         lines = []
         for t in traces:
             self.stats["dropped_events"] += t.dropped_events
+            self.stats["dropped_buffers"] += t.dropped_buffers
             for device in t.device:
                 for line in device.line:
                     events = line.event

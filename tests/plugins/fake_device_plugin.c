@@ -6,6 +6,8 @@
  *   fail_start=1      start fails (after "enabling" something it rolls back).
  *   events_per_step=N kernels emitted per host step (default 2), plus one memcpy.
  *   max_events=N      events held between collects (default max_buffer_bytes / 40).
+ *   lost_buffers=N    reports N activity buffers lost whole per non-empty collect
+ *                     (DeviceTrace.dropped_buffers), as CUPTI refusing buffers would.
  *   nvtx=1            also an NVTX range "fake_range" (DEVICE_EVENT_MARKER) per step
  *                     on the API line, spanning the step's launches.
  *   memory=1          also a 1 MiB allocation at the start of each step and its free
@@ -46,7 +48,7 @@ typedef struct Buf {
 } Buf;
 
 struct XdlTraceProfiler {
-  int unavailable, fail_start, events_per_step, running, nvtx, memory;
+  int unavailable, fail_start, events_per_step, running, nvtx, memory, lost_buffers;
   uint64_t max_events;
   FakeEvent* events;
   size_t n_events;
@@ -176,6 +178,7 @@ static void EncodeTrace(const XdlTraceProfiler* p, Buf* out) {
   }
   PutInt(out, 4, (uint64_t)p->dropped);
   if (p->unavailable) PutString(out, 5, "unavailable: fake device absent (unavailable=1)");
+  if (p->n_events > 0) PutInt(out, 6, (uint64_t)p->lost_buffers);
   free(device.p);
   free(line.p);
 }
@@ -203,6 +206,8 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
   p->fail_start = strstr(config, "fail_start=1") != NULL;
   p->nvtx = strstr(config, "nvtx=1") != NULL;
   p->memory = strstr(config, "memory=1") != NULL;
+  const char* lost = strstr(config, "lost_buffers=");
+  if (lost != NULL) p->lost_buffers = atoi(lost + strlen("lost_buffers="));
   const char* eps = strstr(config, "events_per_step=");
   if (eps != NULL) p->events_per_step = atoi(eps + strlen("events_per_step="));
   uint64_t cap = options->max_buffer_bytes ? options->max_buffer_bytes : (1u << 20);

@@ -55,6 +55,27 @@ def test_device_drops_are_counted_in_events_and_shown(tmp_path, fake_plugin):
     assert tracer["events_dropped"] == 2 * steps
     assert tracer["buffers_dropped"] == 0
     assert stats["device_tracer_status"] == "fake: ok (dropped %d events)" % (2 * steps)
+    from xdl_trace import timeline
+
+    other = timeline.build_timeline(str(tmp_path / "run"))["otherData"]
+    assert other["dropped_events"] == 2 * steps
+    assert other["dropped_buffers"] == 0
+
+
+def test_device_lost_buffers_are_counted_apart(tmp_path, fake_plugin):
+    # Each non-empty collect reports 2 buffers lost whole (events unknown).
+    stats = _run(tmp_path / "run", fake_plugin, 3, "lost_buffers=2")
+    collects = 3 + 1
+    assert stats["device_events_dropped"] == 0
+    assert stats["device_buffers_dropped"] == 2 * collects
+    assert stats["device_tracers"][0]["buffers_dropped"] == 2 * collects
+    assert stats["device_tracer_status"] == (
+        "fake: ok (dropped 0 events, %d buffers of unknown events)" % (2 * collects)
+    )
+    from xdl_trace import timeline
+
+    other = timeline.build_timeline(str(tmp_path / "run"))["otherData"]
+    assert other["dropped_buffers"] == 2 * collects
 
 
 def test_device_no_drops_means_plain_ok(tmp_path, fake_plugin):
