@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 import trace_file_maker as tm
 from xdl_trace import cli, timeline
