@@ -180,22 +180,10 @@ def _key_charts(scans, key):
         x, mean, low, high = scan.stats[(key, rank)].view()
         m, s = mean[:, MEAN], mean[:, STD]
         values.band(x, m - s, m + s, label, color)
-        values.line(
-            x,
-            mean[:, MIN] if scan.stats[(key, rank)].span == 1 else low[:, MIN],
-            label + " min",
-            color,
-            width=1,
-            dash=[4, 3],
-        )
-        values.line(
-            x,
-            mean[:, MAX] if scan.stats[(key, rank)].span == 1 else high[:, MAX],
-            label + " max",
-            color,
-            width=1,
-            dash=[4, 3],
-        )
+        exact = scan.stats[(key, rank)].span == 1  # Else a bucket's envelope: low/high.
+        for field, name, envelope in ((MIN, "min", low), (MAX, "max", high)):
+            y = mean[:, field] if exact else envelope[:, field]
+            values.line(x, y, f"{label} {name}", color, width=1, dash=[4, 3])
         values.line(x, m, label + " mean", color, width=2)
         norms.line(x, mean[:, L2], label, color)
         norm_values.append(mean[:, L2])
