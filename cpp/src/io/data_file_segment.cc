@@ -10,17 +10,25 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "core/status_macros.h"
 #include "io/crc32c.h"
 #include "io/file_set.h"
 #include "io/meta_writer.h"
+#include "io/run_info.h"
 
 namespace xdl_trace {
 namespace internal {
 
 std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys) {
+  return HeaderFrame(keys, TraceConfig());
+}
+
+std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys,
+                                         const TraceConfig& config) {
   xdl::proto::Header header;
   for (const std::string& key : keys) header.add_key(key);
+  if (!config.run.empty()) *header.mutable_run() = RunInfoProto(config);
   std::string frame(4, '\0');
   header.AppendToString(&frame);
   const uint32_t n = static_cast<uint32_t>(frame.size() - 4);
@@ -146,6 +154,7 @@ xdl::proto::Meta DataFileSegment::BuildMeta(bool closed_cleanly, int64_t dropped
   meta.set_format_version(kFormatVersion);
   meta.set_dropped_records(dropped_records);
   meta.set_closed_cleanly(closed_cleanly);
+  if (closed_cleanly) meta.set_end_time_ms(WallClockMs());
   return meta;
 }
 

@@ -43,6 +43,9 @@ class DataFileSegment {
  public:
   // The framed Header {key...}: 4-byte little-endian length, then the message.
   static std::string HeaderFrame(const std::vector<std::string>& keys);
+  // The same with config.run as Header.run (RunInfo, with config's run_id and
+  // rank) unless config.run is empty.
+  static std::string HeaderFrame(const std::vector<std::string>& keys, const TraceConfig& config);
 
   // Creates "{output_dir}/{stem}.{index}" with O_EXCL, or the next free index
   // when another writer took it since the directory was listed. Writes nothing

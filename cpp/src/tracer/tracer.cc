@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/status_macros.h"
+#include "io/run_info.h"
 #include "io/trace_writer.h"
 #include "record/record_encoder.h"
 #include "record/record_extras.h"
@@ -40,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
   if (registry == nullptr) return absl::InvalidArgumentError("Tracer::Start: null registry");
   TraceConfig fixed = config;
   if (fixed.run_id.empty()) fixed.run_id = NewRunId();
+  FillRunInfoDefaults(&fixed.run);
   std::vector<EntrySpec> entries = registry->Snapshot(scopes);
   std::vector<std::string> keys;
   keys.reserve(entries.size());

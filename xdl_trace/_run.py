@@ -1,0 +1,140 @@
+"""Who writes a run: rank, world size and local rank (launcher environment or torch.distributed),
+and the run metadata every data file's Header records (docs/format.md "Runs")."""
+
+import json
+import numbers
+import os
+import sys
+from dataclasses import dataclass
+
+from . import _core, errors
+
+RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+WORLD_SIZE_ENV_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+LOCAL_RANK_ENV_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+
+# Ranks are int32 on the wire (Meta.rank, RunInfo.rank).
+MAX_RANK = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this process sits in its job. source: "config", the environment variable's name,
+    "torch.distributed" or "default" (a lone process)."""
+
+    rank: int
+    world_size: int  # 0: unknown.
+    local_rank: int  # -1: unknown.
+    source: str
+
+
+def _env_int(environ, names, minimum):
+    """(value, variable) of the first of `names` set in environ, else (None, None)."""
+    for var in names:
+        value = environ.get(var)
+        if value is None or value.strip() == "":
+            continue
+        try:
+            number = int(value)
+        except ValueError:
+            raise errors.InvalidArgumentError(
+                f"xdl_trace: environment variable {var}={value!r} is not an integer"
+            ) from None
+        if number < minimum or number > MAX_RANK:
+            raise errors.InvalidArgumentError(
+                f"xdl_trace: environment variable {var}={value!r} is out of range "
+                f"({minimum} to {MAX_RANK})"
+            )
+        return number, var
+    return None, None
+
+
+def _torch_distributed():
+    """torch.distributed when torch is already imported and a process group is initialized."""
+    torch = sys.modules.get("torch")  # Never import torch for numpy-only users.
+    if torch is None:
+        return None
+    dist = getattr(torch, "distributed", None)
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return None
+    except Exception:  # A half-built torch: no placement from it.
+        return None
+    return dist
+
+
+def check_rank(value, key="rank"):
+    """value as an int rank; ValueError naming `key` unless it is an integer in [0, 2**31 - 1]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: config '{key}': {value!r} is invalid; expected an integer >= 0"
+        )
+    if not 0 <= value <= MAX_RANK:
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: config '{key}': {value!r} is invalid; expected an integer from 0 to "
+            f"{MAX_RANK}"
+        )
+    return int(value)
+
+
+def detect_placement(rank=None, environ=None):
+    """The Placement of this process. rank: the config's rank (None: detect it from RANK,
+    OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID, first set, else torch.distributed when
+    initialized, else 0). World size and local rank come from the environment (WORLD_SIZE, ...,
+    LOCAL_RANK, ...), else torch.distributed; a lone process is rank 0 of 1."""
+    environ = os.environ if environ is None else environ
+    dist = _torch_distributed()
+    if rank is not None:
+        source = "config"
+        rank = check_rank(rank)
+    else:
+        rank, source = _env_int(environ, RANK_ENV_VARS, 0)
+        if rank is None and dist is not None:
+            rank, source = int(dist.get_rank()), "torch.distributed"
+        if rank is None:
+            rank, source = 0, "default"
+    world_size, _ = _env_int(environ, WORLD_SIZE_ENV_VARS, 1)
+    if world_size is None and dist is not None:
+        world_size = int(dist.get_world_size())
+    if world_size is None:
+        world_size = 1 if source == "default" else 0
+    local_rank, _ = _env_int(environ, LOCAL_RANK_ENV_VARS, 0)
+    if local_rank is None:
+        local_rank = 0 if world_size == 1 else -1
+    return Placement(rank, world_size, local_rank, source)
+
+
+def detect_rank(environ=None):
+    """The rank from RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID (first set), else from
+    torch.distributed when it is initialized, else 0."""
+    return detect_placement(None, environ).rank
+
+
+def metadata_json(metadata):
+    """The user's run metadata as a JSON object string ("" for None); ValueError naming
+    'metadata' when it is not a dict of JSON-serializable values."""
+    if metadata is None:
+        return ""
+    if not isinstance(metadata, dict):
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: metadata must be a dict, got {type(metadata).__name__}"
+        )
+    try:
+        return json.dumps(metadata, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: metadata is not JSON-serializable: {e}"
+        ) from None
+
+
+def run_info(placement, metadata_string):
+    """The core RunInfo of a run starting now (the core fills hostname, pid and start time)."""
+    from . import __version__
+
+    run = _core.RunInfo()
+    run.world_size = placement.world_size
+    run.local_rank = placement.local_rank
+    run.argv = [str(a) for a in sys.argv]
+    run.version = __version__
+    run.metadata_json = metadata_string
+    return run
