@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,23 +27,52 @@ std::string DescribeOwner(int fd) {
   return std::string(absl::StripTrailingAsciiWhitespace(absl::string_view(buf, n)));
 }
 
+// Whether `path` (not followed) is the file open as `fd`.
+bool SameFile(int fd, const std::string& path) {
+  struct stat open_file, named;
+  return fstat(fd, &open_file) == 0 && lstat(path.c_str(), &named) == 0 &&
+         open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
+}
+
+// flock(LOCK_EX | LOCK_NB), retried on EINTR; 0 or -1 with errno.
+int FlockNoWait(int fd) {
+  int result;
+  do {
+    result = flock(fd, LOCK_EX | LOCK_NB);
+  } while (result != 0 && errno == EINTR);
+  return result;
+}
+
+// Attempts before giving up on a lock file that keeps being removed under us
+// (each removal is a writer releasing it, so this only loops under churn).
+constexpr int kMaxLockAttempts = 1000;
+
 }  // namespace
 
 std::string WriterLockFileName(const TraceConfig& config) {
   return absl::StrCat(".", FileStem(config), ".lock");
 }
 
+WriterLock::WriterLock(int fd, std::string path)
+    : fd_(fd), pid_(getpid()), path_(std::move(path)) {}
+
 WriterLock& WriterLock::operator=(WriterLock&& other) noexcept {
   if (this != &other) {
     Release();
     fd_ = other.fd_;
+    pid_ = other.pid_;
+    path_ = std::move(other.path_);
     other.fd_ = -1;
   }
   return *this;
 }
 
 void WriterLock::Release() {
-  if (fd_ >= 0) close(fd_);  // Drops the flock with the open file description.
+  if (fd_ < 0) return;
+  // Removed while locked, so a writer that opened it meanwhile sees a removed
+  // file once it gets the lock, and starts over (Acquire).
+  if (getpid() == pid_ && SameFile(fd_, path_)) unlink(path_.c_str());
+  close(fd_);  // Drops the flock with the open file description.
   fd_ = -1;
 }
 
@@ -52,15 +82,15 @@ absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
   std::string path = config.output_dir;
   if (path.back() != '/') path.push_back('/');
   absl::StrAppend(&path, WriterLockFileName(config));
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("xdl_trace: open of lock file '", path, "' failed"));
-  }
-  WriterLock lock(fd);
-  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    if (errno == EWOULDBLOCK) {
+  for (int attempt = 0;; ++attempt) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("xdl_trace: open of lock file '", path, "' failed"));
+    }
+    WriterLock lock(fd, path);
+    const int locked = FlockNoWait(fd);
+    if (locked != 0 && errno == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
           "xdl_trace: another writer is already tracing rank ", config.rank, " as '",
           FileStem(config), "' in '", config.output_dir, "' (", DescribeOwner(fd), "; lock file '",
@@ -68,9 +98,24 @@ absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
           "'). One writer per output_dir, output_file_name and rank: give each process its "
           "own rank (config 'rank', RANK or torch.distributed), or its own output_dir"));
     }
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("xdl_trace: flock of lock file '", path, "' failed"));
+    if (locked != 0) {
+      return absl::ErrnoToStatus(errno,
+                                 absl::StrCat("xdl_trace: flock of lock file '", path, "' failed"));
+    }
+    if (SameFile(fd, path)) {
+      WriteOwner(fd, config);
+      return lock;
+    }
+    // Its owner removed it between our open and flock (`lock` closes it
+    // without removing the new one): lock the file now at `path`.
+    if (attempt == kMaxLockAttempts) {
+      return absl::UnavailableError(absl::StrCat("xdl_trace: lock file '", path,
+                                                 "' was removed under us ", attempt, " times"));
+    }
   }
+}
+
+void WriterLock::WriteOwner(int fd, const TraceConfig& config) {
   RunInfo run = config.run;
   FillRunInfoDefaults(&run);
   const std::string owner = absl::StrCat("pid ", run.pid, " on host ", run.hostname, ", run ",
@@ -80,7 +125,6 @@ absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
   const bool named = ftruncate(fd, 0) == 0 && pwrite(fd, owner.data(), owner.size(), 0) ==
                                                   static_cast<ssize_t>(owner.size());
   (void)named;
-  return lock;
 }
 
 }  // namespace internal

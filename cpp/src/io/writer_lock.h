@@ -5,12 +5,16 @@
 // "{prefix}.{name}.{rank}.{index}" nor ends in ".meta": XDL readers and ours
 // never see it. It holds the owner's pid, host and run id, which a second
 // writer names in its error. The lock belongs to the open file description,
-// so the kernel drops it when the owner closes it, exits or crashes; the file
-// itself stays (removing it would race with a writer that just opened it).
+// so the kernel drops it when the owner closes it, exits or crashes. A clean
+// Release removes the file while still holding the lock; so Acquire, having
+// locked, checks that the name still leads to the file it locked (else it
+// locked a removed file and tries again). After a crash the file stays until
+// the next writer of that rank releases it.
 #ifndef XDL_TRACE_IO_WRITER_LOCK_H_
 #define XDL_TRACE_IO_WRITER_LOCK_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "xdl_trace/config.h"
@@ -32,19 +36,29 @@ class WriterLock {
   static absl::StatusOr<WriterLock> Acquire(const TraceConfig& config);
 
   WriterLock() = default;
-  WriterLock(WriterLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  WriterLock(WriterLock&& other) noexcept
+      : fd_(other.fd_), pid_(other.pid_), path_(std::move(other.path_)) {
+    other.fd_ = -1;
+  }
   WriterLock& operator=(WriterLock&& other) noexcept;
   WriterLock(const WriterLock&) = delete;
   WriterLock& operator=(const WriterLock&) = delete;
   ~WriterLock() { Release(); }
 
-  // Drops the lock (closes the file). Idempotent.
+  // Removes the lock file and drops the lock. Idempotent. In a forked child
+  // (another pid than Acquire's) it only closes its copy of the descriptor:
+  // the parent's lock and file stay.
   void Release();
   bool held() const { return fd_ >= 0; }
+  const std::string& path() const { return path_; }
 
  private:
-  explicit WriterLock(int fd) : fd_(fd) {}
+  WriterLock(int fd, std::string path);
+  // Writes "pid P on host H, run R" into the lock file (best effort).
+  static void WriteOwner(int fd, const TraceConfig& config);
   int fd_ = -1;
+  int pid_ = 0;       // The process that acquired the lock.
+  std::string path_;  // The lock file.
 };
 
 }  // namespace internal
