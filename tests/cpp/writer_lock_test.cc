@@ -51,6 +51,9 @@ TEST_CASE("a second lock on the same rank fails naming the owner; other ranks an
   CHECK(message.find("pid " + std::to_string(getpid())) != std::string::npos);
   CHECK(message.find("run first-run") != std::string::npos);
   CHECK(message.find(dir / ".train.trace.3.lock") != std::string::npos);
+  // The refused writer left the owner's file and lock in place.
+  CHECK(test::ReadFile(dir / ".train.trace.3.lock").find("run first-run") != std::string::npos);
+  CHECK(!WriterLock::Acquire(config).ok());
 
   CHECK(WriterLock::Acquire(Config(dir.path(), 4)).ok());
   TraceConfig other_name = config;

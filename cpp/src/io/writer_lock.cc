@@ -88,26 +88,27 @@ absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
       return absl::ErrnoToStatus(errno,
                                  absl::StrCat("xdl_trace: open of lock file '", path, "' failed"));
     }
-    WriterLock lock(fd, path);
     const int locked = FlockNoWait(fd);
-    if (locked != 0 && errno == EWOULDBLOCK) {
+    const int flock_errno = errno;
+    if (locked == 0 && SameFile(fd, path)) {
+      WriteOwner(fd, config);
+      return WriterLock(fd, path);
+    }
+    // A refused writer closes its descriptor and never removes the owner's file.
+    std::string owner = locked != 0 ? DescribeOwner(fd) : "";
+    close(fd);
+    if (locked != 0 && flock_errno == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
           "xdl_trace: another writer is already tracing rank ", config.rank, " as '",
-          FileStem(config), "' in '", config.output_dir, "' (", DescribeOwner(fd), "; lock file '",
-          path,
+          FileStem(config), "' in '", config.output_dir, "' (", owner, "; lock file '", path,
           "'). One writer per output_dir, output_file_name and rank: give each process its "
           "own rank (config 'rank', RANK or torch.distributed), or its own output_dir"));
     }
     if (locked != 0) {
-      return absl::ErrnoToStatus(errno,
+      return absl::ErrnoToStatus(flock_errno,
                                  absl::StrCat("xdl_trace: flock of lock file '", path, "' failed"));
     }
-    if (SameFile(fd, path)) {
-      WriteOwner(fd, config);
-      return lock;
-    }
-    // Its owner removed it between our open and flock (`lock` closes it
-    // without removing the new one): lock the file now at `path`.
+    // Its owner removed it between our open and flock: lock the file now at `path`.
     if (attempt == kMaxLockAttempts) {
       return absl::UnavailableError(absl::StrCat("xdl_trace: lock file '", path,
                                                  "' was removed under us ", attempt, " times"));
