@@ -26,6 +26,7 @@ from .api import (
 from .filters import Every, Range, Sample, Steps
 from .hook import CONFIG_KEYS, TraceHook, detect_rank
 from .reader import open_trace
+from .trace_runs import Run, runs
 from .session import TrainSession
 
 __version__ = "0.1.0"
@@ -44,4 +45,6 @@ __all__ = [
     "detect_rank",
     "TrainSession",
     "open_trace",
+    "runs",
+    "Run",
 ]

@@ -1,10 +1,13 @@
 """Who writes a run: rank, world size and local rank (launcher environment or torch.distributed),
 and the run metadata every data file's Header records (docs/format.md "Runs")."""
 
+import hashlib
 import json
 import numbers
 import os
 import sys
+import threading
+import uuid
 from dataclasses import dataclass
 
 from . import _core, errors
@@ -12,6 +15,20 @@ from . import _core, errors
 RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_SIZE_ENV_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 LOCAL_RANK_ENV_VARS = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID")
+# A job's id as the launcher gives it to every rank (torchrun, Slurm, PMIx, Open MPI).
+JOB_ID_ENV_VARS = (
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_JOB_ID",
+    "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
+)
+RUN_ID_ENV_VAR = "XDL_TRACE_RUN_ID"
+MAX_RUN_ID_CHARS = 128
+
+# Runs begun by this process per (prefix, name): the n-th run of every rank of a job shares
+# an id, so ranks agree without talking to each other.
+_begun = {}
+_begun_lock = threading.Lock()
 
 # Ranks are int32 on the wire (Meta.rank, RunInfo.rank).
 MAX_RANK = 2**31 - 1
@@ -138,3 +155,56 @@ def run_info(placement, metadata_string):
     run.version = __version__
     run.metadata_json = metadata_string
     return run
+
+
+def _next_run_number(prefix, name):
+    with _begun_lock:
+        n = _begun.get((prefix, name), 0)
+        _begun[(prefix, name)] = n + 1
+    return n
+
+
+def _job_key(environ):
+    """The launcher's job id ("VAR=value"), or None outside a launcher that gives one."""
+    for var in JOB_ID_ENV_VARS:
+        value = environ.get(var, "").strip()
+        if value and value != "none":
+            if var == "SLURM_JOB_ID":  # Each srun step of a job is its own run.
+                value += "." + environ.get("SLURM_STEP_ID", "")
+            return f"{var}={value}"
+    return None
+
+
+def shared_run_id(prefix, name, environ=None):
+    """The run id every rank of this job gives its n-th run of `prefix`.`name`, or "" to let the
+    core draw a random one (a lone process). In order: XDL_TRACE_RUN_ID (its n-th run gets
+    ".n" appended for n > 0); a hash of the launcher's job id (TORCHELASTIC_RUN_ID,
+    SLURM_JOB_ID + SLURM_STEP_ID, PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid); under an
+    initialized torch.distributed of several ranks, the id the first rank to begin puts in the
+    process group's store (compare-and-set, so no rank waits for another)."""
+    environ = os.environ if environ is None else environ
+    n = _next_run_number(prefix, name)
+    explicit = environ.get(RUN_ID_ENV_VAR, "").strip()
+    if explicit:
+        if len(explicit) > MAX_RUN_ID_CHARS or not explicit.isprintable():
+            raise errors.InvalidArgumentError(
+                f"xdl_trace: environment variable {RUN_ID_ENV_VAR}={explicit!r} must be printable "
+                f"and at most {MAX_RUN_ID_CHARS} characters"
+            )
+        return explicit if n == 0 else f"{explicit}.{n}"
+    job = _job_key(environ)
+    if job is not None:
+        return hashlib.sha256(f"{job}/{prefix}.{name}/{n}".encode()).hexdigest()[:32]
+    dist = _torch_distributed()
+    if dist is not None:
+        try:
+            if dist.get_world_size() > 1:
+                from torch.distributed import distributed_c10d
+
+                store = distributed_c10d._get_default_store()
+                key = f"xdl_trace/run_id/{prefix}.{name}/{n}"
+                mine = uuid.uuid4().hex
+                return store.compare_set(key, "", mine).decode()
+        except Exception:  # An old torch or a store without compare_set: ids per rank.
+            return ""
+    return ""

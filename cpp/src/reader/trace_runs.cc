@@ -1,0 +1,164 @@
+// The runs of a trace: files grouped by Meta.run_id (Header RunInfo as fallback), and a reader
+// restricted to one run.
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
+#include "xdl_trace.pb.h"
+#include "xdl_trace/reader.h"
+
+namespace xdl_trace {
+namespace {
+
+// The Header's RunInfo (field 3) of a mapped file; nullopt when it has none.
+absl::StatusOr<std::optional<xdl::proto::RunInfo>> HeaderRunInfo(const TraceFile& file) {
+  if (file.header_torn() || file.first_record_offset() < 4) return std::nullopt;
+  const absl::string_view body = file.bytes().substr(4, file.first_record_offset() - 4);
+  xdl::proto::Header header;
+  if (!header.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
+    return absl::DataLossError(
+        absl::StrCat(file.path(), ": the Header frame does not parse (its run info, field 3)"));
+  }
+  if (!header.has_run()) return std::nullopt;
+  return header.run();
+}
+
+// What a file's Meta says, parsed once.
+struct FileFacts {
+  bool has_meta = false;
+  xdl::proto::Meta meta;
+};
+
+// "a1b2c3 (ranks 0,1; 2 files)" for error messages.
+std::string DescribeRuns(const std::vector<RunSummary>& runs) {
+  std::vector<std::string> parts;
+  for (const RunSummary& run : runs) {
+    parts.push_back(absl::StrCat(run.run_id.empty() ? "\"\" (no run id: XDL)" : run.run_id,
+                                 " (ranks ", absl::StrJoin(run.ranks, ","), ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
+  const std::vector<TraceFileInfo>& infos = files();
+  std::vector<FileFacts> facts(infos.size());
+  std::vector<std::string> run_of(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    auto meta = ReadFileMeta(infos[i].path + ".meta");
+    if (meta.ok() && facts[i].meta.ParseFromString(meta->serialized)) {
+      facts[i].has_meta = true;
+      run_of[i] = facts[i].meta.run_id();
+    } else {
+      // No Meta (XDL, or a crash before the first one): the Header may say.
+      XDL_ASSIGN_OR_RETURN(const std::shared_ptr<TraceFile> file, File(i));
+      XDL_ASSIGN_OR_RETURN(const auto run, HeaderRunInfo(*file));
+      if (run.has_value()) run_of[i] = run->run_id();
+    }
+  }
+
+  std::map<std::string, RunSummary> by_id;
+  std::map<std::string, int64_t> first_index;  // Run id -> its lowest file index (tie-break).
+  for (size_t i = 0; i < infos.size(); ++i) {
+    RunSummary& run = by_id[run_of[i]];
+    if (run.files.empty()) {
+      run.run_id = run_of[i];
+      run.closed_cleanly = true;
+    }
+    auto [it, inserted] = first_index.emplace(run_of[i], infos[i].index);
+    if (!inserted) it->second = std::min(it->second, infos[i].index);
+    run.files.push_back(i);
+    if (std::find(run.ranks.begin(), run.ranks.end(), infos[i].rank) == run.ranks.end()) {
+      run.ranks.push_back(infos[i].rank);
+    }
+    if (!facts[i].has_meta) {
+      run.closed_cleanly = false;
+      run.records = -1;
+      continue;
+    }
+    const xdl::proto::Meta& meta = facts[i].meta;
+    const bool counted = meta.format_version() >= 1;
+    if (!counted || run.records < 0) {
+      run.records = -1;
+    } else {
+      run.records += meta.record_count();
+    }
+    run.closed_cleanly = run.closed_cleanly && meta.closed_cleanly();
+    // A file of ours with no record has meaningless step and time ranges.
+    if (counted && meta.record_count() == 0) continue;
+    if (!run.has_steps) {
+      run.gstep_begin = meta.gstep_begin();
+      run.gstep_end = meta.gstep_end();
+      run.has_steps = true;
+    } else {
+      run.gstep_begin = std::min(run.gstep_begin, meta.gstep_begin());
+      run.gstep_end = std::max(run.gstep_end, meta.gstep_end());
+    }
+    if (meta.timestamp_begin() > 0 &&
+        (run.start_time_ms == 0 || meta.timestamp_begin() < run.start_time_ms)) {
+      run.start_time_ms = meta.timestamp_begin();
+    }
+    run.end_time_ms = std::max(run.end_time_ms, meta.timestamp_end());
+  }
+
+  std::vector<RunSummary> runs;
+  for (auto& [id, run] : by_id) {
+    std::sort(run.ranks.begin(), run.ranks.end());
+    // Each rank's first file carries the run info in its Header.
+    for (int32_t rank : run.ranks) {
+      std::string serialized;
+      for (size_t i : run.files) {
+        if (infos[i].rank != rank) continue;
+        XDL_ASSIGN_OR_RETURN(const std::shared_ptr<TraceFile> file, File(i));
+        XDL_ASSIGN_OR_RETURN(const auto info, HeaderRunInfo(*file));
+        if (info.has_value()) {
+          serialized = info->SerializeAsString();
+          if (info->start_time_ms() > 0 &&
+              (run.start_time_ms == 0 || info->start_time_ms() < run.start_time_ms)) {
+            run.start_time_ms = info->start_time_ms();
+          }
+        }
+        break;
+      }
+      run.run_infos.push_back(std::move(serialized));
+    }
+    for (size_t i : run.files) {
+      if (facts[i].has_meta) {
+        run.end_time_ms = std::max(run.end_time_ms, facts[i].meta.end_time_ms());
+      }
+    }
+    runs.push_back(std::move(run));
+  }
+  std::stable_sort(runs.begin(), runs.end(), [&](const RunSummary& a, const RunSummary& b) {
+    if (a.start_time_ms != b.start_time_ms) return a.start_time_ms < b.start_time_ms;
+    return first_index[a.run_id] < first_index[b.run_id];
+  });
+  return runs;
+}
+
+absl::StatusOr<TraceReader> TraceReader::OfRun(absl::string_view run_id) const {
+  XDL_ASSIGN_OR_RETURN(const std::vector<RunSummary> runs, Runs());
+  const RunSummary* match = nullptr;
+  std::vector<const RunSummary*> prefixed;
+  for (const RunSummary& run : runs) {
+    if (run.run_id == run_id) match = &run;
+    if (!run_id.empty() && absl::StartsWith(run.run_id, run_id)) prefixed.push_back(&run);
+  }
+  if (match == nullptr && prefixed.size() == 1) match = prefixed[0];
+  if (match == nullptr && prefixed.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("run '", run_id, "' is the prefix of ",
+                                                   prefixed.size(), " runs: ", DescribeRuns(runs)));
+  }
+  if (match == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no run '", run_id, "' in this trace; its runs: ", DescribeRuns(runs)));
+  }
+  return Subset(match->files);
+}
+
+}  // namespace xdl_trace
