@@ -25,10 +25,12 @@ JOB_ID_ENV_VARS = (
 RUN_ID_ENV_VAR = "XDL_TRACE_RUN_ID"
 MAX_RUN_ID_CHARS = 128
 
-# Runs begun by this process per (prefix, name): the n-th run of every rank of a job shares
-# an id, so ranks agree without talking to each other.
+# Runs begun by this process per (output_dir, prefix, name, rank): the n-th run of every rank
+# of a job in a directory shares an id, so ranks agree without talking to each other.
 _begun = {}
 _begun_lock = threading.Lock()
+# The job of a process that no launcher names: itself (and children it forks).
+_PROCESS_JOB = f"process={uuid.uuid4().hex}"
 
 # Ranks are int32 on the wire (Meta.rank, RunInfo.rank).
 MAX_RANK = 2**31 - 1
@@ -157,10 +159,11 @@ def run_info(placement, metadata_string):
     return run
 
 
-def _next_run_number(prefix, name):
+def _next_run_number(output_dir, prefix, name, rank):
+    key = (os.path.abspath(output_dir), prefix, name, rank)
     with _begun_lock:
-        n = _begun.get((prefix, name), 0)
-        _begun[(prefix, name)] = n + 1
+        n = _begun.get(key, 0)
+        _begun[key] = n + 1
     return n
 
 
@@ -175,15 +178,21 @@ def _job_key(environ):
     return None
 
 
-def shared_run_id(prefix, name, environ=None):
-    """The run id every rank of this job gives its n-th run of `prefix`.`name`, or "" to let the
-    core draw a random one (a lone process). In order: XDL_TRACE_RUN_ID (its n-th run gets
-    ".n" appended for n > 0); a hash of the launcher's job id (TORCHELASTIC_RUN_ID,
-    SLURM_JOB_ID + SLURM_STEP_ID, PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid); under an
-    initialized torch.distributed of several ranks, the id the first rank to begin puts in the
-    process group's store (compare-and-set, so no rank waits for another)."""
+def _hashed(job, prefix, name, n):
+    return hashlib.sha256(f"{job}/{prefix}.{name}/{n}".encode()).hexdigest()[:32]
+
+
+def shared_run_id(output_dir, prefix, name, rank, environ=None):
+    """The id of this rank's next run of `prefix`.`name` in output_dir: the n-th run there of
+    every rank of one job gets the same id, so the ranks' files form one run. The job is, in order:
+    XDL_TRACE_RUN_ID (used as is; its n-th run gets ".n" appended for n > 0); the launcher's
+    job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID + SLURM_STEP_ID, PMIX_NAMESPACE,
+    OMPI_MCA_ess_base_jobid); an initialized torch.distributed of several ranks, whose first
+    rank to begin puts a fresh id in the process group's store (compare-and-set: no rank waits
+    for another); else this process (ranks traced one after another in one process, or by
+    processes it forks, are one run)."""
     environ = os.environ if environ is None else environ
-    n = _next_run_number(prefix, name)
+    n = _next_run_number(output_dir, prefix, name, rank)
     explicit = environ.get(RUN_ID_ENV_VAR, "").strip()
     if explicit:
         if len(explicit) > MAX_RUN_ID_CHARS or not explicit.isprintable():
@@ -194,7 +203,7 @@ def shared_run_id(prefix, name, environ=None):
         return explicit if n == 0 else f"{explicit}.{n}"
     job = _job_key(environ)
     if job is not None:
-        return hashlib.sha256(f"{job}/{prefix}.{name}/{n}".encode()).hexdigest()[:32]
+        return _hashed(job, prefix, name, n)
     dist = _torch_distributed()
     if dist is not None:
         try:
@@ -203,8 +212,7 @@ def shared_run_id(prefix, name, environ=None):
 
                 store = distributed_c10d._get_default_store()
                 key = f"xdl_trace/run_id/{prefix}.{name}/{n}"
-                mine = uuid.uuid4().hex
-                return store.compare_set(key, "", mine).decode()
-        except Exception:  # An old torch or a store without compare_set: ids per rank.
-            return ""
-    return ""
+                return store.compare_set(key, "", uuid.uuid4().hex).decode()
+        except Exception:  # An old torch or a store without compare_set: this process's id.
+            pass
+    return _hashed(_PROCESS_JOB, prefix, name, n)

@@ -236,8 +236,9 @@ class TraceHook:
         placement = _run.detect_placement(self._rank_option)
         self._config.rank = placement.rank
         self._config.run = _run.run_info(placement, self._metadata_json)
-        self._config.run_id = _run.shared_run_id(
-            self._config.prefix(), self._config.output_file_name
+        cfg = self._config
+        cfg.run_id = _run.shared_run_id(
+            cfg.output_dir, cfg.prefix(), cfg.output_file_name, placement.rank
         )
         self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
         self._run_id = self._tracer.config.run_id

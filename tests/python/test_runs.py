@@ -174,3 +174,124 @@ def test_each_begin_is_a_new_run_continuing_the_file_index(cfg, read_trace):
     files = header_run(read_trace, cfg["output_dir"])
     assert [meta.file_index for _, meta in files] == [1, 2, 3]
     assert [header.run.run_id for header, _ in files] == ids
+
+
+# -- reading runs ------------------------------------------------------------------------------
+
+
+def write_run(cfg, ranks=(0,), steps=3, gstep0=0, metadata=None):
+    """One run: each rank traced in turn by this process (one job), `steps` records each."""
+    xdl.trace_tensor("x", np.arange(3.0))
+    ids = set()
+    for rank in ranks:
+        with xdl.TraceHook(dict(cfg, rank=rank), metadata=metadata) as hook:
+            for step in range(steps):
+                hook.step(gstep=gstep0 + step)
+        ids.add(hook.run_id)
+    xdl.clear()
+    (run_id,) = ids  # Ranks of one process's n-th run share its id.
+    return run_id
+
+
+def test_runs_lists_ranks_world_hosts_times_steps_records_and_metadata(cfg, out_dir):
+    before = time_ms()
+    run_id = write_run(cfg, ranks=(0, 1), steps=3, gstep0=5, metadata={"lr": 0.5})
+    (run,) = xdl.runs(out_dir)
+    assert run.id == run_id and run.ranks == [0, 1]
+    assert run.world_size is None  # Ranks set by config: the world size is unknown.
+    assert run.hosts == [socket.gethostname()] and run.pids == {0: os.getpid(), 1: os.getpid()}
+    assert run.metadata == {"lr": 0.5} and run.version == xdl.__version__
+    assert run.gsteps == (5, 7) and run.records == 6 and run.files == 2
+    assert before <= run.start_ms <= run.end_ms <= time_ms() and run.closed_cleanly
+    assert run.start.tzinfo is not None
+    trace = xdl.open_trace(out_dir)
+    assert trace.run.id == run_id and trace.ranks == [0, 1]
+
+
+def time_ms():
+    import time
+
+    return int(time.time() * 1000)
+
+
+def test_several_runs_need_run_and_are_selected_as_documented(cfg, out_dir):
+    first = write_run(cfg, ranks=(0, 1), steps=2, metadata={"n": 1})
+    second = write_run(cfg, ranks=(0, 1), steps=3, gstep0=100, metadata={"n": 2})
+    runs = xdl.runs(out_dir)
+    assert [r.id for r in runs] == [first, second]  # Oldest first.
+    with pytest.raises(ValueError, match="holds 2 runs") as error:
+        xdl.open_trace(out_dir)
+    assert first in str(error.value) and second in str(error.value)
+
+    latest = xdl.open_trace(out_dir, run="latest")
+    assert latest.run.id == second and [f.index for f in latest.files] == [2, 2]
+    assert [r.gstep for r in latest.records()] == [100, 100, 101, 101, 102, 102]
+    assert latest.stack("x", rank=1).shape == (3, 3)
+
+    older = xdl.open_trace(out_dir, run=first[:8])  # A unique prefix is enough.
+    assert older.run.id == first and [f.index for f in older.files] == [1, 1]
+    assert len(list(older.records())) == 4
+
+    both = xdl.open_trace(out_dir, run="all")
+    assert both.run is None and len(both.runs) == 2
+    assert len(list(both.records())) == 10
+
+    with pytest.raises(ValueError, match="'nope' matches no run") as error:
+        xdl.open_trace(out_dir, run="nope")
+    assert first in str(error.value)
+    with pytest.raises(ValueError, match="run must be"):
+        xdl.open_trace(out_dir, run=3)
+
+
+def test_xdl_files_are_one_run_without_an_id(tmp_path):
+    import xdl_files as xf
+
+    d = str(tmp_path / "xdl")
+    os.makedirs(d)
+    xf.write_xdl_run(d, ["w", "loss"], xf.xdl_steps(4), max_file_m_size=150e-6)
+    (run,) = xdl.runs(d)
+    assert run.id == "" and run.ranks == [0] and run.infos == {}
+    assert run.records is None and run.gsteps == (100, 103)  # XDL's Meta has no record count.
+    assert len(list(xdl.open_trace(d).records())) == 4
+    assert len(list(xdl.open_trace(d, run="latest").records())) == 4
+
+
+def run_job(out_dir, rank, env):
+    """A separate process tracing `rank` (as a launcher would start it) with `env` added."""
+    script = textwrap.dedent(
+        f"""
+        import sys, numpy as np
+        sys.path.insert(0, {REPO!r})
+        import xdl_trace as xdl
+        xdl.trace_tensor("x", np.zeros(1))
+        with xdl.TraceHook({{"output_dir": {out_dir!r}, "fsync": False}}) as hook:
+            hook.step()
+        """
+    )
+    full = {k: v for k, v in os.environ.items() if k not in PLACEMENT_VARS + _run.JOB_ID_ENV_VARS}
+    full.pop(_run.RUN_ID_ENV_VAR, None)
+    full.update(env, RANK=str(rank), WORLD_SIZE="2")
+    subprocess.run([sys.executable, "-c", script], env=full, check=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    "job_env",
+    [
+        {"SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"},
+        {"TORCHELASTIC_RUN_ID": "abc"},
+        {"XDL_TRACE_RUN_ID": "my-run"},
+    ],
+)
+def test_processes_of_one_launcher_job_are_one_run(out_dir, job_env):
+    for rank in (0, 1):
+        run_job(out_dir, rank, job_env)
+    (run,) = xdl.runs(out_dir)
+    assert run.ranks == [0, 1] and run.world_size == 2
+    if "XDL_TRACE_RUN_ID" in job_env:
+        assert run.id == "my-run"
+
+
+def test_processes_without_a_job_id_are_separate_runs(out_dir):
+    for rank in (0, 1):
+        run_job(out_dir, rank, {})
+    assert [r.ranks for r in xdl.runs(out_dir)] == [[0], [1]]

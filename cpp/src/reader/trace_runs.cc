@@ -2,6 +2,7 @@
 // restricted to one run.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -64,6 +65,7 @@ absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
 
   std::map<std::string, RunSummary> by_id;
   std::map<std::string, int64_t> first_index;  // Run id -> its lowest file index (tie-break).
+  std::map<std::string, std::optional<int64_t>> gstep_begin, gstep_end;  // Known ends, by run id.
   for (size_t i = 0; i < infos.size(); ++i) {
     RunSummary& run = by_id[run_of[i]];
     if (run.files.empty()) {
@@ -91,13 +93,15 @@ absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
     run.closed_cleanly = run.closed_cleanly && meta.closed_cleanly();
     // A file of ours with no record has meaningless step and time ranges.
     if (counted && meta.record_count() == 0) continue;
-    if (!run.has_steps) {
-      run.gstep_begin = meta.gstep_begin();
-      run.gstep_end = meta.gstep_end();
-      run.has_steps = true;
-    } else {
-      run.gstep_begin = std::min(run.gstep_begin, meta.gstep_begin());
-      run.gstep_end = std::max(run.gstep_end, meta.gstep_end());
+    // XDL leaves -1 where it never learnt an end of a range (and an empty
+    // Meta when its writer died): each known end counts on its own.
+    if (counted || meta.gstep_begin() >= 0) {
+      auto& begin = gstep_begin[run.run_id];
+      begin = begin ? std::min(*begin, meta.gstep_begin()) : meta.gstep_begin();
+    }
+    if (counted || meta.gstep_end() >= 0) {
+      auto& end = gstep_end[run.run_id];
+      end = end ? std::max(*end, meta.gstep_end()) : meta.gstep_end();
     }
     if (meta.timestamp_begin() > 0 &&
         (run.start_time_ms == 0 || meta.timestamp_begin() < run.start_time_ms)) {
@@ -108,6 +112,12 @@ absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
 
   std::vector<RunSummary> runs;
   for (auto& [id, run] : by_id) {
+    const std::optional<int64_t> begin = gstep_begin[id], end = gstep_end[id];
+    if (begin && end) {
+      run.has_steps = true;
+      run.gstep_begin = *begin;
+      run.gstep_end = *end;
+    }
     std::sort(run.ranks.begin(), run.ranks.end());
     // Each rank's first file carries the run info in its Header.
     for (int32_t rank : run.ranks) {
