@@ -31,7 +31,7 @@ class CMakeBuild(build_ext):
     """Configures the project with tests and examples off, builds it, and copies the _core
     module, the protoc-generated _proto/*_pb2.py modules and the device-tracer plugins it built
     (e.g. CUPTI, where CUDA is present) into the wheel: _core finds built-in plugins in the
-    plugins/ folder beside itself."""
+    plugins/ folder beside itself (dladdr), with no path into this build compiled in."""
 
     def build_extension(self, ext):
         ext_path = os.path.abspath(self.get_ext_fullpath(ext.name))
@@ -49,6 +49,8 @@ class CMakeBuild(build_ext):
             "-DXDL_TRACE_BUILD_TESTS=OFF",
             "-DXDL_TRACE_BUILD_EXAMPLES=OFF",
             "-DXDL_TRACE_BUILD_PYTHON=ON",
+            # The installed _core finds plugins in plugins/ beside itself, never in this build.
+            "-DXDL_TRACE_BUILD_TREE_PLUGIN_FALLBACK=OFF",
             f"-DPython_EXECUTABLE={sys.executable}",
             f"-DPYTHON_EXECUTABLE={sys.executable}",
             f"-DXDL_TRACE_PYTHON_OUTPUT_DIR={staging}",

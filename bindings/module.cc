@@ -5,9 +5,11 @@
 #include "reader_bindings.h"
 #include "schema_bindings.h"
 #include "tracer_bindings.h"
+#include "xdl_trace/version.h"
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "xdl_trace C++ core (type conversions only; the API is in the xdl_trace package)";
+  m.attr("__version__") = xdl_trace::kVersion;   // The C++ build's; xdl_trace.__version__ matches.
   xdl_trace::python::RegisterSchemaBindings(m);  // First: the others' signatures use DType.
   xdl_trace::python::RegisterTracerBindings(m);
   xdl_trace::python::RegisterReaderBindings(m);

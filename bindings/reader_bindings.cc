@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -28,8 +29,11 @@ namespace {
 using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 
-// numpy dtype per wire dtype, from the dtype table (GetDTypeInfo).
+// numpy dtype per wire dtype, from the dtype table (GetDTypeInfo); uint8 (raw
+// bytes) for a dtype newer than this reader.
 const py::dtype& NumpyDType(DType dtype) {
+  static const py::dtype* raw_bytes = new py::dtype("uint8");  // Never destroyed, as below.
+  if (!IsValidDType(static_cast<int32_t>(dtype))) return *raw_bytes;
   // Created once with the GIL held and never destroyed (no teardown order issues).
   static const std::vector<py::dtype>* table = [] {
     auto* t = new std::vector<py::dtype>();
@@ -176,10 +180,20 @@ py::array MappingArray(const std::shared_ptr<TraceFile>& file) {
   return array;
 }
 
+// The wire name of a dtype: "float32", ..., "unknown(14)" for one newer than this reader.
+std::string DTypeLabel(DType dtype) {
+  if (IsValidDType(static_cast<int32_t>(dtype))) return std::string(DTypeName(dtype));
+  return "unknown(" + std::to_string(static_cast<int32_t>(dtype)) + ")";
+}
+
+// A column as an array viewing the mapping; a dtype newer than this reader as
+// its raw bytes (flat uint8: the shape's element size is unknown).
 py::array ColumnArray(const PyTraceFile& file, const ColumnView& column) {
   std::vector<py::ssize_t> shape;
   if (column.empty()) {
     shape.push_back(0);
+  } else if (!column.known_dtype()) {
+    shape.push_back(static_cast<py::ssize_t>(column.data.size()));
   } else {
     shape.assign(column.shape.begin(), column.shape.end());
   }
@@ -200,6 +214,8 @@ py::dict VerifyToDict(const VerifyReport& r) {
   d["crc_actual"] = r.crc_actual;
   d["unverified_tail_bytes"] = r.unverified_tail_bytes;
   d["torn_tail"] = r.torn_tail;
+  d["unverifiable"] = r.unverifiable;
+  d["note"] = r.note;
   d["problems"] = r.problems;
   return d;
 }
@@ -238,6 +254,7 @@ struct PyTraceCursor {
   std::shared_ptr<PyTraceReader> owner;
   TraceCursor cursor;
   std::unordered_map<const std::vector<std::string>*, std::vector<py::str>> key_names;
+  std::set<std::pair<size_t, int32_t>> unknown_dtypes;  // (file, dtype) already reported.
 
   const std::vector<py::str>& KeyNames(const std::vector<std::string>* keys) {
     auto [it, added] = key_names.try_emplace(keys);
@@ -250,8 +267,9 @@ struct PyTraceCursor {
 
 // Up to `max_records` records, as (gstep, lstep, timestamp_ms, {key: array},
 // extra, file index, offset) tuples, then the TornTail that ended the batch (or
-// None) and whether the read is over. An error is raised once the records
-// before it were returned.
+// None), whether the read is over, and the (file index, dtype) pairs of dtypes
+// newer than this reader met for the first time (read as raw bytes). An error
+// is raised once the records before it were returned.
 py::tuple NextBatch(PyTraceCursor& self, int64_t max_records) {
   std::vector<TraceRecord> records;
   std::optional<TornTail> torn;
@@ -278,13 +296,19 @@ py::tuple NextBatch(PyTraceCursor& self, int64_t max_records) {
   }
   if (!status.ok() && records.empty()) ThrowReadError(status);  // Else raised by the next call.
   py::list out(records.size());
+  py::list unknown;
   for (size_t i = 0; i < records.size(); ++i) {
     const TraceRecord& r = records[i];
     const PyTraceFile& file = self.owner->File(r.file);
     const std::vector<py::str>& names = self.KeyNames(r.keys);
     py::dict columns;
     for (size_t c = 0; c < r.view.columns.size(); ++c) {
-      columns[names[c]] = ColumnArray(file, r.view.columns[c]);
+      const ColumnView& column = r.view.columns[c];
+      columns[names[c]] = ColumnArray(file, column);
+      if (!column.known_dtype() &&
+          self.unknown_dtypes.emplace(r.file, static_cast<int32_t>(column.dtype)).second) {
+        unknown.append(py::make_tuple(r.file, static_cast<int32_t>(column.dtype)));
+      }
     }
     py::object extra = py::none();
     if (!r.view.extra_fields.empty()) {
@@ -298,11 +322,13 @@ py::tuple NextBatch(PyTraceCursor& self, int64_t max_records) {
     out[i] = py::make_tuple(r.view.gstep, r.view.lstep, r.view.timestamp_ms, std::move(columns),
                             std::move(extra), r.file, r.view.offset);
   }
-  return py::make_tuple(std::move(out), torn ? py::cast(*torn) : py::none(), done);
+  return py::make_tuple(std::move(out), torn ? py::cast(*torn) : py::none(), done,
+                        std::move(unknown));
 }
 
-// [(gsteps int64[n], values[n, *shape] or None)] per key, and the torn tails
-// met on the way. One copy, into the arrays, with the GIL released.
+// [(gsteps int64[n], values[n, *shape] or None, unknown dtype or None)] per key
+// (values of a dtype newer than this reader: uint8[n, row bytes]), and the torn
+// tails met on the way. One copy, into the arrays, with the GIL released.
 py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> keys,
                 const StepSelection& steps, std::optional<int32_t> rank) {
   const StackResult result =
@@ -315,14 +341,17 @@ py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> key
       std::memcpy(gsteps.mutable_data(), key.gsteps.data(), key.gsteps.size() * sizeof(int64_t));
     }
     if (key.rows.empty()) {
-      out.append(py::make_tuple(std::move(gsteps), py::none()));
+      out.append(py::make_tuple(std::move(gsteps), py::none(), py::none()));
       continue;
     }
     std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(key.rows.size())};
     shape.insert(shape.end(), key.shape.begin(), key.shape.end());
     py::array values(NumpyDType(key.dtype), shape);
     copies.emplace_back(&key, static_cast<char*>(values.mutable_data()));
-    out.append(py::make_tuple(std::move(gsteps), std::move(values)));
+    const bool known = IsValidDType(static_cast<int32_t>(key.dtype));
+    out.append(py::make_tuple(
+        std::move(gsteps), std::move(values),
+        known ? py::object(py::none()) : py::object(py::int_(static_cast<int32_t>(key.dtype)))));
   }
   {
     py::gil_scoped_release release;
@@ -337,7 +366,10 @@ void RegisterReaderBindings(py::module_& m) {
   py::class_<TornTail>(m, "TornTail", "A data file that ends inside a frame (xdl_trace::TornTail).")
       .def_readonly("path", &TornTail::path)
       .def_readonly("rank", &TornTail::rank)
-      .def_readonly("offset", &TornTail::offset);
+      .def_readonly("offset", &TornTail::offset)
+      .def_readonly("zero_filled", &TornTail::zero_filled)
+      .def_readonly("zero_from", &TornTail::zero_from)
+      .def("__str__", &DescribeTornTail);
 
   py::class_<PyTraceFile>(m, "TraceFile", "One mmap'd trace data file (xdl_trace::TraceFile).")
       .def_static(
@@ -414,8 +446,7 @@ void RegisterReaderBindings(py::module_& m) {
              const auto schema = ReadWithoutGil([&] { return self.reader.Schema(); });
              py::list out;
              for (const KeySchema& k : schema) {
-               out.append(
-                   py::make_tuple(k.key, std::string(DTypeName(k.dtype)), ShapeTuple(k.shape)));
+               out.append(py::make_tuple(k.key, DTypeLabel(k.dtype), ShapeTuple(k.shape)));
              }
              return out;
            })

@@ -2,6 +2,9 @@
 #include "status.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "io/io_error.h"
+#include "xdl_trace/registry.h"
 
 namespace py = pybind11;
 
@@ -13,8 +16,11 @@ namespace {
 // exit beats a destructor that runs without it).
 thread_local PyObject* parked_exception = nullptr;
 
-const char* ErrorClassName(absl::StatusCode code) {
-  switch (code) {
+const char* ErrorClassName(const absl::Status& status) {
+  // A file-system failure of the writer is an OSError whatever errno's code
+  // (EFBIG is OUT_OF_RANGE, a removed directory NOT_FOUND).
+  if (internal::IsIoError(status)) return "TraceIOError";
+  switch (status.code()) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kOutOfRange:
     case absl::StatusCode::kAlreadyExists:
@@ -80,12 +86,17 @@ void ThrowIfError(const absl::Status& status) {
     return;
   }
   PendingPythonError::RaiseIfAny();
-  const std::string message(status.message());
+  std::string message(status.message());
+  if (auto gradient = status.GetPayload(kMissingGradientPayload); gradient.has_value()) {
+    // The core names no API; say how a Python user sends one.
+    absl::StrAppend(&message, ": call xdl_trace.send_gradient('", std::string(*gradient),
+                    "', value) before each traced hook.step()");
+  }
   if (status.GetPayload(kTypeErrorPayload).has_value()) {
     PyErr_SetString(PyExc_TypeError, message.c_str());
     throw py::error_already_set();
   }
-  py::object cls = py::module_::import("xdl_trace.errors").attr(ErrorClassName(status.code()));
+  py::object cls = py::module_::import("xdl_trace.errors").attr(ErrorClassName(status));
   PyErr_SetObject(cls.ptr(), py::str(message).ptr());
   throw py::error_already_set();
 }

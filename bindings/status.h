@@ -33,6 +33,9 @@ class PendingPythonError {
 // Throws pybind11::error_already_set for a non-OK status:
 //   a parked Python exception       -> re-raised as is
 //   payload kTypeErrorPayload       -> TypeError
+//   payload kMissingGradientPayload -> the message gains how to call send_gradient
+//   payload kIoErrorPayload (io/io_error.h: a file-system failure
+//   of the writer, any code)        -> errors.TraceIOError (OSError)
 //   INVALID_ARGUMENT, OUT_OF_RANGE,
 //   ALREADY_EXISTS                  -> errors.InvalidArgumentError (ValueError)
 //   UNIMPLEMENTED                   -> errors.NotSupportedError (ValueError)

@@ -10,6 +10,22 @@
 The C++ core (xdl_trace._core) captures registered memory and writes on its own IO thread.
 """
 
+import sys
+
+from ._version import __version__
+
+try:
+    import numpy as _numpy  # noqa: F401  (needed below; imported first for a clear message)
+    from . import _core
+except ImportError as _error:
+    raise ImportError(
+        f"xdl_trace {__version__} cannot be imported by {sys.executable}: {_error}. "
+        "It needs numpy and its compiled extension xdl_trace._core built for this interpreter. "
+        "`make build` builds it for Debian's /usr/bin/python3 (which has numpy): run "
+        "`/usr/bin/python3 -m xdl_trace ...`, or install numpy here and run "
+        f"`make build PYTHON={sys.executable} BUILD=build-mine`."
+    ) from _error
+
 from . import api, errors, filters
 from ._core import DType
 from .api import (
@@ -28,8 +44,6 @@ from .hook import CONFIG_KEYS, TraceHook, detect_rank
 from .reader import open_trace
 from .trace_runs import Run, runs
 from .session import TrainSession
-
-__version__ = "0.1.0"
 
 __all__ = [
     "errors",

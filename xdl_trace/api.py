@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from . import _convert, _core, _torch
+from . import _convert, _core, _torch, errors
 
 __all__ = [
     "trace_tensor",
@@ -29,6 +29,8 @@ _registry = _core.Registry()
 _lock = threading.Lock()
 # Variables by (scope, name), so trace_gradient(name) finds what it differentiates.
 _variables = {}
+# Gradient names waiting for send_gradient, by the (scope, key) of their trace_gradient entry.
+_sent_gradients = {}
 
 
 def registry():
@@ -133,7 +135,9 @@ def trace_gradient(name, key=None, scope=None, summary=None):
             bins,
         )
     else:
-        _registry.register_gradient(scope_s, key, name, summary, bins)
+        with _lock:
+            _registry.register_gradient(scope_s, key, name, summary, bins)
+            _sent_gradients[(scope_s, key)] = name
 
 
 def send_gradient(name, value):
@@ -141,7 +145,19 @@ def send_gradient(name, value):
     rendezvous: the next traced step takes it; a second send replaces the first).
 
     The array is referenced, not copied: do not modify it in place before the hook's
-    step (send a copy if you must)."""
+    step (send a copy if you must).
+
+    Raises errors.NotFoundError (a LookupError, as KeyError is) when no
+    ``trace_gradient(name)`` waits for a sent gradient, listing the names that do: a
+    misspelt name would otherwise fail later, at the traced step."""
+    with _lock:
+        expected = sorted(set(_sent_gradients.values()))
+    if name not in expected:
+        waiting = ", ".join(repr(n) for n in expected) if expected else "none"
+        raise errors.NotFoundError(
+            f"xdl_trace: send_gradient({name!r}, ...): no trace_gradient({name!r}) waits for "
+            f"a sent gradient; gradient names registered: {waiting}"
+        )
     result = _convert.to_result(f"gradient/{name}", value, "send_gradient value")
     if isinstance(result, tuple):
         _registry.send_gradient(name, result[0], result[1])
@@ -201,11 +217,13 @@ def clear(scope=None):
         if scope is None:
             _registry.clear()
             _variables.clear()
+            _sent_gradients.clear()
         else:
             s = _scope(scope)
             _registry.clear_scope(s)
-            for k in [k for k in _variables if k[0] == s]:
-                del _variables[k]
+            for table in (_variables, _sent_gradients):
+                for k in [k for k in table if k[0] == s]:
+                    del table[k]
 
 
 def keys(scope=None):

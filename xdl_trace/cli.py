@@ -1,4 +1,4 @@
-"""The ``xdl-trace`` command (also ``python3 -m xdl_trace``): info, dump, verify, export.
+"""The ``xdl-trace`` command (also ``python3 -m xdl_trace``): info, dump, verify, export, --version.
 
 Each subcommand is one ``@command`` function plus the options it declares;
 adding a subcommand is adding one decorated function here, or a module listed
@@ -11,10 +11,16 @@ import importlib
 import json
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
+
+from ._version import __version__
+
+try:
+    from tqdm import tqdm as _tqdm
+except ImportError:  # Optional: without it, long commands draw no progress bar.
+    _tqdm = None
 
 __all__ = ["main", "command", "Progress"]
 
@@ -37,44 +43,43 @@ def command(name, help, configure=None):
 
 
 class Progress:
-    """A hand-written progress bar on stderr, drawn only when stderr is a terminal."""
+    """A tqdm progress bar on stderr, drawn only when stderr is a terminal and tqdm is
+    installed (Debian: python3-tqdm); otherwise it draws nothing. Called with byte counts."""
 
     def __init__(self, total, label, stream=None, force=None):
         self.stream = stream if stream is not None else sys.stderr
         isatty = getattr(self.stream, "isatty", lambda: False)()
-        self.enabled = isatty if force is None else force
         self.total = max(int(total), 1)
         self.label = label
         self.done = 0
-        self._last_draw = 0.0
-        self._start = time.monotonic()
+        self._bar = None
+        if (isatty if force is None else force) and _tqdm is not None:
+            self._bar = _tqdm(
+                total=self.total,
+                desc=label,
+                file=self.stream,
+                unit="B",
+                unit_scale=True,
+                mininterval=0.1,
+                bar_format="{desc} [{bar:30}] {percentage:5.1f}% {rate_fmt}",
+            )
+
+    @property
+    def enabled(self):
+        return self._bar is not None
 
     def __call__(self, n):
         self.update(n)
 
     def update(self, n):
         self.done += n
-        if not self.enabled:
-            return
-        now = time.monotonic()
-        if now - self._last_draw >= 0.1 or self.done >= self.total:
-            self._last_draw = now
-            self._draw(now)
-
-    def _draw(self, now):
-        fraction = min(self.done / self.total, 1.0)
-        width = 30
-        filled = int(fraction * width)
-        rate = self.done / max(now - self._start, 1e-9) / 1e6
-        bar = "#" * filled + "-" * (width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {fraction * 100:5.1f}% {rate:8.1f} MB/s")
-        self.stream.flush()
+        if self._bar is not None:
+            self._bar.update(n)
 
     def close(self):
-        if self.enabled:
-            self._draw(time.monotonic())
-            self.stream.write("\n")
-            self.stream.flush()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
     def __enter__(self):
         return self
@@ -127,30 +132,59 @@ def _info_configure(parser):
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
-@command("info", "files, ranks, keys, dtypes, shapes, step ranges and sizes", _info_configure)
+def _scan(f):
+    """What a scan of the data file finds (for a Meta that a crash or a running writer left
+    stale): complete records and whether the last frame is torn."""
+    report = f.open().verify()
+    return {"records": report["records_counted"], "torn_tail": bool(report["torn_tail"])}
+
+
+@command(
+    "info",
+    "files, ranks (closed cleanly? dropped records), keys, dtypes, shapes, step ranges and sizes",
+    _info_configure,
+)
 def _info(args):
     trace = _open(args)
     schema = trace.schema()
     files = []
     for f in trace.files:
         meta = f.meta or {}
+        xdl_meta = bool(meta) and meta.get("format_version") == 0  # No record count: unknown.
+        # XDL writes its Meta only when it finishes a file: there is no "closed" flag to read.
+        closed = None if xdl_meta or not meta else meta.get("closed_cleanly")
         files.append(
             {
                 "path": f.path,
                 "rank": f.rank,
                 "index": f.index,
                 "bytes": f.size,
-                "records": meta.get("record_count"),
+                "records": None if xdl_meta else meta.get("record_count"),
+                "xdl_meta": xdl_meta,
                 "gsteps": [meta.get("gstep_begin"), meta.get("gstep_end")] if meta else None,
                 "lsteps": [meta.get("lstep_begin"), meta.get("lstep_end")] if meta else None,
-                "closed_cleanly": meta.get("closed_cleanly") if meta else None,
+                "closed_cleanly": closed,
                 "dropped_records": meta.get("dropped_records") if meta else None,
                 "meta": "ok" if meta else (f.meta_error or "missing"),
+                # Meta is stale unless the writer closed the file (and an XDL Meta has no
+                # count): count by scanning instead.
+                "scanned": None if closed else _scan(f),
+            }
+        )
+    ranks = []
+    for rank in trace.ranks:
+        mine = [f for f in files if f["rank"] == rank]
+        ranks.append(
+            {
+                "rank": rank,
+                "closed_cleanly": all(f["closed_cleanly"] in (True, None) for f in mine),
+                "dropped_records": sum(f["dropped_records"] or 0 for f in mine),
             }
         )
     info = {
         "path": trace.path,
         "ranks": trace.ranks,
+        "rank_status": ranks,
         "files": files,
         "bytes": trace.nbytes,
         "keys": [{"key": k, "dtype": d, "shape": list(s)} for k, (d, s) in schema.items()]
@@ -163,17 +197,36 @@ def _info(args):
     print(
         f"ranks: {', '.join(map(str, trace.ranks))}   files: {len(files)}   size: {_human(trace.nbytes)}"
     )
+    for r in ranks:
+        state = (
+            "closed cleanly"
+            if r["closed_cleanly"]
+            else "NOT closed: still being written, or the writer stopped (crash)"
+        )
+        print(f"  rank {r['rank']}: {state}; {r['dropped_records']} records dropped")
     print("files:")
     for f in files:
         steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
-        records = "?" if f["records"] is None else f["records"]
-        state = "" if f["closed_cleanly"] in (None, True) else "  (not closed cleanly)"
+        if f["records"] is not None:
+            records = f"{f['records']} records"
+        else:
+            records = "records unknown (XDL Meta)" if f["xdl_meta"] else "? records"
         print(
-            f"  rank {f['rank']} #{f['index']}  {_human(f['bytes']):>9}  {records} records"
-            f"  {steps}  {os.path.basename(f['path'])}{state}"
+            f"  rank {f['rank']} #{f['index']}  {_human(f['bytes']):>9}  {records}"
+            f"  {steps}  {os.path.basename(f['path'])}"
         )
         if f["meta"] != "ok":
             print(f"    meta: {f['meta']}")
+        if f["scanned"] is not None:
+            torn = (
+                ", then a torn (still being written?) final frame"
+                if f["scanned"]["torn_tail"]
+                else ""
+            )
+            why = (
+                "XDL Meta has no record count" if f["xdl_meta"] else "not closed: Meta may be stale"
+            )
+            print(f"    {why}; scanning found {f['scanned']['records']} complete records{torn}")
     print(f"keys ({len(info['keys'])}):")
     for k in info["keys"]:
         shape = "?" if k["shape"] is None else "[" + ", ".join(map(str, k["shape"])) + "]"
@@ -220,10 +273,13 @@ def _verify(args):
     trace = _open(args)
     with Progress(trace.nbytes, "verify") as progress:
         reports = trace.verify(on_progress=progress)
-    failed = 0
+    failed = unverifiable = 0
     for r in reports:
         name = os.path.basename(r["path"])
-        if r["ok"]:
+        if r["ok"] and r["unverifiable"]:  # XDL's Meta, or a crash before the first Meta.
+            unverifiable += 1
+            print(f"UNVERIFIABLE {name}: {r['note']}")
+        elif r["ok"]:
             tail = ""
             if r["unverified_tail_bytes"]:
                 tail = f", {r['unverified_tail_bytes']} bytes after the Meta"
@@ -237,7 +293,9 @@ def _verify(args):
             print(f"FAIL  {name}")
             for problem in r["problems"]:
                 print(f"      {problem}")
-    print(f"{len(reports) - failed} of {len(reports)} files verified")
+    verified = len(reports) - failed - unverifiable
+    note = f", {unverifiable} unverifiable (nothing to check them against)" if unverifiable else ""
+    print(f"{verified} of {len(reports)} files verified{note}")
     return 1 if failed else 0
 
 
@@ -357,6 +415,9 @@ def build_parser():
     _load_extensions()
     parser = argparse.ArgumentParser(
         prog="xdl-trace", description="Inspect xdl_trace / XDL trace files."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"xdl-trace {__version__} (Python {sys.executable})"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

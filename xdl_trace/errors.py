@@ -39,8 +39,11 @@ class FailedPreconditionError(TraceError, RuntimeError):
 
 
 class TraceIOError(TraceError, OSError):
-    """Writing trace files failed: permissions, disk full, removed directory (PERMISSION_DENIED,
-    RESOURCE_EXHAUSTED, DATA_LOSS, UNAVAILABLE)."""
+    """Writing trace files failed: permissions, disk full, file too large, removed directory, a
+    symbolic link planted where the writer creates a file. Every file-system failure of the
+    writer, whatever status code its errno maps to (the core marks them), and PERMISSION_DENIED,
+    RESOURCE_EXHAUSTED, DATA_LOSS, UNAVAILABLE. The message names the file and keeps errno's
+    text."""
 
 
 class InternalError(TraceError, RuntimeError):

@@ -3,6 +3,7 @@ closes at the end. Speaks the SessionRunHook protocol, and is a context manager 
 """
 
 import atexit
+import difflib
 import numbers
 import os
 import threading
@@ -85,6 +86,12 @@ def _output_dir(value):
     return value
 
 
+def _with_suggestion(key):
+    """'kye' (did you mean 'key'?) for a near miss of a config key, else 'kye'."""
+    close = difflib.get_close_matches(key, CONFIG_KEYS, n=1)
+    return f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
+
+
 def build_config(config, is_training=True):
     """(core TraceConfig, on_error) from a user config mapping; ValueError names the bad key."""
     if not hasattr(config, "keys") or not hasattr(config, "get"):
@@ -92,7 +99,7 @@ def build_config(config, is_training=True):
     unknown = sorted(str(k) for k in config.keys() if k not in CONFIG_KEYS)
     if unknown:
         raise errors.InvalidArgumentError(
-            f"xdl_trace: unknown config key(s) {', '.join(repr(k) for k in unknown)}; "
+            f"xdl_trace: unknown config key(s) {', '.join(_with_suggestion(k) for k in unknown)}; "
             f"valid keys: {', '.join(CONFIG_KEYS)}"
         )
     if "output_dir" not in config:

@@ -42,6 +42,7 @@ __all__ = [
     "TraceFileInfo",
     "Record",
     "TornTailWarning",
+    "UnknownDTypeWarning",
     "bfloat16_to_float32",
 ]
 
@@ -50,6 +51,10 @@ _BATCH = 256  # Records decoded per call into C++ (amortizes the GIL round trip)
 
 class TornTailWarning(UserWarning):
     """A data file ends inside a frame: the writer stopped mid-record (a crash)."""
+
+
+class UnknownDTypeWarning(UserWarning):
+    """A column has a dtype newer than this reader: it is read as its raw bytes (flat uint8)."""
 
 
 class Record:
@@ -108,7 +113,10 @@ class TraceFileInfo:
         self.index = index
         self._file = None
         self._open = _open  # Maps the file through its Trace's reader (one mapping per file).
-        self.size = os.path.getsize(path)
+        try:
+            self.size = os.path.getsize(path)
+        except OSError:  # A dangling link: reading it says so, naming the file.
+            self.size = 0
         self.meta = None
         self.meta_error = None
         try:
@@ -175,6 +183,7 @@ class Trace:
         self.prefix = prefix
         self.name = name
         self.torn_tails = {}  # path -> byte offset of the torn frame, as found while reading.
+        self._unknown_dtypes = set()  # (path, dtype) already warned about.
         # The run read (a trace_runs.Run; None for run="all" over several) and every run there.
         self._reader, self.run, self.runs = trace_runs.select_run(
             _open_reader(path, prefix, name), path, run
@@ -209,10 +218,16 @@ class Trace:
     def _report_torn(self, torn):
         if torn.path not in self.torn_tails:
             self.torn_tails[torn.path] = torn.offset
+            # One wording for every reader (C++ DescribeTornTail): a torn final frame, or a
+            # zero-filled tail (a power loss) with where the zeros start.
+            warnings.warn(str(torn), TornTailWarning, stacklevel=3)
+
+    def _report_unknown_dtype(self, path, dtype):
+        if (path, dtype) not in self._unknown_dtypes:
+            self._unknown_dtypes.add((path, dtype))
             warnings.warn(
-                f"{torn.path}: torn final frame at byte offset {torn.offset} (the writer stopped"
-                " mid-record); the records before it are complete",
-                TornTailWarning,
+                f"{path}: dtype {dtype} is unknown to this reader: its columns are read as raw bytes",
+                UnknownDTypeWarning,
                 stacklevel=3,
             )
 
@@ -220,7 +235,9 @@ class Trace:
         files = self.files
         read = 0
         while True:
-            batch, torn, done = cursor.next_batch(_BATCH)
+            batch, torn, done, unknown_dtypes = cursor.next_batch(_BATCH)
+            for file, dtype in unknown_dtypes:
+                self._report_unknown_dtype(files[file].path, dtype)
             for gstep, lstep, ts, columns, extra, file, offset in batch:
                 info = files[file]
                 yield Record(gstep, lstep, ts, columns, info.rank, extra, info.path, offset)
@@ -270,7 +287,9 @@ class Trace:
         for torn in torn_tails:
             self._report_torn(torn)
         out = {}
-        for key, (key_steps, values) in zip(keys, results):
+        for key, (key_steps, values, dtype) in zip(keys, results):
+            if dtype is not None:  # Newer than this reader: raw bytes.
+                self._report_unknown_dtype(self.path, dtype)
             if values is None:
                 values = np.zeros((0,), dtype=np.float32)
             out[key] = (key_steps, values)
@@ -280,12 +299,20 @@ class Trace:
 
     def verify(self, on_progress=None):
         """Checks every file against its Meta (record count, data bytes,
-        crc32c). Returns one dict per file: ``path``, ``ok``, ``problems`` and
-        the figures compared. A torn tail after the part the Meta covers is
-        reported (``torn_tail``) but is not a failure."""
+        crc32c, step and time ranges). Returns one dict per file: ``path``,
+        ``ok``, ``problems`` and the figures compared. A torn tail after the
+        part the Meta covers is reported (``torn_tail``) but is not a failure.
+        A file with nothing to check against (XDL's Meta has no checksum; no
+        Meta and no record is what a crash before the first Meta leaves) is
+        ``ok`` and ``unverifiable``, with a ``note`` saying why. A file that
+        cannot be opened (not a regular file, ...) fails, naming it."""
         reports = []
         for info in self.files:
-            report = info.open().verify()
+            try:
+                report = info.open().verify()
+            except (errors.TraceError, OSError) as error:
+                report = {"ok": False, "unverifiable": False, "note": "", "torn_tail": False}
+                report.update(has_meta=info.meta is not None, problems=[str(error)])
             report["path"] = info.path
             report["rank"] = info.rank
             report["index"] = info.index

@@ -80,15 +80,6 @@ struct Model {
   }
 };
 
-xdl_trace::EntrySpec Entry(const std::string& scope, const std::string& key,
-                           xdl_trace::EntryKind kind) {
-  xdl_trace::EntrySpec spec;
-  spec.scope = scope;
-  spec.key = key;
-  spec.kind = kind;
-  return spec;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,41 +96,33 @@ int main(int argc, char** argv) {
   }
 
   using xdl_trace::DType;
-  using xdl_trace::EntryKind;
   Model model(/*seed=*/7);
   const float learning_rate = 0.05f;
   auto registry = std::make_shared<xdl_trace::Registry>();
 
-  // The weights: stable memory, read in place at every traced step.
-  xdl_trace::EntrySpec w = Entry("model", "w", EntryKind::kVariable);
-  w.has_view = true;
-  w.view = {DType::kFloat32, {kIn, kOut}, model.w.data()};
-  xdl_trace::EntrySpec w_stats = w;
-  w_stats.key = "w_stats";
-  w_stats.summary.builtin = xdl_trace::BuiltinSummary::kStats;
-  // The gradient: the training code sends it each step.
-  xdl_trace::EntrySpec grad = Entry("model", "grad_w", EntryKind::kGradient);
-  grad.gradient_name = "model/w";
-  // The loss: a callback returning a small owned tensor.
-  xdl_trace::EntrySpec loss = Entry("", "loss", EntryKind::kCallback);
-  loss.provider = [&model]() -> absl::StatusOr<xdl_trace::CapturedTensor> {
-    xdl_trace::Tensor t;
-    t.dtype = DType::kFloat32;
-    t.bytes.assign(reinterpret_cast<const char*>(&model.loss), sizeof(float));
-    return xdl_trace::CapturedTensor::Owning(std::move(t));
-  };
-  // The input batch: traced once, at the first traced step.
-  xdl_trace::EntrySpec x = Entry("data", "x", EntryKind::kOnce);
-  x.has_view = true;
-  x.view = {DType::kFloat32, {kBatch, kIn}, model.x.data()};
-  xdl_trace::EntrySpec lr = Entry("", "learning_rate", EntryKind::kOnce);
-  lr.has_view = true;
-  lr.view = {DType::kFloat32, {}, &learning_rate};
-
-  for (xdl_trace::EntrySpec* spec : {&w, &w_stats, &grad, &loss, &x, &lr}) {
-    absl::Status status = registry->Register(*spec);
-    if (!status.ok()) return Fail("register", status);
+  // One call per entry (Registry::TraceVariable & co.; EntrySpec spells out the rare cases).
+  // The weights: stable memory, read in place at every traced step; also as built-in stats.
+  absl::Status status = registry->TraceVariable("w", model.w.data(), {kIn, kOut}, {"model"});
+  if (status.ok()) {
+    status = registry->TraceVariable("w_stats", model.w.data(), {kIn, kOut},
+                                     {"model", {xdl_trace::BuiltinSummary::kStats}});
   }
+  // The gradient: the training code sends it each step as "model/w".
+  if (status.ok()) status = registry->TraceGradient("grad_w", "model/w", {"model"});
+  // The loss: a callback returning a small owned tensor.
+  if (status.ok()) {
+    status =
+        registry->TraceCallback("loss", [&model]() -> absl::StatusOr<xdl_trace::CapturedTensor> {
+          xdl_trace::Tensor t;
+          t.dtype = DType::kFloat32;
+          t.bytes.assign(reinterpret_cast<const char*>(&model.loss), sizeof(float));
+          return xdl_trace::CapturedTensor::Owning(std::move(t));
+        });
+  }
+  // The input batch and the learning rate: traced once, at the first traced step.
+  if (status.ok()) status = registry->TraceOnce("x", model.x.data(), {kBatch, kIn}, {"data"});
+  if (status.ok()) status = registry->TraceOnce("learning_rate", &learning_rate, {});
+  if (!status.ok()) return Fail("register", status);
 
   xdl_trace::TraceConfig config;
   config.output_dir = out_dir;
@@ -150,12 +133,11 @@ int main(int argc, char** argv) {
 
   for (long step = 1; step <= steps; ++step) {
     xdl_trace::Tensor g = model.Train(learning_rate);
-    absl::Status status =
-        registry->SendGradient("model/w", xdl_trace::CapturedTensor::Owning(std::move(g)));
+    status = registry->SendGradient("model/w", xdl_trace::CapturedTensor::Owning(std::move(g)));
     if (status.ok()) status = (*tracer)->Step(/*gstep=*/step, /*lstep=*/step);
     if (!status.ok()) return Fail("step " + std::to_string(step), status);
   }
-  absl::Status status = (*tracer)->Close();
+  status = (*tracer)->Close();
   if (!status.ok()) return Fail("close", status);
 
   const xdl_trace::TraceStats stats = (*tracer)->stats();

@@ -6,12 +6,15 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "io/crc32c.h"
 #include "io/file_set.h"
+#include "io/io_error.h"
+#include "io/limits.h"
 #include "io/meta_writer.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
@@ -254,7 +257,9 @@ TEST_CASE("with fsync on, data and Meta agree after every replacement", "[segmen
     }
   }
   close(options.dir_fd);
-  CHECK_FALSE(Exists(MetaTempPath(DataFilePath(options.config, 1))));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    CHECK_THAT(entry.path().string(), !Catch::Contains(".meta.tmp"));  // No temp file left.
+  }
 }
 
 TEST_CASE("a failed write names file and offset; counts and CRC cover what reached the file",
@@ -275,6 +280,7 @@ TEST_CASE("a failed write names file and offset; counts and CRC cover what reach
   }
   REQUIRE_FALSE(status.ok());
   CHECK(status.code() == absl::StatusCode::kOutOfRange);  // EFBIG.
+  CHECK(IsIoError(status));  // For Python: TraceIOError, not ValueError.
   CHECK_THAT(std::string(status.message()), Catch::Contains(segment->path()));
   CHECK_THAT(std::string(status.message()), Catch::Contains(absl::StrCat("offset ", limit)));
   const std::string bytes = ReadFile(segment->path());
@@ -283,6 +289,77 @@ TEST_CASE("a failed write names file and offset; counts and CRC cover what reach
   CHECK(segment->records() == 1);  // Only the complete frame.
   CHECK(segment->crc32c() == crc32c::Value(bytes.data(), bytes.size()));
   CHECK(segment->BuildMeta(false, 0).gstep_end() == 1);
+}
+
+TEST_CASE("a huge max_file_m_size saturates: a full file never looks over the limit",
+          "[segment][rollover][config]") {
+  TempDir dir;
+  SegmentOptions options = Options(dir.path());
+  options.config.max_file_m_size = 1e13;  // 10^19 bytes: past INT64_MAX.
+  auto segment = CreateOrDie(&options, 1);
+  REQUIRE(segment->WriteHeader(0).ok());
+  std::vector<EncodedRecord> records = {MakeRecord(1, 1, 1)};
+  REQUIRE(segment->Append(Pointers(&records)).ok());
+  CHECK_FALSE(segment->ShouldRollOver(0, 0, 1 << 20));
+  CHECK_FALSE(segment->ShouldRollOver(int64_t{1} << 40, 1000, int64_t{1} << 40));
+}
+
+TEST_CASE("Create refuses a symbolic link at its name, naming it, and leaves the target untouched",
+          "[segment][security]") {
+  TempDir dir;
+  TempDir outside("outside");
+  const std::string target = outside.path() + "/target";
+  test::WriteFile(target, "outside");
+  SegmentOptions options = Options(dir.path());
+  options.dir_fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(options.dir_fd >= 0);
+  const std::string path = DataFilePath(options.config, 1);
+  REQUIRE(symlink(target.c_str(), path.c_str()) == 0);
+  const absl::StatusOr<std::unique_ptr<DataFileSegment>> segment =
+      DataFileSegment::Create(&options, 1);
+  close(options.dir_fd);
+  REQUIRE_FALSE(segment.ok());
+  CHECK(IsIoError(segment.status()));
+  CHECK_THAT(std::string(segment.status().message()), Catch::Contains(path));
+  CHECK(ReadFile(target) == "outside");
+  // A dangling link too: O_CREAT would otherwise create its target.
+  const std::string dangling = outside.path() + "/not-yet";
+  REQUIRE(symlink(dangling.c_str(), DataFilePath(options.config, 2).c_str()) == 0);
+  CHECK_FALSE(DataFileSegment::Create(&options, 2).ok());
+  CHECK_FALSE(Exists(dangling));
+}
+
+TEST_CASE("ReplaceMeta never writes through a link at the Meta or its temp names",
+          "[segment][security][meta]") {
+  TempDir dir;
+  TempDir outside("outside");
+  const std::string target = outside.path() + "/target";
+  test::WriteFile(target, "outside");
+  const int dir_fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(dir_fd >= 0);
+  const std::string data = dir.path() + "/train.seg.2.1";
+  xdl::proto::Meta meta;
+  meta.set_record_count(3);
+
+  // Temp names: the links are skipped, left in place, and another name is used.
+  std::vector<std::string> planted;
+  for (uint64_t serial = PeekMetaTempSerial(); planted.size() < 5; ++serial) {
+    planted.push_back(MetaTempPath(data, serial));
+    REQUIRE(symlink(target.c_str(), planted.back().c_str()) == 0);
+  }
+  REQUIRE(ReplaceMeta(data, meta, /*fsync=*/true, dir_fd).ok());
+  CHECK(ReadFile(MetaPath(data)) == meta.SerializeAsString());
+  for (const std::string& link : planted) CHECK(std::filesystem::is_symlink(link));
+
+  // The Meta itself: an error naming it.
+  REQUIRE(unlink(MetaPath(data).c_str()) == 0);
+  REQUIRE(symlink(target.c_str(), MetaPath(data).c_str()) == 0);
+  const absl::Status status = ReplaceMeta(data, meta, /*fsync=*/false, dir_fd);
+  close(dir_fd);
+  CHECK(IsIoError(status));
+  CHECK_THAT(std::string(status.message()), Catch::Contains(MetaPath(data) + "' is a symbolic"));
+  CHECK(std::filesystem::is_symlink(MetaPath(data)));
+  CHECK(ReadFile(target) == "outside");
 }
 
 }  // namespace

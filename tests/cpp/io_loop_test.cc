@@ -2,6 +2,8 @@
 // errors.
 #include "io/io_loop.h"
 
+#include <time.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -18,6 +20,7 @@
 
 #include "io/crc32c.h"
 #include "io/file_set.h"
+#include "io/limits.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
 
@@ -343,6 +346,41 @@ TEST_CASE("records already queued behind a failure are dropped and counted", "[l
   CHECK(c.records_dropped == 2);
   CHECK(c.records_written + c.records_dropped == 3);
   CHECK(t.queue().counters().pending_bytes == 0);
+}
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  REQUIRE(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+TEST_CASE("a huge meta_interval_s saturates to no timed refresh and the idle IO thread sleeps",
+          "[loop][meta][config]") {
+  TempDir dir;
+  TraceConfig config = LoopConfig(dir.path());
+  config.meta_interval_s = 1e10;  // Past what steady_clock's nanoseconds hold from now.
+  LoopUnderTest t(config);
+  t.Run();
+  REQUIRE(t.Push(MakeRecord(1)) == ByteBoundedQueue::PushResult::kQueued);
+  REQUIRE(t.Flush().ok());
+  const double cpu_before = ProcessCpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const double cpu_used = ProcessCpuSeconds() - cpu_before;
+  CHECK(cpu_used < 0.05);  // A spinning IO thread burns up to 0.5 s here.
+  REQUIRE(t.Close().ok());
+  CHECK(ReadMeta(DataFilePath(config, 1)).closed_cleanly());
+}
+
+TEST_CASE("DeadlineAfter saturates instead of overflowing", "[loop][meta][config]") {
+  const Clock::time_point now = Clock::now();
+  CHECK(DeadlineAfter<Clock>(now, 0) == Clock::time_point::max());
+  CHECK(DeadlineAfter<Clock>(now, -5) == Clock::time_point::max());
+  CHECK(DeadlineAfter<Clock>(now, 1e10) == Clock::time_point::max());
+  CHECK(DeadlineAfter<Clock>(now, 1e300) == Clock::time_point::max());
+  CHECK(DeadlineAfter<Clock>(now, 2.5) - now == std::chrono::milliseconds(2500));
+  const Clock::time_point far = DeadlineAfter<Clock>(now, 1e9);  // ~31 years: representable.
+  CHECK(far > now);
+  CHECK(far < Clock::time_point::max());
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 #include "plugin/plugin_loader.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 
@@ -78,6 +80,30 @@ TEST_CASE("plugins are found by path and by name in XDL_TRACE_PLUGIN_PATH", "[pl
   REQUIRE_FALSE(no_file.ok());
   CHECK(absl::StrContains(no_file.status().message(), "/nonexistent/libxdl_trace_x.so"));
   CHECK_FALSE(ResolvePlugin("").ok());
+}
+
+TEST_CASE("a name is searched beside the binary holding the loader, and the miss says where",
+          "[plugin]") {
+  ::unsetenv(kPluginPathEnv);
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  REQUIRE(n > 0);
+  const std::string self(exe, n);
+  const std::string dir = self.substr(0, self.rfind('/'));
+  const std::vector<std::string> dirs = PluginSearchDirs();
+  // This test links the static library: the loader lives in the test binary.
+  REQUIRE(dirs.size() >= 3);
+  CHECK(dirs[0] == dir + "/plugins");            // A wheel's _core: plugins/ beside it.
+  CHECK(dirs[1] == dir + "/xdl_trace/plugins");  // An installed lib/libxdl_trace.so.
+  CHECK(dirs[2] == dir);
+
+  absl::StatusOr<std::string> missing = ResolvePlugin("no_such_tracer");
+  REQUIRE_FALSE(missing.ok());
+  const std::string message(missing.status().message());
+  INFO(message);
+  CHECK(absl::StartsWith(message, "device_tracers: 'no_such_tracer'"));
+  CHECK(absl::StrContains(message, "libxdl_trace_no_such_tracer.so not found in [" + dir));
+  CHECK_FALSE(absl::StrContains(message, "not built"));
 }
 
 #ifdef XDL_TRACE_HAVE_CUPTI

@@ -1,6 +1,9 @@
 // Tests of the C++ reader against files written with protobuf's own serialization (not the writer).
 #include "xdl_trace/reader.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -59,11 +62,28 @@ xdl::proto::Record SimpleRecord(int64_t gstep) {
   return record;
 }
 
+// A Meta covering `data` (Header + Record frames): the given record count and
+// gstep range, the lstep and timestamp ranges of the records in `data`.
 xdl::proto::Meta MetaFor(const std::string& data, int64_t records, int64_t gstep_begin,
                          int64_t gstep_end) {
   xdl::proto::Meta meta;
   meta.set_gstep_begin(gstep_begin);
   meta.set_gstep_end(gstep_end);
+  uint32_t header;
+  std::memcpy(&header, data.data(), 4);
+  size_t pos = 4 + header;
+  for (bool first = true; pos + 4 <= data.size(); first = false) {
+    uint32_t n;
+    std::memcpy(&n, data.data() + pos, 4);
+    xdl::proto::Record r;
+    if (pos + 4 + n > data.size() || !r.ParseFromArray(data.data() + pos + 4, n)) break;
+    meta.set_lstep_begin(first ? r.lstep() : std::min(meta.lstep_begin(), r.lstep()));
+    meta.set_lstep_end(first ? r.lstep() : std::max(meta.lstep_end(), r.lstep()));
+    meta.set_timestamp_begin(first ? r.timestamp()
+                                   : std::min(meta.timestamp_begin(), r.timestamp()));
+    meta.set_timestamp_end(first ? r.timestamp() : std::max(meta.timestamp_end(), r.timestamp()));
+    pos += 4 + n;
+  }
   meta.set_record_count(records);
   meta.set_data_bytes(static_cast<int64_t>(data.size()));
   meta.set_crc32c(internal::crc32c::Value(data.data(), data.size()));
@@ -426,16 +446,6 @@ TEST_CASE("corruption is an error naming the file and the byte offset", "[reader
     CHECK(error.find(path) != std::string::npos);
     CHECK(error.find(absl::StrCat("byte offset ", second + 4 + 2)) != std::string::npos);
     CHECK(error.find("overruns") != std::string::npos);
-  }
-  SECTION("invalid dtype") {
-    xdl::proto::Record record = SimpleRecord(2);
-    record.mutable_column(1)->set_dtype(static_cast<xdl::proto::Type>(99));
-    const std::string path = dir / "train.trace.0.1";
-    WriteFile(path, header + good + Frame(record.SerializeAsString()));
-    const std::string error = ReadError(path);
-    CHECK(error.find(path) != std::string::npos);
-    CHECK(error.find("invalid dtype 99") != std::string::npos);
-    CHECK(error.find(absl::StrCat("byte offset ", second)) == std::string::npos);  // Deeper.
   }
   SECTION("data size differs from shape times dtype size") {
     xdl::proto::Record record = SimpleRecord(2);
@@ -907,6 +917,212 @@ TEST_CASE("a Meta keeps its serialized bytes for fields the struct does not mirr
   REQUIRE(again.ParseFromString(parsed->serialized));
   CHECK(again.run_id() == "run-42");
   CHECK(ParseFileMeta("\xff\xff").status().code() == absl::StatusCode::kDataLoss);
+}
+
+// --- Issue 9: hostile files (items 7-12 and 14) -------------------------------
+
+// Record frame body with column "w" replaced by `column` (raw Column bytes).
+std::string RecordWithColumn(int64_t gstep, const xdl::proto::Column& column) {
+  xdl::proto::Record record = SimpleRecord(gstep);
+  *record.mutable_column(0) = column;
+  return record.SerializeAsString();
+}
+
+TEST_CASE("only regular files are read: a FIFO or /dev/zero is refused by name", "[reader]") {
+  TempDir dir;
+  const std::string fifo = dir / "train.trace.0.1";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  auto opened = TraceFile::Open(fifo);  // Must not wait for a writer.
+  REQUIRE_FALSE(opened.ok());
+  CHECK(opened.status().message() == fifo + ": not a regular file (a FIFO)");
+
+  const std::string zero = dir / "train.trace.0.2";
+  REQUIRE(symlink("/dev/zero", zero.c_str()) == 0);
+  CHECK(TraceFile::Open(zero).status().message() ==
+        zero + ": not a regular file (a character device)");
+
+  // A planted Meta: the records still read, the Meta is refused by name.
+  const std::string path = dir / "train.trace.1.1";
+  WriteSimpleFile(path, 0, 3, /*with_meta=*/false);
+  REQUIRE(symlink("/dev/zero", (path + ".meta").c_str()) == 0);
+  std::shared_ptr<TraceFile> file = MustOpen(path);
+  CHECK_FALSE(file->meta().has_value());
+  CHECK(file->meta_error().message() == path + ".meta: not a regular file (a character device)");
+  CHECK(ReadAllOk(file).size() == 3);
+  std::remove((path + ".meta").c_str());
+  REQUIRE(mkfifo((path + ".meta").c_str(), 0600) == 0);
+  CHECK(MustOpen(path)->meta_error().message() == path + ".meta: not a regular file (a FIFO)");
+  std::remove((path + ".meta").c_str());
+  WriteFile(path + ".meta", std::string(70000, '\0'));
+  CHECK(MustOpen(path)->meta_error().message() ==
+        path + ".meta: 70000 bytes, more than a Meta can be (65536)");
+
+  // A directory lists the planted entries (so reading names them) without hanging.
+  const TraceReader reader = MustOpenTrace(dir.path());
+  CHECK(reader.files().size() == 3);
+  Drained all = Drain(reader.Read({}));
+  CHECK(all.status.message() == fifo + ": not a regular file (a FIFO)");
+}
+
+TEST_CASE("a shape whose element count or byte count overflows is corruption", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  const std::string header = HeaderFrame({"w", "loss"});
+  xdl::proto::Column column;
+  column.set_dtype(xdl::proto::Int8);
+  for (int d : {1 << 30, 1 << 30, 16}) column.add_shape(d);
+  WriteFile(path, header + Frame(RecordWithColumn(1, column)));
+  std::string error = ReadError(path);
+  CHECK(error.find(absl::StrCat(path, ": corrupt at byte offset ")) == 0);
+  CHECK(error.find(": column 0 ('w'): shape [1073741824, 1073741824, 16] has more than "
+                   "9223372036854775807 elements") != std::string::npos);
+
+  column.set_dtype(xdl::proto::Float);
+  column.set_shape(2, 4);  // 2^62 elements fit an int64; 2^64 bytes do not fit a uint64.
+  WriteFile(path, header + Frame(RecordWithColumn(1, column)));
+  error = ReadError(path);
+  CHECK(error.find("column data has 0 bytes but its shape [1073741824, 1073741824, 4] and float32 "
+                   "dtype need 18446744073709551616") != std::string::npos);
+
+  ColumnView view;
+  view.shape = {1 << 30, 1 << 30, 1 << 30, 16};
+  view.data = "x";
+  CHECK(view.NumElements() == -1);  // Checked: no signed overflow.
+}
+
+TEST_CASE("an unknown dtype is opaque bytes, not corruption", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  xdl::proto::Column column;
+  column.set_dtype(static_cast<xdl::proto::Type>(99));
+  column.add_shape(2);
+  column.add_shape(3);
+  column.set_data("abcdefg");  // Any length: the reader cannot know the element size.
+  xdl::proto::Column negative = column;
+  negative.set_dtype(static_cast<xdl::proto::Type>(-1));
+  WriteFile(path, HeaderFrame({"w", "loss"}) + Frame(RecordWithColumn(1, column)) +
+                      Frame(RecordWithColumn(2, negative)));
+  std::shared_ptr<TraceFile> file = MustOpen(path);  // Owns the mapping the views point into.
+  std::vector<RecordView> records = ReadAllOk(file);
+  REQUIRE(records.size() == 2);
+  CHECK(static_cast<int32_t>(records[0].columns[0].dtype) == 99);
+  CHECK_FALSE(records[0].columns[0].known_dtype());
+  CHECK(records[0].columns[0].data == "abcdefg");
+  CHECK(records[0].columns[0].shape == Shape{2, 3});
+  CHECK(static_cast<int32_t>(records[1].columns[0].dtype) == -1);
+  CHECK(records[0].columns[1].known_dtype());
+}
+
+TEST_CASE("a zero-filled tail is a torn tail: every complete record, then the offset", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  const std::string data = WriteSimpleFile(path, 0, 3, /*with_meta=*/false);
+  WriteFile(path, data + std::string(4096, '\0'));
+  std::shared_ptr<TraceFile> file = MustOpen(path);
+  RecordCursor cursor = file->Records();
+  CHECK(ReadAll(file, &cursor).size() == 3);
+  CHECK(cursor.status().ok());
+  CHECK(cursor.torn_tail());
+  CHECK(cursor.torn_offset() == data.size());
+  Drained drained = Drain(MustOpenTrace(path).Read({}));
+  REQUIRE(drained.status.ok());
+  CHECK(drained.records.size() == 3);
+  REQUIRE(drained.torn_tails.size() == 1);
+  const TornTail& torn = drained.torn_tails[0];
+  CHECK(torn.zero_filled);
+  CHECK(torn.zero_from == data.size());
+  CHECK(DescribeTornTail(torn) ==
+        absl::StrCat(path, ": torn tail at byte offset ", data.size(),
+                     ": zero-filled from byte offset ", data.size(),
+                     " to the end (4096 bytes), as a power loss leaves unsynced data"));
+
+  // The Meta's rename reached the disk, the data did not: still a torn tail.
+  WriteFile(path, data.substr(0, data.size() - 10) + std::string(4096, '\0'));
+  WriteFile(path + ".meta", MetaFor(data, 3, 0, 2).SerializeAsString());
+  drained = Drain(MustOpenTrace(path).Read({}));
+  REQUIRE(drained.status.ok());
+  CHECK(drained.records.size() == 2);
+  REQUIRE(drained.torn_tails.size() == 1);
+  CHECK(DescribeTornTail(drained.torn_tails[0]).find("so records it counted were lost") !=
+        std::string::npos);
+  CHECK_FALSE(MustOpen(path)->Verify().ok);  // Verify still says records were lost.
+
+  // A file of zeros (nothing reached the disk) has no Header, not empty records.
+  std::remove((path + ".meta").c_str());
+  WriteFile(path, std::string(4096, '\0'));
+  CHECK(MustOpen(path)->header_torn());
+
+  // Zeros followed by more frames are corruption.
+  WriteFile(path, data + Frame(std::string(10, '\0')) + Frame(SimpleRecord(9).SerializeAsString()));
+  CHECK(ReadError(path).find("invalid field number") != std::string::npos);
+}
+
+TEST_CASE("verify: no Meta and no record is unverifiable, nothing lost", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  WriteFile(path, HeaderFrame({"w", "loss"}));  // A crash before the first Meta.
+  VerifyReport report = VerifyFile(path);
+  CHECK(report.ok);
+  CHECK(report.unverifiable);
+  CHECK(report.note.find("no data lost") != std::string::npos);
+  WriteFile(path, HeaderFrame({"w", "loss"}).substr(0, 3));  // Even the Header cut short.
+  CHECK(VerifyFile(path).unverifiable);
+}
+
+TEST_CASE("verify checks the Meta's step and time ranges against the records", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  const std::string data = WriteSteps(path, {4, 2, 6});  // Min/max, not first/last.
+  xdl::proto::Meta meta = MetaFor(data, 3, 2, 6);
+  meta.set_lstep_begin(1);
+  meta.set_lstep_end(3);
+  meta.set_timestamp_begin(1700000000002);
+  meta.set_timestamp_end(1700000000006);
+  WriteFile(path + ".meta", meta.SerializeAsString());
+  VerifyReport report = VerifyFile(path);
+  INFO((report.problems.empty() ? "" : report.problems[0]));
+  CHECK(report.ok);
+
+  meta.set_gstep_begin(3);  // Would make records(gsteps=(2, 2)) skip the file.
+  meta.set_timestamp_end(5);
+  WriteFile(path + ".meta", meta.SerializeAsString());
+  report = VerifyFile(path);
+  CHECK_FALSE(report.ok);
+  REQUIRE(report.problems.size() == 2);
+  CHECK(report.problems[0].find("the Meta says gstep_begin 3, the records say 2") !=
+        std::string::npos);
+  CHECK(report.problems[1].find("the Meta says timestamp_end 5, the records say 1700000000006") !=
+        std::string::npos);
+}
+
+TEST_CASE("verify: XDL's Meta is unverifiable, a newer format_version is refused", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  const std::string data = WriteSimpleFile(path, 0, 3, /*with_meta=*/false);
+  xdl::proto::Meta xdl;  // Fields 1-6 only; -1 where XDL never learnt a value.
+  xdl.set_gstep_begin(-1);
+  xdl.set_gstep_end(2);
+  WriteFile(path + ".meta", xdl.SerializeAsString());
+  VerifyReport report = VerifyFile(path);
+  CHECK(report.ok);
+  CHECK(report.unverifiable);
+  CHECK(report.note.find("XDL Meta, no checksum") != std::string::npos);
+  Drained all = Drain(MustOpenTrace(path).Read({std::nullopt, {1, 2, std::nullopt}, {}}));
+  CHECK(all.records == std::vector<std::pair<int64_t, int32_t>>{{1, 0}, {2, 0}});
+  CHECK(ReadStartOffset(*MustOpen(path), {0, 0, std::nullopt}).has_value());  // -1: unknown.
+  xdl.set_gstep_end(-1);  // Both -1: XDL traced no step into this file.
+  WriteFile(path + ".meta", xdl.SerializeAsString());
+  CHECK_FALSE(ReadStartOffset(*MustOpen(path), {0, 0, std::nullopt}).has_value());
+
+  xdl::proto::Meta newer = MetaFor(data, 3, 0, 2);
+  newer.set_format_version(2);
+  WriteFile(path + ".meta", newer.SerializeAsString());
+  const std::string refused = absl::StrCat(
+      path, ".meta: format_version 2 is newer than this reader knows (1): not reading ", path);
+  report = VerifyFile(path);
+  CHECK_FALSE(report.ok);
+  CHECK(report.problems == std::vector<std::string>{refused});
+  CHECK(Drain(MustOpenTrace(path).Read({})).status.message() == refused);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,16 +19,22 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "io/crc32c.h"
 #include "io/file_set.h"
+#include "io/io_error.h"
+#include "io/limits.h"
+#include "io/meta_writer.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
+#include "xdl_trace/reader.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -884,6 +891,234 @@ TEST_CASE("page cache ingest figures", "[.][bench]") {
         dir.c_str(), kBytes / 1e6, copy_ms, write_ms, allocate_ms / kRounds, map_ms / kRounds,
         fill_ms / kRounds, (allocate_ms + map_ms + fill_ms) / kRounds);
   }
+}
+
+// ---- Hostile configuration and file names (issue 9) ----
+
+namespace hostile {
+
+bool IsSymlink(const std::string& path) {
+  struct stat st;
+  return lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+absl::Status OpenStatus(const TraceConfig& config) {
+  return TraceWriter::Open(config, kKeys).status();
+}
+
+}  // namespace hostile
+
+TEST_CASE("impossible names are refused at Open naming the key, before any file exists",
+          "[writer][config]") {
+  TempDir dir;
+  const std::string out = dir.path() + "/out";
+  struct Case {
+    const char* what;
+    std::function<void(TraceConfig*)> change;
+    const char* key;
+  };
+  const std::vector<Case> cases = {
+      {"NUL in output_file_name",
+       [](TraceConfig* c) { c->output_file_name = std::string("a\0b", 3); }, "'output_file_name'"},
+      {"NUL in output_dir", [&](TraceConfig* c) { c->output_dir = out + std::string("\0x", 2); },
+       "'output_dir'"},
+      {"empty output_file_name", [](TraceConfig* c) { c->output_file_name = ""; },
+       "'output_file_name'"},
+      {"'/' in output_file_name", [](TraceConfig* c) { c->output_file_name = "a/b"; },
+       "'output_file_name'"},
+      {"output_file_name '.'", [](TraceConfig* c) { c->output_file_name = "."; },
+       "'output_file_name'"},
+      {"output_file_name '..'", [](TraceConfig* c) { c->output_file_name = ".."; },
+       "'output_file_name'"},
+      {"output_file_name past NAME_MAX",
+       [](TraceConfig* c) { c->output_file_name = std::string(kMaxOutputFileNameBytes + 1, 'n'); },
+       "'output_file_name'"},
+      {"output_dir past PATH_MAX",
+       [&](TraceConfig* c) { c->output_dir = out + "/" + std::string(PATH_MAX, 'd'); },
+       "'output_dir'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    TraceConfig config = SmallConfig(out);
+    c.change(&config);
+    const absl::Status status = hostile::OpenStatus(config);
+    CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(status.message()), Catch::Contains(c.key));
+    CHECK(ListDir(dir.path()).empty());  // Not even output_dir was created.
+  }
+  // The longest accepted name works: its Meta temp file fits NAME_MAX.
+  TraceConfig longest = SmallConfig(out);
+  longest.output_file_name = std::string(kMaxOutputFileNameBytes, 'n');
+  longest.rank = std::numeric_limits<int32_t>::max();
+  auto writer = OpenOrDie(longest);
+  REQUIRE(writer->Submit(MakeRecord(1)).ok());
+  REQUIRE(writer->Close().ok());
+  CHECK(ReadMeta(DataFilePath(longest, 1)).record_count() == 1);
+}
+
+TEST_CASE("non-finite sizes and intervals are refused naming the key", "[writer][config]") {
+  TempDir dir;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (const double bad : {inf, -inf, nan}) {
+    for (const char* key : {"max_file_m_size", "max_pending_mb", "meta_interval_s"}) {
+      INFO(key << " = " << bad);
+      TraceConfig config = SmallConfig(dir.path() + "/out");
+      if (std::string(key) == "max_file_m_size") config.max_file_m_size = bad;
+      if (std::string(key) == "max_pending_mb") config.max_pending_mb = bad;
+      if (std::string(key) == "meta_interval_s") config.meta_interval_s = bad;
+      const absl::Status status = config.Validate();
+      CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+      CHECK_THAT(std::string(status.message()), Catch::Contains(absl::StrCat("'", key, "'")));
+    }
+  }
+}
+
+TEST_CASE("huge finite sizes saturate: no rollover at every record, no lost bound",
+          "[writer][config][rollover]") {
+  TempDir dir;
+  TraceConfig config = SmallConfig(dir.path());
+  config.max_file_m_size = 1e13;  // 10^19 bytes: past INT64_MAX.
+  config.max_pending_mb = 1e300;
+  auto writer = OpenOrDie(config);
+  for (int64_t step = 0; step < 20; ++step) REQUIRE(writer->Submit(MakeRecord(step)).ok());
+  REQUIRE(writer->Close().ok());
+  CHECK(writer->stats().files_written == 1);
+  CHECK(ReadMeta(DataFilePath(config, 1)).record_count() == 20);
+  CHECK(MegabytesToBytes(1e13) == std::numeric_limits<int64_t>::max());
+  CHECK(MegabytesToBytes(1e300) == std::numeric_limits<int64_t>::max());
+  CHECK(MegabytesToBytes(0.0015) == 1500);
+  CHECK(MegabytesToBytes(-1) == 0);
+}
+
+TEST_CASE("every file-system failure of the writer is marked as an I/O error", "[writer][errors]") {
+  SECTION("EFBIG") {
+    TempDir dir;
+    const TraceConfig config = SmallConfig(dir.path());
+    absl::Status status;
+    {
+      FileSizeLimit limit(2000);
+      auto writer = OpenOrDie(config);
+      for (int64_t step = 0; step < 10; ++step) (void)writer->Submit(MakeRecord(step, 1000));
+      status = writer->Close();
+    }
+    CHECK(status.code() == absl::StatusCode::kOutOfRange);  // errno's code is kept...
+    CHECK(IsIoError(status));                               // ...and marked as I/O.
+    CHECK_THAT(std::string(status.message()), Catch::Contains(DataFilePath(config, 1)));
+    CHECK_THAT(std::string(status.message()), Catch::Contains("File too large"));
+  }
+  SECTION("a removed output directory") {
+    TempDir dir;
+    const TraceConfig config = SmallConfig(dir.path() + "/out");
+    auto writer = OpenOrDie(config);
+    std::filesystem::remove_all(config.output_dir);
+    (void)writer->Submit(MakeRecord(1));
+    const absl::Status status = writer->Close();
+    CHECK(status.code() == absl::StatusCode::kNotFound);
+    CHECK(IsIoError(status));
+    CHECK_THAT(std::string(status.message()), Catch::Contains(DataFilePath(config, 1)));
+  }
+  SECTION("output_dir below a regular file") {
+    TempDir dir;
+    std::ofstream(dir.path() + "/file") << "x";
+    const absl::Status status = hostile::OpenStatus(SmallConfig(dir.path() + "/file/sub"));
+    CHECK(IsIoError(status));
+  }
+  SECTION("but not a bad config value") {
+    TraceConfig config = SmallConfig("/tmp/unused");
+    config.rank = -1;
+    CHECK_FALSE(IsIoError(hostile::OpenStatus(config)));
+  }
+}
+
+TEST_CASE("Meta temp names are unique, readers skip them, and leftovers reserve their index",
+          "[writer][naming]") {
+  const std::string data = "/d/train.trace.3.7";
+  CHECK(MetaTempPath(data, 5) == absl::StrCat(data, ".meta.tmp-", getpid(), "-5"));
+  CHECK(MetaTempPath(data, 5) != MetaTempPath(data, 6));
+  CHECK(ParseFileIndex("train.trace.3", "train.trace.3.7.meta.tmp-123-4") == 7);
+  CHECK(ParseFileIndex("train.trace.3", "train.trace.3.7.meta.tmp") == 7);
+  CHECK_FALSE(ParseFileIndex("train.trace.3", "train.trace.3.7.metax").has_value());
+  CHECK_FALSE(ParseFileIndex("train.trace.3", "train.trace.3.7.meta.tmpx").has_value());
+  // Not a data file for the C++ (and so the Python) reader.
+  TraceFileInfo info;
+  CHECK_FALSE(ParseTraceFileName("train.trace.3.7.meta.tmp-123-4", &info));
+
+  TempDir dir;
+  const TraceConfig config = SmallConfig(dir.path());
+  std::ofstream(dir.path() + "/train.trace.3.4.meta.tmp-99999-0") << "leftover of a crash";
+  auto writer = OpenOrDie(config);
+  REQUIRE(writer->Close().ok());
+  CHECK(Exists(DataFilePath(config, 5)));
+}
+
+TEST_CASE("a link planted at any name the writer uses is never followed", "[writer][security]") {
+  TempDir dir;
+  TempDir outside_dir("outside");
+  const std::string outside = outside_dir.path() + "/precious";
+  const std::string precious = "not for the writer";
+  test::WriteFile(outside, precious);
+  TraceConfig config = SmallConfig(dir.path());
+  const int64_t record = static_cast<int64_t>(MakeRecord(1).frame.size());
+  const int64_t header = static_cast<int64_t>(HeaderFrame(kKeys).size());
+  config.max_file_m_size = static_cast<double>(header + record) / 1e6;  // A file per record.
+  auto writer = OpenOrDie(config);
+  REQUIRE(writer->Submit(MakeRecord(1)).ok());
+  REQUIRE(writer->Flush().ok());
+  // Record 2 goes to file 2: plant links at its names after the writer listed the directory.
+  const std::string next = DataFilePath(config, 2);
+
+  SECTION("the next data file: an error naming it") {
+    REQUIRE(symlink(outside.c_str(), next.c_str()) == 0);
+    REQUIRE(writer->Submit(MakeRecord(2)).ok());
+    const absl::Status status = writer->Flush();
+    CHECK(status.code() == absl::StatusCode::kPermissionDenied);
+    CHECK(IsIoError(status));
+    CHECK_THAT(std::string(status.message()), Catch::Contains(next + "' is a symbolic link"));
+    CHECK(hostile::IsSymlink(next));
+  }
+  SECTION("its Meta: an error naming it") {
+    REQUIRE(symlink(outside.c_str(), MetaPath(next).c_str()) == 0);
+    REQUIRE(writer->Submit(MakeRecord(2)).ok());
+    const absl::Status status = writer->Flush();
+    CHECK(IsIoError(status));
+    CHECK_THAT(std::string(status.message()),
+               Catch::Contains(MetaPath(next) + "' is a symbolic link"));
+    CHECK(hostile::IsSymlink(MetaPath(next)));
+  }
+  SECTION("its Meta temp names: other names are used, the links are left alone") {
+    std::vector<std::string> planted;
+    for (uint64_t serial = PeekMetaTempSerial(); planted.size() < 20; ++serial) {
+      planted.push_back(MetaTempPath(next, serial));
+      REQUIRE(symlink(outside.c_str(), planted.back().c_str()) == 0);
+    }
+    REQUIRE(writer->Submit(MakeRecord(2)).ok());
+    REQUIRE(writer->Flush().ok());
+    CHECK(ReadMeta(next).record_count() == 1);
+    for (const std::string& link : planted) CHECK(hostile::IsSymlink(link));
+  }
+  SECTION("a link to a directory at the next data file's Meta temp name is never entered") {
+    const std::string link = MetaTempPath(next, PeekMetaTempSerial());
+    REQUIRE(symlink(outside_dir.path().c_str(), link.c_str()) == 0);
+    REQUIRE(writer->Submit(MakeRecord(2)).ok());
+    REQUIRE(writer->Flush().ok());
+    CHECK(ListDir(outside_dir.path()) == std::vector<std::string>{"precious"});
+  }
+  (void)writer->Close();
+  CHECK(ReadFile(outside) == precious);
+  CHECK(ListDir(outside_dir.path()) == std::vector<std::string>{"precious"});
+}
+
+TEST_CASE("output_dir may itself be a symbolic link to a directory", "[writer][security]") {
+  TempDir dir;
+  REQUIRE(mkdir((dir.path() + "/real").c_str(), 0755) == 0);
+  REQUIRE(symlink((dir.path() + "/real").c_str(), (dir.path() + "/link").c_str()) == 0);
+  const TraceConfig config = SmallConfig(dir.path() + "/link");
+  auto writer = OpenOrDie(config);
+  REQUIRE(writer->Submit(MakeRecord(1)).ok());
+  REQUIRE(writer->Close().ok());
+  CHECK(ReadData(dir.path() + "/real/train.trace.3.1").records.size() == 1);
+  CHECK(ReadMeta(dir.path() + "/real/train.trace.3.1").closed_cleanly());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 """Bad inputs from issue 3: each is rejected (or handled) with an error that names what was wrong."""
 
+import contextlib
 import os
 import warnings
 
@@ -226,3 +227,120 @@ def test_write_error_mid_run_under_warn_keeps_training(cfg, tmp_path):
     stats = hook.stats()
     assert stats["steps_seen"] == 11
     assert stats["step_errors"] + stats["records_dropped"] > 0
+
+
+# ---- Hostile configuration and write errors (issue 9) ----
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("output_file_name", "a\0b"),
+        ("output_file_name", "."),
+        ("output_file_name", ".."),
+        ("output_file_name", "n" * 179),
+        ("output_dir", "\0trace"),  # Appended to the test's own directory.
+        ("max_file_m_size", float("inf")),
+        ("max_file_m_size", float("nan")),
+        ("max_pending_mb", float("inf")),
+        ("meta_interval_s", float("inf")),
+        ("meta_interval_s", float("-inf")),
+        ("meta_interval_s", float("nan")),
+    ],
+)
+def test_impossible_config_values_are_value_errors_naming_the_key(tmp_path, key, value):
+    if key == "output_dir":
+        value = str(tmp_path / "out") + value
+    config = {"output_dir": str(tmp_path / "out"), key: value}
+    with pytest.raises(errors.InvalidArgumentError, match=f"'{key}'"):
+        xdl.TraceHook(config).begin()
+    assert not os.path.exists(tmp_path / "out")  # Refused before any file exists.
+
+
+def test_huge_finite_limits_saturate(cfg, read_trace):
+    xdl.trace_tensor("x", np.zeros(10))
+    config = dict(cfg, max_file_m_size=1e13, max_pending_mb=1e13, meta_interval_s=1e12)
+    with xdl.TraceHook(config) as hook:
+        for _ in range(5):
+            hook.step()
+    files = read_trace(cfg["output_dir"])
+    assert len(files) == 1  # No rollover at every record.
+    assert files[0].meta.record_count == 5
+
+
+def _efbig_script(out):
+    return f"""
+import resource, signal, sys
+import numpy as np
+sys.path.insert(0, {os.path.dirname(os.path.dirname(xdl.__file__))!r})
+import xdl_trace as xdl
+from xdl_trace import errors
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write(2) fails with EFBIG instead.
+resource.setrlimit(resource.RLIMIT_FSIZE, (20000, resource.RLIM_INFINITY))
+xdl.trace_tensor("x", np.zeros(1000, dtype=np.float32))
+hook = xdl.TraceHook({{"output_dir": {out!r}, "on_error": "raise", "fsync": False}})
+try:
+    with hook:
+        for _ in range(100):
+            hook.step()
+except errors.TraceIOError as e:
+    assert isinstance(e, OSError), type(e).__mro__
+    print("TraceIOError:", e)
+    sys.exit(0)
+except Exception as e:
+    print("wrong type:", type(e).__name__, e)
+    sys.exit(1)
+print("no error")
+sys.exit(1)
+"""
+
+
+def test_efbig_is_a_trace_io_error_naming_the_file(tmp_path):
+    import subprocess
+    import sys
+
+    out = str(tmp_path / "out")
+    result = subprocess.run(
+        [sys.executable, "-c", _efbig_script(out)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "File too large" in result.stdout
+    assert os.path.join(out, "train.trace.0.1") in result.stdout
+
+
+def test_removed_output_dir_is_a_trace_io_error(cfg):
+    import shutil
+
+    xdl.trace_tensor("x", np.zeros(10))
+    hook = xdl.TraceHook(cfg)
+    hook.begin()
+    hook.step()
+    hook.flush()
+    shutil.rmtree(cfg["output_dir"])
+    with pytest.raises(errors.TraceIOError, match="No such file or directory") as info:
+        hook.step()
+        hook.end()
+    with contextlib.suppress(errors.TraceIOError):
+        hook.end()
+    assert isinstance(info.value, OSError)
+    assert cfg["output_dir"] in str(info.value)
+
+
+def test_a_planted_link_at_the_next_data_file_is_refused_and_not_followed(cfg, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    xdl.trace_tensor("x", np.zeros(1000, dtype=np.float32))
+    hook = xdl.TraceHook(dict(cfg, max_file_m_size=0.001))  # A file per record.
+    hook.begin()
+    hook.step()
+    hook.flush()
+    nxt = os.path.join(cfg["output_dir"], "train.trace.0.2")
+    os.symlink(victim, nxt)
+    with pytest.raises(errors.TraceIOError, match="symbolic link") as info:
+        hook.step()
+        hook.end()
+    with contextlib.suppress(errors.TraceIOError):
+        hook.end()
+    assert nxt in str(info.value)
+    assert victim.read_bytes() == b"precious"
+    assert os.path.islink(nxt)

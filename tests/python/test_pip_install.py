@@ -45,6 +45,10 @@ def test_pip_install_in_venv(tmp_path):
     )
     assert cli.returncode == 0, cli.stderr
     assert "usage" in cli.stdout.lower()
+    version = run(
+        [str(venv / "bin" / "xdl-trace"), "--version"], timeout=60, capture_output=True, text=True
+    )
+    assert version.returncode == 0 and version.stdout.startswith("xdl-trace 0."), version.stdout
     # The import comes from the venv, not the checkout, and traces to disk.
     out = tmp_path / "out"
     script = f"""
@@ -77,3 +81,5 @@ print(h.stats()["device_tracer_status"])
         cupti = run([python, "-c", script], timeout=120, capture_output=True, text=True)
         assert cupti.returncode == 0, cupti.stderr
         assert cupti.stdout.startswith("cupti: "), cupti.stdout
+        # Found beside _core (no build path is compiled into the wheel): ran, or no GPU.
+        assert "not found" not in cupti.stdout and "not built" not in cupti.stdout, cupti.stdout

@@ -2,6 +2,7 @@
 #ifndef XDL_TRACE_CONFIG_H_
 #define XDL_TRACE_CONFIG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -43,6 +44,25 @@ struct RunInfo {
   }
 };
 
+// Longest output_file_name (bytes) that Validate accepts: the longest file the
+// writer creates, "train.{name}.{rank}.{index}.meta.tmp-{pid}-{serial}" with
+// 10-digit rank and pid, 18-digit index and 20-digit serial (77 bytes around
+// the name), fits NAME_MAX (255).
+inline constexpr size_t kMaxOutputFileNameBytes = 178;
+
+// Validate checks, and names the key of the first field that fails:
+//   output_dir        non-empty, no NUL byte, shorter than PATH_MAX; may be a
+//                     symbolic link to a directory (files inside never are).
+//   output_file_name  non-empty, no NUL byte and no '/', not "." or "..", at
+//                     most kMaxOutputFileNameBytes.
+//   rank              >= 0.
+//   max_file_m_size, max_pending_mb   finite and > 0. A huge finite value
+//                     means "no practical limit": byte counts saturate at
+//                     INT64_MAX, never wrap.
+//   meta_interval_s   finite (<= 0 is how to say "never on a timer"; inf and
+//                     NaN are rejected, so no spelling is ambiguous). A huge
+//                     finite value saturates to "never".
+//   device_collect_interval_s   finite and >= 0.
 struct TraceConfig {
   std::string output_dir;  // Required; created if missing.
   std::string output_file_name = "trace";
@@ -53,7 +73,7 @@ struct TraceConfig {
   OverflowPolicy overflow = OverflowPolicy::kBlock;
   MissingGradientPolicy missing_gradient = MissingGradientPolicy::kError;
   bool fsync = true;            // fsync data at rollover and close.
-  double meta_interval_s = 10;  // Meta refresh period; <= 0 disables.
+  double meta_interval_s = 10;  // Meta refresh period; <= 0 disables, must be finite.
   std::string run_id;           // Empty: generated at Start.
   // Device tracers to start with the tracer: built-in names ("cupti") or
   // plugin paths (docs/device-tracing.md). Empty: none.

@@ -21,6 +21,9 @@ namespace xdl_trace {
 // One column of a record. `data` points into the file's mapping: it stays
 // valid as long as the TraceFile that produced it is alive.
 struct ColumnView {
+  // The wire value as written. A value newer than this reader (not
+  // IsValidDType) is kept as is: docs/format.md makes such a column opaque
+  // bytes, so `data` is any length and `shape` only what the writer said.
   DType dtype = DType::kFloat32;
   Shape shape;             // Empty for a scalar (and for an empty column).
   absl::string_view data;  // Raw C-order little-endian bytes.
@@ -30,6 +33,11 @@ struct ColumnView {
   bool empty() const {
     return data.empty() && (shape.empty() || (shape.size() == 1 && shape[0] == 0));
   }
+  // False for a dtype newer than this reader (read it as raw bytes).
+  bool known_dtype() const { return IsValidDType(static_cast<int32_t>(dtype)); }
+  // The product of the dimensions (0 for an empty column); -1 when it does not
+  // fit an int64 or a dimension is negative (the reader never hands out such a
+  // column: it is corruption).
   int64_t NumElements() const;
 };
 
@@ -58,24 +66,43 @@ struct RecordView {
 // the Python binding turns `serialized` into a dict by protobuf reflection, so
 // a new Meta field reaches Python with no edit here.
 struct FileMeta {
+  int64_t lstep_begin = 0;
+  int64_t lstep_end = 0;
   int64_t gstep_begin = 0;
   int64_t gstep_end = 0;
+  int64_t timestamp_begin = 0;
+  int64_t timestamp_end = 0;
   int64_t record_count = 0;
   int64_t data_bytes = 0;
   uint32_t crc32c = 0;
-  int32_t format_version = 0;  // 0: a Meta written by XDL (steps and times only).
+  // 0: a Meta written by XDL (fields 1-6 only: the first and last record's
+  // steps and times, -1 where XDL never learnt one; no record count, no
+  // checksum). kFormatVersion: ours. Anything else is refused.
+  int32_t format_version = 0;
   bool closed_cleanly = false;
   std::string serialized;  // The whole xdl.proto.Meta as read.
 };
 
+// The newest Meta.format_version this reader knows.
+inline constexpr int32_t kFormatVersion = 1;
+// A Meta is about 100 bytes; a .meta larger than this is refused unread.
+inline constexpr uint64_t kMaxMetaBytes = 64 * 1024;
+
 // Parses a serialized Meta (the whole content of a .meta file).
 absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes);
-// Reads and parses "<path>"; NotFound when it does not exist.
+// Reads and parses "<path>"; NotFound when it does not exist. Only a regular
+// file of at most kMaxMetaBytes is read (a FIFO or a link to /dev/zero is
+// InvalidArgument naming it, and is never waited on or read to its end).
 absl::StatusOr<FileMeta> ReadFileMeta(const std::string& meta_path);
 
 // The outcome of checking a data file against its Meta.
 struct VerifyReport {
-  bool ok = false;
+  bool ok = false;  // No problem found (also true for an unverifiable file).
+  // Nothing to check the frames against, though nothing is wrong with them: a
+  // Meta written by XDL (no checksum), or no Meta and no record (a crash
+  // between the Header and the first Meta: no data lost). `note` says which.
+  bool unverifiable = false;
+  std::string note;
   bool has_meta = false;
   uint64_t file_bytes = 0;
   uint64_t meta_data_bytes = 0;
@@ -89,6 +116,7 @@ struct VerifyReport {
 };
 
 class TraceFile;
+struct TornTail;
 
 // Iterates the records of one file. Next() returns false at the end: check
 // status() for corruption and torn_tail() for a partial final frame.
@@ -139,6 +167,9 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   bool header_torn() const { return header_torn_; }
   const std::optional<FileMeta>& meta() const { return meta_; }
   const absl::Status& meta_error() const { return meta_error_; }
+  // FailedPrecondition naming the version when the Meta's format_version is
+  // one this reader does not know: reading the file is refused (docs/format.md).
+  const absl::Status& version_error() const { return version_error_; }
 
   RecordCursor Records() const { return RecordCursor(shared_from_this()); }
 
@@ -147,8 +178,15 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   // corruption.
   absl::Status ReadFrame(uint64_t offset, RecordView* record, bool* torn) const;
 
-  // Compares the Meta's data_bytes, record_count and crc32c with the file.
+  // Compares the Meta's data_bytes, record_count, crc32c and step and time
+  // ranges with the file (docs/format.md, "Verifying a file").
   VerifyReport Verify() const;
+
+  // Where the run of zero bytes that ends the file begins (size() when the
+  // last byte is not zero).
+  uint64_t zero_tail_from() const { return zero_from_; }
+  // The torn tail that starts at `offset` (a frame the file ends inside).
+  TornTail TornTailAt(uint64_t offset, int32_t rank) const;
 
  private:
   TraceFile(std::string path, const char* mapping, size_t size);
@@ -161,6 +199,9 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   bool header_torn_ = false;
   std::optional<FileMeta> meta_;
   absl::Status meta_error_;
+  absl::Status version_error_;  // A Meta format_version this reader does not know.
+  uint64_t zero_from_ = 0;      // See zero_tail_from().
+  bool lost_block_ = false;     // The zero tail spans a 512-byte boundary.
 };
 
 // A data file named "{prefix}.{name}.{rank}.{index}".
@@ -177,7 +218,9 @@ struct TraceFileInfo {
 bool ParseTraceFileName(absl::string_view base_name, TraceFileInfo* info);
 
 // Lists the data files of `dir` with the given prefix and name (empty name:
-// any name), sorted by rank, then index.
+// any name), sorted by rank, then index. An entry named like a data file that
+// is not a regular file (a planted FIFO or link to a device) is listed, so
+// that reading it fails naming it; listing never opens an entry.
 absl::StatusOr<std::vector<TraceFileInfo>> ListTraceFiles(const std::string& dir,
                                                           absl::string_view prefix,
                                                           absl::string_view name);
@@ -190,13 +233,21 @@ struct StepSelection {
   std::optional<std::vector<int64_t>> steps;  // Any order; duplicates are fine.
 };
 
-// Where a file ends inside a frame: the writer stopped mid-record (a crash).
+// Where a file ends inside a frame: the writer stopped mid-record (a crash),
+// or the file ends in zeros a power loss left (docs/format.md, "Torn tails").
 // The records before it are complete.
 struct TornTail {
   std::string path;
   int32_t rank = 0;
-  uint64_t offset = 0;  // The partial frame's first byte (0: the Header is cut short).
+  uint64_t offset = 0;       // The partial frame's first byte (0: the Header is cut short).
+  bool zero_filled = false;  // The tail is zeros from `zero_from` to the end.
+  uint64_t zero_from = 0;
+  uint64_t file_bytes = 0;
+  uint64_t meta_data_bytes = 0;  // What the file's Meta covers (0: no Meta).
 };
+
+// One line naming the file and offset: the warning every reader prints.
+std::string DescribeTornTail(const TornTail& torn);
 
 // Where a read starts in `file` for `steps`: its first record, past the part
 // its Meta proves is outside the range, or nullopt when the Meta proves the
@@ -267,7 +318,7 @@ class TraceCursor {
 struct StackedKey {
   std::string key;
   DType dtype = DType::kFloat32;  // Of every row (when there are rows).
-  Shape shape;                    // Of one row.
+  Shape shape;  // Of one row; [row bytes] for a dtype newer than this reader (raw bytes).
   std::vector<int64_t> gsteps;
   std::vector<absl::string_view> rows;
 
@@ -349,9 +400,12 @@ class TraceReader {
                                     std::optional<int32_t> rank = std::nullopt) const;
 
   // The runs among files(), oldest first (by start time, then first file
-  // index). A file's run is its Meta's run_id, else its Header's RunInfo,
-  // else "" (XDL). Reads every Meta and maps each run's first file per rank
-  // (for its Header). DataLoss naming the file for a malformed RunInfo.
+  // index). A file's run is its Meta's run_id, else its Header's RunInfo;
+  // a file that names neither (a writer that died before both, a stray entry)
+  // goes with the same rank's closest earlier file that names a run (else
+  // closest later one), else in the run "" (XDL's files). Reads every Meta and maps each run's first file per rank
+  // (for its Header). A file that cannot be mapped or whose RunInfo does not
+  // parse just gives no run info: reading or verifying it names the problem.
   absl::StatusOr<std::vector<RunSummary>> Runs() const;
   // A reader over the files of one run (an id from Runs(), or a prefix of
   // exactly one). NotFound naming the runs there are when none matches,

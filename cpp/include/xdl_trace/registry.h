@@ -2,9 +2,12 @@
 #ifndef XDL_TRACE_REGISTRY_H_
 #define XDL_TRACE_REGISTRY_H_
 
+#include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -68,6 +71,40 @@ struct EntrySpec {
   std::string FullKey() const;
 };
 
+// Status payload (value: the gradient name) on the FailedPrecondition a traced
+// step returns when nothing was sent for a traced gradient; lets a binding
+// name its own call for sending one (Python: xdl_trace.send_gradient).
+inline constexpr char kMissingGradientPayload[] = "xdl_trace/missing_gradient";
+
+// The dtype of a C++ element type, for Registry::TraceVariable and friends:
+// bool, float, double, and integers by width and signedness (the wire numbers
+// kInt8..kInt64 and kUInt8..kUInt64 consecutively). float16/bfloat16 have no
+// C++ type here: register those through EntrySpec with an explicit DType.
+template <typename T>
+constexpr DType DTypeOf() {
+  using U = std::remove_cv_t<T>;
+  static_assert(std::is_arithmetic_v<U>, "xdl_trace: no DType for this element type");
+  if constexpr (std::is_same_v<U, bool>) {
+    return DType::kBool;
+  } else if constexpr (std::is_floating_point_v<U>) {
+    static_assert(sizeof(U) == 4 || sizeof(U) == 8, "xdl_trace: float or double only");
+    return sizeof(U) == 4 ? DType::kFloat32 : DType::kFloat64;
+  } else {
+    constexpr int32_t kWidthIndex = sizeof(U) == 1   ? 0
+                                    : sizeof(U) == 2 ? 1
+                                    : sizeof(U) == 4 ? 2
+                                                     : 3;
+    constexpr DType kFirst = std::is_signed_v<U> ? DType::kInt8 : DType::kUInt8;
+    return static_cast<DType>(static_cast<int32_t>(kFirst) + kWidthIndex);
+  }
+}
+
+// Optional settings of the one-call registrations below.
+struct TraceOptions {
+  std::string scope;  // "" is the default scope.
+  Summary summary;    // E.g. {BuiltinSummary::kStats}: the summary instead of the values.
+};
+
 // Thread-safe. Shared by every tracer started from it; registrations made
 // after a tracer started do not change that tracer's header.
 class Registry {
@@ -82,6 +119,39 @@ class Registry {
   // "a"), an invalid view (see EntrySpec), or a spec without exactly one
   // source. Nothing is added on error.
   absl::Status Register(EntrySpec spec);
+
+  // One call for the common case: `data` (shape `shape`, C order) is stable
+  // memory read in place at every traced step; the caller keeps it alive and
+  // at the same address for as long as a tracer reads this registry:
+  //   registry->TraceVariable("w", w.data(), {rows, cols});
+  //   registry->TraceTensor("w_stats", w.data(), {rows, cols}, {"", {BuiltinSummary::kStats}});
+  // Errors as Register's.
+  template <typename T>
+  absl::Status TraceTensor(const std::string& key, const T* data,
+                           std::initializer_list<int64_t> shape, TraceOptions options = {}) {
+    return RegisterView(EntryKind::kTensor, key, {DTypeOf<T>(), Shape(shape), data},
+                        std::move(options));
+  }
+  template <typename T>
+  absl::Status TraceVariable(const std::string& key, const T* data,
+                             std::initializer_list<int64_t> shape, TraceOptions options = {}) {
+    return RegisterView(EntryKind::kVariable, key, {DTypeOf<T>(), Shape(shape), data},
+                        std::move(options));
+  }
+  // Read once, at the first traced step; later records carry an empty column.
+  template <typename T>
+  absl::Status TraceOnce(const std::string& key, const T* data,
+                         std::initializer_list<int64_t> shape, TraceOptions options = {}) {
+    return RegisterView(EntryKind::kOnce, key, {DTypeOf<T>(), Shape(shape), data},
+                        std::move(options));
+  }
+  // A gradient the training code delivers each step with
+  // SendGradient(gradient_name, ...), traced under `key`.
+  absl::Status TraceGradient(const std::string& key, const std::string& gradient_name,
+                             TraceOptions options = {});
+  // A value computed at each traced step by `provider` (e.g. the loss).
+  absl::Status TraceCallback(const std::string& key, TensorProvider provider,
+                             TraceOptions options = {});
 
   // Removes every entry (and pending gradient) of `scope`, or of all scopes.
   void ClearScope(const std::string& scope);
@@ -100,6 +170,9 @@ class Registry {
   void DropPendingGradients();
 
  private:
+  absl::Status RegisterView(EntryKind kind, const std::string& key, TensorView view,
+                            TraceOptions options);
+
   struct State;
   std::unique_ptr<State> state_;
 };

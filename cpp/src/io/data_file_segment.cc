@@ -1,12 +1,13 @@
-// One data file: create with O_EXCL, append frames with writev, keep CRC and Meta fields current.
+// One data file: create with O_EXCL|O_NOFOLLOW, append frames with writev, keep CRC and Meta fields
+// current.
 #include "io/data_file_segment.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,8 @@
 #include "core/status_macros.h"
 #include "io/crc32c.h"
 #include "io/file_set.h"
+#include "io/io_error.h"
+#include "io/limits.h"
 #include "io/meta_writer.h"
 #include "io/run_info.h"
 
@@ -40,15 +43,25 @@ absl::StatusOr<std::unique_ptr<DataFileSegment>> DataFileSegment::Create(
     const SegmentOptions* options, int64_t index) {
   for (int attempt = 0;; ++attempt, ++index) {
     std::string path = DataFilePath(options->config, index);
-    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    const AtPath at = At(options->dir_fd, path);
+    const int fd = openat(at.dir_fd, at.name,
+                          O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
       return std::unique_ptr<DataFileSegment>(
           new DataFileSegment(options, fd, std::move(path), index));
     }
-    // Another writer took this index since the directory was listed: skip it.
-    if (errno == EEXIST && attempt < 1000) continue;
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("xdl_trace: create of data file '", path, "' failed"));
+    const int error = errno;
+    if (error == EEXIST) {
+      struct stat st;
+      if (fstatat(at.dir_fd, at.name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+        return MarkIoError(absl::PermissionDeniedError(
+            absl::StrCat("xdl_trace: data file '", path,
+                         "' is a symbolic link; the writer never writes through one (remove it)")));
+      }
+      // Another writer took this index since the directory was listed: skip it.
+      if (attempt < 1000) continue;
+    }
+    return IoError(error, absl::StrCat("xdl_trace: create of data file '", path, "' failed"));
   }
 }
 
@@ -58,7 +71,7 @@ DataFileSegment::DataFileSegment(const SegmentOptions* options, int fd, std::str
       fd_(fd),
       path_(std::move(path)),
       index_(index),
-      max_bytes_(static_cast<int64_t>(std::llround(options->config.max_file_m_size * 1e6))) {}
+      max_bytes_(MegabytesToBytes(options->config.max_file_m_size)) {}
 
 DataFileSegment::~DataFileSegment() { close(fd_); }
 
@@ -86,9 +99,8 @@ absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
     const ssize_t w = writev(fd_, iovecs_.data() + next, count);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
-      return absl::ErrnoToStatus(w < 0 ? errno : EIO,
-                                 absl::StrCat("xdl_trace: write to data file '", path_,
-                                              "' at offset ", bytes_, " failed"));
+      return IoError(w < 0 ? errno : EIO, absl::StrCat("xdl_trace: write to data file '", path_,
+                                                       "' at offset ", bytes_, " failed"));
     }
     size_t left = static_cast<size_t>(w);
     while (left > 0) {
@@ -130,8 +142,7 @@ absl::Status DataFileSegment::SyncAndWriteMeta(bool closed_cleanly, int64_t drop
     return absl::OkStatus();
   }
   if (options_->config.fsync && fdatasync(fd_) != 0) {
-    return absl::ErrnoToStatus(
-        errno, absl::StrCat("xdl_trace: fdatasync of data file '", path_, "' failed"));
+    return IoError(errno, absl::StrCat("xdl_trace: fdatasync of data file '", path_, "' failed"));
   }
   return WriteMeta(closed_cleanly, dropped_records);
 }

@@ -35,7 +35,10 @@ inline constexpr size_t kMaxIovecs = IOV_MAX < 1024 ? IOV_MAX : 1024;
 struct SegmentOptions {
   TraceConfig config;        // output_dir, names, rank, run_id, fsync, max_file_m_size.
   std::string header_frame;  // The framed Header every file opens with (HeaderFrame()).
-  int dir_fd = -1;           // config.output_dir, fsynced after a Meta rename; -1 skips that.
+  // config.output_dir, opened once: every file is created and renamed
+  // relative to it (see At()) and it is fsynced after a Meta rename. -1: files
+  // by path, no directory fsync (tests).
+  int dir_fd = -1;
 };
 
 // Threading: none. One thread (the IO thread, or a test) calls every method.
@@ -47,9 +50,11 @@ class DataFileSegment {
   // rank) unless config.run is empty.
   static std::string HeaderFrame(const std::vector<std::string>& keys, const TraceConfig& config);
 
-  // Creates "{output_dir}/{stem}.{index}" with O_EXCL, or the next free index
-  // when another writer took it since the directory was listed. Writes nothing
-  // (see WriteHeader). `options` must outlive the segment. Error naming the file.
+  // Creates "{output_dir}/{stem}.{index}" with O_EXCL|O_NOFOLLOW, or the next
+  // free index when another writer took it since the directory was listed.
+  // A symbolic link at the name is an error naming it, never followed or
+  // skipped. Writes nothing (see WriteHeader). `options` must outlive the
+  // segment. Errors name the file and are marked IoError.
   static absl::StatusOr<std::unique_ptr<DataFileSegment>> Create(const SegmentOptions* options,
                                                                  int64_t index);
 
@@ -62,7 +67,8 @@ class DataFileSegment {
 
   // Whether a record of `record_bytes`, arriving after `pending_records`
   // records of `pending_bytes` that are not appended yet, belongs in a new
-  // file: it would pass max_file_m_size × 10^6 bytes and this file (pending
+  // file: it would pass max_file_m_size × 10^6 bytes (saturated at INT64_MAX:
+  // a huge limit never wraps) and this file (pending
   // included) already holds a record. So a file may end exactly at the limit,
   // and a record larger than the limit sits alone in its own file.
   bool ShouldRollOver(int64_t pending_bytes, int64_t pending_records, int64_t record_bytes) const;

@@ -2,15 +2,19 @@
 #include "io/file_set.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <memory>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "io/io_error.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -31,15 +35,22 @@ std::string DataFilePath(const TraceConfig& config, int64_t index) {
 
 std::string MetaPath(absl::string_view data_path) { return absl::StrCat(data_path, ".meta"); }
 
-std::string MetaTempPath(absl::string_view data_path) {
-  return absl::StrCat(data_path, ".meta.tmp");
+std::string MetaTempPath(absl::string_view data_path, uint64_t serial) {
+  return absl::StrCat(data_path, ".meta.tmp-", getpid(), "-", serial);
 }
 
 std::optional<int64_t> ParseFileIndex(absl::string_view stem, absl::string_view file_name) {
   if (!absl::ConsumePrefix(&file_name, stem) || !absl::ConsumePrefix(&file_name, ".")) {
     return std::nullopt;
   }
-  if (!absl::ConsumeSuffix(&file_name, ".meta.tmp")) absl::ConsumeSuffix(&file_name, ".meta");
+  // Everything from ".meta" on: "", ".meta", ".meta.tmp" or ".meta.tmp-{...}".
+  if (const size_t meta = file_name.find(".meta"); meta != absl::string_view::npos) {
+    const absl::string_view rest = file_name.substr(meta);
+    if (rest != ".meta" && rest != ".meta.tmp" && !absl::StartsWith(rest, ".meta.tmp-")) {
+      return std::nullopt;
+    }
+    file_name = file_name.substr(0, meta);
+  }
   if (file_name.empty() || file_name.size() > 18) return std::nullopt;
   for (char c : file_name) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(c))) return std::nullopt;
@@ -49,11 +60,14 @@ std::optional<int64_t> ParseFileIndex(absl::string_view stem, absl::string_view 
   return index;
 }
 
-absl::StatusOr<int64_t> HighestExistingIndex(const TraceConfig& config) {
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(opendir(config.output_dir.c_str()), &closedir);
+absl::StatusOr<int64_t> HighestExistingIndex(const TraceConfig& config, int dir_fd) {
+  // fdopendir takes ownership of its fd: give it its own.
+  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(fd >= 0 ? fdopendir(fd) : nullptr, &closedir);
   if (dir == nullptr) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("xdl_trace: cannot list '", config.output_dir, "'"));
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    return IoError(error, absl::StrCat("xdl_trace: cannot list '", config.output_dir, "'"));
   }
   const std::string stem = FileStem(config);
   int64_t highest = 0;
@@ -71,17 +85,22 @@ absl::Status MakeDirectories(const std::string& dir) {
   for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
     const std::string part = dir.substr(0, pos);
     if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::ErrnoToStatus(errno,
-                                 absl::StrCat("xdl_trace: cannot create directory '", part, "'"));
+      return IoError(errno, absl::StrCat("xdl_trace: cannot create directory '", part, "'"));
     }
     if (pos == std::string::npos) break;
   }
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("xdl_trace: output_dir '", dir, "' is not a directory"));
+    return MarkIoError(absl::FailedPreconditionError(
+        absl::StrCat("xdl_trace: output_dir '", dir, "' is not a directory")));
   }
   return absl::OkStatus();
+}
+
+AtPath At(int dir_fd, const std::string& path) {
+  if (dir_fd < 0) return {AT_FDCWD, path.c_str()};
+  const size_t slash = path.rfind('/');
+  return {dir_fd, path.c_str() + (slash == std::string::npos ? 0 : slash + 1)};
 }
 
 }  // namespace internal

@@ -11,6 +11,8 @@
 #include "core/clock.h"
 #include "core/status_macros.h"
 #include "io/file_set.h"
+#include "io/io_error.h"
+#include "io/limits.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -33,12 +35,14 @@ IoLoop::~IoLoop() {
 absl::Status IoLoop::Start() {
   const std::string& dir = options_.config.output_dir;
   XDL_RETURN_IF_ERROR(MakeDirectories(dir));
+  // output_dir itself may be a symbolic link to a directory (users do that);
+  // files inside it are never followed (O_NOFOLLOW, O_EXCL, renameat).
   options_.dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (options_.dir_fd < 0) {
-    return absl::ErrnoToStatus(errno,
-                               absl::StrCat("xdl_trace: open of directory '", dir, "' failed"));
+    return IoError(errno, absl::StrCat("xdl_trace: open of directory '", dir, "' failed"));
   }
-  XDL_ASSIGN_OR_RETURN(const int64_t highest, HighestExistingIndex(options_.config));
+  XDL_ASSIGN_OR_RETURN(const int64_t highest,
+                       HighestExistingIndex(options_.config, options_.dir_fd));
   XDL_RETURN_IF_ERROR(OpenSegment(highest + 1));
   next_meta_ = NextMetaDeadline();
   return absl::OkStatus();
@@ -182,10 +186,7 @@ void IoLoop::Fail(absl::Status status) {
 }
 
 IoLoop::Clock::time_point IoLoop::NextMetaDeadline() const {
-  const double interval_s = options_.config.meta_interval_s;
-  if (!(interval_s > 0)) return Clock::time_point::max();
-  return Clock::now() +
-         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(interval_s));
+  return DeadlineAfter<Clock>(Clock::now(), options_.config.meta_interval_s);
 }
 
 }  // namespace internal

@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 
-#include <cmath>
 #include <memory>
 #include <thread>
 #include <utility>
@@ -13,6 +12,7 @@
 #include "io/bounded_queue.h"
 #include "io/frame_pool.h"
 #include "io/io_loop.h"
+#include "io/limits.h"
 #include "io/writer_lock.h"
 
 namespace xdl_trace {
@@ -37,7 +37,7 @@ absl::Status CheckFrame(const std::string& frame) {
 }
 
 int64_t PendingBytesBound(const TraceConfig& config) {
-  return static_cast<int64_t>(std::llround(config.max_pending_mb * 1e6));
+  return MegabytesToBytes(config.max_pending_mb);
 }
 
 // Threading: see TraceWriter. The queue and pool are internally locked; the

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "io/file_set.h"
+#include "io/io_error.h"
 #include "io/run_info.h"
 
 namespace xdl_trace {
@@ -85,8 +86,7 @@ absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
   for (int attempt = 0;; ++attempt) {
     const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
-      return absl::ErrnoToStatus(errno,
-                                 absl::StrCat("xdl_trace: open of lock file '", path, "' failed"));
+      return IoError(errno, absl::StrCat("xdl_trace: open of lock file '", path, "' failed"));
     }
     const int locked = FlockNoWait(fd);
     const int flock_errno = errno;
@@ -105,8 +105,8 @@ absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
           "own rank (config 'rank', RANK or torch.distributed), or its own output_dir"));
     }
     if (locked != 0) {
-      return absl::ErrnoToStatus(flock_errno,
-                                 absl::StrCat("xdl_trace: flock of lock file '", path, "' failed"));
+      return IoError(flock_errno,
+                     absl::StrCat("xdl_trace: flock of lock file '", path, "' failed"));
     }
     // Its owner removed it between our open and flock: lock the file now at `path`.
     if (attempt == kMaxLockAttempts) {

@@ -51,9 +51,11 @@ absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
     DeviceTracerStatus status;
     absl::StatusOr<std::string> path = ResolvePlugin(entry);
     if (!path.ok() && absl::IsNotFound(path.status()) && entry == kCuptiTracerName) {
-      // The CUPTI plugin is only built where the CUDA toolkit was found.
+      // Training goes on without it. The plugin exists only where the build
+      // found the CUDA toolkit's CUPTI headers, and is found only where it was
+      // installed or copied (ResolvePlugin says where it looked).
       status.state = DeviceTracerState::kUnavailable;
-      status.message = absl::StrCat("plugin not built (", path.status().message(), ")");
+      status.message = std::string(path.status().message());
     } else if (!path.ok()) {
       return path.status();
     } else {
@@ -67,7 +69,7 @@ absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
       const int32_t rc =
           tracer.library->registration().create(&profiler_options, &tracer.profiler, error.get());
       if (rc != XDL_TRACE_PLUGIN_OK || tracer.profiler == nullptr) {
-        return absl::InternalError(absl::StrCat("device tracer '", entry, "' (", *path,
+        return absl::InternalError(absl::StrCat("device_tracers: '", entry, "' (", *path,
                                                 "): create failed (", rc, "): ", error.message()));
       }
     }
@@ -137,8 +139,8 @@ absl::Status DeviceTracerSet::Stop() {
     PluginErrorBuffer error;
     const int32_t rc = tracer.library->registration().stop(tracer.profiler, error.get());
     if (rc != XDL_TRACE_PLUGIN_OK && first.ok()) {
-      first = absl::InternalError(absl::StrCat("device tracer '", tracer.entry, "': stop failed (",
-                                               rc, "): ", error.message()));
+      first = absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry,
+                                               "': stop failed (", rc, "): ", error.message()));
       SetStatus(i, DeviceTracerState::kFailed, error.message());
     }
   }
@@ -174,22 +176,24 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer) {
   PluginErrorBuffer error;
   int32_t rc = reg.collect(tracer.profiler, nullptr, &size, error.get());
   if (rc != XDL_TRACE_PLUGIN_OK) {
-    return absl::InternalError(absl::StrCat(
-        "device tracer '", tracer.entry, "': collect (size) failed (", rc, "): ", error.message()));
+    return absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry,
+                                            "': collect (size) failed (", rc,
+                                            "): ", error.message()));
   }
   if (size == 0) return absl::OkStatus();
   std::string bytes(size, '\0');
   rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get());
   if (rc != XDL_TRACE_PLUGIN_OK || size > bytes.size()) {
-    return absl::InternalError(absl::StrCat("device tracer '", tracer.entry, "': collect of ",
+    return absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry, "': collect of ",
                                             bytes.size(), " bytes failed (", rc,
                                             "): ", error.message()));
   }
   bytes.resize(size);
   xdl::proto::DeviceTrace trace;
   if (!trace.ParseFromString(bytes)) {
-    return absl::DataLossError(absl::StrCat("device tracer '", tracer.entry, "': collect returned ",
-                                            size, " bytes that are not a DeviceTrace"));
+    return absl::DataLossError(absl::StrCat("device_tracers: '", tracer.entry,
+                                            "': collect returned ", size,
+                                            " bytes that are not a DeviceTrace"));
   }
   const size_t index = &tracer - tracers_.data();
   DeviceTracerStatus status = FromPluginStatus(tracer.type, trace.status());

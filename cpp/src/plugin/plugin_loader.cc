@@ -46,16 +46,19 @@ std::vector<std::string> PluginSearchDirs() {
       dirs.emplace_back(dir);
     }
   }
-#ifdef XDL_TRACE_BUILTIN_PLUGIN_DIR
-  dirs.emplace_back(XDL_TRACE_BUILTIN_PLUGIN_DIR);
-#endif
+  // The file holding this code: the installed libxdl_trace.so, the Python
+  // extension _core, or an executable the static library was linked into.
   Dl_info info;
   if (dladdr(reinterpret_cast<void*>(&PluginSearchDirs), &info) != 0 && info.dli_fname != nullptr &&
       std::strchr(info.dli_fname, '/') != nullptr) {
     const std::string dir = DirName(info.dli_fname);
+    dirs.push_back(dir + "/plugins");            // A wheel: plugins/ beside _core.
+    dirs.push_back(dir + "/xdl_trace/plugins");  // An install: <prefix>/lib/xdl_trace/plugins.
     dirs.push_back(dir);
-    dirs.push_back(dir + "/plugins");
   }
+#ifdef XDL_TRACE_BUILD_TREE_PLUGIN_DIR
+  dirs.emplace_back(XDL_TRACE_BUILD_TREE_PLUGIN_DIR);  // The build tree's static library only.
+#endif
   return dirs;
 }
 
@@ -66,7 +69,8 @@ absl::StatusOr<std::string> ResolvePlugin(absl::string_view name_or_path) {
   if (absl::StrContains(name_or_path, '/') || absl::EndsWith(name_or_path, ".so")) {
     std::string path(name_or_path);
     if (!IsRegularFile(path)) {
-      return absl::NotFoundError(absl::StrCat("device tracer plugin '", path, "' does not exist"));
+      return absl::NotFoundError(
+          absl::StrCat("device_tracers: plugin '", path, "' does not exist"));
     }
     return path;
   }
@@ -76,15 +80,15 @@ absl::StatusOr<std::string> ResolvePlugin(absl::string_view name_or_path) {
     std::string candidate = absl::StrCat(dir, "/", file);
     if (IsRegularFile(candidate)) return candidate;
   }
-  return absl::NotFoundError(absl::StrCat("device tracer '", name_or_path, "': no ", file, " in [",
-                                          absl::StrJoin(dirs, ", "), "] (set ", kPluginPathEnv,
-                                          " or give a path)"));
+  return absl::NotFoundError(absl::StrCat("device_tracers: '", name_or_path, "': ", file,
+                                          " not found in [", absl::StrJoin(dirs, ", "), "] (set ",
+                                          kPluginPathEnv, " or give the plugin's path)"));
 }
 
 absl::Status ValidateRegistration(const XdlTracePluginRegistration& r, absl::string_view library) {
   auto bad = [&](absl::string_view field, absl::string_view why) {
     return absl::InvalidArgumentError(
-        absl::StrCat("device tracer plugin '", library, "': ", field, " ", why));
+        absl::StrCat("device_tracers: plugin '", library, "': ", field, " ", why));
   };
   if (r.abi_major != XDL_TRACE_PLUGIN_ABI_MAJOR) {
     return bad("abi_major", absl::StrCat("is ", r.abi_major, ", this build of xdl_trace needs ",
@@ -119,14 +123,14 @@ absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Load(const std::st
   if (handle == nullptr) {
     const char* why = ::dlerror();
     return absl::FailedPreconditionError(
-        absl::StrCat("device tracer plugin '", path, "': dlopen failed: ", why ? why : "?"));
+        absl::StrCat("device_tracers: plugin '", path, "': dlopen failed: ", why ? why : "?"));
   }
   ::dlerror();
   void* symbol = ::dlsym(handle, XDL_TRACE_PLUGIN_INIT_SYMBOL);
   if (symbol == nullptr) {
     ::dlclose(handle);
-    return absl::InvalidArgumentError(absl::StrCat("device tracer plugin '", path, "': no symbol ",
-                                                   XDL_TRACE_PLUGIN_INIT_SYMBOL));
+    return absl::InvalidArgumentError(absl::StrCat("device_tracers: plugin '", path,
+                                                   "': no symbol ", XDL_TRACE_PLUGIN_INIT_SYMBOL));
   }
   XdlTracePluginRegistration registration;
   std::memset(&registration, 0, sizeof(registration));
@@ -134,7 +138,7 @@ absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Load(const std::st
   const int32_t rc = reinterpret_cast<XdlTracePluginInitFn>(symbol)(&registration);
   if (rc != XDL_TRACE_PLUGIN_OK) {
     ::dlclose(handle);
-    return absl::InternalError(absl::StrCat("device tracer plugin '", path,
+    return absl::InternalError(absl::StrCat("device_tracers: plugin '", path,
                                             "': ", XDL_TRACE_PLUGIN_INIT_SYMBOL, " returned ", rc));
   }
   if (absl::Status valid = ValidateRegistration(registration, path); !valid.ok()) {

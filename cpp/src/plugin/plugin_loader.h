@@ -25,13 +25,17 @@ inline constexpr char kCuptiTracerName[] = "cupti";
 std::string PluginFileName(absl::string_view name);
 
 // Directories searched for a plugin given by name, in order:
-// XDL_TRACE_PLUGIN_PATH, the build's plugin folder (when compiled in), and
-// "<dir>" and "<dir>/plugins" of the binary holding this code.
+// XDL_TRACE_PLUGIN_PATH; then, relative to the file holding this code
+// (dladdr), "<dir>/plugins" (a wheel: beside _core), "<dir>/xdl_trace/plugins"
+// (an install: <prefix>/lib/xdl_trace/plugins beside libxdl_trace.so) and
+// "<dir>"; last, in the build tree's static library only, the build's plugin
+// folder. No path from the build tree is compiled into what is installed.
 std::vector<std::string> PluginSearchDirs();
 
 // Resolves a TraceConfig::device_tracers entry. An entry with a '/' or ending
 // in ".so" is a path (must exist). Otherwise a name searched in
-// PluginSearchDirs(); NotFound lists where it looked.
+// PluginSearchDirs(); NotFound says "<file> not found in [<dirs searched>]".
+// Messages start with "device_tracers:", the config key the entry came from.
 absl::StatusOr<std::string> ResolvePlugin(absl::string_view name_or_path);
 
 // Checks what a plugin's init filled in: ABI major equal to ours, struct_size

@@ -56,14 +56,20 @@ bool IsMissingKeyError(const absl::Status& status) {
 std::optional<uint64_t> ReadStartOffset(const TraceFile& file, const StepSelection& steps) {
   const uint64_t first = file.first_record_offset();
   const std::optional<FileMeta>& meta = file.meta();
-  if (!meta || (!steps.begin && !steps.end)) return first;
+  // No Meta, or one of a version the cursor refuses (it reports the error).
+  if (!meta || !file.version_error().ok() || (!steps.begin && !steps.end)) return first;
   const bool empty = steps.begin && steps.end && *steps.begin > *steps.end;
   const bool outside = (steps.end && meta->gstep_begin > *steps.end) ||
                        (steps.begin && meta->gstep_end < *steps.begin);
   if (meta->format_version == 0) {
-    // XDL's Meta: steps of the whole closed file; both 0 when it knows none.
-    const bool known = meta->gstep_begin != 0 || meta->gstep_end != 0;
-    return known && (empty || outside) ? std::nullopt : std::optional<uint64_t>(first);
+    // XDL's Meta: the first and last record's gsteps of the whole finished
+    // file; both 0 in an empty .meta (XDL has not finished the file); -1 where
+    // XDL never learnt one (a file's begin when it holds one record, both when
+    // none): an unknown end proves nothing. record_count is not XDL's: unknown.
+    const bool none = meta->gstep_begin == -1 && meta->gstep_end == -1;  // No record at all.
+    const bool known = meta->gstep_begin != -1 && meta->gstep_end != -1 &&
+                       (meta->gstep_begin != 0 || meta->gstep_end != 0);
+    return none || (known && (empty || outside)) ? std::nullopt : std::optional<uint64_t>(first);
   }
   // Our Meta vouches for its first data_bytes: records, if any, in its range.
   const bool disjoint = empty || meta->record_count == 0 || outside;
@@ -142,7 +148,7 @@ struct TraceCursor::Impl {
       const uint64_t torn_offset = s.cursor->torn_offset();
       s.cursor.reset();
       if (torn) {
-        torn_tail = TornTail{s.file->path(), s.rank, torn_offset};
+        torn_tail = s.file->TornTailAt(torn_offset, s.rank);
         return Step::kTorn;
       }
     }
@@ -249,10 +255,13 @@ absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::st
         const ColumnView& column = record.columns[indices[k]];
         if (column.empty()) continue;
         StackedKey& stacked = result.keys[k];
+        // A dtype newer than this reader stacks as its raw bytes, one row each.
+        const Shape shape =
+            column.known_dtype() ? column.shape : Shape{static_cast<int64_t>(column.data.size())};
         if (stacked.rows.empty()) {
           stacked.dtype = column.dtype;
-          stacked.shape = column.shape;
-        } else if (column.dtype != stacked.dtype || column.shape != stacked.shape) {
+          stacked.shape = shape;
+        } else if (column.dtype != stacked.dtype || shape != stacked.shape) {
           return absl::InvalidArgumentError(absl::StrCat(
               file->path(), ": key '", stacked.key, "' changes dtype or shape at gstep ",
               record.gstep, " (byte offset ", record.offset, "); stack needs one shape"));
@@ -263,7 +272,7 @@ absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::st
     }
     XDL_RETURN_IF_ERROR(cursor.status());
     if (cursor.torn_tail()) {
-      result.torn_tails.push_back(TornTail{file->path(), *rank, cursor.torn_offset()});
+      result.torn_tails.push_back(file->TornTailAt(cursor.torn_offset(), *rank));
     }
     result.files.push_back(std::move(file));
   }

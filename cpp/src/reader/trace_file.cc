@@ -1,5 +1,5 @@
-// One mmap'd data file: Header parsing, zero-copy Record decoding, torn-tail detection, Meta
-// verification.
+// One mmap'd data file: opening regular files only, Header parsing, zero-copy Record decoding with
+// checked shapes, torn-tail (and zero-filled tail) detection, Meta reading and verification.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <limits>
+#include <optional>
 #include <utility>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/status_macros.h"
 #include "io/crc32c.h"
 #include "reader/wire_decoder.h"
 #include "xdl_trace.pb.h"
@@ -37,36 +40,102 @@ absl::Status Corrupt(const std::string& path, uint64_t offset, absl::string_view
   return absl::DataLossError(absl::StrCat(path, ": corrupt at byte offset ", offset, ": ", what));
 }
 
-// Decodes a Column message at file offset `base`.
+constexpr uint64_t kSectorBytes = 512;  // The smallest unit a disk loses.
+
+// What a file that is not a regular file is, for the error naming it.
+std::string FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return absl::StrFormat("mode %o", mode & S_IFMT);
+}
+
+// Opens `path` read-only if it is a regular file, filling *st. O_NONBLOCK: a
+// FIFO cannot make the open wait for a writer; fstat after the open (no race
+// with a rename) refuses a FIFO, a device (a link to /dev/zero), a directory.
+absl::StatusOr<int> OpenRegularFile(const std::string& path, struct stat* st) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string message = absl::StrCat(path, ": ", std::strerror(err));
+    if (err == ENOENT) return absl::NotFoundError(message);
+    if (err == EACCES) return absl::PermissionDeniedError(message);
+    return absl::UnavailableError(message);
+  }
+  if (fstat(fd, st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat(path, ": ", std::strerror(err)));
+  }
+  if (!S_ISREG(st->st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file (", FileKind(st->st_mode), ")"));
+  }
+  return fd;
+}
+
+std::string ShapeString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// The element count of a shape with no negative dimension; nullopt past int64.
+std::optional<int64_t> CheckedElements(const Shape& shape) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+  int64_t n = 1;
+  for (const int64_t d : shape) {
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+std::string Decimal(absl::uint128 value) {
+  std::string digits;
+  do {
+    digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(value % 10)));
+    value /= 10;
+  } while (value != 0);
+  return digits;
+}
+
+// "column 2 ('loss')": how errors name a column.
+std::string ColumnName(size_t index, const std::vector<std::string>& keys) {
+  if (index < keys.size()) return absl::StrCat("column ", index, " ('", keys[index], "')");
+  return absl::StrCat("column ", index);
+}
+
+// Decodes a Column message at file offset `base`; `name` (ColumnName) is for errors.
 absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_view message,
-                          ColumnView* column) {
+                          size_t index, const std::vector<std::string>& keys, ColumnView* column) {
   column->dtype = DType::kInt8;  // The proto3 default (Type 0).
   column->shape.clear();
   column->data = absl::string_view();
+  auto bad = [&](uint64_t at, absl::string_view what) {
+    return Corrupt(path, at, absl::StrCat(ColumnName(index, keys), ": ", what));
+  };
   WireReader reader(message);
   WireField field;
   while (reader.Next(&field)) {
     const uint64_t at = base + static_cast<uint64_t>(field.encoded.data() - message.data());
     switch (field.number) {
-      case 1: {
+      case 1:
         if (field.wire_type != internal::kWireVarint)
           return Corrupt(path, at, "Column.dtype is not a varint");
-        const auto value = static_cast<int64_t>(field.varint);
-        if (!IsValidDType(static_cast<int32_t>(value)) || value != static_cast<int32_t>(value)) {
-          return Corrupt(path, at, absl::StrCat("invalid dtype ", value));
-        }
-        column->dtype = static_cast<DType>(value);
+        // Kept as written (int32 wire semantics): a dtype newer than this
+        // reader is opaque bytes, not corruption (docs/format.md).
+        column->dtype = static_cast<DType>(static_cast<int32_t>(field.varint));
         break;
-      }
       case 2: {
         auto add_dim = [&](uint64_t raw) -> absl::Status {
           const auto dim = static_cast<int32_t>(raw);  // int32 wire semantics: truncate.
-          if (dim < 0) return Corrupt(path, at, absl::StrCat("negative dimension ", dim));
+          if (dim < 0) return bad(at, absl::StrCat("negative dimension ", dim));
           column->shape.push_back(dim);
           return absl::OkStatus();
         };
         if (field.wire_type == internal::kWireVarint) {
-          if (auto s = add_dim(field.varint); !s.ok()) return s;
+          XDL_RETURN_IF_ERROR(add_dim(field.varint));
         } else if (field.wire_type == internal::kWireLengthDelimited) {  // Packed.
           const char* p = field.payload.data();
           const char* end = p + field.payload.size();
@@ -75,7 +144,7 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
             if (!WireReader::ReadVarint(&p, end, &raw)) {
               return Corrupt(path, at, "bad varint in packed Column.shape");
             }
-            if (auto s = add_dim(raw); !s.ok()) return s;
+            XDL_RETURN_IF_ERROR(add_dim(raw));
           }
         } else {
           return Corrupt(path, at, "Column.shape has a wrong wire type");
@@ -93,22 +162,26 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
     }
   }
   if (reader.error() != nullptr) return Corrupt(path, base + reader.error_offset(), reader.error());
-  if (!column->empty()) {
-    const int64_t elements = column->NumElements();
-    const uint64_t expected = static_cast<uint64_t>(elements) * DTypeSize(column->dtype);
-    if (elements < 0 || expected != column->data.size()) {
-      return Corrupt(
-          path, base,
-          absl::StrCat("column data has ", column->data.size(), " bytes but its shape and ",
-                       DTypeName(column->dtype), " dtype need ", expected));
-    }
+  if (column->empty()) return absl::OkStatus();
+  const std::optional<int64_t> elements = CheckedElements(column->shape);
+  if (!elements) {
+    return bad(base, absl::StrCat("shape ", ShapeString(column->shape), " has more than ",
+                                  std::numeric_limits<int64_t>::max(), " elements"));
+  }
+  if (!column->known_dtype()) return absl::OkStatus();  // Opaque bytes of any length.
+  const absl::uint128 expected =
+      absl::uint128(static_cast<uint64_t>(*elements)) * absl::uint128(DTypeSize(column->dtype));
+  if (expected != absl::uint128(column->data.size())) {
+    return bad(base, absl::StrCat("column data has ", column->data.size(), " bytes but its shape ",
+                                  ShapeString(column->shape), " and ", DTypeName(column->dtype),
+                                  " dtype need ", Decimal(expected)));
   }
   return absl::OkStatus();
 }
 
 // Decodes a Record message at file offset `base` (the body, after the prefix).
 absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_view message,
-                          size_t expected_columns, RecordView* record) {
+                          const std::vector<std::string>& keys, RecordView* record) {
   record->gstep = record->lstep = record->timestamp_ms = 0;
   record->extra_fields.clear();
   size_t column_count = 0;
@@ -136,10 +209,8 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
         if (column_count == record->columns.size()) record->columns.emplace_back();
         const uint64_t column_base =
             base + static_cast<uint64_t>(field.payload.data() - message.data());
-        if (auto s = DecodeColumn(path, column_base, field.payload, &record->columns[column_count]);
-            !s.ok()) {
-          return s;
-        }
+        XDL_RETURN_IF_ERROR(DecodeColumn(path, column_base, field.payload, column_count, keys,
+                                         &record->columns[column_count]));
         ++column_count;
         break;
       }
@@ -151,18 +222,22 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
   }
   record->columns.resize(column_count);
   if (reader.error() != nullptr) return Corrupt(path, base + reader.error_offset(), reader.error());
-  if (column_count != expected_columns) {
+  if (column_count != keys.size()) {
     return Corrupt(path, base - kPrefixBytes,
                    absl::StrCat("record has ", column_count, " columns but the header has ",
-                                expected_columns, " keys"));
+                                keys.size(), " keys"));
   }
   return absl::OkStatus();
 }
 
 FileMeta FromProto(const xdl::proto::Meta& m, absl::string_view serialized) {
   FileMeta meta;
+  meta.lstep_begin = m.lstep_begin();
+  meta.lstep_end = m.lstep_end();
   meta.gstep_begin = m.gstep_begin();
   meta.gstep_end = m.gstep_end();
+  meta.timestamp_begin = m.timestamp_begin();
+  meta.timestamp_end = m.timestamp_end();
   meta.record_count = m.record_count();
   meta.data_bytes = m.data_bytes();
   meta.crc32c = m.crc32c();
@@ -175,9 +250,25 @@ FileMeta FromProto(const xdl::proto::Meta& m, absl::string_view serialized) {
 }  // namespace
 
 int64_t ColumnView::NumElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return empty() ? 0 : n;
+  if (empty()) return 0;
+  if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) return -1;
+  return CheckedElements(shape).value_or(-1);
+}
+
+std::string DescribeTornTail(const TornTail& torn) {
+  if (!torn.zero_filled) {
+    return absl::StrCat(torn.path, ": torn final frame at byte offset ", torn.offset,
+                        " (the writer stopped mid-record); the records before it are complete");
+  }
+  std::string text = absl::StrCat(torn.path, ": torn tail at byte offset ", torn.offset,
+                                  ": zero-filled from byte offset ", torn.zero_from,
+                                  " to the end (", torn.file_bytes - torn.zero_from,
+                                  " bytes), as a power loss leaves unsynced data");
+  if (torn.meta_data_bytes > torn.offset) {
+    absl::StrAppend(&text, "; the Meta covers ", torn.meta_data_bytes,
+                    " bytes, so records it counted were lost");
+  }
+  return text;
 }
 
 absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
@@ -189,14 +280,38 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
 }
 
 absl::StatusOr<FileMeta> ReadFileMeta(const std::string& meta_path) {
-  std::ifstream in(meta_path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(meta_path, ": no such file"));
-    return absl::UnavailableError(absl::StrCat(meta_path, ": ", std::strerror(errno)));
+  struct stat st;
+  absl::StatusOr<int> opened = OpenRegularFile(meta_path, &st);
+  if (absl::IsNotFound(opened.status())) {
+    return absl::NotFoundError(absl::StrCat(meta_path, ": no such file"));
   }
-  std::stringstream content;
-  content << in.rdbuf();
-  auto meta = ParseFileMeta(content.str());
+  XDL_ASSIGN_OR_RETURN(const int fd, std::move(opened));
+  if (static_cast<uint64_t>(st.st_size) > kMaxMetaBytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        meta_path, ": ", st.st_size, " bytes, more than a Meta can be (", kMaxMetaBytes, ")"));
+  }
+  // Read at most one byte past the cap: a file that grew since fstat is refused, not slurped.
+  std::string content(kMaxMetaBytes + 1, '\0');
+  size_t got = 0;
+  while (got < content.size()) {
+    const ssize_t n = ::read(fd, content.data() + got, content.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::UnavailableError(absl::StrCat(meta_path, ": ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got > kMaxMetaBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(meta_path, ": more than ", kMaxMetaBytes, " bytes: not a Meta"));
+  }
+  content.resize(got);
+  auto meta = ParseFileMeta(content);
   if (!meta.ok()) return absl::DataLossError(absl::StrCat(meta_path, ": not a serialized Meta"));
   return meta;
 }
@@ -220,6 +335,11 @@ void RecordCursor::Seek(uint64_t offset) {
 }
 
 bool RecordCursor::Next(RecordView* record) {
+  if (!file_->version_error().ok()) {
+    status_ = file_->version_error();
+    done_ = true;
+    return false;
+  }
   if (done_ || offset_ >= file_->size()) {
     done_ = true;
     return false;
@@ -248,19 +368,8 @@ TraceFile::~TraceFile() {
 }
 
 absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string message = absl::StrCat(path, ": ", std::strerror(err));
-    if (err == ENOENT) return absl::NotFoundError(message);
-    if (err == EACCES) return absl::PermissionDeniedError(message);
-    return absl::UnavailableError(message);
-  }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
-  }
+  XDL_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &st));
   const auto size = static_cast<size_t>(st.st_size);
   const char* mapping = nullptr;
   if (size > 0) {
@@ -276,48 +385,96 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
   ::close(fd);
   std::shared_ptr<TraceFile> file(new TraceFile(path, mapping, size));
 
+  // The zero run that ends the file: what a power loss leaves (see ReadFrame).
+  uint64_t zero_from = size;
+  while (zero_from > 0 && mapping[zero_from - 1] == '\0') --zero_from;
+  file->zero_from_ = zero_from;
+  file->lost_block_ =
+      zero_from < size && (zero_from + kSectorBytes - 1) / kSectorBytes * kSectorBytes < size;
+
   // Header frame.
-  if (size < kPrefixBytes || LoadLength(mapping) > size - kPrefixBytes) {
+  const uint32_t length = size < kPrefixBytes ? 0 : LoadLength(mapping);
+  if (zero_from == 0 || size < kPrefixBytes || length > size - kPrefixBytes) {
     file->header_torn_ = true;
     file->first_record_offset_ = size;
   } else {
-    const uint32_t length = LoadLength(mapping);
     absl::string_view body(mapping + kPrefixBytes, length);
     WireReader reader(body);
     WireField field;
-    while (reader.Next(&field)) {
+    absl::Status status;
+    while (status.ok() && reader.Next(&field)) {
       if (field.number != 1) continue;
       if (field.wire_type != internal::kWireLengthDelimited) {
-        return Corrupt(path, kPrefixBytes + (field.encoded.data() - body.data()),
-                       "Header.key is not length-delimited");
+        status = Corrupt(path, kPrefixBytes + (field.encoded.data() - body.data()),
+                         "Header.key is not length-delimited");
       }
       file->keys_.emplace_back(field.payload);
     }
-    if (reader.error() != nullptr) {
-      return Corrupt(path, kPrefixBytes + reader.error_offset(),
-                     absl::StrCat(reader.error(), " (in the Header frame)"));
+    if (status.ok() && reader.error() != nullptr) {
+      status = Corrupt(path, kPrefixBytes + reader.error_offset(),
+                       absl::StrCat(reader.error(), " (in the Header frame)"));
     }
-    file->first_record_offset_ = kPrefixBytes + length;
+    if (!status.ok()) {
+      if (!file->lost_block_ || kPrefixBytes + length <= zero_from) return status;
+      file->keys_.clear();  // The Header runs into a zero-filled tail.
+      file->header_torn_ = true;
+      file->first_record_offset_ = size;
+    } else {
+      file->first_record_offset_ = kPrefixBytes + length;
+    }
   }
 
   auto meta = ReadFileMeta(path + ".meta");
   if (meta.ok()) {
     file->meta_ = *std::move(meta);
+    const int32_t version = file->meta_->format_version;
+    if (version != 0 && version != kFormatVersion) {
+      file->version_error_ = absl::FailedPreconditionError(
+          absl::StrCat(path, ".meta: format_version ", version, " ",
+                       version > kFormatVersion
+                           ? absl::StrCat("is newer than this reader knows (", kFormatVersion, ")")
+                           : std::string("is not one this reader knows"),
+                       ": not reading ", path));
+    }
   } else {
     file->meta_error_ = meta.status();
   }
   return file;
 }
 
+TornTail TraceFile::TornTailAt(uint64_t offset, int32_t rank) const {
+  TornTail torn;
+  torn.path = path_;
+  torn.rank = rank;
+  torn.offset = offset;
+  torn.file_bytes = bytes_.size();
+  // ReadFrame's rule: every torn tail of a file with a lost block is zero-filled.
+  torn.zero_filled = offset < bytes_.size() && (offset >= zero_from_ || lost_block_);
+  torn.zero_from = std::max(zero_from_, offset);
+  if (meta_ && meta_->format_version == kFormatVersion) {
+    torn.meta_data_bytes = static_cast<uint64_t>(std::max<int64_t>(meta_->data_bytes, 0));
+  }
+  return torn;
+}
+
 absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* torn) const {
   *torn = false;
+  XDL_RETURN_IF_ERROR(version_error_);
   const uint64_t size = bytes_.size();
+  if (offset > size) return Corrupt(path_, offset, "offset past the end of the file");
+  // A power loss with data not synced leaves zeros from where the synced data
+  // ended (a frame boundary) or from a lost block's start: a torn tail, even
+  // inside what the Meta covers (its rename reached the disk, the data did
+  // not). docs/format.md, "Torn tails", is the rule; read_trace.py follows it.
+  if (offset >= zero_from_ && offset < size) {
+    *torn = true;
+    return absl::OkStatus();
+  }
   // The Meta vouches for every byte below data_bytes: a frame cut short there
   // is corruption, not a crash mid-write.
   const bool vouched = meta_.has_value() && static_cast<uint64_t>(meta_->data_bytes) > offset;
-  if (offset > size) return Corrupt(path_, offset, "offset past the end of the file");
   if (size - offset < kPrefixBytes) {
-    if (vouched) {
+    if (vouched && !lost_block_) {
       return Corrupt(path_, offset,
                      absl::StrCat("length prefix cut short but the Meta covers ", meta_->data_bytes,
                                   " bytes"));
@@ -327,7 +484,7 @@ absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* tor
   }
   const uint64_t length = LoadLength(bytes_.data() + offset);
   if (length > size - offset - kPrefixBytes) {
-    if (vouched) {
+    if (vouched && !lost_block_) {
       return Corrupt(
           path_, offset,
           absl::StrCat("frame length ", length, " runs past the end of the file (", size,
@@ -338,8 +495,13 @@ absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* tor
   }
   record->offset = offset;
   record->frame_size = kPrefixBytes + length;
-  return DecodeRecord(path_, offset + kPrefixBytes, bytes_.substr(offset + kPrefixBytes, length),
-                      keys_.size(), record);
+  absl::Status status = DecodeRecord(path_, offset + kPrefixBytes,
+                                     bytes_.substr(offset + kPrefixBytes, length), keys_, record);
+  if (!status.ok() && lost_block_ && offset + kPrefixBytes + length > zero_from_) {
+    *torn = true;  // The frame runs into a zero-filled tail.
+    return absl::OkStatus();
+  }
+  return status;
 }
 
 VerifyReport TraceFile::Verify() const {
@@ -349,19 +511,18 @@ VerifyReport TraceFile::Verify() const {
   auto problem = [&](uint64_t offset, absl::string_view what) {
     report.problems.push_back(absl::StrCat(path_, ": at byte offset ", offset, ": ", what));
   };
-  if (!report.has_meta) {
-    report.problems.push_back(absl::StrCat(path_, ": cannot verify: ", meta_error_.message()));
+  if (!version_error_.ok()) {
+    report.problems.push_back(std::string(version_error_.message()));
+    return report;
   }
+  // Our Meta vouches for a prefix; XDL's (format_version 0) only names steps.
+  const bool ours = report.has_meta && meta_->format_version == kFormatVersion;
   const uint64_t covered =
-      report.has_meta ? static_cast<uint64_t>(std::max<int64_t>(meta_->data_bytes, 0)) : 0;
-  if (report.has_meta) {
+      ours ? static_cast<uint64_t>(std::max<int64_t>(meta_->data_bytes, 0)) : 0;
+  if (ours) {
     report.meta_data_bytes = covered;
     report.meta_record_count = meta_->record_count;
     report.crc_expected = meta_->crc32c;
-    if (meta_->format_version == 0) {
-      report.problems.push_back(
-          absl::StrCat(path_, ": cannot verify: its Meta carries no checksum (format_version 0)"));
-    }
     if (covered > bytes_.size()) {
       problem(bytes_.size(), absl::StrCat("file has ", bytes_.size(), " bytes but its Meta covers ",
                                           covered, " (truncated)"));
@@ -378,32 +539,86 @@ VerifyReport TraceFile::Verify() const {
     if (covered > 0) problem(0, "the Header frame is cut short");
   }
 
-  // Walk every frame: count those the Meta covers, decode all of them.
+  // Walk every frame: count those the Meta covers (and their step and time
+  // ranges), decode all of them.
+  struct Range {
+    int64_t begin = 0, end = 0;
+    void Add(int64_t v, bool first) {
+      begin = first ? v : std::min(begin, v);
+      end = first ? v : std::max(end, v);
+    }
+  } gsteps, lsteps, timestamps;
   RecordView record;
   uint64_t offset = first_record_offset_;
   bool boundary_ok = covered == 0 || covered == offset;
+  bool frames_ok = true;
+  int64_t records_read = 0;
   while (offset < bytes_.size() && !header_torn_) {
     bool torn = false;
     absl::Status status = ReadFrame(offset, &record, &torn);
     if (!status.ok()) {
       report.problems.push_back(std::string(status.message()));
+      frames_ok = false;
       break;
     }
     if (torn) {
       report.torn_tail = true;
+      const TornTail tail = TornTailAt(offset, 0);
+      if (tail.zero_filled && offset < covered) problem(offset, DescribeTornTail(tail));
       break;
     }
-    if (offset < covered) ++report.records_counted;
+    ++records_read;
+    if (offset < covered) {
+      const bool first = report.records_counted++ == 0;
+      gsteps.Add(record.gstep, first);
+      lsteps.Add(record.lstep, first);
+      timestamps.Add(record.timestamp_ms, first);
+    }
     offset += record.frame_size;
     if (offset == covered) boundary_ok = true;
   }
-  if (report.has_meta && covered <= bytes_.size() && !boundary_ok && covered > 0) {
-    problem(covered, "the Meta's data_bytes does not fall on a frame boundary");
-  }
-  if (report.has_meta) {
+
+  if (!report.has_meta) {
+    if (absl::IsNotFound(meta_error_) && records_read == 0 && frames_ok) {
+      // What a crash between writing the Header and the first Meta leaves.
+      report.unverifiable = true;
+      report.note = "no .meta and no record (a crash before the first Meta): no data lost";
+    } else {
+      report.problems.insert(report.problems.begin(),
+                             absl::StrCat(path_, ": cannot verify: ", meta_error_.message()));
+    }
+  } else if (!ours) {
+    report.unverifiable = true;
+    report.note = meta_->serialized.empty()
+                      ? "unverifiable (XDL Meta, no checksum): an empty .meta, as XDL leaves a "
+                        "file it has not finished"
+                      : "unverifiable (XDL Meta, no checksum)";
+  } else {
+    if (covered <= bytes_.size() && !boundary_ok && covered > 0) {
+      problem(covered, "the Meta's data_bytes does not fall on a frame boundary");
+    }
     if (report.records_counted != meta_->record_count) {
       problem(0, absl::StrCat("the Meta says ", meta_->record_count, " records, the file holds ",
                               report.records_counted, " within its first ", covered, " bytes"));
+    }
+    // The ranges the reader skips files by (ReadStartOffset): a Meta that lies
+    // about them would make a selection silently miss records. Compared only
+    // when the checksum holds: otherwise the bytes are not what the Meta
+    // describes, and the crc32c problem says so.
+    const bool crc_ok = report.crc_actual == report.crc_expected;
+    const std::pair<const char*, std::pair<int64_t, int64_t>> checks[] = {
+        {"lstep_begin", {meta_->lstep_begin, lsteps.begin}},
+        {"lstep_end", {meta_->lstep_end, lsteps.end}},
+        {"gstep_begin", {meta_->gstep_begin, gsteps.begin}},
+        {"gstep_end", {meta_->gstep_end, gsteps.end}},
+        {"timestamp_begin", {meta_->timestamp_begin, timestamps.begin}},
+        {"timestamp_end", {meta_->timestamp_end, timestamps.end}},
+    };
+    for (const auto& [field, values] : checks) {
+      if (crc_ok && values.first != values.second) {
+        problem(0, absl::StrCat("the Meta says ", field, " ", values.first, ", the records say ",
+                                values.second));
+      }
     }
     if (bytes_.size() > covered) {
       report.unverified_tail_bytes = bytes_.size() - covered;

@@ -61,7 +61,6 @@ absl::StatusOr<std::vector<TraceFileInfo>> ListTraceFiles(const std::string& dir
   if (ec) return absl::NotFoundError(absl::StrCat(dir, ": ", ec.message()));
   std::vector<TraceFileInfo> files;
   for (const auto& entry : it) {
-    if (!entry.is_regular_file(ec)) continue;
     TraceFileInfo info;
     if (!ParseTraceFileName(entry.path().filename().string(), &info)) continue;
     if (info.prefix != prefix || (!name.empty() && info.name != name)) continue;

@@ -15,16 +15,19 @@
 namespace xdl_trace {
 namespace {
 
-// The Header's RunInfo (field 3) of a mapped file; nullopt when it has none.
-absl::StatusOr<std::optional<xdl::proto::RunInfo>> HeaderRunInfo(const TraceFile& file) {
-  if (file.header_torn() || file.first_record_offset() < 4) return std::nullopt;
-  const absl::string_view body = file.bytes().substr(4, file.first_record_offset() - 4);
-  xdl::proto::Header header;
-  if (!header.ParseFromArray(body.data(), static_cast<int>(body.size()))) {
-    return absl::DataLossError(
-        absl::StrCat(file.path(), ": the Header frame does not parse (its run info, field 3)"));
+// The Header's RunInfo (field 3) of files()[index]; nullopt when it has none
+// or cannot be read. Listing runs never fails on a bad file: reading or
+// verifying it reports what is wrong, naming it.
+std::optional<xdl::proto::RunInfo> HeaderRunInfo(const TraceReader& reader, size_t index) {
+  auto file = reader.File(index);
+  if (!file.ok() || (*file)->header_torn() || (*file)->first_record_offset() < 4) {
+    return std::nullopt;
   }
-  if (!header.has_run()) return std::nullopt;
+  const absl::string_view body = (*file)->bytes().substr(4, (*file)->first_record_offset() - 4);
+  xdl::proto::Header header;
+  if (!header.ParseFromArray(body.data(), static_cast<int>(body.size())) || !header.has_run()) {
+    return std::nullopt;
+  }
   return header.run();
 }
 
@@ -44,24 +47,60 @@ std::string DescribeRuns(const std::vector<RunSummary>& runs) {
   return absl::StrJoin(parts, ", ");
 }
 
+// The run of each file: its own id, else (a file that names no run: XDL's, or
+// one whose writer died before its first Meta and Header, or a stray entry)
+// the run of the same rank's closest earlier file that names one, else of its
+// closest later one, else "" (XDL's files, where no file names a run).
+std::vector<std::string> AttributeUnnamedFiles(
+    const std::vector<TraceFileInfo>& infos,
+    const std::vector<std::optional<std::string>>& identity) {
+  std::vector<std::string> run_of(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) {
+    if (identity[i]) {
+      run_of[i] = *identity[i];
+      continue;
+    }
+    const std::optional<std::string>* before = nullptr;
+    const std::optional<std::string>* after = nullptr;
+    int64_t before_index = 0, after_index = 0;
+    for (size_t j = 0; j < infos.size(); ++j) {
+      if (!identity[j] || infos[j].rank != infos[i].rank) continue;
+      if (infos[j].index < infos[i].index && (before == nullptr || infos[j].index > before_index)) {
+        before = &identity[j];
+        before_index = infos[j].index;
+      }
+      if (infos[j].index > infos[i].index && (after == nullptr || infos[j].index < after_index)) {
+        after = &identity[j];
+        after_index = infos[j].index;
+      }
+    }
+    if (before != nullptr) {
+      run_of[i] = **before;
+    } else if (after != nullptr) {
+      run_of[i] = **after;
+    }
+  }
+  return run_of;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
   const std::vector<TraceFileInfo>& infos = files();
   std::vector<FileFacts> facts(infos.size());
-  std::vector<std::string> run_of(infos.size());
+  std::vector<std::optional<std::string>> identity(infos.size());  // Run id, when a file says.
   for (size_t i = 0; i < infos.size(); ++i) {
     auto meta = ReadFileMeta(infos[i].path + ".meta");
     if (meta.ok() && facts[i].meta.ParseFromString(meta->serialized)) {
       facts[i].has_meta = true;
-      run_of[i] = facts[i].meta.run_id();
-    } else {
-      // No Meta (XDL, or a crash before the first one): the Header may say.
-      XDL_ASSIGN_OR_RETURN(const std::shared_ptr<TraceFile> file, File(i));
-      XDL_ASSIGN_OR_RETURN(const auto run, HeaderRunInfo(*file));
-      if (run.has_value()) run_of[i] = run->run_id();
+      if (!facts[i].meta.run_id().empty()) identity[i] = facts[i].meta.run_id();
+    }
+    if (!identity[i] && !(facts[i].has_meta && facts[i].meta.format_version() == 0)) {
+      // No Meta of ours (a crash before the first one): the Header may say.
+      if (const auto run = HeaderRunInfo(*this, i)) identity[i] = run->run_id();
     }
   }
+  std::vector<std::string> run_of = AttributeUnnamedFiles(infos, identity);
 
   std::map<std::string, RunSummary> by_id;
   std::map<std::string, int64_t> first_index;  // Run id -> its lowest file index (tie-break).
@@ -124,9 +163,7 @@ absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
       std::string serialized;
       for (size_t i : run.files) {
         if (infos[i].rank != rank) continue;
-        XDL_ASSIGN_OR_RETURN(const std::shared_ptr<TraceFile> file, File(i));
-        XDL_ASSIGN_OR_RETURN(const auto info, HeaderRunInfo(*file));
-        if (info.has_value()) {
+        if (const auto info = HeaderRunInfo(*this, i)) {
           serialized = info->SerializeAsString();
           if (info->start_time_ms() > 0 &&
               (run.start_time_ms == 0 || info->start_time_ms() < run.start_time_ms)) {

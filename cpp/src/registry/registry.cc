@@ -140,6 +140,40 @@ absl::Status Registry::Register(EntrySpec spec) {
   return absl::OkStatus();
 }
 
+absl::Status Registry::RegisterView(EntryKind kind, const std::string& key, TensorView view,
+                                    TraceOptions options) {
+  EntrySpec spec;
+  spec.scope = std::move(options.scope);
+  spec.key = key;
+  spec.kind = kind;
+  spec.has_view = true;
+  spec.view = std::move(view);
+  spec.summary = std::move(options.summary);
+  return Register(std::move(spec));
+}
+
+absl::Status Registry::TraceGradient(const std::string& key, const std::string& gradient_name,
+                                     TraceOptions options) {
+  EntrySpec spec;
+  spec.scope = std::move(options.scope);
+  spec.key = key;
+  spec.kind = EntryKind::kGradient;
+  spec.gradient_name = gradient_name;
+  spec.summary = std::move(options.summary);
+  return Register(std::move(spec));
+}
+
+absl::Status Registry::TraceCallback(const std::string& key, TensorProvider provider,
+                                     TraceOptions options) {
+  EntrySpec spec;
+  spec.scope = std::move(options.scope);
+  spec.key = key;
+  spec.kind = EntryKind::kCallback;
+  spec.provider = std::move(provider);
+  spec.summary = std::move(options.summary);
+  return Register(std::move(spec));
+}
+
 void Registry::ClearScope(const std::string& scope) {
   std::vector<EntrySpec> removed;  // Destroyed outside the lock (keep-alives).
   std::vector<CapturedTensor> dropped;

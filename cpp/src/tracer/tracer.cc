@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/status_macros.h"
@@ -184,11 +185,12 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
         views_.push_back(EmptyFloatColumn());
         return absl::OkStatus();
       }
-      return absl::FailedPreconditionError(
+      // Names no API: the payload lets a binding say how its users send one.
+      absl::Status missing = absl::FailedPreconditionError(
           absl::StrCat("gradient '", key, "': nothing was sent as '", entry.gradient_name,
-                       "' for traced step gstep=", gstep,
-                       " (call SendGradient before the step, or use "
-                       "MissingGradientPolicy::kEmptyColumn)"));
+                       "' for traced step gstep=", gstep));
+      missing.SetPayload(kMissingGradientPayload, absl::Cord(entry.gradient_name));
+      return missing;
     }
     slot.captured = std::move(*gradient);
     slot.has_gradient = true;
