@@ -1,11 +1,27 @@
 # Entry points: `make demo` runs the main job, `make test` runs every suite; both set up a fresh machine first.
+# `make sanitize`, `make tsan` and `make fuzz` run the checks of docs/design.md ("Checks").
 PYTHON ?= /usr/bin/python3
 BUILD ?= build
 JOBS ?= $(shell nproc)
-CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) -DPYTHON_EXECUTABLE=$(PYTHON)
+CCACHE := $(shell command -v ccache 2>/dev/null)
+LAUNCHER := $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) \
+               -DPYTHON_EXECUTABLE=$(PYTHON) $(LAUNCHER)
 DEMO_DIR ?= $(BUILD)/demo
 
-.PHONY: setup build test test-cpp test-python demo bench lint format clean
+# Sanitizer and fuzzing builds live in their own directories; their _core goes to
+# $(ASAN_BUILD)/python so the package's own xdl_trace/_core*.so is left alone.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) \
+                  -DPYTHON_EXECUTABLE=$(PYTHON) $(LAUNCHER)
+export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
+
+.PHONY: setup build test test-cpp test-python demo bench lint format clean \
+        sanitize sanitize-cpp sanitize-python tsan fuzz
 
 setup:
 	@bash scripts/setup.sh
@@ -24,9 +40,47 @@ test-python: build
 
 test: test-cpp test-python
 
-demo: build
+# The demo needs the core and the extension only (not the tests, examples or plugins).
+demo: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target _core
 	rm -rf $(DEMO_DIR)
 	$(PYTHON) examples/quickstart.py $(DEMO_DIR)
+
+$(ASAN_BUILD)/CMakeCache.txt: | setup
+	cmake -S . -B $(ASAN_BUILD) $(SANITIZER_FLAGS) -DXDL_TRACE_SANITIZE=address,undefined \
+	  -DXDL_TRACE_PYTHON_OUTPUT_DIR=$(abspath $(ASAN_BUILD))/python
+
+sanitize-cpp: setup $(ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -E '^install:'
+
+# Python is not built with ASan: libasan is preloaded, and pytest runs on a copy of the
+# checkout whose package holds the ASan _core (scripts/sanitize_pytest.sh).
+sanitize-python: setup $(ASAN_BUILD)/CMakeCache.txt
+	cmake --build $(ASAN_BUILD) -j $(JOBS) --target _core
+	PYTHON=$(PYTHON) bash scripts/sanitize_pytest.sh $(ASAN_BUILD) $(PYTEST_FLAGS)
+
+sanitize: sanitize-cpp sanitize-python
+
+$(TSAN_BUILD)/CMakeCache.txt: | setup
+	cmake -S . -B $(TSAN_BUILD) $(SANITIZER_FLAGS) -DXDL_TRACE_SANITIZE=thread \
+	  -DXDL_TRACE_BUILD_PYTHON=OFF
+
+tsan: setup $(TSAN_BUILD)/CMakeCache.txt
+	cmake --build $(TSAN_BUILD) -j $(JOBS)
+	cd $(TSAN_BUILD) && ctest --output-on-failure -j $(JOBS) -E '^install:'
+
+$(FUZZ_BUILD)/CMakeCache.txt: | setup
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) $(SANITIZER_FLAGS) \
+	  -DXDL_TRACE_SANITIZE=address,undefined -DXDL_TRACE_FUZZ=ON -DXDL_TRACE_BUILD_TESTS=OFF \
+	  -DXDL_TRACE_BUILD_EXAMPLES=OFF -DXDL_TRACE_BUILD_PYTHON=OFF -DXDL_TRACE_BUILD_PLUGINS=OFF
+
+# Each fuzzer runs FUZZ_SECONDS on the committed seeds plus what earlier runs found (kept in
+# $(FUZZ_BUILD)/corpus); a crash leaves its input in $(FUZZ_BUILD)/crashes and fails the run.
+fuzz: setup $(FUZZ_BUILD)/CMakeCache.txt
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target reader_fuzz meta_fuzz
+	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # The overhead benchmark runs twice: compute on every core, then with one core left for the IO
 # thread (as on a multi-core trainer); docs/benchmarks.md explains both.
@@ -47,4 +101,4 @@ format: setup
 	@if git ls-files '*.py' | grep -q .; then black --quiet $$(git ls-files '*.py'); fi
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

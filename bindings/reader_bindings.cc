@@ -210,6 +210,7 @@ py::dict VerifyToDict(const VerifyReport& r) {
   d["meta_data_bytes"] = r.meta_data_bytes;
   d["meta_record_count"] = r.meta_record_count;
   d["records_counted"] = r.records_counted;
+  d["records_read"] = r.records_read;
   d["crc_expected"] = r.crc_expected;
   d["crc_actual"] = r.crc_actual;
   d["unverified_tail_bytes"] = r.unverified_tail_bytes;

@@ -7,12 +7,17 @@ packages=(
   libprotobuf-dev protobuf-compiler libabsl-dev pybind11-dev catch2
   python3-dev python3-numpy python3-protobuf python3-pytest python3-torch
   python3-setuptools python3-wheel python3-venv python3-pip
+  python3-matplotlib python3-dask python3-distributed python3-tqdm chromium
   libopenblas0-pthread clang-format black
+  clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (make fuzz, make sanitize)
 )
 
+# One dpkg-query for all packages keeps this instant when everything is present.
 missing=()
+installed="$({ dpkg-query -W -f='${binary:Package} ${Status}\n' "${packages[@]}" 2>/dev/null || true; } |
+  awk '$NF == "installed" && $(NF-1) == "ok" {sub(/:.*/, "", $1); print $1}')"
 for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+  if ! grep -qx -- "$p" <<<"$installed"; then
     missing+=("$p")
   fi
 done

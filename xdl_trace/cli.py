@@ -136,7 +136,7 @@ def _scan(f):
     """What a scan of the data file finds (for a Meta that a crash or a running writer left
     stale): complete records and whether the last frame is torn."""
     report = f.open().verify()
-    return {"records": report["records_counted"], "torn_tail": bool(report["torn_tail"])}
+    return {"records": report["records_read"], "torn_tail": bool(report["torn_tail"])}
 
 
 @command(

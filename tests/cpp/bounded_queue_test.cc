@@ -8,11 +8,14 @@
 #include <string>
 #include <thread>
 
+#include "test_util.h"
+
 namespace xdl_trace {
 namespace internal {
 namespace {
 
 using std::chrono::milliseconds;
+using test::Eventually;
 using Clock = std::chrono::steady_clock;
 
 WriterMessage RecordOfSize(int64_t gstep, size_t bytes) {
@@ -20,16 +23,6 @@ WriterMessage RecordOfSize(int64_t gstep, size_t bytes) {
   r.gstep = gstep;
   r.frame.assign(bytes, 'x');
   return WriterMessage::Record(std::move(r));
-}
-
-// Polls `pred` until it holds or 10 s pass (a hang guard, not a timing assertion).
-bool Eventually(const std::function<bool()>& pred) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(milliseconds(1));
-  }
-  return pred();
 }
 
 TEST_CASE("queue keeps FIFO order of records and control messages", "[queue]") {

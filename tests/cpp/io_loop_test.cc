@@ -29,6 +29,8 @@ namespace internal {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using test::Eventually;
+using test::Gate;
 using test::ReadFile;
 using test::TempDir;
 
@@ -62,41 +64,6 @@ xdl::proto::Meta ReadMeta(const std::string& data_path) {
   REQUIRE(meta.ParseFromString(ReadFile(MetaPath(data_path))));
   return meta;
 }
-
-// Polls `pred` until it holds or 10 s pass (a hang guard, not a timing assertion).
-bool Eventually(const std::function<bool()>& pred) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return pred();
-}
-
-// A sink that holds the IO thread until opened (a deterministic slow disk).
-class Gate {
- public:
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ++waiting_;
-    cv_.wait(lock, [&] { return open_; });
-  }
-  void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  int waiting() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return waiting_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-  int waiting_ = 0;
-};
 
 // The loop with its queue and pool, as TraceWriter wires them, and a thread for Run().
 class LoopUnderTest {

@@ -8,12 +8,17 @@
 #include <sys/stat.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <mutex>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "xdl_trace.pb.h"
@@ -21,6 +26,41 @@
 
 namespace xdl_trace {
 namespace test {
+
+// Polls `pred` until it holds or 10 s pass (a hang guard, not a timing assertion).
+inline bool Eventually(const std::function<bool()>& pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return pred();
+}
+
+// A sink that holds the IO thread until opened (a deterministic slow disk).
+class Gate {
+ public:
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiting_;
+    cv_.wait(lock, [&] { return open_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  int waiting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return waiting_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  int waiting_ = 0;
+};
 
 // A fresh directory <build>/test_tmp/<name>.XXXXXX, removed (recursively) at scope exit.
 class TempDir {
@@ -46,12 +86,21 @@ class TempDir {
   std::string path_;
 };
 
+// The whole file into *bytes; false when it cannot be opened. No Catch2 macro:
+// safe on a worker thread (Catch2 v2 assertions are main-thread only).
+inline bool TryReadFile(const std::string& path, std::string* bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) return false;
+  bytes->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return true;
+}
+
 // The whole file, which must exist.
 inline std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::string bytes;
   INFO(path);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  REQUIRE(TryReadFile(path, &bytes));
+  return bytes;
 }
 
 // Replaces the file with `bytes`.

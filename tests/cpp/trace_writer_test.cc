@@ -44,11 +44,14 @@ using Clock = std::chrono::steady_clock;
 
 // ---- Helpers ----
 
+using test::Eventually;
 using test::Exists;
 using test::FileSizeLimit;
 using test::Frame;
+using test::Gate;
 using test::ReadFile;
 using test::TempDir;
+using test::TryReadFile;
 
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> names;
@@ -168,41 +171,6 @@ std::unique_ptr<TraceWriter> OpenOrDie(const TraceConfig& config, WriterTestHook
   REQUIRE(writer.ok());
   return std::move(*writer);
 }
-
-// Polls `pred` until it holds or 10 s pass (a hang guard, not a timing assertion).
-bool Eventually(const std::function<bool()>& pred) {
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (Clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return pred();
-}
-
-// A sink that blocks the IO thread until opened (deterministic "slow disk").
-class Gate {
- public:
-  void Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    ++waiting_;
-    cv_.wait(lock, [&] { return open_; });
-  }
-  void Open() {
-    std::lock_guard<std::mutex> lock(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  int waiting() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return waiting_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = false;
-  int waiting_ = 0;
-};
 
 // ---- Naming ----
 
@@ -478,13 +446,13 @@ TEST_CASE("Meta is replaced atomically: a concurrent reader always sees a valid 
 
   std::atomic<bool> stop{false};
   std::atomic<int> reads{0}, bad_parses{0}, bad_prefixes{0};
-  std::thread reader([&] {
+  std::thread reader([&] {  // No Catch2 assertion on this thread: it only counts.
     while (!stop.load()) {
       xdl::proto::Meta meta;
       // Read the meta first: the data file only grows, so the prefix must be there.
-      const std::string meta_bytes = ReadFile(MetaPath(path));
-      const std::string data = ReadFile(path);
-      if (!meta.ParseFromString(meta_bytes) || meta.data_bytes() == 0) {
+      std::string meta_bytes, data;
+      if (!TryReadFile(MetaPath(path), &meta_bytes) || !TryReadFile(path, &data) ||
+          !meta.ParseFromString(meta_bytes) || meta.data_bytes() == 0) {
         ++bad_parses;
         continue;
       }

@@ -285,8 +285,12 @@ def test_every_reader_path_returns_every_selected_record_of_xdl_files(xdl_dir, t
 def test_info_does_not_call_an_xdl_file_empty(xdl_dir):
     result = cli("info", xdl_dir)
     assert result.returncode == 0, result.stderr
-    assert " 0 records" not in result.stdout
+    # No line claims an XDL file holds 0 records ("0 records dropped" is the rank's drop count).
+    assert not re.search(r" 0 (complete )?records(?! dropped)", result.stdout), result.stdout
     assert result.stdout.count("records unknown (XDL Meta)") == 3, result.stdout
+    # The scan counts what each file really holds: 3, 3 and 1 records.
+    found = re.findall(r"scanning found (\d+) complete records", result.stdout)
+    assert sum(map(int, found)) == 7, result.stdout
 
 
 def test_verify_marks_xdl_files_unverifiable_and_exits_0(xdl_dir, tmp_path):

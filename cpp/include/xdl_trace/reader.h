@@ -108,6 +108,7 @@ struct VerifyReport {
   uint64_t meta_data_bytes = 0;
   int64_t meta_record_count = 0;
   int64_t records_counted = 0;  // Record frames within meta_data_bytes.
+  int64_t records_read = 0;     // Complete record frames in the whole file.
   uint32_t crc_expected = 0;
   uint32_t crc_actual = 0;
   uint64_t unverified_tail_bytes = 0;  // Bytes after meta_data_bytes (written after the last Meta).

@@ -552,7 +552,7 @@ VerifyReport TraceFile::Verify() const {
   uint64_t offset = first_record_offset_;
   bool boundary_ok = covered == 0 || covered == offset;
   bool frames_ok = true;
-  int64_t records_read = 0;
+  int64_t& records_read = report.records_read;
   while (offset < bytes_.size() && !header_torn_) {
     bool torn = false;
     absl::Status status = ReadFrame(offset, &record, &torn);
