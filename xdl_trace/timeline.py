@@ -67,11 +67,12 @@ def _stat_value(stat):
     return getattr(stat, which) if which else None
 
 
-def _collect(path, prefix, name):
-    """(rank, [HostSpan], [(DeviceTrace)]) per rank from the records of `path`."""
+def _collect(path, prefix, name, run=None):
+    """(rank, [HostSpan], [(DeviceTrace)]) per rank from the records of `path` (one run:
+    open_trace's `run`)."""
     from .reader import open_trace  # Needs the compiled extension.
 
-    trace = open_trace(path, prefix=prefix, name=name)
+    trace = open_trace(path, prefix=prefix, name=name, run=run)
     spans, traces = {}, {}
     for record in trace.records(keys=[]):
         spans.setdefault(record.rank, [])
@@ -90,9 +91,9 @@ def _collect(path, prefix, name):
     return trace.ranks, spans, traces
 
 
-def build_timeline(path, prefix="train", name="trace"):
+def build_timeline(path, prefix="train", name="trace", run=None):
     """The Chrome Trace Event Format object (a dict) for the run at `path`."""
-    ranks, spans, traces = _collect(path, prefix, name)
+    ranks, spans, traces = _collect(path, prefix, name, run)
     starts = [s.start_ns for r in spans.values() for s in r if s.start_ns > 0]
     starts += [
         e.start_ns
@@ -295,9 +296,9 @@ def build_timeline(path, prefix="train", name="trace"):
     }
 
 
-def write_timeline(path, output, prefix="train", name="trace"):
+def write_timeline(path, output, prefix="train", name="trace", run=None):
     """Writes build_timeline(path) as JSON to `output`; returns its otherData."""
-    timeline = build_timeline(path, prefix=prefix, name=name)
+    timeline = build_timeline(path, prefix=prefix, name=name, run=run)
     with open(output, "w") as out:
         json.dump(timeline, out, separators=(",", ":"))
     return timeline["otherData"]
@@ -313,7 +314,9 @@ def _configure(parser):
 
 
 def _run(args):
-    info = write_timeline(args.path, args.output, prefix=args.prefix, name=args.name)
+    info = write_timeline(
+        args.path, args.output, prefix=args.prefix, name=args.name, run=getattr(args, "run", None)
+    )
     print(
         f"wrote {args.output}: {info['steps']} steps, {info['device_events']} device events, "
         f"{info['flows']} flows from {info['ranks']} rank(s)"

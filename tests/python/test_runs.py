@@ -295,3 +295,39 @@ def test_processes_without_a_job_id_are_separate_runs(out_dir):
     for rank in (0, 1):
         run_job(out_dir, rank, {})
     assert [r.ranks for r in xdl.runs(out_dir)] == [[0], [1]]
+
+
+def test_cli_lists_runs_and_takes_run(cfg, out_dir, tmp_path, capsys):
+    from xdl_trace import cli
+
+    first = write_run(cfg, ranks=(0, 1), steps=2, metadata={"n": 1})
+    second = write_run(cfg, ranks=(0, 1), steps=3, gstep0=100)
+
+    assert cli.main(["info", out_dir]) == 0
+    out = capsys.readouterr().out
+    assert "runs: 2, oldest first" in out
+    assert out.index(first) < out.index(second) and 'metadata: {"n": 1}' in out
+    assert cli.main(["info", out_dir, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in info["runs"]] == [first, second] and info["run"] is None
+    assert info["runs"][1]["gsteps"] == [100, 102] and info["runs"][1]["records"] == 6
+
+    assert cli.main(["dump", out_dir]) == 1
+    err = capsys.readouterr().err
+    assert "holds 2 runs" in err and first in err and second in err
+    assert cli.main(["dump", out_dir, "--run", "latest"]) == 0
+    assert capsys.readouterr().out.count("gstep") == 6
+    assert cli.main(["dump", out_dir, "--run", first[:6]]) == 0
+    assert capsys.readouterr().out.count("gstep") == 4
+
+    npz = str(tmp_path / "x.npz")
+    assert cli.main(["export", out_dir, "--run", "latest", "-o", npz, "--ranks", "0"]) == 0
+    capsys.readouterr()
+    with np.load(npz) as exported:
+        assert any(len(exported[k]) == 3 for k in exported.files)
+
+    assert cli.main(["verify", out_dir]) == 0  # Every file of every run.
+    assert "4 of 4 files verified" in capsys.readouterr().out
+    assert cli.main(["verify", out_dir, "--run", "latest"]) == 0
+    assert "2 of 2 files verified" in capsys.readouterr().out
+    assert cli.main(["timeline", out_dir, "--run", "all", "-o", str(tmp_path / "t.json")]) == 0
