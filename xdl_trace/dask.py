@@ -1,0 +1,228 @@
+"""Reading traces too big for one process with Dask: a DataFrame of per-step column statistics, a
+stacked array of one key, or a Bag of records, computed on Dask workers.
+
+    import xdl_trace.dask as xdd
+    df = xdd.to_dataframe("out", keys=["loss", "w"], gsteps=(0, 10_000))
+    df.groupby("key")["l2"].max().compute()
+    grads = xdd.to_array("out", "gradient/w", rank=0)    # [steps, *shape]
+
+Every partition is one data file, planned on the client from the Meta files alone: a file whose
+Meta proves it holds none of the selected gsteps is never opened. Tasks carry file paths, never
+open handles, so they run on any ``dask.distributed`` cluster whose workers see the same file
+system (docs/scale.md). Dask is optional: ``pip install "dask[dataframe,distributed]"`` or
+Debian's python3-dask, python3-distributed and python3-pandas.
+"""
+
+import numpy as np
+
+try:
+    import dask
+    import dask.array as da
+    import dask.bag as db
+    import dask.dataframe as dd
+    import pandas as pd
+except ImportError as error:  # pragma: no cover - exercised only without dask
+    raise ImportError(
+        "xdl_trace.dask needs dask with its dataframe extra (pandas): "
+        'pip install "dask[dataframe,distributed]", or apt install python3-dask '
+        "python3-distributed python3-pandas"
+    ) from error
+
+from . import reader as _reader
+
+__all__ = ["STATS", "plan", "to_dataframe", "to_array", "records"]
+
+# The statistics of each column, as the built-in "stats" summary defines them (docs/format.md).
+STATS = ("count", "min", "max", "mean", "std", "l2", "nan", "inf")
+
+_COLUMNS = {
+    "run": object,
+    "rank": np.int32,
+    "gstep": np.int64,
+    "lstep": np.int64,
+    "timestamp": np.int64,
+    "key": object,
+    "count": np.int64,
+    "min": np.float64,
+    "max": np.float64,
+    "mean": np.float64,
+    "std": np.float64,
+    "l2": np.float64,
+    "nan": np.int64,
+    "inf": np.int64,
+}
+
+
+def _meta_frame():
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in _COLUMNS.items()})
+
+
+def _may_hold(meta, begin, end):
+    """False only when the Meta proves the file holds no gstep in [begin, end]."""
+    if not meta:
+        return True
+    if meta.get("format_version", 0) >= 1:
+        if not meta.get("closed_cleanly"):  # Still written, or cut short: records may follow.
+            return True
+        if meta.get("record_count", 0) == 0:
+            return False
+        lo, hi = meta["gstep_begin"], meta["gstep_end"]
+    else:  # XDL's Meta: -1 where it never learnt an end.
+        lo = meta.get("gstep_begin", -1)
+        hi = meta.get("gstep_end", -1)
+        lo = None if lo < 0 else lo
+        hi = None if hi < 0 else hi
+    if begin is not None and hi is not None and hi < begin:
+        return False
+    if end is not None and lo is not None and lo > end:
+        return False
+    return True
+
+
+def plan(path, gsteps=None, run="latest", ranks=None, prefix="train", name="trace"):
+    """The files a read touches, from Meta alone: a list of dicts with ``path``, ``rank``,
+    ``index`` and ``run`` (the run id), in rank then index order. Files whose Meta proves they
+    hold none of ``gsteps`` are left out (and never opened)."""
+    trace = _reader.open_trace(path, prefix=prefix, name=name, run=run)
+    begin, end, _ = _reader._gstep_selection(gsteps)
+    chosen = []
+    for f in trace.files:
+        if ranks is not None and f.rank not in ranks:
+            continue
+        if not _may_hold(f.meta, begin, end):
+            continue
+        run_id = (f.meta or {}).get("run_id") or (trace.run.id if trace.run else "")
+        chosen.append({"path": f.path, "rank": f.rank, "index": f.index, "run": run_id})
+    return chosen
+
+
+def _as_float(column, wire_dtype):
+    values = np.asarray(column)
+    if wire_dtype == "bfloat16":
+        values = _reader.bfloat16_to_float32(values)
+    return values.astype(np.float64, copy=False).ravel()
+
+
+def _stats(values):
+    """count, min, max, mean, std, l2, nan, inf of a float64 vector (the built-in "stats")."""
+    nan = int(np.isnan(values).sum())
+    inf = int(np.isinf(values).sum())
+    finite = values if nan + inf == 0 else values[np.isfinite(values)]
+    if finite.size == 0:
+        return values.size, np.nan, np.nan, np.nan, np.nan, 0.0, nan, inf
+    return (
+        values.size,
+        float(finite.min()),
+        float(finite.max()),
+        float(finite.mean()),
+        float(finite.std()),
+        float(np.sqrt(np.dot(finite, finite))),
+        nan,
+        inf,
+    )
+
+
+def _file_frame(entry, keys, gsteps):
+    """The statistics rows of one data file (runs on a worker: opens the file by path)."""
+    trace = _reader.open_trace(entry["path"])
+    wire = {k: dtype for k, (dtype, _) in trace.schema().items()}
+    rows = {name: [] for name in _COLUMNS}
+    for record in trace.records(keys=keys, gsteps=gsteps):
+        for key, column in record.columns.items():
+            stats = _stats(_as_float(column, wire.get(key)))
+            for name, value in zip(
+                ("run", "rank", "gstep", "lstep", "timestamp", "key") + STATS,
+                (entry["run"], entry["rank"], record.gstep, record.lstep, record.timestamp, key)
+                + stats,
+            ):
+                rows[name].append(value)
+    return pd.DataFrame({name: np.asarray(rows[name], dtype=t) for name, t in _COLUMNS.items()})
+
+
+def to_dataframe(
+    path, keys=None, gsteps=None, run="latest", ranks=None, prefix="train", name="trace"
+):
+    """A dask DataFrame with one row per (run, rank, gstep, lstep, key): ``timestamp`` and the
+    column's statistics (``count, min, max, mean, std, l2, nan, inf`` over its elements, finite
+    values for min..l2), computed on the workers. One partition per data file.
+
+    ``keys``: list of keys (default all); ``gsteps``: as ``Trace.records``; ``run``: "latest"
+    (default), a run id or "all"; ``ranks``: a list of ranks (default all)."""
+    if isinstance(keys, str):
+        keys = [keys]
+    keys = None if keys is None else list(keys)
+    files = plan(path, gsteps, run, ranks, prefix, name)
+    if not files:
+        return dd.from_pandas(_meta_frame(), npartitions=1)
+    return dd.from_map(
+        _file_frame,
+        files,
+        args=(keys, gsteps),
+        meta=_meta_frame(),
+        label="xdl-trace-stats",
+        enforce_metadata=False,
+    )
+
+
+def _file_rows(path, key, gsteps, shape, dtype):
+    """One key stacked over the steps of one data file (runs on a worker)."""
+    values = _reader.open_trace(path).stack(key, gsteps=gsteps)
+    if values.size == 0 and values.shape != (0,) + tuple(shape):
+        return np.zeros((0,) + tuple(shape), dtype=dtype)
+    return values
+
+
+def to_array(path, key, rank=0, gsteps=None, run="latest", prefix="train", name="trace"):
+    """One key of one rank stacked over gsteps as a dask array ``[steps, *shape]``, one chunk per
+    data file. Chunk lengths are unknown until computed (Meta counts records, not the steps that
+    hold this key): call ``.compute_chunk_sizes()`` before positional indexing."""
+    files = plan(path, gsteps, run, [int(rank)], prefix, name)
+    if not files:
+        raise KeyError(f"xdl_trace: no data file of rank {rank} holds gsteps {gsteps!r} at {path}")
+    # dtype and row shape from the first planned file's first record (one file opened here).
+    schema = _reader.open_trace(files[0]["path"]).schema()
+    if key not in schema:
+        raise KeyError(f"xdl_trace: key {key!r} is not in {files[0]['path']}: {sorted(schema)}")
+    wire, shape = schema[key]
+    dtype = np.dtype(np.uint16 if wire == "bfloat16" else np.uint8 if wire == "byte" else wire)
+    chunks = [
+        da.from_delayed(
+            dask.delayed(_file_rows, pure=True)(f["path"], key, gsteps, shape, dtype),
+            shape=(np.nan,) + tuple(shape),
+            dtype=dtype,
+        )
+        for f in files
+    ]
+    return da.concatenate(chunks, axis=0, allow_unknown_chunksizes=True)
+
+
+def _file_records(entries, keys, gsteps):
+    """The records of the data files of one partition as dicts (runs on a worker)."""
+    out = []
+    for entry in entries:
+        for r in _reader.open_trace(entry["path"]).records(keys=keys, gsteps=gsteps):
+            out.append(
+                {
+                    "run": entry["run"],
+                    "rank": r.rank,
+                    "gstep": r.gstep,
+                    "lstep": r.lstep,
+                    "timestamp": r.timestamp,
+                    # Copies: a record's arrays view the file's mapping on the worker.
+                    "columns": {k: np.array(v) for k, v in r.columns.items()},
+                }
+            )
+    return out
+
+
+def records(path, keys=None, gsteps=None, run="latest", ranks=None, prefix="train", name="trace"):
+    """A dask Bag of records (dicts: run, rank, gstep, lstep, timestamp, columns), one partition
+    per data file, in file order within each partition."""
+    if isinstance(keys, str):
+        keys = [keys]
+    keys = None if keys is None else list(keys)
+    files = plan(path, gsteps, run, ranks, prefix, name)
+    if not files:
+        return db.from_sequence([], npartitions=1)
+    bag = db.from_sequence(files, npartitions=len(files))
+    return bag.map_partitions(_file_records, keys, gsteps)
