@@ -148,7 +148,7 @@ def metadata_json(metadata):
 
 def run_info(placement, metadata_string):
     """The core RunInfo of a run starting now (the core fills hostname, pid and start time)."""
-    from . import __version__
+    from ._version import __version__
 
     run = _core.RunInfo()
     run.world_size = placement.world_size

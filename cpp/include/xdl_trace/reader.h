@@ -401,12 +401,13 @@ class TraceReader {
                                     std::optional<int32_t> rank = std::nullopt) const;
 
   // The runs among files(), oldest first (by start time, then first file
-  // index). A file's run is its Meta's run_id, else its Header's RunInfo;
-  // a file that names neither (a writer that died before both, a stray entry)
+  // index). A file's run is its Meta's run_id, else its Header's RunInfo; a
+  // file that names neither (a writer that died before both, a stray entry)
   // goes with the same rank's closest earlier file that names a run (else
-  // closest later one), else in the run "" (XDL's files). Reads every Meta and maps each run's first file per rank
-  // (for its Header). A file that cannot be mapped or whose RunInfo does not
-  // parse just gives no run info: reading or verifying it names the problem.
+  // its closest later one), else in the run "" (XDL's files). Reads every
+  // Meta and maps each run's first file per rank (for its Header). A file
+  // that cannot be mapped or whose RunInfo does not parse gives no run info:
+  // reading or verifying it names the problem.
   absl::StatusOr<std::vector<RunSummary>> Runs() const;
   // A reader over the files of one run (an id from Runs(), or a prefix of
   // exactly one). NotFound naming the runs there are when none matches,
