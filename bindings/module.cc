@@ -1,7 +1,8 @@
-// The xdl_trace._core extension module: the binding tables of the tracer, the reader and the schema
-// tables.
+// The xdl_trace._core extension module: the binding tables of the tracer, the reader, the
+// analysis kernels and the schema tables.
 #include <pybind11/pybind11.h>
 
+#include "analysis_bindings.h"
 #include "reader_bindings.h"
 #include "schema_bindings.h"
 #include "tracer_bindings.h"
@@ -13,4 +14,5 @@ PYBIND11_MODULE(_core, m) {
   xdl_trace::python::RegisterSchemaBindings(m);  // First: the others' signatures use DType.
   xdl_trace::python::RegisterTracerBindings(m);
   xdl_trace::python::RegisterReaderBindings(m);
+  xdl_trace::python::RegisterAnalysisBindings(m);
 }

@@ -4,11 +4,13 @@
 
 #include <pybind11/stl.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "py_tensor.h"
 #include "status.h"
@@ -88,6 +90,25 @@ py::dict StatsToDict(const TraceStats& s) {
 void RunWithoutGil(const std::function<absl::Status()>& call) {
   PendingPythonError::Clear();
   CallWithoutGil(call);
+}
+
+// A Tracer step without the GIL. An error caused by one entry is raised with
+// that entry's key as the exception's `key` attribute (kEntryKeyPayload), so
+// the hook can warn once per key.
+void StepWithoutGil(const std::function<absl::Status()>& step) {
+  PendingPythonError::Clear();
+  absl::Status status;
+  {
+    py::gil_scoped_release release;
+    status = step();
+  }
+  try {
+    ThrowIfError(status);
+  } catch (py::error_already_set& error) {
+    const auto key = status.GetPayload(kEntryKeyPayload);
+    if (key.has_value()) error.value().attr("key") = py::str(std::string(*key));
+    throw;
+  }
 }
 
 }  // namespace
@@ -215,13 +236,13 @@ void RegisterTracerBindings(py::module_& m) {
       .def(
           "step",
           [](Tracer& t, int64_t gstep, int64_t lstep) {
-            RunWithoutGil([&] { return t.Step(gstep, lstep); });
+            StepWithoutGil([&] { return t.Step(gstep, lstep); });
           },
           py::arg("gstep"), py::arg("lstep"))
       .def(
           "step_at",
           [](Tracer& t, int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
-            RunWithoutGil([&] { return t.StepAt(gstep, lstep, timestamp_ms); });
+            StepWithoutGil([&] { return t.StepAt(gstep, lstep, timestamp_ms); });
           },
           py::arg("gstep"), py::arg("lstep"), py::arg("timestamp_ms"))
       .def("flush", [](Tracer& t) { RunWithoutGil([&] { return t.Flush(); }); })

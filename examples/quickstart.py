@@ -4,7 +4,7 @@
 
 Traces every variable in place, their gradients (delivered with send_gradient), the loss
 (a callback), a histogram of the hidden activation, and the run's config once; every 5th
-step is traced. Finishes in a second or two.
+step is traced; ends by writing OUT_DIR/report.html. Finishes in a few seconds.
 """
 
 import argparse
@@ -90,6 +90,13 @@ def main(argv=None):
         f"|grad w2| {np.linalg.norm(last['gradient/w2']):.4f}"
     )
     print("verify:", "ok" if all(r["ok"] for r in trace.verify()) else "FAILED")
+
+    # Something to look at: curves, distributions and alerts in one self-contained HTML page
+    # (the same as `xdl-trace report OUT_DIR -o OUT_DIR/report.html`).
+    from xdl_trace.report import write_report
+
+    page = write_report(out_dir, os.path.join(out_dir, "report.html"))
+    print(f"report: {page['output']} ({page['charts']} charts; open it in a browser)")
     return 0
 
 

@@ -43,6 +43,8 @@ from .filters import Every, Range, Sample, Steps
 from .hook import CONFIG_KEYS, TraceHook, detect_rank
 from .reader import open_trace
 from .trace_runs import Run, runs
+from .analysis import find_nan
+from .watch import watch
 from .session import TrainSession
 
 __all__ = [
@@ -61,4 +63,6 @@ __all__ = [
     "open_trace",
     "runs",
     "Run",
+    "find_nan",
+    "watch",
 ]

@@ -25,7 +25,11 @@ except ImportError:  # Optional: without it, long commands draw no progress bar.
 __all__ = ["main", "command", "Progress"]
 
 _COMMANDS = {}  # name -> (help, configure(parser), run(args) -> exit code)
-_EXTENSION_MODULES = ("xdl_trace.timeline",)  # Optional modules that register more commands.
+_EXTENSION_MODULES = (
+    "xdl_trace.timeline",
+    "xdl_trace.analysis",
+    "xdl_trace.report",
+)  # Optional modules that register more commands.
 
 # Layout of the built-in "stats" summary column (float64[8]); see docs/format.md.
 STATS_FIELDS = ("count", "min", "max", "mean", "std", "l2", "nan_count", "inf_count")

@@ -146,6 +146,21 @@ _live_hooks = weakref.WeakSet()
 _live_lock = threading.Lock()
 
 
+def _after_fork_in_child():
+    # The live hooks' tracers belong to the parent (their IO threads do not exist here): mark
+    # them inert so exit does not close them, and step() reports the situation (the core's
+    # FailedPrecondition). The lock may have been held by a parent thread at fork: renew it.
+    global _live_lock
+    _live_lock = threading.Lock()
+    for hook in list(_live_hooks):
+        hook._forked = True
+    _live_hooks.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 @atexit.register
 def _end_live_hooks():
     with _live_lock:
@@ -205,6 +220,8 @@ class TraceHook:
         self._steps_skipped = 0
         self._step_errors = 0
         self._last_step_error = None
+        self._warned = set()  # What was warned about: (error type, entry key or message).
+        self._forked = False  # Began in a parent process: the tracer is the parent's.
         self._pending_gstep = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -249,6 +266,7 @@ class TraceHook:
         )
         self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
         self._run_id = self._tracer.config.run_id
+        self._forked = False
         self._final_stats = None
         with _live_lock:
             _live_hooks.add(self)
@@ -263,6 +281,10 @@ class TraceHook:
         if tracer is None:
             return
         self._tracer = None
+        if self._forked:
+            # A forked child: the parent owns the tracer and its files; nothing to close here.
+            self._final_stats = tracer.stats()
+            return
         with _live_lock:
             _live_hooks.discard(self)
         try:
@@ -332,9 +354,14 @@ class TraceHook:
         return True
 
     def _count_error(self, error):
+        # Warned once per entry key (errors naming one entry carry it as `key`), else once per
+        # message: a gradient missing at every step warns once; step_errors counts them all.
         message = f"{type(error).__name__}: {error}"
         self._step_errors += 1
-        if message != self._last_step_error:
+        key = getattr(error, "key", None)
+        identity = (type(error).__name__, key if key is not None else message)
+        if identity not in self._warned:
+            self._warned.add(identity)
             warnings.warn(
                 f"xdl_trace: tracing failed, training continues (on_error='warn'): {message}",
                 RuntimeWarning,

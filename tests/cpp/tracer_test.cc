@@ -1,7 +1,13 @@
 // Tracer end to end with the real writer: register, step, read the files back with protobuf.
 #include "xdl_trace/tracer.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -9,8 +15,10 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/cord.h"
 #include "io/trace_writer.h"
 #include "test_util.h"
 #include "tracer/tracer_internal.h"
@@ -517,7 +525,7 @@ class FakeExtras : public internal::RecordExtras {
 
 }  // namespace
 
-TEST_CASE("record extras supply trailing fields and a final record", "[tracer]") {
+TEST_CASE("record extras supply trailing fields and a final device-only record", "[tracer]") {
   TempDir dir;
   auto registry = std::make_shared<Registry>();
   const float value = 4;
@@ -550,9 +558,8 @@ TEST_CASE("record extras supply trailing fields and a final record", "[tracer]")
   }
   const xdl::proto::Record& last = file.records[2];
   CHECK(last.gstep() == 3);
-  REQUIRE(last.column_size() == 2);
-  CHECK(IsEmptyFloatColumn(last.column(0)));
-  CHECK(IsEmptyFloatColumn(last.column(1)));
+  CHECK(last.lstep() == 3);
+  CHECK(last.column_size() == 0);  // No fake columns: readers skip it (docs/format.md).
   const auto& unknown = last.GetReflection()->GetUnknownFields(last);
   REQUIRE(unknown.field_count() == 1);
   CHECK(unknown.field(0).number() == 14);
@@ -631,6 +638,176 @@ TEST_CASE("the embed example writes readable, rolled-over files", "[tracer][exam
   }
   CHECK(records == 40);
   CHECK(files > 1);  // 0.01 MB files roll over.
+}
+
+namespace {
+
+// Waits up to `seconds` for child `pid`; kills it and returns -1 on timeout
+// (a hang fails the test instead of blocking the suite), else its exit code.
+int WaitChild(pid_t pid, int seconds) {
+  for (int i = 0; i < seconds * 100; ++i) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+bool SaysForkedChild(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kFailedPrecondition &&
+         Message(status).find("forked child") != std::string::npos &&
+         Message(status).find(std::to_string(getppid())) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("a forked child never touches the parent's tracer, and the parent goes on", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  const float value = 5;
+  REQUIRE(registry->Register(ViewEntry("x", {DType::kFloat32, {}, &value})).ok());
+  const TraceConfig config = Config(dir.path());
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  REQUIRE((*tracer)->StepAt(1, 1, 1).ok());
+
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The child: no Catch2 here; the exit code says what failed.
+    int failures = 0;
+    failures += SaysForkedChild((*tracer)->StepAt(2, 2, 2)) ? 0 : 1;
+    failures += SaysForkedChild((*tracer)->Flush()) ? 0 : 2;
+    failures += SaysForkedChild((*tracer)->Close()) ? 0 : 4;
+    failures += SaysForkedChild((*tracer)->stats().last_error) ? 0 : 8;
+    tracer->reset();  // The destructor must not wait for the parent's IO thread.
+    _exit(failures);
+  }
+  CHECK(WaitChild(pid, 20) == 0);
+
+  REQUIRE((*tracer)->StepAt(3, 3, 3).ok());
+  REQUIRE((*tracer)->Close().ok());
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 2);
+  CHECK(file.records[0].gstep() == 1);
+  CHECK(file.records[1].gstep() == 3);
+  CHECK(Values<float>(file.records[1].column(0)) == std::vector<float>{5});
+}
+
+TEST_CASE("a Step while another thread is inside Step fails and writes nothing", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::atomic<int> calls{0};
+  std::atomic<bool> inside{false};
+  std::atomic<bool> release{false};
+  // The first call holds its Step open until released; later calls return at once.
+  REQUIRE(registry
+              ->Register(ProviderEntry("slow",
+                                       [&] {
+                                         if (calls++ == 0) {
+                                           inside = true;
+                                           while (!release) std::this_thread::yield();
+                                         }
+                                         return OwnedScalar(1);
+                                       }))
+              .ok());
+  const float value = 2;
+  REQUIRE(registry->Register(ViewEntry("x", {DType::kFloat32, {}, &value})).ok());
+  const TraceConfig config = Config(dir.path());
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+
+  absl::Status first;
+  std::thread stepper([&] { first = (*tracer)->StepAt(1, 1, 1); });
+  while (!inside) std::this_thread::yield();
+  const absl::Status second = (*tracer)->StepAt(2, 2, 2);
+  release = true;
+  stepper.join();
+  CHECK(first.ok());
+  CHECK(second.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(Message(second), Catch::Contains("another thread") && Catch::Contains("gstep=2"));
+  REQUIRE((*tracer)->Close().ok());
+  CHECK((*tracer)->stats().steps_traced == 1);
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 1);
+  CHECK(file.records[0].gstep() == 1);
+  CHECK(file.records[0].column_size() == 2);
+}
+
+TEST_CASE("threads hammering Step never write a corrupt record", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::vector<float> weights(64, 1.5f);
+  constexpr int kEntries = 16;
+  for (int i = 0; i < kEntries; ++i) {
+    // Providers that yield widen the window in which steps overlap.
+    auto provider = [&weights] {
+      std::this_thread::yield();
+      return CapturedTensor{{DType::kFloat32, {8, 8}, weights.data()}, nullptr};
+    };
+    REQUIRE(registry->Register(ProviderEntry("w" + std::to_string(i), provider)).ok());
+  }
+  const TraceConfig config = Config(dir.path());
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  std::atomic<int64_t> ok{0};
+  std::atomic<int64_t> refused{0};
+  std::atomic<int64_t> other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        const absl::Status s = (*tracer)->StepAt(t * 1000 + i, i, 1);
+        if (s.ok()) {
+          ++ok;
+        } else if (s.code() == absl::StatusCode::kFailedPrecondition) {
+          ++refused;
+        } else {
+          ++other;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  REQUIRE((*tracer)->Close().ok());
+  CHECK(other == 0);
+  CHECK(ok + refused == 2000);
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  CHECK(static_cast<int64_t>(file.records.size()) == ok.load());
+  for (const xdl::proto::Record& record : file.records) {
+    REQUIRE(record.column_size() == kEntries);
+    for (const xdl::proto::Column& column : record.column()) {
+      CHECK(Values<float>(column) == weights);
+    }
+  }
+}
+
+TEST_CASE("a missing gradient is counted under kError and its error carries the key", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
+  REQUIRE(
+      registry
+          ->Register(ProviderEntry(
+              "bad", [] { return absl::StatusOr<CapturedTensor>(absl::InternalError("boom")); }))
+          .ok());
+  auto tracer = Tracer::Start(Config(dir.path()), registry);
+  REQUIRE(tracer.ok());
+  for (int step = 1; step <= 10; ++step) {
+    const absl::Status missing = (*tracer)->StepAt(step, step, step);
+    REQUIRE(missing.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(missing.GetPayload(kEntryKeyPayload) == absl::Cord("grad/w"));
+  }
+  CHECK((*tracer)->stats().missing_gradients == 10);
+  REQUIRE(registry->SendGradient("w", OwnedScalar(1)).ok());
+  const absl::Status failed = (*tracer)->StepAt(11, 11, 11);
+  CHECK(failed.code() == absl::StatusCode::kInternal);
+  CHECK(failed.GetPayload(kEntryKeyPayload) == absl::Cord("bad"));
+  REQUIRE((*tracer)->Close().ok());
+  CHECK((*tracer)->stats().missing_gradients == 10);
 }
 
 }  // namespace xdl_trace

@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -163,8 +164,9 @@ def test_device_options_come_from_the_config_and_the_environment_wins(
     with xdl.TraceHook(config) as hook:
         for _ in range(3):
             hook.step()
-    records = list(xdl.open_trace(str(tmp_path / "e")))
-    assert len(records) == 4
+    trace = xdl.open_trace(str(tmp_path / "e"))
+    assert len(list(trace)) == 3  # The device-only record carries no columns: skipped...
+    assert len(list(trace.records(keys=[]))) == 4  # ...unless no key is selected.
     # The fake makes the same events for each step (3 here, counting the one open at close).
     per_step = base["device_events"] // 3
     assert hook.stats()["device_events"] == 4 * per_step
@@ -220,3 +222,31 @@ def test_a_bad_plugin_is_refused_with_its_name(tmp_path):
         with xdl.TraceHook({"output_dir": str(tmp_path), "device_tracers": [missing]}) as hook:
             hook.step()
     assert "libnothere.so" in str(info.value)
+
+
+def test_the_device_only_tail_has_no_fake_columns(tmp_path, fake_plugin):
+    # Device events collected after the last step ride in a closing record without columns:
+    # code that stacks a key over every record sees only real values, the timeline every event.
+    run = tmp_path / "tail"
+    stats = _run(run, 0, fake_plugin, 3)
+    assert stats["device_events"] == 4 * 6  # 3 steps + the one open at close.
+    trace = xdl.open_trace(str(run))
+    assert all(r["ok"] for r in trace.verify())
+    records = list(trace.records())
+    assert [r.gstep for r in records] == [100, 101, 102]
+    stacked = np.stack([r.columns["w"] for r in records])
+    assert stacked.shape == (3, 8) and (stacked == np.arange(8, dtype=np.float32)).all()
+    assert trace.stack("w").shape == (3, 8)
+    # A read that selects no key also gets the device-only record.
+    assert [r.gstep for r in trace.records(keys=[])] == [100, 101, 102, 102]
+    out = tmp_path / "tail.json"
+    assert cli.main(["timeline", str(run), "-o", str(out)]) == 0
+    timeline = json.loads(out.read_text())
+    assert timeline["otherData"]["device_events"] == stats["device_events"]
+    # The stand-alone reader script skips it too, and calls nothing corrupt.
+    script = os.path.join(REPO, "xdl_trace", "tools", "read_trace.py")
+    dump = subprocess.run(
+        [sys.executable, script, str(run)], capture_output=True, text=True, timeout=60
+    )
+    assert dump.returncode == 0, dump.stderr
+    assert dump.stdout.count("gstep:") == 3

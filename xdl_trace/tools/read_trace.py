@@ -550,7 +550,10 @@ def _decode_record(path, data, start, end, keys):
                 at = _negative_dimension_offset(data, column_start, column_end)
             name = f"column {i} ({keys[i]!r})" if i < len(keys) else f"column {i}"
             raise _corrupt(path, at, f"{name}: {problem}")
-    if len(record.column) != len(keys):
+    # A device-only record (docs/format.md): no column while the header has keys, and fields
+    # above 4 (device events left at close). Not corrupt; read_file skips it.
+    device_only = not record.column and keys and any(n > 4 for n, *_ in _fields(data, start, end))
+    if len(record.column) != len(keys) and not device_only:
         raise _corrupt(
             path,
             start - _PREFIX_BYTES,
@@ -629,7 +632,8 @@ def read_file(path, meta=None):
                 yield zero_tail(offset)
                 return
             raise
-        yield item
+        if not (item[0] == "record" and keys and not item[1].column):  # Device-only: skipped.
+            yield item
         offset = end
     if covered > size:
         raise _corrupt(

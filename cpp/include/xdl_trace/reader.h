@@ -60,6 +60,14 @@ struct RecordView {
   uint64_t frame_size = 0;  // Prefix + body.
 };
 
+// A device-only record (docs/format.md, "Device events"): no column while the
+// header has keys, and fields above 4 (what device tracing collected after
+// the last step, written at close). Readers hand it out only to a read that
+// selects no key (the timeline's); records() of any key and stack skip it.
+inline bool IsDeviceOnlyRecord(const RecordView& record, size_t header_keys) {
+  return record.columns.empty() && header_keys > 0 && !record.extra_fields.empty();
+}
+
 // The Meta sidecar "<data file>.meta": the fields the reader's own logic
 // reads (file skipping, torn-tail vouching, Verify), plus the serialized
 // message for everything else. The .proto is the one list of Meta fields:

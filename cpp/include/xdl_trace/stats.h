@@ -37,8 +37,10 @@ struct TraceStats {
   int64_t files_written = 0;    // Data files opened by this tracer.
   int64_t pending_bytes = 0;    // Queued, not yet written.
   int64_t queue_high_water_bytes = 0;
-  int64_t missing_gradients = 0;  // Empty columns under kEmptyColumn.
-  absl::Status last_error;        // Sticky write error, OK if none.
+  // Gradients missing at a traced step: empty columns under kEmptyColumn,
+  // failed steps under kError (one per failed step).
+  int64_t missing_gradients = 0;
+  absl::Status last_error;  // Sticky write error, OK if none.
   // Device tracing (config.device_tracers; docs/device-tracing.md).
   int64_t device_events = 0;                       // Device events collected into records.
   int64_t device_events_dropped = 0;               // Lost at a tracer's or the core's byte cap.

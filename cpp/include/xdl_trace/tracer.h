@@ -20,9 +20,27 @@ namespace internal {
 class TracerFactory;
 }  // namespace internal
 
+// Step errors caused by one entry (its callback failed, its gradient is
+// missing, its tensor is invalid) carry that entry's full key as this payload
+// (absl::Status::GetPayload), so callers can tell entries apart without
+// parsing messages (the Python hook warns once per key).
+inline constexpr char kEntryKeyPayload[] = "xdl_trace/entry_key";
+
 // Threading: Step/Flush/Close are called from one thread at a time (the
-// training thread); stats() from any thread. The IO thread is owned by the
-// tracer and joined by Close() (or the destructor).
+// training thread); stats() from any thread. This is enforced, never a data
+// race: a Step that finds another Step, Flush or Close of this tracer in
+// progress on another thread returns FailedPrecondition and writes nothing
+// (one uncontended try-lock per step); Flush and Close wait for a Step in
+// progress. Serializing concurrent steps instead would hide a caller bug: two
+// threads stepping one tracer race on the step numbers they pass.
+//
+// Fork: a tracer belongs to the process that started it. In a forked child
+// (the IO thread does not exist there) Step, Flush and Close return
+// FailedPrecondition naming the owning pid, stats() no longer reads the
+// writer, and the destructor releases nothing the parent still uses (it
+// leaks the writer and device tracing instead of joining threads that are not
+// there). The parent goes on unaffected. The IO thread is owned by the tracer
+// and joined by Close() (or the destructor).
 class Tracer {
  public:
   // Snapshots the entries of `scopes` from `registry` (header fixed here),
@@ -41,7 +59,8 @@ class Tracer {
   //     shape) naming the key; no record is queued for this step;
   //   - the sticky write error once the IO thread failed; the record is
   //     counted as dropped and the call never blocks;
-  //   - FailedPrecondition after Close().
+  //   - FailedPrecondition after Close(), while another thread is inside
+  //     Step/Flush/Close of this tracer, or in a forked child (see above).
   // Per entry: a view is read in place; a provider is called; a gradient is
   // taken from the registry's rendezvous (missing: see
   // TraceConfig::missing_gradient); a summary replaces the value; a

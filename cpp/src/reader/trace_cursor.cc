@@ -139,6 +139,8 @@ struct TraceCursor::Impl {
       if (s.cursor->Next(&target)) {
         bytes_read += target.frame_size;
         if (!Selected(options.steps, target.gstep)) continue;
+        const bool no_keys = options.keys && options.keys->empty();
+        if (!no_keys && IsDeviceOnlyRecord(target, s.file->keys().size())) continue;
         if (options.keys) Project(s.decoded, s.key_indices, &s.head.view);
         s.has_head = true;
         return Step::kHead;
@@ -251,6 +253,7 @@ absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::st
     cursor.Seek(*start);
     while (cursor.Next(&record)) {
       if (!Selected(selection, record.gstep)) continue;
+      if (IsDeviceOnlyRecord(record, file->keys().size())) continue;
       for (size_t k = 0; k < indices.size(); ++k) {
         const ColumnView& column = record.columns[indices[k]];
         if (column.empty()) continue;

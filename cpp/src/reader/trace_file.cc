@@ -222,7 +222,7 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
   }
   record->columns.resize(column_count);
   if (reader.error() != nullptr) return Corrupt(path, base + reader.error_offset(), reader.error());
-  if (column_count != keys.size()) {
+  if (column_count != keys.size() && !IsDeviceOnlyRecord(*record, keys.size())) {
     return Corrupt(path, base - kPrefixBytes,
                    absl::StrCat("record has ", column_count, " columns but the header has ",
                                 keys.size(), " keys"));

@@ -166,7 +166,9 @@ absl::StatusOr<std::vector<KeySchema>> TraceReader::Schema() const {
     XDL_ASSIGN_OR_RETURN(const std::shared_ptr<TraceFile> file, File(i));
     RecordCursor cursor = file->Records();
     RecordView record;
-    if (!cursor.Next(&record)) {
+    bool found = cursor.Next(&record);
+    while (found && IsDeviceOnlyRecord(record, file->keys().size())) found = cursor.Next(&record);
+    if (!found) {
       XDL_RETURN_IF_ERROR(cursor.status());
       continue;
     }

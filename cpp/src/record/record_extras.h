@@ -29,8 +29,8 @@ namespace internal {
 // The span times come from SpanClockNs(), which reads the clock only for
 // extras constructed with `timed` (so a step without device tracing reads no
 // clock for them). At Close(), Finish() returns the fields not yet taken;
-// when non-empty the tracer writes them in one last record (the last step's
-// gstep/lstep, every column an empty float32 [0]) before closing the writer.
+// when non-empty the tracer writes them in one last, device-only record (the
+// last step's gstep/lstep, no column) before closing the writer.
 class RecordExtras {
  public:
   virtual ~RecordExtras() = default;

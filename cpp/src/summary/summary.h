@@ -40,6 +40,31 @@ void ComputeStats(const TensorView& view, double out[kStatsSize]);
 // NaN and the counts 0. `out` holds HistogramSize(bins) values; bins >= 1.
 void ComputeHistogram(const TensorView& view, int bins, double* out);
 
+// Log-scale buckets shared by every tensor and step, so histograms of many
+// steps (and ranks) add up without a first pass to fix edges (the report's
+// histogram-over-steps view; TensorBoard's histograms use the same idea).
+// |x| < 2^kLogBucketMinExponent falls in the zero bucket; each octave
+// [2^e, 2^(e+1)) above it splits into kLogBucketsPerOctave equal parts (the top
+// mantissa bits), up to 2^kLogBucketMaxExponent (larger values land in the
+// outermost bucket). Buckets run from the most negative to the most positive:
+// index kLogBucketsPerSign is the zero bucket. A bucket holds magnitudes in
+// [edge, next edge) on the positive side, mirrored on the negative side.
+inline constexpr int kLogBucketsPerOctave = 4;
+inline constexpr int kLogBucketMinExponent = -40;
+inline constexpr int kLogBucketMaxExponent = 40;
+inline constexpr int kLogBucketsPerSign =
+    (kLogBucketMaxExponent - kLogBucketMinExponent) * kLogBucketsPerOctave;
+inline constexpr int kNumLogBuckets = 2 * kLogBucketsPerSign + 1;
+
+// Adds the finite values of `view` to `counts` (kNumLogBuckets values, not
+// cleared). NaN and inf are not counted. A tensor of more than `max_samples`
+// elements is sampled: every k-th element, k the smallest stride that keeps
+// the sample within `max_samples` and is coprime with the last dimension (so
+// every column of a matrix is visited evenly).
+void AccumulateLogBuckets(const TensorView& view, double* counts, int64_t max_samples);
+// The kNumLogBuckets + 1 bucket edges, ascending.
+std::vector<double> LogBucketEdges();
+
 // Runs the built-in summary of `summary` over `view` into `values` (resized;
 // its capacity is reused across steps, so a steady-state step allocates
 // nothing). InvalidArgument for kNone or bins < 1.

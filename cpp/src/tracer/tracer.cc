@@ -1,13 +1,18 @@
 // The tracer: fixes the header at Start, captures and encodes entries each step, submits records.
 #include "xdl_trace/tracer.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "core/status_macros.h"
 #include "io/run_info.h"
 #include "io/trace_writer.h"
@@ -23,6 +28,19 @@ namespace {
 // The column XDL writes for a once-value after its first record, and this
 // tracer for a missing gradient under kEmptyColumn.
 TensorView EmptyFloatColumn() { return TensorView{DType::kFloat32, {0}, nullptr}; }
+
+// Bumped in every forked child (pthread_atfork), so a tracer compares one
+// relaxed atomic per call instead of calling getpid().
+std::atomic<int64_t> fork_generation{0};
+
+void BumpForkGeneration() { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+// The current fork generation, with the atfork handler installed once per process.
+int64_t CurrentForkGeneration() {
+  static std::once_flag installed;
+  std::call_once(installed, [] { pthread_atfork(nullptr, nullptr, &BumpForkGeneration); });
+  return fork_generation.load(std::memory_order_relaxed);
+}
 
 // `status` with its message prefixed by the entry's kind and key.
 absl::Status NameEntry(const EntrySpec& entry, const std::string& key, const absl::Status& status) {
@@ -63,15 +81,16 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
 
 }  // namespace internal
 
-// The session behind a Tracer. Threading as documented on Tracer: the
-// training thread owns everything but the atomics (and the writer and
-// extras, each thread-safe as documented), which stats() reads.
+// The session behind a Tracer. Threading as documented on Tracer: step_mu_
+// guards the step state (held by Step, Flush and Close); the atomics are read
+// by stats() from any thread; the writer and extras are thread-safe as
+// documented.
 class Tracer::Impl {
  public:
   Impl(TraceConfig config, std::shared_ptr<Registry> registry, std::vector<EntrySpec> entries,
        std::unique_ptr<internal::TraceWriter> writer,
        std::unique_ptr<internal::RecordExtras> extras);
-  ~Impl() { Close().IgnoreError(); }
+  ~Impl();
 
   absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
   absl::Status Flush();
@@ -92,9 +111,19 @@ class Tracer::Impl {
   };
 
   // Captures entry `i` into views_ (summary applied); errors name the key.
-  absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients);
+  absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // Releases this step's captured tensors (their keep-alives).
-  void ReleaseCaptures();
+  void ReleaseCaptures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // StepAt with step_mu_ held.
+  absl::Status StepLocked(int64_t gstep, int64_t lstep, int64_t timestamp_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // True in a process forked from the one that started this tracer.
+  bool InForkedChild() const {
+    return fork_generation.load(std::memory_order_relaxed) != fork_generation_;
+  }
+  // The error every call but stats() returns in a forked child.
+  absl::Status ForkedChildError(absl::string_view call) const;
 
   const TraceConfig config_;
   const std::shared_ptr<Registry> registry_;
@@ -103,15 +132,21 @@ class Tracer::Impl {
   // kGradient entries: the first entry with the same gradient_name (itself if
   // none before it); that one takes the sent gradient, later ones share it.
   std::vector<size_t> gradient_taker_;
-  // Training thread only:
-  std::vector<Slot> slots_;        // One per entry.
-  std::vector<TensorView> views_;  // This step's columns.
-  int64_t last_gstep_ = 0;
-  int64_t last_lstep_ = 0;
-  bool closed_ = false;
-  absl::Status close_status_;
-  const std::unique_ptr<internal::RecordExtras> extras_;  // Device tracing, or none.
-  const std::unique_ptr<internal::TraceWriter> writer_;   // Thread-safe as documented.
+  const pid_t owner_pid_ = getpid();                         // The process that started it.
+  const int64_t fork_generation_ = CurrentForkGeneration();  // Its fork generation.
+  // Held by Step (try-lock: a concurrent Step is refused), Flush and Close
+  // (they wait), so one thread at a time uses everything below.
+  internal::Mutex step_mu_;
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(step_mu_);        // One per entry.
+  std::vector<TensorView> views_ ABSL_GUARDED_BY(step_mu_);  // This step's columns.
+  int64_t last_gstep_ ABSL_GUARDED_BY(step_mu_) = 0;
+  int64_t last_lstep_ ABSL_GUARDED_BY(step_mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(step_mu_) = false;
+  absl::Status close_status_ ABSL_GUARDED_BY(step_mu_);
+  // Device tracing, or none; leaked in a forked child (see ~Impl).
+  std::unique_ptr<internal::RecordExtras> extras_;
+  // Thread-safe as documented; leaked in a forked child (see ~Impl).
+  std::unique_ptr<internal::TraceWriter> writer_;
   // Any thread (stats()):
   std::atomic<int64_t> steps_traced_{0};
   std::atomic<int64_t> missing_gradients_{0};
@@ -160,6 +195,25 @@ Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
   views_.reserve(entries_.size());
 }
 
+Tracer::Impl::~Impl() {
+  if (InForkedChild()) {
+    // The IO thread (and any device tracer thread) exists only in the owner:
+    // joining or closing them here would hang or abort, and the files are the
+    // owner's. Leak them; the child's exit reclaims the memory.
+    static_cast<void>(writer_.release());
+    static_cast<void>(extras_.release());
+    return;
+  }
+  Close().IgnoreError();
+}
+
+absl::Status Tracer::Impl::ForkedChildError(absl::string_view call) const {
+  return absl::FailedPreconditionError(
+      absl::StrCat(call, ": this tracer (writing ", config_.output_dir, ") belongs to process ",
+                   owner_pid_, "; this is a forked child (pid ", getpid(),
+                   "), which must not use it. Start a tracer in the child to trace there."));
+}
+
 absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gradients) {
   const EntrySpec& entry = entries_[i];
   const std::string& key = keys_[i];
@@ -180,8 +234,8 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
         : slots_[taker].has_gradient ? absl::StatusOr<CapturedTensor>(slots_[taker].captured)
                                      : absl::NotFoundError(entry.gradient_name);
     if (!gradient.ok()) {
+      ++*missing_gradients;
       if (config_.missing_gradient == MissingGradientPolicy::kEmptyColumn) {
-        ++*missing_gradients;
         views_.push_back(EmptyFloatColumn());
         return absl::OkStatus();
       }
@@ -243,6 +297,21 @@ void Tracer::Impl::ReleaseCaptures() {
 }
 
 absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
+  if (InForkedChild()) return ForkedChildError(absl::StrCat("Step(gstep=", gstep, ")"));
+  if (!step_mu_.TryLock()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Step(gstep=", gstep,
+        "): another thread is inside Step, Flush or Close of the tracer "
+        "writing ",
+        config_.output_dir,
+        "; a tracer is stepped by one thread at a time. Nothing was written for this step."));
+  }
+  absl::Status status = StepLocked(gstep, lstep, timestamp_ms);
+  step_mu_.Unlock();
+  return status;
+}
+
+absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
   if (closed_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Step(gstep=", gstep, "): the tracer writing ", config_.output_dir, " is closed"));
@@ -255,6 +324,7 @@ absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestam
   absl::Status status;
   for (size_t i = 0; i < entries_.size() && status.ok(); ++i) {
     status = Capture(i, gstep, &missing);
+    if (!status.ok()) status.SetPayload(kEntryKeyPayload, absl::Cord(keys_[i]));
   }
   absl::StatusOr<internal::EncodedRecord> record;
   if (status.ok()) {
@@ -267,6 +337,8 @@ absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestam
     status = record.status();
   }
   ReleaseCaptures();  // Keep-alives go on the thread that encoded.
+  // Counted whether the step failed (kError) or wrote empty columns.
+  if (missing > 0) missing_gradients_.fetch_add(missing, std::memory_order_relaxed);
   if (!status.ok()) {
     const int64_t now = extras_->SpanClockNs();
     extras_->OnStepReturned(now, now);
@@ -280,7 +352,6 @@ absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestam
 
   // The record was produced: counted even when the writer dropped it.
   steps_traced_.fetch_add(1, std::memory_order_relaxed);
-  if (missing > 0) missing_gradients_.fetch_add(missing, std::memory_order_relaxed);
   last_gstep_ = gstep;
   last_lstep_ = lstep;
   // A once-value stays pending until a record carrying it is queued, so a
@@ -294,21 +365,26 @@ absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestam
 }
 
 absl::Status Tracer::Impl::Flush() {
+  if (InForkedChild()) return ForkedChildError("Flush");
+  internal::MutexLock lock(&step_mu_);
   if (closed_) return close_status_;
   return writer_->Flush();
 }
 
 absl::Status Tracer::Impl::Close() {
+  if (InForkedChild()) return ForkedChildError("Close");
+  internal::MutexLock lock(&step_mu_);
   if (closed_) return close_status_;
   closed_ = true;
   absl::Status extras_status;
   const std::string trailing = extras_->Finish();
   if (!trailing.empty()) {
-    // One last record carrying what device tracing collected since the last
-    // step; its columns are empty, like a once-value after its first record.
-    std::vector<TensorView> empty(entries_.size(), EmptyFloatColumn());
-    absl::StatusOr<internal::EncodedRecord> record = internal::EncodeRecord(
-        last_gstep_, last_lstep_, internal::WallClockMs(), empty, keys_, trailing);
+    // One last, device-only record carrying what device tracing collected
+    // since the last step: the last step's gstep/lstep, no column at all (no
+    // fake values for code that stacks a key), fields 5/6. Readers skip it
+    // unless they ask for no columns (docs/format.md, "Device events").
+    absl::StatusOr<internal::EncodedRecord> record =
+        internal::EncodeRecord(last_gstep_, last_lstep_, internal::WallClockMs(), {}, {}, trailing);
     extras_status = record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
   }
   close_status_ = writer_->Close();
@@ -317,6 +393,15 @@ absl::Status Tracer::Impl::Close() {
 }
 
 TraceStats Tracer::Impl::stats() const {
+  if (InForkedChild()) {
+    // The writer's and device tracing's locks may have been held by a thread
+    // that does not exist here: report only this object's own counters.
+    TraceStats stats;
+    stats.steps_traced = steps_traced_.load(std::memory_order_relaxed);
+    stats.missing_gradients = missing_gradients_.load(std::memory_order_relaxed);
+    stats.last_error = ForkedChildError("stats");
+    return stats;
+  }
   TraceStats stats = writer_->stats();
   stats.steps_traced = steps_traced_.load(std::memory_order_relaxed);
   stats.missing_gradients = missing_gradients_.load(std::memory_order_relaxed);

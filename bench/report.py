@@ -1,0 +1,135 @@
+"""`xdl-trace report` against `xdl-trace verify` on the same files: wall time, CPU time and peak RSS
+(figures, no pass/fail).
+
+    /usr/bin/python3 bench/report.py [--dir DIR] [--gb 1] [--keep]
+
+Writes a trace of about --gb gigabytes (default 1; --gb 10 for the issue's target size where the
+disk allows) with the real tracer into DIR (default: a temporary directory under /dev/shm when it
+exists): 6 float32 tensors of 1 MB (3 variables and their gradients), a 256 KB activation and a
+scalar loss per record, in 300 MB files (the default max_file_m_size). It reads every file once to
+warm the page cache, then runs each command in a fresh subprocess (twice; the faster run is kept)
+and reports its wall time and its peak resident set size (VmHWM of the child: the interpreter,
+numpy, the mapped file pages it touched, and the report's accumulators), plus its CPU
+time (user + system: the report computes on every core, verify on one).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(ROOT)  # A checkout without an installed package.
+
+# Runs one xdl-trace command in this (fresh) process and prints its time and peak RSS as JSON.
+CHILD = """
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+from xdl_trace.cli import main
+start = time.perf_counter()
+code = main({argv!r})
+seconds = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_SELF)
+# Peak RSS of this program: VmHWM (ru_maxrss would include the forking parent's pages, kept
+# across exec).
+hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print("BENCH " + json.dumps({{"code": code, "seconds": seconds, "rss_mb": int(hwm.split()[1]) / 1024,
+                              "cpu": usage.ru_utime + usage.ru_stime}}))
+"""
+
+
+def write_trace(directory, gigabytes):
+    import xdl_trace as xdl
+
+    rng = np.random.default_rng(0)
+    tensor = 256 * 1024  # float32 elements: 1 MB.
+    params = {f"layer{i}/w": rng.normal(size=tensor).astype(np.float32) for i in range(3)}
+    activation = np.zeros(64 * 1024, np.float32)
+    loss = np.zeros(1, np.float32)
+    xdl.clear()
+    for name, value in params.items():
+        xdl.trace_variable(name, value)
+        xdl.trace_gradient(name)
+    xdl.trace_tensor("activation", activation)
+    xdl.trace_tensor("loss", loss)
+    record_bytes = 6 * tensor * 4 + activation.nbytes + 4
+    steps = max(int(gigabytes * 1e9 / record_bytes), 10)
+    grads = {name: rng.normal(size=tensor).astype(np.float32) for name in params}
+    config = {"output_dir": directory, "fsync": False, "max_pending_mb": 512}
+    with xdl.TraceHook(config) as hook:
+        for step in range(steps):
+            for name, value in params.items():
+                value -= 1e-3 * grads[name]
+                xdl.send_gradient(name, grads[name])
+            activation[:] = np.tanh(params["layer0/w"][: activation.size] * (1 + step / steps))
+            loss[0] = 1.0 / (1 + step)
+            hook.step(gstep=step)
+    xdl.clear()
+    return steps
+
+
+def run(argv):
+    code = CHILD.format(root=ROOT, argv=argv)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    line = next((l for l in result.stdout.splitlines() if l.startswith("BENCH ")), None)
+    if line is None:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{result.stdout}\n{result.stderr}")
+    return json.loads(line[len("BENCH ") :])
+
+
+def best_of(argv, runs=2):
+    results = [run(argv) for _ in range(runs)]
+    return min(results, key=lambda r: r["seconds"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", help="where to write the trace (default: a temp dir)")
+    parser.add_argument("--gb", type=float, default=1.0, help="trace size in GB (default 1)")
+    parser.add_argument("--keep", action="store_true", help="keep the trace afterwards")
+    args = parser.parse_args()
+    base = args.dir or tempfile.mkdtemp(
+        prefix="xdl_report_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+    )
+    trace_dir = os.path.join(base, "run")
+    os.makedirs(trace_dir, exist_ok=True)
+    try:
+        start = time.perf_counter()
+        steps = write_trace(trace_dir, args.gb)
+        files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)]
+        size = sum(os.path.getsize(f) for f in files)
+        print(
+            f"trace: {size / 1e9:.2f} GB, {steps} records, "
+            f"{len([f for f in files if not f.endswith('.meta')])} data files in {trace_dir} "
+            f"(written in {time.perf_counter() - start:.1f} s)"
+        )
+        for path in files:  # Warm the page cache so both commands read from memory.
+            with open(path, "rb") as f:
+                while f.read(1 << 24):
+                    pass
+        out = os.path.join(base, "report.html")
+        verify = best_of(["verify", trace_dir])
+        rep = best_of(["report", trace_dir, "-o", out])
+        print(f"{'command':<10} {'seconds':>8} {'GB/s':>6} {'CPU s':>7} {'peak RSS MB':>12}")
+        for name, r in (("verify", verify), ("report", rep)):
+            print(
+                f"{name:<10} {r['seconds']:8.2f} {size / 1e9 / r['seconds']:6.2f} "
+                f"{r['cpu']:7.2f} {r['rss_mb']:12.0f}"
+            )
+        print(
+            f"report / verify time: {rep['seconds'] / verify['seconds']:.2f}x; "
+            f"report HTML {os.path.getsize(out) / 1e3:.0f} KB"
+        )
+    finally:
+        if not args.keep:
+            shutil.rmtree(base if not args.dir else trace_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

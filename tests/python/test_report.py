@@ -1,0 +1,406 @@
+"""xdl-trace report: the model built from real traces, the self-contained HTML (rendered in
+headless Chromium), the PNGs, the streaming accumulators and the command line."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+from xdl_trace import analysis, report
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _train(out_dir, rank=0, steps=60, seed=0, explode_at=None, nan_at=None, scale=1.0):
+    """A small numpy regression traced like the quick start: w (variable) and its gradient, the
+    loss (a callback), a frozen tensor, a hidden activation."""
+    xdl.clear()
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(64, 4)).astype(np.float32)
+    y = x @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)
+    w = np.zeros((4, 1), np.float32)
+    frozen = np.full(6, 0.5, np.float32)
+    state = {"loss": np.float32(0), "hidden": np.zeros((64, 1), np.float32)}
+    xdl.trace_variable("w", w)
+    xdl.trace_gradient("w")
+    xdl.trace_tensor("frozen", frozen)
+    xdl.trace_callback("loss", lambda: state["loss"])
+    xdl.trace_tensor("hidden", lambda: state["hidden"])
+    losses = []
+    config = {"output_dir": out_dir, "rank": rank, "on_error": "raise", "fsync": False}
+    with xdl.TraceHook(config) as hook:
+        for step in range(steps):
+            pred = x @ w
+            err = pred - y
+            state["loss"] = np.float32((err**2).mean() * scale)
+            state["hidden"] = pred.copy()
+            if nan_at is not None and step == nan_at:
+                state["hidden"][3, 0] = np.nan
+            grad = (2 * x.T @ err / len(x)).astype(np.float32)
+            if explode_at is not None and step == explode_at:
+                grad = grad * 1e5
+            xdl.send_gradient("w", grad.copy())
+            hook.step(gstep=step)
+            losses.append(float(state["loss"]))
+            w -= 0.05 * grad
+    return losses
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("report_runs")
+    a, b = str(base / "run_a"), str(base / "run_b")
+    losses_a0 = _train(a, rank=0, nan_at=25, explode_at=40)
+    losses_a1 = _train(a, rank=1, seed=1)
+    losses_b = _train(b, rank=0, steps=40, scale=2.0)
+    xdl.clear()
+    return {"a": a, "b": b, "losses_a0": losses_a0, "losses_a1": losses_a1, "losses_b": losses_b}
+
+
+def _html_model(page):
+    match = re.search(r"<script type='application/json' id='xdl-report-data'>(.*?)</script>", page)
+    return json.loads(match.group(1).replace("<\\/", "</"))
+
+
+def _card(model, key):
+    return next(c for c in model["cards"] if c["key"] == key)
+
+
+def _series(chart, label):
+    s = next(s for s in chart["series"] if s["label"] == label)
+    return {x: v for x, v in zip(chart["x"], s["values"]) if v is not None}
+
+
+def test_model_facts_alerts_and_curves(runs):
+    model = report.build_report([runs["a"], runs["b"]])
+    run_a, run_b = model["runs"]
+    assert run_a["label"] == "run_a" and run_a["ranks"] == [0, 1]
+    assert run_a["records"] == 120 and run_a["gsteps"] == [0, 59] and run_a["dropped"] == 0
+    assert run_b["records"] == 40 and run_b["gsteps"] == [0, 39]
+    assert run_a["bytes"] == sum(f.size for f in xdl.open_trace(runs["a"]).files)
+
+    kinds = {(a["kind"], a["run"], a["key"]): a for a in model["alerts"]}
+    nan = kinds[("NaN/Inf", "run_a", "hidden")]
+    assert (nan["rank"], nan["gstep"]) == (0, 25) and "1 NaN, 0 Inf" in nan["detail"]
+    assert ("never changes", "run_a", "frozen") in kinds
+    assert ("never changes", "run_b", "frozen") in kinds
+    assert ("never changes", "run_a", "w") not in kinds
+    explode = kinds[("exploding gradient", "run_a", "gradient/w")]
+    assert (explode["rank"], explode["gstep"]) == (0, 40)
+    assert not [a for a in model["alerts"] if a["run"] == "run_b" and a["kind"] != "never changes"]
+
+    # The loss curve: every traced value, by run and rank (no downsampling at 60 records).
+    (loss,) = _card(model, "loss")["charts"]
+    assert _series(loss, "run_a · rank 0") == pytest.approx(
+        dict(enumerate(runs["losses_a0"])), rel=1e-4
+    )
+    assert _series(loss, "run_a · rank 1") == pytest.approx(
+        dict(enumerate(runs["losses_a1"])), rel=1e-4
+    )
+    assert _series(loss, "run_b") == pytest.approx(dict(enumerate(runs["losses_b"])), rel=1e-4)
+
+    titles = [c["title"] for c in _card(model, "gradient/w")["charts"]]
+    assert titles == [
+        "mean ± std, min / max",
+        "l2 norm",
+        "distribution · run_a (rank 0)",
+        "distribution · run_b",
+        "update ratio",
+    ]
+    # The update ratio is ||grad|| / ||w|| of the same record.
+    trace = xdl.open_trace(runs["b"])
+    gsteps, grads = trace.stack("gradient/w", return_gsteps=True)
+    ws = trace.stack("w")
+    ratio = _card(model, "gradient/w")["charts"][-1]
+    expected = {
+        int(g): np.linalg.norm(d) / np.linalg.norm(v)
+        for g, d, v in zip(gsteps, grads, ws)
+        if np.linalg.norm(v) > 0
+    }
+    assert _series(ratio, "run_b") == pytest.approx(expected, rel=1e-4)
+    # Throughput is left out when every step took under a millisecond (timestamps are in ms).
+    assert [c["title"] for c in model["steps"]][:1] == ["step time"]
+
+
+def test_long_runs_are_downsampled_with_exact_envelopes(tmp_path):
+    out = str(tmp_path / "long")
+    v = np.zeros(1, np.float32)
+    xdl.trace_tensor("v", v)
+    values = np.sin(np.arange(5000) / 50.0) + (np.arange(5000) == 3333) * 10
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}) as hook:
+        for step, value in enumerate(values):
+            v[0] = value
+            hook.step()
+    model = report.build_report(out)
+    (chart,) = _card(model, "v")["charts"]
+    assert 256 <= len(chart["x"]) <= 512
+    lo, hi = (np.array([x for x in s["values"]], float) for s in chart["series"][:2][::-1])
+    assert np.nanmax(chart["series"][0]["values"]) == pytest.approx(10 + np.sin(3333 / 50.0), 1e-4)
+    assert np.nanmin(lo) == pytest.approx(values.min(), abs=1e-4)
+    assert len(report.render_html(model)) < 200_000
+
+
+def test_series_halves_into_exact_bucket_aggregates():
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(1000, 3))
+    rows[rng.random(rows.shape) < 0.05] = np.nan
+    series = analysis.Series(3, capacity=16)
+    for start in range(0, 1000, 37):
+        series.add(np.arange(start, min(start + 37, 1000)), rows[start : start + 37])
+    assert series.span == 64 and series.used == 16
+    gsteps, mean, low, high = series.view()
+    for b in range(16):
+        chunk = rows[b * 64 : (b + 1) * 64]
+        assert gsteps[b] == b * 64
+        np.testing.assert_allclose(mean[b], np.nanmean(chunk, axis=0))
+        np.testing.assert_allclose(low[b], np.nanmin(chunk, axis=0))
+        np.testing.assert_allclose(high[b], np.nanmax(chunk, axis=0))
+
+
+def test_histogram_percentiles_follow_the_data():
+    from xdl_trace import _core
+
+    hist = analysis.HistogramSeries(capacity=8)
+    rng = np.random.default_rng(5)
+    samples = []
+    for step in range(20):
+        a = rng.lognormal(mean=step / 10, sigma=1.0, size=4000)
+        rows, counts = _core.column_stats([a], [5], [True])
+        hist.add(np.array([step]), counts, rows[:, 1], rows[:, 2])
+        samples.append(a)
+    gsteps, q = hist.percentiles([0.0, 0.16, 0.5, 0.84, 1.0])
+    assert list(gsteps) == [0, 4, 8, 12, 16]
+    for b, g in enumerate(gsteps):
+        pooled = np.concatenate(samples[g : g + 4])
+        assert q[b, 0] == pooled.min() and q[b, -1] == pooled.max()
+        np.testing.assert_allclose(q[b, 1:4], np.percentile(pooled, [16, 50, 84]), rtol=0.1)
+
+
+def test_html_is_self_contained(runs, tmp_path):
+    out = str(tmp_path / "r.html")
+    result = report.write_report([runs["a"], runs["b"]], out)
+    page = open(out, encoding="utf-8").read()
+    assert result["bytes"] == len(page.encode())
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", page)
+    assert "@import" not in page
+    model = _html_model(page)
+    assert model["runs"][0]["label"] == "run_a"
+    assert result["charts"] == len(model["steps"]) + sum(len(c["charts"]) for c in model["cards"])
+
+
+def test_pngs_one_per_chart(runs, tmp_path):
+    matplotlib = pytest.importorskip(
+        "matplotlib.image", reason="python3-matplotlib is not installed (scripts/setup.sh)"
+    )
+
+    model = report.build_report([runs["a"], runs["b"]], keys="loss,gradient/*")
+    paths = report.render_pngs(model, str(tmp_path / "png"))
+    # steps (2), loss (1), gradient/w (4: no update ratio, w is not selected).
+    assert len(paths) == 2 + 1 + 4
+    assert os.path.basename(paths[-1]) == "006_loss_value.png"  # Keys in file order.
+    for path in paths:
+        image = matplotlib.imread(path)
+        assert image.shape[0] > 200 and image.shape[1] > 600
+        assert len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 20, path
+
+
+_HOVER_PROBE = """<script>
+window.addEventListener('load', function () {
+  var over = document.querySelector('#card-0 .u-over');
+  var r = over.getBoundingClientRect();
+  var at = {clientX: r.left + r.width / 2, clientY: r.top + 20, bubbles: true};
+  over.dispatchEvent(new MouseEvent('mouseenter', at));
+  over.dispatchEvent(new MouseEvent('mousemove', at));
+  var tip = document.querySelector('#card-0 .tip');
+  document.title = 'TIP:' + (tip ? tip.style.display + '|' + tip.textContent : 'none');
+});
+</script>"""
+
+
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def test_renders_in_headless_chromium_without_errors(runs, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (scripts/setup.sh installs it): cannot render")
+    matplotlib = pytest.importorskip(
+        "matplotlib.image", reason="python3-matplotlib is not installed (scripts/setup.sh)"
+    )
+
+    out = str(tmp_path / "report.html")
+    result = report.write_report([runs["a"], runs["b"]], out)
+    common = [
+        browser,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
+    shot = str(tmp_path / "shot.png")
+    render = subprocess.run(
+        common + [f"--screenshot={shot}", "--window-size=1280,2000", "file://" + out],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert render.returncode == 0, render.stderr[-2000:]
+    console = [l for l in render.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    assert not console, console
+    dom = subprocess.run(
+        common + ["--dump-dom", "file://" + out], capture_output=True, text=True, timeout=120
+    )
+    title = re.search(r"<title>(.*?)</title>", dom.stdout).group(1)
+    assert not title.startswith("ERROR"), title
+    assert f'data-charts="{result["charts"]}"' in dom.stdout
+    assert dom.stdout.count('class="uplot') == result["charts"]
+    # Hovering a chart shows the gstep and the values there (a mouse move dispatched in-page).
+    probe = str(tmp_path / "probe.html")
+    with open(out, encoding="utf-8") as f, open(probe, "w", encoding="utf-8") as g:
+        g.write(f.read().replace("</body>", _HOVER_PROBE + "</body>"))
+    hovered = subprocess.run(
+        common + ["--window-size=1280,2000", "--dump-dom", "file://" + probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    title = re.search(r"<title>(.*?)</title>", hovered.stdout).group(1)
+    assert re.fullmatch(r"TIP:block\|gstep \d+.*run_a · rank 0 mean: [-0-9.e]+.*", title), title
+    image = matplotlib.imread(shot)
+    assert image.shape[:2] == (2000, 1280)
+    colours = np.unique((image[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    assert len(colours) > 200  # Not a blank page: text, tables and drawn curves.
+
+
+def test_report_command(runs, tmp_path):
+    out = str(tmp_path / "cli.html")
+    png = str(tmp_path / "png")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xdl_trace",
+            "report",
+            runs["a"],
+            runs["b"],
+            "-o",
+            out,
+            "--png",
+            png,
+            "--keys",
+            "w,loss",
+            "--gsteps",
+            "10:29",
+            "--ranks",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    assert result.returncode == 0, result.stderr
+    model = _html_model(open(out, encoding="utf-8").read())
+    # w: mean/std, l2, a distribution per run; loss: value; step time (+ throughput unless every
+    # step took under a millisecond: timestamps are in ms).
+    charts = len(model["steps"]) + sum(len(c["charts"]) for c in model["cards"])
+    assert charts == len(model["steps"]) + 5 and model["steps"]
+    assert f"wrote {out}: {charts} charts" in result.stdout
+    assert f"wrote {charts} PNG(s)" in result.stdout
+    assert len(os.listdir(png)) == charts
+    assert [c["key"] for c in model["cards"]] == ["w", "loss"]
+    assert model["runs"][0]["gsteps"] == [10, 29] and model["runs"][0]["ranks"] == [0]
+    assert model["runs"][0]["records"] == 20
+    bad = subprocess.run(
+        [sys.executable, "-m", "xdl_trace", "report", runs["a"], "--keys", "nope*", "-o", out],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    assert bad.returncode == 1 and "no key matches" in bad.stderr
+
+
+def test_device_time_by_kernel_matches_the_timeline(tmp_path):
+    """With a device tracer (the fake C plugin of test_timeline, compiled here), the report's
+    device-time table sums the same events the timeline draws."""
+    from xdl_trace import timeline
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to build the fake device plugin")
+    plugin = str(tmp_path / "libxdl_trace_fake.so")
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-I",
+            os.path.join(REPO, "cpp", "include"),
+            os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c"),
+            "-o",
+            plugin,
+        ],
+        check=True,
+        timeout=120,
+    )
+    run = str(tmp_path / "run")
+    xdl.trace_tensor("w", np.arange(8, dtype=np.float32))
+    config = {"output_dir": run, "device_tracers": [plugin], "device_collect_interval_s": 0}
+    with xdl.TraceHook(config) as hook:
+        for step in range(6):
+            hook.step()
+    model = report.build_report(run)
+    (table,) = model["device"]
+    expected = {}
+    for event in timeline.build_timeline(run)["traceEvents"]:
+        if event.get("ph") == "X" and event["cat"] in set(timeline._EVENT_CATEGORY.values()):
+            entry = expected.setdefault((event["cat"], event["name"]), [0, 0.0])
+            entry[0] += 1
+            entry[1] += event["dur"] / 1e3  # us -> ms
+    assert expected and table["kinds"] == len(expected)
+    got = {(r["kind"], r["name"]): [r["events"], r["total_ms"]] for r in table["rows"]}
+    assert got.keys() == expected.keys()
+    for key, (events, total_ms) in expected.items():
+        assert got[key][0] == events
+        assert got[key][1] == pytest.approx(total_ms, rel=1e-6, abs=1e-6)
+    shares = [r["share"] for r in table["rows"]]
+    assert shares == sorted(shares, reverse=True) and sum(shares) == pytest.approx(1.0)
+    assert "Device time by kernel" in report.render_html(model)
+
+
+def test_many_keys_get_fewer_buckets_within_the_memory_budget(tmp_path, monkeypatch):
+    assert analysis._capacities(10, 1, 512, 128) == (512, 128)
+    assert analysis._capacities(100, 8, 512, 128) == (256, 128)
+    assert analysis._capacities(1000, 8, 512, 128) == (32, 32)  # The floor.
+    out = str(tmp_path / "run")
+    values = [np.zeros(4, np.float32) for _ in range(10)]
+    for i, v in enumerate(values):
+        xdl.trace_tensor(f"k{i}", v)
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}) as hook:
+        for step in range(600):
+            values[0][:] = step
+            hook.step()
+    monkeypatch.setattr(analysis, "SERIES_BUDGET_BYTES", 1 << 20)
+    scan = analysis.scan_run(out)
+    assert scan.capacity == 256
+    assert all(s.capacity == 256 for s in scan.stats.values())
+    x, mean, low, high = scan.stats[("k0", 0)].view()
+    assert 128 <= len(x) <= 256 and high[:, analysis.MAX].max() == 599

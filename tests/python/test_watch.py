@@ -1,0 +1,156 @@
+"""xdl.watch: real torch training traced by TraceHook, files read back; numpy dicts; every=N."""
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+from xdl_trace import analysis, report
+
+torch = pytest.importorskip("torch", reason="python3-torch is not installed")
+
+STATS = {name: i for i, name in enumerate(analysis.STATS_FIELDS)}
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+
+
+def _train(model, out_dir, steps, on_step=None):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(32, 4)
+    y = x.sum(1, keepdim=True)
+    with xdl.TraceHook({"output_dir": out_dir, "on_error": "raise", "fsync": False}) as hook:
+        for step in range(steps):
+            opt.zero_grad()
+            out = model(x)
+            loss = ((out - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            if on_step is not None:
+                on_step(step)
+            hook.step()
+    return x
+
+
+def test_watch_traces_parameter_and_gradient_stats(tmp_path):
+    model = _model()
+    keys = xdl.watch(model)
+    names = [n for n, _ in model.named_parameters()]
+    assert keys == names + [f"gradient/{n}" for n in names]
+    out = str(tmp_path / "run")
+    snapshots = {}
+
+    def snapshot(step):
+        snapshots[step] = {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
+        snapshots[step].update(
+            {f"gradient/{n}": p.grad.numpy().copy() for n, p in model.named_parameters()}
+        )
+
+    _train(model, out, 5, snapshot)
+    trace = xdl.open_trace(out)
+    assert trace.keys == keys
+    records = list(trace.records())
+    assert [r.gstep for r in records] == list(range(5))
+    for record in records:
+        for key in keys:
+            row = record.columns[key]
+            value = snapshots[record.gstep][key].astype(np.float64)
+            assert row.shape == (8,)
+            assert row[STATS["count"]] == value.size
+            np.testing.assert_allclose(row[STATS["mean"]], value.mean(), rtol=1e-6, atol=1e-9)
+            np.testing.assert_allclose(row[STATS["l2"]], np.linalg.norm(value), rtol=1e-6)
+    assert not np.array_equal(records[0]["gradient/0.weight"], records[4]["gradient/0.weight"])
+
+
+@pytest.fixture
+def scoped_run(tmp_path):
+    model = _model()
+    keys = xdl.watch(model, activations=True, summary=None, every=2, scope="net")
+    outputs = {}
+    model[1].register_forward_hook(lambda m, i, o: outputs.__setitem__("tanh", o.detach().clone()))
+    seen = {}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(32, 4)
+    out = str(tmp_path / "run")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    with xdl.TraceHook(config, scope="net") as hook:
+        for step in range(5):
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+            seen[step] = (
+                outputs["tanh"],
+                model[0].weight.grad.clone(),
+                model[2].bias.detach().clone(),
+            )
+            hook.step()
+    return keys, seen, out
+
+
+def test_every_n_traces_values_then_empty_columns(scoped_run):
+    keys, seen, out = scoped_run
+    trace = xdl.open_trace(out)
+    assert trace.keys == keys
+    for record in trace.records():
+        captured = record.gstep % 2 == 0
+        for key, column in record.columns.items():
+            assert (column.size > 0) == captured, (record.gstep, key)
+        if captured:
+            tanh, grad, bias = seen[record.gstep]
+            np.testing.assert_array_equal(record["net/activation/1"], tanh.numpy())
+            np.testing.assert_array_equal(record["net/gradient/0.weight"], grad.numpy())
+            np.testing.assert_array_equal(record["net/2.bias"], bias.numpy())
+    gsteps, values = trace.stack("net/activation/2", return_gsteps=True)
+    assert list(gsteps) == [0, 2, 4] and values.shape == (3, 32, 1)
+
+
+def test_report_pairs_watched_gradients_with_their_parameters(scoped_run):
+    keys, _, out = scoped_run
+    model = report.build_report(out)
+    card = next(c for c in model["cards"] if c["key"] == "net/gradient/0.weight")
+    assert card["charts"][-1]["title"] == "update ratio"
+    assert "net/activation/1" in [c["key"] for c in model["cards"]]
+    assert xdl.find_nan(out) == []
+
+
+def test_watch_numpy_dict_parameters_only(tmp_path):
+    params = {"w": np.ones((3, 2), np.float32), "b": np.zeros(2, np.float32)}
+    assert xdl.watch(params, summary=None) == ["w", "b"]
+    out = str(tmp_path / "run")
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}) as hook:
+        for step in range(3):
+            params["w"] += 1  # In place: traced where it lives.
+            hook.step()
+    stacked = xdl.open_trace(out).stack("w")
+    np.testing.assert_array_equal(stacked[:, 0, 0], [2, 3, 4])
+    # trace_gradient finds a watched variable; the gradient comes through send_gradient.
+    xdl.trace_gradient("w")
+    assert "gradient/w" in xdl.keys()
+
+
+def test_watch_rejects_bad_arguments():
+    with pytest.raises(TypeError, match="nn.Module or a dict of numpy arrays, got list"):
+        xdl.watch([1, 2])
+    with pytest.raises(TypeError, match="'w' is a list, not a numpy array"):
+        xdl.watch({"w": [1.0]})
+    with pytest.raises(ValueError, match=r"watch\(every=\): 0 is not an int >= 1"):
+        xdl.watch(_model(), every=0)
+
+
+def test_activation_before_any_forward_fails_the_step_by_name(tmp_path):
+    model = _model()
+    xdl.watch(model, gradients=False, activations=True)
+    config = {"output_dir": str(tmp_path / "run"), "on_error": "raise"}
+    with pytest.raises(RuntimeError, match="activation '.*activation/0'.*no tensor yet"):
+        with xdl.TraceHook(config) as hook:
+            hook.step()
+
+
+def test_every_with_stats_summary_writes_count_zero_rows_in_between(tmp_path):
+    model = _model()
+    xdl.watch(model, gradients=False, every=3)
+    out = str(tmp_path / "run")
+    _train(model, out, 4)
+    counts = [r["0.bias"][STATS["count"]] for r in xdl.open_trace(out).records()]
+    assert counts == [8, 0, 0, 8]  # Captured at traced steps 0 and 3; empty tensors between.

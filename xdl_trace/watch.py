@@ -1,0 +1,156 @@
+"""``xdl.watch(model)``: trace a model's parameters, gradients and (optionally) activations in one call.
+
+    keys = xdl.watch(model)                       # stats of every parameter and its gradient
+    keys = xdl.watch(model, activations=True, summary=None, every=10)
+    with xdl.TraceHook({"output_dir": "out"}) as hook:
+        for batch in data:
+            loss = model(batch).sum(); loss.backward(); opt.step()
+            hook.step()
+
+Keys: a parameter keeps its ``named_parameters()`` name, its gradient is ``gradient/<name>``
+(trace_gradient's convention, so the report pairs them into the update ratio), a leaf module's
+output is ``activation/<module name>``; all under ``scope/`` when a scope is given.
+"""
+
+import numpy as np
+
+from . import _core, _torch, api, errors
+
+__all__ = ["watch"]
+
+_SKIPPED = np.zeros(0, np.float32)  # What a skipped step writes (as trace_once does later on).
+
+
+def _every(n, read):
+    """`read` on the first of every `n` calls, an empty float32 column on the others."""
+    calls = [0]
+
+    def provider():
+        index = calls[0]
+        calls[0] = index + 1
+        return read() if index % n == 0 else _SKIPPED
+
+    return provider
+
+
+def _register(kind, scope, key, read, summary):
+    summary, bins = api._summary(scope, key, summary)
+    api.registry().register_provider(scope, key, kind, read, summary, bins)
+
+
+def _first_tensor(output):
+    if _torch.is_tensor(output):
+        return output
+    if isinstance(output, (tuple, list)):
+        for item in output:
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    if isinstance(output, dict):
+        for item in output.values():
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    return None
+
+
+def watch(model, gradients=True, activations=False, summary="stats", every=None, scope=None):
+    """Registers a model's tensors for tracing and returns their full keys.
+
+    model: a torch ``nn.Module`` (parameters, their gradients, and with `activations` the output
+        of every leaf module, captured by a forward hook), or a dict of name -> numpy array
+        (parameters only: deliver gradients yourself with trace_gradient/send_gradient).
+    gradients: also trace each parameter's ``.grad`` (read at the traced step, after backward)
+        for parameters that require grad.
+    activations: also trace each leaf module's latest forward output (detached; the first tensor
+        when the output is a tuple, list or dict).
+    summary: "stats" (default), "histogram", None (the full tensors) or a callable, as for
+        trace_tensor.
+    every: None (every traced step) or N: the watched keys are captured at the first and then
+        every N-th step the hook traces (counted per key; the hook's filter decides which steps
+        are traced at all); on the other traced steps they hold an empty float32 column, as a
+        trace_once key does after its first step, so other keys can be traced more often.
+        Readers skip empty columns (``stack``, the report, find-nan). With a built-in summary
+        a skipped step holds the summary of an empty tensor (a stats row with count 0 and NaN
+        min/max/mean/std), which find-nan reads as NaN until columns describe themselves.
+    scope: register under this scope (keys become ``scope/<key>``).
+    """
+    if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+        raise errors.InvalidArgumentError(f"xdl_trace: watch(every=): {every!r} is not an int >= 1")
+    scope_s = api._scope(scope)
+    keys = []
+
+    def maybe_every(read):
+        return read if every is None else _every(every, read)
+
+    if isinstance(model, dict):
+        for name, value in model.items():
+            if not isinstance(value, np.ndarray):
+                raise TypeError(
+                    f"xdl_trace: watch: '{name}' is a {type(value).__name__}, not a numpy array"
+                )
+            if every is None:
+                api.trace_variable(name, value, scope=scope, summary=summary)
+            else:
+                _register(
+                    _core.EntryKind.VARIABLE, scope_s, name, maybe_every(lambda v=value: v), summary
+                )
+                with api._lock:
+                    api._variables[(scope_s, name)] = value
+            keys.append(api._full_key(scope_s, name))
+        return keys
+    if not _torch.is_module(model):
+        raise TypeError(
+            "xdl_trace: watch expects a torch nn.Module or a dict of numpy arrays, "
+            f"got {type(model).__name__}"
+        )
+    parameters = _torch.named_parameters(model)
+    for name, parameter in parameters:
+        if every is None:
+            api.trace_variable(name, parameter, scope=scope, summary=summary)
+        else:
+            _register(
+                _core.EntryKind.VARIABLE,
+                scope_s,
+                name,
+                maybe_every(lambda p=parameter, k=name: _torch.host_array(k, p)),
+                summary,
+            )
+            with api._lock:
+                api._variables[(scope_s, name)] = parameter
+        keys.append(api._full_key(scope_s, name))
+    if gradients:
+        for name, parameter in parameters:
+            if not parameter.requires_grad:
+                continue
+            key = f"gradient/{name}"
+            full_key = api._full_key(scope_s, key)
+            read = _torch.grad_provider(full_key, name, parameter)
+            _register(_core.EntryKind.GRADIENT, scope_s, key, maybe_every(read), summary)
+            keys.append(full_key)
+    if activations:
+        for name, module in model.named_modules():
+            if any(True for _ in module.children()):
+                continue  # Not a leaf.
+            key = f"activation/{name or type(module).__name__}"
+            full_key = api._full_key(scope_s, key)
+            latest = {}
+
+            def keep(_module, _inputs, output, latest=latest):
+                tensor = _first_tensor(output)
+                latest["output"] = None if tensor is None else tensor.detach()
+
+            module.register_forward_hook(keep)
+
+            def read(latest=latest, full_key=full_key, name=name):
+                output = latest.get("output")
+                if output is None:
+                    raise errors.FailedPreconditionError(
+                        f"xdl_trace: activation '{full_key}': module '{name}' has produced no "
+                        "tensor yet (run a forward pass before the traced step)"
+                    )
+                return _torch.host_array(full_key, output)
+
+            _register(_core.EntryKind.TENSOR, scope_s, key, maybe_every(read), summary)
+            keys.append(full_key)
+    return keys
