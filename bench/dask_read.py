@@ -1,6 +1,6 @@
 """Reads an 8-rank trace with xdl_trace.dask on 1 and on 2 worker processes; prints the figures.
 
-    /usr/bin/python3 bench/dask_read.py                 # 256 MB trace (default)
+    /usr/bin/python3 bench/dask_read.py                 # 1 GB trace (default)
     /usr/bin/python3 bench/dask_read.py --mb 4000       # several GB (needs the disk and time)
 
 The trace is written once (8 ranks, float32 columns, 64 MB files) into --dir, then
@@ -74,7 +74,7 @@ def time_read(directory, workers, repeat):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/var/tmp/xdl_trace_dask_bench", help="trace directory")
-    parser.add_argument("--mb", type=float, default=256, help="trace size in MB (default 256)")
+    parser.add_argument("--mb", type=float, default=1024, help="trace size in MB (default 1024)")
     parser.add_argument("--ranks", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=3, help="timed reads per configuration")
     parser.add_argument("--keep", action="store_true", help="keep the trace afterwards")

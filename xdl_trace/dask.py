@@ -28,7 +28,7 @@ except ImportError as error:  # pragma: no cover - exercised only without dask
         "python3-distributed python3-pandas"
     ) from error
 
-from . import reader as _reader
+from . import _core, reader as _reader
 
 __all__ = ["STATS", "plan", "to_dataframe", "to_array", "records"]
 
@@ -96,46 +96,54 @@ def plan(path, gsteps=None, run="latest", ranks=None, prefix="train", name="trac
     return chosen
 
 
-def _as_float(column, wire_dtype):
-    values = np.asarray(column)
-    if wire_dtype == "bfloat16":
-        values = _reader.bfloat16_to_float32(values)
-    return values.astype(np.float64, copy=False).ravel()
+# Wire dtype of a column array: by numpy dtype, except bfloat16 (read as its uint16 bits),
+# which the file's schema names.
+_WIRE_BY_NAME = {name: value for value, name, _, _ in _core.dtype_table()}
+_WIRE_BY_NUMPY = {}
+for _value, _name, _size, _numpy in _core.dtype_table():
+    _WIRE_BY_NUMPY.setdefault(np.dtype(_numpy), _value)
+_BATCH = 256  # Records whose columns go to one C++ stats call.
 
 
-def _stats(values):
-    """count, min, max, mean, std, l2, nan, inf of a float64 vector (the built-in "stats")."""
-    nan = int(np.isnan(values).sum())
-    inf = int(np.isinf(values).sum())
-    finite = values if nan + inf == 0 else values[np.isfinite(values)]
-    if finite.size == 0:
-        return values.size, np.nan, np.nan, np.nan, np.nan, 0.0, nan, inf
-    return (
-        values.size,
-        float(finite.min()),
-        float(finite.max()),
-        float(finite.mean()),
-        float(finite.std()),
-        float(np.sqrt(np.dot(finite, finite))),
-        nan,
-        inf,
-    )
+def _stats_rows(entry, batch, bfloat16_keys, rows):
+    """Appends the statistics rows of `batch` (records) to `rows`, computed in C++ in one call
+    over every column, read in place (``_core.column_stats``, as the report's)."""
+    arrays, dtypes, where = [], [], []
+    for record in batch:
+        for key, column in record.columns.items():
+            if key in bfloat16_keys and column.dtype == np.uint16:
+                dtypes.append(_WIRE_BY_NAME["bfloat16"])
+            else:
+                dtypes.append(_WIRE_BY_NUMPY[column.dtype])
+            arrays.append(column)
+            where.append((record, key))
+    if not arrays:
+        return
+    # One thread: Dask runs one task per worker thread, so the cores are already in use.
+    stats, _ = _core.column_stats(arrays, dtypes, None, 1)
+    for (record, key), row in zip(where, stats):
+        rows["run"].append(entry["run"])
+        rows["rank"].append(entry["rank"])
+        rows["gstep"].append(record.gstep)
+        rows["lstep"].append(record.lstep)
+        rows["timestamp"].append(record.timestamp)
+        rows["key"].append(key)
+        for name, value in zip(STATS, row):
+            rows[name].append(value)
 
 
 def _file_frame(entry, keys, gsteps):
     """The statistics rows of one data file (runs on a worker: opens the file by path)."""
     trace = _reader.open_trace(entry["path"])
-    wire = {k: dtype for k, (dtype, _) in trace.schema().items()}
+    bfloat16_keys = {k for k, (dtype, _) in trace.schema().items() if dtype == "bfloat16"}
     rows = {name: [] for name in _COLUMNS}
+    batch = []
     for record in trace.records(keys=keys, gsteps=gsteps):
-        for key, column in record.columns.items():
-            stats = _stats(_as_float(column, wire.get(key)))
-            for name, value in zip(
-                ("run", "rank", "gstep", "lstep", "timestamp", "key") + STATS,
-                (entry["run"], entry["rank"], record.gstep, record.lstep, record.timestamp, key)
-                + stats,
-            ):
-                rows[name].append(value)
+        batch.append(record)
+        if len(batch) == _BATCH:
+            _stats_rows(entry, batch, bfloat16_keys, rows)
+            batch = []
+    _stats_rows(entry, batch, bfloat16_keys, rows)
     return pd.DataFrame({name: np.asarray(rows[name], dtype=t) for name, t in _COLUMNS.items()})
 
 
@@ -144,7 +152,8 @@ def to_dataframe(
 ):
     """A dask DataFrame with one row per (run, rank, gstep, lstep, key): ``timestamp`` and the
     column's statistics (``count, min, max, mean, std, l2, nan, inf`` over its elements, finite
-    values for min..l2), computed on the workers. One partition per data file.
+    values for min..l2, as the built-in "stats" summary), computed in C++ on the workers. One
+    partition per data file.
 
     ``keys``: list of keys (default all); ``gsteps``: as ``Trace.records``; ``run``: "latest"
     (default), a run id or "all"; ``ranks``: a list of ranks (default all)."""

@@ -27,10 +27,11 @@ def client():
 
 
 def write_trace(out_dir, ranks=(0, 1), steps=12, gstep0=0):
-    """Each rank: w float32[4, 5] and loss float64, rolled over every few records."""
+    """Each rank: w float32[4, 5], loss float64, ids int64[3], rolled over every few records."""
     state = {}
     xdl.trace_callback("w", lambda: state["w"])
     xdl.trace_callback("loss", lambda: state["loss"])
+    xdl.trace_callback("ids", lambda: state["ids"])
     for rank in ranks:
         cfg = {"output_dir": out_dir, "rank": rank, "fsync": False, "max_file_m_size": 0.0003}
         with xdl.TraceHook(cfg) as hook:
@@ -40,6 +41,7 @@ def write_trace(out_dir, ranks=(0, 1), steps=12, gstep0=0):
                     w[0, 0] = np.nan
                     w[1, 1] = np.inf
                 state["w"], state["loss"] = w, np.float64(1.0 / (step + 1 + rank))
+                state["ids"] = np.arange(3, dtype=np.int64) - step
                 hook.step(gstep=gstep0 + step)
     xdl.clear()
 
@@ -52,7 +54,7 @@ def test_dataframe_rows_match_numpy_on_two_worker_processes(client, tmp_path):
     df = xdd.to_dataframe(out)
     assert df.npartitions == len(trace.files)
     got = df.compute().sort_values(["rank", "gstep", "key"]).reset_index(drop=True)
-    assert len(got) == 2 * 12 * 2
+    assert len(got) == 2 * 12 * 3
     assert set(got["run"]) == {trace.run.id}
     workers = client.run(os.getpid)
     assert len(set(workers.values())) == 2 and os.getpid() not in workers.values()

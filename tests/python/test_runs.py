@@ -331,3 +331,19 @@ def test_cli_lists_runs_and_takes_run(cfg, out_dir, tmp_path, capsys):
     assert cli.main(["verify", out_dir, "--run", "latest"]) == 0
     assert "2 of 2 files verified" in capsys.readouterr().out
     assert cli.main(["timeline", out_dir, "--run", "all", "-o", str(tmp_path / "t.json")]) == 0
+
+
+def test_report_and_find_nan_take_run(cfg, out_dir, tmp_path, capsys):
+    from xdl_trace import cli
+
+    write_run(cfg, steps=2)
+    write_run(cfg, steps=3, gstep0=100)
+    html = str(tmp_path / "r.html")
+    assert cli.main(["report", out_dir, "-o", html]) == 1
+    assert "holds 2 runs" in capsys.readouterr().err
+    assert cli.main(["report", out_dir, "--run", "latest", "-o", html]) == 0
+    assert os.path.getsize(html) > 0
+    assert cli.main(["find-nan", out_dir]) == 1
+    assert "holds 2 runs" in capsys.readouterr().err
+    assert cli.main(["find-nan", out_dir, "--run", "all"]) == 0
+    assert "over 5 records" in capsys.readouterr().out
