@@ -97,6 +97,15 @@ def main(argv=None):
 
     page = write_report(out_dir, os.path.join(out_dir, "report.html"))
     print(f"report: {page['output']} ({page['charts']} charts; open it in a browser)")
+    cli = f"{sys.executable} -m xdl_trace"
+    print(f"\nfiles: {out_dir}/train.trace.<rank>.<index> (+ .meta). Next:")
+    for line in (
+        f"{cli} info {out_dir}",
+        f"{cli} dump {out_dir} --keys loss --max-records 5",
+        f"{cli} find-nan {out_dir}",
+        f"{cli} timeline {out_dir} -o {out_dir}/timeline.json   # open in ui.perfetto.dev",
+    ):
+        print(f"  {line}")
     return 0
 
 

@@ -50,7 +50,8 @@ _BATCH = 256  # Records decoded per call into C++ (amortizes the GIL round trip)
 
 
 class TornTailWarning(UserWarning):
-    """A data file ends inside a frame: the writer stopped mid-record (a crash)."""
+    """A data file ends inside a frame: its writer is still writing it, or stopped mid-record
+    (a crash); every record before the partial frame is complete."""
 
 
 class UnknownDTypeWarning(UserWarning):

@@ -179,5 +179,9 @@ def test_dump_of_a_torn_file_warns_once_with_the_offset(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("rank: 0") == 2
-    assert result.stderr.count("torn final frame") == 1
-    assert f"xdl-trace: warning: {path}: torn final frame at byte offset {last}" in result.stderr
+    # No Meta says the file was closed: its writer may still be writing it (issue 13).
+    assert result.stderr.count("still being written") == 1
+    assert (
+        f"xdl-trace: warning: {path}: still being written (or its writer stopped before closing "
+        f"it); 2 complete records, then a partial frame at byte offset {last}" in result.stderr
+    )

@@ -253,6 +253,10 @@ struct TornTail {
   uint64_t zero_from = 0;
   uint64_t file_bytes = 0;
   uint64_t meta_data_bytes = 0;  // What the file's Meta covers (0: no Meta).
+  // The writer had not closed the file (no Meta, or closed_cleanly false): it
+  // may still be writing it, or it stopped (a crash).
+  bool writer_open = false;
+  int64_t complete_records = 0;  // Record frames before `offset`.
 };
 
 // One line naming the file and offset: the warning every reader prints.

@@ -256,6 +256,12 @@ int64_t ColumnView::NumElements() const {
 }
 
 std::string DescribeTornTail(const TornTail& torn) {
+  if (!torn.zero_filled && torn.writer_open) {
+    return absl::StrCat(torn.path,
+                        ": still being written (or its writer stopped before closing it); ",
+                        torn.complete_records,
+                        " complete records, then a partial frame at byte offset ", torn.offset);
+  }
   if (!torn.zero_filled) {
     return absl::StrCat(torn.path, ": torn final frame at byte offset ", torn.offset,
                         " (the writer stopped mid-record); the records before it are complete");
@@ -453,6 +459,13 @@ TornTail TraceFile::TornTailAt(uint64_t offset, int32_t rank) const {
   torn.zero_from = std::max(zero_from_, offset);
   if (meta_ && meta_->format_version == kFormatVersion) {
     torn.meta_data_bytes = static_cast<uint64_t>(std::max<int64_t>(meta_->data_bytes, 0));
+  }
+  // XDL writes its Meta when it finishes a file: a file with one is closed.
+  torn.writer_open = !meta_ || (meta_->format_version == kFormatVersion && !meta_->closed_cleanly);
+  // Every frame before `offset` was read whole: hop over their length prefixes.
+  for (uint64_t at = first_record_offset_; at + kPrefixBytes <= offset;
+       at += kPrefixBytes + LoadLength(bytes_.data() + at)) {
+    ++torn.complete_records;
   }
   return torn;
 }
