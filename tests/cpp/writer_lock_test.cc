@@ -111,6 +111,40 @@ TEST_CASE("a crashed owner's lock is free; its stale file is taken over", "[lock
   close(ready[1]);
 }
 
+TEST_CASE("a child forked while the lock is held does not keep it after the owner dies", "[lock]") {
+  TempDir dir;
+  const TraceConfig config = Config(dir.path(), 2);
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  const pid_t owner = fork();
+  REQUIRE(owner >= 0);
+  if (owner == 0) {
+    // The owner: lock, fork a long-lived child (a DataLoader worker, say), then wait to be
+    // killed. The grandchild reports its pid and sleeps until the test kills it.
+    auto lock = WriterLock::Acquire(config);
+    if (!lock.ok()) _exit(2);
+    const pid_t worker = fork();
+    if (worker == 0) {
+      pause();
+      _exit(0);
+    }
+    if (write(ready[1], &worker, sizeof(worker)) != sizeof(worker)) _exit(2);
+    pause();
+    _exit(0);
+  }
+  pid_t worker = 0;
+  REQUIRE(read(ready[0], &worker, sizeof(worker)) == sizeof(worker));
+  CHECK(!WriterLock::Acquire(config).ok());  // The owner holds it.
+  REQUIRE(kill(owner, SIGKILL) == 0);        // The owner crashes; its child lives on.
+  int status = 0;
+  REQUIRE(waitpid(owner, &status, 0) == owner);
+  auto after = WriterLock::Acquire(config);
+  CHECK(after.ok());
+  kill(worker, SIGKILL);  // Reparented to init (or a subreaper), which reaps it.
+  close(ready[0]);
+  close(ready[1]);
+}
+
 TEST_CASE("a symbolic link at the lock file's name is refused, not followed", "[lock]") {
   TempDir dir;
   const std::string target = dir / "elsewhere";

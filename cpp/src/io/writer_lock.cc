@@ -2,15 +2,19 @@
 #include "io/writer_lock.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/mutex.h"
 #include "io/file_set.h"
 #include "io/io_error.h"
 #include "io/run_info.h"
@@ -48,14 +52,62 @@ int FlockNoWait(int fd) {
 // (each removal is a writer releasing it, so this only loops under churn).
 constexpr int kMaxLockAttempts = 1000;
 
+// The descriptors of every lock this process holds. A child forked while a
+// lock is held (a DataLoader worker, say) would otherwise keep the lock's
+// open file description, and so the lock, alive after the owner dies; the
+// child's copies are pointed at /dev/null right after fork. Shared by every
+// thread; the atfork handlers hold the mutex across fork, so the child finds
+// the set consistent.
+struct HeldLocks {
+  internal::Mutex mu;
+  std::set<int> fds ABSL_GUARDED_BY(mu);
+};
+
+HeldLocks& Held() {
+  static HeldLocks* held = new HeldLocks;  // Never destroyed: used at fork and at exit.
+  return *held;
+}
+
+void LockHeldBeforeFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { Held().mu.Lock(); }
+void UnlockHeldInParent() ABSL_NO_THREAD_SAFETY_ANALYSIS { Held().mu.Unlock(); }
+void DropHeldInChild() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  HeldLocks& held = Held();
+  // The descriptor numbers stay valid (the child's WriterLock still closes
+  // them) but no longer refer to the lock file.
+  const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd >= 0) {
+    for (int fd : held.fds) dup3(null_fd, fd, O_CLOEXEC);
+    close(null_fd);
+  }
+  held.fds.clear();
+  held.mu.Unlock();
+}
+
+void Track(int fd) {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    pthread_atfork(&LockHeldBeforeFork, &UnlockHeldInParent, &DropHeldInChild);
+  });
+  HeldLocks& held = Held();
+  internal::MutexLock lock(&held.mu);
+  held.fds.insert(fd);
+}
+
+void Untrack(int fd) {
+  HeldLocks& held = Held();
+  internal::MutexLock lock(&held.mu);
+  held.fds.erase(fd);
+}
+
 }  // namespace
 
 std::string WriterLockFileName(const TraceConfig& config) {
   return absl::StrCat(".", FileStem(config), ".lock");
 }
 
-WriterLock::WriterLock(int fd, std::string path)
-    : fd_(fd), pid_(getpid()), path_(std::move(path)) {}
+WriterLock::WriterLock(int fd, std::string path) : fd_(fd), pid_(getpid()), path_(std::move(path)) {
+  Track(fd_);
+}
 
 WriterLock& WriterLock::operator=(WriterLock&& other) noexcept {
   if (this != &other) {
@@ -72,7 +124,10 @@ void WriterLock::Release() {
   if (fd_ < 0) return;
   // Removed while locked, so a writer that opened it meanwhile sees a removed
   // file once it gets the lock, and starts over (Acquire).
-  if (getpid() == pid_ && SameFile(fd_, path_)) unlink(path_.c_str());
+  if (getpid() == pid_) {
+    if (SameFile(fd_, path_)) unlink(path_.c_str());
+    Untrack(fd_);
+  }
   close(fd_);  // Drops the flock with the open file description.
   fd_ = -1;
 }

@@ -9,7 +9,10 @@
 // Release removes the file while still holding the lock; so Acquire, having
 // locked, checks that the name still leads to the file it locked (else it
 // locked a removed file and tries again). After a crash the file stays until
-// the next writer of that rank releases it.
+// the next writer of that rank releases it. A process forked while a lock is
+// held does not inherit it: its copy of the descriptor is pointed at
+// /dev/null right after fork (pthread_atfork), so the lock dies with its owner
+// even when children it forked live on.
 #ifndef XDL_TRACE_IO_WRITER_LOCK_H_
 #define XDL_TRACE_IO_WRITER_LOCK_H_
 
