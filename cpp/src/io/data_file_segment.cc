@@ -165,11 +165,12 @@ xdl::proto::Meta DataFileSegment::BuildMeta(bool closed_cleanly, int64_t dropped
   meta.set_format_version(kFormatVersion);
   meta.set_dropped_records(dropped_records);
   meta.set_closed_cleanly(closed_cleanly);
-  if (closed_cleanly) meta.set_end_time_ms(WallClockMs());
+  if (closed_cleanly) meta.set_end_time_ms(closed_at_ms_ != 0 ? closed_at_ms_ : WallClockMs());
   return meta;
 }
 
 absl::Status DataFileSegment::WriteMeta(bool closed_cleanly, int64_t dropped_records) {
+  if (closed_cleanly && closed_at_ms_ == 0) closed_at_ms_ = WallClockMs();
   XDL_RETURN_IF_ERROR(ReplaceMeta(path_, BuildMeta(closed_cleanly, dropped_records),
                                   options_->config.fsync, options_->dir_fd));
   meta_bytes_ = bytes_;
