@@ -7,6 +7,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cctype>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -186,9 +187,25 @@ std::string DTypeLabel(DType dtype) {
   return "unknown(" + std::to_string(static_cast<int32_t>(dtype)) + ")";
 }
 
+// Widens `n` bfloat16 values (their uint16 bits, little-endian) to float32:
+// the bits are the upper half of the float's.
+void WidenBFloat16(const char* bits, size_t n, float* out) {
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t b;
+    std::memcpy(&b, bits + 2 * i, 2);
+    const uint32_t widened = static_cast<uint32_t>(b) << 16;
+    std::memcpy(out + i, &widened, 4);
+  }
+}
+
+void MakeReadOnly(py::array& array) {
+  py::detail::array_proxy(array.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+}
+
 // A column as an array viewing the mapping; a dtype newer than this reader as
-// its raw bytes (flat uint8: the shape's element size is unknown).
-py::array ColumnArray(const PyTraceFile& file, const ColumnView& column) {
+// its raw bytes (flat uint8: the shape's element size is unknown). Unless
+// `raw`, a bfloat16 column is widened to a (read-only) float32 copy.
+py::array ColumnArray(const PyTraceFile& file, const ColumnView& column, bool raw) {
   std::vector<py::ssize_t> shape;
   if (column.empty()) {
     shape.push_back(0);
@@ -197,9 +214,57 @@ py::array ColumnArray(const PyTraceFile& file, const ColumnView& column) {
   } else {
     shape.assign(column.shape.begin(), column.shape.end());
   }
+  if (!raw && column.dtype == DType::kBFloat16) {
+    py::array_t<float> widened(shape);
+    if (!column.empty()) {
+      WidenBFloat16(column.data.data(), column.data.size() / 2, widened.mutable_data());
+    }
+    py::array out = std::move(widened);
+    MakeReadOnly(out);
+    return out;
+  }
   const char* data = column.data.data() != nullptr ? column.data.data() : file.file->bytes().data();
   if (data == nullptr) return py::array(NumpyDType(column.dtype), shape);
   return py::array(NumpyDType(column.dtype), shape, {}, data, file.mapping);
+}
+
+py::tuple ShapeTuple(const Shape& shape);
+
+// A proto enum value's name in lower case ("stats", "gradient"), from the
+// generated descriptor; "unknown(N)" for a value newer than this reader.
+std::string EnumLabel(const google::protobuf::EnumDescriptor* descriptor, int32_t value) {
+  const google::protobuf::EnumValueDescriptor* named = descriptor->FindValueByNumber(value);
+  if (named == nullptr) return "unknown(" + std::to_string(value) + ")";
+  std::string name = named->name();
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// A column descriptor as {"kind", "source", "layout_version", "histogram_bins",
+// "summary_name", "input_dtype", "input_shape"}; kind and source are the
+// .proto's enum names in lower case ("value", "stats", "histogram",
+// "user_summary"; "content_unspecified" when the writer left it unset), the
+// input's dtype and shape None when the writer did not know them.
+py::dict ColumnInfoToDict(const ColumnInfo& info) {
+  using xdl::proto::ColumnDescriptor;
+  py::dict d;
+  d["kind"] = EnumLabel(ColumnDescriptor::Content_descriptor(), static_cast<int32_t>(info.content));
+  d["source"] = EnumLabel(ColumnDescriptor::Source_descriptor(), static_cast<int32_t>(info.source));
+  d["layout_version"] = info.layout_version;
+  d["histogram_bins"] = info.histogram_bins;
+  d["summary_name"] = info.summary_name;
+  d["input_dtype"] =
+      info.has_input ? py::object(py::str(DTypeLabel(info.input_dtype))) : py::none();
+  d["input_shape"] = info.has_input ? py::object(ShapeTuple(info.input_shape)) : py::none();
+  return d;
+}
+
+// The file's column descriptors as dicts, or None when its Header has none.
+py::object ColumnsOf(const TraceFile& file) {
+  if (file.columns().empty()) return py::none();
+  py::list out;
+  for (const ColumnInfo& info : file.columns()) out.append(ColumnInfoToDict(info));
+  return std::move(out);
 }
 
 py::dict VerifyToDict(const VerifyReport& r) {
@@ -256,6 +321,7 @@ struct PyTraceCursor {
   TraceCursor cursor;
   std::unordered_map<const std::vector<std::string>*, std::vector<py::str>> key_names;
   std::set<std::pair<size_t, int32_t>> unknown_dtypes;  // (file, dtype) already reported.
+  bool raw = false;  // Keep bfloat16 columns as their uint16 bits.
 
   const std::vector<py::str>& KeyNames(const std::vector<std::string>* keys) {
     auto [it, added] = key_names.try_emplace(keys);
@@ -305,7 +371,7 @@ py::tuple NextBatch(PyTraceCursor& self, int64_t max_records) {
     py::dict columns;
     for (size_t c = 0; c < r.view.columns.size(); ++c) {
       const ColumnView& column = r.view.columns[c];
-      columns[names[c]] = ColumnArray(file, column);
+      columns[names[c]] = ColumnArray(file, column, self.raw);
       if (!column.known_dtype() &&
           self.unknown_dtypes.emplace(r.file, static_cast<int32_t>(column.dtype)).second) {
         unknown.append(py::make_tuple(r.file, static_cast<int32_t>(column.dtype)));
@@ -329,13 +395,15 @@ py::tuple NextBatch(PyTraceCursor& self, int64_t max_records) {
 
 // [(gsteps int64[n], values[n, *shape] or None, unknown dtype or None)] per key
 // (values of a dtype newer than this reader: uint8[n, row bytes]), and the torn
-// tails met on the way. One copy, into the arrays, with the GIL released.
+// tails met on the way. One copy, into the arrays, with the GIL released;
+// unless `raw`, bfloat16 rows are widened to float32 as they are copied.
 py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> keys,
-                const StepSelection& steps, std::optional<int32_t> rank) {
+                const StepSelection& steps, std::optional<int32_t> rank, bool raw) {
   const StackResult result =
       ReadWithoutGil([&] { return self.reader.Stack(std::move(keys), steps, rank); });
   py::list out;
   std::vector<std::pair<const StackedKey*, char*>> copies;
+  std::vector<std::pair<const StackedKey*, float*>> widenings;
   for (const StackedKey& key : result.keys) {
     py::array_t<int64_t> gsteps(static_cast<py::ssize_t>(key.gsteps.size()));
     if (!key.gsteps.empty()) {
@@ -347,8 +415,13 @@ py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> key
     }
     std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(key.rows.size())};
     shape.insert(shape.end(), key.shape.begin(), key.shape.end());
-    py::array values(NumpyDType(key.dtype), shape);
-    copies.emplace_back(&key, static_cast<char*>(values.mutable_data()));
+    const bool widen = !raw && key.dtype == DType::kBFloat16;
+    py::array values(widen ? py::dtype("float32") : NumpyDType(key.dtype), shape);
+    if (widen) {
+      widenings.emplace_back(&key, static_cast<float*>(values.mutable_data()));
+    } else {
+      copies.emplace_back(&key, static_cast<char*>(values.mutable_data()));
+    }
     const bool known = IsValidDType(static_cast<int32_t>(key.dtype));
     out.append(py::make_tuple(
         std::move(gsteps), std::move(values),
@@ -357,6 +430,13 @@ py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> key
   {
     py::gil_scoped_release release;
     for (const auto& [key, destination] : copies) key->CopyRowsTo(destination);
+    for (const auto& [key, destination] : widenings) {
+      float* out = destination;
+      for (const absl::string_view row : key->rows) {
+        WidenBFloat16(row.data(), row.size() / 2, out);
+        out += row.size() / 2;
+      }
+    }
   }
   return py::make_tuple(std::move(out), result.torn_tails);
 }
@@ -382,6 +462,7 @@ void RegisterReaderBindings(py::module_& m) {
           py::arg("path"))
       .def_property_readonly("path", [](const PyTraceFile& f) { return f.file->path(); })
       .def_property_readonly("keys", [](const PyTraceFile& f) { return f.file->keys(); })
+      .def_property_readonly("columns", [](const PyTraceFile& f) { return ColumnsOf(*f.file); })
       .def_property_readonly("size", [](const PyTraceFile& f) { return f.file->size(); })
       .def_property_readonly("first_record_offset",
                              [](const PyTraceFile& f) { return f.file->first_record_offset(); })
@@ -447,7 +528,9 @@ void RegisterReaderBindings(py::module_& m) {
              const auto schema = ReadWithoutGil([&] { return self.reader.Schema(); });
              py::list out;
              for (const KeySchema& k : schema) {
-               out.append(py::make_tuple(k.key, DTypeLabel(k.dtype), ShapeTuple(k.shape)));
+               out.append(py::make_tuple(
+                   k.key, DTypeLabel(k.dtype), ShapeTuple(k.shape),
+                   k.column ? py::object(ColumnInfoToDict(*k.column)) : py::object(py::none())));
              }
              return out;
            })
@@ -456,22 +539,22 @@ void RegisterReaderBindings(py::module_& m) {
           [](const std::shared_ptr<PyTraceReader>& self,
              std::optional<std::vector<std::string>> keys, std::optional<int64_t> begin,
              std::optional<int64_t> end, std::optional<std::vector<int64_t>> steps,
-             std::optional<std::vector<int32_t>> ranks) {
+             std::optional<std::vector<int32_t>> ranks, bool raw) {
             ReadOptions options{std::move(keys), Steps(begin, end, std::move(steps)),
                                 std::move(ranks)};
-            return PyTraceCursor{self, self->reader.Read(std::move(options)), {}};
+            return PyTraceCursor{self, self->reader.Read(std::move(options)), {}, {}, raw};
           },
           py::arg("keys") = py::none(), py::arg("begin") = py::none(), py::arg("end") = py::none(),
-          py::arg("steps") = py::none(), py::arg("ranks") = py::none())
+          py::arg("steps") = py::none(), py::arg("ranks") = py::none(), py::arg("raw") = false)
       .def(
           "stack",
           [](PyTraceReader& self, std::optional<std::vector<std::string>> keys,
              std::optional<int64_t> begin, std::optional<int64_t> end,
-             std::optional<std::vector<int64_t>> steps, std::optional<int32_t> rank) {
-            return Stack(self, std::move(keys), Steps(begin, end, std::move(steps)), rank);
+             std::optional<std::vector<int64_t>> steps, std::optional<int32_t> rank, bool raw) {
+            return Stack(self, std::move(keys), Steps(begin, end, std::move(steps)), rank, raw);
           },
           py::arg("keys") = py::none(), py::arg("begin") = py::none(), py::arg("end") = py::none(),
-          py::arg("steps") = py::none(), py::arg("rank") = py::none())
+          py::arg("steps") = py::none(), py::arg("rank") = py::none(), py::arg("raw") = false)
       .def("runs",
            [](const PyTraceReader& self) {
              const auto runs = ReadWithoutGil([&] { return self.reader.Runs(); });

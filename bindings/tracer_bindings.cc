@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "py_tensor.h"
 #include "status.h"
+#include "xdl_trace.pb.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/registry.h"
 #include "xdl_trace/stats.h"
@@ -24,6 +25,26 @@ namespace py = pybind11;
 namespace xdl_trace {
 namespace python {
 namespace {
+
+using ProtoSource = xdl::proto::ColumnDescriptor;
+static_assert(ProtoSource::TENSOR == static_cast<int>(EntryKind::kTensor) + 1);
+static_assert(ProtoSource::VARIABLE == static_cast<int>(EntryKind::kVariable) + 1);
+static_assert(ProtoSource::GRADIENT == static_cast<int>(EntryKind::kGradient) + 1);
+static_assert(ProtoSource::CALLBACK == static_cast<int>(EntryKind::kCallback) + 1);
+static_assert(ProtoSource::ONCE == static_cast<int>(EntryKind::kOnce) + 1);
+
+// The name a user summary is recorded under in the Header: the wrapper's
+// __xdl_name__ (xdl_trace._convert.wrap_summary), else the callable's
+// __qualname__ or __name__, else its type's name.
+std::string SummaryName(const py::object& fn) {
+  for (const char* attr : {"__xdl_name__", "__qualname__", "__name__"}) {
+    if (py::hasattr(fn, attr)) {
+      py::object name = fn.attr(attr);
+      if (py::isinstance<py::str>(name)) return name.cast<std::string>();
+    }
+  }
+  return py::str(py::type::of(fn).attr("__name__")).cast<std::string>();
+}
 
 // summary: None, a builtin name ("stats", "histogram") or a callable.
 Summary ToSummary(py::object summary, int histogram_bins, const std::string& key) {
@@ -42,6 +63,7 @@ Summary ToSummary(py::object summary, int histogram_bins, const std::string& key
     }
     return out;
   }
+  out.name = SummaryName(summary);
   out.fn = MakeSummaryFn(std::move(summary), key);
   return out;
 }
@@ -114,12 +136,15 @@ void StepWithoutGil(const std::function<absl::Status()>& step) {
 }  // namespace
 
 void RegisterTracerBindings(py::module_& m) {
-  py::enum_<EntryKind>(m, "EntryKind")
-      .value("TENSOR", EntryKind::kTensor)
-      .value("VARIABLE", EntryKind::kVariable)
-      .value("GRADIENT", EntryKind::kGradient)
-      .value("CALLBACK", EntryKind::kCallback)
-      .value("ONCE", EntryKind::kOnce);
+  // EntryKind.TENSOR, ...: named by the .proto's ColumnDescriptor.Source, the
+  // one list of entry kinds (its value n + 1 is EntryKind n, asserted above).
+  py::enum_<EntryKind> entry_kind(m, "EntryKind");
+  const auto* sources = xdl::proto::ColumnDescriptor::Source_descriptor();
+  for (int i = 0; i < sources->value_count(); ++i) {
+    const int number = sources->value(i)->number();
+    if (number == xdl::proto::ColumnDescriptor::SOURCE_UNSPECIFIED) continue;
+    entry_kind.value(sources->value(i)->name().c_str(), static_cast<EntryKind>(number - 1));
+  }
 
   py::enum_<OverflowPolicy>(m, "OverflowPolicy")
       .value("BLOCK", OverflowPolicy::kBlock)

@@ -102,7 +102,20 @@ def wrap_summary(key, fn):
             result = (result[0].astype(np.uint32) << 16).view(np.float32)
         return result
 
+    summary.__xdl_name__ = callable_name(fn)  # Recorded in the Header's column descriptor.
     return summary
+
+
+def callable_name(fn):
+    """``module.qualname`` of a function (``numpy.mean``, ``__main__.<lambda>``); the type's
+    for a callable object without one."""
+    qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not isinstance(qualname, str):
+        qualname = type(fn).__qualname__
+        module = type(fn).__module__
+    else:
+        module = getattr(fn, "__module__", None)
+    return f"{module}.{qualname}" if isinstance(module, str) and module else qualname
 
 
 def classify(key, value):

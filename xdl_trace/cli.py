@@ -31,8 +31,9 @@ _EXTENSION_MODULES = (
     "xdl_trace.report",
 )  # Optional modules that register more commands.
 
-# Layout of the built-in "stats" summary column (float64[8]); see docs/format.md.
-STATS_FIELDS = ("count", "min", "max", "mean", "std", "l2", "nan_count", "inf_count")
+# Layout of the built-in "stats" summary column (float64[8]); see docs/format.md. The same
+# names as xdl_trace.reader.STATS_FIELDS (not imported here: --help works without _core).
+STATS_FIELDS = ("count", "min", "max", "mean", "std", "l2", "nan", "inf")
 
 
 def command(name, help, configure=None):
@@ -273,7 +274,43 @@ def _info(args):
 def _dump_configure(parser):
     _selection_options(parser)
     parser.add_argument("--max-records", type=int, default=None, help="stop after N records")
-    parser.add_argument("--summary", action="store_true", help="min/max/mean instead of values")
+    parser.add_argument(
+        "--summary", action="store_true", help="min/max/mean of value columns instead of values"
+    )
+
+
+def _format_stats(stats):
+    return " ".join(f"{name}={value:g}" for name, value in zip(stats._fields, stats))
+
+
+def _dump_column(record, key, array, summarize):
+    """One line's body: a summary column by its fields' names (stats, histogram),
+    a value column as its values, or with `summarize` their min/max/mean over
+    the finite values (and the NaN/inf counts)."""
+    info = None if record.descriptors is None else record.descriptors.get(key)
+    kind = None if info is None else info["kind"]
+    if kind in ("stats", "histogram") and array.size:
+        try:
+            summary = record.summary(key)
+        except ValueError as error:  # A layout newer than this reader: print the raw values.
+            return f"{np.array2string(array, threshold=20, edgeitems=3)} ({error})"
+        if kind == "stats":
+            return "stats " + _format_stats(summary)
+        edges, counts = summary
+        return (
+            f"histogram {len(counts)} bins over [{edges[0]:g}, {edges[-1]:g}]: counts "
+            + np.array2string(counts, threshold=40, edgeitems=5)
+        )
+    if summarize and array.size and array.dtype.kind in "biuf":
+        values = array.astype(np.float64).reshape(-1)
+        finite = values[np.isfinite(values)]
+        nan = int(np.isnan(values).sum())
+        inf = values.size - finite.size - nan
+        if finite.size == 0:
+            return f"no finite value (nan={nan} inf={inf})"
+        body = f"min={finite.min():g} max={finite.max():g} mean={finite.mean():g}"
+        return body + (f" nan={nan} inf={inf}" if nan or inf else "")
+    return np.array2string(array, threshold=20, edgeitems=3)
 
 
 @command("dump", "print records (gstep, lstep, timestamp, columns)", _dump_configure)
@@ -289,11 +326,7 @@ def _dump(args):
             f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: {record.timestamp}"
         )
         for key, array in record.columns.items():
-            if args.summary and array.size:
-                as_float = array.astype(np.float64)
-                body = f"min={as_float.min():g} max={as_float.max():g} mean={as_float.mean():g}"
-            else:
-                body = np.array2string(array, threshold=20, edgeitems=3)
+            body = _dump_column(record, key, array, args.summary)
             print(f"  {key} {array.dtype}{list(array.shape)}: {body}")
     return 0  # A torn final frame was reported as a TornTailWarning on stderr.
 
@@ -370,15 +403,19 @@ def _export_npz(trace, args, keys, gsteps, ranks):
 
 def _csv_columns(schema, keys):
     """(key, header names) for every key that fits a CSV row: scalars (one
-    element) and stats columns (float64[8])."""
+    element) and stats columns (float64[8]: so described in the Header, or any
+    float64[8] in a file without column descriptors)."""
     out, skipped = [], []
     for key in keys:
-        dtype, shape = schema.get(key, (None, None))
+        entry = schema.get(key)
+        dtype, shape = (None, None) if entry is None else entry
+        kind = getattr(entry, "kind", None)
+        stats_like = dtype == "float64" and tuple(shape or ()) == (len(STATS_FIELDS),)
         if shape is None:
             skipped.append(key)
         elif int(np.prod(shape)) == 1:
             out.append((key, [key]))
-        elif dtype == "float64" and tuple(shape) == (len(STATS_FIELDS),):
+        elif kind == "stats" or (kind is None and stats_like):
             out.append((key, [f"{key}.{f}" for f in STATS_FIELDS]))
         else:
             skipped.append(key)

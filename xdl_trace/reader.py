@@ -15,11 +15,18 @@ over many steps into a single contiguous array.
     assert all(report["ok"] for report in trace.verify())
 
 Column dtypes follow numpy; ``byte`` columns read as uint8 and ``bfloat16``
-columns as their raw uint16 bits (see ``bfloat16_to_float32``). A column that
-XDL writes empty (a ``trace_once`` value after its first step) reads as a
-zero-length array.
+columns are widened to float32 (a copy); ``raw=True`` (on ``open_trace``, or per
+call on ``records``/``stack``) keeps their uint16 bits instead, as zero-copy
+views. A column that XDL writes empty (a ``trace_once`` value after its first
+step) reads as a zero-length array.
+
+Files written by xdl_trace describe their columns in the Header (docs/format.md,
+"Column descriptors"): ``schema()[key].kind`` says whether a column is a value or
+a summary, and ``record.summary(key)`` names a summary's fields (``Stats``,
+``Histogram``). ``record.columns[key]`` is always the raw array, as XDL wrote it.
 """
 
+import collections
 import functools
 import os
 import warnings
@@ -41,6 +48,12 @@ __all__ = [
     "Trace",
     "TraceFileInfo",
     "Record",
+    "ColumnSchema",
+    "Stats",
+    "Histogram",
+    "STATS_FIELDS",
+    "SUMMARY_LAYOUT_VERSION",
+    "parse_summary",
     "TornTailWarning",
     "UnknownDTypeWarning",
     "bfloat16_to_float32",
@@ -58,6 +71,100 @@ class UnknownDTypeWarning(UserWarning):
     """A column has a dtype newer than this reader: it is read as its raw bytes (flat uint8)."""
 
 
+# The built-in summaries' layout version this reader names the fields of
+# (docs/format.md, "Summary columns"); the Header's descriptors carry it.
+SUMMARY_LAYOUT_VERSION = 1
+
+# Fields of a "stats" summary column (float64[8]), in column order.
+STATS_FIELDS = tuple(_core.STATS_FIELDS)  # count, min, max, mean, std, l2, nan, inf
+
+Stats = collections.namedtuple("Stats", STATS_FIELDS)
+Stats.__doc__ = """A "stats" summary: element ``count``; ``min``, ``max``, ``mean``, ``std``
+(population) and ``l2`` norm over the finite values (NaN, and l2 0, when there are
+none); ``nan`` and ``inf`` counts. Scalars for one record, arrays over steps from
+``Trace.stack_summary``."""
+
+Histogram = collections.namedtuple("Histogram", "edges counts")
+Histogram.__doc__ = """A "histogram" summary as ``numpy.histogram`` returns it: ``edges``
+float64[bins + 1] (``lo``, then each bin's right edge), ``counts`` int64[bins] of the
+finite values (the last bin includes its right edge). ``[steps, ...]`` over steps."""
+
+_SUMMARY_KINDS = ("stats", "histogram", "user_summary")
+
+
+def _not_a_summary(key, info, where):
+    kind = "a value" if info is None or info["kind"] == "value" else f"a {info['kind']!r} column"
+    if info is None:
+        kind = "not described (a file written by XDL or before column descriptors)"
+    return errors.InvalidArgumentError(
+        f"{where}: key '{key}' is {kind}, not a summary; read it with columns['{key}']"
+    )
+
+
+def parse_summary(key, array, info, where="xdl_trace"):
+    """Names the fields of summary column(s) `array` (one column, or ``stack``'s
+    ``[steps, ...]``) as the column descriptor `info` (``schema()[key].descriptor``)
+    says: ``Stats`` for "stats", ``Histogram`` for "histogram", the array itself
+    for a user summary. InvalidArgumentError (a ValueError) naming the key for a
+    value column, a column without a descriptor, a layout newer than this reader
+    or a column of the wrong length."""
+    kind = None if info is None else info["kind"]
+    if kind not in _SUMMARY_KINDS:
+        raise _not_a_summary(key, info, where)
+    if kind == "user_summary":
+        return array
+    if info["layout_version"] != SUMMARY_LAYOUT_VERSION:
+        raise errors.InvalidArgumentError(
+            f"{where}: key '{key}': {kind} layout version {info['layout_version']} is not one "
+            f"this reader knows ({SUMMARY_LAYOUT_VERSION}); read the raw columns['{key}']"
+        )
+    array = np.asarray(array)
+    bins = info["histogram_bins"]
+    expected = len(STATS_FIELDS) if kind == "stats" else 2 + 2 * bins
+    if array.dtype != np.float64 or array.ndim < 1 or array.shape[-1] != expected:
+        raise errors.InvalidArgumentError(
+            f"{where}: key '{key}': a {kind} column must be float64[{expected}], "
+            f"got {array.dtype}{list(array.shape)}"
+        )
+    if kind == "stats":
+        fields = [array[..., i] for i in range(len(STATS_FIELDS))]
+        for i in (0, 6, 7):  # count, nan, inf
+            fields[i] = fields[i].astype(np.int64)
+        if array.ndim == 1:
+            fields = [f.item() for f in fields]
+        return Stats(*fields)
+    edges = np.concatenate([array[..., :1], array[..., 2 : 2 + bins]], axis=-1)
+    counts = array[..., 2 + bins :].astype(np.int64)
+    return Histogram(edges, counts)
+
+
+class ColumnSchema(collections.namedtuple("_ColumnSchema", "dtype shape")):
+    """A key's ``(dtype name, shape)`` in the trace's first record, plus what the
+    column holds, from the Header's column descriptor: ``kind`` ("value",
+    "stats", "histogram", "user_summary"; None for a file without descriptors),
+    ``source`` ("tensor", "variable", "gradient", "callback", "once"), and
+    ``descriptor``, the whole descriptor as a dict (``layout_version``,
+    ``histogram_bins``, ``summary_name``, ``input_dtype``, ``input_shape``: the
+    tensor a summary is computed from, None when unknown at Start). Compares
+    and unpacks as the ``(dtype, shape)`` tuple."""
+
+    def __new__(cls, dtype, shape, descriptor=None):
+        self = super().__new__(cls, dtype, shape)
+        self.descriptor = descriptor
+        return self
+
+    @property
+    def kind(self):
+        return None if self.descriptor is None else self.descriptor["kind"]
+
+    @property
+    def source(self):
+        return None if self.descriptor is None else self.descriptor["source"]
+
+    def __repr__(self):
+        return f"ColumnSchema(dtype={self.dtype!r}, shape={self.shape!r}, kind={self.kind!r})"
+
+
 class Record:
     """One traced step. Unpacks as ``gstep, lstep, timestamp, columns``.
 
@@ -65,11 +172,25 @@ class Record:
     a read-only array. ``rank`` is the writer's rank, ``extra`` the raw record
     fields numbered above 4 as ``(number, wire_type, payload)`` (device
     tracing) or None, ``path`` and ``offset`` locate the frame.
+    ``descriptors`` maps key to its column descriptor (dict), or is None for a
+    file without them; ``summary(key)`` names a summary column's fields.
     """
 
-    __slots__ = ("gstep", "lstep", "timestamp", "columns", "rank", "extra", "path", "offset")
+    __slots__ = (
+        "gstep",
+        "lstep",
+        "timestamp",
+        "columns",
+        "rank",
+        "extra",
+        "path",
+        "offset",
+        "descriptors",
+    )
 
-    def __init__(self, gstep, lstep, timestamp, columns, rank, extra, path, offset):
+    def __init__(
+        self, gstep, lstep, timestamp, columns, rank, extra, path, offset, descriptors=None
+    ):
         self.gstep = gstep
         self.lstep = lstep
         self.timestamp = timestamp
@@ -78,6 +199,23 @@ class Record:
         self.extra = extra
         self.path = path
         self.offset = offset
+        self.descriptors = descriptors
+
+    def summary(self, key):
+        """The summary column `key` with named fields: ``Stats`` (count, min, max,
+        mean, std, l2, nan, inf) for "stats", ``Histogram`` (edges, counts) for
+        "histogram", the array itself for a user summary; None when the column
+        is empty at this step (a trace_once entry after its first record, a
+        missing gradient). KeyError for a key not read; InvalidArgumentError (a
+        ValueError) naming the key for a value column or a file without column
+        descriptors (XDL's)."""
+        array = self.columns[key]
+        info = None if self.descriptors is None else self.descriptors.get(key)
+        if info is None or info["kind"] not in _SUMMARY_KINDS:
+            raise _not_a_summary(key, info, f"{self.path} (gstep {self.gstep})")
+        if array.size == 0 and array.shape == (0,):
+            return None
+        return parse_summary(key, array, info, f"{self.path} (gstep {self.gstep})")
 
     def __iter__(self):
         return iter((self.gstep, self.lstep, self.timestamp, self.columns))
@@ -135,6 +273,11 @@ class TraceFileInfo:
     def keys(self):
         return list(self.open().keys)
 
+    @property
+    def columns(self):
+        """The Header's column descriptors (dicts, one per key), or None when it has none."""
+        return self.open().columns
+
     def __repr__(self):
         return (
             f"TraceFileInfo({self.path!r}, rank={self.rank}, index={self.index}, size={self.size})"
@@ -176,8 +319,10 @@ class Trace:
     A wrapper of the C++ ``TraceReader`` (``xdl_trace._core``), which selects,
     skips files by their Meta, merges ranks and stacks."""
 
-    def __init__(self, path, prefix="train", name="trace", run=None):
+    def __init__(self, path, prefix="train", name="trace", raw=False, run=None):
         path = os.fspath(path)
+        self.raw = bool(raw)  # Default for records/stack: keep bfloat16 bits.
+        self._descriptors = {}  # file index -> {key: descriptor} or None.
         if path.startswith("file://"):
             path = path[len("file://") :]
         self.path = path
@@ -206,9 +351,22 @@ class Trace:
         return [f for f in self.files if f.rank == rank]
 
     def schema(self):
-        """``{key: (dtype name, shape)}`` from the first record (wire dtype names:
-        "bfloat16" and "byte" stay distinct from uint16 and uint8)."""
-        return {key: (dtype, shape) for key, dtype, shape in self._reader.schema()}
+        """``{key: ColumnSchema}`` from the first record: a ``(dtype name, shape)``
+        tuple (wire dtype names: "bfloat16" and "byte" stay distinct from uint16
+        and uint8) that also says what the column holds (``.kind``: "value",
+        "stats", "histogram", "user_summary", or None without descriptors)."""
+        return {
+            key: ColumnSchema(dtype, shape, descriptor)
+            for key, dtype, shape, descriptor in self._reader.schema()
+        }
+
+    def descriptors_of(self, file_index):
+        """``{key: descriptor}`` of ``files[file_index]``, or None when its Header has none."""
+        if file_index not in self._descriptors:
+            columns = self.files[file_index].columns
+            keys = self.files[file_index].keys
+            self._descriptors[file_index] = None if columns is None else dict(zip(keys, columns))
+        return self._descriptors[file_index]
 
     @property
     def nbytes(self):
@@ -241,7 +399,10 @@ class Trace:
                 self._report_unknown_dtype(files[file].path, dtype)
             for gstep, lstep, ts, columns, extra, file, offset in batch:
                 info = files[file]
-                yield Record(gstep, lstep, ts, columns, info.rank, extra, info.path, offset)
+                descriptors = self.descriptors_of(file)
+                yield Record(
+                    gstep, lstep, ts, columns, info.rank, extra, info.path, offset, descriptors
+                )
             if on_progress is not None:
                 now = cursor.bytes_read
                 on_progress(now - read)
@@ -251,7 +412,7 @@ class Trace:
             if done:
                 return
 
-    def records(self, keys=None, gsteps=None, ranks=None, on_progress=None):
+    def records(self, keys=None, gsteps=None, ranks=None, on_progress=None, raw=None):
         """Iterates records of the selected ranks (default all), merged by gstep
         across ranks (ties in rank order).
 
@@ -259,32 +420,55 @@ class Trace:
         inclusive (either may be None), a ``range``, a ``slice`` or a
         collection of steps; files whose Meta proves they hold none of them are
         skipped without being read. ``on_progress(n_bytes)`` is called as
-        bytes are consumed.
+        bytes are consumed. ``raw`` (default: the Trace's) keeps bfloat16
+        columns as their uint16 bits instead of widening them to float32.
         """
         if isinstance(keys, str):
             keys = [keys]
         begin, end, steps = _gstep_selection(gsteps)
         keys = None if keys is None else list(keys)
         ranks = None if ranks is None else [int(r) for r in ranks]
-        cursor = self._reader.read(keys, begin, end, steps, ranks)
+        raw = self.raw if raw is None else bool(raw)
+        cursor = self._reader.read(keys, begin, end, steps, ranks, raw)
         return self._records(cursor, on_progress)
 
     def __iter__(self):
         return self.records()
 
-    def stack(self, key, gsteps=None, rank=None, return_gsteps=False):
+    def stack(self, key, gsteps=None, rank=None, return_gsteps=False, raw=None):
         """One key over steps as one array ``[steps, *shape]`` (a copy), in file
         order for one rank (default: the only rank). Empty (trace_once) columns
-        are left out. With ``return_gsteps`` returns ``(gsteps, values)``."""
-        (result,) = self.stack_many([key], gsteps=gsteps, rank=rank).values()
+        are left out. With ``return_gsteps`` returns ``(gsteps, values)``.
+        ``raw`` as in ``records``."""
+        (result,) = self.stack_many([key], gsteps=gsteps, rank=rank, raw=raw).values()
         return result if return_gsteps else result[1]
 
-    def stack_many(self, keys=None, gsteps=None, rank=None):
+    def stack_summary(self, key, gsteps=None, rank=None):
+        """A summary key over steps, fields named: ``(gsteps, Stats)`` whose fields
+        are arrays ``[steps]``, or ``(gsteps, Histogram)`` with ``edges[steps,
+        bins + 1]`` and ``counts[steps, bins]``, or ``(gsteps, values)`` for a
+        user summary. Errors as ``Record.summary`` (the descriptor is the first
+        file's that has one)."""
+        info = self.schema().get(key)
+        descriptor = None if info is None else info.descriptor
+        if info is None:
+            for i in range(len(self.files)):
+                found = self.descriptors_of(i)
+                if found is not None and key in found:
+                    descriptor = found[key]
+                    break
+        key_steps, values = self.stack(key, gsteps=gsteps, rank=rank, return_gsteps=True)
+        if descriptor is not None and descriptor["kind"] in _SUMMARY_KINDS and values.size == 0:
+            values = np.zeros((0, _summary_width(descriptor)), dtype=np.float64)
+        return key_steps, parse_summary(key, values, descriptor, self.path)
+
+    def stack_many(self, keys=None, gsteps=None, rank=None, raw=None):
         """``stack`` for several keys (default all) in one pass over the files:
         ``{key: (gsteps, values)}``."""
         keys = list(self.keys if keys is None else keys)
         begin, end, steps = _gstep_selection(gsteps)
-        results, torn_tails = self._reader.stack(keys, begin, end, steps, rank)
+        raw = self.raw if raw is None else bool(raw)
+        results, torn_tails = self._reader.stack(keys, begin, end, steps, rank, raw)
         for torn in torn_tails:
             self._report_torn(torn)
         out = {}
@@ -340,11 +524,22 @@ def _open_reader(path, prefix, name):
         raise FileNotFoundError(str(error)) from None
 
 
-def open_trace(path, prefix="train", name="trace", run=None):
+def _summary_width(descriptor):
+    if descriptor["kind"] == "stats":
+        return len(STATS_FIELDS)
+    if descriptor["kind"] == "histogram":
+        return 2 + 2 * descriptor["histogram_bins"]
+    return 0
+
+
+def open_trace(path, prefix="train", name="trace", raw=False, run=None):
     """Opens a trace: a data file, or a directory holding
     ``{prefix}.{name}.{rank}.{index}`` files (``prefix`` "train" or "test").
+    ``raw=True`` reads bfloat16 columns as their uint16 bits (zero-copy views)
+    instead of widening them to float32; ``records`` and ``stack`` take ``raw``
+    per call too.
 
     ``run``: which run to read when the directory holds several (``xdl.runs(path)`` lists
     them): "latest", a run id (or a unique prefix of one) or "all"; the default None reads the
     only run and raises ValueError listing the runs when there are several."""
-    return Trace(path, prefix=prefix, name=name, run=run)
+    return Trace(path, prefix=prefix, name=name, raw=raw, run=run)

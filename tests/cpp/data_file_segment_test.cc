@@ -79,6 +79,19 @@ TEST_CASE("the Header frame is protobuf's own serialization, length-prefixed", "
   for (const std::string& key : kKeys) header.add_key(key);
   CHECK(DataFileSegment::HeaderFrame(kKeys) == test::Frame(header.SerializeAsString()));
   CHECK(DataFileSegment::HeaderFrame({}) == test::Frame(""));
+  // With column descriptors: protobuf's serialization of the Header with field 2 too.
+  std::vector<xdl::proto::ColumnDescriptor> columns(2);
+  columns[0].set_content(xdl::proto::ColumnDescriptor::STATS);
+  columns[0].set_layout_version(1);
+  columns[1].set_content(xdl::proto::ColumnDescriptor::VALUE);
+  columns[1].mutable_input()->set_dtype(xdl::proto::BFloat16);
+  for (const auto& column : columns) *header.add_column() = column;
+  CHECK(DataFileSegment::HeaderFrame(kKeys, columns) == test::Frame(header.SerializeAsString()));
+  // The keys come first on the wire, so the Header of a file with descriptors
+  // starts with XDL's Header bytes (field 1 only).
+  xdl::proto::Header keys_only;
+  for (const std::string& key : kKeys) keys_only.add_key(key);
+  CHECK(header.SerializeAsString().rfind(keys_only.SerializeAsString(), 0) == 0);
 }
 
 TEST_CASE("a new segment holds the Header and a Meta describing just that", "[segment]") {

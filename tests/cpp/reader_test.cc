@@ -1125,5 +1125,92 @@ TEST_CASE("verify: XDL's Meta is unverifiable, a newer format_version is refused
   CHECK(Drain(MustOpenTrace(path).Read({})).status.message() == refused);
 }
 
+TEST_CASE("the Header's column descriptors reach TraceFile and Schema", "[reader]") {
+  TempDir dir;
+  using Column = xdl::proto::ColumnDescriptor;
+  xdl::proto::Header header;
+  header.add_key("w");
+  header.add_key("loss");
+  Column* stats = header.add_column();
+  stats->set_content(Column::STATS);
+  stats->set_source(Column::VARIABLE);
+  stats->set_layout_version(1);
+  stats->mutable_input()->set_dtype(xdl::proto::BFloat16);
+  stats->mutable_input()->add_shape(2);
+  stats->mutable_input()->add_shape(3);
+  Column* user = header.add_column();
+  user->set_content(static_cast<Column::Content>(42));  // A newer writer's content.
+  user->set_source(Column::CALLBACK);
+  user->set_summary_name("m.f");
+  const std::string path = dir / "train.trace.0.1";
+  WriteFile(path, Frame(header.SerializeAsString()) + Frame(SimpleRecord(1).SerializeAsString()));
+
+  std::shared_ptr<TraceFile> file = MustOpen(path);
+  CHECK(file->keys() == std::vector<std::string>{"w", "loss"});
+  REQUIRE(file->columns().size() == 2);
+  const ColumnInfo& s = file->columns()[0];
+  CHECK(s.content == ColumnInfo::Content::kStats);
+  CHECK(s.source == ColumnInfo::Source::kVariable);
+  CHECK(s.layout_version == 1);
+  CHECK(s.histogram_bins == 0);
+  CHECK(s.has_input);
+  CHECK(s.input_dtype == DType::kBFloat16);
+  CHECK(s.input_shape == Shape{2, 3});
+  const ColumnInfo& u = file->columns()[1];
+  CHECK(static_cast<int32_t>(u.content) == 42);  // Kept, not refused.
+  CHECK(u.source == ColumnInfo::Source::kCallback);
+  CHECK(u.summary_name == "m.f");
+  CHECK_FALSE(u.has_input);
+  CHECK(ReadAllOk(file).size() == 1);  // The records read as before.
+
+  absl::StatusOr<TraceReader> reader = TraceReader::Open(dir.path());
+  REQUIRE(reader.ok());
+  absl::StatusOr<std::vector<KeySchema>> schema = reader->Schema();
+  REQUIRE(schema.ok());
+  REQUIRE(schema->size() == 2);
+  REQUIRE((*schema)[0].column.has_value());
+  CHECK((*schema)[0].column->content == ColumnInfo::Content::kStats);
+  CHECK((*schema)[0].dtype == DType::kFloat32);  // The record's column, not the input.
+
+  // Without descriptors (XDL's Header): no columns, the schema says nothing more.
+  TempDir xdl_dir;
+  WriteSimpleFile(xdl_dir / "train.trace.0.1", 1, 2);
+  CHECK(MustOpen(xdl_dir / "train.trace.0.1")->columns().empty());
+  absl::StatusOr<TraceReader> xdl_reader = TraceReader::Open(xdl_dir.path());
+  REQUIRE(xdl_reader.ok());
+  absl::StatusOr<std::vector<KeySchema>> xdl_schema = xdl_reader->Schema();
+  REQUIRE(xdl_schema.ok());
+  REQUIRE(xdl_schema->size() == 2);
+  CHECK_FALSE((*xdl_schema)[0].column.has_value());
+}
+
+TEST_CASE("column descriptors that do not match the keys are corruption, named", "[reader]") {
+  TempDir dir;
+  xdl::proto::Header header;
+  header.add_key("w");
+  header.add_key("loss");
+  header.add_column()->set_content(xdl::proto::ColumnDescriptor::VALUE);  // One for two keys.
+  const std::string path = dir / "train.trace.0.1";
+  WriteFile(path, Frame(header.SerializeAsString()) + Frame(SimpleRecord(1).SerializeAsString()));
+  absl::StatusOr<std::shared_ptr<TraceFile>> file = TraceFile::Open(path);
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(file.status().message()),
+             Catch::Contains(path) && Catch::Contains("1 column descriptors for 2 keys"));
+
+  // A field 2 that is not a ColumnDescriptor (a varint): named with its offset.
+  xdl::proto::Header keys_only;
+  keys_only.add_key("w");
+  keys_only.add_key("loss");
+  std::string body = keys_only.SerializeAsString();  // 9 bytes.
+  body += std::string("\x10\x05", 2);                // Field 2 as a varint.
+  WriteFile(path, Frame(body));
+  file = TraceFile::Open(path);
+  REQUIRE_FALSE(file.ok());
+  CHECK_THAT(std::string(file.status().message()),
+             Catch::Contains("corrupt at byte offset 13") &&
+                 Catch::Contains("Header.column 0 is not a ColumnDescriptor"));
+}
+
 }  // namespace
 }  // namespace xdl_trace

@@ -13,12 +13,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/cord.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/descriptor.pb.h"
+#include "google/protobuf/dynamic_message.h"
 #include "io/trace_writer.h"
 #include "test_util.h"
 #include "tracer/tracer_internal.h"
@@ -214,6 +218,111 @@ TEST_CASE("a traced run writes the header and one record per step", "[tracer]") 
     CHECK(h[6] + h[7] + h[8] + h[9] == 6);
     CHECK(Values<double>(record.column(6)) == std::vector<double>{6.0 * step * 10 + 15});
   }
+}
+
+TEST_CASE("the Header describes every column: content, source, layout, input", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::vector<float> weights(6, 1.0f);
+  const int64_t labels[3] = {7, 8, 9};
+  REQUIRE(registry
+              ->Register(
+                  ViewEntry("w", {DType::kFloat32, {2, 3}, weights.data()}, EntryKind::kVariable))
+              .ok());
+  REQUIRE(registry->Register(ProviderEntry("loss", [] { return OwnedScalar(1); })).ok());
+  REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
+  REQUIRE(
+      registry->Register(ViewEntry("labels", {DType::kInt64, {3}, labels}, EntryKind::kOnce)).ok());
+  EntrySpec stats = ViewEntry("w_stats", {DType::kFloat32, {2, 3}, weights.data()});
+  stats.summary.builtin = BuiltinSummary::kStats;
+  REQUIRE(registry->Register(stats).ok());
+  EntrySpec hist = ViewEntry("w_hist", {DType::kFloat32, {6}, weights.data()});
+  hist.summary.builtin = BuiltinSummary::kHistogram;
+  hist.summary.histogram_bins = 4;
+  REQUIRE(registry->Register(hist).ok());
+  EntrySpec user = ProviderEntry(
+      "loss_user", [] { return OwnedScalar(2); }, EntryKind::kTensor);
+  user.summary.fn = [](const TensorView&) -> absl::StatusOr<Tensor> { return Tensor(); };
+  user.summary.name = "mine.user_fn";
+  REQUIRE(registry->Register(user).ok());
+
+  const TraceConfig config = Config(dir.path());
+  absl::StatusOr<std::unique_ptr<Tracer>> started = Tracer::Start(config, registry);
+  REQUIRE(started.ok());
+  REQUIRE((*started)->Close().ok());
+
+  using Column = xdl::proto::ColumnDescriptor;
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.header.column_size() == 7);  // One per key, in key order.
+  REQUIRE(file.header.key_size() == 7);
+  const Column& w = file.header.column(0);
+  CHECK(w.content() == Column::VALUE);
+  CHECK(w.source() == Column::VARIABLE);
+  CHECK(w.layout_version() == 0);
+  REQUIRE(w.has_input());
+  CHECK(w.input().dtype() == xdl::proto::Float);
+  CHECK(std::vector<int32_t>(w.input().shape().begin(), w.input().shape().end()) ==
+        std::vector<int32_t>{2, 3});
+  const Column& loss = file.header.column(1);  // A provider: its tensor is unknown at Start.
+  CHECK(loss.content() == Column::VALUE);
+  CHECK(loss.source() == Column::CALLBACK);
+  CHECK_FALSE(loss.has_input());
+  CHECK(file.header.column(2).source() == Column::GRADIENT);
+  CHECK_FALSE(file.header.column(2).has_input());
+  const Column& once = file.header.column(3);
+  CHECK(once.source() == Column::ONCE);
+  CHECK(once.content() == Column::VALUE);
+  CHECK(once.input().dtype() == xdl::proto::Int64);
+  const Column& st = file.header.column(4);
+  CHECK(st.content() == Column::STATS);
+  CHECK(st.layout_version() == 1);
+  CHECK(st.histogram_bins() == 0);
+  CHECK(st.input().dtype() == xdl::proto::Float);
+  const Column& h = file.header.column(5);
+  CHECK(h.content() == Column::HISTOGRAM);
+  CHECK(h.layout_version() == 1);
+  CHECK(h.histogram_bins() == 4);
+  CHECK(std::vector<int32_t>(h.input().shape().begin(), h.input().shape().end()) ==
+        std::vector<int32_t>{6});
+  const Column& u = file.header.column(6);
+  CHECK(u.content() == Column::USER_SUMMARY);
+  CHECK(u.source() == Column::TENSOR);
+  CHECK(u.summary_name() == "mine.user_fn");
+  CHECK(u.layout_version() == 0);
+
+  // XDL's reader: a Header of field 1 only (XDL's trace.proto), built at run
+  // time. It parses our Header, sees the keys, and keeps field 2 as unknown.
+  google::protobuf::FileDescriptorProto xdl_proto;
+  xdl_proto.set_name("xdl_trace_test_xdl_header.proto");
+  xdl_proto.set_package("xdl_test");
+  xdl_proto.set_syntax("proto3");
+  google::protobuf::DescriptorProto* header = xdl_proto.add_message_type();
+  header->set_name("Header");
+  google::protobuf::FieldDescriptorProto* key = header->add_field();
+  key->set_name("key");
+  key->set_number(1);
+  key->set_type(google::protobuf::FieldDescriptorProto::TYPE_STRING);
+  key->set_label(google::protobuf::FieldDescriptorProto::LABEL_REPEATED);
+  google::protobuf::DescriptorPool pool;
+  const google::protobuf::FileDescriptor* built = pool.BuildFile(xdl_proto);
+  REQUIRE(built != nullptr);
+  google::protobuf::DynamicMessageFactory factory(&pool);
+  std::unique_ptr<google::protobuf::Message> xdl_header(
+      factory.GetPrototype(built->FindMessageTypeByName("Header"))->New());
+  const std::string header_bytes = test::SplitFrames(ReadFile(FirstDataFile(config)))[0];
+  REQUIRE(xdl_header->ParseFromString(header_bytes));
+  const auto* reflection = xdl_header->GetReflection();
+  const auto* key_field = xdl_header->GetDescriptor()->FindFieldByNumber(1);
+  std::vector<std::string> xdl_keys;
+  for (int i = 0; i < reflection->FieldSize(*xdl_header, key_field); ++i) {
+    xdl_keys.push_back(reflection->GetRepeatedString(*xdl_header, key_field, i));
+  }
+  CHECK(xdl_keys == HeaderKeys(file));
+  // Unknown to XDL: the 7 descriptors (field 2) and the run info (field 3, issue 11).
+  const google::protobuf::UnknownFieldSet& unknown = reflection->GetUnknownFields(*xdl_header);
+  std::map<int, int> unknown_by_number;
+  for (int i = 0; i < unknown.field_count(); ++i) ++unknown_by_number[unknown.field(i).number()];
+  CHECK(unknown_by_number == std::map<int, int>{{2, 7}, {3, 1}});
 }
 
 TEST_CASE("once values are captured at the first traced step, whichever it is", "[tracer]") {

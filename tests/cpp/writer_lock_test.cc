@@ -120,15 +120,16 @@ TEST_CASE("a child forked while the lock is held does not keep it after the owne
   REQUIRE(owner >= 0);
   if (owner == 0) {
     // The owner: lock, fork a long-lived child (a DataLoader worker, say), then wait to be
-    // killed. The grandchild reports its pid and sleeps until the test kills it.
+    // killed. The child sleeps until the test kills it.
     auto lock = WriterLock::Acquire(config);
     if (!lock.ok()) _exit(2);
-    const pid_t worker = fork();
-    if (worker == 0) {
+    // The worker reports its own pid: by then its fork handlers have run.
+    if (fork() == 0) {
+      const pid_t self = getpid();
+      if (write(ready[1], &self, sizeof(self)) != sizeof(self)) _exit(2);
       pause();
       _exit(0);
     }
-    if (write(ready[1], &worker, sizeof(worker)) != sizeof(worker)) _exit(2);
     pause();
     _exit(0);
   }
@@ -185,7 +186,7 @@ TEST_CASE("a second TraceWriter on a rank fails at Open; after Close the next ru
 TEST_CASE("the Header carries RunInfo only when the config has one", "[run]") {
   TraceConfig config = Config("/unused", 5);
   config.run_id = "r1";
-  const std::string bare = DataFileSegment::HeaderFrame({"a", "b"}, config);
+  const std::string bare = DataFileSegment::HeaderFrame({"a", "b"}, {}, config);
   CHECK(bare == DataFileSegment::HeaderFrame({"a", "b"}));  // XDL's keys-only Header.
 
   config.run.world_size = 8;
@@ -196,7 +197,7 @@ TEST_CASE("the Header carries RunInfo only when the config has one", "[run]") {
   config.run.start_time_ms = 1700000000123;
   config.run.version = "0.1.0";
   config.run.metadata_json = R"({"lr": 0.1})";
-  const std::string frame = DataFileSegment::HeaderFrame({"a", "b"}, config);
+  const std::string frame = DataFileSegment::HeaderFrame({"a", "b"}, {}, config);
   xdl::proto::Header header;
   REQUIRE(header.ParseFromString(frame.substr(4)));
   CHECK(header.key_size() == 2);

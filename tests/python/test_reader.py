@@ -44,7 +44,9 @@ def test_every_dtype_reads_back_as_zero_copy_read_only_views(tmp_path):
     path = tmp_path / "train.trace.0.1"
     tm.write_file(str(path), keys + ["byte", "bf16", "scalar"], [rec])
 
-    trace = open_trace(str(path))
+    # raw: bfloat16 as its bits, a view like every other column (by default it is widened to
+    # float32, a copy: test_reader_summaries.py).
+    trace = open_trace(str(path), raw=True)
     (r,) = all_records(trace)
     gstep, lstep, timestamp, columns = r
     assert (gstep, lstep, timestamp) == (5, 5, 1_700_000_000_005)

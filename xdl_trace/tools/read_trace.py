@@ -5,8 +5,10 @@ This file can be copied anywhere: it does not import the xdl_trace package or
 its compiled extension, and it needs no generated ``*_pb2`` module. The
 messages of proto/xdl_trace.proto that a reader needs (Header, Column, Record,
 Meta; fields XDL defined plus xdl_trace's additive Meta fields) are built at
-run time from a FileDescriptorProto written out below. Fields a newer writer
-adds (such as device-tracing fields of Record) are kept as unknown fields.
+run time from a FileDescriptorProto written out below, with the Header's
+column descriptors (what each column holds: a value, or a stats or histogram
+summary, whose fields --summary prints by name). Fields a newer writer adds
+(such as device-tracing fields of Record) are kept as unknown fields.
 
 Usage:  python3 read_trace.py PATH [PATH ...] [--keys k1,k2] [--max-records N] [--summary]
 
@@ -89,6 +91,21 @@ _RUN_INFO_FIELDS = [  # (name, number, type, repeated) of RunInfo (Header.run), 
 ]
 
 
+# ColumnDescriptor (Header.column): (name, number, type, repeated, type name), and its enums.
+_COLUMN_DESCRIPTOR_FIELDS = [
+    ("content", 1, "ENUM", False, ".xdl.proto.ColumnDescriptor.Content"),
+    ("source", 2, "ENUM", False, ".xdl.proto.ColumnDescriptor.Source"),
+    ("layout_version", 3, "INT32", False, None),
+    ("histogram_bins", 4, "INT32", False, None),
+    ("summary_name", 5, "STRING", False, None),
+    ("input", 6, "MESSAGE", False, ".xdl.proto.TensorSpec"),
+]
+_CONTENTS = ["CONTENT_UNSPECIFIED", "VALUE", "STATS", "HISTOGRAM", "USER_SUMMARY"]
+_SOURCES = ["SOURCE_UNSPECIFIED", "TENSOR", "VARIABLE", "GRADIENT", "CALLBACK", "ONCE"]
+# The stats summary's float64[8], in order (summary layout version 1, docs/format.md).
+_STATS_FIELDS = ["count", "min", "max", "mean", "std", "l2", "nan", "inf"]
+
+
 def _file_descriptor():
     """The subset of proto/xdl_trace.proto a reader needs, as a FileDescriptorProto."""
     F = descriptor_pb2.FieldDescriptorProto
@@ -111,7 +128,20 @@ def _file_descriptor():
 
     message(
         "Header",
-        [("key", 1, "STRING", True, None), ("run", 3, "MESSAGE", False, ".xdl.proto.RunInfo")],
+        [
+            ("key", 1, "STRING", True, None),
+            ("column", 2, "MESSAGE", True, ".xdl.proto.ColumnDescriptor"),
+            ("run", 3, "MESSAGE", False, ".xdl.proto.RunInfo"),
+        ],
+    )
+    message("ColumnDescriptor", _COLUMN_DESCRIPTOR_FIELDS)
+    for enum_name, names in (("Content", _CONTENTS), ("Source", _SOURCES)):
+        nested = fdp.message_type[-1].enum_type.add(name=enum_name)
+        for number, value_name in enumerate(names):
+            nested.value.add(name=value_name, number=number)
+    message(
+        "TensorSpec",
+        [("dtype", 1, "ENUM", False, ".xdl.proto.Type"), ("shape", 2, "INT32", True, None)],
     )
     message("RunInfo", [(n, num, t, rep, None) for n, num, t, rep in _RUN_INFO_FIELDS])
     message(
@@ -665,6 +695,22 @@ def _format_meta(meta):
     return " ".join(f"{name}={getattr(meta, name)}" for name, _, _ in _META_FIELDS)
 
 
+def _describe_summary(descriptor, array):
+    """A stats or histogram summary column (layout version 1) with its fields named, or None
+    for any other column (a value, a user summary, a layout this script does not know)."""
+    if descriptor is None or descriptor.layout_version != 1 or array.dtype != np.float64:
+        return None
+    content = _CONTENTS[descriptor.content] if descriptor.content < len(_CONTENTS) else None
+    bins = descriptor.histogram_bins
+    if content == "STATS" and array.shape == (len(_STATS_FIELDS),):
+        return "stats " + " ".join(f"{n}={v:g}" for n, v in zip(_STATS_FIELDS, array))
+    if content == "HISTOGRAM" and bins > 0 and array.shape == (2 + 2 * bins,):
+        counts = array[2 + bins :].astype(np.int64)
+        counts_text = np.array2string(counts, threshold=40, edgeitems=5)
+        return f"histogram {bins} bins over [{array[0]:g}, {array[1]:g}]: counts {counts_text}"
+    return None
+
+
 def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout):
     """Prints one data file. Raises TraceFileError (or OSError) on the first problem, after
     printing everything before it; a bad Meta is raised after the records are printed."""
@@ -678,11 +724,13 @@ def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout)
         print("meta: (unreadable)", file=out)
     else:
         print(f"meta: {_format_meta(meta) if meta is not None else '(none)'}", file=out)
-    header_keys, printed = [], 0
+    header_keys, contents, printed = [], {}, 0
     for kind, value in read_file(path, meta):
         if kind == "header":
             header_keys = list(value.key)
             print(f"keys: {header_keys}", file=out)
+            if len(value.column) == len(header_keys):  # Column descriptors (not in XDL's files).
+                contents = {k: c for k, c in zip(header_keys, value.column)}
         elif kind == "torn":
             why = "the writer stopped mid-record" if value else "no Header frame"
             print(f"torn final frame at byte offset {value} ({why})", file=out)
@@ -702,7 +750,10 @@ def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout)
                     body = np.array2string(array, threshold=20, edgeitems=3)
                     print(f"  {key} {name} raw bytes: {body}", file=out)
                     continue
-                if summary and array.size:
+                described = _describe_summary(contents.get(key), array)
+                if described is not None:
+                    body = described
+                elif summary and array.size:
                     as_float = array.astype(np.float64)
                     body = f"min={as_float.min():g} max={as_float.max():g} mean={as_float.mean():g}"
                 else:

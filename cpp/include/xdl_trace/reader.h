@@ -41,6 +41,41 @@ struct ColumnView {
   int64_t NumElements() const;
 };
 
+// What a column holds: one of the Header's column descriptors (field 2,
+// docs/format.md "Column descriptors"). The enums carry the wire values of
+// xdl.proto.ColumnDescriptor (checked against the generated code); a value
+// newer than this reader is kept as is.
+struct ColumnInfo {
+  enum class Content : int32_t {
+    kUnknown = 0,      // Unspecified, or newer than this reader: read the column as a value.
+    kValue = 1,        // The tensor itself.
+    kStats = 2,        // Built-in stats summary, float64[8].
+    kHistogram = 3,    // Built-in histogram summary, float64[2 + 2 * histogram_bins].
+    kUserSummary = 4,  // A user summary function's output (summary_name).
+  };
+  enum class Source : int32_t {
+    kUnknown = 0,
+    kTensor = 1,
+    kVariable = 2,
+    kGradient = 3,
+    kCallback = 4,
+    kOnce = 5,
+  };
+  Content content = Content::kUnknown;
+  Source source = Source::kUnknown;
+  int32_t layout_version = 0;  // Of a stats or histogram layout; 0 otherwise.
+  int32_t histogram_bins = 0;
+  std::string summary_name;
+  // The tensor the column is computed from, when the writer knew it at Start
+  // (an entry reading registered memory in place).
+  bool has_input = false;
+  DType input_dtype = DType::kFloat32;  // The wire value (may be newer than this reader).
+  Shape input_shape;
+};
+
+// The newest summary layout this reader can name the fields of.
+inline constexpr int32_t kSummaryLayoutVersion = 1;
+
 // A field of a Record this reader does not interpret (numbers above 4 are
 // reserved for device tracing). Both views point into the mapping.
 struct RawField {
@@ -167,6 +202,9 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
 
   const std::string& path() const { return path_; }
   const std::vector<std::string>& keys() const { return keys_; }
+  // One per key when the Header carries column descriptors; empty when it
+  // does not (XDL's files, files written before them, a bare TraceWriter).
+  const std::vector<ColumnInfo>& columns() const { return columns_; }
   // The whole mapping (the file's bytes at open time).
   absl::string_view bytes() const { return bytes_; }
   uint64_t size() const { return bytes_.size(); }
@@ -204,6 +242,7 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   const char* mapping_;  // nullptr for an empty file.
   absl::string_view bytes_;
   std::vector<std::string> keys_;
+  std::vector<ColumnInfo> columns_;  // Empty, or one per key.
   uint64_t first_record_offset_ = 0;
   bool header_torn_ = false;
   std::optional<FileMeta> meta_;
@@ -346,11 +385,13 @@ struct StackResult {
   std::vector<std::shared_ptr<const TraceFile>> files;  // Owners of the row views.
 };
 
-// The dtype and shape of a key in a trace's first record.
+// The dtype and shape of a key in a trace's first record, and what the
+// column holds when that record's file has column descriptors.
 struct KeySchema {
   std::string key;
   DType dtype = DType::kFloat32;
   Shape shape;
+  std::optional<ColumnInfo> column;
 };
 
 // One run in a trace: the files one tracer wrote, which share a Meta.run_id

@@ -43,6 +43,9 @@ struct Summary {
   BuiltinSummary builtin = BuiltinSummary::kNone;
   int histogram_bins = 30;  // For kHistogram.
   SummaryFn fn;             // When set, used instead of `builtin`.
+  // fn's name for the Header's column descriptor (Python: the callable's
+  // "module.qualname"); may be empty.
+  std::string name;
 
   bool empty() const { return !fn && builtin == BuiltinSummary::kNone; }
 };

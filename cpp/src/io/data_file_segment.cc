@@ -23,14 +23,17 @@
 namespace xdl_trace {
 namespace internal {
 
-std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys) {
-  return HeaderFrame(keys, TraceConfig());
+std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys,
+                                         const std::vector<xdl::proto::ColumnDescriptor>& columns) {
+  return HeaderFrame(keys, columns, TraceConfig());
 }
 
 std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys,
+                                         const std::vector<xdl::proto::ColumnDescriptor>& columns,
                                          const TraceConfig& config) {
   xdl::proto::Header header;
   for (const std::string& key : keys) header.add_key(key);
+  for (const xdl::proto::ColumnDescriptor& column : columns) *header.add_column() = column;
   if (!config.run.empty()) *header.mutable_run() = RunInfoProto(config);
   std::string frame(4, '\0');
   header.AppendToString(&frame);

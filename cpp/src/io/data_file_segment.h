@@ -45,10 +45,15 @@ struct SegmentOptions {
 class DataFileSegment {
  public:
   // The framed Header {key...}: 4-byte little-endian length, then the message.
-  static std::string HeaderFrame(const std::vector<std::string>& keys);
+  // With `columns` (one per key, or none), the Header also carries the
+  // column descriptors (field 2); without, it is XDL's Header exactly.
+  static std::string HeaderFrame(const std::vector<std::string>& keys,
+                                 const std::vector<xdl::proto::ColumnDescriptor>& columns = {});
   // The same with config.run as Header.run (RunInfo, with config's run_id and
   // rank) unless config.run is empty.
-  static std::string HeaderFrame(const std::vector<std::string>& keys, const TraceConfig& config);
+  static std::string HeaderFrame(const std::vector<std::string>& keys,
+                                 const std::vector<xdl::proto::ColumnDescriptor>& columns,
+                                 const TraceConfig& config);
 
   // Creates "{output_dir}/{stem}.{index}" with O_EXCL|O_NOFOLLOW, or the next
   // free index when another writer took it since the directory was listed.

@@ -49,9 +49,10 @@ class IoLoop {
 
   // `config.run_id` is generated when empty. `before_record_write`, when set,
   // runs on the IO thread before each record joins a write group (a slow sink
-  // for tests).
+  // for tests). `columns` (one per key, or none) go into every Header.
   IoLoop(const TraceConfig& config, const std::vector<std::string>& keys, ByteBoundedQueue* queue,
-         FramePool* pool, std::function<void()> before_record_write = nullptr);
+         FramePool* pool, std::function<void()> before_record_write = nullptr,
+         const std::vector<xdl::proto::ColumnDescriptor>& columns = {});
   IoLoop(const IoLoop&) = delete;
   IoLoop& operator=(const IoLoop&) = delete;
   ~IoLoop();

@@ -45,12 +45,13 @@ int64_t PendingBytesBound(const TraceConfig& config) {
 class FileTraceWriter final : public TraceWriter {
  public:
   FileTraceWriter(const TraceConfig& config, const std::vector<std::string>& keys,
-                  WriterTestHooks hooks, WriterLock lock)
+                  WriterTestHooks hooks, const std::vector<xdl::proto::ColumnDescriptor>& columns,
+                  WriterLock lock)
       : lock_(std::move(lock)),
         overflow_(config.overflow),
         queue_(PendingBytesBound(config)),
         pool_(kMaxPooledFrames, PendingBytesBound(config)),
-        loop_(config, keys, &queue_, &pool_, std::move(hooks.before_record_write)) {}
+        loop_(config, keys, &queue_, &pool_, std::move(hooks.before_record_write), columns) {}
 
   ~FileTraceWriter() override { (void)Close(); }
 
@@ -136,12 +137,13 @@ class FileTraceWriter final : public TraceWriter {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(const TraceConfig& config,
-                                                               std::vector<std::string> keys,
-                                                               WriterTestHooks hooks) {
+absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(
+    const TraceConfig& config, std::vector<std::string> keys, WriterTestHooks hooks,
+    const std::vector<xdl::proto::ColumnDescriptor>& columns) {
   XDL_RETURN_IF_ERROR(config.Validate());
   XDL_ASSIGN_OR_RETURN(WriterLock lock, WriterLock::Acquire(config));
-  auto writer = std::make_unique<FileTraceWriter>(config, keys, std::move(hooks), std::move(lock));
+  auto writer =
+      std::make_unique<FileTraceWriter>(config, keys, std::move(hooks), columns, std::move(lock));
   XDL_RETURN_IF_ERROR(writer->Start());
   return std::unique_ptr<TraceWriter>(std::move(writer));
 }

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "io/file_set.h"  // DataFilePath: where Open's files are.
 #include "record/encoded_record.h"
+#include "xdl_trace.pb.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/stats.h"
 
@@ -50,10 +51,11 @@ class TraceWriter {
  public:
   // Creates output_dir if needed, picks the first index after any existing
   // "{prefix}.{name}.{rank}.{index}" file (never overwrites), opens it, writes
-  // the Header frame and starts the IO thread.
-  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(const TraceConfig& config,
-                                                           std::vector<std::string> keys,
-                                                           WriterTestHooks hooks = {});
+  // the Header frame (with `columns`, one descriptor per key, when given) and
+  // starts the IO thread.
+  static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(
+      const TraceConfig& config, std::vector<std::string> keys, WriterTestHooks hooks = {},
+      const std::vector<xdl::proto::ColumnDescriptor>& columns = {});
 
   virtual ~TraceWriter() = default;
 

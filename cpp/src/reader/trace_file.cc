@@ -42,6 +42,42 @@ absl::Status Corrupt(const std::string& path, uint64_t offset, absl::string_view
 
 constexpr uint64_t kSectorBytes = 512;  // The smallest unit a disk loses.
 
+// ColumnInfo's enums carry xdl.proto.ColumnDescriptor's wire values.
+using ProtoColumn = xdl::proto::ColumnDescriptor;
+static_assert(static_cast<int>(ColumnInfo::Content::kValue) == ProtoColumn::VALUE);
+static_assert(static_cast<int>(ColumnInfo::Content::kStats) == ProtoColumn::STATS);
+static_assert(static_cast<int>(ColumnInfo::Content::kHistogram) == ProtoColumn::HISTOGRAM);
+static_assert(static_cast<int>(ColumnInfo::Content::kUserSummary) == ProtoColumn::USER_SUMMARY);
+static_assert(static_cast<int>(ColumnInfo::Source::kTensor) == ProtoColumn::TENSOR);
+static_assert(static_cast<int>(ColumnInfo::Source::kVariable) == ProtoColumn::VARIABLE);
+static_assert(static_cast<int>(ColumnInfo::Source::kGradient) == ProtoColumn::GRADIENT);
+static_assert(static_cast<int>(ColumnInfo::Source::kCallback) == ProtoColumn::CALLBACK);
+static_assert(static_cast<int>(ColumnInfo::Source::kOnce) == ProtoColumn::ONCE);
+
+// Parses Header field 2 (one ColumnDescriptor, generated code) at byte `at`
+// and appends it to *columns.
+absl::Status AddColumnInfo(const std::string& path, uint64_t at, const WireField& field,
+                           std::vector<ColumnInfo>* columns) {
+  ProtoColumn message;
+  if (field.wire_type != internal::kWireLengthDelimited ||
+      !message.ParseFromArray(field.payload.data(), static_cast<int>(field.payload.size()))) {
+    return Corrupt(path, at,
+                   absl::StrCat("Header.column ", columns->size(), " is not a ColumnDescriptor"));
+  }
+  ColumnInfo& info = columns->emplace_back();
+  info.content = static_cast<ColumnInfo::Content>(message.content());
+  info.source = static_cast<ColumnInfo::Source>(message.source());
+  info.layout_version = message.layout_version();
+  info.histogram_bins = message.histogram_bins();
+  info.summary_name = message.summary_name();
+  info.has_input = message.has_input();
+  if (info.has_input) {
+    info.input_dtype = static_cast<DType>(message.input().dtype());
+    info.input_shape.assign(message.input().shape().begin(), message.input().shape().end());
+  }
+  return absl::OkStatus();
+}
+
 // What a file that is not a regular file is, for the error naming it.
 std::string FileKind(mode_t mode) {
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -409,20 +445,29 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
     WireField field;
     absl::Status status;
     while (status.ok() && reader.Next(&field)) {
-      if (field.number != 1) continue;
-      if (field.wire_type != internal::kWireLengthDelimited) {
-        status = Corrupt(path, kPrefixBytes + (field.encoded.data() - body.data()),
-                         "Header.key is not length-delimited");
+      const uint64_t at = kPrefixBytes + (field.encoded.data() - body.data());
+      if (field.number == 1) {
+        if (field.wire_type != internal::kWireLengthDelimited) {
+          status = Corrupt(path, at, "Header.key is not length-delimited");
+        }
+        file->keys_.emplace_back(field.payload);
+      } else if (field.number == 2) {
+        status = AddColumnInfo(path, at, field, &file->columns_);
       }
-      file->keys_.emplace_back(field.payload);
     }
     if (status.ok() && reader.error() != nullptr) {
       status = Corrupt(path, kPrefixBytes + reader.error_offset(),
                        absl::StrCat(reader.error(), " (in the Header frame)"));
     }
+    if (status.ok() && !file->columns_.empty() && file->columns_.size() != file->keys_.size()) {
+      status = Corrupt(path, kPrefixBytes,
+                       absl::StrCat("the Header has ", file->columns_.size(),
+                                    " column descriptors for ", file->keys_.size(), " keys"));
+    }
     if (!status.ok()) {
       if (!file->lost_block_ || kPrefixBytes + length <= zero_from) return status;
       file->keys_.clear();  // The Header runs into a zero-filled tail.
+      file->columns_.clear();
       file->header_torn_ = true;
       file->first_record_offset_ = size;
     } else {

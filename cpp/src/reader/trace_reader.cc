@@ -175,7 +175,8 @@ absl::StatusOr<std::vector<KeySchema>> TraceReader::Schema() const {
     std::vector<KeySchema> schema;
     for (size_t k = 0; k < record.columns.size(); ++k) {
       schema.push_back(
-          KeySchema{file->keys()[k], record.columns[k].dtype, record.columns[k].shape});
+          KeySchema{file->keys()[k], record.columns[k].dtype, record.columns[k].shape, {}});
+      if (!file->columns().empty()) schema.back().column = file->columns()[k];
     }
     return schema;
   }

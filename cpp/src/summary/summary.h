@@ -13,6 +13,11 @@
 namespace xdl_trace {
 namespace internal {
 
+// The layout version of the kStats and kHistogram columns below, written to
+// the Header's ColumnDescriptor.layout_version (docs/format.md, "Summary
+// columns"). A change of either layout is a new version.
+inline constexpr int kSummaryLayoutVersion = 1;
+
 // Layout of the kStats column (float64[kStatsSize]).
 enum StatsField {
   kStatsCount = 0,  // Elements, all of them.

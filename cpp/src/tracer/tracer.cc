@@ -19,6 +19,7 @@
 #include "record/record_encoder.h"
 #include "record/record_extras.h"
 #include "registry/validate.h"
+#include "summary/column_descriptor.h"
 #include "summary/summary.h"
 #include "tracer/tracer_internal.h"
 
@@ -72,8 +73,9 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
   } else if (extras == nullptr) {
     extras = std::make_unique<NoRecordExtras>();
   }
-  XDL_ASSIGN_OR_RETURN(std::unique_ptr<TraceWriter> writer,
-                       TraceWriter::Open(fixed, keys, std::move(options.writer_hooks)));
+  XDL_ASSIGN_OR_RETURN(
+      std::unique_ptr<TraceWriter> writer,
+      TraceWriter::Open(fixed, keys, std::move(options.writer_hooks), DescribeColumns(entries)));
   return std::unique_ptr<Tracer>(new Tracer(
       std::make_unique<Tracer::Impl>(std::move(fixed), std::move(registry), std::move(entries),
                                      std::move(writer), std::move(extras))));
