@@ -270,6 +270,11 @@ void RegisterTracerBindings(py::module_& m) {
             StepWithoutGil([&] { return t.StepAt(gstep, lstep, timestamp_ms); });
           },
           py::arg("gstep"), py::arg("lstep"), py::arg("timestamp_ms"))
+      .def_property_readonly_static(
+          "MAX_NOT_TRACED_SPANS",
+          [](py::object) { return static_cast<int64_t>(Tracer::kMaxNotTracedSpans); })
+      .def("note_step_not_traced", &Tracer::NoteStepNotTraced, py::arg("gstep"),
+           py::arg("lstep"))  // A clock read: cheaper with the GIL held.
       .def("flush", [](Tracer& t) { RunWithoutGil([&] { return t.Flush(); }); })
       .def("close", [](Tracer& t) { RunWithoutGil([&] { return t.Close(); }); })
       .def_property_readonly("keys", &Tracer::keys)

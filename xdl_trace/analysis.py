@@ -232,13 +232,15 @@ def gradient_variable(key):
     return None
 
 
-def column_stats_batch(columns, dtypes, histogram):
-    """Stats rows (float64 [n, 8], STATS_FIELDS) and log-bucket counts of the flagged columns.
+def _kind(scan, key):
+    """What the Header says a column is ("value", "stats", ...), None for files without it."""
+    return getattr(scan.schema.get(key), "kind", None)
 
-    The one place that turns a record's column into its stats. Today every column is data and
-    its stats are computed from the full tensor. When columns describe themselves (a stats
-    summary column carries its own row), this is where such a column's row is taken as is.
-    """
+
+def column_stats_batch(columns, dtypes, histogram):
+    """Stats rows (float64 [n, 8], STATS_FIELDS) and log-bucket counts of the flagged columns,
+    computed in C++ from the full tensors (a stats summary column's row is taken as is by the
+    caller, _scan_batch)."""
     return _core.column_stats(columns, dtypes, histogram)
 
 
@@ -434,6 +436,13 @@ def _scan_batch(scan, rank, batch, pairs, series, histograms):
     arrays = [a for r in batch for a in r.columns.values()]
     sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays)).reshape(n, len(keys))
     present = sizes > 0  # Empty: trace_once after its first step, a watch(every=) gap.
+    # A stats summary column is its own row (the Header says so); one with count 0 summarizes
+    # nothing (a watch(every=) gap) and is left out like an empty column.
+    own_rows = [k for k, key in enumerate(keys) if _kind(scan, key) == "stats"]
+    for k in own_rows:
+        for i in range(n):
+            a = arrays[i * len(keys) + k]
+            present[i, k] = a.size == len(STATS_FIELDS) and a[COUNT] > 0
     where = np.flatnonzero(present.ravel())
     if where.size == 0:
         return
@@ -444,10 +453,12 @@ def _scan_batch(scan, rank, batch, pairs, series, histograms):
         if scan.schema.get(key, ("",))[0] == "bfloat16":
             for j in np.flatnonzero(where % len(keys) == k).tolist():
                 dtypes[j] = _wire_dtype(columns[j], "bfloat16")
-    flags = (sizes.ravel()[where] > 1) & histograms
+    flags = (sizes.ravel()[where] > 1) & histograms & ~np.isin(where % len(keys), own_rows)
     rows, buckets = column_stats_batch(columns, dtypes, flags.tolist())
     grid = np.full((n * len(keys), len(STATS_FIELDS)), np.nan)
     grid[where] = rows
+    for j in np.flatnonzero(np.isin(where % len(keys), own_rows)).tolist():
+        grid[where[j]] = columns[j]
     grid = grid.reshape(n, len(keys), len(STATS_FIELDS))
     hist_grid = np.full(n * len(keys), -1, np.int64)
     hist_grid[where[flags]] = np.arange(int(flags.sum()))

@@ -342,6 +342,7 @@ class TraceHook:
             selector = gstep
         if self._filter is not None and not self._filter(selector):
             self._steps_skipped += 1
+            tracer.note_step_not_traced(gstep, lstep)  # Its host span (one clock read).
             api.registry().drop_pending_gradients()
             return False
         try:

@@ -1,32 +1,42 @@
-"""Turns a run's host step spans and device events into a Chrome Trace Event Format timeline.
+"""Turns a run's host spans and device events into a Chrome Trace Event Format timeline, streamed.
 
-The records of a run carry, next to XDL's columns, ``Record.device_trace``
-(field 5: what device tracers such as CUPTI collected) and ``Record.host_span``
-(field 6: each traced step's host intervals); proto/device_trace.proto defines
-both. ``xdl-trace timeline PATH -o trace.json`` writes one JSON file that
+The records of a run carry, next to XDL's columns, ``Record.host_span``
+(field 6: every step the hook saw, traced or not, with the capture/encode,
+queue-wait and IO-write intervals; written by every run) and
+``Record.device_trace`` (field 5: what device tracers such as CUPTI
+collected); proto/device_trace.proto defines both. ``xdl-trace timeline PATH
+-o trace.json [--gsteps A:B] [--ranks R,...]`` writes one JSON file that
 Perfetto UI (ui.perfetto.dev) and chrome://tracing open:
 
 - one process per rank's host, with a thread per span kind (steps,
-  capture/encode, queue wait, device collect) and one per host thread that
-  called the CUDA API;
+  capture/encode, queue wait, IO write, device collect) and one per host
+  thread that called the CUDA API; steps the hook saw but did not trace are
+  slices of their own on the steps track, category ``step (not traced)``;
 - one process per (rank, device), with one thread per stream;
 - complete ("X") events for steps, API calls, kernels, copies and memsets,
   with args naming gstep/lstep, correlation ids, bytes, grid and block;
-- flow arrows from each host step to the device work it launched (matched by
-  the step's external correlation id), and from each API call to its kernel
-  (matched by the CUDA correlation id).
+- flow arrows from each host step (traced or not) to the device work it launched
+  (matched by the step's external correlation id), and from each API call to
+  its kernel (matched by the CUDA correlation id).
 
-Times are microseconds since the earliest event of the run (``ts`` would lose
-sub-microsecond precision as absolute epoch values); the origin, in
-nanoseconds since the epoch (CLOCK_REALTIME), is in ``otherData``.
+The JSON is written as records are read: memory does not grow with the
+number of events (the correlation maps behind the flows are bounded, see
+``_BoundedMap``). Times are microseconds since the earliest span or event of
+the first record written (later records never start much earlier; a slightly
+earlier event gets a negative ``ts``, which the viewers accept); the origin,
+in nanoseconds since the epoch (CLOCK_REALTIME), is in ``otherData``, which
+follows the event array.
 """
 
+import io
 import json
+import math
+import os
 import sys
 
 from ._proto import device_trace_pb2, xdl_trace_pb2
 
-__all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline"]
+__all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline", "BROWSER_LIMIT_BYTES"]
 
 # The message classes and field numbers come from protoc's output for proto/ (xdl_trace._proto).
 DeviceTrace = device_trace_pb2.DeviceTrace
@@ -35,13 +45,20 @@ DEVICE_TRACE_FIELD = xdl_trace_pb2.Record.DEVICE_TRACE_FIELD_NUMBER
 HOST_SPAN_FIELD = xdl_trace_pb2.Record.HOST_SPAN_FIELD_NUMBER
 HOST_API_DEVICE = -1  # Device id of the host threads calling the CUDA API.
 _LENGTH_DELIMITED = 2  # Wire type of a message field.
+# Browsers' JSON viewers (Perfetto UI, chrome://tracing) struggle above this size.
+BROWSER_LIMIT_BYTES = 256 * 1024 * 1024
 
 _SPAN_THREADS = {  # HostSpan.Kind -> (tid in the host process, thread name)
     HostSpan.STEP: (1, "steps"),
+    HostSpan.STEP_NOT_TRACED: (1, "steps"),
     HostSpan.CAPTURE_ENCODE: (2, "capture + encode"),
     HostSpan.QUEUE_WAIT: (3, "queue wait"),
+    HostSpan.IO_WRITE: (5, "IO write"),
     HostSpan.DEVICE_COLLECT: (4, "device collect"),
 }
+_OTHER_SPAN_THREAD = (9, "other")
+_STEP_KINDS = {HostSpan.STEP, HostSpan.STEP_NOT_TRACED}  # Sources of step flows.
+NOT_TRACED_CATEGORY = "step (not traced)"
 _EVENT_CATEGORY = {  # DeviceEventKind -> the event's category in the timeline
     device_trace_pb2.DEVICE_EVENT_KERNEL: "kernel",
     device_trace_pb2.DEVICE_EVENT_MEMCPY: "memcpy",
@@ -60,6 +77,31 @@ _DEVICE_WORK = {
 # CUDA API calls: the sources of launch flows (matched by correlation id).
 _API_CALLS = {device_trace_pb2.DEVICE_EVENT_RUNTIME_API, device_trace_pb2.DEVICE_EVENT_DRIVER_API}
 _API_TID_BASE = 1000  # Host-process tids for CUDA API threads: base + index.
+# How many traced steps / unmatched API calls a rank remembers for flows. Device
+# events arrive at most a collect interval after their step, and a kernel in
+# the same collect as its launch call, so these cover any sane interval.
+_STEP_MEMORY = 1 << 14
+_LAUNCH_MEMORY = 1 << 16
+
+
+class _BoundedMap(dict):
+    """A dict that forgets its oldest half when it outgrows `limit` (insertion order)."""
+
+    def __init__(self, limit):
+        super().__init__()
+        self.limit = limit
+
+    def put(self, key, value):
+        self[key] = value
+        if len(self) > self.limit:
+            for old in list(self)[: len(self) // 2]:
+                del self[old]
+
+
+def _json_value(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return json.dumps(str(value))
+    return json.dumps(value)
 
 
 def _stat_value(stat):
@@ -67,241 +109,315 @@ def _stat_value(stat):
     return getattr(stat, which) if which else None
 
 
-def _collect(path, prefix, name, run=None):
-    """(rank, [HostSpan], [(DeviceTrace)]) per rank from the records of `path` (one run:
-    open_trace's `run`)."""
+class _Rank:
+    """What the timeline remembers about one rank while streaming (bounded)."""
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.host_pid = 1 + rank * 1000
+        self.steps = _BoundedMap(_STEP_MEMORY)  # correlation id -> (start_ns, gstep, lstep)
+        self.launches = _BoundedMap(_LAUNCH_MEMORY)  # (tracer, correlation id) -> (pid, tid, ts)
+        self.device_pids = {}  # (tracer, device id) -> pid
+        self.api_tids = {}  # (tracer, line id) -> tid
+        self.past_window = False  # A record beyond the gstep window was read.
+
+
+class _TimelineWriter:
+    """Writes the JSON of a timeline as events come: '{"traceEvents":[' ... '],...}'."""
+
+    def __init__(self, out, window):
+        self.out = out
+        self.begin, self.end = window if window else (None, None)
+        self.origin = None
+        self.count = 0
+        self.flows = 0
+        self.meta_seen = set()
+        self.stats = {
+            "steps": 0,
+            "steps_not_traced": 0,
+            "host_spans": 0,
+            "device_events": 0,
+            "flows": 0,
+            "dropped_events": 0,
+            "spans_dropped": 0,
+        }
+        out.write('{"traceEvents":[\n')
+
+    def in_window(self, gstep):
+        return (self.begin is None or gstep >= self.begin) and (
+            self.end is None or gstep <= self.end
+        )
+
+    def emit(self, text):
+        if self.count:
+            self.out.write(",\n")
+        self.out.write(text)
+        self.count += 1
+
+    def us(self, ns):
+        return f"{(ns - self.origin) / 1000.0:.3f}"
+
+    def meta(self, kind, pid, tid, value, sort=None):
+        key = (kind, pid, tid)
+        if key in self.meta_seen:
+            return
+        self.meta_seen.add(key)
+        self.emit(
+            f'{{"ph":"M","name":"{kind}","pid":{pid},"tid":{tid},'
+            f'"args":{{"name":{json.dumps(value)}}}}}'
+        )
+        if sort is not None:
+            sort_kind = "process_sort_index" if kind == "process_name" else "thread_sort_index"
+            self.emit(
+                f'{{"ph":"M","name":"{sort_kind}","pid":{pid},"tid":{tid},'
+                f'"args":{{"sort_index":{sort}}}}}'
+            )
+
+    def set_origin(self, record, spans, traces):
+        starts = [s.start_ns for s in spans if s.start_ns > 0]
+        for t in traces:
+            for device in t.device:
+                for line in device.line:
+                    starts.extend(e.start_ns for e in line.event if e.start_ns > 0)
+        if starts:
+            self.origin = min(starts)
+        elif record.timestamp > 0:
+            self.origin = record.timestamp * 1_000_000
+
+    def host_spans(self, state, spans):
+        pid = state.host_pid
+        self.meta("process_name", pid, 0, f"rank {state.rank} host", sort=pid)
+        for span in spans:
+            self.stats["spans_dropped"] += span.spans_dropped
+            if span.correlation_id and span.kind in _STEP_KINDS:
+                # Remembered even outside the window: its device work is left out by it.
+                state.steps.put(span.correlation_id, (span.start_ns, span.gstep, span.lstep))
+            if not self.in_window(span.gstep):
+                continue
+            tid, thread_name = _SPAN_THREADS.get(span.kind, _OTHER_SPAN_THREAD)
+            self.meta("thread_name", pid, tid, thread_name, sort=tid)
+            category = "host"
+            if span.kind == HostSpan.STEP:
+                self.stats["steps"] += 1
+                label = f"step {span.gstep}"
+            elif span.kind == HostSpan.STEP_NOT_TRACED:
+                self.stats["steps_not_traced"] += 1
+                label = f"step {span.gstep} (not traced)"
+                category = NOT_TRACED_CATEGORY
+            else:
+                self.stats["host_spans"] += 1
+                label = f"{thread_name} (step {span.gstep})"
+            args = (
+                f'"gstep":{span.gstep},"lstep":{span.lstep},'
+                f'"correlation_id":{span.correlation_id},"os_thread_id":{span.thread_id}'
+            )
+            if span.records:
+                args += f',"records":{span.records}'
+            if span.spans_dropped:
+                args += f',"spans_dropped":{span.spans_dropped}'
+            self.emit(
+                f'{{"ph":"X","name":"{label}","cat":"{category}","pid":{pid},"tid":{tid},'
+                f'"ts":{self.us(span.start_ns)},'
+                f'"dur":{max(0, span.end_ns - span.start_ns) / 1000.0:.3f},"args":{{{args}}}}}'
+            )
+
+    def _line_place(self, state, t, device, line):
+        """(pid, tid) of a device line, naming its process/thread on first sight."""
+        host_pid = state.host_pid
+        if device.id == HOST_API_DEVICE:
+            key = (t.tracer, line.id)
+            tid = state.api_tids.get(key)
+            if tid is None:
+                tid = state.api_tids[key] = _API_TID_BASE + len(state.api_tids)
+                self.meta("thread_name", host_pid, tid, f"{t.tracer}: {line.name}", sort=tid)
+            return host_pid, tid
+        key = (t.tracer, device.id)
+        pid = state.device_pids.get(key)
+        if pid is None:
+            pid = state.device_pids[key] = host_pid + 1 + len(state.device_pids)
+            device_name = device.name or f"device {device.id}"
+            self.meta(
+                "process_name",
+                pid,
+                0,
+                f"rank {state.rank} {device_name} ({t.tracer})",
+                sort=pid,
+            )
+        self.meta("thread_name", pid, line.id, line.name or f"line {line.id}")
+        return pid, line.id
+
+    def device_traces(self, state, traces, record_in_window):
+        """Emits the events of one record's DeviceTraces, with their flows.
+
+        The hot loop of a large timeline: each event's fields are read once and
+        its JSON built with one f-string, and a line's events are written in one
+        call (per-event cost is what bench/timeline.py measures)."""
+        origin = self.origin
+        # API calls first: a kernel may precede its launch call in the trace.
+        lines = []
+        for t in traces:
+            self.stats["dropped_events"] += t.dropped_events
+            for device in t.device:
+                for line in device.line:
+                    events = line.event
+                    if not events:
+                        continue
+                    pid, tid = self._line_place(state, t, device, line)
+                    lines.append((t, pid, tid, events))
+                    if device.id != HOST_API_DEVICE:
+                        continue
+                    for e in events:
+                        correlation = e.correlation_id
+                        if correlation and e.kind in _API_CALLS:
+                            state.launches.put(
+                                (t.tracer, correlation),
+                                f'"pid":{pid},"tid":{tid},"ts":{(e.start_ns - origin) / 1000.0:.3f}',
+                            )
+        steps, launches = state.steps, state.launches
+        windowed = self.begin is not None or self.end is not None
+        step_place = f'"pid":{state.host_pid},"tid":{_SPAN_THREADS[HostSpan.STEP][0]},"ts":'
+        flows, emitted, stats = self.flows, 0, self.stats
+        for t, pid, tid, events in lines:
+            names = [json.dumps(n) for n in t.name]
+            n_names = len(names)
+            tracer = t.tracer
+            tracer_json = json.dumps(tracer)
+            place = f'"pid":{pid},"tid":{tid}'
+            parts = []
+            for e in events:
+                external = e.external_id
+                step = steps.get(external) if external else None
+                if windowed and not (
+                    self.in_window(step[1]) if step is not None else record_in_window
+                ):
+                    continue
+                kind, correlation, name_index = e.kind, e.correlation_id, e.name_index
+                start, end = e.start_ns, e.end_ns
+                name = names[name_index] if 0 <= name_index < n_names else f'"event {name_index}"'
+                args = f'"correlation_id":{correlation},"tracer":{tracer_json}'
+                if external:
+                    args += f',"step_correlation_id":{external}'
+                    if step is not None:
+                        args += f',"gstep":{step[1]},"lstep":{step[2]}'
+                stat_list = e.stat
+                if stat_list:
+                    for stat in stat_list:
+                        i = stat.name_index
+                        stat_name = names[i] if 0 <= i < n_names else json.dumps(str(i))
+                        args += f",{stat_name}:{_json_value(_stat_value(stat))}"
+                ts = f"{(start - origin) / 1000.0:.3f}"
+                parts.append(
+                    f'{{"ph":"X","name":{name},"cat":"{_EVENT_CATEGORY.get(kind, "device")}",'
+                    f'{place},"ts":{ts},"dur":{max(0, end - start) / 1000.0:.3f},'
+                    f'"args":{{{args}}}}}'
+                )
+                emitted += 1
+                if kind not in _DEVICE_WORK:
+                    continue
+                if step is not None:  # Host step -> the device work it launched.
+                    flows += 1
+                    parts.append(
+                        f'{{"ph":"s","id":{flows},"name":"step launch","cat":"step",'
+                        f"{step_place}{(step[0] - origin) / 1000.0:.3f}}}"
+                    )
+                    parts.append(
+                        f'{{"ph":"f","bp":"e","id":{flows},"name":"step launch","cat":"step",'
+                        f'{place},"ts":{ts}}}'
+                    )
+                if correlation:  # API call -> its kernel/copy.
+                    launch = launches.pop((tracer, correlation), None)
+                    if launch is not None:
+                        flows += 1
+                        parts.append(
+                            f'{{"ph":"s","id":{flows},"name":"cuda launch","cat":"launch",'
+                            f"{launch}}}"
+                        )
+                        parts.append(
+                            f'{{"ph":"f","bp":"e","id":{flows},"name":"cuda launch",'
+                            f'"cat":"launch",{place},"ts":{ts}}}'
+                        )
+            if parts:
+                self.out.write((",\n" if self.count else "") + ",\n".join(parts))
+                self.count += len(parts)
+        self.flows = flows
+        stats["device_events"] += emitted
+
+    def finish(self, other):
+        self.stats["flows"] = self.flows
+        other.update(self.stats)
+        other["time_origin_unix_ns"] = self.origin or 0
+        self.out.write(f'\n],"displayTimeUnit":"ns","otherData":{json.dumps(other)}}}\n')
+        return other
+
+
+def _parse(record):
+    """([HostSpan], [DeviceTrace]) of one record's fields 6 and 5."""
+    spans, traces = [], []
+    for number, wire_type, payload in record.extra or ():
+        if wire_type != _LENGTH_DELIMITED:
+            continue
+        if number == DEVICE_TRACE_FIELD:
+            traces.append(DeviceTrace.FromString(payload))
+        elif number == HOST_SPAN_FIELD:
+            spans.append(HostSpan.FromString(payload))
+    return spans, traces
+
+
+def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
+    """Writes the timeline JSON of the run at `path` to the text stream `out`, record by record.
+
+    ``gsteps``: ``(begin, end)`` inclusive, either may be None: keeps the spans
+    of those steps and the device work they launched. ``ranks``: the ranks to
+    keep (default all). ``run``: which run of a directory holding several (as
+    ``open_trace``). Returns the summary also written as ``otherData``.
+    """
     from .reader import open_trace  # Needs the compiled extension.
 
     trace = open_trace(path, prefix=prefix, name=name, run=run)
-    spans, traces = {}, {}
-    for record in trace.records(keys=[]):
-        spans.setdefault(record.rank, [])
-        traces.setdefault(record.rank, [])
-        for number, wire_type, payload in record.extra or ():
-            if wire_type != _LENGTH_DELIMITED:
-                continue
-            if number == DEVICE_TRACE_FIELD:
-                message = DeviceTrace()
-                message.ParseFromString(payload)
-                traces[record.rank].append(message)
-            elif number == HOST_SPAN_FIELD:
-                message = HostSpan()
-                message.ParseFromString(payload)
-                spans[record.rank].append(message)
-    return trace.ranks, spans, traces
+    selected = sorted(set(trace.ranks) & {int(r) for r in ranks}) if ranks else list(trace.ranks)
+    begin, end = gsteps if gsteps else (None, None)
+    writer = _TimelineWriter(out, (begin, end))
+    states = {r: _Rank(r) for r in selected}
+    # Spans of step g travel in the record of g or of a later traced step, so the
+    # read starts at `begin` and ends once every rank has a record past `end`.
+    for record in trace.records(keys=[], gsteps=(begin, None), ranks=selected):
+        state = states.setdefault(record.rank, _Rank(record.rank))
+        if state.past_window:
+            if all(s.past_window for s in states.values()):
+                break
+            continue
+        spans, traces = _parse(record)
+        if writer.origin is None:
+            writer.set_origin(record, spans, traces)
+            if writer.origin is None:
+                continue  # Nothing timed in this record.
+        writer.host_spans(state, spans)
+        if traces:
+            writer.device_traces(state, traces, writer.in_window(record.gstep))
+        if end is not None and record.gstep > end:
+            state.past_window = True
+    other = {"source": str(path), "ranks": len(selected)}
+    if gsteps:
+        other["gsteps"] = [begin, end]
+    return writer.finish(other)
 
 
-def build_timeline(path, prefix="train", name="trace", run=None):
-    """The Chrome Trace Event Format object (a dict) for the run at `path`."""
-    ranks, spans, traces = _collect(path, prefix, name, run)
-    starts = [s.start_ns for r in spans.values() for s in r if s.start_ns > 0]
-    starts += [
-        e.start_ns
-        for r in traces.values()
-        for t in r
-        for d in t.device
-        for line in d.line
-        for e in line.event
-        if e.start_ns > 0
-    ]
-    origin = min(starts) if starts else 0
-
-    def us(ns):
-        return round((ns - origin) / 1000.0, 3)
-
-    events, flows = [], 0
-    stats = {"steps": 0, "device_events": 0, "flows": 0, "dropped_events": 0, "ranks": len(ranks)}
-
-    def meta(kind, pid, tid, value, sort=None):
-        events.append({"ph": "M", "name": kind, "pid": pid, "tid": tid, "args": {"name": value}})
-        if sort is not None:
-            sort_kind = "process_sort_index" if kind == "process_name" else "thread_sort_index"
-            events.append(
-                {"ph": "M", "name": sort_kind, "pid": pid, "tid": tid, "args": {"sort_index": sort}}
-            )
-
-    for rank in sorted(set(ranks) | set(spans) | set(traces)):
-        host_pid = 1 + rank * 1000
-        meta("process_name", host_pid, 0, f"rank {rank} host", sort=host_pid)
-        used_span_threads = set()
-        step_of = {}  # correlation id -> STEP span
-        for span in spans.get(rank, ()):
-            tid, _ = _SPAN_THREADS.get(span.kind, (9, "other"))
-            used_span_threads.add(span.kind)
-            if span.kind == HostSpan.STEP:
-                step_of[span.correlation_id] = span
-                stats["steps"] += 1
-                label = f"step {span.gstep}"
-            else:
-                label = f"{_SPAN_THREADS.get(span.kind, (0, 'span'))[1]} (step {span.gstep})"
-            events.append(
-                {
-                    "ph": "X",
-                    "name": label,
-                    "cat": "host",
-                    "pid": host_pid,
-                    "tid": tid,
-                    "ts": us(span.start_ns),
-                    "dur": round(max(0, span.end_ns - span.start_ns) / 1000.0, 3),
-                    "args": {
-                        "gstep": span.gstep,
-                        "lstep": span.lstep,
-                        "correlation_id": span.correlation_id,
-                        "os_thread_id": span.thread_id,
-                    },
-                }
-            )
-        for kind in sorted(used_span_threads):
-            tid, thread_name = _SPAN_THREADS.get(kind, (9, "other"))
-            meta("thread_name", host_pid, tid, thread_name, sort=tid)
-
-        # Devices of this rank, in a stable order: one process each.
-        device_pids, api_tids, launches = {}, {}, {}
-        device_events = []  # (pid, tid, event, names, tracer)
-        for t in traces.get(rank, ()):
-            stats["dropped_events"] += t.dropped_events
-            for device in t.device:
-                for line in device.line:
-                    if device.id == HOST_API_DEVICE:
-                        key = (t.tracer, line.id)
-                        if key not in api_tids:
-                            api_tids[key] = _API_TID_BASE + len(api_tids)
-                            meta(
-                                "thread_name",
-                                host_pid,
-                                api_tids[key],
-                                f"{t.tracer}: {line.name}",
-                                sort=api_tids[key],
-                            )
-                        pid, tid = host_pid, api_tids[key]
-                    else:
-                        key = (t.tracer, device.id)
-                        if key not in device_pids:
-                            device_pids[key] = host_pid + 1 + len(device_pids)
-                            meta(
-                                "process_name",
-                                device_pids[key],
-                                0,
-                                f"rank {rank} {device.name or 'device ' + str(device.id)} ({t.tracer})",
-                                sort=device_pids[key],
-                            )
-                        pid, tid = device_pids[key], line.id
-                        meta("thread_name", pid, tid, line.name or f"line {line.id}")
-                    for e in line.event:
-                        device_events.append((pid, tid, e, t.name, t.tracer))
-                        if e.kind in _API_CALLS and e.correlation_id:
-                            launches[(t.tracer, e.correlation_id)] = (pid, tid, e)
-        for pid, tid, e, names, tracer in device_events:
-            stats["device_events"] += 1
-            event_name = (
-                names[e.name_index] if e.name_index < len(names) else f"event {e.name_index}"
-            )
-            args = {"correlation_id": e.correlation_id, "tracer": tracer}
-            step = step_of.get(e.external_id) if e.external_id else None
-            if e.external_id:
-                args["step_correlation_id"] = e.external_id
-            if step is not None:
-                args["gstep"] = step.gstep
-                args["lstep"] = step.lstep
-            for stat in e.stat:
-                stat_name = (
-                    names[stat.name_index] if stat.name_index < len(names) else str(stat.name_index)
-                )
-                args[stat_name] = _stat_value(stat)
-            ts = us(e.start_ns)
-            events.append(
-                {
-                    "ph": "X",
-                    "name": event_name,
-                    "cat": _EVENT_CATEGORY.get(e.kind, "device"),
-                    "pid": pid,
-                    "tid": tid,
-                    "ts": ts,
-                    "dur": round(max(0, e.end_ns - e.start_ns) / 1000.0, 3),
-                    "args": args,
-                }
-            )
-            if e.kind not in _DEVICE_WORK:
-                continue
-            if step is not None:  # Host step -> the device work it launched.
-                flows += 1
-                events.append(
-                    {
-                        "ph": "s",
-                        "id": flows,
-                        "name": "step launch",
-                        "cat": "step",
-                        "pid": host_pid,
-                        "tid": 1,
-                        "ts": us(step.start_ns),
-                    }
-                )
-                events.append(
-                    {
-                        "ph": "f",
-                        "bp": "e",
-                        "id": flows,
-                        "name": "step launch",
-                        "cat": "step",
-                        "pid": pid,
-                        "tid": tid,
-                        "ts": ts,
-                    }
-                )
-            launch = launches.get((tracer, e.correlation_id)) if e.correlation_id else None
-            if launch is not None:  # API call -> its kernel/copy.
-                flows += 1
-                lpid, ltid, le = launch
-                events.append(
-                    {
-                        "ph": "s",
-                        "id": flows,
-                        "name": "cuda launch",
-                        "cat": "launch",
-                        "pid": lpid,
-                        "tid": ltid,
-                        "ts": us(le.start_ns),
-                    }
-                )
-                events.append(
-                    {
-                        "ph": "f",
-                        "bp": "e",
-                        "id": flows,
-                        "name": "cuda launch",
-                        "cat": "launch",
-                        "pid": pid,
-                        "tid": tid,
-                        "ts": ts,
-                    }
-                )
-    stats["flows"] = flows
-    # Thread-name metadata repeats across collections: keep the first of each.
-    seen, unique = set(), []
-    for ev in events:
-        if ev["ph"] == "M":
-            key = (ev["name"], ev["pid"], ev["tid"])
-            if key in seen:
-                continue
-            seen.add(key)
-        unique.append(ev)
-    return {
-        "traceEvents": unique,
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "time_origin_unix_ns": origin,
-            "source": str(path),
-            **{k: v for k, v in stats.items()},
-        },
-    }
+def build_timeline(path, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
+    """The Chrome Trace Event Format object (a dict) for the run at `path` (held in memory)."""
+    buffer = io.StringIO()
+    stream_timeline(path, buffer, prefix=prefix, name=name, gsteps=gsteps, ranks=ranks, run=run)
+    return json.loads(buffer.getvalue())
 
 
-def write_timeline(path, output, prefix="train", name="trace", run=None):
-    """Writes build_timeline(path) as JSON to `output`; returns its otherData."""
-    timeline = build_timeline(path, prefix=prefix, name=name, run=run)
-    with open(output, "w") as out:
-        json.dump(timeline, out, separators=(",", ":"))
-    return timeline["otherData"]
+def write_timeline(path, output, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
+    """Streams the timeline of `path` as JSON to the file `output`; returns its otherData
+    plus ``bytes``, the size of what was written."""
+    with open(output, "w", buffering=1 << 20) as out:
+        info = stream_timeline(
+            path, out, prefix=prefix, name=name, gsteps=gsteps, ranks=ranks, run=run
+        )
+    info["bytes"] = os.path.getsize(output)
+    return info
 
 
 # --- the `xdl-trace timeline` subcommand (registered with xdl_trace.cli) -------
@@ -311,15 +427,26 @@ def _configure(parser):
     parser.add_argument(
         "-o", "--output", default="trace.json", help="JSON file to write (default trace.json)"
     )
+    parser.add_argument("--gsteps", help="gstep window A:B, inclusive (A: or :B open-ended)")
+    parser.add_argument("--ranks", help="comma-separated ranks (default: all)")
 
 
 def _run(args):
+    from .cli import _parse_gsteps, _ranks
+
     info = write_timeline(
-        args.path, args.output, prefix=args.prefix, name=args.name, run=getattr(args, "run", None)
+        args.path,
+        args.output,
+        prefix=args.prefix,
+        name=args.name,
+        gsteps=_parse_gsteps(args.gsteps),
+        ranks=_ranks(args),
+        run=args.run,
     )
     print(
-        f"wrote {args.output}: {info['steps']} steps, {info['device_events']} device events, "
-        f"{info['flows']} flows from {info['ranks']} rank(s)"
+        f"wrote {args.output}: {info['steps']} traced steps, {info['steps_not_traced']} steps "
+        f"not traced, {info['device_events']} device events, {info['flows']} flows from "
+        f"{info['ranks']} rank(s)"
         + (
             f"; {info['dropped_events']} device events dropped while tracing"
             if info["dropped_events"]
@@ -327,10 +454,17 @@ def _run(args):
         )
         + " (open in ui.perfetto.dev or chrome://tracing)"
     )
-    if info["steps"] == 0 and info["device_events"] == 0:
+    if info["bytes"] > BROWSER_LIMIT_BYTES:
         print(
-            "note: no host spans or device events in these records; trace with "
-            "device_tracers set (docs/device-tracing.md)",
+            f"warning: {args.output} is {info['bytes'] / 2**20:.0f} MiB; browser viewers "
+            f"struggle above {BROWSER_LIMIT_BYTES // 2**20} MiB: write a window, e.g. "
+            "--gsteps A:B (and --ranks R)",
+            file=sys.stderr,
+        )
+    if info["steps"] == 0 and info["steps_not_traced"] == 0 and info["device_events"] == 0:
+        print(
+            "note: no host spans or device events in these records (files written before "
+            "host spans existed, or a window with no steps)",
             file=sys.stderr,
         )
     return 0

@@ -13,6 +13,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
+#include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -46,6 +47,26 @@ static_assert(fields::kStatInt64Value == xdl::proto::DeviceStat::kInt64ValueFiel
 static_assert(fields::kStatUint64Value == xdl::proto::DeviceStat::kUint64ValueFieldNumber);
 static_assert(fields::kStatDoubleValue == xdl::proto::DeviceStat::kDoubleValueFieldNumber);
 static_assert(fields::kStatStrValue == xdl::proto::DeviceStat::kStrValueFieldNumber);
+using Span = xdl::proto::HostSpan;
+static_assert(fields::kSpanKind == Span::kKindFieldNumber);
+static_assert(fields::kSpanStartNs == Span::kStartNsFieldNumber);
+static_assert(fields::kSpanEndNs == Span::kEndNsFieldNumber);
+static_assert(fields::kSpanGstep == Span::kGstepFieldNumber);
+static_assert(fields::kSpanLstep == Span::kLstepFieldNumber);
+static_assert(fields::kSpanCorrelationId == Span::kCorrelationIdFieldNumber);
+static_assert(fields::kSpanThreadId == Span::kThreadIdFieldNumber);
+static_assert(fields::kSpanSpansDropped == Span::kSpansDroppedFieldNumber);
+static_assert(fields::kSpanRecords == Span::kRecordsFieldNumber);
+static_assert(fields::kRecordHostSpan == xdl::proto::Record::kHostSpanFieldNumber);
+constexpr int SpanKind(HostSpanKind kind) { return static_cast<int>(kind); }
+static_assert(SpanKind(HostSpanKind::kStep) == Span::STEP);
+static_assert(SpanKind(HostSpanKind::kCaptureEncode) == Span::CAPTURE_ENCODE);
+static_assert(SpanKind(HostSpanKind::kQueueWait) == Span::QUEUE_WAIT);
+static_assert(SpanKind(HostSpanKind::kDeviceCollect) == Span::DEVICE_COLLECT);
+static_assert(SpanKind(HostSpanKind::kStepNotTraced) == Span::STEP_NOT_TRACED);
+static_assert(SpanKind(HostSpanKind::kIoWrite) == Span::IO_WRITE);
+static_assert(Span::Kind_MAX == Span::IO_WRITE,
+              "a new HostSpan.Kind: add it to core/device_trace_fields.h");
 
 constexpr int Kind(DeviceEventKind kind) { return static_cast<int>(kind); }
 static_assert(Kind(DeviceEventKind::kKernel) == xdl::proto::DEVICE_EVENT_KERNEL);

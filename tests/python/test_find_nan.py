@@ -158,3 +158,25 @@ def test_find_nan_skips_empty_columns(tmp_path):
     assert xdl.find_nan(out) == [
         {"key": "config", "rank": 0, "gstep": 0, "lstep": 0, "nan": 1, "inf": 0}
     ]
+
+
+def test_a_stats_summary_column_is_read_as_its_own_stats(tmp_path):
+    """A stats summary column (the Header says so) is the tensor's stats: its NaN count is a
+    finding, its count-0 rows (a watch(every=) gap) are no data, and the report's curve is
+    the source tensor's mean, not the mean of the 8 stats values."""
+    out = str(tmp_path / "run")
+    w = np.zeros(6, np.float32)
+    xdl.watch({"w": w}, summary="stats", every=2)
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}) as hook:
+        for step in range(6):
+            w[:] = np.arange(6) + step
+            if step == 4:
+                w[1] = np.nan
+            hook.step()
+    (bad,) = xdl.find_nan(out)
+    assert (bad["key"], bad["gstep"], bad["nan"], bad["inf"]) == ("w", 4, 1, 0)
+    scan = analysis.scan_run(out)
+    series = scan.stats[("w", 0)]  # One record per bucket here: sums are the rows.
+    assert series.gstep[: series.used].tolist() == [0, 2, 4]  # Count-0 rows left out.
+    mean = series.sum[: series.used, analysis.MEAN]
+    np.testing.assert_allclose(mean[:2], [2.5, 4.5])

@@ -124,3 +124,60 @@ def simple_records(gsteps, seed=0):
         w = (np.arange(6, dtype=np.float32) + g * 10).reshape(2, 3)
         out.append(record(g, [w, np.float64(g * 0.5 + seed)]))
     return out
+
+
+def device_records(
+    steps, kernels_per_step, keys=(), first_gstep=0, start_ns=1_700_000_000 * 10**9
+):
+    """Records with host spans (field 6) and a DeviceTrace (field 5) per step, as a device-traced
+    run writes them: per step a STEP span, `kernels_per_step` launch calls on the host API line
+    and as many kernels on stream 7, each kernel tagged with its step and launch correlation ids.
+    Yields Record messages (2 * kernels_per_step device events each); `keys` get empty columns."""
+    from xdl_trace._proto import device_trace_pb2 as dt
+
+    step_ns, kernel_ns = 1_000_000, 1_000_000 // (kernels_per_step + 1)
+    correlation = 0
+    for i in range(steps):
+        gstep, begin = first_gstep + i, start_ns + i * step_ns
+        rec = record(gstep, [column(np.zeros(0, np.float32)) for _ in keys], lstep=i)
+        rec.timestamp = (begin + step_ns) // 1_000_000
+        span = rec.host_span.add()
+        span.kind, span.gstep, span.lstep, span.correlation_id = dt.HostSpan.STEP, gstep, i, i + 1
+        span.start_ns, span.end_ns, span.thread_id = begin, begin + step_ns, 4242
+        trace = rec.device_trace.add()
+        trace.tracer = "synthetic"
+        trace.name.extend(["", "synthetic_kernel", "cudaLaunchKernel", "bytes"])
+        api = trace.device.add(id=-1, name="host").line.add(id=4242, name="CUDA API")
+        stream = trace.device.add(id=0, name="GPU 0").line.add(id=7, name="stream 7")
+        for k in range(kernels_per_step):
+            correlation += 1
+            t = begin + k * kernel_ns
+            api.event.add(
+                name_index=2,
+                kind=dt.DEVICE_EVENT_RUNTIME_API,
+                start_ns=t,
+                end_ns=t + kernel_ns // 4,
+                correlation_id=correlation,
+                external_id=i + 1,
+            )
+            stream.event.add(
+                name_index=1,
+                kind=dt.DEVICE_EVENT_KERNEL,
+                start_ns=t + kernel_ns // 2,
+                end_ns=t + kernel_ns,
+                correlation_id=correlation,
+                external_id=i + 1,
+            )
+        yield rec
+
+
+def write_stream(path, keys, records):
+    """Writes Header + framed `records` (any iterable) without holding them: no Meta (readers
+    scan such files, as XDL's crash-torn ones). Returns the bytes written."""
+    header = pb2().Header()
+    header.key.extend(keys)
+    with open(path, "wb") as f:
+        written = f.write(frame(header.SerializeToString()))
+        for r in records:
+            written += f.write(frame(r.SerializeToString()))
+    return written

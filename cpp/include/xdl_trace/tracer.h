@@ -3,6 +3,7 @@
 #ifndef XDL_TRACE_TRACER_H_
 #define XDL_TRACE_TRACER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -70,6 +71,12 @@ class Tracer {
   absl::Status Step(int64_t gstep, int64_t lstep);
   // Same, with the timestamp (ms since epoch) given: for tests and replays.
   absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
+  // Notes a step the caller saw but does not trace (a filter skipped it): its
+  // host span (STEP_NOT_TRACED, from the end of the previous step to now)
+  // rides in the next record. One clock read; at most kMaxNotTracedSpans are
+  // kept between two records, the rest counted. No-op after Close().
+  void NoteStepNotTraced(int64_t gstep, int64_t lstep);
+  static constexpr size_t kMaxNotTracedSpans = 4096;
 
   // Waits until every record queued so far is written and Meta is current.
   absl::Status Flush();

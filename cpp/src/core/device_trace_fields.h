@@ -43,6 +43,18 @@ inline constexpr uint32_t kStatInt64Value = 2;
 inline constexpr uint32_t kStatUint64Value = 3;
 inline constexpr uint32_t kStatDoubleValue = 4;
 inline constexpr uint32_t kStatStrValue = 5;
+// xdl.proto.HostSpan
+inline constexpr uint32_t kSpanKind = 1;
+inline constexpr uint32_t kSpanStartNs = 2;
+inline constexpr uint32_t kSpanEndNs = 3;
+inline constexpr uint32_t kSpanGstep = 4;
+inline constexpr uint32_t kSpanLstep = 5;
+inline constexpr uint32_t kSpanCorrelationId = 6;
+inline constexpr uint32_t kSpanThreadId = 7;
+inline constexpr uint32_t kSpanSpansDropped = 8;
+inline constexpr uint32_t kSpanRecords = 9;
+// xdl.proto.Record
+inline constexpr uint32_t kRecordHostSpan = 6;
 
 }  // namespace device_trace_fields
 
@@ -56,6 +68,16 @@ enum class DeviceEventKind : int {
   kSynchronization = 6,
   kOverhead = 7,
   kOther = 8,
+};
+
+// Values of xdl.proto.HostSpan.Kind.
+enum class HostSpanKind : int {
+  kStep = 1,
+  kCaptureEncode = 2,
+  kQueueWait = 3,
+  kDeviceCollect = 4,
+  kStepNotTraced = 5,
+  kIoWrite = 6,
 };
 
 }  // namespace internal

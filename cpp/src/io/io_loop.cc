@@ -50,6 +50,7 @@ absl::Status IoLoop::Start() {
 }
 
 void IoLoop::Run() {
+  io_thread_id_ = CurrentThreadId();
   std::deque<WriterMessage> batch;
   bool closing = false;
   while (!closing) {
@@ -125,6 +126,11 @@ void IoLoop::AddRecord(EncodedRecord* record) {
   if (group_.size() >= kMaxIovecs || group_bytes_ >= kMaxGroupBytes) WriteGroup();
 }
 
+void IoLoop::TakeIoSpans(std::vector<HostSpanInfo>* out) {
+  MutexLock lock(&io_spans_mu_);
+  io_spans_.TakeInto(out);
+}
+
 void IoLoop::DropRecord(EncodedRecord* record) {
   CountDropped();
   const int64_t bytes = static_cast<int64_t>(record->frame.size());
@@ -138,8 +144,17 @@ void IoLoop::WriteGroup() {
   if (group_.empty()) return;
   const int64_t bytes_before = segment_->bytes();
   const int64_t records_before = segment_->records();
+  const int64_t begin_ns = WallClockNs();
   const absl::Status status = segment_->Append(group_);
+  const int64_t end_ns = WallClockNs();
   const int64_t written = segment_->records() - records_before;
+  {
+    HostSpanInfo span{HostSpanKind::kIoWrite, begin_ns, end_ns,       group_.front()->gstep,
+                      group_.front()->lstep,  0,        io_thread_id_};
+    span.records = static_cast<int64_t>(group_.size());
+    MutexLock lock(&io_spans_mu_);
+    io_spans_.Add(span);
+  }
   bytes_written_.fetch_add(segment_->bytes() - bytes_before, std::memory_order_relaxed);
   records_written_.fetch_add(written, std::memory_order_relaxed);
   records_dropped_.fetch_add(static_cast<int64_t>(group_.size()) - written,

@@ -24,10 +24,14 @@
 #include "io/data_file_segment.h"
 #include "io/frame_pool.h"
 #include "record/encoded_record.h"
+#include "record/host_spans.h"
 #include "xdl_trace/config.h"
 
 namespace xdl_trace {
 namespace internal {
+
+// IO_WRITE host spans kept between two records of the training thread.
+inline constexpr size_t kMaxIoSpans = 256;
 
 // A write group is handed to the segment once it holds kMaxIovecs frames or
 // this many bytes, so the queue bytes it holds go back to producers soon.
@@ -72,6 +76,10 @@ class IoLoop {
   // A producer dropped a record (queue full, or after an error): counted in
   // stats and in the next Meta's dropped_records.
   void CountDropped() { records_dropped_.fetch_add(1, std::memory_order_relaxed); }
+  // Any thread (the training thread, per record): appends the IO_WRITE spans
+  // of the writes since the previous call (at most kMaxIoSpans, the rest
+  // counted on the last one) to `out`.
+  void TakeIoSpans(std::vector<HostSpanInfo>* out) ABSL_LOCKS_EXCLUDED(io_spans_mu_);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -105,12 +113,16 @@ class IoLoop {
   std::atomic<bool> failed_{false};  // Fast path copy of !error_.ok().
   mutable Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
+  // One IO_WRITE span per write group: the IO thread adds, the training thread takes.
+  mutable Mutex io_spans_mu_;
+  BoundedSpanLog io_spans_ ABSL_GUARDED_BY(io_spans_mu_){kMaxIoSpans};
 
   // ---- IO thread only (and Start(), before the thread exists) ----
   std::unique_ptr<DataFileSegment> segment_;  // Null only after an error or close.
   Clock::time_point next_meta_;
   std::vector<EncodedRecord*> group_;  // Frames to write next (owned by the batch).
   int64_t group_bytes_ = 0;
+  int64_t io_thread_id_ = 0;  // Set when Run() starts.
 };
 
 }  // namespace internal

@@ -107,6 +107,7 @@ class FileTraceWriter final : public TraceWriter {
   }
 
   std::string TakeBuffer(size_t min_capacity) override { return pool_.Take(min_capacity); }
+  void TakeIoSpans(std::vector<HostSpanInfo>* out) override { loop_.TakeIoSpans(out); }
 
   TraceStats stats() const override {
     const IoLoop::Counters c = loop_.counters();

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "io/file_set.h"  // DataFilePath: where Open's files are.
 #include "record/encoded_record.h"
+#include "record/host_spans.h"
 #include "xdl_trace.pb.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/stats.h"
@@ -81,6 +82,10 @@ class TraceWriter {
     (void)min_capacity;
     return std::string();
   }
+
+  // Training thread: appends the IO thread's IO_WRITE spans since the
+  // previous call to `out` (bounded: io/io_loop.h kMaxIoSpans).
+  virtual void TakeIoSpans(std::vector<HostSpanInfo>* out) { (void)out; }
 };
 
 }  // namespace internal

@@ -126,6 +126,13 @@ void DeviceTracing::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
   set_->StepBegin(step_id_);
 }
 
+void DeviceTracing::OnStepNotTraced(int64_t, int64_t, int64_t, int64_t end_ns) {
+  set_->StepEnd(step_id_);
+  ++step_id_;
+  step_begin_ns_ = end_ns;
+  set_->StepBegin(step_id_);
+}
+
 std::string DeviceTracing::Finish() {
   if (finished_) return "";
   finished_ = true;

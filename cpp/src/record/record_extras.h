@@ -12,8 +12,11 @@ namespace xdl_trace {
 namespace internal {
 
 // Supplies serialized Record fields numbered >= 5 (device events, host spans)
-// for the records of a tracer. Every tracer has one: NoRecordExtras when
-// device tracing is off, plugin/device_tracing.h's DeviceTracing when it is on.
+// for the records of a tracer. Every tracer has one: record/host_spans.h's
+// HostSpanExtras (the traced steps' host spans) when device tracing is off,
+// plugin/device_tracing.h's DeviceTracing (the same spans, with correlation
+// ids, plus device events) when it is on. The tracer itself appends the
+// not-traced step and IO-write spans after what TakeTrailingFields returns.
 // Threading: every method runs on the training thread inside
 // Step()/StepAt()/Close(), except FillStats (any thread).
 //
@@ -26,11 +29,15 @@ namespace internal {
 //   OnStepReturned(begin_ns, end_ns)     queue wait (Submit) span, then Step()
 //                                        returns; also called when the step
 //                                        failed, with begin_ns == end_ns.
+// Between traced steps, OnStepNotTraced(gstep, lstep, begin_ns, end_ns) tells
+// of each step the hook saw but did not trace (Tracer::NoteStepNotTraced): the
+// next STEP span starts at its end, so no span covers several steps.
 // The span times come from SpanClockNs(), which reads the clock only for
-// extras constructed with `timed` (so a step without device tracing reads no
-// clock for them). At Close(), Finish() returns the fields not yet taken;
-// when non-empty the tracer writes them in one last, device-only record (the
-// last step's gstep/lstep, no column) before closing the writer.
+// extras constructed with `timed` (record/host_spans.h's HostSpanExtras, the
+// default, and DeviceTracing both are). At Close(), Finish() returns the fields
+// not yet taken; when non-empty the tracer writes them in one last,
+// device-only record (the last step's gstep/lstep, no column) before closing
+// the writer.
 class RecordExtras {
  public:
   virtual ~RecordExtras() = default;
@@ -38,6 +45,12 @@ class RecordExtras {
   virtual std::string TakeTrailingFields() = 0;
   virtual void OnStepEncoded(int64_t begin_ns, int64_t end_ns) = 0;
   virtual void OnStepReturned(int64_t begin_ns, int64_t end_ns) = 0;
+  virtual void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) {
+    (void)gstep, (void)lstep, (void)begin_ns, (void)end_ns;
+  }
+  // The correlation id device tracers attach to work launched in the step now
+  // running (0: none); the tracer puts it on STEP_NOT_TRACED spans.
+  virtual uint64_t CurrentCorrelationId() const { return 0; }
   virtual std::string Finish() = 0;
   virtual void FillStats(TraceStats* stats) const = 0;
 
@@ -51,7 +64,8 @@ class RecordExtras {
   const bool timed_;
 };
 
-// The extras of a tracer without device tracing: no fields, no clock reads.
+// Extras with no fields and no clock reads (tests; tracers default to
+// record/host_spans.h's HostSpanExtras).
 class NoRecordExtras final : public RecordExtras {
  public:
   NoRecordExtras() : RecordExtras(/*timed=*/false) {}

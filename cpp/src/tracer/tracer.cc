@@ -16,6 +16,7 @@
 #include "core/status_macros.h"
 #include "io/run_info.h"
 #include "io/trace_writer.h"
+#include "record/host_spans.h"
 #include "record/record_encoder.h"
 #include "record/record_extras.h"
 #include "registry/validate.h"
@@ -71,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
   if (extras == nullptr && !fixed.device_tracers.empty()) {
     XDL_ASSIGN_OR_RETURN(extras, MakeDeviceRecordExtras(fixed));
   } else if (extras == nullptr) {
-    extras = std::make_unique<NoRecordExtras>();
+    extras = std::make_unique<HostSpanExtras>();
   }
   XDL_ASSIGN_OR_RETURN(
       std::unique_ptr<TraceWriter> writer,
@@ -95,6 +96,7 @@ class Tracer::Impl {
   ~Impl();
 
   absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
+  void NoteStepNotTraced(int64_t gstep, int64_t lstep);
   absl::Status Flush();
   absl::Status Close();
   TraceStats stats() const;
@@ -126,6 +128,9 @@ class Tracer::Impl {
   }
   // The error every call but stats() returns in a forked child.
   absl::Status ForkedChildError(absl::string_view call) const;
+  // Appends the not-traced step spans and the IO thread's write spans
+  // gathered since the previous record to `fields` (Record field 6).
+  void AppendTracerSpans(std::string* fields) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
 
   const TraceConfig config_;
   const std::shared_ptr<Registry> registry_;
@@ -143,6 +148,12 @@ class Tracer::Impl {
   std::vector<TensorView> views_ ABSL_GUARDED_BY(step_mu_);  // This step's columns.
   int64_t last_gstep_ ABSL_GUARDED_BY(step_mu_) = 0;
   int64_t last_lstep_ ABSL_GUARDED_BY(step_mu_) = 0;
+  // When the last step the hook saw ended (or Start).
+  int64_t last_step_end_ns_ ABSL_GUARDED_BY(step_mu_);
+  const int64_t thread_id_;  // The thread that started the tracer.
+  internal::BoundedSpanLog not_traced_ ABSL_GUARDED_BY(step_mu_){Tracer::kMaxNotTracedSpans};
+  // Capacity reused per record.
+  std::vector<internal::HostSpanInfo> span_scratch_ ABSL_GUARDED_BY(step_mu_);
   bool closed_ ABSL_GUARDED_BY(step_mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(step_mu_);
   // Device tracing, or none; leaked in a forked child (see ~Impl).
@@ -169,6 +180,9 @@ absl::Status Tracer::Step(int64_t gstep, int64_t lstep) {
 absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
   return impl_->StepAt(gstep, lstep, timestamp_ms);
 }
+void Tracer::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
+  impl_->NoteStepNotTraced(gstep, lstep);
+}
 absl::Status Tracer::Flush() { return impl_->Flush(); }
 absl::Status Tracer::Close() { return impl_->Close(); }
 const std::vector<std::string>& Tracer::keys() const { return impl_->keys(); }
@@ -182,6 +196,8 @@ Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
       registry_(std::move(registry)),
       entries_(std::move(entries)),
       slots_(entries_.size()),
+      last_step_end_ns_(internal::WallClockNs()),
+      thread_id_(internal::CurrentThreadId()),
       extras_(std::move(extras)),
       writer_(std::move(writer)) {
   keys_.reserve(entries_.size());
@@ -291,6 +307,28 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
   return absl::OkStatus();
 }
 
+void Tracer::Impl::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
+  // A forked child writes nothing; a concurrent Step is refused there, so
+  // this span is simply not noted.
+  if (InForkedChild() || !step_mu_.TryLock()) return;
+  if (!closed_) {
+    const int64_t now = internal::WallClockNs();
+    not_traced_.Add(internal::HostSpanInfo{internal::HostSpanKind::kStepNotTraced,
+                                           last_step_end_ns_, now, gstep, lstep,
+                                           extras_->CurrentCorrelationId(), thread_id_});
+    extras_->OnStepNotTraced(gstep, lstep, last_step_end_ns_, now);
+    last_step_end_ns_ = now;
+  }
+  step_mu_.Unlock();
+}
+
+void Tracer::Impl::AppendTracerSpans(std::string* fields) {
+  span_scratch_.clear();
+  not_traced_.TakeInto(&span_scratch_);
+  writer_->TakeIoSpans(&span_scratch_);
+  internal::AppendHostSpanFields(span_scratch_, fields);
+}
+
 void Tracer::Impl::ReleaseCaptures() {
   for (Slot& slot : slots_) {
     if (slot.captured.keep_alive != nullptr) slot.captured = CapturedTensor();
@@ -330,7 +368,8 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   }
   absl::StatusOr<internal::EncodedRecord> record;
   if (status.ok()) {
-    const std::string trailing = extras_->TakeTrailingFields();
+    std::string trailing = extras_->TakeTrailingFields();
+    AppendTracerSpans(&trailing);
     // Encode into a recycled buffer: no allocation, no page faults per step.
     internal::TraceWriter* writer = writer_.get();
     record = internal::EncodeRecord(
@@ -342,15 +381,18 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   // Counted whether the step failed (kError) or wrote empty columns.
   if (missing > 0) missing_gradients_.fetch_add(missing, std::memory_order_relaxed);
   if (!status.ok()) {
-    const int64_t now = extras_->SpanClockNs();
+    const int64_t now = internal::WallClockNs();
     extras_->OnStepReturned(now, now);
+    last_step_end_ns_ = now;
     return status;
   }
 
   const int64_t submit_begin_ns = extras_->SpanClockNs();
   extras_->OnStepEncoded(capture_begin_ns, submit_begin_ns);
   const absl::StatusOr<internal::SubmitResult> queued = writer_->Submit(std::move(*record));
-  extras_->OnStepReturned(submit_begin_ns, extras_->SpanClockNs());
+  const int64_t returned_ns = internal::WallClockNs();
+  extras_->OnStepReturned(submit_begin_ns, returned_ns);
+  last_step_end_ns_ = returned_ns;
 
   // The record was produced: counted even when the writer dropped it.
   steps_traced_.fetch_add(1, std::memory_order_relaxed);
@@ -379,8 +421,9 @@ absl::Status Tracer::Impl::Close() {
   if (closed_) return close_status_;
   closed_ = true;
   absl::Status extras_status;
-  const std::string trailing = extras_->Finish();
+  std::string trailing = extras_->Finish();
   if (!trailing.empty()) {
+    AppendTracerSpans(&trailing);
     // One last, device-only record carrying what device tracing collected
     // since the last step: the last step's gstep/lstep, no column at all (no
     // fake values for code that stacks a key), fields 5/6. Readers skip it

@@ -1,0 +1,313 @@
+"""`xdl-trace timeline` on files: Chrome trace event rules, not-traced steps, windows, bounded memory."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import trace_file_maker as tm
+from xdl_trace import cli, timeline
+from xdl_trace._proto import device_trace_pb2 as dt
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HostSpan = dt.HostSpan
+
+
+def check_chrome_trace(trace):
+    """Asserts the Chrome Trace Event Format rules Perfetto's JSON importer relies on
+    (docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU): returns the
+    events by phase."""
+    assert isinstance(trace, dict) and isinstance(trace["traceEvents"], list)
+    assert trace.get("displayTimeUnit", "ms") in ("ms", "ns")
+    by_phase = {}
+    for e in trace["traceEvents"]:
+        assert isinstance(e, dict)
+        ph = e["ph"]
+        assert ph in ("X", "M", "s", "f"), e
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int), e
+        by_phase.setdefault(ph, []).append(e)
+        if ph == "M":
+            assert e["name"] in (
+                "process_name",
+                "thread_name",
+                "process_sort_index",
+                "thread_sort_index",
+            ), e
+            assert isinstance(e["args"], dict) and e["args"], e
+            continue
+        assert isinstance(e["name"], str) and e["name"], e
+        assert isinstance(e["ts"], (int, float)) and math.isfinite(e["ts"]), e
+        if ph == "X":
+            assert isinstance(e["dur"], (int, float)) and e["dur"] >= 0, e
+            assert isinstance(e.get("cat", ""), str)
+            assert isinstance(e.get("args", {}), dict)
+        else:
+            assert isinstance(e["id"], int) and isinstance(e["cat"], str), e
+    starts = {e["id"] for e in by_phase.get("s", [])}
+    finishes = [e["id"] for e in by_phase.get("f", [])]
+    assert len(set(finishes)) == len(finishes) and set(finishes) == starts  # One s, one f each.
+    assert all(e["bp"] == "e" for e in by_phase.get("f", []))
+    return by_phase
+
+
+def _span(rec, kind, gstep, start, end, **fields):
+    span = rec.host_span.add(kind=kind, gstep=gstep, lstep=gstep, start_ns=start, end_ns=end)
+    for k, v in fields.items():
+        setattr(span, k, v)
+    return span
+
+
+def _filtered_run(directory, rank=0, steps=10, every=3, t0=1_700_000_000 * 10**9):
+    """A run as the hook writes it with a filter tracing every `every`-th step: not-traced step
+    spans ride in the next traced step's record, next to the previous step's capture/encode,
+    queue-wait and IO-write spans."""
+    records, pending, step_ns = [], [], 1_000_000
+    for g in range(steps):
+        begin, end = t0 + g * step_ns, t0 + (g + 1) * step_ns - 1000
+        if g % every:
+            pending.append((g, begin, end))
+            continue
+        rec = tm.record(g, [tm.column(tm.np.zeros(1, tm.np.float32))])
+        rec.timestamp = end // 1_000_000
+        for ng, b, e in pending:
+            _span(rec, HostSpan.STEP_NOT_TRACED, ng, b, e, thread_id=7)
+        pending = []
+        _span(rec, HostSpan.STEP, g, begin, end, thread_id=7)
+        if records:
+            prev = records[-1].gstep
+            pb_, pe = t0 + (prev + 1) * step_ns - 1000, t0 + (prev + 1) * step_ns - 400
+            _span(rec, HostSpan.CAPTURE_ENCODE, prev, pb_, pe - 200, thread_id=7)
+            _span(rec, HostSpan.QUEUE_WAIT, prev, pe - 200, pe, thread_id=7)
+            _span(rec, HostSpan.IO_WRITE, prev, pe + 100, pe + 300, thread_id=8, records=1)
+        records.append(rec)
+    tm.write_file(os.path.join(directory, f"train.trace.{rank}.0"), ["w"], records)
+    return records
+
+
+def _timeline(tmp_path, run, *options):
+    out = tmp_path / "t.json"
+    assert cli.main(["timeline", str(run), "-o", str(out), *options]) == 0
+    with open(out) as f:
+        return json.load(f)
+
+
+def test_every_step_the_hook_saw_has_its_own_span(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    _filtered_run(run, steps=10, every=3)
+    trace = _timeline(tmp_path, run)
+    events = check_chrome_trace(trace)
+    steps = [e for e in events["X"] if e["tid"] == 1]
+    assert sorted(e["args"]["gstep"] for e in steps) == list(range(10))
+    traced = [e for e in steps if e["cat"] == "host"]
+    not_traced = [e for e in steps if e["cat"] == timeline.NOT_TRACED_CATEGORY]
+    assert sorted(e["args"]["gstep"] for e in traced) == [0, 3, 6, 9]
+    assert all(e["name"].endswith("(not traced)") for e in not_traced) and len(not_traced) == 6
+    assert trace["otherData"]["steps"] == 4 and trace["otherData"]["steps_not_traced"] == 6
+    # Step spans do not overlap: none covers another step.
+    ordered = sorted(steps, key=lambda e: e["ts"])
+    assert all(a["ts"] + a["dur"] <= b["ts"] for a, b in zip(ordered, ordered[1:]))
+    threads = {e["tid"]: e["args"]["name"] for e in events["M"] if e["name"] == "thread_name"}
+    assert threads == {1: "steps", 2: "capture + encode", 3: "queue wait", 5: "IO write"}
+    # Capture/encode and queue wait of a traced step lie inside the step that follows it
+    # (the tracer's work happens at the end of the step it records), IO after them.
+    by = {(e["tid"], e["args"]["gstep"]): e for e in events["X"]}
+    for g in (0, 3, 6):
+        capture, wait, io = by[(2, g)], by[(3, g)], by[(5, g)]
+        assert capture["ts"] + capture["dur"] <= wait["ts"] + 1e-3
+        assert wait["ts"] + wait["dur"] <= io["ts"]
+        assert by[(1, g)]["ts"] + by[(1, g)]["dur"] <= capture["ts"]
+
+
+def test_gsteps_and_ranks_window_the_timeline(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    _filtered_run(run, rank=0, steps=30, every=3)
+    _filtered_run(run, rank=1, steps=30, every=3)
+    whole = _timeline(tmp_path, run)
+    assert whole["otherData"]["ranks"] == 2
+    assert {e["pid"] for e in whole["traceEvents"]} == {1, 1001}
+
+    window = _timeline(tmp_path, run, "--gsteps", "10:19", "--ranks", "1")
+    events = check_chrome_trace(window)
+    assert {e["pid"] for e in window["traceEvents"]} == {1001}
+    steps = [e for e in events["X"] if e["tid"] == 1]
+    # Step 10 is not traced: its span rides in step 12's record, read from gstep 10 on.
+    assert sorted(e["args"]["gstep"] for e in steps) == list(range(10, 20))
+    assert all(10 <= e["args"]["gstep"] <= 19 for e in events["X"])
+    assert window["otherData"]["gsteps"] == [10, 19]
+    # The IO-write span of step 18 rides in step 21's record, past the window: still shown.
+    assert any(e["tid"] == 5 and e["args"]["gstep"] == 18 for e in events["X"])
+
+    # Steps 28 and 29 come after the last traced step (27): no record carries them.
+    tail = _timeline(tmp_path, run, "--gsteps", "25:")
+    tail_steps = [e for e in tail["traceEvents"] if e["ph"] == "X" and e["tid"] == 1]
+    assert sorted(e["args"]["gstep"] for e in tail_steps) == [25, 25, 26, 26, 27, 27]
+
+
+def test_device_events_flows_and_the_size_warning(tmp_path, monkeypatch, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    tm.write_stream(str(run / "train.trace.0.0"), ["w"], tm.device_records(4, 3, keys=["w"]))
+    monkeypatch.setattr(timeline, "BROWSER_LIMIT_BYTES", 1000)
+    trace = _timeline(tmp_path, run)
+    events = check_chrome_trace(trace)
+    assert trace["otherData"]["device_events"] == 4 * 6
+    kernels = [e for e in events["X"] if e["cat"] == "kernel"]
+    assert len(kernels) == 12 and all(e["name"] == "synthetic_kernel" for e in kernels)
+    assert [e["args"]["gstep"] for e in kernels] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    # Each kernel: a step flow from its host step and a launch flow from its API call.
+    assert len(events["s"]) == 24 and trace["otherData"]["flows"] == 24
+    err = capsys.readouterr().err
+    assert "warning" in err and "--gsteps" in err
+
+    window = _timeline(tmp_path, run, "--gsteps", "1:2")
+    kernels = [e for e in window["traceEvents"] if e.get("cat") == "kernel"]
+    assert sorted({e["args"]["gstep"] for e in kernels}) == [1, 2]
+    check_chrome_trace(window)
+
+
+_RSS_CHILD = """
+import resource, sys
+sys.path.insert(0, sys.argv[1])
+from xdl_trace import reader, timeline
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+info = timeline.write_timeline(sys.argv[2], sys.argv[3])
+print(info["device_events"], before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_memory_does_not_grow_with_events(tmp_path):
+    """300k device events (a JSON of ~110 MB, several hundred MB as Python objects): the
+    streaming writer's peak RSS grows by far less than either."""
+    run = tmp_path / "run"
+    run.mkdir()
+    tm.write_stream(str(run / "train.trace.0.0"), ["w"], tm.device_records(300, 500, keys=["w"]))
+    out = tmp_path / "big.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, REPO, str(run), str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    events, before_kb, peak_kb = map(int, done.stdout.split())
+    assert events == 300_000
+    json_bytes = out.stat().st_size
+    assert json_bytes > 80 * 2**20
+    # As a list of dicts the events alone would take several times the JSON's size; the
+    # growth is one record's events and the bounded correlation maps.
+    growth = (peak_kb - before_kb) * 1024
+    assert growth < json_bytes / 4, (before_kb, peak_kb, json_bytes)
+    assert growth < 40 * 2**20, (before_kb, peak_kb)
+    with open(out) as f:
+        assert len(json.load(f)["traceEvents"]) > 3 * events  # Complete and valid.
+
+
+def test_a_run_without_device_tracers_has_a_span_for_every_step(tmp_path):
+    """The hook, a filter tracing every 3rd step, no device tracer: 10 step spans (4 traced,
+    6 marked not traced), capture/encode, queue wait and IO-write spans nested sensibly."""
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    xdl.trace_tensor("w", np.arange(4, dtype=np.float32))
+    run = tmp_path / "run"
+    with xdl.TraceHook({"output_dir": str(run), "fsync": False}, filter=3) as hook:
+        for _ in range(10):
+            if hook.step():
+                hook.flush()  # Written before the next step: its IO span rides in that record.
+    assert hook.stats()["steps_skipped"] == 6
+    trace = _timeline(tmp_path, run)
+    events = check_chrome_trace(trace)
+    steps = sorted((e for e in events["X"] if e["tid"] == 1), key=lambda e: e["ts"])
+    assert [e["args"]["gstep"] for e in steps] == list(range(10))
+    assert [e["cat"] == "host" for e in steps] == [g % 3 == 0 for g in range(10)]
+    assert all(
+        e["cat"] == timeline.NOT_TRACED_CATEGORY and e["name"] == f"step {g} (not traced)"
+        for g, e in enumerate(steps)
+        if g % 3
+    )
+    # Consecutive, never overlapping: each step starts where the previous one ended (at the
+    # previous traced step, once the tracer's own work is done).
+    assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(steps, steps[1:]))
+    by = {(e["tid"], e["args"]["gstep"]): e for e in events["X"]}
+    threads = {e["tid"]: e["args"]["name"] for e in events["M"] if e["name"] == "thread_name"}
+    assert {1: "steps", 2: "capture + encode", 5: "IO write"}.items() <= threads.items()
+    for g in (0, 3, 6):  # Traced steps followed by another traced step.
+        step, capture, io = by[(1, g)], by[(2, g)], by[(5, g)]
+        # The tracer's work follows the step's span and precedes the next step's span...
+        assert step["ts"] + step["dur"] <= capture["ts"] + 1e-3
+        assert capture["ts"] + capture["dur"] <= by[(1, g + 1)]["ts"] + 1e-3
+        # ... and the IO thread writes the record after it was encoded.
+        assert io["ts"] >= capture["ts"] + capture["dur"] - 1e-3
+        assert io["args"]["os_thread_id"] != step["args"]["os_thread_id"]
+    assert trace["otherData"]["steps"] == 4 and trace["otherData"]["steps_not_traced"] == 6
+
+
+def test_not_traced_spans_are_bounded_per_record_and_the_rest_counted(tmp_path):
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    xdl.trace_tensor("w", np.zeros(2, np.float32))
+    run = tmp_path / "run"
+    with xdl.TraceHook({"output_dir": str(run), "fsync": False}, filter=[0, 5000]) as hook:
+        for _ in range(5001):
+            hook.step()
+    kept = xdl._core.Tracer.MAX_NOT_TRACED_SPANS
+    trace = _timeline(tmp_path, run)
+    assert trace["otherData"]["steps"] == 2
+    assert trace["otherData"]["steps_not_traced"] == kept
+    assert trace["otherData"]["spans_dropped"] == 4999 - kept
+    (last,) = [e for e in trace["traceEvents"] if e.get("args", {}).get("spans_dropped")]
+    assert last["args"]["gstep"] == kept and last["cat"] == timeline.NOT_TRACED_CATEGORY
+
+
+def test_device_work_of_not_traced_steps_is_linked_to_their_own_span(tmp_path):
+    """With the fake device plugin and every 2nd step traced, each step's kernels name that
+    step (not the next traced one), and step flows start on its own span."""
+    import shutil
+
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
+    plugin = str(tmp_path / "libxdl_trace_fake.so")
+    source = os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c")
+    include = os.path.join(REPO, "cpp", "include")
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-O1", "-I", include, source, "-o", plugin],
+        check=True,
+        timeout=120,
+    )
+    xdl.trace_tensor("w", np.zeros(2, np.float32))
+    run = tmp_path / "run"
+    config = {
+        "output_dir": str(run),
+        "fsync": False,
+        "device_tracers": [plugin],
+        "device_collect_interval_s": 0,
+    }
+    with xdl.TraceHook(config, filter=2) as hook:
+        for _ in range(6):
+            hook.step()
+    trace = _timeline(tmp_path, run)
+    events = check_chrome_trace(trace)
+    steps = {e["args"]["gstep"]: e for e in events["X"] if e["pid"] == 1 and e["tid"] == 1}
+    assert sorted(steps) == list(range(6))
+    kernels = [e for e in events["X"] if e["cat"] == "kernel" and "gstep" in e["args"]]
+    # The fake emits 2 kernels per step. Step 5 comes after the last traced one: its span and
+    # its work ride in the device-only record written at close.
+    assert sorted(e["args"]["gstep"] for e in kernels) == sorted(list(range(6)) * 2)
+    for kernel in kernels:
+        step = steps[kernel["args"]["gstep"]]
+        assert kernel["args"]["step_correlation_id"] == step["args"]["correlation_id"] > 0
+    flow_starts = {e["ts"] for e in events["s"] if e["cat"] == "step"}
+    assert flow_starts == {e["ts"] for e in steps.values()}
