@@ -105,23 +105,26 @@ for _value, _name, _size, _numpy in _core.dtype_table():
 _BATCH = 256  # Records whose columns go to one C++ stats call.
 
 
-def _stats_rows(entry, batch, bfloat16_keys, rows):
-    """Appends the statistics rows of `batch` (records) to `rows`, computed in C++ in one call
-    over every column, read in place (``_core.column_stats``, as the report's)."""
-    arrays, dtypes, where = [], [], []
+def _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows):
+    """Appends the statistics rows of `batch` (records) to `rows`: computed in C++ in one call
+    over every column, read in place (``_core.column_stats``, as the report's), except a
+    built-in "stats" summary column (the Header says so), which is its own row."""
+    arrays, dtypes, where, own = [], [], [], []
     for record in batch:
         for key, column in record.columns.items():
+            if key in stats_keys and column.size == len(STATS):
+                own.append((record, key, column))
+                continue
             if key in bfloat16_keys and column.dtype == np.uint16:
                 dtypes.append(_WIRE_BY_NAME["bfloat16"])
             else:
                 dtypes.append(_WIRE_BY_NUMPY[column.dtype])
             arrays.append(column)
             where.append((record, key))
-    if not arrays:
-        return
     # One thread: Dask runs one task per worker thread, so the cores are already in use.
-    stats, _ = _core.column_stats(arrays, dtypes, None, 1)
-    for (record, key), row in zip(where, stats):
+    stats = _core.column_stats(arrays, dtypes, None, 1)[0] if arrays else []
+    computed = [(record, key, row) for (record, key), row in zip(where, stats)]
+    for record, key, row in computed + own:
         rows["run"].append(entry["run"])
         rows["rank"].append(entry["rank"])
         rows["gstep"].append(record.gstep)
@@ -135,15 +138,17 @@ def _stats_rows(entry, batch, bfloat16_keys, rows):
 def _file_frame(entry, keys, gsteps):
     """The statistics rows of one data file (runs on a worker: opens the file by path)."""
     trace = _reader.open_trace(entry["path"])
-    bfloat16_keys = {k for k, (dtype, _) in trace.schema().items() if dtype == "bfloat16"}
+    schema = trace.schema()
+    bfloat16_keys = {k for k, column in schema.items() if column[0] == "bfloat16"}
+    stats_keys = {k for k, column in schema.items() if getattr(column, "kind", None) == "stats"}
     rows = {name: [] for name in _COLUMNS}
     batch = []
     for record in trace.records(keys=keys, gsteps=gsteps):
         batch.append(record)
         if len(batch) == _BATCH:
-            _stats_rows(entry, batch, bfloat16_keys, rows)
+            _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows)
             batch = []
-    _stats_rows(entry, batch, bfloat16_keys, rows)
+    _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows)
     return pd.DataFrame({name: np.asarray(rows[name], dtype=t) for name, t in _COLUMNS.items()})
 
 
@@ -152,8 +157,9 @@ def to_dataframe(
 ):
     """A dask DataFrame with one row per (run, rank, gstep, lstep, key): ``timestamp`` and the
     column's statistics (``count, min, max, mean, std, l2, nan, inf`` over its elements, finite
-    values for min..l2, as the built-in "stats" summary), computed in C++ on the workers. One
-    partition per data file.
+    values for min..l2, as the built-in "stats" summary), computed in C++ on the workers; a
+    column written with ``summary="stats"`` is taken as its own row. One partition per data
+    file.
 
     ``keys``: list of keys (default all); ``gsteps``: as ``Trace.records``; ``run``: "latest"
     (default), a run id or "all"; ``ranks``: a list of ranks (default all)."""
@@ -192,8 +198,9 @@ def to_array(path, key, rank=0, gsteps=None, run="latest", prefix="train", name=
     schema = _reader.open_trace(files[0]["path"]).schema()
     if key not in schema:
         raise KeyError(f"xdl_trace: key {key!r} is not in {files[0]['path']}: {sorted(schema)}")
-    wire, shape = schema[key]
-    dtype = np.dtype(np.uint16 if wire == "bfloat16" else np.uint8 if wire == "byte" else wire)
+    wire, shape = schema[key][0], schema[key][1]
+    # The reader widens bfloat16 to float32 and reads byte columns as uint8.
+    dtype = np.dtype(np.float32 if wire == "bfloat16" else np.uint8 if wire == "byte" else wire)
     chunks = [
         da.from_delayed(
             dask.delayed(_file_rows, pure=True)(f["path"], key, gsteps, shape, dtype),

@@ -129,3 +129,26 @@ def test_runs_are_selected_as_in_open_trace(client, tmp_path):
     )
     older = xdd.records(out, run=first.id[:8]).compute()
     assert [r["gstep"] for r in older] == [0, 1, 2]
+
+
+def test_stats_summary_columns_are_their_own_rows_and_bfloat16_reads(client, tmp_path):
+    torch = pytest.importorskip("torch")
+    out = str(tmp_path / "t")
+    x = np.array([[1.0, -2.0, np.nan], [4.0, np.inf, 0.5]], dtype=np.float32)
+    xdl.trace_tensor("x_stats", x, summary="stats")
+    xdl.trace_tensor("x", x)
+    b = torch.tensor([1.5, -3.0, 2.0], dtype=torch.bfloat16)
+    xdl.trace_tensor("b", b)
+    with xdl.TraceHook({"output_dir": out, "fsync": False}) as hook:
+        for _ in range(3):
+            hook.step()
+    xdl.clear()
+    df = xdd.to_dataframe(out).compute().set_index(["gstep", "key"])
+    summary, value = df.loc[(1, "x_stats")], df.loc[(1, "x")]
+    for name in xdd.STATS:  # The summary's row is what the stats of the tensor are.
+        np.testing.assert_allclose(summary[name], value[name], err_msg=name)
+    assert (value["count"], value["nan"], value["inf"]) == (6, 1, 1)
+    assert (df.loc[(2, "b")]["min"], df.loc[(2, "b")]["max"]) == (-3.0, 2.0)
+    arr = xdd.to_array(out, "b").compute()
+    assert arr.dtype == np.float32
+    np.testing.assert_array_equal(arr, np.tile([1.5, -3.0, 2.0], (3, 1)))
