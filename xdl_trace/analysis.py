@@ -27,6 +27,7 @@ import os
 import numpy as np
 
 from . import _core
+from .cli import command
 from .reader import open_trace
 
 __all__ = ["scan_run", "find_nan", "RunScan", "Series", "HistogramSeries", "STATS_FIELDS"]
@@ -653,13 +654,9 @@ def _run(args):
     return 1 if found else 0
 
 
-try:
-    from .cli import command as _command
-except ImportError:  # pragma: no cover - the CLI module is optional here
-    _command = None
-if _command is not None:
-    _command(
-        "find-nan",
-        "first NaN/Inf per key (rank, gstep, lstep, count); exit 1 when any is found",
-        _configure,
-    )(_run)
+# The `xdl-trace` subcommand (cli.py imports this module when it starts).
+command(
+    "find-nan",
+    "first NaN/Inf per key (rank, gstep, lstep, count); exit 1 when any is found",
+    _configure,
+)(_run)

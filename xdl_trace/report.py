@@ -28,6 +28,7 @@ import numpy as np
 
 from . import analysis
 from .analysis import COUNT, L2, MAX, MEAN, MIN, STD
+from .cli import command
 
 __all__ = ["build_report", "render_html", "render_pngs", "write_report"]
 
@@ -961,13 +962,9 @@ def _run(args):
     return 0
 
 
-try:
-    from .cli import command as _command
-except ImportError:  # pragma: no cover - the CLI module is optional here
-    _command = None
-if _command is not None:
-    _command(
-        "report",
-        "write an HTML report (curves, distributions, alerts) of one or more runs",
-        _configure,
-    )(_run)
+# The `xdl-trace` subcommand (cli.py imports this module when it starts).
+command(
+    "report",
+    "write an HTML report (curves, distributions, alerts) of one or more runs",
+    _configure,
+)(_run)

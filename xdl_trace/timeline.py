@@ -35,6 +35,7 @@ import os
 import sys
 
 from ._proto import device_trace_pb2, xdl_trace_pb2
+from .cli import command
 
 __all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline", "BROWSER_LIMIT_BYTES"]
 
@@ -470,13 +471,9 @@ def _run(args):
     return 0
 
 
-try:
-    from .cli import command as _command
-except ImportError:  # pragma: no cover - the CLI module is optional here
-    _command = None
-if _command is not None:
-    _command(
-        "timeline",
-        "write host steps and device activity as a Chrome/Perfetto trace (JSON)",
-        _configure,
-    )(_run)
+# The `xdl-trace` subcommand (cli.py imports this module when it starts).
+command(
+    "timeline",
+    "write host steps and device activity as a Chrome/Perfetto trace (JSON)",
+    _configure,
+)(_run)
