@@ -416,9 +416,17 @@ def _labels(paths):
 
 
 def build_report(
-    paths, keys=None, gsteps=None, ranks=None, prefix="train", name="trace", on_progress=None
+    paths,
+    keys=None,
+    gsteps=None,
+    ranks=None,
+    prefix="train",
+    name="trace",
+    on_progress=None,
+    run=None,
 ):
-    """Scans each run once and returns the report model (a JSON-ready dict)."""
+    """Scans each run once and returns the report model (a JSON-ready dict). run: which run
+    of a directory that holds several (as ``open_trace``), the same for every path."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     scans = [
@@ -431,6 +439,7 @@ def build_report(
             prefix=prefix,
             name=name,
             on_progress=on_progress,
+            run=run,
         )
         for p, label in zip(paths, _labels(paths))
     ]
@@ -868,6 +877,7 @@ def write_report(
     prefix="train",
     name="trace",
     on_progress=None,
+    run=None,
 ):
     """Writes the HTML report of the runs at `paths` to `output` (and PNGs to `png_dir`).
     Returns the model's summary: {"output", "charts", "alerts", "pngs"}."""
@@ -879,6 +889,7 @@ def write_report(
         prefix=prefix,
         name=name,
         on_progress=on_progress,
+        run=run,
     )
     page = render_html(model)
     with open(output, "w", encoding="utf-8") as f:
@@ -911,7 +922,9 @@ def _run(args):
     from .reader import open_trace
 
     runs = [args.path] + list(args.more_runs)
-    total = sum(open_trace(r, prefix=args.prefix, name=args.name).nbytes for r in runs)
+    total = sum(
+        open_trace(r, prefix=args.prefix, name=args.name, run=args.run).nbytes for r in runs
+    )
     ranks = [int(r) for r in args.ranks.split(",") if r] if args.ranks else None
     with Progress(total, "report") as progress:
         result = write_report(
@@ -924,6 +937,7 @@ def _run(args):
             prefix=args.prefix,
             name=args.name,
             on_progress=progress,
+            run=args.run,
         )
     errors = sum(a["severity"] == "error" for a in result["alerts"])
     print(
