@@ -133,6 +133,32 @@ py::dict MetaToDict(const FileMeta& meta) {
   return MessageToDict(message);
 }
 
+// A RunSummary as a dict; each rank's RunInfo as a dict by reflection (as Meta).
+py::dict RunToDict(const RunSummary& run) {
+  py::dict d;
+  d["run_id"] = run.run_id;
+  d["files"] = run.files;
+  d["ranks"] = run.ranks;
+  d["records"] = run.records;
+  d["gsteps"] = run.has_steps ? py::object(py::make_tuple(run.gstep_begin, run.gstep_end))
+                              : py::object(py::none());
+  d["start_time_ms"] = run.start_time_ms;
+  d["end_time_ms"] = run.end_time_ms;
+  d["closed_cleanly"] = run.closed_cleanly;
+  py::list infos;
+  for (const std::string& serialized : run.run_infos) {
+    if (serialized.empty()) {
+      infos.append(py::none());
+      continue;
+    }
+    xdl::proto::RunInfo info;
+    info.ParseFromString(serialized);  // Runs() parsed it.
+    infos.append(MessageToDict(info));
+  }
+  d["run_infos"] = infos;
+  return d;
+}
+
 // --- Files -------------------------------------------------------------------
 
 // A TraceFile plus a read-only uint8 array over its whole mapping. Every
@@ -528,7 +554,23 @@ void RegisterReaderBindings(py::module_& m) {
             return Stack(self, std::move(keys), Steps(begin, end, std::move(steps)), rank, raw);
           },
           py::arg("keys") = py::none(), py::arg("begin") = py::none(), py::arg("end") = py::none(),
-          py::arg("steps") = py::none(), py::arg("rank") = py::none(), py::arg("raw") = false);
+          py::arg("steps") = py::none(), py::arg("rank") = py::none(), py::arg("raw") = false)
+      .def("runs",
+           [](const PyTraceReader& self) {
+             const auto runs = ReadWithoutGil([&] { return self.reader.Runs(); });
+             py::list out;
+             for (const RunSummary& run : runs) out.append(RunToDict(run));
+             return out;
+           })
+      .def(
+          "of_run",
+          [](const PyTraceReader& self, const std::string& run_id) {
+            TraceReader reader = ReadWithoutGil([&] { return self.reader.OfRun(run_id); });
+            auto subset = std::make_shared<PyTraceReader>(PyTraceReader{reader, {}});
+            subset->files.resize(reader.files().size());
+            return subset;
+          },
+          py::arg("run_id"));
 
   m.def(
       "read_meta",

@@ -158,6 +158,17 @@ void RegisterTracerBindings(py::module_& m) {
       .value("ERROR", MissingGradientPolicy::kError)
       .value("EMPTY_COLUMN", MissingGradientPolicy::kEmptyColumn);
 
+  py::class_<RunInfo>(m, "RunInfo")
+      .def(py::init<>())
+      .def_readwrite("world_size", &RunInfo::world_size)
+      .def_readwrite("local_rank", &RunInfo::local_rank)
+      .def_readwrite("hostname", &RunInfo::hostname)
+      .def_readwrite("pid", &RunInfo::pid)
+      .def_readwrite("argv", &RunInfo::argv)
+      .def_readwrite("start_time_ms", &RunInfo::start_time_ms)
+      .def_readwrite("version", &RunInfo::version)
+      .def_readwrite("metadata_json", &RunInfo::metadata_json);
+
   py::class_<TraceConfig>(m, "TraceConfig")
       .def(py::init<>())
       .def_readwrite("output_dir", &TraceConfig::output_dir)
@@ -174,6 +185,7 @@ void RegisterTracerBindings(py::module_& m) {
       .def_readwrite("device_tracers", &TraceConfig::device_tracers)
       .def_readwrite("device_collect_interval_s", &TraceConfig::device_collect_interval_s)
       .def_readwrite("device_plugin_config", &TraceConfig::device_plugin_config)
+      .def_readwrite("run", &TraceConfig::run)
       .def("validate", [](const TraceConfig& c) { ThrowIfError(c.Validate()); })
       .def("prefix", &TraceConfig::Prefix);
 

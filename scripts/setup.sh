@@ -7,7 +7,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libabsl-dev pybind11-dev catch2
   python3-dev python3-numpy python3-protobuf python3-pytest python3-torch
   python3-setuptools python3-wheel python3-venv python3-pip
-  python3-matplotlib python3-dask python3-distributed python3-tqdm chromium
+  python3-matplotlib python3-dask python3-distributed python3-pandas python3-tqdm chromium
   libopenblas0-pthread clang-format black
   clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (make fuzz, make sanitize)
 )

@@ -27,6 +27,7 @@ import os
 import numpy as np
 
 from . import _core
+from .cli import command
 from .reader import open_trace
 
 __all__ = ["scan_run", "find_nan", "RunScan", "Series", "HistogramSeries", "STATS_FIELDS"]
@@ -340,6 +341,7 @@ def scan_run(
     name="trace",
     series=True,
     histograms=True,
+    run=None,
     capacity=512,
     histogram_capacity=128,
     on_progress=None,
@@ -350,9 +352,10 @@ def scan_run(
     series/histograms False skip the curves (find-nan needs neither). capacity and
     histogram_capacity: buckets per curve and per distribution at most (even numbers); fewer
     when many keys x ranks would pass the memory budgets above.
-    on_progress(n_bytes) is called as files are consumed.
+    on_progress(n_bytes) is called as files are consumed. run: which run of a directory that
+    holds several (as ``open_trace``).
     """
-    trace = open_trace(path, prefix=prefix, name=name)
+    trace = open_trace(path, prefix=prefix, name=name, run=run)
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)))
     scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
     files = [f for f in trace.files if f.rank in scan.ranks]
@@ -587,7 +590,7 @@ def _add_device_time(scan, extra):
                     entry[1] += max(event.end_ns - event.start_ns, 0)
 
 
-def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None):
+def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None, run=None):
     """The first NaN/Inf of each key, from full tensors: a list of dicts with ``key``, ``rank``,
     ``gstep``, ``lstep`` (of the first record holding one; earliest gstep, then lowest rank) and
     ``nan``, ``inf`` (how many elements of that record), ordered by gstep then key. Empty when
@@ -601,6 +604,7 @@ def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=N
         name=name,
         series=False,
         histograms=False,
+        run=run,
     )
     return [b.as_dict() for b in sorted(scan.first_bad.values(), key=_bad_order)]
 
@@ -623,10 +627,11 @@ def _run(args):
 
     from .cli import Progress, _parse_gsteps
 
-    trace = open_trace(args.path, prefix=args.prefix, name=args.name)
+    trace = open_trace(args.path, prefix=args.prefix, name=args.name, run=args.run)
     with Progress(trace.nbytes, "find-nan") as progress:
         scan = scan_run(
             args.path,
+            run=args.run,
             keys=args.keys,
             gsteps=_parse_gsteps(args.gsteps),
             prefix=args.prefix,
@@ -649,13 +654,9 @@ def _run(args):
     return 1 if found else 0
 
 
-try:
-    from .cli import command as _command
-except ImportError:  # pragma: no cover - the CLI module is optional here
-    _command = None
-if _command is not None:
-    _command(
-        "find-nan",
-        "first NaN/Inf per key (rank, gstep, lstep, count); exit 1 when any is found",
-        _configure,
-    )(_run)
+# The `xdl-trace` subcommand (cli.py imports this module when it starts).
+command(
+    "find-nan",
+    "first NaN/Inf per key (rank, gstep, lstep, count); exit 1 when any is found",
+    _configure,
+)(_run)

@@ -93,10 +93,30 @@ class Progress:
         self.close()
 
 
-def _open(args):
+def _open(args, default_run=None):
+    """The trace of the command's path, restricted to the run --run names (docs/python.md "Runs")."""
     from .reader import open_trace
 
-    return open_trace(args.path, prefix=args.prefix, name=args.name)
+    run = default_run if args.run is None else args.run
+    return open_trace(args.path, prefix=args.prefix, name=args.name, run=run)
+
+
+def _run_dict(run):
+    return {
+        "id": run.id,
+        "ranks": run.ranks,
+        "world_size": run.world_size,
+        "hosts": run.hosts,
+        "start_ms": run.start_ms,
+        "end_ms": run.end_ms,
+        "gsteps": None if run.gsteps is None else list(run.gsteps),
+        "records": run.records,
+        "files": run.files,
+        "closed_cleanly": run.closed_cleanly,
+        "argv": run.argv,
+        "version": run.version,
+        "metadata": run.metadata,
+    }
 
 
 def _parse_gsteps(text):
@@ -150,7 +170,7 @@ def _scan(f):
     _info_configure,
 )
 def _info(args):
-    trace = _open(args)
+    trace = _open(args, default_run="all")  # Lists every run; --run narrows the files.
     schema = trace.schema()
     files = []
     for f in trace.files:
@@ -188,6 +208,8 @@ def _info(args):
         )
     info = {
         "path": trace.path,
+        "runs": [_run_dict(r) for r in trace.runs],
+        "run": None if trace.run is None else trace.run.id,
         "ranks": trace.ranks,
         "rank_status": ranks,
         "files": files,
@@ -199,6 +221,13 @@ def _info(args):
         print(json.dumps(info, indent=2))
         return 0
     print(f"trace: {trace.path}")
+    if len(trace.runs) > 1 or (trace.runs and trace.runs[0].id):
+        shown = "all runs" if trace.run is None else f"run {trace.run.id}"
+        print(f"runs: {len(trace.runs)}, oldest first (showing {shown}; pick one with --run)")
+        for run in trace.runs:
+            print(f"  {run.describe()}")
+            if run.metadata:
+                print(f"    metadata: {json.dumps(run.metadata, sort_keys=True)}")
     print(
         f"ranks: {', '.join(map(str, trace.ranks))}   files: {len(files)}   size: {_human(trace.nbytes)}"
     )
@@ -307,7 +336,7 @@ def _dump(args):
 
 @command("verify", "check every file against its Meta (exit 1 on any problem)")
 def _verify(args):
-    trace = _open(args)
+    trace = _open(args, default_run="all")  # Every file, whatever run wrote it.
     with Progress(trace.nbytes, "verify") as progress:
         reports = trace.verify(on_progress=progress)
     failed = unverifiable = 0
@@ -467,6 +496,12 @@ def build_parser():
         p.add_argument("path", help="a data file or a directory of them")
         p.add_argument("--prefix", default="train", help='"train" (default) or "test"')
         p.add_argument("--name", default="trace", help='output_file_name (default "trace")')
+        p.add_argument(
+            "--run",
+            default=None,
+            help='which run when the directory holds several: "latest", a run id (or a unique '
+            'prefix of one) or "all" (info and verify default to all; `info` lists the runs)',
+        )
         if configure is not None:
             configure(p)
         p.set_defaults(_run=run)

@@ -10,7 +10,8 @@ import threading
 import warnings
 import weakref
 
-from . import _core, api, errors, filters as _filters
+from . import _core, _run, api, errors, filters as _filters
+from ._run import RANK_ENV_VARS, detect_rank
 
 __all__ = ["TraceHook", "CONFIG_KEYS", "detect_rank"]
 
@@ -29,29 +30,6 @@ CONFIG_KEYS = (
     "device_collect_interval_s",
     "device_plugin_config",
 )
-
-RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
-
-
-def detect_rank(environ=None):
-    """The rank from RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID (first set), else 0."""
-    environ = os.environ if environ is None else environ
-    for var in RANK_ENV_VARS:
-        value = environ.get(var)
-        if value is None or value.strip() == "":
-            continue
-        try:
-            rank = int(value)
-        except ValueError:
-            raise errors.InvalidArgumentError(
-                f"xdl_trace: environment variable {var}={value!r} is not an integer rank"
-            ) from None
-        if rank < 0:
-            raise errors.InvalidArgumentError(
-                f"xdl_trace: environment variable {var}={value!r} is a negative rank"
-            )
-        return rank
-    return 0
 
 
 def _bad(key, value, expected):
@@ -134,12 +112,8 @@ def build_config(config, is_training=True):
     if not isinstance(name, str) or not name or "/" in name:
         raise _bad("output_file_name", name, "a non-empty file name without '/'")
     cfg.output_file_name = name
-    rank = config.get("rank")
-    if rank is None:
-        rank = detect_rank()
-    elif isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 0:
-        raise _bad("rank", rank, "an integer >= 0")
-    cfg.rank = int(rank)
+    # Detected again at begin(), when torch.distributed may have been initialized since.
+    cfg.rank = _run.detect_placement(config.get("rank")).rank
     cfg.max_pending_mb = _number(config, "max_pending_mb", cfg.max_pending_mb)
     policies = {"block": _core.OverflowPolicy.BLOCK, "drop": _core.OverflowPolicy.DROP}
     default_overflow = next(k for k, v in policies.items() if v == cfg.overflow)
@@ -203,6 +177,8 @@ class TraceHook:
 
     config: dict with the keys in CONFIG_KEYS (output_dir required).
     is_training: False writes ``test.*`` files (eval).
+    metadata: a JSON-serializable dict (hparams, git SHA, ...) recorded with the run, beside
+        what is recorded automatically (argv, host, pid, start/end time, world size, version).
     gstep: a fixed global step stamped on every record (eval); filters then see the
         local step.
     filter: None (every step), a filters.Filter, an int N (every N), a list/range of
@@ -219,8 +195,12 @@ class TraceHook:
     Threading: one training thread drives a hook (step/end); stats() from any thread.
     """
 
-    def __init__(self, config, is_training=True, gstep=None, filter=None, scope=None):
+    def __init__(
+        self, config, is_training=True, gstep=None, filter=None, scope=None, metadata=None
+    ):
         self._config, self._on_error = build_config(config, is_training)
+        self._rank_option = config.get("rank")
+        self._metadata_json = _run.metadata_json(metadata)
         if gstep is not None and (
             isinstance(gstep, bool) or not isinstance(gstep, numbers.Integral)
         ):
@@ -234,6 +214,7 @@ class TraceHook:
         else:
             self._scopes = [api._scope(s) for s in scope]
         self._tracer = None
+        self._run_id = None
         self._final_stats = None
         self._lstep = 0
         self._steps_skipped = 0
@@ -253,6 +234,16 @@ class TraceHook:
         return api.registry().keys(self._scopes)
 
     @property
+    def run_id(self):
+        """The id of the running (or last) run; None before the first begin()."""
+        return self._run_id
+
+    @property
+    def rank(self):
+        """The rank the files are written as (fixed at begin)."""
+        return self._config.rank
+
+    @property
     def running(self):
         return self._tracer is not None
 
@@ -265,7 +256,16 @@ class TraceHook:
         file. Errors here (unwritable output_dir, ...) always raise."""
         if self._tracer is not None:
             return
+        # Each begin() is a new run: placement as of now, a new run id (docs/python.md "Runs").
+        placement = _run.detect_placement(self._rank_option)
+        self._config.rank = placement.rank
+        self._config.run = _run.run_info(placement, self._metadata_json)
+        cfg = self._config
+        cfg.run_id = _run.shared_run_id(
+            cfg.output_dir, cfg.prefix(), cfg.output_file_name, placement.rank
+        )
         self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
+        self._run_id = self._tracer.config.run_id
         self._forked = False
         self._final_stats = None
         with _live_lock:

@@ -33,7 +33,7 @@ import warnings
 
 import numpy as np
 
-from . import errors
+from . import errors, trace_runs
 
 try:
     from . import _core
@@ -319,7 +319,7 @@ class Trace:
     A wrapper of the C++ ``TraceReader`` (``xdl_trace._core``), which selects,
     skips files by their Meta, merges ranks and stacks."""
 
-    def __init__(self, path, prefix="train", name="trace", raw=False):
+    def __init__(self, path, prefix="train", name="trace", raw=False, run=None):
         path = os.fspath(path)
         self.raw = bool(raw)  # Default for records/stack: keep bfloat16 bits.
         self._descriptors = {}  # file index -> {key: descriptor} or None.
@@ -330,10 +330,10 @@ class Trace:
         self.name = name
         self.torn_tails = {}  # path -> byte offset of the torn frame, as found while reading.
         self._unknown_dtypes = set()  # (path, dtype) already warned about.
-        try:
-            self._reader = _core.TraceReader.open(path, prefix, name)
-        except errors.NotFoundError as error:
-            raise FileNotFoundError(str(error)) from None
+        # The run read (a trace_runs.Run; None for run="all" over several) and every run there.
+        self._reader, self.run, self.runs = trace_runs.select_run(
+            _open_reader(path, prefix, name), path, run
+        )
         self.files = [
             TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))
             for i, info in enumerate(self._reader.files)
@@ -509,7 +509,19 @@ class Trace:
         return reports
 
     def __repr__(self):
-        return f"Trace({self.path!r}, ranks={self.ranks}, files={len(self.files)})"
+        run = "" if self.run is None else f", run={self.run.id!r}"
+        return f"Trace({self.path!r}, ranks={self.ranks}, files={len(self.files)}{run})"
+
+
+def _open_reader(path, prefix, name):
+    """The C++ TraceReader of a path (FileNotFoundError when nothing matches)."""
+    path = os.fspath(path)
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    try:
+        return _core.TraceReader.open(path, prefix, name)
+    except errors.NotFoundError as error:
+        raise FileNotFoundError(str(error)) from None
 
 
 def _summary_width(descriptor):
@@ -520,10 +532,14 @@ def _summary_width(descriptor):
     return 0
 
 
-def open_trace(path, prefix="train", name="trace", raw=False):
+def open_trace(path, prefix="train", name="trace", raw=False, run=None):
     """Opens a trace: a data file, or a directory holding
     ``{prefix}.{name}.{rank}.{index}`` files (``prefix`` "train" or "test").
     ``raw=True`` reads bfloat16 columns as their uint16 bits (zero-copy views)
     instead of widening them to float32; ``records`` and ``stack`` take ``raw``
-    per call too."""
-    return Trace(path, prefix=prefix, name=name, raw=raw)
+    per call too.
+
+    ``run``: which run to read when the directory holds several (``xdl.runs(path)`` lists
+    them): "latest", a run id (or a unique prefix of one) or "all"; the default None reads the
+    only run and raises ValueError listing the runs when there are several."""
+    return Trace(path, prefix=prefix, name=name, raw=raw, run=run)

@@ -28,6 +28,7 @@ import numpy as np
 
 from . import analysis
 from .analysis import COUNT, L2, MAX, MEAN, MIN, STD
+from .cli import command
 
 __all__ = ["build_report", "render_html", "render_pngs", "write_report"]
 
@@ -179,22 +180,10 @@ def _key_charts(scans, key):
         x, mean, low, high = scan.stats[(key, rank)].view()
         m, s = mean[:, MEAN], mean[:, STD]
         values.band(x, m - s, m + s, label, color)
-        values.line(
-            x,
-            mean[:, MIN] if scan.stats[(key, rank)].span == 1 else low[:, MIN],
-            label + " min",
-            color,
-            width=1,
-            dash=[4, 3],
-        )
-        values.line(
-            x,
-            mean[:, MAX] if scan.stats[(key, rank)].span == 1 else high[:, MAX],
-            label + " max",
-            color,
-            width=1,
-            dash=[4, 3],
-        )
+        exact = scan.stats[(key, rank)].span == 1  # Else a bucket's envelope: low/high.
+        for field, name, envelope in ((MIN, "min", low), (MAX, "max", high)):
+            y = mean[:, field] if exact else envelope[:, field]
+            values.line(x, y, f"{label} {name}", color, width=1, dash=[4, 3])
         values.line(x, m, label + " mean", color, width=2)
         norms.line(x, mean[:, L2], label, color)
         norm_values.append(mean[:, L2])
@@ -427,9 +416,17 @@ def _labels(paths):
 
 
 def build_report(
-    paths, keys=None, gsteps=None, ranks=None, prefix="train", name="trace", on_progress=None
+    paths,
+    keys=None,
+    gsteps=None,
+    ranks=None,
+    prefix="train",
+    name="trace",
+    on_progress=None,
+    run=None,
 ):
-    """Scans each run once and returns the report model (a JSON-ready dict)."""
+    """Scans each run once and returns the report model (a JSON-ready dict). run: which run
+    of a directory that holds several (as ``open_trace``), the same for every path."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     scans = [
@@ -442,6 +439,7 @@ def build_report(
             prefix=prefix,
             name=name,
             on_progress=on_progress,
+            run=run,
         )
         for p, label in zip(paths, _labels(paths))
     ]
@@ -879,6 +877,7 @@ def write_report(
     prefix="train",
     name="trace",
     on_progress=None,
+    run=None,
 ):
     """Writes the HTML report of the runs at `paths` to `output` (and PNGs to `png_dir`).
     Returns the model's summary: {"output", "charts", "alerts", "pngs"}."""
@@ -890,6 +889,7 @@ def write_report(
         prefix=prefix,
         name=name,
         on_progress=on_progress,
+        run=run,
     )
     page = render_html(model)
     with open(output, "w", encoding="utf-8") as f:
@@ -922,7 +922,9 @@ def _run(args):
     from .reader import open_trace
 
     runs = [args.path] + list(args.more_runs)
-    total = sum(open_trace(r, prefix=args.prefix, name=args.name).nbytes for r in runs)
+    total = sum(
+        open_trace(r, prefix=args.prefix, name=args.name, run=args.run).nbytes for r in runs
+    )
     ranks = [int(r) for r in args.ranks.split(",") if r] if args.ranks else None
     with Progress(total, "report") as progress:
         result = write_report(
@@ -935,6 +937,7 @@ def _run(args):
             prefix=args.prefix,
             name=args.name,
             on_progress=progress,
+            run=args.run,
         )
     errors = sum(a["severity"] == "error" for a in result["alerts"])
     print(
@@ -947,13 +950,9 @@ def _run(args):
     return 0
 
 
-try:
-    from .cli import command as _command
-except ImportError:  # pragma: no cover - the CLI module is optional here
-    _command = None
-if _command is not None:
-    _command(
-        "report",
-        "write an HTML report (curves, distributions, alerts) of one or more runs",
-        _configure,
-    )(_run)
+# The `xdl-trace` subcommand (cli.py imports this module when it starts).
+command(
+    "report",
+    "write an HTML report (curves, distributions, alerts) of one or more runs",
+    _configure,
+)(_run)

@@ -37,6 +37,7 @@ import os
 import sys
 
 from ._proto import device_trace_pb2, xdl_trace_pb2
+from .cli import command
 
 __all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline", "BROWSER_LIMIT_BYTES"]
 
@@ -384,16 +385,17 @@ def _parse(record):
     return spans, traces
 
 
-def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=None):
+def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
     """Writes the timeline JSON of the run at `path` to the text stream `out`, record by record.
 
     ``gsteps``: ``(begin, end)`` inclusive, either may be None: keeps the spans
     of those steps and the device work they launched. ``ranks``: the ranks to
-    keep (default all). Returns the summary also written as ``otherData``.
+    keep (default all). ``run``: which run of a directory holding several (as
+    ``open_trace``). Returns the summary also written as ``otherData``.
     """
     from .reader import open_trace  # Needs the compiled extension.
 
-    trace = open_trace(path, prefix=prefix, name=name)
+    trace = open_trace(path, prefix=prefix, name=name, run=run)
     selected = sorted(set(trace.ranks) & {int(r) for r in ranks}) if ranks else list(trace.ranks)
     begin, end = gsteps if gsteps else (None, None)
     writer = _TimelineWriter(out, (begin, end))
@@ -422,18 +424,20 @@ def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=
     return writer.finish(other)
 
 
-def build_timeline(path, prefix="train", name="trace", gsteps=None, ranks=None):
+def build_timeline(path, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
     """The Chrome Trace Event Format object (a dict) for the run at `path` (held in memory)."""
     buffer = io.StringIO()
-    stream_timeline(path, buffer, prefix=prefix, name=name, gsteps=gsteps, ranks=ranks)
+    stream_timeline(path, buffer, prefix=prefix, name=name, gsteps=gsteps, ranks=ranks, run=run)
     return json.loads(buffer.getvalue())
 
 
-def write_timeline(path, output, prefix="train", name="trace", gsteps=None, ranks=None):
+def write_timeline(path, output, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
     """Streams the timeline of `path` as JSON to the file `output`; returns its otherData
     plus ``bytes``, the size of what was written."""
     with open(output, "w", buffering=1 << 20) as out:
-        info = stream_timeline(path, out, prefix=prefix, name=name, gsteps=gsteps, ranks=ranks)
+        info = stream_timeline(
+            path, out, prefix=prefix, name=name, gsteps=gsteps, ranks=ranks, run=run
+        )
     info["bytes"] = os.path.getsize(output)
     return info
 
@@ -459,6 +463,7 @@ def _run(args):
         name=args.name,
         gsteps=_parse_gsteps(args.gsteps),
         ranks=_ranks(args),
+        run=args.run,
     )
     print(
         f"wrote {args.output}: {info['steps']} traced steps, {info['steps_not_traced']} steps "
@@ -487,13 +492,9 @@ def _run(args):
     return 0
 
 
-try:
-    from .cli import command as _command
-except ImportError:  # pragma: no cover - the CLI module is optional here
-    _command = None
-if _command is not None:
-    _command(
-        "timeline",
-        "write host steps and device activity as a Chrome/Perfetto trace (JSON)",
-        _configure,
-    )(_run)
+# The `xdl-trace` subcommand (cli.py imports this module when it starts).
+command(
+    "timeline",
+    "write host steps and device activity as a Chrome/Perfetto trace (JSON)",
+    _configure,
+)(_run)

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -317,7 +318,11 @@ TEST_CASE("the Header describes every column: content, source, layout, input", "
     xdl_keys.push_back(reflection->GetRepeatedString(*xdl_header, key_field, i));
   }
   CHECK(xdl_keys == HeaderKeys(file));
-  CHECK(reflection->GetUnknownFields(*xdl_header).field_count() == 7);  // The descriptors.
+  // Unknown to XDL: the 7 descriptors (field 2) and the run info (field 3, issue 11).
+  const google::protobuf::UnknownFieldSet& unknown = reflection->GetUnknownFields(*xdl_header);
+  std::map<int, int> unknown_by_number;
+  for (int i = 0; i < unknown.field_count(); ++i) ++unknown_by_number[unknown.field(i).number()];
+  CHECK(unknown_by_number == std::map<int, int>{{2, 7}, {3, 1}});
 }
 
 TEST_CASE("once values are captured at the first traced step, whichever it is", "[tracer]") {

@@ -4,7 +4,9 @@ xdl_trace's C++ reader: a file the writer encodes by hand must parse with the .p
 
 import glob
 import os
+import shutil
 import struct
+import subprocess
 import sys
 
 import numpy as np
@@ -94,3 +96,28 @@ def out_dir(tmp_path):
 @pytest.fixture
 def cfg(out_dir):
     return {"output_dir": out_dir, "on_error": "raise", "fsync": False}
+
+
+@pytest.fixture(scope="session")
+def fake_plugin(tmp_path_factory):
+    """tests/plugins/fake_device_plugin.c built as a shared library with the system C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
+    out = tmp_path_factory.mktemp("plugin") / "libxdl_trace_fake.so"
+    subprocess.run(
+        [
+            cc,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-I",
+            os.path.join(REPO, "cpp", "include"),
+            os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c"),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        timeout=120,
+    )
+    return str(out)

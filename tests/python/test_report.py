@@ -337,30 +337,12 @@ def test_report_command(runs, tmp_path):
     assert bad.returncode == 1 and "no key matches" in bad.stderr
 
 
-def test_device_time_by_kernel_matches_the_timeline(tmp_path):
-    """With a device tracer (the fake C plugin of test_timeline, compiled here), the report's
+def test_device_time_by_kernel_matches_the_timeline(tmp_path, fake_plugin):
+    """With a device tracer (the fake C plugin, conftest's fake_plugin), the report's
     device-time table sums the same events the timeline draws."""
     from xdl_trace import timeline
 
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler to build the fake device plugin")
-    plugin = str(tmp_path / "libxdl_trace_fake.so")
-    subprocess.run(
-        [
-            cc,
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-I",
-            os.path.join(REPO, "cpp", "include"),
-            os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c"),
-            "-o",
-            plugin,
-        ],
-        check=True,
-        timeout=120,
-    )
+    plugin = fake_plugin
     run = str(tmp_path / "run")
     xdl.trace_tensor("w", np.arange(8, dtype=np.float32))
     config = {"output_dir": run, "device_tracers": [plugin], "device_collect_interval_s": 0}

@@ -2,7 +2,6 @@
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -13,31 +12,6 @@ import xdl_trace as xdl
 from xdl_trace import cli, timeline
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(scope="module")
-def fake_plugin(tmp_path_factory):
-    """tests/plugins/fake_device_plugin.c built as a shared library with the system C compiler."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
-    out = tmp_path_factory.mktemp("plugin") / "libxdl_trace_fake.so"
-    subprocess.run(
-        [
-            cc,
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-I",
-            os.path.join(REPO, "cpp", "include"),
-            os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c"),
-            "-o",
-            str(out),
-        ],
-        check=True,
-        timeout=120,
-    )
-    return str(out)
 
 
 def _run(output_dir, rank, plugin, steps, **options):

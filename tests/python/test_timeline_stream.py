@@ -6,7 +6,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 import trace_file_maker as tm
 from xdl_trace import cli, timeline
@@ -267,26 +266,14 @@ def test_not_traced_spans_are_bounded_per_record_and_the_rest_counted(tmp_path):
     assert last["args"]["gstep"] == kept and last["cat"] == timeline.NOT_TRACED_CATEGORY
 
 
-def test_device_work_of_not_traced_steps_is_linked_to_their_own_span(tmp_path):
+def test_device_work_of_not_traced_steps_is_linked_to_their_own_span(tmp_path, fake_plugin):
     """With the fake device plugin and every 2nd step traced, each step's kernels name that
     step (not the next traced one), and step flows start on its own span."""
-    import shutil
-
     import numpy as np
 
     import xdl_trace as xdl
 
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
-    plugin = str(tmp_path / "libxdl_trace_fake.so")
-    source = os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c")
-    include = os.path.join(REPO, "cpp", "include")
-    subprocess.run(
-        [cc, "-shared", "-fPIC", "-O1", "-I", include, source, "-o", plugin],
-        check=True,
-        timeout=120,
-    )
+    plugin = fake_plugin
     xdl.trace_tensor("w", np.zeros(2, np.float32))
     run = tmp_path / "run"
     config = {

@@ -74,6 +74,20 @@ _META_FIELDS = [  # (name, number, type) of Meta, in proto order.
     ("format_version", 13, "INT32"),
     ("dropped_records", 14, "INT64"),
     ("closed_cleanly", 15, "BOOL"),
+    ("end_time_ms", 16, "INT64"),
+]
+
+_RUN_INFO_FIELDS = [  # (name, number, type, repeated) of RunInfo (Header.run), in proto order.
+    ("run_id", 1, "STRING", False),
+    ("rank", 2, "INT32", False),
+    ("world_size", 3, "INT32", False),
+    ("local_rank", 4, "INT32", False),
+    ("hostname", 5, "STRING", False),
+    ("pid", 6, "INT64", False),
+    ("argv", 7, "STRING", True),
+    ("start_time_ms", 8, "INT64", False),
+    ("version", 9, "STRING", False),
+    ("metadata_json", 10, "STRING", False),
 ]
 
 
@@ -117,6 +131,7 @@ def _file_descriptor():
         [
             ("key", 1, "STRING", True, None),
             ("column", 2, "MESSAGE", True, ".xdl.proto.ColumnDescriptor"),
+            ("run", 3, "MESSAGE", False, ".xdl.proto.RunInfo"),
         ],
     )
     message("ColumnDescriptor", _COLUMN_DESCRIPTOR_FIELDS)
@@ -128,6 +143,7 @@ def _file_descriptor():
         "TensorSpec",
         [("dtype", 1, "ENUM", False, ".xdl.proto.Type"), ("shape", 2, "INT32", True, None)],
     )
+    message("RunInfo", [(n, num, t, rep, None) for n, num, t, rep in _RUN_INFO_FIELDS])
     message(
         "Column",
         [

@@ -23,6 +23,27 @@ enum class MissingGradientPolicy {
   kEmptyColumn,  // Write an empty float32 column and count it in stats.
 };
 
+// Who and what a run is: written in the Header of every data file of the run
+// (xdl.proto.RunInfo, docs/format.md "Runs") unless left empty, as a bare
+// TraceWriter does. Tracer::Start fills hostname, pid and start_time_ms when
+// they are unset, so every tracer's files carry it.
+struct RunInfo {
+  int32_t world_size = 0;   // Processes in the job; 0: unknown.
+  int32_t local_rank = -1;  // Rank on this host; -1: unknown.
+  std::string hostname;
+  int64_t pid = 0;
+  std::vector<std::string> argv;
+  int64_t start_time_ms = 0;  // Milliseconds since the Unix epoch.
+  std::string version;        // Of the xdl_trace that wrote the run.
+  std::string metadata_json;  // User metadata, a JSON object; "" for none.
+
+  // True when nothing is recorded (the Header stays XDL's keys-only Header).
+  bool empty() const {
+    return world_size == 0 && local_rank == -1 && hostname.empty() && pid == 0 && argv.empty() &&
+           start_time_ms == 0 && version.empty() && metadata_json.empty();
+  }
+};
+
 // Longest output_file_name (bytes) that Validate accepts: the longest file the
 // writer creates, "train.{name}.{rank}.{index}.meta.tmp-{pid}-{serial}" with
 // 10-digit rank and pid, 18-digit index and 20-digit serial (77 bytes around
@@ -64,6 +85,8 @@ struct TraceConfig {
   // Options for every device plugin, "key=value;..." (docs/device-tracing.md).
   // Environment XDL_TRACE_PLUGIN_CONFIG overrides it.
   std::string device_plugin_config;
+  // Recorded in every file's Header (see RunInfo).
+  RunInfo run;
 
   // InvalidArgument naming the field when a value is out of range.
   absl::Status Validate() const;

@@ -394,6 +394,24 @@ struct KeySchema {
   std::optional<ColumnInfo> column;
 };
 
+// One run in a trace: the files one tracer wrote, which share a Meta.run_id
+// (docs/format.md "Runs"). Files without a run id (XDL's) are one run with id "".
+struct RunSummary {
+  std::string run_id;
+  std::vector<size_t> files;   // Into TraceReader::files(), in its order.
+  std::vector<int32_t> ranks;  // Sorted.
+  int64_t records = 0;         // Meta record counts; -1 when a file's is unknown (XDL Meta).
+  bool has_steps = false;      // gstep_begin/end hold the range of the run's records.
+  int64_t gstep_begin = 0;
+  int64_t gstep_end = 0;
+  int64_t start_time_ms = 0;    // Earliest RunInfo start, else earliest record; 0: unknown.
+  int64_t end_time_ms = 0;      // Latest Meta end_time_ms, else latest record; 0: unknown.
+  bool closed_cleanly = false;  // Every file's Meta says its writer closed it.
+  // The serialized xdl.proto.RunInfo of each rank (Header field 3 of the
+  // rank's first file), in `ranks` order; "" for a rank whose Header has none.
+  std::vector<std::string> run_infos;
+};
+
 // A trace on disk: one data file, or a directory of ranks and rolled-over
 // files. Copies share the files, which are mapped at first use; thread-safe.
 class TraceReader {
@@ -435,9 +453,25 @@ class TraceReader {
                                     const StepSelection& steps,
                                     std::optional<int32_t> rank = std::nullopt) const;
 
+  // The runs among files(), oldest first (by start time, then first file
+  // index). A file's run is its Meta's run_id, else its Header's RunInfo; a
+  // file that names neither (a writer that died before both, a stray entry)
+  // goes with the same rank's closest earlier file that names a run (else
+  // its closest later one), else in the run "" (XDL's files). Reads every
+  // Meta and maps each run's first file per rank (for its Header). A file
+  // that cannot be mapped or whose RunInfo does not parse gives no run info:
+  // reading or verifying it names the problem.
+  absl::StatusOr<std::vector<RunSummary>> Runs() const;
+  // A reader over the files of one run (an id from Runs(), or a prefix of
+  // exactly one). NotFound naming the runs there are when none matches,
+  // InvalidArgument when a prefix matches several.
+  absl::StatusOr<TraceReader> OfRun(absl::string_view run_id) const;
+
  private:
   struct Shared;
   explicit TraceReader(std::shared_ptr<Shared> shared);
+  // A reader over `files`, sharing whichever of them this one has mapped.
+  TraceReader Subset(const std::vector<size_t>& files) const;
   std::shared_ptr<Shared> shared_;
 };
 

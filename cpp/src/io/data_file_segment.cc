@@ -11,21 +11,30 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "core/status_macros.h"
 #include "io/crc32c.h"
 #include "io/file_set.h"
 #include "io/io_error.h"
 #include "io/limits.h"
 #include "io/meta_writer.h"
+#include "io/run_info.h"
 
 namespace xdl_trace {
 namespace internal {
 
 std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys,
                                          const std::vector<xdl::proto::ColumnDescriptor>& columns) {
+  return HeaderFrame(keys, columns, TraceConfig());
+}
+
+std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys,
+                                         const std::vector<xdl::proto::ColumnDescriptor>& columns,
+                                         const TraceConfig& config) {
   xdl::proto::Header header;
   for (const std::string& key : keys) header.add_key(key);
   for (const xdl::proto::ColumnDescriptor& column : columns) *header.add_column() = column;
+  if (!config.run.empty()) *header.mutable_run() = RunInfoProto(config);
   std::string frame(4, '\0');
   header.AppendToString(&frame);
   const uint32_t n = static_cast<uint32_t>(frame.size() - 4);
@@ -159,10 +168,12 @@ xdl::proto::Meta DataFileSegment::BuildMeta(bool closed_cleanly, int64_t dropped
   meta.set_format_version(kFormatVersion);
   meta.set_dropped_records(dropped_records);
   meta.set_closed_cleanly(closed_cleanly);
+  if (closed_cleanly) meta.set_end_time_ms(closed_at_ms_ != 0 ? closed_at_ms_ : WallClockMs());
   return meta;
 }
 
 absl::Status DataFileSegment::WriteMeta(bool closed_cleanly, int64_t dropped_records) {
+  if (closed_cleanly && closed_at_ms_ == 0) closed_at_ms_ = WallClockMs();
   XDL_RETURN_IF_ERROR(ReplaceMeta(path_, BuildMeta(closed_cleanly, dropped_records),
                                   options_->config.fsync, options_->dir_fd));
   meta_bytes_ = bytes_;

@@ -49,6 +49,11 @@ class DataFileSegment {
   // column descriptors (field 2); without, it is XDL's Header exactly.
   static std::string HeaderFrame(const std::vector<std::string>& keys,
                                  const std::vector<xdl::proto::ColumnDescriptor>& columns = {});
+  // The same with config.run as Header.run (RunInfo, with config's run_id and
+  // rank) unless config.run is empty.
+  static std::string HeaderFrame(const std::vector<std::string>& keys,
+                                 const std::vector<xdl::proto::ColumnDescriptor>& columns,
+                                 const TraceConfig& config);
 
   // Creates "{output_dir}/{stem}.{index}" with O_EXCL|O_NOFOLLOW, or the next
   // free index when another writer took it since the directory was listed.
@@ -85,7 +90,8 @@ class DataFileSegment {
   // when config.fsync, so a Meta never claims bytes a crash could lose.
   absl::Status SyncAndWriteMeta(bool closed_cleanly, int64_t dropped_records);
 
-  // The Meta that describes the file as written so far.
+  // The Meta that describes the file as written so far. With closed_cleanly,
+  // end_time_ms is when the first closing Meta was written (now, if none was).
   xdl::proto::Meta BuildMeta(bool closed_cleanly, int64_t dropped_records) const;
 
   const std::string& path() const { return path_; }
@@ -112,6 +118,7 @@ class DataFileSegment {
   int64_t ts_begin_ = 0, ts_end_ = 0;
   int64_t meta_bytes_ = -1;    // data_bytes of the last Meta written.
   int64_t meta_dropped_ = -1;  // dropped_records of the last Meta written.
+  int64_t closed_at_ms_ = 0;   // Wall clock of the first closing Meta (Meta.end_time_ms).
   std::vector<iovec> iovecs_;  // Append's scratch, kept for its capacity.
 };
 

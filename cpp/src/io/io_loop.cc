@@ -20,11 +20,12 @@ namespace internal {
 IoLoop::IoLoop(const TraceConfig& config, const std::vector<std::string>& keys,
                ByteBoundedQueue* queue, FramePool* pool, std::function<void()> before_record_write,
                const std::vector<xdl::proto::ColumnDescriptor>& columns)
-    : options_{config, DataFileSegment::HeaderFrame(keys, columns)},
+    : options_{config, ""},
       queue_(queue),
       pool_(pool),
       before_record_write_(std::move(before_record_write)) {
   if (options_.config.run_id.empty()) options_.config.run_id = NewRunId();
+  options_.header_frame = DataFileSegment::HeaderFrame(keys, columns, options_.config);
 }
 
 IoLoop::~IoLoop() {

@@ -13,6 +13,7 @@
 #include "io/frame_pool.h"
 #include "io/io_loop.h"
 #include "io/limits.h"
+#include "io/writer_lock.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -44,8 +45,10 @@ int64_t PendingBytesBound(const TraceConfig& config) {
 class FileTraceWriter final : public TraceWriter {
  public:
   FileTraceWriter(const TraceConfig& config, const std::vector<std::string>& keys,
-                  WriterTestHooks hooks, const std::vector<xdl::proto::ColumnDescriptor>& columns)
-      : overflow_(config.overflow),
+                  WriterTestHooks hooks, const std::vector<xdl::proto::ColumnDescriptor>& columns,
+                  WriterLock lock)
+      : lock_(std::move(lock)),
+        overflow_(config.overflow),
         queue_(PendingBytesBound(config)),
         pool_(kMaxPooledFrames, PendingBytesBound(config)),
         loop_(config, keys, &queue_, &pool_, std::move(hooks.before_record_write), columns) {}
@@ -99,6 +102,7 @@ class FileTraceWriter final : public TraceWriter {
     } else {
       close_status_ = loop_.error();
     }
+    lock_.Release();  // After the last Meta: a next writer on this rank may start.
     return close_status_;
   }
 
@@ -120,6 +124,7 @@ class FileTraceWriter final : public TraceWriter {
   }
 
  private:
+  WriterLock lock_;  // This rank's lock file, held from Open to Close.
   const OverflowPolicy overflow_;
   ByteBoundedQueue queue_;  // Internally synchronized; outlives loop_.
   FramePool pool_;          // Internally synchronized: IO thread gives, training thread takes.
@@ -137,7 +142,9 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(
     const TraceConfig& config, std::vector<std::string> keys, WriterTestHooks hooks,
     const std::vector<xdl::proto::ColumnDescriptor>& columns) {
   XDL_RETURN_IF_ERROR(config.Validate());
-  auto writer = std::make_unique<FileTraceWriter>(config, keys, std::move(hooks), columns);
+  XDL_ASSIGN_OR_RETURN(WriterLock lock, WriterLock::Acquire(config));
+  auto writer =
+      std::make_unique<FileTraceWriter>(config, keys, std::move(hooks), columns, std::move(lock));
   XDL_RETURN_IF_ERROR(writer->Start());
   return std::unique_ptr<TraceWriter>(std::move(writer));
 }

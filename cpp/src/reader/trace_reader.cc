@@ -112,6 +112,16 @@ absl::StatusOr<TraceReader> TraceReader::Open(const std::string& path, absl::str
   return TraceReader(std::make_shared<Shared>(std::move(files)));
 }
 
+TraceReader TraceReader::Subset(const std::vector<size_t>& files) const {
+  std::vector<TraceFileInfo> infos;
+  for (size_t i : files) infos.push_back(shared_->files[i]);
+  auto subset = std::make_shared<Shared>(std::move(infos));
+  internal::MutexLock lock(&shared_->mu);
+  internal::MutexLock subset_lock(&subset->mu);
+  for (size_t k = 0; k < files.size(); ++k) subset->opened[k] = shared_->opened[files[k]];
+  return TraceReader(std::move(subset));
+}
+
 const std::vector<TraceFileInfo>& TraceReader::files() const { return shared_->files; }
 
 std::vector<int32_t> TraceReader::ranks() const {

@@ -14,6 +14,7 @@
 #include "core/clock.h"
 #include "core/mutex.h"
 #include "core/status_macros.h"
+#include "io/run_info.h"
 #include "io/trace_writer.h"
 #include "record/host_spans.h"
 #include "record/record_encoder.h"
@@ -61,6 +62,7 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
   if (registry == nullptr) return absl::InvalidArgumentError("Tracer::Start: null registry");
   TraceConfig fixed = config;
   if (fixed.run_id.empty()) fixed.run_id = NewRunId();
+  FillRunInfoDefaults(&fixed.run);
   std::vector<EntrySpec> entries = registry->Snapshot(scopes);
   std::vector<std::string> keys;
   keys.reserve(entries.size());

@@ -1,0 +1,150 @@
+"""Runs of a trace: ``runs(path)`` lists them; ``open_trace(path, run=...)`` picks one.
+
+A run is what one tracer wrote between ``begin()`` and ``end()``: every file of it shares a
+run id (Meta.run_id) and carries the run's RunInfo in its Header (docs/format.md "Runs").
+Files written by XDL have no run id: they are one run with id "". The grouping is the C++
+reader's (``TraceReader::Runs``); this module gives it a Pythonic face.
+
+    for run in xdl.runs("out"):
+        print(run.id, run.ranks, run.world_size, run.start, run.gsteps, run.metadata)
+    trace = xdl.open_trace("out", run="latest")   # or a run id (a unique prefix is enough), "all"
+"""
+
+import datetime
+import json
+
+from . import errors
+
+__all__ = ["Run", "runs", "select_run"]
+
+
+def _datetime(ms):
+    if not ms:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
+
+class Run:
+    """One run of a trace.
+
+    ``id`` ("" for XDL's files), ``ranks``, ``world_size`` (None when not recorded), ``hosts``,
+    ``pids`` ({rank: pid}), ``argv`` and ``version`` (of the lowest rank), ``metadata`` (the
+    ``TraceHook(metadata=...)`` dict, {} when none), ``start_ms``/``end_ms`` (milliseconds since
+    the epoch, None when unknown; ``start``/``end`` as UTC datetimes), ``gsteps`` ((first, last)
+    or None), ``records`` (None when a file's count is unknown), ``files`` (how many),
+    ``closed_cleanly`` and ``infos`` ({rank: the Header's RunInfo as a dict})."""
+
+    __slots__ = (
+        "id",
+        "ranks",
+        "world_size",
+        "hosts",
+        "pids",
+        "argv",
+        "version",
+        "metadata",
+        "start_ms",
+        "end_ms",
+        "gsteps",
+        "records",
+        "files",
+        "closed_cleanly",
+        "infos",
+    )
+
+    def __init__(self, summary):
+        self.id = summary["run_id"]
+        self.ranks = list(summary["ranks"])
+        self.infos = {
+            rank: info for rank, info in zip(self.ranks, summary["run_infos"]) if info is not None
+        }
+        first = self.infos[min(self.infos)] if self.infos else {}
+        sizes = {info["world_size"] for info in self.infos.values() if info["world_size"] > 0}
+        self.world_size = max(sizes) if sizes else None
+        self.hosts = sorted({info["hostname"] for info in self.infos.values() if info["hostname"]})
+        self.pids = {rank: info["pid"] for rank, info in self.infos.items() if info["pid"]}
+        self.argv = list(first.get("argv", []))
+        self.version = first.get("version") or None
+        text = first.get("metadata_json") or ""
+        try:
+            self.metadata = json.loads(text) if text else {}
+        except ValueError:
+            self.metadata = {"_unparsed": text}
+        self.start_ms = summary["start_time_ms"] or None
+        self.end_ms = summary["end_time_ms"] or None
+        self.gsteps = None if summary["gsteps"] is None else tuple(summary["gsteps"])
+        self.records = None if summary["records"] < 0 else summary["records"]
+        self.files = len(summary["files"])
+        self.closed_cleanly = summary["closed_cleanly"]
+
+    @property
+    def start(self):
+        return _datetime(self.start_ms)
+
+    @property
+    def end(self):
+        return _datetime(self.end_ms)
+
+    def describe(self):
+        """One line: id, ranks, world size, hosts, start, gsteps, records."""
+        start = self.start.strftime("%Y-%m-%d %H:%M:%S UTC") if self.start else "start unknown"
+        steps = (
+            "no records" if self.gsteps is None else f"gsteps {self.gsteps[0]}..{self.gsteps[1]}"
+        )
+        records = "?" if self.records is None else self.records
+        world = "?" if self.world_size is None else self.world_size
+        return (
+            f"{self.id or '(no run id: XDL)'}  ranks {','.join(map(str, self.ranks))} of {world}"
+            f"  {start}  {steps}  {records} records"
+            + (f"  hosts {','.join(self.hosts)}" if self.hosts else "")
+            + ("" if self.closed_cleanly else "  (not closed cleanly)")
+        )
+
+    def __repr__(self):
+        return (
+            f"Run({self.id!r}, ranks={self.ranks}, world_size={self.world_size}, "
+            f"gsteps={self.gsteps}, records={self.records})"
+        )
+
+
+def runs(path, prefix="train", name="trace"):
+    """The runs of the trace at ``path`` (a directory or one data file), oldest first."""
+    from .reader import _open_reader
+
+    return [Run(s) for s in _open_reader(path, prefix, name).runs()]
+
+
+def select_run(reader, path, run):
+    """(reader restricted to the chosen run, that Run or None for "all", every Run).
+
+    run: None (the only run; ValueError listing them when there are several), "latest", "all",
+    or a run id (a unique prefix is enough; ValueError listing the runs when none matches)."""
+    if run is not None and not isinstance(run, str):
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: run must be None, 'latest', 'all' or a run id, got {run!r}"
+        )
+    every = [Run(s) for s in reader.runs()]
+    if run == "all":
+        return reader, (every[0] if len(every) == 1 else None), every
+    if run is None:
+        if len(every) > 1:
+            raise errors.InvalidArgumentError(
+                f"xdl_trace: {path} holds {len(every)} runs; pick one with run='latest', "
+                "run='<id>' (a unique prefix is enough) or read them together with run='all' "
+                "(oldest first):\n" + "\n".join("  " + r.describe() for r in every)
+            )
+        return reader, (every[0] if every else None), every
+    if run == "latest":
+        chosen = every[-1]
+    else:
+        matches = [r for r in every if r.id == run] or [r for r in every if r.id.startswith(run)]
+        if len(matches) != 1:
+            why = "matches no run" if not matches else f"is the prefix of {len(matches)} runs"
+            raise errors.InvalidArgumentError(
+                f"xdl_trace: run {run!r} {why} in {path}; its runs (oldest first):\n"
+                + "\n".join("  " + r.describe() for r in every)
+            )
+        chosen = matches[0]
+    if len(every) == 1:
+        return reader, chosen, every
+    return reader.of_run(chosen.id), chosen, every
