@@ -255,18 +255,25 @@ def test_renders_in_headless_chromium_without_errors(runs, tmp_path):
         "--enable-logging=stderr",
         "--v=0",
     ]
+    # The browser is not our code: under `make sanitize` it must not get libasan preloaded.
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     shot = str(tmp_path / "shot.png")
     render = subprocess.run(
         common + [f"--screenshot={shot}", "--window-size=1280,2000", "file://" + out],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert render.returncode == 0, render.stderr[-2000:]
     console = [l for l in render.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
     assert not console, console
     dom = subprocess.run(
-        common + ["--dump-dom", "file://" + out], capture_output=True, text=True, timeout=120
+        common + ["--dump-dom", "file://" + out],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     title = re.search(r"<title>(.*?)</title>", dom.stdout).group(1)
     assert not title.startswith("ERROR"), title
@@ -281,6 +288,7 @@ def test_renders_in_headless_chromium_without_errors(runs, tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     title = re.search(r"<title>(.*?)</title>", hovered.stdout).group(1)
     assert re.fullmatch(r"TIP:block\|gstep \d+.*run_a · rank 0 mean: [-0-9.e]+.*", title), title
