@@ -180,6 +180,8 @@ class HistogramSeries:
             i += take
 
     def _add_grouped(self, gsteps, counts, low, high, records):
+        if self.used == 0:  # Buckets start as wide as a row.
+            self.span = max(self.span, int(records.max()))
         for i in range(len(gsteps)):
             if self.used == 0 or self.fill >= self.span:
                 if self.used == self.capacity:
