@@ -114,10 +114,19 @@ RecordScan::RecordScan(const TraceReader& reader, RecordScanOptions options)
 absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_rows,
                                       RecordScanChunk* chunk) {
   chunk->Clear();
-  pending_ = Pending();
+  pending_.Clear();
   if (done_) return false;
   max_records = std::max<size_t>(max_records, 1);
   max_histogram_rows = std::max<size_t>(max_histogram_rows, 1);
+  const size_t keys = options_.keys.size();
+  for (auto* column : {&chunk->gstep, &chunk->lstep, &chunk->timestamp_ms}) {
+    column->reserve(max_records);
+  }
+  chunk->rank.reserve(max_records);
+  chunk->stats.reserve(max_records * keys * kStatsSize);
+  pending_.views.reserve(max_records * keys);
+  pending_.histogram.reserve(max_records * keys);
+  pending_.cells.reserve(max_records * keys);
   size_t histogram_rows = 0;
   while (chunk->records() < max_records && histogram_rows < max_histogram_rows) {
     XDL_ASSIGN_OR_RETURN(const TraceCursor::Event event, cursor_.Next());
@@ -240,7 +249,7 @@ void RecordScan::Flush(RecordScanChunk* chunk) {
     }
     if (++group.records == options_.histogram_group) EmitGroup(cell % keys, chunk);
   }
-  pending_ = Pending();
+  pending_.Clear();
 }
 
 void RecordScan::EmitGroup(size_t key, RecordScanChunk* chunk) {

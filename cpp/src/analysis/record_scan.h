@@ -101,6 +101,13 @@ class RecordScan {
     std::vector<size_t> cells;
     size_t bytes = 0;
     size_t flagged = 0;
+
+    void Clear() {  // Keeps the capacity.
+      views.clear();
+      histogram.clear();
+      cells.clear();
+      bytes = flagged = 0;
+    }
   };
 
   absl::Status AddRecord(const TraceRecord& record, RecordScanChunk* chunk);
