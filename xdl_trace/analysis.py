@@ -429,14 +429,23 @@ def scan_run(
 def _histogram_group(files, gsteps, capacity):
     """Records per histogram row the C++ scan may sum: the largest power of two that is at most
     the span a distribution's buckets will have (records / capacity, from the Meta's record
-    counts; capped by the width of a gstep range), so the buckets are the same as with a row per
-    record. 1 when a file's count is unknown (XDL's Meta, no Meta)."""
+    counts and gstep ranges), so the buckets are the same as with a row per record. 1 when a
+    file's count is unknown (XDL's Meta, no Meta)."""
     metas = [f.meta or {} for f in files]
     if any(m.get("record_count") is None or m.get("format_version", 0) == 0 for m in metas):
         return 1
-    records = sum(m["record_count"] for m in metas)
-    if isinstance(gsteps, tuple) and len(gsteps) == 2 and None not in gsteps:
-        records = min(records, max(gsteps[1] - gsteps[0] + 1, 0))
+    begin, end, steps = _gstep_selection(gsteps)
+    records = 0
+    for m in metas:
+        # A selection's share of a file, as if its records were evenly spread over its gsteps.
+        lo, hi, count = m.get("gstep_begin", 0), m.get("gstep_end", 0), m["record_count"]
+        if steps is not None:
+            inside = sum(1 for g in steps if lo <= g <= hi)
+        else:
+            inside = (
+                min(hi, hi if end is None else end) - max(lo, lo if begin is None else begin) + 1
+            )
+        records += min(count, count * max(inside, 0) // max(hi - lo + 1, 1))
     group = 1
     while group * 2 * capacity <= records:
         group *= 2

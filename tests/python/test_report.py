@@ -460,6 +460,9 @@ def test_histogram_rows_summed_in_groups_match_a_row_per_record(tmp_path, monkey
     monkeypatch.setattr(analysis, "_histogram_group", lambda *a: calls.append(real(*a)) or 1)
     per_record = analysis.scan_run(out, histogram_capacity=16)
     assert calls == [32]  # 1000 records / 16 buckets: groups of 32 fit buckets of 64.
+    files = xdl.open_trace(out).files
+    assert real(files, (0, 499), 16) == 16  # Half the gsteps: about 500 records.
+    assert real(files, range(0, 1000, 10), 16) == 4  # 100 of them.
     a, b = grouped.histograms["v"], per_record.histograms["v"]
     assert a.span == b.span and a.used == b.used
     np.testing.assert_array_equal(a.gstep[: a.used], b.gstep[: b.used])
