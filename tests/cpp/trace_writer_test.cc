@@ -1222,6 +1222,42 @@ TEST_CASE("WriteThrough after a write error returns it at once and never hangs",
   CheckMetaMatchesPrefix(DataFilePath(config, 1));
 }
 
+TEST_CASE("a write-through queued behind a failing write is answered and never read",
+          "[writer][inline][errors]") {
+  TempDir dir;
+  TraceConfig config = SmallConfig(dir.path());
+  Gate gate;
+  WriterTestHooks hooks;
+  hooks.before_record_write = [&gate] { gate.Wait(); };  // Holds the first record's write.
+  std::unique_ptr<TraceWriter> writer;
+  absl::Status through;
+  {
+    FileSizeLimit limit(5000);  // The first 8 KB record fails with EFBIG.
+    writer = OpenOrDie(config, hooks);
+    REQUIRE(writer->Submit(MakeRecord(1, 8000)).ok());
+    REQUIRE(Eventually([&] { return gate.waiting() == 1; }));
+    // Queued behind the stalled record; its external bytes live on the heap
+    // so ASan reports any read after they are freed.
+    auto external = std::make_unique<std::string>();
+    std::atomic<bool> returned{false};
+    std::thread stepper([&] {
+      through = writer->WriteThrough(InPieces(MakeRecord(2, 3000), {{40, 2900}}, external.get()));
+      returned = true;
+    });
+    REQUIRE(Eventually([&] { return writer->stats().pending_bytes > 8000; }));
+    CHECK_FALSE(returned.load());  // Waits for its own write.
+    gate.Open();
+    stepper.join();
+    external.reset();  // What Step does once WriteThrough returned.
+    CHECK(through.code() == absl::StatusCode::kOutOfRange);  // The first record's EFBIG.
+    CHECK(writer->Close() == through);
+  }
+  const TraceStats stats = writer->stats();
+  CHECK(stats.records_written == 0);
+  CHECK(stats.records_dropped == 2);
+  CHECK(stats.pending_bytes == 0);
+}
+
 }  // namespace
 }  // namespace internal
 }  // namespace xdl_trace
