@@ -1239,9 +1239,11 @@ TEST_CASE("a write-through queued behind a failing write is answered and never r
     // Queued behind the stalled record; its external bytes live on the heap
     // so ASan reports any read after they are freed.
     auto external = std::make_unique<std::string>();
+    // Built here: Catch assertions (MakeRecord's) are not for other threads.
+    EncodedRecord pieces = InPieces(MakeRecord(2, 3000), {{40, 2900}}, external.get());
     std::atomic<bool> returned{false};
     std::thread stepper([&] {
-      through = writer->WriteThrough(InPieces(MakeRecord(2, 3000), {{40, 2900}}, external.get()));
+      through = writer->WriteThrough(std::move(pieces));
       returned = true;
     });
     REQUIRE(Eventually([&] { return writer->stats().pending_bytes > 8000; }));
