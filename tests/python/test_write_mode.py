@@ -264,3 +264,23 @@ def test_inline_under_a_failing_writer_returns_the_error_and_never_hangs(tmp_pat
     assert result.returncode == 0, result.stdout + result.stderr
     assert "File too large" in result.stdout
     assert os.path.join(out, "train.trace.0.1") in result.stdout
+
+
+def test_defaults_are_the_cpp_ones_which_the_docs_state(out_dir):
+    from xdl_trace import _core
+    from xdl_trace.hook import build_config
+
+    from conftest import REPO
+
+    built, _ = build_config({"output_dir": out_dir})
+    default = _core.TraceConfig()
+    assert default.write_mode == _core.WriteMode.AUTO == built.write_mode
+    assert default.split_copy_min_mb == 0 == built.split_copy_min_mb
+    with open(os.path.join(REPO, "docs", "python.md")) as f:
+        rows = {
+            line.split("|")[1].strip().strip("`"): line.split("|")[2].strip()
+            for line in f
+            if line.startswith("| `") and line.count("|") >= 4
+        }
+    assert rows["write_mode"] == '`"auto"`'
+    assert float(rows["split_copy_min_mb"]) == default.split_copy_min_mb
