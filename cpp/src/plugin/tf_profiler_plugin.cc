@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
+#include "core/mutex.h"
 #include "core/status_macros.h"
 #include "device_trace.pb.h"
 #include "plugin/plugin_loader.h"
@@ -235,6 +235,10 @@ bool ResolveGlobal(TfStatusApi* api) {
          api->set_status != nullptr && api->get_code != nullptr && api->message != nullptr;
 }
 
+// The status functions once resolved (the library they live in is never unloaded).
+Mutex tf_status_mu;
+const TfStatusApi* tf_status_api ABSL_GUARDED_BY(tf_status_mu) = nullptr;
+
 }  // namespace
 
 std::string TfCodeName(TF_Code code) {
@@ -278,10 +282,8 @@ std::string TfCodeName(TF_Code code) {
 }
 
 absl::StatusOr<TfStatusApi> LoadTfStatusApi() {
-  static std::mutex mu;
-  static TfStatusApi* loaded = nullptr;  // Guarded by mu; kept for the process once set.
-  std::lock_guard<std::mutex> lock(mu);
-  if (loaded != nullptr) return *loaded;
+  MutexLock lock(&tf_status_mu);
+  if (tf_status_api != nullptr) return *tf_status_api;
   TfStatusApi api;
   if (!ResolveGlobal(&api)) {
     XDL_ASSIGN_OR_RETURN(const std::string path, ResolvePlugin(kTfStatusLibraryName));
@@ -297,7 +299,7 @@ absl::StatusOr<TfStatusApi> LoadTfStatusApi() {
           "TF_SetStatus, TF_GetCode and TF_Message"));
     }
   }
-  loaded = new TfStatusApi(api);
+  tf_status_api = new TfStatusApi(api);  // Kept for the process, as the library.
   return api;
 }
 
