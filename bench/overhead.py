@@ -1,20 +1,25 @@
 """XDL's overhead experiment: a 7-layer fully connected model trained with numpy (and torch),
-tracing every trainable variable at every step; traced vs untraced steps/s, interleaved.
+tracing every trainable variable at every step, side by side with the floors and with what users
+write instead; all conditions interleaved in one run.
 
     /usr/bin/python3 bench/overhead.py [--out-dir DIR ...] [--frameworks numpy,torch]
 
-One run alternates blocks of untraced steps, traced steps and "write floor" steps (order
-reversed every other round, so drift cancels). The write floor is a thread that only write()s
-the step's bytes to the same directory: the least any tracer that stores them there can cost,
-measured side by side (--no-floor skips it). Between blocks the hook (and the floor thread) is
-drained outside the timing, so every block starts with an empty queue;
-"ratio" is what training sees while the IO thread writes concurrently (as in steady state),
-and "charging each block's flush" adds the time the flush waited (fdatasync and Meta
-replacement included), a conservative bound. "CPU-time ratio" compares the process CPU time
-(all threads, IO thread and flush included) per untraced and per traced step: less sensitive
-to other load on a shared machine than steps/s. Default targets:
-/dev/shm (tmpfs) then a directory on disk; trace files are removed after each run.
-Prints figures; nothing here passes or fails. Target on tmpfs: traced/untraced >= 0.97.
+Conditions (blocks of steps, the order reversed every other round so drift cancels):
+  untraced          the training step alone.
+  xdl_trace         a TraceHook (default config: write_mode "auto") tracing every variable.
+  sync floor        np.copyto of every variable into one buffer + os.write of it, on the training
+                    thread: the least a synchronous tracer storing these bytes can cost.
+  copy only         np.copyto of every variable (no write): what capturing the values costs.
+  async floor       a thread that only write()s the step's bytes from a buffer filled once (no
+                    copy, no encoding, no checksum): the least an IO thread can cost.
+  np.savez, torch.save, h5py append
+                    what users write per step instead (h5py where installed).
+Between blocks every writer is drained outside the timing, so each block starts empty; "ratio" is
+steps/s against untraced. "CPU-time ratio" compares process CPU time per step (all threads):
+less sensitive to other load on a shared machine. Targets: /dev/shm (tmpfs), then a directory on
+disk; files are removed after each run. Prints figures; nothing here passes or fails. Goals
+(issue 14): with compute on every core, xdl_trace >= sync floor; with a core to spare, xdl_trace
+>= 0.97 and >= copy only.
 """
 
 import argparse
@@ -52,6 +57,10 @@ class NumpyMLP:
         self.lr = np.float32(1e-3)
 
     def variables(self):
+        return self.params
+
+    def arrays(self):
+        """name -> numpy array sharing the variable's memory."""
         return self.params
 
     def step(self):
@@ -94,6 +103,9 @@ class TorchMLP:
     def variables(self):
         return self.model
 
+    def arrays(self):
+        return {n: p.detach().numpy() for n, p in self.model.named_parameters()}
+
     def step(self):
         self.opt.zero_grad()
         loss = self.torch.nn.functional.mse_loss(self.model(self.x), self.y)
@@ -101,19 +113,52 @@ class TorchMLP:
         self.opt.step()
 
 
-class WriteFloor:
-    """What any tracer must at least cost here: a thread that write()s the step's byte count into
-    a file in the same directory, from one buffer filled once (no capture copy, no encoding, no
-    checksum, no Meta). Its ratio, measured in the same run, is the ceiling for a tracer that
-    puts every traced byte into that file system."""
+def write_all(fd, buf):
+    done = 0
+    while done < len(buf):  # os.write releases the GIL during the syscall.
+        done += os.write(fd, buf[done:])
+
+
+class SyncFloor:
+    """np.copyto of every variable into one buffer, then os.write of it, on the training thread.
+    With copy=False only the copy (the "copy only" condition)."""
+
+    def __init__(self, out_dir, arrays, write=True):
+        self._arrays = list(arrays.values())
+        total = sum(a.nbytes for a in self._arrays)
+        self._buf = np.ones(total, np.uint8)  # touched once: no page faults when timed
+        self._views, offset = [], 0
+        for a in self._arrays:
+            self._views.append(self._buf[offset : offset + a.nbytes].view(a.dtype).reshape(a.shape))
+            offset += a.nbytes
+        self._fd = None
+        if write:
+            self._fd = os.open(os.path.join(out_dir, "sync_floor.bin"), os.O_WRONLY | os.O_CREAT)
+
+    def step(self, gstep):
+        for view, a in zip(self._views, self._arrays):
+            np.copyto(view, a)
+        if self._fd is not None:
+            write_all(self._fd, memoryview(self._buf))
+
+    def drain(self):
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)  # bounded space; not timed
+            os.lseek(self._fd, 0, os.SEEK_SET)
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+
+
+class AsyncFloor:
+    """A thread that only write()s the step's byte count into a file in the same directory, from
+    one buffer filled once (no capture copy, no encoding, no checksum, no Meta)."""
 
     def __init__(self, out_dir, nbytes):
-        os.makedirs(out_dir, exist_ok=True)
-        self._fd = os.open(os.path.join(out_dir, "write_floor.bin"), os.O_WRONLY | os.O_CREAT)
-        self._buf = memoryview(np.ones(nbytes, np.uint8))  # touched once: no faults when timed
+        self._fd = os.open(os.path.join(out_dir, "async_floor.bin"), os.O_WRONLY | os.O_CREAT)
+        self._buf = memoryview(np.ones(nbytes, np.uint8))
         self._queue = queue.Queue()
-        self.cpu_s = 0.0  # CPU time of the writes (their thread only), and how many.
-        self.writes = 0
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
@@ -123,19 +168,16 @@ class WriteFloor:
             if item is None:
                 return
             if isinstance(item, threading.Event):
+                os.ftruncate(self._fd, 0)
+                os.lseek(self._fd, 0, os.SEEK_SET)
                 item.set()
                 continue
-            start = time.thread_time()
-            done = 0
-            while done < len(self._buf):  # os.write releases the GIL during the syscall.
-                done += os.write(self._fd, self._buf[done:])
-            self.cpu_s += time.thread_time() - start
-            self.writes += 1
+            write_all(self._fd, self._buf)
 
     def step(self, gstep):
         self._queue.put(gstep)
 
-    def flush(self):
+    def drain(self):
         drained = threading.Event()
         self._queue.put(drained)
         drained.wait()
@@ -146,69 +188,134 @@ class WriteFloor:
         os.close(self._fd)
 
 
-def io_thread_cpu_s():
-    """CPU seconds used so far by the tracer's IO threads ("xdl_trace_io"), from Linux's
-    per-thread schedstat (nanoseconds); None where /proc does not have it."""
-    total, found = 0.0, False
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return None
-    for tid in tasks:
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if f.read().strip() != "xdl_trace_io":
-                    continue
-            with open(f"/proc/self/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0]) / 1e9
-            found = True
-        except (OSError, ValueError, IndexError):
-            continue
-    return total if found else None
+class PerStepFiles:
+    """A user's per-step save: np.savez or torch.save of every variable into step_<gstep> files
+    (removed between blocks, outside the timing)."""
+
+    def __init__(self, out_dir, arrays, how):
+        self._dir = os.path.join(out_dir, how.replace(".", "_"))
+        os.makedirs(self._dir, exist_ok=True)
+        self._arrays = arrays
+        self._how = how
+        if how == "torch.save":
+            import torch
+
+            self._torch = torch
+            self._tensors = {n: torch.from_numpy(a) for n, a in arrays.items()}
+
+    def step(self, gstep):
+        path = os.path.join(self._dir, f"step_{gstep}")
+        if self._how == "np.savez":
+            np.savez(path, **self._arrays)
+        else:
+            self._torch.save(self._tensors, path + ".pt")
+
+    def drain(self):
+        for name in os.listdir(self._dir):
+            os.unlink(os.path.join(self._dir, name))
+
+    def close(self):
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
-def run(framework, out_dir, args):
-    model = (NumpyMLP if framework == "numpy" else TorchMLP)(args.width, args.batch)
-    xdl.clear()
-    xdl.trace_collection(model.variables())
-    nbytes = (
-        sum(v.nbytes for v in model.variables().values())
-        if framework == "numpy"
-        else sum(p.numel() * p.element_size() for p in model.variables().parameters())
-    )
-    shutil.rmtree(out_dir, ignore_errors=True)
-    hook = xdl.TraceHook({"output_dir": out_dir, "on_error": "raise"})
-    floor = None if args.no_floor else WriteFloor(out_dir, nbytes)
-    hook_step_s = [0.0]  # Wall time inside hook.step() in the timed traced blocks.
+class H5Append:
+    """One HDF5 file, one extendable dataset per variable, a row appended per step."""
+
+    def __init__(self, out_dir, arrays):
+        import h5py
+
+        self._h5py = h5py
+        self._path = os.path.join(out_dir, "peer.h5")
+        self._arrays = arrays
+        self._open()
+
+    def _open(self):
+        self._file = self._h5py.File(self._path, "w")
+        self._sets = {
+            n: self._file.create_dataset(
+                n.replace("/", "_"),
+                shape=(0,) + a.shape,
+                maxshape=(None,) + a.shape,
+                chunks=(1,) + a.shape,  # one chunk per step, as an append log is tuned
+                dtype=a.dtype,
+            )
+            for n, a in self._arrays.items()
+        }
+
+    def step(self, gstep):
+        for n, a in self._arrays.items():
+            ds = self._sets[n]
+            ds.resize(ds.shape[0] + 1, axis=0)
+            ds[-1] = a
+        self._file.flush()
+
+    def drain(self):
+        self._file.close()
+        self._open()  # a fresh file per block: bounded space
+
+    def close(self):
+        self._file.close()
+
+
+def make_conditions(framework, out_dir, model, hook, hook_step_s):
+    """name -> (after_step(gstep) or None, drain() or None, close() or None)."""
+    arrays = model.arrays()
+    nbytes = sum(a.nbytes for a in arrays.values())
 
     def traced_step(gstep):
         start = time.perf_counter()
         hook.step(gstep)
         hook_step_s[0] += time.perf_counter() - start
 
-    # Each condition: what runs after model.step(), and how to drain it between blocks.
-    conditions = {"untraced": (None, None), "traced": (traced_step, hook.flush)}
-    if floor:
-        conditions["write floor"] = (floor.step, floor.flush)
-    warmed = [hook, floor] if floor else [hook]
-    times = {kind: [] for kind in conditions}
-    flush_times = []  # The traced blocks' drain waits.
-    cpu = {kind: 0.0 for kind in conditions}  # Process CPU time, drain included.
+    sync, copy = SyncFloor(out_dir, arrays), SyncFloor(out_dir, arrays, write=False)
+    afloor = AsyncFloor(out_dir, nbytes)
+    conditions = {
+        "untraced": (None, None, None),
+        "xdl_trace": (traced_step, hook.flush, None),
+        "sync floor": (sync.step, sync.drain, sync.close),
+        "copy only": (copy.step, None, None),
+        "async floor": (afloor.step, afloor.drain, afloor.close),
+    }
+    for how in ("np.savez", "torch.save"):
+        if how == "torch.save" and "torch" not in sys.modules:
+            continue
+        peer = PerStepFiles(out_dir, arrays, how)
+        conditions[how] = (peer.step, peer.drain, peer.close)
+    try:
+        h5 = H5Append(out_dir, arrays)
+        conditions["h5py append"] = (h5.step, h5.drain, h5.close)
+    except ImportError:
+        pass
+    return conditions, nbytes
+
+
+def run(framework, out_dir, args):
+    model = (NumpyMLP if framework == "numpy" else TorchMLP)(args.width, args.batch)
+    xdl.clear()
+    xdl.trace_collection(model.variables())
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.makedirs(out_dir)
+    hook = xdl.TraceHook({"output_dir": os.path.join(out_dir, "xdl"), "on_error": "raise"})
+    hook_step_s = [0.0]  # Wall time inside hook.step() in the timed xdl_trace blocks.
+    conditions, nbytes = make_conditions(framework, out_dir, model, hook, hook_step_s)
+    times = {name: [] for name in conditions}
+    cpu = {name: 0.0 for name in conditions}  # Process CPU time, drain included.
     gstep = 0
     try:
         with hook:
-            for _ in range(args.warmup):
-                model.step()
-                for writer in warmed:
-                    writer.step(gstep)
-                gstep += 1
-            for writer in warmed:
-                writer.flush()
-            io_cpu_start, floor_cpu_start = io_thread_cpu_s(), floor.cpu_s if floor else 0.0
+            for name, (after_step, drain, _) in conditions.items():  # warm every writer
+                for _ in range(args.warmup):
+                    model.step()
+                    if after_step:
+                        after_step(gstep)
+                    gstep += 1
+                if drain:
+                    drain()
+            hook_step_s[0] = 0.0
             for r in range(args.rounds):
                 order = list(conditions) if r % 2 == 0 else list(reversed(conditions))
-                for kind in order:
-                    after_step, drain = conditions[kind]
+                for name in order:
+                    after_step, drain, _ = conditions[name]
                     cpu_start = time.process_time()
                     start = time.perf_counter()
                     for _ in range(args.block):
@@ -216,38 +323,32 @@ def run(framework, out_dir, args):
                         if after_step:
                             after_step(gstep)
                         gstep += 1
-                    end = time.perf_counter()
+                    times[name].append(time.perf_counter() - start)
                     if drain:
-                        drain()  # Empty before the next block (fdatasync + Meta on disk).
-                    times[kind].append(end - start)
-                    cpu[kind] += time.process_time() - cpu_start
-                    if kind == "traced":
-                        flush_times.append(time.perf_counter() - end)
-            io_cpu_end = io_thread_cpu_s()
-        stats = hook.stats()
+                        drain()
+                    cpu[name] += time.process_time() - cpu_start
+            stats = hook.stats()
     finally:
-        if floor:
-            floor.close()
+        for _, _, close in conditions.values():
+            if close:
+                close()
         shutil.rmtree(out_dir, ignore_errors=True)
     steps = args.block * args.rounds
-    io_cpu = None if io_cpu_start is None or io_cpu_end is None else io_cpu_end - io_cpu_start
-    rate = {kind: steps / sum(t) for kind, t in times.items()}
-    charged = steps / (sum(times["traced"]) + sum(flush_times))
-    per_round = [u / t for u, t in zip(times["untraced"], times["traced"])]
+    rate = {name: steps / sum(t) for name, t in times.items()}
     return {
-        "untraced": rate["untraced"],
-        "traced": rate["traced"],
-        "ratio": rate["traced"] / rate["untraced"],
-        "floor_ratio": rate["write floor"] / rate["untraced"] if "write floor" in rate else None,
-        "ratio_with_flush": charged / rate["untraced"],
-        "cpu_ratio": cpu["untraced"] / cpu["traced"],
-        "median_round_ratio": statistics.median(per_round),
         "mb_per_step": nbytes / 1e6,
+        "untraced": rate["untraced"],
+        "ratios": {
+            name: (
+                rate[name] / rate["untraced"],
+                statistics.median(u / t for u, t in zip(times["untraced"], times[name])),
+                cpu["untraced"] / cpu[name],
+            )
+            for name in conditions
+            if name != "untraced"
+        },
         "hook_step_ms": hook_step_s[0] / steps * 1e3,
-        "io_cpu_ms": None if io_cpu is None else io_cpu / steps * 1e3,
-        "floor_cpu_ms": (floor.cpu_s - floor_cpu_start) / steps * 1e3 if floor else None,
-        "records": stats["records_written"],
-        "dropped": stats["records_dropped"],
+        "stats": stats,
     }
 
 
@@ -269,8 +370,7 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--rounds", type=int, default=20, help="rounds of one block per condition")
     parser.add_argument("--block", type=int, default=5, help="steps per block")
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--no-floor", action="store_true", help="skip the raw write() floor blocks")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps per condition")
     args = parser.parse_args(argv)
     targets = args.out_dir
     if not targets:
@@ -285,41 +385,28 @@ def main(argv=None):
         except ImportError:
             print("torch not installed: skipping the torch model")
             frameworks.remove("torch")
-    print(
-        f"7-layer MLP, width {args.width}, batch {args.batch}; {args.rounds} rounds of "
-        f"{args.block} steps per condition; all variables traced every step"
-    )
-    blas = os.environ.get("OPENBLAS_NUM_THREADS", f"all {os.cpu_count()} cores")
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
     torch_threads = sys.modules["torch"].get_num_threads() if "torch" in sys.modules else "-"
     print(
-        f"compute threads: OpenBLAS {blas}, torch {torch_threads}; the IO thread competes with them"
+        f"7-layer MLP, width {args.width}, batch {args.batch}; {args.rounds} rounds of "
+        f"{args.block} steps per condition; all variables traced every step; "
+        f"{len(os.sched_getaffinity(0))} cores, OpenBLAS threads {blas}, torch threads "
+        f"{torch_threads}"
     )
     for framework in frameworks:
         for target in targets:
             r = run(framework, target, args)
+            s = r["stats"]
             print(
-                f"{framework:5s} {target:40s} untraced {r['untraced']:7.2f} steps/s  "
-                f"traced {r['traced']:7.2f} steps/s  ratio {r['ratio']:.3f} "
-                f"(median per round {r['median_round_ratio']:.3f}; "
-                f"charging each block's flush {r['ratio_with_flush']:.3f}; "
-                f"CPU-time ratio {r['cpu_ratio']:.3f}; "
-                f"{r['mb_per_step']:.2f} MB/step, {r['records']} records, "
-                f"{r['dropped']} dropped)",
-                flush=True,
+                f"\n{framework} -> {target}: {r['mb_per_step']:.2f} MB/step, untraced "
+                f"{r['untraced']:.2f} steps/s; xdl_trace write_mode "
+                f"{s.get('write_mode', '-')} ({s.get('write_mode_reason', '-')}), hook.step() "
+                f"{r['hook_step_ms']:.2f} ms, {s['records_written']} records, "
+                f"{s['records_dropped']} dropped"
             )
-            io = "-" if r["io_cpu_ms"] is None else f"{r['io_cpu_ms']:.2f} ms"
-            print(
-                f"{'':46s} per traced step: hook.step() {r['hook_step_ms']:.2f} ms on the "
-                f"training thread, IO thread CPU {io}",
-                flush=True,
-            )
-            if r["floor_ratio"] is not None:
-                print(
-                    f"{'':46s} write floor (a thread only write()s {r['mb_per_step']:.2f} MB per "
-                    f"step to the same directory): ratio {r['floor_ratio']:.3f}, "
-                    f"its write() CPU {r['floor_cpu_ms']:.2f} ms per step",
-                    flush=True,
-                )
+            print(f"  {'condition':14s} {'ratio':>6s} {'median/round':>13s} {'CPU-time':>9s}")
+            for name, (ratio, median, cpu) in r["ratios"].items():
+                print(f"  {name:14s} {ratio:6.3f} {median:13.3f} {cpu:9.3f}", flush=True)
     return 0
 
 

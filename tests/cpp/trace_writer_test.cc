@@ -999,8 +999,9 @@ TEST_CASE("every file-system failure of the writer is marked as an I/O error", "
   }
 }
 
-TEST_CASE("Meta temp names are unique, readers skip them, and leftovers reserve their index",
-          "[writer][naming]") {
+TEST_CASE(
+    "Meta temp names are unique, readers skip them, leftovers reserve their index and are removed",
+    "[writer][naming]") {
   const std::string data = "/d/train.trace.3.7";
   CHECK(MetaTempPath(data, 5) == absl::StrCat(data, ".meta.tmp-", getpid(), "-5"));
   CHECK(MetaTempPath(data, 5) != MetaTempPath(data, 6));
@@ -1015,9 +1016,17 @@ TEST_CASE("Meta temp names are unique, readers skip them, and leftovers reserve 
   TempDir dir;
   const TraceConfig config = SmallConfig(dir.path());
   std::ofstream(dir.path() + "/train.trace.3.4.meta.tmp-99999-0") << "leftover of a crash";
+  std::ofstream(dir.path() + "/train.trace.3.2.meta.tmp") << "leftover of an older version";
+  std::ofstream(dir.path() + "/train.trace.4.4.meta.tmp-99999-0") << "another rank's";
+  std::ofstream(dir.path() + "/train.trace.3.4.meta.tmpx") << "not a temp name";
   auto writer = OpenOrDie(config);
   REQUIRE(writer->Close().ok());
   CHECK(Exists(DataFilePath(config, 5)));
+  // The writer holds rank 3's lock: its leftover temps are stale and removed.
+  CHECK_FALSE(Exists(dir.path() + "/train.trace.3.4.meta.tmp-99999-0"));
+  CHECK_FALSE(Exists(dir.path() + "/train.trace.3.2.meta.tmp"));
+  CHECK(Exists(dir.path() + "/train.trace.4.4.meta.tmp-99999-0"));
+  CHECK(Exists(dir.path() + "/train.trace.3.4.meta.tmpx"));
 }
 
 TEST_CASE("a link planted at any name the writer uses is never followed", "[writer][security]") {

@@ -732,7 +732,12 @@ def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout)
             if len(value.column) == len(header_keys):  # Column descriptors (not in XDL's files).
                 contents = {k: c for k, c in zip(header_keys, value.column)}
         elif kind == "torn":
-            why = "the writer stopped mid-record" if value else "no Header frame"
+            if not value:
+                why = "no Header frame"
+            elif meta is not None and meta.format_version > 0 and not meta.closed_cleanly:
+                why = "still being written, or its writer stopped before closing it"
+            else:
+                why = "the writer stopped mid-record"
             print(f"torn final frame at byte offset {value} ({why})", file=out)
         else:
             if max_records is not None and printed >= max_records:

@@ -8,6 +8,8 @@
 
 #include <cerrno>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -77,6 +79,25 @@ absl::StatusOr<int64_t> HighestExistingIndex(const TraceConfig& config, int dir_
     }
   }
   return highest;
+}
+
+void RemoveStaleMetaTemps(const TraceConfig& config, int dir_fd) {
+  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(fd >= 0 ? fdopendir(fd) : nullptr, &closedir);
+  if (dir == nullptr) {
+    if (fd >= 0) close(fd);
+    return;
+  }
+  const std::string stem = FileStem(config);
+  std::vector<std::string> stale;  // Not unlinked while readdir walks the directory.
+  while (const dirent* entry = readdir(dir.get())) {
+    const absl::string_view name = entry->d_name;
+    if (absl::StrContains(name, ".meta.tmp") && ParseFileIndex(stem, name).has_value()) {
+      stale.emplace_back(name);
+    }
+  }
+  // unlinkat removes a planted link itself, never what it points to.
+  for (const std::string& name : stale) unlinkat(dir_fd, name.c_str(), 0);
 }
 
 absl::Status MakeDirectories(const std::string& dir) {

@@ -37,6 +37,13 @@ std::optional<int64_t> ParseFileIndex(absl::string_view stem, absl::string_view 
 // config.output_dir), 0 if none. Error naming the directory when it cannot be listed.
 absl::StatusOr<int64_t> HighestExistingIndex(const TraceConfig& config, int dir_fd);
 
+// Removes the Meta temp files of `config`'s stem left in `dir_fd` by writers
+// that died between creating and renaming one. Call only while holding the
+// rank's WriterLock (so no live writer owns them) and after
+// HighestExistingIndex (so their indexes stay reserved for this run). Best
+// effort: a name that cannot be removed stays, as readers skip it anyway.
+void RemoveStaleMetaTemps(const TraceConfig& config, int dir_fd);
+
 // mkdir -p. Error naming the path that could not be created.
 absl::Status MakeDirectories(const std::string& dir);
 

@@ -44,6 +44,7 @@ absl::Status IoLoop::Start() {
   }
   XDL_ASSIGN_OR_RETURN(const int64_t highest,
                        HighestExistingIndex(options_.config, options_.dir_fd));
+  RemoveStaleMetaTemps(options_.config, options_.dir_fd);  // This rank's lock is held.
   XDL_RETURN_IF_ERROR(OpenSegment(highest + 1));
   next_meta_ = NextMetaDeadline();
   return absl::OkStatus();
