@@ -490,6 +490,52 @@ TEST_CASE("a malformed XSpace is an error in the status and tracing goes on", "[
   CHECK((*set)->events_collected() == 0);
 }
 
+TEST_CASE("a TF plugin whose start fails is left out with TensorFlow's code and message",
+          "[plugin][tf]") {
+  const std::string path = TfPlugin("fake_tf_start_fails");
+  absl::StatusOr<std::unique_ptr<DeviceTracerSet>> set = DeviceTracerSet::Create({path});
+  REQUIRE(set.ok());
+  REQUIRE((*set)->Start().ok());  // Training goes on.
+  (*set)->StepBegin(1);
+  (*set)->StepEnd(1);
+  CHECK((*set)->Collect().ok());
+  const std::vector<DeviceTracerStatus> statuses = (*set)->Statuses();
+  REQUIRE(statuses.size() == 1);
+  CHECK(statuses[0].state == DeviceTracerState::kFailed);
+  CHECK(statuses[0].message ==
+        "start failed (3): fake_tf: start: PERMISSION_DENIED: fake_tf: no profiling rights "
+        "(start fails)");
+}
+
+TEST_CASE("an XSpace above the size cap is refused and counted, not allocated", "[plugin][tf]") {
+  absl::StatusOr<std::unique_ptr<PluginLibrary>> library = PluginLibrary::Load(TfPlugin("fake_tf"));
+  REQUIRE(library.ok());
+  XdlTraceProfiler* profiler = nullptr;
+  PluginErrorBuffer error;
+  XdlTraceProfilerOptions options{};
+  options.struct_size = sizeof(options);
+  options.max_buffer_bytes = 64;  // A 256-byte cap: the fake's XSpace is larger.
+  options.config = "";
+  REQUIRE((*library)->CreateProfiler(&options, &profiler, error.get()) == 0);
+  const XdlTracePluginRegistration& r = (*library)->registration();
+  REQUIRE(r.start(profiler, error.get()) == 0);
+  size_t size = 0;
+  REQUIRE(r.collect(profiler, nullptr, &size, error.get()) == 0);
+  std::string bytes(size, '\0');
+  REQUIRE(r.collect(profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get()) == 0);
+  DeviceTrace trace;
+  REQUIRE(trace.ParseFromString(bytes));
+  CHECK(Flatten(trace).empty());
+  CHECK(trace.dropped_buffers() == 1);
+  CHECK(absl::StrContains(trace.status(), "above the cap of 256"));
+  r.destroy(profiler);
+  // Options too small for the fields the adapter reads are refused.
+  options.struct_size = 8;
+  CHECK((*library)->CreateProfiler(&options, &profiler, error.get()) ==
+        XDL_TRACE_PLUGIN_INVALID_ARGUMENT);
+  CHECK(absl::StrContains(error.message(), "options struct_size 8"));
+}
+
 TEST_CASE("a library with neither entry point names both", "[plugin][tf]") {
   absl::StatusOr<std::unique_ptr<PluginLibrary>> library =
       PluginLibrary::Load(TfPlugin("no_symbol"));

@@ -21,6 +21,7 @@
  *   XDL_FAKE_TF_NEWER      a newer plugin: larger structs with trailing fields it
  *                          writes and reports in struct_size.
  *   XDL_FAKE_TF_INIT_FAILS TF_InitProfiler fails with TF_SetStatus(TF_FAILED_PRECONDITION).
+ *   XDL_FAKE_TF_START_FAILS start fails with TF_SetStatus(TF_PERMISSION_DENIED).
  *   XDL_FAKE_TF_MALFORMED  collect returns bytes that are not an XSpace.
  */
 #include <stdio.h>
@@ -212,6 +213,10 @@ static void EncodeSpace(FakeState* s, int64_t now_ns, Buf* out) {
 static void FakeStart(const TP_Profiler* profiler, TF_Status* status) {
   (void)profiler;
   (void)status;
+#ifdef XDL_FAKE_TF_START_FAILS
+  TF_SetStatus(status, TF_PERMISSION_DENIED, "fake_tf: no profiling rights (start fails)");
+  return;
+#endif
   if (g_state.running) return;
   g_state.running = 1;
   g_state.since_ns = NowNs();

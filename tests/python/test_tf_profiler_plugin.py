@@ -109,7 +109,7 @@ def test_tf_plugin_events_reach_the_records_and_the_timeline(tmp_path, tf_plugin
 
 def test_tf_plugin_init_failure_names_the_plugin_and_tensorflow_message(tmp_path, tmp_path_factory):
     plugin = _build(tmp_path_factory, "fake_tf_init_fails", "XDL_FAKE_TF_INIT_FAILS")
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(xdl.errors.FailedPreconditionError) as raised:
         _run(tmp_path / "run", plugin, 1)
     message = str(raised.value)
     assert plugin in message

@@ -33,6 +33,9 @@ struct TfProfilerPlugin::Session {
   static constexpr size_t kMaxSteps = 1 << 16;
 
   TfProfilerPlugin* plugin;
+  // Largest XSpace taken from the plugin in one collect (its size call says
+  // how much it wants; an absurd size must not become an allocation).
+  uint64_t max_xspace_bytes = 0;
   bool running = false;
   std::deque<Step> steps;  // Begin times ascending.
   std::string snapshot;    // Serialized DeviceTrace between the two collect calls.
@@ -154,7 +157,13 @@ int32_t Snapshot(Session* s, XdlTracePluginError* error) {
       return FromTfCode(status.code());
     }
   }
-  if (size > 0) {
+  if (size > s->max_xspace_bytes) {
+    // Not taken: the collect is lost (counted as a lost buffer) and said so.
+    trace.set_status(absl::StrCat("collect_data_xspace of TensorFlow plugin '", plugin.path(),
+                                  "' asked for ", size, " bytes, above the cap of ",
+                                  s->max_xspace_bytes, " (4 x max_buffer_bytes)"));
+    trace.set_dropped_buffers(1);
+  } else if (size > 0) {
     std::string bytes(size, '\0');
     size_t written = size;
     ScopedTfStatus status(plugin.api());
@@ -417,10 +426,19 @@ TfProfilerPlugin::~TfProfilerPlugin() {
 
 int32_t TfProfilerPlugin::CreateProfiler(const XdlTraceProfilerOptions* options,
                                          XdlTraceProfiler** out, XdlTracePluginError* error) {
-  (void)options;  // TensorFlow's API takes no options; the core's caps bound what is kept.
-  (void)error;
+  if (options == nullptr || options->struct_size < XDL_TRACE_PROFILER_OPTIONS_STRUCT_SIZE) {
+    *out = nullptr;
+    SetError(error, absl::StrCat(type_, ": options struct_size ",
+                                 options == nullptr ? 0 : options->struct_size, ", need at least ",
+                                 XDL_TRACE_PROFILER_OPTIONS_STRUCT_SIZE));
+    return XDL_TRACE_PLUGIN_INVALID_ARGUMENT;
+  }
+  // TensorFlow's API takes no options: the buffer cap bounds one collect's XSpace.
+  const uint64_t max_buffer =
+      options->max_buffer_bytes != 0 ? options->max_buffer_bytes : kDefaultMaxBufferBytes;
   Session* session = new Session;
   session->plugin = this;
+  session->max_xspace_bytes = 4 * max_buffer;
   *out = reinterpret_cast<XdlTraceProfiler*>(session);
   return XDL_TRACE_PLUGIN_OK;
 }

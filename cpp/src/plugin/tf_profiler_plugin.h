@@ -59,6 +59,10 @@ std::string TfCodeName(TF_Code code);
 class TfProfilerPlugin {
  public:
   static constexpr size_t kStructRoom = 512;
+  // XdlTraceProfilerOptions::max_buffer_bytes when it is 0. One collect takes
+  // an XSpace of at most 4 x max_buffer_bytes; a larger one is refused (its
+  // events lost, counted as a lost buffer, said in the status).
+  static constexpr uint64_t kDefaultMaxBufferBytes = 64ull << 20;
 
   // Calls `init` and validates what it filled in. Errors name `path`: a
   // failed init with TensorFlow's code name and the plugin's message
