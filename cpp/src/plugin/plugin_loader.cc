@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/status_macros.h"
 #include "plugin/tf_profiler_plugin.h"
 
 namespace xdl_trace {
