@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <string>
 #include <utility>
 
@@ -23,6 +24,7 @@ namespace xdl_trace {
 namespace internal {
 
 // What one CreateProfiler made: the core's XdlTraceProfiler handle points here.
+// Used by one thread at a time (the training thread), as the ABI says.
 struct TfProfilerPlugin::Session {
   struct Step {
     uint64_t id;
@@ -32,7 +34,7 @@ struct TfProfilerPlugin::Session {
   // collected every device_collect_interval_s.
   static constexpr size_t kMaxSteps = 1 << 16;
 
-  TfProfilerPlugin* plugin;
+  TfProfilerPlugin* plugin = nullptr;
   // Largest XSpace taken from the plugin in one collect (its size call says
   // how much it wants; an absurd size must not become an allocation).
   uint64_t max_xspace_bytes = 0;
