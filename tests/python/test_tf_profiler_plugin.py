@@ -129,3 +129,13 @@ def test_tf_plugin_malformed_xspace_is_reported_and_host_tracing_goes_on(
     assert tracer["state"] == "error"
     assert plugin in tracer["message"] and "not a serialized XSpace" in tracer["message"]
     assert tracer["buffers_dropped"] == stats["device_buffers_dropped"] > 0
+
+
+@pytest.mark.parametrize("variant", ["XDL_FAKE_TF_OLDER", "XDL_FAKE_TF_NEWER"])
+def test_older_and_newer_tf_plugins_trace_the_same(tmp_path, tmp_path_factory, variant):
+    # Older: its params' struct_size ends at destroy_profiler. Newer: larger structs whose
+    # trailing fields it writes. Both load and deliver the same events.
+    plugin = _build(tmp_path_factory, variant.lower(), variant)
+    stats = _run(tmp_path / "run", plugin, 2)
+    assert stats["device_tracer_status"] == "fake_tf: ok"
+    assert stats["device_events"] == 6 * (2 + 2)
