@@ -2,6 +2,7 @@
 (figures, no pass/fail).
 
     /usr/bin/python3 bench/report.py [--dir DIR] [--gb 1] [--keep]
+    /usr/bin/python3 bench/report.py --small 100000   # many small records instead
 
 Writes a trace of about --gb gigabytes (default 1; --gb 10 for the issue's target size where the
 disk allows) with the real tracer into DIR (default: a temporary directory under /dev/shm when it
@@ -11,6 +12,9 @@ warm the page cache, then runs each command in a fresh subprocess (twice; the fa
 and reports its wall time and its peak resident set size (VmHWM of the child: the interpreter,
 numpy, the mapped file pages it touched, and the report's accumulators), plus its CPU
 time (user + system: the report computes on every core, verify on one).
+
+--small N writes N records of the same keys with 64-element tensors instead (about 1.8 KB per
+record): the case where per-record work, not bytes, sets the report's time.
 """
 
 import argparse
@@ -44,13 +48,13 @@ print("BENCH " + json.dumps({{"code": code, "seconds": seconds, "rss_mb": int(hw
 """
 
 
-def write_trace(directory, gigabytes):
+def write_trace(directory, gigabytes, small_records=None):
     import xdl_trace as xdl
 
     rng = np.random.default_rng(0)
-    tensor = 256 * 1024  # float32 elements: 1 MB.
+    tensor = 64 if small_records else 256 * 1024  # float32 elements: 1 MB.
     params = {f"layer{i}/w": rng.normal(size=tensor).astype(np.float32) for i in range(3)}
-    activation = np.zeros(64 * 1024, np.float32)
+    activation = np.zeros(64 if small_records else 64 * 1024, np.float32)
     loss = np.zeros(1, np.float32)
     xdl.clear()
     for name, value in params.items():
@@ -59,7 +63,7 @@ def write_trace(directory, gigabytes):
     xdl.trace_tensor("activation", activation)
     xdl.trace_tensor("loss", loss)
     record_bytes = 6 * tensor * 4 + activation.nbytes + 4
-    steps = max(int(gigabytes * 1e9 / record_bytes), 10)
+    steps = small_records or max(int(gigabytes * 1e9 / record_bytes), 10)
     grads = {name: rng.normal(size=tensor).astype(np.float32) for name in params}
     config = {"output_dir": directory, "fsync": False, "max_pending_mb": 512}
     with xdl.TraceHook(config) as hook:
@@ -93,6 +97,7 @@ def main():
     parser.add_argument("--dir", help="where to write the trace (default: a temp dir)")
     parser.add_argument("--gb", type=float, default=1.0, help="trace size in GB (default 1)")
     parser.add_argument("--keep", action="store_true", help="keep the trace afterwards")
+    parser.add_argument("--small", type=int, help="N records of 64-element tensors instead")
     args = parser.parse_args()
     base = args.dir or tempfile.mkdtemp(
         prefix="xdl_report_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -101,7 +106,7 @@ def main():
     os.makedirs(trace_dir, exist_ok=True)
     try:
         start = time.perf_counter()
-        steps = write_trace(trace_dir, args.gb)
+        steps = write_trace(trace_dir, args.gb, args.small)
         files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)]
         size = sum(os.path.getsize(f) for f in files)
         print(

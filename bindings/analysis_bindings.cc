@@ -1,5 +1,5 @@
-// Shims for the report and find-nan: per-tensor stats and log-bucket histograms of many numpy
-// columns in one call, read in place (no copy) with the GIL released.
+// Shims for the report and find-nan: the columnar record scan (analysis/record_scan.h) and
+// per-tensor stats and log-bucket histograms of numpy columns, read in place with the GIL released.
 #include "analysis_bindings.h"
 
 #include <pybind11/numpy.h>
@@ -10,9 +10,12 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/record_scan.h"
+#include "status.h"
 #include "summary/column_stats.h"
 #include "summary/summary.h"
 #include "xdl_trace/dtype.h"
@@ -22,6 +25,12 @@ namespace py = pybind11;
 namespace xdl_trace {
 namespace python {
 namespace {
+
+// threads <= 0: one per core.
+int DefaultThreads(int threads) {
+  return threads > 0 ? threads
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 // A column as a view of its numpy array's memory. Reader columns may sit at
 // any byte offset of the mapping; the summary loaders read with memcpy, so
@@ -71,7 +80,7 @@ py::tuple ColumnStats(const py::list& arrays, const std::vector<int32_t>& dtypes
   py::array_t<double> stats(
       {static_cast<py::ssize_t>(n), static_cast<py::ssize_t>(internal::kStatsSize)});
   py::array_t<double> buckets({flagged, static_cast<py::ssize_t>(internal::kNumLogBuckets)});
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = DefaultThreads(threads);
   double* stats_out = stats.mutable_data();
   double* buckets_out = buckets.mutable_data();
   {
@@ -81,9 +90,100 @@ py::tuple ColumnStats(const py::list& arrays, const std::vector<int32_t>& dtypes
   return py::make_tuple(std::move(stats), std::move(buckets));
 }
 
+// `values` as a numpy array of `shape`, without a copy (a capsule owns the vector).
+template <typename T>
+py::array_t<T> ToArray(std::vector<T>&& values, std::vector<py::ssize_t> shape) {
+  if (values.empty()) return py::array_t<T>(shape);
+  auto* owner = new std::vector<T>(std::move(values));
+  py::capsule keep_alive(owner, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+  return py::array_t<T>(shape, owner->data(), keep_alive);
+}
+
+// A RecordScan and the chunk it fills (reused between calls).
+struct PyRecordScan {
+  std::unique_ptr<internal::RecordScan> scan;
+  size_t keys = 0;
+  internal::RecordScanChunk chunk;
+};
+
+// next(max_records, max_histogram_rows) -> dict: the chunk's columns as arrays
+// (gstep, lstep, timestamp, rank [n]; stats [n, keys, 8]; histogram_key,
+// histogram_gstep, histogram_records, histogram_min, histogram_max [rows],
+// buckets [rows, kNumLogBuckets]; spans int64 [s, 6]: rank, gstep,
+// lstep, start_ns, end_ns, traced), device_traces (bytes), torn_tails,
+// unknown_dtypes ((path, dtype)) and done.
+py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_rows) {
+  internal::RecordScanChunk& chunk = self.chunk;
+  absl::StatusOr<bool> more;
+  {
+    py::gil_scoped_release release;
+    more = self.scan->Next(max_records, max_histogram_rows, &chunk);
+  }
+  if (IsMissingKeyError(more.status())) throw py::key_error(std::string(more.status().message()));
+  ThrowIfError(more.status());
+  const auto n = static_cast<py::ssize_t>(chunk.records());
+  const auto keys = static_cast<py::ssize_t>(self.keys);
+  const auto stats_size = static_cast<py::ssize_t>(internal::kStatsSize);
+  const auto buckets = static_cast<py::ssize_t>(internal::kNumLogBuckets);
+  std::vector<int64_t> spans;
+  spans.reserve(chunk.step_spans.size() * 6);
+  for (const internal::StepSpan& s : chunk.step_spans) {
+    spans.insert(spans.end(), {s.rank, s.gstep, s.lstep, s.start_ns, s.end_ns, s.traced ? 1 : 0});
+  }
+  py::dict out;
+  out["gstep"] = ToArray(std::move(chunk.gstep), {n});
+  out["lstep"] = ToArray(std::move(chunk.lstep), {n});
+  out["timestamp"] = ToArray(std::move(chunk.timestamp_ms), {n});
+  out["rank"] = ToArray(std::move(chunk.rank), {n});
+  out["stats"] = ToArray(std::move(chunk.stats), {n, keys, stats_size});
+  const auto rows = static_cast<py::ssize_t>(chunk.histogram_key.size());
+  out["histogram_key"] = ToArray(std::move(chunk.histogram_key), {rows});
+  out["histogram_gstep"] = ToArray(std::move(chunk.histogram_gstep), {rows});
+  out["histogram_records"] = ToArray(std::move(chunk.histogram_records), {rows});
+  out["histogram_min"] = ToArray(std::move(chunk.histogram_min), {rows});
+  out["histogram_max"] = ToArray(std::move(chunk.histogram_max), {rows});
+  out["buckets"] = ToArray(std::move(chunk.buckets), {rows, buckets});
+  out["spans"] = ToArray(std::move(spans), {static_cast<py::ssize_t>(chunk.step_spans.size()), 6});
+  py::list traces;
+  for (const std::string& trace : chunk.device_traces) traces.append(py::bytes(trace));
+  out["device_traces"] = std::move(traces);
+  out["torn_tails"] = chunk.torn_tails;
+  out["unknown_dtypes"] = chunk.unknown_dtypes;
+  out["done"] = !*more;
+  return out;
+}
+
 }  // namespace
 
 void RegisterAnalysisBindings(py::module_& m) {
+  py::class_<PyRecordScan>(m, "RecordScan",
+                           "One columnar pass over a trace's records "
+                           "(xdl_trace::internal::RecordScan).")
+      .def(py::init([](const std::string& path, std::vector<std::string> keys,
+                       std::optional<int64_t> begin, std::optional<int64_t> end,
+                       std::optional<std::vector<int64_t>> steps,
+                       std::optional<std::vector<bool>> histogram, int64_t histogram_group,
+                       int threads) {
+             internal::RecordScanOptions options;
+             options.keys = std::move(keys);
+             options.steps = StepSelection{begin, end, std::move(steps)};
+             if (histogram) options.histogram = std::move(*histogram);
+             options.histogram_group = histogram_group;
+             options.max_threads = DefaultThreads(threads);
+             auto self = std::make_unique<PyRecordScan>();
+             self->keys = options.keys.size();
+             TraceReader reader = CallWithoutGil([&] { return TraceReader::Open(path); });
+             self->scan = std::make_unique<internal::RecordScan>(reader, std::move(options));
+             return self;
+           }),
+           py::arg("path"), py::arg("keys"), py::arg("begin") = py::none(),
+           py::arg("end") = py::none(), py::arg("steps") = py::none(),
+           py::arg("histogram") = py::none(), py::arg("histogram_group") = 1,
+           py::arg("threads") = 0,
+           "Scans the data file (or trace directory's train.trace files) at `path`.")
+      .def("next", &NextChunk, py::arg("max_records"), py::arg("max_histogram_rows"),
+           "The next chunk of records as a dict of arrays (see analysis.py).");
+
   m.def("column_stats", &ColumnStats, py::arg("arrays"), py::arg("dtypes"),
         py::arg("histogram") = py::none(), py::arg("threads") = 0,
         "Stats (float64[n, 8]) of each array read in place as its wire dtype, and log-bucket "

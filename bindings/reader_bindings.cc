@@ -479,6 +479,19 @@ void RegisterReaderBindings(py::module_& m) {
                                return py::str(std::string(f.file->meta_error().message()));
                              })
       .def_property_readonly("mapping", [](const PyTraceFile& f) { return f.mapping; })
+      .def("count_frames",
+           [](const PyTraceFile& f) {
+             TraceFile::FrameCount count;
+             {
+               py::gil_scoped_release release;
+               count = f.file->CountFrames();
+             }
+             py::dict d;
+             d["records"] = count.records;
+             d["torn_tail"] = count.torn_tail;
+             d["corruption"] = count.corruption;
+             return d;
+           })
       .def("verify", [](const PyTraceFile& f) {
         VerifyReport report;
         {

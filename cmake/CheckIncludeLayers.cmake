@@ -14,8 +14,9 @@ endif()
 # The layers of cpp/src, in data-flow order, and what each may include
 # (besides public xdl_trace/ headers, absl, generated .pb.h and the standard
 # library). Arrows point down the pipeline: core <- registry/summary <- record
-# <- io <- tracer; reader and plugin stand beside it; nothing includes upward.
-set(layers core registry summary record io tracer reader plugin)
+# <- io <- tracer; reader and plugin stand beside it; analysis reads through reader
+# and summarizes with summary; nothing includes upward.
+set(layers core registry summary record io tracer reader plugin analysis)
 set(allowed_core core)
 set(allowed_registry core registry)
 set(allowed_summary core summary)
@@ -24,6 +25,7 @@ set(allowed_io core registry summary record io)
 set(allowed_tracer core registry summary record io tracer plugin)
 set(allowed_reader core reader)
 set(allowed_plugin core record plugin)
+set(allowed_analysis core summary reader analysis)
 # Single headers one layer may use from a layer it otherwise may not.
 set(allowed_reader_headers io/crc32c.h)  # The checksum shared with the writer.
 

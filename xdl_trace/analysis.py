@@ -1,9 +1,12 @@
 """One streaming pass over a run for the report and find-nan: per-key stats over steps, log-bucket
 histograms, first NaN/Inf, step times; memory bounded by downsampling as it goes.
 
-Per-tensor work happens in C++ (``_core.column_stats``): a batch of records' columns, read in place
-from the file mapping, goes in one call with the GIL released. Python only routes the returned
-rows into per-series accumulators:
+The per-record work happens in C++ (``_core.RecordScan``, cpp/src/analysis/record_scan.h): one
+walk over a data file's records returns, in chunks of many thousand records, columns of numpy
+arrays: gstep, lstep, rank, timestamp; per key the stats rows (count, min, max, mean, std, l2, nan,
+inf: computed from the mapped columns with the GIL released, or a stats summary's own row) and
+log-bucket counts; the step host spans and the device traces. Python only routes those arrays into
+per-series accumulators, with numpy, never per record:
 
 * ``Series``: a curve over gstep kept at most ``capacity`` buckets long. Consecutive records share
   a bucket; when every bucket is full, neighbours merge pairwise and a bucket spans twice as many
@@ -23,12 +26,13 @@ file (``max_file_m_size``, 300 MB by default) at once.
 
 import fnmatch
 import os
+import warnings
 
 import numpy as np
 
 from . import _core
 from .cli import command
-from .reader import open_trace
+from .reader import TornTailWarning, UnknownDTypeWarning, _gstep_selection, open_trace
 
 __all__ = ["scan_run", "find_nan", "RunScan", "Series", "HistogramSeries", "STATS_FIELDS"]
 
@@ -36,14 +40,11 @@ STATS_FIELDS = tuple(_core.STATS_FIELDS)  # count, min, max, mean, std, l2, nan,
 COUNT, MIN, MAX, MEAN, STD, L2, NAN, INF = range(len(STATS_FIELDS))
 LOG_BUCKET_EDGES = np.asarray(_core.LOG_BUCKET_EDGES)
 
-# Wire dtype values for the C++ kernels: by numpy dtype, plus the names numpy lacks.
-_WIRE_BY_NAME = {name: value for value, name, _, _ in _core.dtype_table()}
-_WIRE_BY_NUMPY = {}
-for _value, _name, _size, _numpy in _core.dtype_table():
-    _WIRE_BY_NUMPY.setdefault(np.dtype(_numpy), _value)
-
-_BATCH_RECORDS = 256  # Records per C++ call (amortizes the call; arrays are views, no copy).
-_BATCH_BYTES = 64 << 20  # ...or fewer, so a batch holds about this many column bytes.
+# Bounds of one _core.RecordScan chunk (its arrays are what a scan holds besides the
+# accumulators): records, record x key cells (64 bytes of stats each) and histogram rows (5 KB).
+_CHUNK_RECORDS = 1 << 16
+_CHUNK_CELLS = 1 << 18
+_CHUNK_HISTOGRAM_ROWS = 1024
 
 
 class Series:
@@ -150,24 +151,21 @@ class HistogramSeries:
         self.min = np.full(capacity, np.inf)
         self.max = np.full(capacity, -np.inf)
 
-    def add(self, gsteps, counts, low, high):
+    def add(self, gsteps, counts, low, high, records=None):
         """Appends records: gsteps [n] ascending, counts [n, buckets], their finite min and max
-        [n] (NaN for a record without finite values)."""
+        [n] (NaN for a record without finite values). ``records`` [n]: how many consecutive
+        records each row sums (default 1 each); a row of several goes whole into one bucket,
+        which is full once it holds ``span`` records or more."""
         low = np.where(np.isnan(low), np.inf, low)
         high = np.where(np.isnan(high), -np.inf, high)
+        if records is not None and np.any(np.asarray(records) != 1):
+            self._add_grouped(gsteps, counts, low, high, np.asarray(records))
+            return
         i, n = 0, len(gsteps)
         while i < n:
             if self.used == 0 or self.fill == self.span:
                 if self.used == self.capacity:
-                    half = self.capacity // 2
-                    self.gstep[:half] = self.gstep[0::2]
-                    self.counts[:half] = self.counts[0::2] + self.counts[1::2]
-                    self.min[:half] = np.minimum(self.min[0::2], self.min[1::2])
-                    self.max[:half] = np.maximum(self.max[0::2], self.max[1::2])
-                    self.counts[half:] = 0
-                    self.min[half:] = np.inf
-                    self.max[half:] = -np.inf
-                    self.used, self.span, self.fill = half, self.span * 2, self.span * 2
+                    self._halve()
                     continue
                 self.gstep[self.used] = gsteps[i]
                 self.used += 1
@@ -180,6 +178,34 @@ class HistogramSeries:
             self.max[b] = max(self.max[b], high[part].max())
             self.fill += take
             i += take
+
+    def _add_grouped(self, gsteps, counts, low, high, records):
+        if self.used == 0:  # Buckets start as wide as a row.
+            self.span = max(self.span, int(records.max()))
+        for i in range(len(gsteps)):
+            if self.used == 0 or self.fill >= self.span:
+                if self.used == self.capacity:
+                    self._halve()
+                if self.used == 0 or self.fill >= self.span:
+                    self.gstep[self.used] = gsteps[i]
+                    self.used += 1
+                    self.fill = 0
+            b = self.used - 1
+            self.counts[b] += counts[i]
+            self.min[b] = min(self.min[b], low[i])
+            self.max[b] = max(self.max[b], high[i])
+            self.fill += int(records[i])
+
+    def _halve(self):
+        half = self.capacity // 2
+        self.gstep[:half] = self.gstep[0::2]
+        self.counts[:half] = self.counts[0::2] + self.counts[1::2]
+        self.min[:half] = np.minimum(self.min[0::2], self.min[1::2])
+        self.max[:half] = np.maximum(self.max[0::2], self.max[1::2])
+        self.counts[half:] = 0
+        self.min[half:] = np.inf
+        self.max[half:] = -np.inf
+        self.used, self.span, self.fill = half, self.span * 2, self.span * 2
 
     def percentiles(self, quantiles):
         """(gsteps, values [buckets, len(quantiles)]): the quantiles of each bucket's values,
@@ -233,24 +259,6 @@ def gradient_variable(key):
     return None
 
 
-def _kind(scan, key):
-    """What the Header says a column is ("value", "stats", ...), None for files without it."""
-    return getattr(scan.schema.get(key), "kind", None)
-
-
-def column_stats_batch(columns, dtypes, histogram):
-    """Stats rows (float64 [n, 8], STATS_FIELDS) and log-bucket counts of the flagged columns,
-    computed in C++ from the full tensors (a stats summary column's row is taken as is by the
-    caller, _scan_batch)."""
-    return _core.column_stats(columns, dtypes, histogram)
-
-
-def _wire_dtype(array, schema_name):
-    if schema_name == "bfloat16" and array.dtype.itemsize == 2:
-        return _WIRE_BY_NAME["bfloat16"]
-    return _WIRE_BY_NUMPY[array.dtype]
-
-
 class RunScan:
     """What one pass over a run found. Fields (filled by ``scan_run``):
 
@@ -258,7 +266,9 @@ class RunScan:
     records {rank: n}; gstep_range (min, max) and time_range (ms) over the records read;
     dropped (records dropped while tracing, from Meta); stats {(key, rank): Series(8)};
     histograms {key: HistogramSeries} (first rank only); ratio {(variable, rank): Series(1)}
-    (||gradient|| / ||variable||); step_time {rank: Series(2)} (ms per gstep, gsteps per s);
+    (||gradient|| / ||variable||); step_time {rank: Series(2)} (ms per step, steps per s) and
+    step_source {rank: "host spans" or "timestamps"} (what it was measured from, see
+    ``_add_step_spans`` and ``_add_step_times``); torn_tails {path: byte offset};
     first_bad {key: BadValue}; constant {key: bool} (stats identical in every record);
     elements {key: max elements seen}; rows {key: records with a non-empty column};
     device {(kind, name): [events, total ns]} from the device tracers' events (Record.extra),
@@ -282,6 +292,8 @@ class RunScan:
         self.histograms = {}
         self.ratio = {}
         self.step_time = {}
+        self.step_source = {}
+        self.torn_tails = {}
         self.first_bad = {}
         self.constant = {}
         self.elements = {}
@@ -291,7 +303,10 @@ class RunScan:
         self.capacity = 512  # Buckets per Series / HistogramSeries.
         self.histogram_capacity = 128
         self._first_rows = {}
-        self._last_time = {}
+        self._last_time = {}  # rank -> (gstep, ms) of its last record.
+        self._last_span = {}  # rank -> (lstep, end ns) of its last step span.
+        self._timestamp_steps = {}  # rank -> Series(2) from record timestamps.
+        self._span_steps = {}  # rank -> Series(2) from host spans.
 
     @property
     def total_records(self):
@@ -381,46 +396,104 @@ def scan_run(
             scan.closed_cleanly &= bool(f.meta.get("closed_cleanly", True))
     scan.dropped = sum(dropped.values())
     histogram_rank = scan.ranks[0] if scan.ranks else None
+    group = _histogram_group(
+        [f for f in files if f.rank == histogram_rank], gsteps, scan.histogram_capacity
+    )
     paths = [(f.rank, f.path, f.size) for f in files]
     del trace, files  # One data file mapped at a time from here on.
     for rank, file_path, size in paths:
         scan.records.setdefault(rank, 0)
         _scan_file(
-            scan, rank, file_path, gsteps, pairs, series, histograms and rank == histogram_rank
+            scan,
+            rank,
+            file_path,
+            gsteps,
+            pairs,
+            series,
+            histograms and rank == histogram_rank,
+            group,
         )
         if on_progress is not None:
             on_progress(size)
+    for rank in scan.ranks:  # Host spans where a rank has them, else record timestamps.
+        for source, found in (
+            ("host spans", scan._span_steps),
+            ("timestamps", scan._timestamp_steps),
+        ):
+            if rank in found and found[rank].used:
+                scan.step_time[rank], scan.step_source[rank] = found[rank], source
+                break
     return scan
 
 
-def _scan_file(scan, rank, path, gsteps, pairs, series, histograms):
-    """Scans one data file; its mapping is released when this returns (nothing here outlives
-    the call), so the next file is mapped only after this one is gone."""
-    batch, limit, device = [], _BATCH_RECORDS, False
-    for record in open_trace(path).records(keys=scan.keys, gsteps=gsteps):
-        if not batch:  # Records of a file are alike: size the batch from its first record.
-            size = sum(a.nbytes for a in record.columns.values())
-            limit = max(1, min(_BATCH_RECORDS, _BATCH_BYTES // max(size, 1)))
-        device = device or record.extra is not None
-        batch.append(record)
-        if len(batch) >= limit:
-            _scan_batch(scan, rank, batch, pairs, series, histograms)
-            batch = []
-    if batch:
-        _scan_batch(scan, rank, batch, pairs, series, histograms)
-    if series and device:
-        # Device events ride in Record fields above 4, also in the closing device-only record
-        # that key reads skip (docs/format.md): a read of no key returns every record's.
-        for record in open_trace(path).records(keys=[], gsteps=gsteps):
-            if record.extra:
-                _add_device_time(scan, record.extra)
+def _histogram_group(files, gsteps, capacity):
+    """Records per histogram row the C++ scan may sum: the largest power of two that is at most
+    the span a distribution's buckets will have (records / capacity, from the Meta's record
+    counts and gstep ranges), so the buckets are the same as with a row per record. 1 when a
+    file's count is unknown (XDL's Meta, no Meta)."""
+    metas = [f.meta or {} for f in files]
+    if any(m.get("record_count") is None or m.get("format_version", 0) == 0 for m in metas):
+        return 1
+    begin, end, steps = _gstep_selection(gsteps)
+    records = 0
+    for m in metas:
+        # A selection's share of a file, as if its records were evenly spread over its gsteps.
+        lo, hi, count = m.get("gstep_begin", 0), m.get("gstep_end", 0), m["record_count"]
+        if steps is not None:
+            inside = sum(1 for g in steps if lo <= g <= hi)
+        else:
+            inside = (
+                min(hi, hi if end is None else end) - max(lo, lo if begin is None else begin) + 1
+            )
+        records += min(count, count * max(inside, 0) // max(hi - lo + 1, 1))
+    group = 1
+    while group * 2 * capacity <= records:
+        group *= 2
+    return group
 
 
-def _scan_batch(scan, rank, batch, pairs, series, histograms):
-    n = len(batch)
+def _scan_file(scan, rank, path, gsteps, pairs, series, histograms, histogram_group=1):
+    """Scans one data file in one columnar pass (``_core.RecordScan``: the records' steps and
+    times, each key's stats rows and log-bucket counts, the step spans and device traces), in
+    chunks whose arrays stay small. Its mapping is released when this returns (nothing here
+    outlives the call), so the next file is mapped only after this one is gone.
+    histogram_group: consecutive records of a key summed into one histogram row in C++."""
+    begin, end, steps = _gstep_selection(gsteps)
+    keys = scan.keys
+    cursor = _core.RecordScan(
+        path, keys, begin, end, steps, [bool(histograms)] * len(keys), histogram_group
+    )
+    # Per-record cells of a chunk: about _CHUNK_CELLS x 64 bytes of stats whatever the keys.
+    max_records = max(64, min(_CHUNK_RECORDS, _CHUNK_CELLS // max(len(keys), 1)))
+    while True:
+        chunk = cursor.next(max_records, _CHUNK_HISTOGRAM_ROWS)
+        for torn in chunk["torn_tails"]:
+            if torn.path not in scan.torn_tails:
+                scan.torn_tails[torn.path] = torn.offset
+                warnings.warn(str(torn), TornTailWarning, stacklevel=4)
+        for file_path, dtype in chunk["unknown_dtypes"]:
+            warnings.warn(
+                f"{file_path}: dtype {dtype} is unknown to this reader: its columns are read as "
+                "raw bytes",
+                UnknownDTypeWarning,
+                stacklevel=4,
+            )
+        if len(chunk["gstep"]):
+            _add_records(scan, rank, chunk, pairs, series, histograms)
+        if len(chunk["histogram_key"]):
+            _add_histograms(scan, chunk)
+        if series:
+            _add_step_spans(scan, rank, chunk["spans"], begin, end, steps)
+            for payload in chunk["device_traces"]:
+                _add_device_time(scan, payload)
+        if chunk["done"]:
+            return
+
+
+def _add_records(scan, rank, chunk, pairs, series, histograms):
+    gsteps, times = chunk["gstep"], chunk["timestamp"].astype(np.float64)
+    n = len(gsteps)
     scan.records[rank] += n
-    gsteps = np.fromiter((r.gstep for r in batch), np.int64, n)
-    times = np.fromiter((r.timestamp for r in batch), np.float64, n)
     lo, hi = int(gsteps.min()), int(gsteps.max())
     g = scan.gstep_range
     scan.gstep_range = (lo, hi) if g is None else (min(g[0], lo), max(g[1], hi))
@@ -430,86 +503,57 @@ def _scan_batch(scan, rank, batch, pairs, series, histograms):
     if series:
         _add_step_times(scan, rank, gsteps, times)
 
-    # Every record of a file has the same keys in the same order: a dense [record, key] grid.
-    keys = list(batch[0].columns)
-    if not keys:
-        return
-    arrays = [a for r in batch for a in r.columns.values()]
-    sizes = np.fromiter((a.size for a in arrays), np.int64, len(arrays)).reshape(n, len(keys))
-    present = sizes > 0  # Empty: trace_once after its first step, a watch(every=) gap.
-    # A stats summary column is its own row (the Header says so); one with count 0 summarizes
-    # nothing (a watch(every=) gap) and is left out like an empty column.
-    own_rows = [k for k, key in enumerate(keys) if _kind(scan, key) == "stats"]
-    for k in own_rows:
-        for i in range(n):
-            a = arrays[i * len(keys) + k]
-            present[i, k] = a.size == len(STATS_FIELDS) and a[COUNT] > 0
-    where = np.flatnonzero(present.ravel())
-    if where.size == 0:
-        return
-    columns = [arrays[i] for i in where.tolist()]
-    wire = _WIRE_BY_NUMPY
-    dtypes = [wire[a.dtype] for a in columns]
-    for k, key in enumerate(keys):  # bfloat16 reads as its uint16 bits; the schema knows.
-        if scan.schema.get(key, ("",))[0] == "bfloat16":
-            for j in np.flatnonzero(where % len(keys) == k).tolist():
-                dtypes[j] = _wire_dtype(columns[j], "bfloat16")
-    flags = (sizes.ravel()[where] > 1) & histograms & ~np.isin(where % len(keys), own_rows)
-    rows, buckets = column_stats_batch(columns, dtypes, flags.tolist())
-    grid = np.full((n * len(keys), len(STATS_FIELDS)), np.nan)
-    grid[where] = rows
-    for j in np.flatnonzero(np.isin(where % len(keys), own_rows)).tolist():
-        grid[where[j]] = columns[j]
-    grid = grid.reshape(n, len(keys), len(STATS_FIELDS))
-    hist_grid = np.full(n * len(keys), -1, np.int64)
-    hist_grid[where[flags]] = np.arange(int(flags.sum()))
-    hist_grid = hist_grid.reshape(n, len(keys))
-
-    for k, key in enumerate(keys):
+    grid = chunk["stats"]  # [n, keys, 8]; NaN where a record's column holds no value.
+    present = ~np.isnan(grid[:, :, COUNT])
+    for k, key in enumerate(scan.keys):
         record_index = np.flatnonzero(present[:, k])
         if record_index.size == 0:
             continue
         key_rows = grid[record_index, k]
         scan.elements[key] = max(scan.elements.get(key, 0), int(key_rows[:, COUNT].max()))
-        _check_bad(scan, key, rank, batch, record_index, key_rows)
+        _check_bad(scan, key, rank, chunk, record_index, key_rows)
         _check_constant(scan, key, key_rows)
         if series:
             acc = scan.stats.get((key, rank))
             if acc is None:
                 acc = scan.stats[(key, rank)] = Series(len(STATS_FIELDS), scan.capacity)
             acc.add(gsteps[record_index], key_rows)
-        with_histogram = hist_grid[:, k] >= 0
-        if histograms and with_histogram.any():
-            acc = scan.histograms.get(key)
-            if acc is None:
-                acc = scan.histograms[key] = HistogramSeries(scan.histogram_capacity)
-            acc.add(
-                gsteps[with_histogram],
-                buckets[hist_grid[with_histogram, k]],
-                grid[with_histogram, k, MIN],
-                grid[with_histogram, k, MAX],
-            )
     if series and pairs:
-        index = {key: k for k, key in enumerate(keys)}
+        index = {key: k for k, key in enumerate(scan.keys)}
         for grad, var in pairs:
-            if grad in index and var in index:
-                _add_ratio(
-                    scan, rank, gsteps, grid[:, index[grad], L2], grid[:, index[var], L2], var
-                )
+            _add_ratio(scan, rank, gsteps, grid[:, index[grad], L2], grid[:, index[var], L2], var)
 
 
-def _check_bad(scan, key, rank, batch, record_index, key_rows):
+def _add_histograms(scan, chunk):
+    """Adds a chunk's histogram rows (each the summed counts of consecutive records of a key)."""
+    rows = chunk["histogram_key"]
+    for k in np.unique(rows).tolist():
+        mine = rows == k
+        key = scan.keys[k]
+        acc = scan.histograms.get(key)
+        if acc is None:
+            acc = scan.histograms[key] = HistogramSeries(scan.histogram_capacity)
+        acc.add(
+            chunk["histogram_gstep"][mine],
+            chunk["buckets"][mine],
+            chunk["histogram_min"][mine],
+            chunk["histogram_max"][mine],
+            chunk["histogram_records"][mine],
+        )
+
+
+def _check_bad(scan, key, rank, chunk, record_index, key_rows):
     bad = (key_rows[:, NAN] > 0) | (key_rows[:, INF] > 0)
     if not bad.any():
         return
     first = int(np.argmax(bad))
-    record = batch[record_index[first]]
+    record = int(record_index[first])
     current = scan.first_bad.get(key)
     candidate = BadValue(
         key,
         rank,
-        record.gstep,
-        record.lstep,
+        int(chunk["gstep"][record]),
+        int(chunk["lstep"][record]),
         int(key_rows[first, NAN]),
         int(key_rows[first, INF]),
     )
@@ -532,6 +576,8 @@ def _check_constant(scan, key, key_rows):
 
 
 def _add_step_times(scan, rank, gsteps, times):
+    """Step time from record timestamps (ms): per gstep between consecutive records of a rank.
+    What files without host spans (XDL's, older ones) have."""
     previous = scan._last_time.get(rank)
     if previous is not None:
         gsteps = np.concatenate([[previous[0]], gsteps])
@@ -548,10 +594,49 @@ def _add_step_times(scan, rank, gsteps, times):
     with np.errstate(divide="ignore", invalid="ignore"):
         ms_per_step = d_time / d_step
         per_second = np.where(d_time > 0, d_step * 1000.0 / d_time, np.nan)
-    acc = scan.step_time.get(rank)
+    acc = scan._timestamp_steps.get(rank)
     if acc is None:
-        acc = scan.step_time[rank] = Series(2, scan.capacity)
+        acc = scan._timestamp_steps[rank] = Series(2, scan.capacity)
     acc.add(gsteps[1:][keep], np.stack([ms_per_step, per_second], axis=1))
+
+
+def _add_step_spans(scan, rank, spans, begin, end, steps):
+    """Step time from the host spans of every step the hook saw (STEP and STEP_NOT_TRACED, ns):
+    a step's time is from the previous step's ``Step()`` call to its own (the end of its span;
+    the first step of a rank: its span, from Start), per step by lstep when spans between two
+    were dropped. ``spans``: int64 [s, 6] rank, gstep, lstep, start_ns, end_ns, traced."""
+    if len(spans) == 0:
+        return
+    spans = spans[np.argsort(spans[:, 4], kind="stable")]
+    gsteps, lsteps, starts, ends = spans[:, 1], spans[:, 2], spans[:, 3], spans[:, 4]
+    previous = scan._last_span.get(rank)
+    scan._last_span[rank] = (int(lsteps[-1]), int(ends[-1]))
+    before_end = np.concatenate([[ends[0] if previous is None else previous[1]], ends[:-1]])
+    before_lstep = np.concatenate(
+        [[lsteps[0] - 1 if previous is None else previous[0]], lsteps[:-1]]
+    )
+    d_ns = (ends - before_end).astype(np.float64)
+    if previous is None:
+        d_ns[0] = float(ends[0] - starts[0])
+    d_steps = (lsteps - before_lstep).astype(np.float64)
+    d_steps[d_steps <= 0] = 1  # lstep not counting steps (a C++ caller's choice): one each.
+    keep = np.ones(len(spans), bool)
+    if begin is not None:
+        keep &= gsteps >= begin
+    if end is not None:
+        keep &= gsteps <= end
+    if steps is not None:
+        keep &= np.isin(gsteps, steps)
+    if not keep.any():
+        return
+    d_ns, d_steps = d_ns[keep], d_steps[keep]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ms_per_step = d_ns / d_steps / 1e6
+        per_second = np.where(d_ns > 0, d_steps * 1e9 / d_ns, np.nan)
+    acc = scan._span_steps.get(rank)
+    if acc is None:
+        acc = scan._span_steps[rank] = Series(2, scan.capacity)
+    acc.add(gsteps[keep], np.stack([ms_per_step, per_second], axis=1))
 
 
 def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
@@ -567,27 +652,23 @@ def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
     acc.add(gsteps[both], ratio[:, None])
 
 
-def _add_device_time(scan, extra):
-    from .timeline import _EVENT_CATEGORY, _LENGTH_DELIMITED, DEVICE_TRACE_FIELD, DeviceTrace
+def _add_device_time(scan, payload):
+    """Adds one serialized DeviceTrace (a Record field 5) to the device time by kernel."""
+    from .timeline import _EVENT_CATEGORY, DeviceTrace
 
-    for number, wire_type, payload in extra:
-        if number != DEVICE_TRACE_FIELD or wire_type != _LENGTH_DELIMITED:
-            continue
-        message = DeviceTrace()
-        message.ParseFromString(payload)
-        scan.device_dropped += message.dropped_events
-        for device in message.device:
-            for line in device.line:
-                for event in line.event:
-                    kind = _EVENT_CATEGORY.get(event.kind, "device")
-                    name = (
-                        message.name[event.name_index]
-                        if event.name_index < len(message.name)
-                        else ""
-                    )
-                    entry = scan.device.setdefault((kind, name), [0, 0])
-                    entry[0] += 1
-                    entry[1] += max(event.end_ns - event.start_ns, 0)
+    message = DeviceTrace()
+    message.ParseFromString(payload)
+    scan.device_dropped += message.dropped_events
+    for device in message.device:
+        for line in device.line:
+            for event in line.event:
+                kind = _EVENT_CATEGORY.get(event.kind, "device")
+                name = (
+                    message.name[event.name_index] if event.name_index < len(message.name) else ""
+                )
+                entry = scan.device.setdefault((kind, name), [0, 0])
+                entry[0] += 1
+                entry[1] += max(event.end_ns - event.start_ns, 0)
 
 
 def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None, run=None):

@@ -135,8 +135,18 @@ def _step_charts(scans):
     groups = _groups(scans, lambda s: s.step_time)
     if not groups:
         return []
-    time = _Chart("step time", "ms / gstep", note="ms per gstep, between consecutive records")
-    rate = _Chart("throughput", "gsteps / s", note="gsteps per second")
+    sources = {scan.step_source[rank] for scan, rank, _, _ in groups}
+    if sources == {"host spans"}:
+        note = "per step the hook saw (traced or not), from its host spans (ns): Step() to Step()"
+        unit, rate_unit = "ms / step", "steps / s"
+    elif sources == {"timestamps"}:
+        note = "per gstep between consecutive records, from their timestamps (ms)"
+        unit, rate_unit = "ms / gstep", "gsteps / s"
+    else:
+        note = "host spans (per step) where a run has them, else record timestamps (per gstep)"
+        unit, rate_unit = "ms / step", "steps / s"
+    time = _Chart("step time", unit, note=note)
+    rate = _Chart("throughput", rate_unit, note=rate_unit.replace(" / s", " per second"))
     times, rates = [], []
     for scan, rank, label, color in groups:
         x, mean, low, high = scan.step_time[rank].view()

@@ -394,3 +394,77 @@ def test_many_keys_get_fewer_buckets_within_the_memory_budget(tmp_path, monkeypa
     assert all(s.capacity == 256 for s in scan.stats.values())
     x, mean, low, high = scan.stats[("k0", 0)].view()
     assert 128 <= len(x) <= 256 and high[:, analysis.MAX].max() == 599
+
+
+def test_step_time_comes_from_the_host_spans_of_every_step(tmp_path):
+    """A loop that sleeps a known time per step, traced every 3rd step: the step-time chart has
+    a point per step the hook saw (untraced ones too), each about the sleep, in ms from the ns
+    host spans (not the ms record timestamps, which read 0 or 1 ms on fast loops)."""
+    out = str(tmp_path / "run")
+    loss = np.zeros(1, np.float32)
+    xdl.trace_tensor("loss", loss)
+    sleep_s, steps = 0.02, 30
+    import time
+
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}, filter=3) as hook:
+        for step in range(steps):
+            time.sleep(sleep_s)
+            loss[0] = 1.0 / (1 + step)
+            hook.step(gstep=step)
+    scan = analysis.scan_run(out)
+    assert scan.step_source == {0: "host spans"} and scan.records[0] == 10
+    model = report.build_report(out)
+    time_chart, rate_chart = model["steps"]
+    assert time_chart["ylabel"] == "ms / step" and "host spans" in time_chart["note"]
+    # The last untraced steps (28, 29) follow the last record: no record carries their spans.
+    ms = _series(time_chart, "rank 0")
+    assert sorted(ms) == list(range(28))
+    values = np.array(list(ms.values()))
+    assert values.min() >= sleep_s * 1e3 * 0.99  # time.sleep sleeps at least that long.
+    assert np.median(values) == pytest.approx(sleep_s * 1e3, rel=0.25)
+    rates = np.array(list(_series(rate_chart, "rank 0").values()))
+    assert np.median(rates) == pytest.approx(1 / sleep_s, rel=0.25)
+
+
+def test_step_time_falls_back_to_record_timestamps_without_spans(tmp_path):
+    """A file with no host spans (XDL's, older ones): ms per gstep between records."""
+    from trace_file_maker import record, write_file
+
+    path = str(tmp_path / "train.trace.0.0")
+    records = [
+        record(g * 2, [np.float32(g)], timestamp=1_700_000_000_000 + g * 50) for g in range(8)
+    ]
+    write_file(path, ["loss"], records)
+    scan = analysis.scan_run(path)
+    assert scan.step_source == {0: "timestamps"}
+    (time_chart, rate_chart) = report.build_report(path)["steps"]
+    assert time_chart["ylabel"] == "ms / gstep" and "timestamps" in time_chart["note"]
+    assert _series(time_chart, "rank 0") == {g: 25.0 for g in range(2, 16, 2)}
+    assert _series(rate_chart, "rank 0") == {g: 40.0 for g in range(2, 16, 2)}
+
+
+def test_histogram_rows_summed_in_groups_match_a_row_per_record(tmp_path, monkeypatch):
+    """The C++ scan sums a group of consecutive records per histogram row when the Meta says how
+    many records there are; the distribution is the same as with a row per record."""
+    out = str(tmp_path / "run")
+    v = np.zeros(32, np.float32)
+    xdl.trace_tensor("v", v)
+    rng = np.random.default_rng(5)
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}) as hook:
+        for step in range(1000):
+            v[:] = rng.normal(size=32) * (1 + step / 100)
+            hook.step()
+    grouped = analysis.scan_run(out, histogram_capacity=16)
+    calls = []
+    real = analysis._histogram_group
+    monkeypatch.setattr(analysis, "_histogram_group", lambda *a: calls.append(real(*a)) or 1)
+    per_record = analysis.scan_run(out, histogram_capacity=16)
+    assert calls == [32]  # 1000 records / 16 buckets: groups of 32 fit buckets of 64.
+    files = xdl.open_trace(out).files
+    assert real(files, (0, 499), 16) == 16  # Half the gsteps: about 500 records.
+    assert real(files, range(0, 1000, 10), 16) == 4  # 100 of them.
+    a, b = grouped.histograms["v"], per_record.histograms["v"]
+    assert a.span == b.span and a.used == b.used
+    np.testing.assert_array_equal(a.gstep[: a.used], b.gstep[: b.used])
+    np.testing.assert_array_equal(a.counts[: a.used], b.counts[: b.used])
+    np.testing.assert_array_equal(a.min[: a.used], b.min[: b.used])

@@ -229,6 +229,18 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   // ranges with the file (docs/format.md, "Verifying a file").
   VerifyReport Verify() const;
 
+  // Counts the complete record frames by their length prefixes, without
+  // decoding or checksumming them (what a stale Meta cannot say): the torn-tail
+  // rules of ReadFrame apply to each prefix. Stops at a frame that is corrupt
+  // by its prefix alone (`corruption` names it); a body that does not decode
+  // is not noticed (Verify decodes).
+  struct FrameCount {
+    int64_t records = 0;
+    bool torn_tail = false;
+    std::string corruption;  // Empty when the walk reached the end or a torn tail.
+  };
+  FrameCount CountFrames() const;
+
   // Where the run of zero bytes that ends the file begins (size() when the
   // last byte is not zero).
   uint64_t zero_tail_from() const { return zero_from_; }
@@ -237,6 +249,9 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
 
  private:
   TraceFile(std::string path, const char* mapping, size_t size);
+  // The body length of the frame at `offset` by its prefix alone, or *torn
+  // (ReadFrame's torn-tail rules); corruption is DataLoss naming the offset.
+  absl::Status FrameLength(uint64_t offset, uint64_t* length, bool* torn) const;
 
   std::string path_;
   const char* mapping_;  // nullptr for an empty file.
@@ -312,6 +327,10 @@ struct ReadOptions {
   std::optional<std::vector<std::string>> keys;  // nullopt: every key of each file, in order.
   StepSelection steps;
   std::optional<std::vector<int32_t>> ranks;  // nullopt: every rank; unknown ranks are ignored.
+  // Also yield the device-only records (docs/format.md "Device events") of a
+  // read that selects keys, with no column and TraceRecord::device_only set;
+  // a read of no key yields them anyway.
+  bool device_only_records = false;
 };
 
 // One record from a TraceCursor. `view` holds the selected columns (named by
@@ -321,6 +340,7 @@ struct TraceRecord {
   const std::vector<std::string>* keys = nullptr;
   size_t file = 0;  // Index into TraceReader::files().
   int32_t rank = 0;
+  bool device_only = false;  // A device-only record (IsDeviceOnlyRecord): `view` has no column.
 };
 
 // True for the NotFound a read returns when a file lacks a selected key (the

@@ -140,7 +140,8 @@ struct TraceCursor::Impl {
         bytes_read += target.frame_size;
         if (!Selected(options.steps, target.gstep)) continue;
         const bool no_keys = options.keys && options.keys->empty();
-        if (!no_keys && IsDeviceOnlyRecord(target, s.file->keys().size())) continue;
+        s.head.device_only = IsDeviceOnlyRecord(target, s.file->keys().size());
+        if (s.head.device_only && !no_keys && !options.device_only_records) continue;
         if (options.keys) Project(s.decoded, s.key_indices, &s.head.view);
         s.has_head = true;
         return Step::kHead;
@@ -156,7 +157,7 @@ struct TraceCursor::Impl {
     }
   }
 
-  // The selected columns of `from`, in selection order.
+  // The selected columns of `from`, in selection order (none of a device-only record).
   static void Project(const RecordView& from, const std::vector<int>& indices, RecordView* to) {
     to->gstep = from.gstep;
     to->lstep = from.lstep;
@@ -164,6 +165,10 @@ struct TraceCursor::Impl {
     to->offset = from.offset;
     to->frame_size = from.frame_size;
     to->extra_fields = from.extra_fields;
+    if (from.columns.empty()) {
+      to->columns.clear();
+      return;
+    }
     to->columns.resize(indices.size());
     for (size_t i = 0; i < indices.size(); ++i) to->columns[i] = from.columns[indices[i]];
   }

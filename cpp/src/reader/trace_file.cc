@@ -515,7 +515,7 @@ TornTail TraceFile::TornTailAt(uint64_t offset, int32_t rank) const {
   return torn;
 }
 
-absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* torn) const {
+absl::Status TraceFile::FrameLength(uint64_t offset, uint64_t* length, bool* torn) const {
   *torn = false;
   XDL_RETURN_IF_ERROR(version_error_);
   const uint64_t size = bytes_.size();
@@ -540,17 +540,23 @@ absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* tor
     *torn = true;
     return absl::OkStatus();
   }
-  const uint64_t length = LoadLength(bytes_.data() + offset);
-  if (length > size - offset - kPrefixBytes) {
+  *length = LoadLength(bytes_.data() + offset);
+  if (*length > size - offset - kPrefixBytes) {
     if (vouched && !lost_block_) {
       return Corrupt(
           path_, offset,
-          absl::StrCat("frame length ", length, " runs past the end of the file (", size,
+          absl::StrCat("frame length ", *length, " runs past the end of the file (", size,
                        " bytes) inside the ", meta_->data_bytes, " bytes the Meta covers"));
     }
     *torn = true;
-    return absl::OkStatus();
   }
+  return absl::OkStatus();
+}
+
+absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* torn) const {
+  uint64_t length = 0;
+  XDL_RETURN_IF_ERROR(FrameLength(offset, &length, torn));
+  if (*torn) return absl::OkStatus();
   record->offset = offset;
   record->frame_size = kPrefixBytes + length;
   absl::Status status = DecodeRecord(path_, offset + kPrefixBytes,
@@ -560,6 +566,32 @@ absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* tor
     return absl::OkStatus();
   }
   return status;
+}
+
+TraceFile::FrameCount TraceFile::CountFrames() const {
+  FrameCount count;
+  if (!version_error_.ok()) {
+    count.corruption = std::string(version_error_.message());
+    return count;
+  }
+  count.torn_tail = header_torn_;
+  uint64_t offset = first_record_offset_;
+  while (offset < bytes_.size() && !header_torn_) {
+    uint64_t length = 0;
+    bool torn = false;
+    const absl::Status status = FrameLength(offset, &length, &torn);
+    if (!status.ok()) {
+      count.corruption = std::string(status.message());
+      break;
+    }
+    if (torn) {
+      count.torn_tail = true;
+      break;
+    }
+    ++count.records;
+    offset += kPrefixBytes + length;
+  }
+  return count;
 }
 
 VerifyReport TraceFile::Verify() const {

@@ -278,6 +278,18 @@ struct LogBucketPass {
 
   template <typename Loader>
   void Run(const char* data, int64_t n) {
+    // A small tensor counts straight into `counts`: the tables below cost
+    // clearing and summing 4 x kNumLogBuckets counters per call, more than a
+    // few thousand values take (the report calls this once per record).
+    constexpr int64_t kTablesFrom = 4096;
+    if (n / stride < kTablesFrom) {
+      for (int64_t i = 0; i < n; i += stride) {
+        const double x = Loader::Get(data, i);
+        if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
+        counts[Bucket(x)] += 1;
+      }
+      return;
+    }
     // Neighbouring values often share a bucket; counting them into four
     // interleaved tables keeps the increments independent (no store-to-load
     // chain on one counter).

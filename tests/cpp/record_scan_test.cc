@@ -1,0 +1,225 @@
+// Tests of the report's columnar record scan (analysis/record_scan.h) and TraceFile::CountFrames,
+// against files written with protobuf's own serialization.
+#include "analysis/record_scan.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "summary/column_stats.h"
+#include "summary/summary.h"
+#include "test_util.h"
+#include "xdl_trace.pb.h"
+#include "xdl_trace/reader.h"
+
+namespace xdl_trace {
+namespace {
+
+using test::Frame;
+using test::TempDir;
+using test::WriteFile;
+
+template <typename T>
+std::string Bytes(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+void AddColumn(xdl::proto::Record* record, xdl::proto::Type dtype, std::vector<int> shape,
+               const std::string& data) {
+  auto* column = record->add_column();
+  column->set_dtype(dtype);
+  for (int d : shape) column->add_shape(d);
+  column->set_data(data);
+}
+
+void AddSpan(xdl::proto::Record* record, xdl::proto::HostSpan::Kind kind, int64_t gstep,
+             int64_t lstep, int64_t start_ns, int64_t end_ns) {
+  xdl::proto::HostSpan* span = record->add_host_span();
+  span->set_kind(kind);
+  span->set_gstep(gstep);
+  span->set_lstep(lstep);
+  span->set_start_ns(start_ns);
+  span->set_end_ns(end_ns);
+}
+
+// Keys "v" (float32[4], empty at odd gsteps), "s" (a stats summary: the
+// Header says so), "loss" (a scalar). Traced every other step: each record
+// carries its STEP span and the STEP_NOT_TRACED span of the step before, plus
+// a CAPTURE_ENCODE span the scan ignores. The file ends in a device-only
+// record carrying a DeviceTrace.
+std::string WriteRun(const std::string& path, int records) {
+  xdl::proto::Header header;
+  for (const char* key : {"v", "s", "loss"}) header.add_key(key);
+  header.add_column()->set_content(xdl::proto::ColumnDescriptor::VALUE);
+  xdl::proto::ColumnDescriptor* stats = header.add_column();
+  stats->set_content(xdl::proto::ColumnDescriptor::STATS);
+  stats->set_layout_version(1);
+  header.add_column()->set_content(xdl::proto::ColumnDescriptor::VALUE);
+  std::string data = Frame(header.SerializeAsString());
+  for (int i = 0; i < records; ++i) {
+    const int64_t gstep = 2 * i;
+    xdl::proto::Record record;
+    record.set_gstep(gstep);
+    record.set_lstep(gstep);
+    record.set_timestamp(1700000000000 + gstep);
+    const float g = static_cast<float>(gstep);
+    if (i % 2 == 0) {
+      AddColumn(&record, xdl::proto::Float, {4}, Bytes<float>({g, g + 1, g + 2, -g}));
+    } else {
+      AddColumn(&record, xdl::proto::Float, {0}, "");
+    }
+    // A stats summary: count 0 (nothing summarized) at i == 1.
+    const double count = i == 1 ? 0 : 10;
+    AddColumn(&record, xdl::proto::Double, {8}, Bytes<double>({count, -1, 1, 0.5, 0.25, 3, 0, 0}));
+    AddColumn(&record, xdl::proto::Float, {}, Bytes<float>({g * 0.5f}));
+    if (i > 0) {
+      AddSpan(&record, xdl::proto::HostSpan::STEP_NOT_TRACED, gstep - 1, gstep - 1,
+              1000 * (gstep - 1), 1000 * gstep - 1);
+    }
+    AddSpan(&record, xdl::proto::HostSpan::STEP, gstep, gstep, 1000 * gstep, 1000 * gstep + 900);
+    AddSpan(&record, xdl::proto::HostSpan::CAPTURE_ENCODE, gstep, gstep, 0, 1);
+    data += Frame(record.SerializeAsString());
+  }
+  xdl::proto::Record device_only;
+  device_only.set_gstep(2 * (records - 1));
+  device_only.set_timestamp(1700000000999);
+  device_only.add_device_trace()->set_tracer("fake");
+  data += Frame(device_only.SerializeAsString());
+  WriteFile(path, data);
+  return data;
+}
+
+// Every chunk of a scan, until it ends.
+std::vector<internal::RecordScanChunk> ScanAll(const std::string& path,
+                                               internal::RecordScanOptions options,
+                                               size_t max_records, size_t max_histogram_rows) {
+  auto reader = TraceReader::Open(path);
+  REQUIRE(reader.ok());
+  internal::RecordScan scan(*reader, std::move(options));
+  std::vector<internal::RecordScanChunk> chunks;
+  while (true) {
+    chunks.emplace_back();
+    absl::StatusOr<bool> more = scan.Next(max_records, max_histogram_rows, &chunks.back());
+    INFO(more.status().ToString());
+    REQUIRE(more.ok());
+    if (!*more) return chunks;
+  }
+}
+
+TEST_CASE("record scan: stats rows, summary rows, step spans and the device-only record",
+          "[analysis]") {
+  TempDir dir("record_scan");
+  const std::string path = dir.path() + "/train.trace.0.0";
+  WriteRun(path, 6);
+  internal::RecordScanOptions options;
+  options.keys = {"loss", "v", "s"};
+  const auto chunks = ScanAll(path, options, /*max_records=*/4, /*max_histogram_rows=*/100);
+  REQUIRE(chunks.size() == 2);  // 4 + 2 records: the device-only record is no record.
+  std::vector<int64_t> gsteps;
+  std::vector<double> stats;
+  std::vector<internal::StepSpan> spans;
+  size_t device_traces = 0;
+  for (const auto& c : chunks) {
+    gsteps.insert(gsteps.end(), c.gstep.begin(), c.gstep.end());
+    stats.insert(stats.end(), c.stats.begin(), c.stats.end());
+    spans.insert(spans.end(), c.step_spans.begin(), c.step_spans.end());
+    device_traces += c.device_traces.size();
+    CHECK(c.rank == std::vector<int32_t>(c.records(), 0));
+  }
+  CHECK(gsteps == std::vector<int64_t>{0, 2, 4, 6, 8, 10});
+  CHECK(device_traces == 1);
+  constexpr size_t kRow = internal::kStatsSize;
+  auto cell = [&](size_t record, size_t key) { return stats.data() + (record * 3 + key) * kRow; };
+  // loss: a scalar's stats, computed.
+  CHECK(cell(2, 0)[internal::kStatsCount] == 1);
+  CHECK(cell(2, 0)[internal::kStatsMean] == 2.0);
+  // v: computed at even records, NaN where the column is empty.
+  CHECK(cell(2, 1)[internal::kStatsCount] == 4);
+  CHECK(cell(2, 1)[internal::kStatsMax] == 6.0);
+  CHECK(cell(2, 1)[internal::kStatsMin] == -4.0);
+  CHECK(std::isnan(cell(1, 1)[internal::kStatsCount]));
+  // s: the summary's own row; NaN where it summarized nothing.
+  CHECK(cell(0, 2)[internal::kStatsCount] == 10);
+  CHECK(cell(0, 2)[internal::kStatsL2] == 3);
+  CHECK(std::isnan(cell(1, 2)[internal::kStatsCount]));
+  // Step spans: 6 traced, 5 not traced; CAPTURE_ENCODE left out.
+  REQUIRE(spans.size() == 11);
+  CHECK(std::count_if(spans.begin(), spans.end(), [](auto& s) { return s.traced; }) == 6);
+  CHECK(spans[0].traced);
+  CHECK(spans[0].end_ns == 900);
+  CHECK_FALSE(spans[1].traced);
+  CHECK(spans[1].gstep == 1);
+  CHECK(spans[1].end_ns == 1999);
+}
+
+TEST_CASE("record scan: histogram rows sum groups of a key's records", "[analysis]") {
+  TempDir dir("record_scan");
+  const std::string path = dir.path() + "/train.trace.0.0";
+  WriteRun(path, 12);  // "v" holds values at 6 records.
+  internal::RecordScanOptions options;
+  options.keys = {"v", "s", "loss"};
+  options.histogram = {true, true, true};
+  options.histogram_group = 4;
+  const auto chunks = ScanAll(path, options, 5, 100);
+  std::vector<int64_t> gsteps, records;
+  std::vector<double> mins, maxs, total;
+  for (const auto& c : chunks) {
+    // Only "v": a stats summary and a scalar get no histogram.
+    CHECK(c.histogram_key == std::vector<int32_t>(c.histogram_key.size(), 0));
+    gsteps.insert(gsteps.end(), c.histogram_gstep.begin(), c.histogram_gstep.end());
+    records.insert(records.end(), c.histogram_records.begin(), c.histogram_records.end());
+    mins.insert(mins.end(), c.histogram_min.begin(), c.histogram_min.end());
+    maxs.insert(maxs.end(), c.histogram_max.begin(), c.histogram_max.end());
+    for (size_t r = 0; r < c.histogram_key.size(); ++r) {
+      const double* row = c.buckets.data() + r * internal::kNumLogBuckets;
+      total.push_back(std::accumulate(row, row + internal::kNumLogBuckets, 0.0));
+    }
+  }
+  // v at gsteps 0, 4, 8, 12, 16, 20: a row of 4 records, then the last 2.
+  CHECK(gsteps == std::vector<int64_t>{0, 16});
+  CHECK(records == std::vector<int64_t>{4, 2});
+  CHECK(total == std::vector<double>{16, 8});
+  CHECK(mins == std::vector<double>{-12, -20});
+  CHECK(maxs == std::vector<double>{14, 22});
+}
+
+TEST_CASE("record scan: a missing key is the reader's missing-key error", "[analysis]") {
+  TempDir dir("record_scan");
+  const std::string path = dir.path() + "/train.trace.0.0";
+  WriteRun(path, 2);
+  auto reader = TraceReader::Open(path);
+  REQUIRE(reader.ok());
+  internal::RecordScanOptions options;
+  options.keys = {"nope"};
+  internal::RecordScan scan(*reader, options);
+  internal::RecordScanChunk chunk;
+  const absl::StatusOr<bool> more = scan.Next(10, 10, &chunk);
+  CHECK(IsMissingKeyError(more.status()));
+  CHECK(more.status().message().find("nope") != absl::string_view::npos);
+}
+
+TEST_CASE("CountFrames counts what Verify reads, torn tails included", "[reader]") {
+  TempDir dir("count_frames");
+  const std::string path = dir.path() + "/train.trace.0.0";
+  const std::string data = WriteRun(path, 5);
+  for (const std::string& tail : {std::string(), std::string("\x10\x00", 2),
+                                  std::string("\x40\x00\x00\x00xyz", 7), std::string(600, '\0')}) {
+    WriteFile(path, data + tail);
+    auto file = TraceFile::Open(path);
+    REQUIRE(file.ok());
+    const TraceFile::FrameCount count = (*file)->CountFrames();
+    const VerifyReport report = (*file)->Verify();
+    INFO("tail of " << tail.size() << " bytes");
+    CHECK(count.records == 6);
+    CHECK(count.records == report.records_read);
+    CHECK(count.torn_tail == report.torn_tail);
+    CHECK(count.torn_tail == !tail.empty());
+    CHECK(count.corruption.empty());
+  }
+}
+
+}  // namespace
+}  // namespace xdl_trace
