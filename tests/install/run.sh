@@ -6,7 +6,7 @@ build_dir=$1
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --build "$build_dir" --target xdl_trace_shared >/dev/null
+cmake --build "$build_dir" --target xdl_trace_shared xdl_trace_tf_c >/dev/null
 if [[ -e "$build_dir/plugins/libxdl_trace_cupti.so" ]] || grep -q '^XDL_TRACE_CUPTI_INCLUDE_DIR:PATH=/' "$build_dir/CMakeCache.txt"; then
   cmake --build "$build_dir" --target xdl_trace_cupti >/dev/null
 fi
@@ -14,6 +14,8 @@ cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 cmake -S "$here" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
 cmake --build "$work/build" >/dev/null
 ls "$work/prefix/include/xdl_trace/tracer.h" "$work/prefix/include/xdl_trace/version.h"
+# TensorFlow's status functions for TensorFlow profiler plugins, beside the plugins.
+ls "$work/prefix/lib/xdl_trace/plugins/libxdl_trace_tf_c.so"
 plugin="$work/prefix/lib/xdl_trace/plugins/libxdl_trace_cupti.so"
 if [[ -e "$plugin" ]]; then
   # Nothing points into the build tree: the library finds the plugin beside itself.

@@ -2,6 +2,7 @@
 the installed package works from outside the repository and puts `xdl-trace` on PATH."""
 
 import os
+import shutil
 import subprocess
 import sys
 
@@ -65,6 +66,40 @@ print(xdl.__file__)
     assert imported.returncode == 0, imported.stderr
     assert str(venv) in imported.stdout
     assert os.path.exists(out / "train.trace.0.1")
+
+    # A TensorFlow profiler plugin that leaves TF_SetStatus undefined loads from the installed
+    # package: libxdl_trace_tf_c.so ships in plugins/ beside _core and is found there.
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is not None:
+        source = os.path.join(REPO, "tests", "plugins", "fake_tf_profiler_plugin.c")
+        include = os.path.join(REPO, "cpp", "include")
+        plugins = {}
+        for name, flags in (("ok", []), ("fails", ["-DXDL_FAKE_TF_INIT_FAILS"])):
+            plugins[name] = str(tmp_path / f"libfake_tf_{name}.so")
+            build = [cc, "-shared", "-fPIC", *flags, "-I", include, source, "-o", plugins[name]]
+            subprocess.run(build, check=True, timeout=120)
+        script = f"""
+import numpy as np, xdl_trace as xdl, os
+lib = os.path.join(os.path.dirname(xdl.__file__), "plugins", "libxdl_trace_tf_c.so")
+assert os.path.exists(lib), lib
+xdl.trace_tensor("x", np.arange(3.0))
+config = {{"output_dir": {str(tmp_path / "tf")!r}, "device_tracers": [{plugins["ok"]!r}]}}
+with xdl.TraceHook(config) as hook:
+    hook.step()
+print(hook.stats()["device_tracer_status"], hook.stats()["device_events"] > 0)
+try:
+    config = {{"output_dir": {str(tmp_path / "tf2")!r}, "device_tracers": [{plugins["fails"]!r}]}}
+    with xdl.TraceHook(config) as hook:
+        hook.step()
+except Exception as error:
+    print(error)
+"""
+        tf = run([python, "-c", script], timeout=120, capture_output=True, text=True)
+        assert tf.returncode == 0, tf.stderr
+        assert tf.stdout.startswith("fake_tf: ok True"), tf.stdout
+        # The plugin's TF_SetStatus call resolved to ours: its message comes back.
+        assert "TF_InitProfiler failed: FAILED_PRECONDITION" in tf.stdout, tf.stdout
+        assert "no fake device present" in tf.stdout, tf.stdout
 
     # Where the CUDA toolkit is present the CUPTI plugin ships in the wheel and is found by
     # name beside the installed _core (here without a GPU it reports itself unavailable).

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import REPO
 from xdl_trace import _core
-from xdl_trace._proto import device_trace_pb2, xdl_trace_pb2
+from xdl_trace._proto import device_trace_pb2, xdl_trace_pb2, xplane_pb2
 
 # The one stand-alone exception (numpy + protobuf only, copied anywhere): its own schema copy.
 STANDALONE = os.path.join("xdl_trace", "tools", "read_trace.py")
@@ -176,7 +176,7 @@ def test_shipped_pb2_modules_are_protoc_output_of_proto_dir(tmp_path):
         pytest.skip("SKIPPED: protoc not installed")
     from google.protobuf import descriptor_pb2
 
-    for module in (xdl_trace_pb2, device_trace_pb2):
+    for module in (xdl_trace_pb2, device_trace_pb2, xplane_pb2):
         name = module.DESCRIPTOR.name
         out = tmp_path / (name + ".pb")
         subprocess.run(

@@ -203,7 +203,7 @@ absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
       profiler_options.config = set->options_.plugin_config.c_str();
       PluginErrorBuffer error;
       const int32_t rc =
-          tracer.library->registration().create(&profiler_options, &tracer.profiler, error.get());
+          tracer.library->CreateProfiler(&profiler_options, &tracer.profiler, error.get());
       if (rc != XDL_TRACE_PLUGIN_OK || tracer.profiler == nullptr) {
         return absl::InternalError(absl::StrCat("device_tracers: '", entry, "' (", *path,
                                                 "): create failed (", rc, "): ", error.message()));

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "plugin/tf_profiler_plugin.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -117,48 +118,106 @@ absl::Status ValidateRegistration(const XdlTracePluginRegistration& r, absl::str
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Load(const std::string& path) {
-  // RTLD_LOCAL keeps each plugin's symbols (and its protobuf, if any) private.
-  // RTLD_NODELETE keeps the code mapped after dlclose: a plugin may leave
-  // pointers to itself behind (libcupti's buffer callbacks, threads it has
-  // not joined yet), and unmapping them would crash far from the cause.
+namespace {
+
+// dlopen with the flags every plugin gets: RTLD_LOCAL keeps each plugin's
+// symbols (and its protobuf, if any) private; RTLD_NODELETE keeps the code
+// mapped after dlclose: a plugin may leave pointers to itself behind
+// (libcupti's buffer callbacks, threads it has not joined yet), and unmapping
+// them would crash far from the cause.
+void* OpenPlugin(const std::string& path, std::string* why) {
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (handle == nullptr) {
-    const char* why = ::dlerror();
+    const char* text = ::dlerror();
+    *why = text != nullptr ? text : "?";
+  }
+  return handle;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PluginLibrary>> PluginLibrary::Load(const std::string& path) {
+  std::string why;
+  void* handle = OpenPlugin(path, &why);
+  if (handle == nullptr && absl::StrContains(why, "undefined symbol: TF_")) {
+    // A TensorFlow plugin linked against TensorFlow's C API: provide its
+    // status functions in the global scope, then try again.
+    absl::StatusOr<TfStatusApi> api = LoadTfStatusApi();
+    if (!api.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device_tracers: plugin '", path, "': dlopen failed: ", why,
+          "; the TensorFlow status functions could not be provided: ", api.status().message()));
+    }
+    handle = OpenPlugin(path, &why);
+    if (handle == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device_tracers: plugin '", path, "': dlopen failed: ", why,
+          " (xdl_trace provides only TensorFlow's TF_NewStatus, TF_DeleteStatus, TF_SetStatus, "
+          "TF_GetCode and TF_Message)"));
+    }
+  }
+  if (handle == nullptr) {
     return absl::FailedPreconditionError(
-        absl::StrCat("device_tracers: plugin '", path, "': dlopen failed: ", why ? why : "?"));
+        absl::StrCat("device_tracers: plugin '", path, "': dlopen failed: ", why));
   }
   ::dlerror();
-  void* symbol = ::dlsym(handle, XDL_TRACE_PLUGIN_INIT_SYMBOL);
-  if (symbol == nullptr) {
-    ::dlclose(handle);
-    return absl::InvalidArgumentError(absl::StrCat("device_tracers: plugin '", path,
-                                                   "': no symbol ", XDL_TRACE_PLUGIN_INIT_SYMBOL));
+  if (void* symbol = ::dlsym(handle, XDL_TRACE_PLUGIN_INIT_SYMBOL); symbol != nullptr) {
+    XdlTracePluginRegistration registration;
+    std::memset(&registration, 0, sizeof(registration));
+    registration.struct_size = sizeof(registration);
+    const int32_t rc = reinterpret_cast<XdlTracePluginInitFn>(symbol)(&registration);
+    if (rc != XDL_TRACE_PLUGIN_OK) {
+      ::dlclose(handle);
+      return absl::InternalError(absl::StrCat(
+          "device_tracers: plugin '", path, "': ", XDL_TRACE_PLUGIN_INIT_SYMBOL, " returned ", rc));
+    }
+    if (absl::Status valid = ValidateRegistration(registration, path); !valid.ok()) {
+      ::dlclose(handle);
+      return valid;
+    }
+    return std::unique_ptr<PluginLibrary>(new PluginLibrary(path, handle, registration, nullptr));
   }
-  XdlTracePluginRegistration registration;
-  std::memset(&registration, 0, sizeof(registration));
-  registration.struct_size = sizeof(registration);
-  const int32_t rc = reinterpret_cast<XdlTracePluginInitFn>(symbol)(&registration);
-  if (rc != XDL_TRACE_PLUGIN_OK) {
+  void* tf_init = ::dlsym(handle, XDL_TRACE_TF_INIT_PROFILER_SYMBOL);
+  if (tf_init == nullptr) {
     ::dlclose(handle);
-    return absl::InternalError(absl::StrCat("device_tracers: plugin '", path,
-                                            "': ", XDL_TRACE_PLUGIN_INIT_SYMBOL, " returned ", rc));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_tracers: plugin '", path, "': no symbol ",
+                     XDL_TRACE_PLUGIN_INIT_SYMBOL, " (xdl_trace plugin ABI) or ",
+                     XDL_TRACE_TF_INIT_PROFILER_SYMBOL, " (TensorFlow pluggable profiler)"));
   }
-  if (absl::Status valid = ValidateRegistration(registration, path); !valid.ok()) {
+  absl::StatusOr<TfStatusApi> api = LoadTfStatusApi();
+  absl::StatusOr<std::unique_ptr<TfProfilerPlugin>> tf_plugin =
+      api.ok() ? TfProfilerPlugin::Init(reinterpret_cast<TF_InitProfilerFn>(tf_init), path, *api)
+               : api.status();
+  if (!tf_plugin.ok()) {
     ::dlclose(handle);
-    return valid;
+    return tf_plugin.status();
   }
-  return std::unique_ptr<PluginLibrary>(new PluginLibrary(path, handle, registration));
+  const XdlTracePluginRegistration registration = (*tf_plugin)->registration();
+  return std::unique_ptr<PluginLibrary>(
+      new PluginLibrary(path, handle, registration, std::move(*tf_plugin)));
 }
 
 PluginLibrary::PluginLibrary(std::string path, void* handle,
-                             const XdlTracePluginRegistration& registration)
+                             const XdlTracePluginRegistration& registration,
+                             std::unique_ptr<TfProfilerPlugin> tf_plugin)
     : path_(std::move(path)),
       handle_(handle),
+      tf_plugin_(std::move(tf_plugin)),
       registration_(registration),
       profiler_type_(registration.profiler_type) {}
 
-PluginLibrary::~PluginLibrary() { ::dlclose(handle_); }
+PluginLibrary::~PluginLibrary() {
+  // The TensorFlow plugin's destroy functions run while its code is loaded.
+  tf_plugin_.reset();
+  ::dlclose(handle_);
+}
+
+int32_t PluginLibrary::CreateProfiler(const XdlTraceProfilerOptions* options,
+                                      XdlTraceProfiler** out, XdlTracePluginError* error) const {
+  if (tf_plugin_ != nullptr) return tf_plugin_->CreateProfiler(options, out, error);
+  return registration_.create(options, out, error);
+}
 
 PluginErrorBuffer::PluginErrorBuffer() {
   text_[0] = '\0';

@@ -44,13 +44,22 @@ absl::StatusOr<std::string> ResolvePlugin(absl::string_view name_or_path);
 absl::Status ValidateRegistration(const XdlTracePluginRegistration& registration,
                                   absl::string_view library);
 
+class TfProfilerPlugin;
+
 // A loaded, validated plugin library. Unloads (dlclose) on destruction, so it
 // must outlive every profiler created from it.
+//
+// Two entry points, told apart by dlsym: our XDL_TRACE_PLUGIN_INIT_SYMBOL
+// (xdl_trace/plugin/profiler_plugin.h), else TensorFlow's TF_InitProfiler
+// (xdl_trace/plugin/tf_pluggable_profiler.h), which is run through
+// TfProfilerPlugin behind the same registration.
 // Threading: immutable after Load; use from any thread.
 class PluginLibrary {
  public:
-  // dlopen + dlsym(XDL_TRACE_PLUGIN_INIT_SYMBOL) + init + validate. Errors name
-  // the library path and what failed (dlerror text, init status, field).
+  // dlopen + dlsym(XDL_TRACE_PLUGIN_INIT_SYMBOL or TF_InitProfiler) + init +
+  // validate. Errors name the library path and what failed (dlerror text, init
+  // status, field). A library whose dlopen fails on an undefined TF_* symbol is
+  // retried once TensorFlow's status functions are loaded (LoadTfStatusApi).
   static absl::StatusOr<std::unique_ptr<PluginLibrary>> Load(const std::string& path);
 
   ~PluginLibrary();
@@ -60,12 +69,19 @@ class PluginLibrary {
   const std::string& path() const { return path_; }
   const std::string& profiler_type() const { return profiler_type_; }
   const XdlTracePluginRegistration& registration() const { return registration_; }
+  // True for a TensorFlow pluggable-profiler plugin.
+  bool is_tensorflow() const { return tf_plugin_ != nullptr; }
+  // Creates a profiler: registration().create, or the TensorFlow adapter's.
+  int32_t CreateProfiler(const XdlTraceProfilerOptions* options, XdlTraceProfiler** out,
+                         XdlTracePluginError* error) const;
 
  private:
-  PluginLibrary(std::string path, void* handle, const XdlTracePluginRegistration& registration);
+  PluginLibrary(std::string path, void* handle, const XdlTracePluginRegistration& registration,
+                std::unique_ptr<TfProfilerPlugin> tf_plugin);
 
   const std::string path_;
   void* const handle_;
+  std::unique_ptr<TfProfilerPlugin> tf_plugin_;  // Null for our own ABI.
   const XdlTracePluginRegistration registration_;
   const std::string profiler_type_;
 };
