@@ -42,6 +42,25 @@ TEST_CASE("crc32c Extend composes over any split", "[crc32c]") {
   }
 }
 
+TEST_CASE("crc32c Combine joins the CRCs of two parts without their bytes", "[crc32c]") {
+  std::string data(70000, '\0');
+  std::mt19937 rng(11);
+  for (auto& c : data) c = static_cast<char>(rng());
+  const uint32_t whole = crc32c::Value(data.data(), data.size());
+  for (size_t split :
+       {size_t{0}, size_t{1}, size_t{8}, size_t{4096}, size_t{69999}, size_t{70000}}) {
+    const uint32_t head = crc32c::Value(data.data(), split);
+    const uint32_t tail = crc32c::Value(data.data() + split, data.size() - split);
+    CHECK(crc32c::Combine(head, tail, data.size() - split) == whole);
+  }
+  // A long tail: the operator is squared up through every bit of the length.
+  const std::string zeros(uint64_t{3} << 20, '\0');
+  const uint32_t head = crc32c::Value(data.data(), 100);
+  std::string joined = data.substr(0, 100) + zeros;
+  CHECK(crc32c::Combine(head, crc32c::Value(zeros.data(), zeros.size()), zeros.size()) ==
+        crc32c::Value(joined.data(), joined.size()));
+}
+
 TEST_CASE("crc32c hardware and table implementations agree", "[crc32c]") {
   INFO("SSE4.2 available: " << crc32c::HardwareAvailable());
   std::mt19937 rng(42);

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -302,6 +304,61 @@ TEST_CASE("a failed write names file and offset; counts and CRC cover what reach
   CHECK(segment->records() == 1);  // Only the complete frame.
   CHECK(segment->crc32c() == crc32c::Value(bytes.data(), bytes.size()));
   CHECK(segment->BuildMeta(false, 0).gstep_end() == 1);
+}
+
+// `whole`'s frame as a write-through sends it: its first `owned` bytes in the
+// record, the rest in `external` (kept alive by the caller), CRC pending.
+EncodedRecord InPieces(const EncodedRecord& whole, size_t owned, std::string* external) {
+  EncodedRecord r = whole;
+  *external = whole.frame.substr(owned);
+  r.frame = whole.frame.substr(0, owned);
+  r.pieces = {FramePiece{nullptr, 0, owned}, FramePiece{external->data(), 0, external->size()}};
+  r.external_bytes = external->size();
+  r.crc = std::make_shared<PendingCrc>();
+  return r;
+}
+
+TEST_CASE("a frame whose CRC its submitter computes is combined into the file's CRC", "[segment]") {
+  TempDir dir;
+  const SegmentOptions options = Options(dir.path());
+  const EncodedRecord first = MakeRecord(1, 1, 1, 5000);
+  const EncodedRecord second = MakeRecord(2, 2, 2, 100);
+  const int64_t header = static_cast<int64_t>(options.header_frame.size());
+  const int64_t frame = static_cast<int64_t>(first.frame.size());
+  std::string external;
+  std::vector<EncodedRecord> records = {InPieces(first, 12, &external), second};
+  // The value arrives while (or after) the bytes are written, as from Step.
+  std::thread submitter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    records[0].crc->Set(crc32c::Value(first.frame.data(), first.frame.size()));
+  });
+
+  SECTION("written whole") {
+    auto segment = CreateOrDie(&options, 1);
+    REQUIRE(segment->WriteHeader(0).ok());
+    REQUIRE(segment->Append(Pointers(&records)).ok());
+    submitter.join();
+    const std::string bytes = ReadFile(segment->path());
+    CHECK(bytes == options.header_frame + first.frame + second.frame);
+    CHECK(segment->records() == 2);
+    CHECK(segment->crc32c() == crc32c::Value(bytes.data(), bytes.size()));
+  }
+  SECTION("cut by a failed write: the CRC covers the bytes that reached the file") {
+    auto segment = CreateOrDie(&options, 1);
+    const int64_t limit = header + frame / 2;
+    absl::Status status;
+    {
+      FileSizeLimit file_limit(static_cast<rlim_t>(limit));
+      REQUIRE(segment->WriteHeader(0).ok());
+      status = segment->Append(Pointers(&records));
+    }
+    submitter.join();
+    REQUIRE_FALSE(status.ok());
+    const std::string bytes = ReadFile(segment->path());
+    REQUIRE(static_cast<int64_t>(bytes.size()) == limit);
+    CHECK(segment->records() == 0);
+    CHECK(segment->crc32c() == crc32c::Value(bytes.data(), bytes.size()));
+  }
 }
 
 TEST_CASE("a huge max_file_m_size saturates: a full file never looks over the limit",

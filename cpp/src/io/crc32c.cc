@@ -37,6 +37,49 @@ constexpr Tables MakeTables() {
 
 constexpr Tables kTables = MakeTables();
 
+// GF(2) 32x32 matrix times vector.
+uint32_t Gf2Times(const uint32_t* mat, uint32_t vec) {
+  uint32_t sum = 0;
+  for (; vec != 0; vec >>= 1, ++mat) {
+    if (vec & 1u) sum ^= *mat;
+  }
+  return sum;
+}
+
+void Gf2Square(uint32_t* square, const uint32_t* mat) {
+  for (int n = 0; n < 32; ++n) square[n] = Gf2Times(mat, mat[n]);
+}
+
+// op = the operator "append `len` zero bytes" on a CRC register (len > 0):
+// squares the one-bit operator up to a byte, then by the bits of len (as in
+// zlib's crc32_combine).
+void ZeroBytesOperator(uint64_t len, uint32_t op[32]) {
+  uint32_t even[32];
+  uint32_t odd[32];
+  odd[0] = kPolyReflected;  // Operator for one zero bit.
+  for (int n = 1; n < 32; ++n) odd[n] = uint32_t{1} << (n - 1);
+  Gf2Square(even, odd);  // Two zero bits.
+  Gf2Square(odd, even);  // Four zero bits.
+  Gf2Square(even, odd);  // One zero byte (8 bits) in `even`.
+  bool have_op = false;
+  uint32_t* cur = even;
+  uint32_t* next = odd;
+  for (uint64_t rest = len; rest != 0; rest >>= 1) {
+    if (rest & 1u) {
+      if (!have_op) {
+        for (int n = 0; n < 32; ++n) op[n] = cur[n];
+        have_op = true;
+      } else {
+        uint32_t combined[32];
+        for (int n = 0; n < 32; ++n) combined[n] = Gf2Times(cur, op[n]);
+        for (int n = 0; n < 32; ++n) op[n] = combined[n];
+      }
+    }
+    Gf2Square(next, cur);
+    std::swap(cur, next);
+  }
+}
+
 inline uint64_t LoadLE64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, sizeof(v));
@@ -55,50 +98,12 @@ inline uint64_t LoadLE64(const uint8_t* p) {
 constexpr size_t kLongStream = 8192;
 constexpr size_t kShortStream = 256;
 
-// GF(2) 32x32 matrix times vector.
-uint32_t Gf2Times(const uint32_t* mat, uint32_t vec) {
-  uint32_t sum = 0;
-  for (; vec != 0; vec >>= 1, ++mat) {
-    if (vec & 1u) sum ^= *mat;
-  }
-  return sum;
-}
-
-void Gf2Square(uint32_t* square, const uint32_t* mat) {
-  for (int n = 0; n < 32; ++n) square[n] = Gf2Times(mat, mat[n]);
-}
-
 // Tables applying "append `len` zero bytes" to a CRC register, by byte.
 using ShiftTables = std::array<std::array<uint32_t, 256>, 4>;
 
 ShiftTables MakeShiftTables(size_t len) {
-  uint32_t even[32];
-  uint32_t odd[32];
-  odd[0] = kPolyReflected;  // Operator for one zero bit.
-  for (int n = 1; n < 32; ++n) odd[n] = uint32_t{1} << (n - 1);
-  Gf2Square(even, odd);  // Two zero bits.
-  Gf2Square(odd, even);  // Four zero bits.
-  // Square up to one zero byte, then by the bits of len.
   uint32_t op[32];
-  for (int n = 0; n < 32; ++n) op[n] = 0;
-  bool have_op = false;
-  Gf2Square(even, odd);  // One zero byte (8 bits) in `even`.
-  uint32_t* cur = even;
-  uint32_t* next = odd;
-  for (size_t rest = len; rest != 0; rest >>= 1) {
-    if (rest & 1u) {
-      if (!have_op) {
-        for (int n = 0; n < 32; ++n) op[n] = cur[n];
-        have_op = true;
-      } else {
-        uint32_t combined[32];
-        for (int n = 0; n < 32; ++n) combined[n] = Gf2Times(cur, op[n]);
-        for (int n = 0; n < 32; ++n) op[n] = combined[n];
-      }
-    }
-    Gf2Square(next, cur);
-    std::swap(cur, next);
-  }
+  ZeroBytesOperator(len, op);
   ShiftTables t{};
   for (uint32_t b = 0; b < 256; ++b) {
     t[0][b] = Gf2Times(op, b);
@@ -204,6 +209,13 @@ uint32_t ExtendHardware(uint32_t crc, const void* data, size_t n) {
 }
 
 uint32_t Extend(uint32_t crc, const void* data, size_t n) { return ExtendHardware(crc, data, n); }
+
+uint32_t Combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  if (len_b == 0) return crc_a;
+  uint32_t op[32];
+  ZeroBytesOperator(len_b, op);
+  return Gf2Times(op, crc_a) ^ crc_b;
+}
 
 }  // namespace crc32c
 }  // namespace internal

@@ -17,6 +17,10 @@ namespace crc32c {
 // CRC-32C of A (0 for the empty string). Picks the fastest implementation.
 uint32_t Extend(uint32_t crc, const void* data, size_t n);
 
+// CRC-32C of A + B from crc_a = CRC-32C of A and crc_b = CRC-32C of B,
+// `len_b` bytes long, without reading either (O(log len_b)).
+uint32_t Combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 // CRC-32C of data[0, n).
 inline uint32_t Value(const void* data, size_t n) { return Extend(0, data, n); }
 

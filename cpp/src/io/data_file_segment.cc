@@ -91,10 +91,25 @@ bool DataFileSegment::ShouldRollOver(int64_t pending_bytes, int64_t pending_reco
   return bytes_ + pending_bytes + record_bytes > max_bytes_ && records_ + pending_records > 0;
 }
 
+namespace {
+
+// crc extended over the first `n` bytes of `r`'s frame in pieces.
+uint32_t ExtendOverPrefix(uint32_t crc, const EncodedRecord& r, size_t n) {
+  for (const FramePiece& piece : r.pieces) {
+    if (n == 0) break;
+    const char* base = piece.external != nullptr ? piece.external : r.frame.data() + piece.offset;
+    const size_t take = std::min(n, piece.size);
+    crc = crc32c::Extend(crc, base, take);
+    n -= take;
+  }
+  return crc;
+}
+
+}  // namespace
+
 absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
-  // One iovec per contiguous frame, one per piece of a frame in pieces; the
-  // last iovec of each frame names its record, the others kNotLast.
-  constexpr size_t kNotLast = SIZE_MAX;
+  // One iovec per contiguous frame, one per piece of a frame in pieces; each
+  // names the record it belongs to.
   iovecs_.clear();
   iovec_record_.clear();
   for (size_t i = 0; i < records.size(); ++i) {
@@ -107,33 +122,49 @@ absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
     for (const FramePiece& piece : r.pieces) {
       const char* base = piece.external != nullptr ? piece.external : r.frame.data() + piece.offset;
       iovecs_.push_back({const_cast<char*>(base), piece.size});
-      iovec_record_.push_back(kNotLast);
+      iovec_record_.push_back(i);
     }
-    iovec_record_.back() = i;
   }
-  size_t next = 0;  // First iovec not completely written.
+  size_t next = 0;          // First iovec not completely written.
+  size_t pending_done = 0;  // Bytes written of the record at `next` whose CRC is pending.
   while (next < iovecs_.size()) {
     const int count = static_cast<int>(std::min(iovecs_.size() - next, kMaxIovecs));
     const ssize_t w = writev(fd_, iovecs_.data() + next, count);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
+      // Keep crc_ the CRC of the first bytes_ bytes, a cut frame included.
+      if (pending_done > 0)
+        crc_ = ExtendOverPrefix(crc_, *records[iovec_record_[next]], pending_done);
       return IoError(w < 0 ? errno : EIO, absl::StrCat("xdl_trace: write to data file '", path_,
                                                        "' at offset ", bytes_, " failed"));
     }
     size_t left = static_cast<size_t>(w);
     while (left > 0) {
       iovec& v = iovecs_[next];
+      const EncodedRecord& r = *records[iovec_record_[next]];
       const size_t take = std::min(left, v.iov_len);
-      crc_ = crc32c::Extend(crc_, v.iov_base, take);
+      if (r.crc == nullptr) {
+        crc_ = crc32c::Extend(crc_, v.iov_base, take);
+      } else {
+        pending_done += take;
+      }
       bytes_ += static_cast<int64_t>(take);
       left -= take;
-      if (take == v.iov_len) {
-        if (iovec_record_[next] != kNotLast) CountRecord(*records[iovec_record_[next]]);
-        ++next;
-      } else {
+      if (take < v.iov_len) {
         v.iov_base = static_cast<char*>(v.iov_base) + take;
         v.iov_len -= take;
+        continue;
       }
+      const bool frame_done =
+          next + 1 == iovecs_.size() || iovec_record_[next + 1] != iovec_record_[next];
+      ++next;
+      if (!frame_done) continue;
+      if (r.crc != nullptr) {
+        // Computed by the submitter while this thread wrote the same bytes.
+        crc_ = crc32c::Combine(crc_, r.crc->Wait(), r.FrameBytes());
+        pending_done = 0;
+      }
+      CountRecord(r);
     }
   }
   return absl::OkStatus();

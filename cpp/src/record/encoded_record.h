@@ -4,8 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "record/pending_crc.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -43,6 +46,9 @@ struct EncodedRecord {
   std::string frame;
   std::vector<FramePiece> pieces;  // Empty: `frame` is the whole frame.
   size_t external_bytes = 0;       // Sum of the external pieces' sizes.
+  // Set (a write-through in pieces): the frame's CRC-32C arrives here from
+  // its submitter; null: the IO thread computes it over the bytes it writes.
+  std::shared_ptr<PendingCrc> crc;
 
   // Bytes of the whole frame, length prefix included.
   size_t FrameBytes() const { return frame.size() + external_bytes; }
