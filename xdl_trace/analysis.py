@@ -49,79 +49,46 @@ _CHUNK_HISTOGRAM_ROWS = 1024
 
 class Series:
     """A downsampled curve over gstep: per bucket of consecutive records, the mean, min and max
-    of each of `width` fields (NaN values are skipped), and the first gstep of the bucket."""
+    of each of `width` fields (NaN values are skipped), and the first gstep of the bucket. The
+    accumulation runs in C++ (``_core.curve_add``) on these arrays in place."""
 
     def __init__(self, width, capacity=512):
         if capacity < 2 or capacity % 2:
             raise ValueError("Series capacity must be an even number >= 2")
         self.width = width
         self.capacity = capacity
-        self.span = 1  # Records per full bucket.
-        self.used = 0  # Buckets in use; the last one holds `fill` records.
-        self.fill = 0
-        self.records = 0
+        # span (records per full bucket), used (buckets in use; the last one holds `fill`
+        # records), fill, records: kept by _core.curve_add.
+        self._state = np.array([1, 0, 0, 0], np.int64)
         self.gstep = np.zeros(capacity, np.int64)
         self.sum = np.zeros((capacity, width))
         self.valid = np.zeros((capacity, width))
         self.min = np.full((capacity, width), np.inf)
         self.max = np.full((capacity, width), -np.inf)
 
-    def add(self, gsteps, rows):
-        """Appends records (gsteps ascending within the series) with their rows [n, width]."""
-        rows = np.asarray(rows, dtype=np.float64).reshape(len(gsteps), self.width)
-        finite = ~np.isnan(rows)
-        zeroed = np.where(finite, rows, 0.0)
-        low = np.where(finite, rows, np.inf)
-        high = np.where(finite, rows, -np.inf)
-        i, n = 0, len(gsteps)
-        self.records += n
-        while i < n:
-            if self.used == 0 or self.fill == self.span:
-                if self.used == self.capacity:
-                    self._halve()
-                    continue
-                self.gstep[self.used] = gsteps[i]
-                self.used += 1
-                self.fill = 0
-            if self.fill == 0 and n - i >= 2 * self.span:
-                # Whole buckets at once: as many as fit, each `span` consecutive rows.
-                m = min((n - i) // self.span, self.capacity - self.used + 1)
-                end = i + m * self.span
-                shape = (m, self.span, self.width)
-                b = slice(self.used - 1, self.used - 1 + m)
-                self.gstep[b] = gsteps[i : end : self.span]
-                self.sum[b] = zeroed[i:end].reshape(shape).sum(axis=1)
-                self.valid[b] = finite[i:end].reshape(shape).sum(axis=1)
-                self.min[b] = low[i:end].reshape(shape).min(axis=1)
-                self.max[b] = high[i:end].reshape(shape).max(axis=1)
-                self.used += m - 1
-                self.fill = self.span
-                i = end
-                continue
-            b = self.used - 1
-            take = min(self.span - self.fill, n - i)
-            part = slice(i, i + take)
-            self.sum[b] += zeroed[part].sum(axis=0)
-            self.valid[b] += finite[part].sum(axis=0)
-            np.minimum(self.min[b], low[part].min(axis=0), out=self.min[b])
-            np.maximum(self.max[b], high[part].max(axis=0), out=self.max[b])
-            self.fill += take
-            i += take
+    span = property(lambda self: int(self._state[0]))
+    used = property(lambda self: int(self._state[1]))
+    fill = property(lambda self: int(self._state[2]))
+    records = property(lambda self: int(self._state[3]))
 
-    def _halve(self):
-        half = self.capacity // 2
-        self.gstep[:half] = self.gstep[0::2]
-        self.sum[:half] = self.sum[0::2] + self.sum[1::2]
-        self.valid[:half] = self.valid[0::2] + self.valid[1::2]
-        self.min[:half] = np.minimum(self.min[0::2], self.min[1::2])
-        self.max[:half] = np.maximum(self.max[0::2], self.max[1::2])
-        self.sum[half:] = 0
-        self.valid[half:] = 0
-        self.min[half:] = np.inf
-        self.max[half:] = -np.inf
-        self.used = half
-        self.span *= 2
-        self.fill = self.span
+    def add(self, gsteps, rows, skip_field=-1):
+        """Appends records (gsteps ascending within the series) with their rows [n, width] (any
+        strides: e.g. one key's view of a chunk's stats grid). skip_field >= 0: rows whose
+        field `skip_field` is NaN are not records of this series and are left out."""
+        rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim != 2:
+            rows = rows.reshape(len(gsteps), self.width)
+        _core.curve_add(
+            self._state,
+            self.gstep,
+            self.sum,
+            self.valid,
+            self.min,
+            self.max,
+            np.asarray(gsteps, dtype=np.int64),
+            rows,
+            skip_field,
+        )
 
     def view(self):
         """(gsteps, mean, min, max) of the buckets in use; NaN where a field had no value."""
@@ -504,20 +471,26 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
         _add_step_times(scan, rank, gsteps, times)
 
     grid = chunk["stats"]  # [n, keys, 8]; NaN where a record's column holds no value.
+    # Every key at once ([n, keys] masks); a key's own rows are taken only where it has a NaN
+    # or Inf (rare), so the per-key work is the curve's C++ pass over a view of the grid.
     present = ~np.isnan(grid[:, :, COUNT])
+    held = present.sum(axis=0)
+    bad = ((grid[:, :, NAN] > 0) | (grid[:, :, INF] > 0)).any(axis=0)
+    with np.errstate(invalid="ignore"):
+        largest = np.where(present, grid[:, :, COUNT], 0).max(axis=0)
     for k, key in enumerate(scan.keys):
-        record_index = np.flatnonzero(present[:, k])
-        if record_index.size == 0:
+        if held[k] == 0:
             continue
-        key_rows = grid[record_index, k]
-        scan.elements[key] = max(scan.elements.get(key, 0), int(key_rows[:, COUNT].max()))
-        _check_bad(scan, key, rank, chunk, record_index, key_rows)
-        _check_constant(scan, key, key_rows)
+        scan.elements[key] = max(scan.elements.get(key, 0), int(largest[k]))
+        if bad[k]:
+            record_index = np.flatnonzero(present[:, k])
+            _check_bad(scan, key, rank, chunk, record_index, grid[record_index, k])
+        _check_constant(scan, key, grid[:, k], present[:, k], int(held[k]))
         if series:
             acc = scan.stats.get((key, rank))
             if acc is None:
                 acc = scan.stats[(key, rank)] = Series(len(STATS_FIELDS), scan.capacity)
-            acc.add(gsteps[record_index], key_rows)
+            acc.add(gsteps, grid[:, k], skip_field=COUNT)  # A view: the records holding k.
     if series and pairs:
         index = {key: k for k, key in enumerate(scan.keys)}
         for grad, var in pairs:
@@ -564,15 +537,17 @@ def _check_bad(scan, key, rank, chunk, record_index, key_rows):
     scan.first_bad[key].records += int(bad.sum())
 
 
-def _check_constant(scan, key, key_rows):
-    scan.rows[key] = scan.rows.get(key, 0) + len(key_rows)
+def _check_constant(scan, key, rows, present, held):
+    """rows [n, 8]: the key's stats rows of a chunk, `present` [n] where it holds a value
+    (`held` of them)."""
+    scan.rows[key] = scan.rows.get(key, 0) + held
     if scan.constant.get(key) is False:
         return
     first = scan._first_rows.get(key)
     if first is None:
-        first = scan._first_rows[key] = key_rows[0].copy()
-    same = np.all((key_rows == first) | (np.isnan(key_rows) & np.isnan(first)), axis=1)
-    scan.constant[key] = bool(same.all())
+        first = scan._first_rows[key] = rows[int(np.argmax(present))].copy()
+    same = np.all((rows == first) | (np.isnan(rows) & np.isnan(first)), axis=1)
+    scan.constant[key] = bool((same | ~present).all())
 
 
 def _add_step_times(scan, rank, gsteps, times):

@@ -257,8 +257,19 @@ struct CountPass {
   }
 };
 
+// Every k-th element of a tensor of more than `max_samples` (AccumulateLogBuckets).
+int64_t SampleStride(const TensorView& view, int64_t max_samples) {
+  const int64_t n = view.NumElements();
+  if (max_samples <= 0 || n <= max_samples) return 1;
+  int64_t stride = (n + max_samples - 1) / max_samples;
+  const int64_t last = view.shape.empty() ? 1 : view.shape.back();
+  while (std::gcd(stride, last) != 1) ++stride;
+  return stride;
+}
+
 struct LogBucketPass {
   double* counts = nullptr;
+  uint64_t* tables = nullptr;  // When set, counts into these instead.
   int64_t stride = 1;
 
   static int Bucket(double x) {
@@ -276,41 +287,76 @@ struct LogBucketPass {
     return x > 0 ? kLogBucketsPerSign + 1 + offset : kLogBucketsPerSign - 1 - offset;
   }
 
+  // The same bucket read from a float32's bits (exponent and top mantissa bits
+  // are those of its double), without converting; -1 for NaN and inf.
+  static int Float32Bucket(const char* data, int64_t i) {
+    constexpr uint32_t kZeroBound = uint32_t{127 + kLogBucketMinExponent} << 23;  // 2^-40.
+    constexpr int kFirstOffset = (127 + kLogBucketMinExponent) * kLogBucketsPerOctave;
+    uint32_t bits;
+    std::memcpy(&bits, data + 4 * i, 4);
+    const uint32_t magnitude = bits & 0x7FFFFFFFu;
+    if (magnitude >= 0x7F800000u) return -1;
+    if (magnitude < kZeroBound) return kLogBucketsPerSign;
+    // Exponent and the top 2 mantissa bits: (e + 127) * 4 + sub.
+    const int offset =
+        std::min(static_cast<int>(magnitude >> 21) - kFirstOffset, kLogBucketsPerSign - 1);
+    return (bits >> 31) == 0 ? kLogBucketsPerSign + 1 + offset : kLogBucketsPerSign - 1 - offset;
+  }
+
+  // Element i's bucket, -1 when it is not finite.
   template <typename Loader>
-  void Run(const char* data, int64_t n) {
-    // A small tensor counts straight into `counts`: the tables below cost
-    // clearing and summing 4 x kNumLogBuckets counters per call, more than a
-    // few thousand values take (the report calls this once per record).
-    constexpr int64_t kTablesFrom = 4096;
-    if (n / stride < kTablesFrom) {
-      for (int64_t i = 0; i < n; i += stride) {
-        const double x = Loader::Get(data, i);
-        if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
-        counts[Bucket(x)] += 1;
-      }
-      return;
+  static int BucketAt(const char* data, int64_t i) {
+    if constexpr (std::is_same_v<Loader, Plain<float>>) {
+      return Float32Bucket(data, i);
+    } else {
+      const double x = Loader::Get(data, i);
+      if (Loader::kMayBeNonFinite && !std::isfinite(x)) return -1;
+      return Bucket(x);
     }
-    // Neighbouring values often share a bucket; counting them into four
-    // interleaved tables keeps the increments independent (no store-to-load
-    // chain on one counter).
-    constexpr int kTables = 4;
-    std::vector<uint64_t> tables(kTables * kNumLogBuckets, 0);
+  }
+
+  // Counts the sampled finite values into kLogBucketTables interleaved tables:
+  // neighbouring values often share a bucket, and separate tables keep the
+  // increments independent (no store-to-load chain on one counter).
+  template <typename Loader>
+  void CountIntoTables(const char* data, int64_t n, uint64_t* out) const {
+    constexpr int kTables = kLogBucketTables;
+    const int64_t stride = this->stride;  // A local: `out` may alias the member.
     int64_t i = 0;
     for (; i + (kTables - 1) * stride < n; i += kTables * stride) {
       for (int t = 0; t < kTables; ++t) {
-        const double x = Loader::Get(data, i + t * stride);
-        if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
-        ++tables[t * kNumLogBuckets + Bucket(x)];
+        const int b = BucketAt<Loader>(data, i + t * stride);
+        if (b >= 0) ++out[t * kNumLogBuckets + b];
       }
     }
     for (; i < n; i += stride) {
-      const double x = Loader::Get(data, i);
-      if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
-      ++tables[Bucket(x)];
+      const int b = BucketAt<Loader>(data, i);
+      if (b >= 0) ++out[b];
     }
-    for (int t = 0; t < kTables; ++t) {
-      for (int b = 0; b < kNumLogBuckets; ++b) counts[b] += tables[t * kNumLogBuckets + b];
+  }
+
+  template <typename Loader>
+  void Run(const char* data, int64_t n) {
+    if (tables != nullptr) {  // The caller's tables, cleared once for many tensors.
+      CountIntoTables<Loader>(data, n, tables);
+      return;
     }
+    // A small tensor counts straight into `counts`: tables of its own would
+    // cost clearing and summing 4 x kNumLogBuckets counters per call, more
+    // than a few thousand values take.
+    constexpr int64_t kTablesFrom = 4096;
+    if (n / stride < kTablesFrom) {
+      double* const counts = this->counts;
+      const int64_t stride = this->stride;
+      for (int64_t i = 0; i < n; i += stride) {
+        const int b = BucketAt<Loader>(data, i);
+        if (b >= 0) counts[b] += 1;
+      }
+      return;
+    }
+    std::vector<uint64_t> local(kLogBucketTables * kNumLogBuckets, 0);
+    CountIntoTables<Loader>(data, n, local.data());
+    AddLogBucketTables(local.data(), counts);
   }
 };
 
@@ -397,13 +443,23 @@ void ComputeHistogram(const TensorView& view, int bins, double* out) {
 void AccumulateLogBuckets(const TensorView& view, double* counts, int64_t max_samples) {
   LogBucketPass pass;
   pass.counts = counts;
-  const int64_t n = view.NumElements();
-  if (max_samples > 0 && n > max_samples) {
-    pass.stride = (n + max_samples - 1) / max_samples;
-    const int64_t last = view.shape.empty() ? 1 : view.shape.back();
-    while (std::gcd(pass.stride, last) != 1) ++pass.stride;
-  }
+  pass.stride = SampleStride(view, max_samples);
   Dispatch(view, pass);
+}
+
+void AccumulateLogBucketTables(const TensorView& view, uint64_t* tables, int64_t max_samples) {
+  LogBucketPass pass;
+  pass.tables = tables;
+  pass.stride = SampleStride(view, max_samples);
+  Dispatch(view, pass);
+}
+
+void AddLogBucketTables(const uint64_t* tables, double* counts) {
+  for (int t = 0; t < kLogBucketTables; ++t) {
+    for (int b = 0; b < kNumLogBuckets; ++b) {
+      counts[b] += static_cast<double>(tables[t * kNumLogBuckets + b]);
+    }
+  }
 }
 
 std::vector<double> LogBucketEdges() {
