@@ -577,13 +577,14 @@ def _add_step_times(scan, rank, gsteps, times):
 
 def _add_step_spans(scan, rank, spans, begin, end, steps):
     """Step time from the host spans of every step the hook saw (STEP and STEP_NOT_TRACED, ns):
-    a step's time is from the previous step's ``Step()`` call to its own (the end of its span;
-    the first step of a rank: its span, from Start), per step by lstep when spans between two
-    were dropped. ``spans``: int64 [s, 6] rank, gstep, lstep, start_ns, end_ns, traced."""
+    a step's time is from the previous step's ``Step()`` call to its own (the end of its span),
+    per step by lstep when spans between two were dropped. A rank's first step has no previous
+    step (its span runs from the tracer's start, setup included): it gives no point.
+    ``spans``: int64 [s, 6] rank, gstep, lstep, start_ns, end_ns, traced."""
     if len(spans) == 0:
         return
     spans = spans[np.argsort(spans[:, 4], kind="stable")]
-    gsteps, lsteps, starts, ends = spans[:, 1], spans[:, 2], spans[:, 3], spans[:, 4]
+    gsteps, lsteps, ends = spans[:, 1], spans[:, 2], spans[:, 4]
     previous = scan._last_span.get(rank)
     scan._last_span[rank] = (int(lsteps[-1]), int(ends[-1]))
     before_end = np.concatenate([[ends[0] if previous is None else previous[1]], ends[:-1]])
@@ -591,11 +592,10 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
         [[lsteps[0] - 1 if previous is None else previous[0]], lsteps[:-1]]
     )
     d_ns = (ends - before_end).astype(np.float64)
-    if previous is None:
-        d_ns[0] = float(ends[0] - starts[0])
     d_steps = (lsteps - before_lstep).astype(np.float64)
     d_steps[d_steps <= 0] = 1  # lstep not counting steps (a C++ caller's choice): one each.
     keep = np.ones(len(spans), bool)
+    keep[0] = previous is not None  # A step period needs a previous step.
     if begin is not None:
         keep &= gsteps >= begin
     if end is not None:

@@ -193,6 +193,19 @@ def test_html_is_self_contained(runs, tmp_path):
     model = _html_model(page)
     assert model["runs"][0]["label"] == "run_a"
     assert result["charts"] == len(model["steps"]) + sum(len(c["charts"]) for c in model["cards"])
+    # The RUNS table says how many ranks and which: run_a has ranks 0 and 1, run_b rank 0 only
+    # (a bare "0" would read as no rank at all).
+    cells = re.findall(
+        r"<td>([^<]*)</td>", page.split("<table class=facts>")[1].split("</table>")[0]
+    )
+    assert "2 (0, 1)" in cells and "1 (0)" in cells
+    assert report._ranks_text([0, 1, 2, 3, 4, 5, 6, 7]) == "8 (0–7)"
+    assert report._ranks_text([0, 2, 5]) == "3 (0, 2, 5)"
+    # Every chart names its axes: the step time in ms, the others by quantity.
+    charts = model["steps"] + [c for card in model["cards"] for c in card["charts"]]
+    assert all(c["ylabel"] and c["xlabel"] == "gstep" for c in charts)
+    assert model["steps"][0]["ylabel"] == "ms / step"
+    assert "label: spec.ylabel" in page and "label: spec.xlabel" in page
 
 
 def test_pngs_one_per_chart(runs, tmp_path):
@@ -416,9 +429,11 @@ def test_step_time_comes_from_the_host_spans_of_every_step(tmp_path):
     model = report.build_report(out)
     time_chart, rate_chart = model["steps"]
     assert time_chart["ylabel"] == "ms / step" and "host spans" in time_chart["note"]
+    assert "first step" in time_chart["note"]
     # The last untraced steps (28, 29) follow the last record: no record carries their spans.
+    # Step 0 has no previous step (its span runs from the tracer's start): no point.
     ms = _series(time_chart, "rank 0")
-    assert sorted(ms) == list(range(28))
+    assert sorted(ms) == list(range(1, 28))
     values = np.array(list(ms.values()))
     assert values.min() >= sleep_s * 1e3 * 0.99  # time.sleep sleeps at least that long.
     assert np.median(values) == pytest.approx(sleep_s * 1e3, rel=0.25)
