@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "analysis/curve_buckets.h"
+#include "analysis/key_facts.h"
 #include "analysis/record_scan.h"
 #include "status.h"
 #include "summary/column_stats.h"
@@ -168,13 +169,18 @@ struct PyRecordScan {
 // histogram_gstep, histogram_records, histogram_min, histogram_max [rows],
 // buckets [rows, kNumLogBuckets]; spans int64 [s, 6]: rank, gstep,
 // lstep, start_ns, end_ns, traced), device_traces (bytes), torn_tails,
-// unknown_dtypes ((path, dtype)) and done.
+// unknown_dtypes ((path, dtype)), done, and per key (internal::KeyFacts):
+// key_records, key_elements, key_bad [keys], key_constant (list of bool),
+// key_first [keys, 8].
 py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_rows) {
   internal::RecordScanChunk& chunk = self.chunk;
   absl::StatusOr<bool> more;
+  internal::KeyFacts facts;
   {
     py::gil_scoped_release release;
     more = self.scan->Next(max_records, max_histogram_rows, &chunk);
+    if (more.ok())
+      facts = internal::ComputeKeyFacts(chunk.stats.data(), chunk.records(), self.keys);
   }
   if (IsMissingKeyError(more.status())) throw py::key_error(std::string(more.status().message()));
   ThrowIfError(more.status());
@@ -193,6 +199,11 @@ py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_
   out["timestamp"] = ToArray(std::move(chunk.timestamp_ms), {n});
   out["rank"] = ToArray(std::move(chunk.rank), {n});
   out["stats"] = ToArray(std::move(chunk.stats), {n, keys, stats_size});
+  out["key_records"] = ToArray(std::move(facts.records), {keys});
+  out["key_elements"] = ToArray(std::move(facts.elements), {keys});
+  out["key_bad"] = ToArray(std::move(facts.bad), {keys});
+  out["key_constant"] = std::vector<bool>(facts.constant.begin(), facts.constant.end());
+  out["key_first"] = ToArray(std::move(facts.first), {keys, stats_size});
   const auto rows = static_cast<py::ssize_t>(chunk.histogram_key.size());
   out["histogram_key"] = ToArray(std::move(chunk.histogram_key), {rows});
   out["histogram_gstep"] = ToArray(std::move(chunk.histogram_gstep), {rows});

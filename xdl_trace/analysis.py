@@ -471,21 +471,17 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
         _add_step_times(scan, rank, gsteps, times)
 
     grid = chunk["stats"]  # [n, keys, 8]; NaN where a record's column holds no value.
-    # Every key at once ([n, keys] masks); a key's own rows are taken only where it has a NaN
-    # or Inf (rare), so the per-key work is the curve's C++ pass over a view of the grid.
-    present = ~np.isnan(grid[:, :, COUNT])
-    held = present.sum(axis=0)
-    bad = ((grid[:, :, NAN] > 0) | (grid[:, :, INF] > 0)).any(axis=0)
-    with np.errstate(invalid="ignore"):
-        largest = np.where(present, grid[:, :, COUNT], 0).max(axis=0)
+    # Per key, from one C++ pass over the grid: records holding a value, the largest count,
+    # records with NaN/Inf, whether every row equals the chunk's first one (and that row).
+    held, bad = chunk["key_records"], chunk["key_bad"]
     for k, key in enumerate(scan.keys):
         if held[k] == 0:
             continue
-        scan.elements[key] = max(scan.elements.get(key, 0), int(largest[k]))
+        scan.elements[key] = max(scan.elements.get(key, 0), int(chunk["key_elements"][k]))
         if bad[k]:
-            record_index = np.flatnonzero(present[:, k])
+            record_index = np.flatnonzero(~np.isnan(grid[:, k, COUNT]))
             _check_bad(scan, key, rank, chunk, record_index, grid[record_index, k])
-        _check_constant(scan, key, grid[:, k], present[:, k], int(held[k]))
+        _check_constant(scan, key, int(held[k]), chunk["key_constant"][k], chunk["key_first"][k])
         if series:
             acc = scan.stats.get((key, rank))
             if acc is None:
@@ -537,17 +533,15 @@ def _check_bad(scan, key, rank, chunk, record_index, key_rows):
     scan.first_bad[key].records += int(bad.sum())
 
 
-def _check_constant(scan, key, rows, present, held):
-    """rows [n, 8]: the key's stats rows of a chunk, `present` [n] where it holds a value
-    (`held` of them)."""
+def _check_constant(scan, key, held, constant, first):
+    """A chunk's `held` records of the key: `constant` when their rows all equal `first`, the
+    first of them. The key never changes when that holds in every chunk, with the same row."""
     scan.rows[key] = scan.rows.get(key, 0) + held
     if scan.constant.get(key) is False:
         return
-    first = scan._first_rows.get(key)
-    if first is None:
-        first = scan._first_rows[key] = rows[int(np.argmax(present))].copy()
-    same = np.all((rows == first) | (np.isnan(rows) & np.isnan(first)), axis=1)
-    scan.constant[key] = bool((same | ~present).all())
+    seen = scan._first_rows.setdefault(key, first.copy())
+    same = bool(np.all((first == seen) | (np.isnan(first) & np.isnan(seen))))
+    scan.constant[key] = bool(constant) and same
 
 
 def _add_step_times(scan, rank, gsteps, times):
