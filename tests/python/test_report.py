@@ -163,6 +163,39 @@ def test_series_halves_into_exact_bucket_aggregates():
         np.testing.assert_allclose(high[b], np.nanmax(chunk, axis=0))
 
 
+def test_series_takes_a_strided_view_and_leaves_out_absent_rows():
+    """The report hands a key's view of a chunk's stats grid [n, keys, 8] (no copy); rows whose
+    count is NaN (no value at that record) are not records of the curve."""
+    rng = np.random.default_rng(4)
+    grid = rng.normal(size=(300, 3, 8))
+    absent = rng.random(300) < 0.2
+    grid[absent, 1, analysis.COUNT] = np.nan
+    gsteps = np.arange(300) * 2
+    series = analysis.Series(8, capacity=8)
+    series.add(gsteps, grid[:, 1], skip_field=analysis.COUNT)
+    kept = grid[~absent, 1]
+    assert series.records == len(kept) == 244 and series.span == 32
+    x, mean, low, high = series.view()
+    for b in range(series.used):
+        rows = kept[b * 32 : (b + 1) * 32]
+        assert x[b] == gsteps[~absent][b * 32]
+        np.testing.assert_allclose(mean[b, 1:], rows[:, 1:].mean(axis=0))
+        np.testing.assert_array_equal(low[b], rows.min(axis=0))
+        np.testing.assert_array_equal(high[b], rows.max(axis=0))
+    # The buckets are updated in place: an array of another dtype is refused, not copied.
+    with pytest.raises(TypeError):
+        analysis._core.curve_add(
+            series._state,
+            series.gstep.astype(np.int32),
+            series.sum,
+            series.valid,
+            series.min,
+            series.max,
+            gsteps,
+            grid[:, 1],
+        )
+
+
 def test_histogram_percentiles_follow_the_data():
     from xdl_trace import _core
 
