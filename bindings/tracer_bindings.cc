@@ -106,6 +106,7 @@ py::dict StatsToDict(const TraceStats& s) {
     tracers.append(std::move(t));
   }
   d["device_tracers"] = std::move(tracers);
+  d["write_mode"] = WriteModeName(s.write_mode);
   d["last_error"] = s.last_error.ok() ? py::object(py::none())
                                       : py::object(py::str(std::string(s.last_error.ToString())));
   return d;
@@ -154,6 +155,11 @@ void RegisterTracerBindings(py::module_& m) {
       .value("BLOCK", OverflowPolicy::kBlock)
       .value("DROP", OverflowPolicy::kDrop);
 
+  py::enum_<WriteMode>(m, "WriteMode")
+      .value("AUTO", WriteMode::kAuto)
+      .value("IO_THREAD", WriteMode::kIoThread)
+      .value("INLINE", WriteMode::kInline);
+
   py::enum_<MissingGradientPolicy>(m, "MissingGradientPolicy")
       .value("ERROR", MissingGradientPolicy::kError)
       .value("EMPTY_COLUMN", MissingGradientPolicy::kEmptyColumn);
@@ -178,6 +184,8 @@ void RegisterTracerBindings(py::module_& m) {
       .def_readwrite("max_file_m_size", &TraceConfig::max_file_m_size)
       .def_readwrite("max_pending_mb", &TraceConfig::max_pending_mb)
       .def_readwrite("overflow", &TraceConfig::overflow)
+      .def_readwrite("write_mode", &TraceConfig::write_mode)
+      .def_readwrite("split_copy_min_mb", &TraceConfig::split_copy_min_mb)
       .def_readwrite("missing_gradient", &TraceConfig::missing_gradient)
       .def_readwrite("fsync", &TraceConfig::fsync)
       .def_readwrite("meta_interval_s", &TraceConfig::meta_interval_s)

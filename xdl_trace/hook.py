@@ -6,6 +6,7 @@ import atexit
 import difflib
 import numbers
 import os
+import sys
 import threading
 import warnings
 import weakref
@@ -23,6 +24,8 @@ CONFIG_KEYS = (
     "rank",
     "max_pending_mb",
     "overflow",
+    "write_mode",
+    "split_copy_min_mb",
     "on_error",
     "fsync",
     "meta_interval_s",
@@ -86,6 +89,60 @@ def _output_dir(value):
     return value
 
 
+# Where BLAS libraries read their thread count, in the order they are consulted.
+_BLAS_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+_WRITE_MODES = {
+    "auto": _core.WriteMode.AUTO,
+    "io_thread": _core.WriteMode.IO_THREAD,
+    "inline": _core.WriteMode.INLINE,
+}
+
+
+def _env_threads(name):
+    # "4" or OpenMP's nested "4,2" (the outer level counts); None when unset or not a count.
+    value = os.environ.get(name, "").split(",")[0].strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
+def resolve_write_mode(requested, overflow):
+    """(mode, reason): the write mode a tracer starts with (docs/design.md, "Write modes").
+
+    "auto" is "inline" when no core is spare for the IO thread (its write would preempt a
+    compute thread mid-GEMM), else "io_thread"; never "inline" under overflow "drop", which
+    promises never to wait for the disk. Compute threads: the most of torch's thread count (when
+    torch is already imported) and the BLAS thread count (the first of OPENBLAS_NUM_THREADS,
+    OMP_NUM_THREADS, MKL_NUM_THREADS that is set, else one per core, the BLAS default). Cores:
+    this process's CPU affinity.
+    """
+    if requested != "auto":
+        return requested, "set in config"
+    if overflow == "drop":
+        return "io_thread", "overflow 'drop': the training thread never waits for the disk"
+    if hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    counts = []  # (threads, where the count comes from)
+    for name in _BLAS_THREAD_ENV:
+        threads = _env_threads(name)
+        if threads is not None:
+            counts.append((threads, name))
+            break
+    else:
+        counts.append((cores, "BLAS default"))
+    torch = sys.modules.get("torch")
+    get_num_threads = getattr(torch, "get_num_threads", None)
+    if callable(get_num_threads):
+        counts.append((int(get_num_threads()), "torch"))
+    compute = max(n for n, _ in counts)
+    sources = ", ".join(source for n, source in counts if n == compute)
+    what = f"{cores} cores, {compute} compute threads ({sources})"
+    if cores > compute:
+        return "io_thread", f"{what}: a core is spare for the IO thread"
+    return "inline", f"{what}: no spare core"
+
+
 def _with_suggestion(key):
     """'kye' (did you mean 'key'?) for a near miss of a config key, else 'kye'."""
     close = difflib.get_close_matches(key, CONFIG_KEYS, n=1)
@@ -118,6 +175,12 @@ def build_config(config, is_training=True):
     policies = {"block": _core.OverflowPolicy.BLOCK, "drop": _core.OverflowPolicy.DROP}
     default_overflow = next(k for k, v in policies.items() if v == cfg.overflow)
     cfg.overflow = policies[_choice(config, "overflow", default_overflow, tuple(policies))]
+    default_mode = next(k for k, v in _WRITE_MODES.items() if v == cfg.write_mode)
+    cfg.write_mode = _WRITE_MODES[_choice(config, "write_mode", default_mode, tuple(_WRITE_MODES))]
+    # The range (>= 0, finite) is checked by cfg.validate() below, naming the key.
+    cfg.split_copy_min_mb = _number(
+        config, "split_copy_min_mb", cfg.split_copy_min_mb, positive=False
+    )
     on_error = _choice(config, "on_error", "warn", ("warn", "raise"))
     fsync = config.get("fsync", cfg.fsync)
     if not isinstance(fsync, bool):
@@ -139,6 +202,14 @@ def build_config(config, is_training=True):
     )
     cfg.validate()
     return cfg, on_error
+
+
+def _mode_name(mode):
+    return next(k for k, v in _WRITE_MODES.items() if v == mode)
+
+
+def _overflow_name(policy):
+    return "drop" if policy == _core.OverflowPolicy.DROP else "block"
 
 
 # Hooks begun and not yet ended; flushed and closed at interpreter exit.
@@ -199,6 +270,10 @@ class TraceHook:
         self, config, is_training=True, gstep=None, filter=None, scope=None, metadata=None
     ):
         self._config, self._on_error = build_config(config, is_training)
+        # Resolved at each begin() (the compute threads may change before it). A name: the
+        # binding's enum attribute is a reference into the config, which begin() changes.
+        self._write_mode_requested = _mode_name(self._config.write_mode)
+        self._write_mode_reason = None
         self._rank_option = config.get("rank")
         self._metadata_json = _run.metadata_json(metadata)
         if gstep is not None and (
@@ -264,6 +339,10 @@ class TraceHook:
         cfg.run_id = _run.shared_run_id(
             cfg.output_dir, cfg.prefix(), cfg.output_file_name, placement.rank
         )
+        mode, self._write_mode_reason = resolve_write_mode(
+            self._write_mode_requested, _overflow_name(cfg.overflow)
+        )
+        cfg.write_mode = _WRITE_MODES[mode]
         self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
         self._run_id = self._tracer.config.run_id
         self._forked = False
@@ -388,14 +467,18 @@ class TraceHook:
 
     def stats(self):
         """The core's counters (records/bytes written, dropped, files, queue high water, last
-        write error) plus the hook's: steps_seen, steps_skipped, step_errors, last_step_error."""
+        write error, write_mode) plus the hook's: write_mode_reason (why that mode; None before
+        begin), steps_seen, steps_skipped, step_errors, last_step_error."""
         if self._tracer is not None:
             out = self._tracer.stats()
         elif self._final_stats is not None:
             out = dict(self._final_stats)
         else:
             out = {}
+        if self._write_mode_reason is not None:
+            out.setdefault("write_mode", _mode_name(self._config.write_mode))
         out.update(
+            write_mode_reason=self._write_mode_reason,
             steps_seen=self._lstep,
             steps_skipped=self._steps_skipped,
             step_errors=self._step_errors,

@@ -172,3 +172,82 @@ TEST_CASE("the frame is sized exactly", "[encoder]") {
 
 }  // namespace internal
 }  // namespace xdl_trace
+
+namespace xdl_trace {
+namespace internal {
+namespace {
+
+// The frame a record in pieces stands for: its pieces concatenated.
+std::string Concatenate(const EncodedRecord& record) {
+  if (record.pieces.empty()) return record.frame;
+  std::string out;
+  for (const FramePiece& piece : record.pieces) {
+    out.append(piece.external != nullptr ? piece.external : record.frame.data() + piece.offset,
+               piece.size);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a record in pieces is the contiguous frame, its large columns left in place",
+          "[encoder][pieces]") {
+  // Columns around the threshold (4096 bytes), plus empty and tiny ones.
+  const size_t kSizes[] = {0, 4, 4092, 4096, 4100, 20000, 1 << 20};
+  std::vector<std::string> data;
+  std::vector<TensorView> columns;
+  uint32_t seed = 7;
+  for (size_t bytes : kSizes) {
+    data.push_back(RandomBytes(bytes, seed++));
+  }
+  for (const std::string& bytes : data) {
+    columns.push_back({DType::kUInt8,
+                       {static_cast<int64_t>(bytes.size())},
+                       bytes.empty() ? nullptr : bytes.data()});
+  }
+  const std::string trailing = ProtobufFrame(1, 2, 3, {}).substr(4);  // Any bytes.
+  for (const bool with_trailing : {false, true}) {
+    for (const int64_t timestamp : {int64_t{0}, int64_t{1700000000123}}) {
+      absl::StatusOr<EncodedRecord> contiguous =
+          EncodeRecord(5, 6, timestamp, columns, {}, with_trailing ? trailing : "");
+      REQUIRE(contiguous.ok());
+      CHECK(contiguous->pieces.empty());
+      CHECK(contiguous->external_bytes == 0);
+      for (const size_t threshold : {size_t{1}, size_t{4096}, size_t{20000}, SIZE_MAX}) {
+        INFO("threshold " << threshold << " trailing " << with_trailing << " ts " << timestamp);
+        EncodeOptions options;
+        options.reference_min_bytes = threshold;
+        absl::StatusOr<EncodedRecord> pieces = EncodeRecord(
+            5, 6, timestamp, columns, {}, with_trailing ? trailing : "",
+            [](size_t) { return std::string(); }, options);
+        REQUIRE(pieces.ok());
+        CHECK(Concatenate(*pieces) == contiguous->frame);
+        CHECK(pieces->FrameBytes() == contiguous->frame.size());
+        // Exactly the columns at or above the threshold are referenced, in place.
+        std::vector<const char*> referenced;
+        size_t referenced_bytes = 0;
+        for (const FramePiece& piece : pieces->pieces) {
+          CHECK(piece.size > 0);
+          if (piece.external != nullptr) {
+            referenced.push_back(piece.external);
+            referenced_bytes += piece.size;
+          }
+        }
+        std::vector<const char*> expected;
+        for (const std::string& bytes : data) {
+          if (!bytes.empty() && bytes.size() >= threshold) expected.push_back(bytes.data());
+        }
+        CHECK(referenced == expected);
+        CHECK(pieces->external_bytes == referenced_bytes);
+        CHECK(pieces->frame.size() + referenced_bytes == contiguous->frame.size());
+        if (!pieces->pieces.empty()) {
+          CHECK(pieces->pieces.front().external == nullptr);  // The length prefix is owned.
+          CHECK(pieces->pieces.front().offset == 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace internal
+}  // namespace xdl_trace

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -15,11 +16,14 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "core/wire.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/dynamic_message.h"
@@ -917,6 +921,327 @@ TEST_CASE("a missing gradient is counted under kError and its error carries the 
   CHECK(failed.GetPayload(kEntryKeyPayload) == absl::Cord("bad"));
   REQUIRE((*tracer)->Close().ok());
   CHECK((*tracer)->stats().missing_gradients == 10);
+}
+
+// ---- Write modes (docs/design.md, "Write modes") ----
+
+namespace {
+
+// The bytes of a Record body before its first field numbered above 4: gstep,
+// lstep, the columns and the timestamp, exactly as written. The host spans
+// (field 6: clock readings, and the IO thread's write groups) differ from run
+// to run and are left out.
+std::string FieldsUpToTimestamp(const std::string& body) {
+  const char* p = body.data();
+  const char* const end = p + body.size();
+  while (p < end) {
+    const char* field_begin = p;
+    uint64_t tag = 0;
+    REQUIRE(internal::ReadVarint(&p, end, &tag));
+    if ((tag >> 3) > 4) return std::string(body.data(), field_begin);
+    uint64_t value = 0;
+    REQUIRE(internal::ReadVarint(&p, end, &value));
+    if ((tag & 7) == internal::kWireLengthDelimited) {
+      REQUIRE(value <= static_cast<uint64_t>(end - p));
+      p += value;
+    }
+  }
+  return body;
+}
+
+TraceConfig ModeConfig(const std::string& dir, WriteMode mode) {
+  TraceConfig config = Config(dir);
+  config.write_mode = mode;
+  config.run_id = "run";
+  return config;
+}
+
+// Random float32 values (a distinct stream per seed).
+std::vector<float> RandomFloats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> values(n);
+  for (float& v : values) v = dist(rng);
+  return values;
+}
+
+// One run of `steps` steps in `mode` over columns of the given byte sizes
+// (views into buffers refilled at each step), a provider, a summary and a
+// once-value; returns the data file's record frames, up to the timestamp.
+std::vector<std::string> RunSteps(WriteMode mode, const std::vector<size_t>& column_floats,
+                                  int steps, double split_copy_min_mb = 0) {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::vector<std::vector<float>> buffers;
+  for (size_t n : column_floats) buffers.emplace_back(n);
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    REQUIRE(registry
+                ->Register(ViewEntry(
+                    absl::StrCat("v", i),
+                    {DType::kFloat32, {static_cast<int64_t>(buffers[i].size())}, buffers[i].data()},
+                    EntryKind::kVariable))
+                .ok());
+  }
+  int step = 0;
+  REQUIRE(registry
+              ->Register(ProviderEntry("provided",
+                                       [&] {
+                                         Tensor t;
+                                         t.dtype = DType::kFloat32;
+                                         const std::vector<float> v =
+                                             RandomFloats(3000, 1000 + step);
+                                         t.shape = {static_cast<int64_t>(v.size())};
+                                         t.bytes.assign(reinterpret_cast<const char*>(v.data()),
+                                                        v.size() * sizeof(float));
+                                         return CapturedTensor::Owning(std::move(t));
+                                       }))
+              .ok());
+  EntrySpec stats = ViewEntry(
+      "v0_stats", {DType::kFloat32, {static_cast<int64_t>(buffers[0].size())}, buffers[0].data()});
+  stats.summary.builtin = BuiltinSummary::kHistogram;
+  stats.summary.histogram_bins = 2000;  // 16 KB of doubles: written in place when inline.
+  REQUIRE(registry->Register(stats).ok());
+  const std::vector<int64_t> labels(2000, 7);
+  REQUIRE(
+      registry
+          ->Register(ViewEntry("labels", {DType::kInt64, {2000}, labels.data()}, EntryKind::kOnce))
+          .ok());
+
+  TraceConfig config = ModeConfig(dir.path(), mode);
+  config.split_copy_min_mb = split_copy_min_mb;
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  CHECK((*tracer)->stats().write_mode == config.ResolvedWriteMode());
+  for (step = 1; step <= steps; ++step) {
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const std::vector<float> v = RandomFloats(buffers[i].size(), step * 100 + i);
+      std::copy(v.begin(), v.end(), buffers[i].begin());  // In place: the views stay valid.
+    }
+    REQUIRE((*tracer)->StepAt(step, step, 1700000000000 + step).ok());
+  }
+  REQUIRE((*tracer)->Close().ok());
+  CHECK((*tracer)->stats().records_written == steps);
+  const std::vector<std::string> frames = test::SplitFrames(ReadFile(FirstDataFile(config)));
+  std::vector<std::string> records;
+  for (size_t i = 1; i < frames.size(); ++i) records.push_back(FieldsUpToTimestamp(frames[i]));
+  return records;
+}
+
+}  // namespace
+
+TEST_CASE("inline and io_thread write identical records", "[tracer][write_mode]") {
+  // Columns below, at and above the size inline writes in place (4096 bytes).
+  const std::vector<size_t> floats = {6, 1023, 1024, 1025, 100000, 300000};
+  const std::vector<std::string> io_thread = RunSteps(WriteMode::kIoThread, floats, 5);
+  const std::vector<std::string> inline_mode = RunSteps(WriteMode::kInline, floats, 5);
+  const std::vector<std::string> auto_mode = RunSteps(WriteMode::kAuto, floats, 2);
+  REQUIRE(io_thread.size() == 5);
+  REQUIRE(inline_mode.size() == 5);
+  for (size_t i = 0; i < io_thread.size(); ++i) {
+    INFO("record " << i);
+    CHECK(io_thread[i].size() > 1'600'000);
+    CHECK(inline_mode[i] == io_thread[i]);
+  }
+  REQUIRE(auto_mode.size() == 2);
+  CHECK(auto_mode[1] == io_thread[1]);
+}
+
+TEST_CASE("a split copy writes the bytes one thread copying writes", "[tracer][split_copy]") {
+  // Records below, about and above a 1 MB threshold (the other entries add
+  // about 44 KB), with columns below, at and above the 64 KiB the split
+  // hands to the shared job, and chunks of 256 KiB with a remainder.
+  const std::vector<std::vector<size_t>> cases = {
+      {6, 230000},              // Below.
+      {6, 16384, 223000},       // About 1 MB with the rest.
+      {6, 16383, 262145},       // Above, a column just over one chunk.
+      {100000, 300000, 65536},  // Several large columns.
+      {1 << 20, 5, 1 << 18},    // 5 MiB.
+  };
+  for (const std::vector<size_t>& floats : cases) {
+    INFO("columns of " << floats.size() << " sizes, the second " << floats[1]);
+    const std::vector<std::string> one_thread = RunSteps(WriteMode::kIoThread, floats, 3);
+    const std::vector<std::string> split = RunSteps(WriteMode::kIoThread, floats, 3, 1.0);
+    const std::vector<std::string> split_all = RunSteps(WriteMode::kIoThread, floats, 3, 1e-6);
+    REQUIRE(one_thread.size() == 3);
+    CHECK(split == one_thread);
+    CHECK(split_all == one_thread);
+  }
+}
+
+TEST_CASE("the file holds each step's values, never a change made after Step returned",
+          "[tracer][write_mode][split_copy]") {
+  struct Mode {
+    WriteMode mode;
+    double split_copy_min_mb;
+  };
+  for (const Mode m : {Mode{WriteMode::kIoThread, 0}, Mode{WriteMode::kIoThread, 1},
+                       Mode{WriteMode::kInline, 0}}) {
+    const WriteMode mode = m.mode;
+    INFO("write mode " << WriteModeName(mode) << ", split copy from " << m.split_copy_min_mb);
+    TempDir dir;
+    auto registry = std::make_shared<Registry>();
+    std::vector<float> values(1 << 20);  // 4 MiB: 16 chunks of a split copy.
+    REQUIRE(registry
+                ->Register(ViewEntry("w", {DType::kFloat32, {1 << 20}, values.data()},
+                                     EntryKind::kVariable))
+                .ok());
+    internal::TracerOptions options;
+    // A slow sink: a write still under way when Step returned would see the change.
+    options.writer_hooks.before_record_write = [] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    };
+    TraceConfig config = ModeConfig(dir.path(), mode);
+    config.split_copy_min_mb = m.split_copy_min_mb;
+    auto tracer = internal::TracerFactory::Start(config, registry, {""}, std::move(options));
+    REQUIRE(tracer.ok());
+    for (int step = 1; step <= 8; ++step) {
+      std::fill(values.begin(), values.end(), static_cast<float>(step));
+      REQUIRE((*tracer)->StepAt(step, step, step).ok());
+      std::fill(values.begin(), values.end(), -1.0f);  // The next "optimizer update".
+    }
+    REQUIRE((*tracer)->Close().ok());
+    const DataFile file = ReadDataFile(FirstDataFile(config));
+    REQUIRE(file.records.size() == 8);
+    for (int step = 1; step <= 8; ++step) {
+      const std::vector<float> written = Values<float>(file.records[step - 1].column(0));
+      REQUIRE(written.size() == values.size());
+      CHECK(std::all_of(written.begin(), written.end(),
+                        [&](float v) { return v == static_cast<float>(step); }));
+    }
+  }
+}
+
+TEST_CASE("inline under a failing writer returns the error, never hangs, and holds no capture",
+          "[tracer][write_mode][errors]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::weak_ptr<const void> last;
+  REQUIRE(registry
+              ->Register(ProviderEntry("big",
+                                       [&] {
+                                         Tensor t;
+                                         t.dtype = DType::kUInt8;
+                                         t.shape = {8000};
+                                         t.bytes.assign(8000, 'v');
+                                         CapturedTensor captured =
+                                             CapturedTensor::Owning(std::move(t));
+                                         last = captured.keep_alive;
+                                         return captured;
+                                       }))
+              .ok());
+  const TraceConfig config = ModeConfig(dir.path(), WriteMode::kInline);
+  absl::Status first_error;
+  int steps_failed = 0;
+  std::unique_ptr<Tracer> tracer;
+  {
+    test::FileSizeLimit limit(30000);  // EFBIG from the fourth record on.
+    auto started = Tracer::Start(config, registry);
+    REQUIRE(started.ok());
+    tracer = std::move(*started);
+    for (int step = 1; step <= 20; ++step) {
+      const absl::Status s = tracer->StepAt(step, step, step);
+      // Nothing refers to the captured tensor once Step returned, written or not.
+      CHECK(last.expired());
+      if (!s.ok()) {
+        ++steps_failed;
+        if (first_error.ok()) first_error = s;
+        CHECK(s == first_error);  // Sticky.
+      }
+    }
+    REQUIRE_FALSE(first_error.ok());
+    CHECK(first_error.code() == absl::StatusCode::kOutOfRange);  // EFBIG.
+    CHECK_THAT(Message(first_error), Catch::Contains(FirstDataFile(config)));
+    CHECK(tracer->Close() == first_error);
+  }
+  const TraceStats stats = tracer->stats();
+  CHECK(stats.write_mode == WriteMode::kInline);
+  CHECK(stats.steps_traced == 20);
+  CHECK(stats.records_written + stats.records_dropped == 20);
+  CHECK(stats.records_dropped == steps_failed);
+  CHECK(stats.last_error == first_error);
+}
+
+TEST_CASE("write_mode inline with overflow drop is refused naming both keys; auto picks io_thread",
+          "[tracer][write_mode][config]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  TraceConfig config = ModeConfig(dir.path(), WriteMode::kInline);
+  config.overflow = OverflowPolicy::kDrop;
+  const absl::Status refused = Tracer::Start(config, registry).status();
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(Message(refused), Catch::Contains("'write_mode'") && Catch::Contains("'inline'") &&
+                                   Catch::Contains("'overflow'") && Catch::Contains("'drop'"));
+  config.write_mode = WriteMode::kAuto;
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  CHECK((*tracer)->stats().write_mode == WriteMode::kIoThread);
+  REQUIRE((*tracer)->Close().ok());
+  CHECK(std::string(WriteModeName(WriteMode::kAuto)) == "auto");
+  CHECK(std::string(WriteModeName(WriteMode::kIoThread)) == "io_thread");
+  CHECK(std::string(WriteModeName(WriteMode::kInline)) == "inline");
+}
+
+// Step() time with and without the split copy: two tracers over the same
+// 7 columns of 1.06 MB (7.4 MB per record, issue 14's MLP), stepped in turn
+// so both see the same machine, a 6 ms pause after each step standing for
+// compute (the IO thread writes meanwhile). Run by hand:
+//   tracer_test "split copy figures"
+TEST_CASE("split copy figures", "[.][split_copy][bench]") {
+  // tmpfs, as issue 14 measured: a disk's writeback stalls would drown the figure.
+  const std::string base = absl::StrCat("/dev/shm/xdl_trace_split_bench.", getpid());
+  auto registry = std::make_shared<Registry>();
+  std::vector<std::vector<float>> columns(7, std::vector<float>(265000, 1.0f));
+  for (size_t i = 0; i < columns.size(); ++i) {
+    REQUIRE(registry
+                ->Register(ViewEntry(
+                    absl::StrCat("w", i),
+                    {DType::kFloat32, {static_cast<int64_t>(columns[i].size())}, columns[i].data()},
+                    EntryKind::kVariable))
+                .ok());
+  }
+  const int steps =
+      std::getenv("XDL_BENCH_STEPS") ? std::atoi(std::getenv("XDL_BENCH_STEPS")) : 600;
+  const double splits[2] = {0, 1};
+  std::unique_ptr<Tracer> tracers[2];
+  std::vector<double> step_ms[2];
+  for (int t = 0; t < 2; ++t) {
+    TraceConfig config = ModeConfig(absl::StrCat(base, "/", t), WriteMode::kIoThread);
+    config.split_copy_min_mb = splits[t];
+    config.max_file_m_size = 40;  // Closed (and freed, once unlinked below) every 5 records.
+    auto tracer = Tracer::Start(config, registry);
+    REQUIRE(tracer.ok());
+    tracers[t] = std::move(*tracer);
+  }
+  for (int step = 0; step < steps; ++step) {
+    for (int t = 0; t < 2; ++t) {
+      for (auto& c : columns) c[step % c.size()] = static_cast<float>(step);
+      const auto begin = std::chrono::steady_clock::now();
+      REQUIRE(tracers[t]->StepAt(step, step, step).ok());
+      const auto end = std::chrono::steady_clock::now();
+      if (step >= 10) {
+        step_ms[t].push_back(std::chrono::duration<double, std::milli>(end - begin).count());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(6));
+    }
+    if (step % 10 == 9) {  // Keep tmpfs small: unlink the files (the lock file stays).
+      for (const auto& entry : fs::recursive_directory_iterator(base)) {
+        if (entry.is_regular_file() && entry.path().filename().string()[0] != '.') {
+          fs::remove(entry.path());
+        }
+      }
+    }
+  }
+  for (int t = 0; t < 2; ++t) {
+    REQUIRE(tracers[t]->Close().ok());
+    std::vector<double>& ms = step_ms[t];
+    std::sort(ms.begin(), ms.end());
+    double sum = 0;
+    for (double m : ms) sum += m;
+    WARN("split_copy_min_mb=" << splits[t] << ": Step() ms median " << ms[ms.size() / 2] << " p10 "
+                              << ms[ms.size() / 10] << " p90 " << ms[ms.size() * 9 / 10] << " mean "
+                              << sum / ms.size());
+  }
+  fs::remove_all(base);
 }
 
 }  // namespace xdl_trace

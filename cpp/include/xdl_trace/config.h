@@ -17,6 +17,26 @@ enum class OverflowPolicy {
   kDrop,   // Drop the new record; counted in stats and in Meta.
 };
 
+// Who writes a traced step's record to the data file (docs/design.md, "Write
+// modes"). The IO thread owns the file in every mode.
+enum class WriteMode {
+  // The Python hook picks kInline when no core is spare for the IO thread
+  // (compute threads >= cores) and overflow is kBlock, else kIoThread. The C++
+  // core cannot see the caller's compute threads: there it means kIoThread.
+  kAuto,
+  // Step() copies the tensors into a record buffer and queues it; the IO
+  // thread writes it while training goes on.
+  kIoThread,
+  // Step() hands the IO thread the framing bytes plus pointers to the
+  // tensors' own memory (no copy) and waits until it is written: training
+  // waits for the write, which then never competes with compute threads.
+  // Not with OverflowPolicy::kDrop (it would block on a slow disk).
+  kInline,
+};
+
+// "auto", "io_thread" or "inline": the config key's values.
+const char* WriteModeName(WriteMode mode);
+
 // What Step() does when a traced gradient was not sent for this step.
 enum class MissingGradientPolicy {
   kError,        // Step fails with FailedPrecondition naming the key (default).
@@ -63,6 +83,8 @@ inline constexpr size_t kMaxOutputFileNameBytes = 178;
 //                     NaN are rejected, so no spelling is ambiguous). A huge
 //                     finite value saturates to "never".
 //   device_collect_interval_s   finite and >= 0.
+//   write_mode        kInline only with overflow kBlock.
+//   split_copy_min_mb   finite and >= 0.
 struct TraceConfig {
   std::string output_dir;  // Required; created if missing.
   std::string output_file_name = "trace";
@@ -71,6 +93,14 @@ struct TraceConfig {
   double max_file_m_size = 300;  // Megabytes (1e6 bytes) per data file.
   double max_pending_mb = 256;   // Queue bound, megabytes (1e6 bytes).
   OverflowPolicy overflow = OverflowPolicy::kBlock;
+  WriteMode write_mode = WriteMode::kAuto;
+  // io_thread mode: a record with at least this many megabytes (1e6 bytes)
+  // of column data is copied by the training thread and the IO thread
+  // together (each takes 256 KiB chunks until none is left; Step returns once
+  // all are copied). 0 (default): the training thread copies alone. Off by
+  // default: it saved under 10% of the copy's time where measured
+  // (docs/design.md, "Write modes").
+  double split_copy_min_mb = 0;
   MissingGradientPolicy missing_gradient = MissingGradientPolicy::kError;
   bool fsync = true;            // fsync data at rollover and close.
   double meta_interval_s = 10;  // Meta refresh period; <= 0 disables, must be finite.
@@ -92,6 +122,10 @@ struct TraceConfig {
   absl::Status Validate() const;
   // "train" or "test".
   const char* Prefix() const { return is_training ? "train" : "test"; }
+  // write_mode with kAuto resolved as the core does (kIoThread).
+  WriteMode ResolvedWriteMode() const {
+    return write_mode == WriteMode::kInline ? WriteMode::kInline : WriteMode::kIoThread;
+  }
 };
 
 }  // namespace xdl_trace

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "xdl_trace/config.h"
 
 namespace xdl_trace {
 
@@ -46,6 +47,9 @@ struct TraceStats {
   // failed steps under kError (one per failed step).
   int64_t missing_gradients = 0;
   absl::Status last_error;  // Sticky write error, OK if none.
+  // Who writes the records: kIoThread or kInline (TraceConfig::write_mode
+  // resolved; never kAuto).
+  WriteMode write_mode = WriteMode::kIoThread;
   // Device tracing (config.device_tracers; docs/device-tracing.md).
   int64_t device_events = 0;                       // Device events collected into records.
   int64_t device_events_dropped = 0;               // Lost at a tracer's or the core's byte cap.

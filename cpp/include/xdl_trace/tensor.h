@@ -37,8 +37,9 @@ struct Tensor {
 };
 
 // A view plus whatever keeps its memory alive until the record that reads it
-// has been encoded (a Python array, a torch tensor, an owned Tensor). The
-// keep-alive is released on the thread that encodes the record.
+// has been encoded, or written under WriteMode::kInline (a Python array, a
+// torch tensor, an owned Tensor). The keep-alive is released on the thread
+// that encodes the record.
 struct CapturedTensor {
   TensorView view;
   std::shared_ptr<const void> keep_alive;

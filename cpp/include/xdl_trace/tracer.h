@@ -55,11 +55,15 @@ class Tracer {
   Tracer& operator=(const Tracer&) = delete;
 
   // Captures every entry (one copy of each tensor's bytes into the record
-  // buffer) and queues the record. Returns:
+  // buffer) and queues the record; under WriteMode::kInline, hands the IO
+  // thread the tensors' memory itself and returns once the record is written
+  // (docs/design.md, "Write modes"). Either way the tensors are not read after
+  // Step returns. Returns:
   //   - an entry's own error (callback failed, missing gradient, bad dtype or
   //     shape) naming the key; no record is queued for this step;
   //   - the sticky write error once the IO thread failed; the record is
-  //     counted as dropped and the call never blocks;
+  //     counted as dropped and the call never blocks (inline: the error of
+  //     this record's own write, once the IO thread gave up on it);
   //   - FailedPrecondition after Close(), while another thread is inside
   //     Step/Flush/Close of this tracer, or in a forked child (see above).
   // Per entry: a view is read in place; a provider is called; a gradient is

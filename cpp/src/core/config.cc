@@ -29,6 +29,18 @@ absl::Status CheckFiniteAbove(absl::string_view key, double value, bool zero_ok)
 
 }  // namespace
 
+const char* WriteModeName(WriteMode mode) {
+  switch (mode) {
+    case WriteMode::kAuto:
+      return "auto";
+    case WriteMode::kIoThread:
+      return "io_thread";
+    case WriteMode::kInline:
+      return "inline";
+  }
+  return "unknown";
+}
+
 absl::Status TraceConfig::Validate() const {
   constexpr absl::string_view kNul("\0", 1);
   if (output_dir.empty()) {
@@ -59,8 +71,16 @@ absl::Status TraceConfig::Validate() const {
     return Bad("meta_interval_s", absl::StrCat(meta_interval_s),
                "a finite number of seconds (<= 0: no timed refresh)");
   }
-  return CheckFiniteAbove("device_collect_interval_s", device_collect_interval_s,
-                          /*zero_ok=*/true);
+  XDL_RETURN_IF_ERROR(CheckFiniteAbove("device_collect_interval_s", device_collect_interval_s,
+                                       /*zero_ok=*/true));
+  XDL_RETURN_IF_ERROR(CheckFiniteAbove("split_copy_min_mb", split_copy_min_mb, /*zero_ok=*/true));
+  if (write_mode == WriteMode::kInline && overflow == OverflowPolicy::kDrop) {
+    return absl::InvalidArgumentError(
+        "xdl_trace: config 'write_mode': 'inline' cannot be combined with 'overflow': 'drop' "
+        "(inline makes the training thread wait for the disk, which 'drop' promises never to do); "
+        "use write_mode 'io_thread' or 'auto', or overflow 'block'");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace xdl_trace

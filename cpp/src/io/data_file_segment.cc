@@ -92,9 +92,24 @@ bool DataFileSegment::ShouldRollOver(int64_t pending_bytes, int64_t pending_reco
 }
 
 absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
+  // One iovec per contiguous frame, one per piece of a frame in pieces; the
+  // last iovec of each frame names its record, the others kNotLast.
+  constexpr size_t kNotLast = SIZE_MAX;
   iovecs_.clear();
-  for (const EncodedRecord* r : records) {
-    iovecs_.push_back({const_cast<char*>(r->frame.data()), r->frame.size()});
+  iovec_record_.clear();
+  for (size_t i = 0; i < records.size(); ++i) {
+    const EncodedRecord& r = *records[i];
+    if (r.pieces.empty()) {
+      iovecs_.push_back({const_cast<char*>(r.frame.data()), r.frame.size()});
+      iovec_record_.push_back(i);
+      continue;
+    }
+    for (const FramePiece& piece : r.pieces) {
+      const char* base = piece.external != nullptr ? piece.external : r.frame.data() + piece.offset;
+      iovecs_.push_back({const_cast<char*>(base), piece.size});
+      iovec_record_.push_back(kNotLast);
+    }
+    iovec_record_.back() = i;
   }
   size_t next = 0;  // First iovec not completely written.
   while (next < iovecs_.size()) {
@@ -113,7 +128,7 @@ absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
       bytes_ += static_cast<int64_t>(take);
       left -= take;
       if (take == v.iov_len) {
-        CountRecord(*records[next]);
+        if (iovec_record_[next] != kNotLast) CountRecord(*records[iovec_record_[next]]);
         ++next;
       } else {
         v.iov_base = static_cast<char*>(v.iov_base) + take;

@@ -78,11 +78,10 @@ class DataFileSegment {
   // and a record larger than the limit sits alone in its own file.
   bool ShouldRollOver(int64_t pending_bytes, int64_t pending_records, int64_t record_bytes) const;
 
-  // Appends the frames of `records` in order with as few writev(2) calls as
-  // the kernel allows, updating the CRC and bytes() per byte written and
-  // records() and the step/timestamp ranges per frame completely written. On
-  // error (naming the file and offset) the frames after the last complete one
-  // are not written, or only partly.
+  // Appends the frames of `records` (contiguous or in pieces) in order with as few writev(2) calls
+  // as the kernel allows, updating the CRC and bytes() per byte written and records() and the
+  // step/timestamp ranges per frame completely written. On error (naming the file and offset) the
+  // frames after the last complete one are not written, or only partly.
   absl::Status Append(absl::Span<EncodedRecord* const> records);
 
   // Replaces the Meta when `closed_cleanly` or when it is stale (bytes or
@@ -119,7 +118,10 @@ class DataFileSegment {
   int64_t meta_bytes_ = -1;    // data_bytes of the last Meta written.
   int64_t meta_dropped_ = -1;  // dropped_records of the last Meta written.
   int64_t closed_at_ms_ = 0;   // Wall clock of the first closing Meta (Meta.end_time_ms).
-  std::vector<iovec> iovecs_;  // Append's scratch, kept for its capacity.
+  // Append's scratch, kept for its capacity: the iovecs and, per iovec, the
+  // index of the record it completes (SIZE_MAX when it is not a frame's last).
+  std::vector<iovec> iovecs_;
+  std::vector<size_t> iovec_record_;
 };
 
 }  // namespace internal

@@ -85,6 +85,16 @@ bool IoLoop::ProcessBatch(std::deque<WriterMessage>* batch) {
     switch (m.kind) {
       case WriterMessage::Kind::kRecord:
         AddRecord(&m.record);
+        if (m.done != nullptr) {
+          // A write-through: its pieces point at memory the caller frees once
+          // answered, so it is written (or dropped) now, and never touched again.
+          WriteGroup();
+          m.record.pieces.clear();
+          m.done->Notify(error());
+        }
+        break;
+      case WriterMessage::Kind::kCopy:
+        m.copy->Help();  // The training thread waits for the chunks claimed here.
         break;
       case WriterMessage::Kind::kFlush:
         WriteGroup();
@@ -106,7 +116,7 @@ bool IoLoop::ProcessBatch(std::deque<WriterMessage>* batch) {
 // Appends a record to the write group, rotating first when the segment says
 // it belongs in a new file.
 void IoLoop::AddRecord(EncodedRecord* record) {
-  const int64_t size = static_cast<int64_t>(record->frame.size());
+  const int64_t size = static_cast<int64_t>(record->FrameBytes());
   if (failed()) {
     DropRecord(record);
     return;
@@ -134,7 +144,7 @@ void IoLoop::TakeIoSpans(std::vector<HostSpanInfo>* out) {
 
 void IoLoop::DropRecord(EncodedRecord* record) {
   CountDropped();
-  const int64_t bytes = static_cast<int64_t>(record->frame.size());
+  const int64_t bytes = static_cast<int64_t>(record->FrameBytes());
   pool_->Give(std::move(record->frame));  // Pooled or freed before its bytes leave the bound.
   queue_->Release(bytes);
 }

@@ -19,19 +19,48 @@ namespace xdl_trace {
 namespace internal {
 namespace {
 
-// InvalidArgument unless `frame` is a 4-byte length prefix and the body it announces.
-absl::Status CheckFrame(const std::string& frame) {
-  if (frame.size() < 4 || frame.size() - 4 > kMaxFrameBytes) {
+// InvalidArgument unless `record` is a 4-byte length prefix and the body it
+// announces; in pieces, the owned bytes start with the prefix and the pieces
+// lie within them or are external, adding up to the frame.
+absl::Status CheckFrame(const EncodedRecord& record) {
+  const std::string& frame = record.frame;
+  const size_t size = record.FrameBytes();
+  if (frame.size() < 4 || size - 4 > kMaxFrameBytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("xdl_trace: record frame of ", frame.size(),
+        absl::StrCat("xdl_trace: record frame of ", size,
                      " bytes does not fit the 4-byte length prefix (limit 4 GiB - 1 per record)"));
   }
   uint32_t prefix = 0;
   for (int i = 0; i < 4; ++i) prefix |= uint32_t{static_cast<uint8_t>(frame[i])} << (8 * i);
-  if (prefix != frame.size() - 4) {
+  if (prefix != size - 4) {
     return absl::InvalidArgumentError(absl::StrCat("xdl_trace: record frame length prefix ", prefix,
-                                                   " does not match its body of ", frame.size() - 4,
+                                                   " does not match its body of ", size - 4,
                                                    " bytes"));
+  }
+  if (record.pieces.empty()) {
+    if (record.external_bytes == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "xdl_trace: record frame counts external bytes but has no pieces");
+  }
+  size_t owned = 0;
+  size_t external = 0;
+  for (const FramePiece& piece : record.pieces) {
+    if (piece.external != nullptr) {
+      external += piece.size;
+    } else if (piece.offset > frame.size() || piece.size > frame.size() - piece.offset) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("xdl_trace: record frame piece [", piece.offset, ", +", piece.size,
+                       ") lies outside its ", frame.size(), " owned bytes"));
+    } else {
+      owned += piece.size;
+    }
+  }
+  if (record.pieces.front().external != nullptr || record.pieces.front().offset != 0 ||
+      owned != frame.size() || external != record.external_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "xdl_trace: record frame pieces (", owned, " owned + ", external,
+        " external bytes) do not start with the length prefix and add up to the frame's ",
+        frame.size(), " + ", record.external_bytes));
   }
   return absl::OkStatus();
 }
@@ -66,7 +95,7 @@ class FileTraceWriter final : public TraceWriter {
 
   absl::StatusOr<SubmitResult> Submit(EncodedRecord record) override {
     if (closed_) return absl::FailedPreconditionError("xdl_trace: Submit after Close");
-    XDL_RETURN_IF_ERROR(CheckFrame(record.frame));
+    XDL_RETURN_IF_ERROR(CheckFrame(record));
     if (loop_.failed()) {
       loop_.CountDropped();
       return loop_.error();
@@ -82,6 +111,30 @@ class FileTraceWriter final : public TraceWriter {
         return loop_.error();
     }
     return SubmitResult::kDropped;
+  }
+
+  absl::Status WriteThrough(EncodedRecord record) override {
+    if (closed_) return absl::FailedPreconditionError("xdl_trace: WriteThrough after Close");
+    XDL_RETURN_IF_ERROR(CheckFrame(record));
+    if (loop_.failed()) {
+      loop_.CountDropped();
+      return loop_.error();
+    }
+    auto written = std::make_shared<Completion>();
+    // kBlock: one write-through is in flight at a time, so this waits at most
+    // for records queued before it (kDrop + inline is refused by Validate).
+    switch (
+        queue_.Push(WriterMessage::Record(std::move(record), written), OverflowPolicy::kBlock)) {
+      case ByteBoundedQueue::PushResult::kQueued:
+        // The IO thread answers every queued record, written or dropped,
+        // until Close (which this thread would be the one to call).
+        return written->Wait();
+      case ByteBoundedQueue::PushResult::kDropped:
+      case ByteBoundedQueue::PushResult::kAborted:
+        break;  // Destroyed by Push: nothing refers to the pieces.
+    }
+    loop_.CountDropped();
+    return loop_.error();
   }
 
   absl::Status Flush() override {
@@ -107,6 +160,10 @@ class FileTraceWriter final : public TraceWriter {
   }
 
   std::string TakeBuffer(size_t min_capacity) override { return pool_.Take(min_capacity); }
+  std::string TakeSizedBuffer(size_t size) override { return pool_.TakeSized(size); }
+  void HelpCopy(std::shared_ptr<CopyJob> job) override {
+    queue_.PushControl(WriterMessage::Copy(std::move(job)));
+  }
   void TakeIoSpans(std::vector<HostSpanInfo>* out) override { loop_.TakeIoSpans(out); }
 
   TraceStats stats() const override {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "io/file_set.h"  // DataFilePath: where Open's files are.
+#include "record/copy_job.h"
 #include "record/encoded_record.h"
 #include "record/host_spans.h"
 #include "xdl_trace.pb.h"
@@ -64,8 +65,19 @@ class TraceWriter {
   // is full; under kDrop drops and counts it, and returns kDropped. After a
   // write error returns that error at once and counts the record as dropped.
   // InvalidArgument for a frame whose body passes kMaxFrameBytes or whose
-  // length prefix is wrong; FailedPrecondition after Close.
+  // length prefix is wrong; FailedPrecondition after Close. The record should
+  // be contiguous: pieces pointing at memory the caller may change once
+  // Submit returns are the caller's bug (use WriteThrough).
   virtual absl::StatusOr<SubmitResult> Submit(EncodedRecord record) = 0;
+  // Write-through: queues a record (contiguous or in pieces, see
+  // EncodedRecord) and returns once the IO thread has written it, or dropped
+  // it after a write error; no Meta refresh, no fsync. Afterwards nothing
+  // refers to the record's external pieces, so the caller may free or change
+  // that memory. Returns the sticky write error (the record counted as
+  // dropped) if any, at once when the error came before; waits for room
+  // whatever the overflow policy (callers pair it with kBlock). The same
+  // checks and errors as Submit.
+  virtual absl::Status WriteThrough(EncodedRecord record) = 0;
   // Returns once every record submitted before it is written and Meta is
   // replaced; the sticky write error if any.
   virtual absl::Status Flush() = 0;
@@ -82,6 +94,14 @@ class TraceWriter {
     (void)min_capacity;
     return std::string();
   }
+
+  // Training thread: a string of exactly `size` bytes to overwrite whole
+  // (recycled bytes are not cleared first: no zero-fill pass over a frame).
+  virtual std::string TakeSizedBuffer(size_t size) { return std::string(size, '\0'); }
+
+  // Training thread: asks the IO thread to copy chunks of `job` too (split
+  // copy); the caller then runs CopyJob::RunAndWait. Never waits.
+  virtual void HelpCopy(std::shared_ptr<CopyJob> job) { (void)job; }
 
   // Training thread: appends the IO thread's IO_WRITE spans since the
   // previous call to `out` (bounded: io/io_loop.h kMaxIoSpans).

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace xdl_trace {
 namespace internal {
@@ -15,14 +16,36 @@ inline constexpr size_t kFrameLengthBytes = 4;
 // record-size limit, checked by the encoder and the writer.
 inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
 
+// One run of a frame's bytes: `size` bytes at `external` (memory the record
+// does not own), or, when `external` is null, bytes [offset, offset + size)
+// of the record's own `frame` string (an offset, so moving the string keeps
+// it valid).
+struct FramePiece {
+  const char* external = nullptr;
+  size_t offset = 0;
+  size_t size = 0;
+};
+
 // One record, already framed for the data file: 4-byte little-endian length
 // followed by the serialized xdl.proto.Record. The step fields ride along so
 // the IO thread can keep Meta current without parsing.
+//
+// Contiguous (the usual case, `pieces` empty): `frame` holds the whole frame.
+// In pieces (write mode "inline"): the frame is the concatenation of
+// `pieces`; `frame` holds the framing bytes they point into (always the first
+// piece, with the length prefix) and the other pieces point at tensor memory
+// that whoever submitted the record keeps alive and unchanged until the IO
+// thread has written it (TraceWriter::WriteThrough waits for that).
 struct EncodedRecord {
   int64_t gstep = 0;
   int64_t lstep = 0;
   int64_t timestamp_ms = 0;
   std::string frame;
+  std::vector<FramePiece> pieces;  // Empty: `frame` is the whole frame.
+  size_t external_bytes = 0;       // Sum of the external pieces' sizes.
+
+  // Bytes of the whole frame, length prefix included.
+  size_t FrameBytes() const { return frame.size() + external_bytes; }
 };
 
 }  // namespace internal

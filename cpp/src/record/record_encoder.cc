@@ -139,13 +139,15 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
                                            absl::Span<const TensorView> columns,
                                            absl::Span<const std::string> keys,
                                            absl::string_view trailing_fields,
-                                           FrameBufferSource buffer_source) {
+                                           FrameBufferSource buffer_source,
+                                           const EncodeOptions& options) {
   // Pass 1: sizes. Column bodies are small structs, kept on the stack for
   // typical records so this pass does not allocate.
   absl::InlinedVector<ColumnLayout, 32> layouts;
   layouts.reserve(columns.size());
   uint64_t body = IntFieldSize(kRecordGstep, gstep) + IntFieldSize(kRecordLstep, lstep) +
                   IntFieldSize(kRecordTimestamp, timestamp_ms) + trailing_fields.size();
+  uint64_t referenced = 0;  // Column data left in place (options.reference_min_bytes).
   for (size_t i = 0; i < columns.size(); ++i) {
     XDL_ASSIGN_OR_RETURN(const ColumnLayout layout, LayOutColumn(columns[i], keys, i));
     body += LengthDelimitedFieldSize(kRecordColumn, layout.body);
@@ -154,20 +156,27 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
           absl::StrCat(ColumnName(keys, i), ": record of more than ", kMaxFrameBytes,
                        " bytes exceeds the 4 GiB record frame limit"));
     }
+    if (layout.data_bytes > 0 && layout.data_bytes >= options.reference_min_bytes) {
+      referenced += layout.data_bytes;
+    }
     layouts.push_back(layout);
   }
 
   // Pass 2: one buffer of at least the exact size; append() copies each
   // tensor's bytes once, straight from its memory (reserve + append never
   // zero-fills). A recycled buffer is already faulted in and large enough.
+  // Referenced data becomes a piece between two runs of owned bytes.
   EncodedRecord record;
   record.gstep = gstep;
   record.lstep = lstep;
   record.timestamp_ms = timestamp_ms;
+  record.external_bytes = static_cast<size_t>(referenced);
   std::string& out = record.frame;
-  out = buffer_source(static_cast<size_t>(kFrameLengthBytes + body));
+  const size_t owned_bytes = static_cast<size_t>(kFrameLengthBytes + body - referenced);
+  out = buffer_source(owned_bytes);
   out.clear();
-  out.reserve(kFrameLengthBytes + body);
+  out.reserve(owned_bytes);
+  size_t owned_begin = 0;  // Start of the owned run not yet in record.pieces.
   AppendFixed32(static_cast<uint32_t>(body), &out);  // The frame's length prefix.
   {
     Stager stage(&out);
@@ -188,12 +197,23 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
         stage.PutTag(kColumnData, kWireLengthDelimited);
         stage.PutVarint(layout.data_bytes);
         stage.Flush();
-        out.append(static_cast<const char*>(view.data), layout.data_bytes);
+        const char* data = static_cast<const char*>(view.data);
+        const size_t n = static_cast<size_t>(layout.data_bytes);
+        if (layout.data_bytes >= options.reference_min_bytes) {
+          record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
+          record.pieces.push_back({data, 0, n});
+          owned_begin = out.size();
+        } else {
+          out.append(data, n);
+        }
       }
     }
     stage.PutIntField(kRecordTimestamp, timestamp_ms);
   }
   out.append(trailing_fields.data(), trailing_fields.size());
+  if (!record.pieces.empty() && out.size() > owned_begin) {
+    record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
+  }
   return record;
 }
 

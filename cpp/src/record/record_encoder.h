@@ -2,6 +2,7 @@
 #ifndef XDL_TRACE_RECORD_RECORD_ENCODER_H_
 #define XDL_TRACE_RECORD_RECORD_ENCODER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,13 +34,26 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
                                            absl::Span<const std::string> keys = {},
                                            absl::string_view trailing_fields = {});
 
+// How EncodeRecord treats column data.
+struct EncodeOptions {
+  // Column data of at least this many bytes is not copied: the record gets a
+  // piece pointing at the tensor's memory (EncodedRecord::pieces), which the
+  // caller must keep alive and unchanged until the record is written. Smaller
+  // data is copied, so a record of tiny columns stays a few iovecs. The
+  // default copies everything (a contiguous frame). The frame's bytes are the
+  // same either way.
+  size_t reference_min_bytes = SIZE_MAX;
+};
+
 // The same, writing into the buffer `buffer_source` returns (asked once, only
-// after the sizes were validated). The bytes do not depend on the buffer.
+// after the sizes were validated, for the bytes the record owns). The bytes
+// do not depend on the buffer.
 absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
                                            absl::Span<const TensorView> columns,
                                            absl::Span<const std::string> keys,
                                            absl::string_view trailing_fields,
-                                           FrameBufferSource buffer_source);
+                                           FrameBufferSource buffer_source,
+                                           const EncodeOptions& options = {});
 
 }  // namespace internal
 }  // namespace xdl_trace

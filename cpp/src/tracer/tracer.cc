@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -14,8 +15,10 @@
 #include "core/clock.h"
 #include "core/mutex.h"
 #include "core/status_macros.h"
+#include "io/limits.h"
 #include "io/run_info.h"
 #include "io/trace_writer.h"
+#include "record/copy_job.h"
 #include "record/host_spans.h"
 #include "record/record_encoder.h"
 #include "record/record_extras.h"
@@ -117,6 +120,12 @@ class Tracer::Impl {
   // Captures entry `i` into views_ (summary applied); errors name the key.
   absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // Whether this step's record is copied by this thread and the IO thread
+  // together (config.split_copy_min_mb; io_thread mode only).
+  bool ShouldSplitCopy() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // Makes `record` (large columns as pieces) contiguous in a recycled frame
+  // buffer, the IO thread copying part of it; returns once every byte is copied.
+  void CopySplit(internal::EncodedRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // Releases this step's captured tensors (their keep-alives).
   void ReleaseCaptures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // StepAt with step_mu_ held.
@@ -132,7 +141,19 @@ class Tracer::Impl {
   // gathered since the previous record to `fields` (Record field 6).
   void AppendTracerSpans(std::string* fields) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
 
+  // Inline write mode: column data of at least this many bytes is written
+  // from the tensor's memory; smaller columns are copied into the framing
+  // buffer (an iovec costs more than copying a few KiB).
+  static constexpr size_t kInlineReferenceMinBytes = 4096;
+  // Split copy: columns of at least this many bytes go to the shared copy
+  // job; smaller ones are copied while encoding the framing.
+  static constexpr size_t kSplitReferenceMinBytes = size_t{64} << 10;
+
   const TraceConfig config_;
+  // config_.write_mode resolved to kInline: Step writes through (see StepLocked).
+  const bool inline_write_;
+  // config_.split_copy_min_mb in bytes; 0 (off) under kInline, which copies nothing.
+  const int64_t split_copy_min_bytes_;
   const std::shared_ptr<Registry> registry_;
   const std::vector<EntrySpec> entries_;
   std::vector<std::string> keys_;
@@ -154,6 +175,8 @@ class Tracer::Impl {
   internal::BoundedSpanLog not_traced_ ABSL_GUARDED_BY(step_mu_){Tracer::kMaxNotTracedSpans};
   // Capacity reused per record.
   std::vector<internal::HostSpanInfo> span_scratch_ ABSL_GUARDED_BY(step_mu_);
+  // The framing bytes of a split-copied record (capacity reused).
+  std::string framing_scratch_ ABSL_GUARDED_BY(step_mu_);
   bool closed_ ABSL_GUARDED_BY(step_mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(step_mu_);
   // Device tracing, or none; leaked in a forked child (see ~Impl).
@@ -193,6 +216,11 @@ Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
                    std::vector<EntrySpec> entries, std::unique_ptr<internal::TraceWriter> writer,
                    std::unique_ptr<internal::RecordExtras> extras)
     : config_(std::move(config)),
+      inline_write_(config_.ResolvedWriteMode() == WriteMode::kInline),
+      split_copy_min_bytes_(
+          inline_write_ || config_.split_copy_min_mb <= 0
+              ? 0
+              : std::max<int64_t>(1, internal::MegabytesToBytes(config_.split_copy_min_mb))),
       registry_(std::move(registry)),
       entries_(std::move(entries)),
       slots_(entries_.size()),
@@ -329,6 +357,22 @@ void Tracer::Impl::AppendTracerSpans(std::string* fields) {
   internal::AppendHostSpanFields(span_scratch_, fields);
 }
 
+bool Tracer::Impl::ShouldSplitCopy() const {
+  if (split_copy_min_bytes_ <= 0) return false;
+  int64_t bytes = 0;
+  for (const TensorView& view : views_) bytes += static_cast<int64_t>(view.NumBytes());
+  return bytes >= split_copy_min_bytes_;
+}
+
+void Tracer::Impl::CopySplit(internal::EncodedRecord* record) {
+  std::string frame = writer_->TakeSizedBuffer(record->FrameBytes());
+  auto job = std::make_shared<internal::CopyJob>();
+  internal::PlanContiguousFrame(*record, &frame, job.get());
+  if (job->chunks() > 1) writer_->HelpCopy(job);
+  job->RunAndWait();  // Every byte is copied: the tensors are not read again.
+  framing_scratch_ = internal::AdoptFrame(record, std::move(frame));
+}
+
 void Tracer::Impl::ReleaseCaptures() {
   for (Slot& slot : slots_) {
     if (slot.captured.keep_alive != nullptr) slot.captured = CapturedTensor();
@@ -371,13 +415,29 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
     std::string trailing = extras_->TakeTrailingFields();
     AppendTracerSpans(&trailing);
     // Encode into a recycled buffer: no allocation, no page faults per step.
+    // Inline, large columns stay where they are and the buffer holds the rest.
     internal::TraceWriter* writer = writer_.get();
-    record = internal::EncodeRecord(
-        gstep, lstep, timestamp_ms, views_, keys_, trailing,
-        [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); });
+    internal::EncodeOptions options;
+    const bool split = ShouldSplitCopy();
+    if (inline_write_) options.reference_min_bytes = kInlineReferenceMinBytes;
+    if (split) {
+      // The framing first (large columns as pieces), into a reused scratch.
+      options.reference_min_bytes = kSplitReferenceMinBytes;
+      std::string* scratch = &framing_scratch_;
+      record = internal::EncodeRecord(
+          gstep, lstep, timestamp_ms, views_, keys_, trailing,
+          [scratch](size_t) { return std::move(*scratch); }, options);
+      if (record.ok()) CopySplit(&*record);
+    } else {
+      record = internal::EncodeRecord(
+          gstep, lstep, timestamp_ms, views_, keys_, trailing,
+          [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); }, options);
+    }
     status = record.status();
   }
-  ReleaseCaptures();  // Keep-alives go on the thread that encoded.
+  // Keep-alives go on the thread that encoded: now when the record holds
+  // copies, after the write when it points into the captures (inline).
+  if (!inline_write_ || !status.ok()) ReleaseCaptures();
   // Counted whether the step failed (kError) or wrote empty columns.
   if (missing > 0) missing_gradients_.fetch_add(missing, std::memory_order_relaxed);
   if (!status.ok()) {
@@ -389,7 +449,20 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
 
   const int64_t submit_begin_ns = extras_->SpanClockNs();
   extras_->OnStepEncoded(capture_begin_ns, submit_begin_ns);
-  const absl::StatusOr<internal::SubmitResult> queued = writer_->Submit(std::move(*record));
+  absl::StatusOr<internal::SubmitResult> queued;
+  if (inline_write_) {
+    // Returns once the IO thread wrote the record (or dropped it after a
+    // write error): nothing refers to the captured memory any more.
+    const absl::Status written = writer_->WriteThrough(std::move(*record));
+    ReleaseCaptures();
+    if (written.ok()) {
+      queued = internal::SubmitResult::kQueued;
+    } else {
+      queued = written;
+    }
+  } else {
+    queued = writer_->Submit(std::move(*record));
+  }
   const int64_t returned_ns = internal::WallClockNs();
   extras_->OnStepReturned(submit_begin_ns, returned_ns);
   last_step_end_ns_ = returned_ns;
@@ -444,10 +517,12 @@ TraceStats Tracer::Impl::stats() const {
     TraceStats stats;
     stats.steps_traced = steps_traced_.load(std::memory_order_relaxed);
     stats.missing_gradients = missing_gradients_.load(std::memory_order_relaxed);
+    stats.write_mode = config_.ResolvedWriteMode();
     stats.last_error = ForkedChildError("stats");
     return stats;
   }
   TraceStats stats = writer_->stats();
+  stats.write_mode = config_.ResolvedWriteMode();
   stats.steps_traced = steps_traced_.load(std::memory_order_relaxed);
   stats.missing_gradients = missing_gradients_.load(std::memory_order_relaxed);
   extras_->FillStats(&stats);
