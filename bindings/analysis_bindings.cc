@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "analysis/curve_buckets.h"
+#include "analysis/key_facts.h"
 #include "analysis/record_scan.h"
 #include "status.h"
 #include "summary/column_stats.h"
@@ -90,6 +92,62 @@ py::tuple ColumnStats(const py::list& arrays, const std::vector<int32_t>& dtypes
   return py::make_tuple(std::move(stats), std::move(buckets));
 }
 
+// A writable C-contiguous array of `rows` x `width` (width 0: one dimension), or ValueError.
+template <typename T>
+T* Buffer(py::array_t<T>& array, const char* name, py::ssize_t rows, py::ssize_t width) {
+  const bool shape_ok =
+      width == 0 ? array.ndim() == 1 && array.shape(0) == rows
+                 : array.ndim() == 2 && array.shape(0) == rows && array.shape(1) == width;
+  if (!shape_ok || !(array.flags() & py::array::c_style) || !array.writeable()) {
+    throw py::value_error(absl::StrCat("curve_add: ", name, " must be a writable C-contiguous ",
+                                       rows, width ? absl::StrCat(" x ", width) : "", " array"));
+  }
+  return array.mutable_data();
+}
+
+// curve_add(state, gstep, sum, valid, min, max, gsteps, rows, skip_field=-1): adds rows [n,
+// width] (any strides) at gsteps [n] to a Series' buckets in place (internal::AddCurveRows).
+// state: int64[4] span, used, fill, records, updated.
+void CurveAdd(py::array_t<int64_t> state, py::array_t<int64_t> gstep, py::array_t<double> sum,
+              py::array_t<double> valid, py::array_t<double> min, py::array_t<double> max,
+              py::array_t<int64_t, py::array::c_style | py::array::forcecast> gsteps,
+              py::array_t<double> rows, int skip_field) {
+  if (sum.ndim() != 2 || rows.ndim() != 2 || rows.shape(1) != sum.shape(1) || gsteps.ndim() != 1 ||
+      gsteps.shape(0) != rows.shape(0)) {
+    throw py::value_error("curve_add: rows must be [n, width] with n gsteps and width fields");
+  }
+  const py::ssize_t capacity = sum.shape(0), width = sum.shape(1);
+  if (skip_field >= width) throw py::value_error("curve_add: skip_field is not a field");
+  int64_t* s = Buffer(state, "state", 4, 0);
+  internal::CurveBuckets curve;
+  curve.capacity = capacity;
+  curve.width = width;
+  curve.span = s[0];
+  curve.used = s[1];
+  curve.fill = s[2];
+  curve.records = s[3];
+  curve.gstep = Buffer(gstep, "gstep", capacity, 0);
+  curve.sum = Buffer(sum, "sum", capacity, width);
+  curve.valid = Buffer(valid, "valid", capacity, width);
+  curve.min = Buffer(min, "min", capacity, width);
+  curve.max = Buffer(max, "max", capacity, width);
+  internal::CurveRows in;
+  in.gsteps = gsteps.data();
+  in.data = reinterpret_cast<const char*>(rows.data());
+  in.rows = rows.shape(0);
+  in.row_stride = rows.strides(0);
+  in.field_stride = rows.strides(1);
+  in.skip_field = skip_field;
+  {
+    py::gil_scoped_release release;  // The arrays stay referenced by the arguments.
+    internal::AddCurveRows(in, &curve);
+  }
+  s[0] = curve.span;
+  s[1] = curve.used;
+  s[2] = curve.fill;
+  s[3] = curve.records;
+}
+
 // `values` as a numpy array of `shape`, without a copy (a capsule owns the vector).
 template <typename T>
 py::array_t<T> ToArray(std::vector<T>&& values, std::vector<py::ssize_t> shape) {
@@ -111,13 +169,18 @@ struct PyRecordScan {
 // histogram_gstep, histogram_records, histogram_min, histogram_max [rows],
 // buckets [rows, kNumLogBuckets]; spans int64 [s, 6]: rank, gstep,
 // lstep, start_ns, end_ns, traced), device_traces (bytes), torn_tails,
-// unknown_dtypes ((path, dtype)) and done.
+// unknown_dtypes ((path, dtype)), done, and per key (internal::KeyFacts):
+// key_records, key_elements, key_bad [keys], key_constant (list of bool),
+// key_first [keys, 8].
 py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_rows) {
   internal::RecordScanChunk& chunk = self.chunk;
   absl::StatusOr<bool> more;
+  internal::KeyFacts facts;
   {
     py::gil_scoped_release release;
     more = self.scan->Next(max_records, max_histogram_rows, &chunk);
+    if (more.ok())
+      facts = internal::ComputeKeyFacts(chunk.stats.data(), chunk.records(), self.keys);
   }
   if (IsMissingKeyError(more.status())) throw py::key_error(std::string(more.status().message()));
   ThrowIfError(more.status());
@@ -136,6 +199,11 @@ py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_
   out["timestamp"] = ToArray(std::move(chunk.timestamp_ms), {n});
   out["rank"] = ToArray(std::move(chunk.rank), {n});
   out["stats"] = ToArray(std::move(chunk.stats), {n, keys, stats_size});
+  out["key_records"] = ToArray(std::move(facts.records), {keys});
+  out["key_elements"] = ToArray(std::move(facts.elements), {keys});
+  out["key_bad"] = ToArray(std::move(facts.bad), {keys});
+  out["key_constant"] = std::vector<bool>(facts.constant.begin(), facts.constant.end());
+  out["key_first"] = ToArray(std::move(facts.first), {keys, stats_size});
   const auto rows = static_cast<py::ssize_t>(chunk.histogram_key.size());
   out["histogram_key"] = ToArray(std::move(chunk.histogram_key), {rows});
   out["histogram_gstep"] = ToArray(std::move(chunk.histogram_gstep), {rows});
@@ -189,6 +257,12 @@ void RegisterAnalysisBindings(py::module_& m) {
         "Stats (float64[n, 8]) of each array read in place as its wire dtype, and log-bucket "
         "counts (float64[m, len(LOG_BUCKET_EDGES) - 1]) of the arrays flagged in `histogram` "
         "(sampled above MAX_HISTOGRAM_SAMPLES elements). threads <= 0: one per core.");
+  // The buckets are written in place: no conversion (a converted copy would take the writes).
+  m.def("curve_add", &CurveAdd, py::arg("state").noconvert(), py::arg("gstep").noconvert(),
+        py::arg("sum").noconvert(), py::arg("valid").noconvert(), py::arg("min").noconvert(),
+        py::arg("max").noconvert(), py::arg("gsteps"), py::arg("rows"), py::arg("skip_field") = -1,
+        "Adds rows [n, width] (float64, any strides) at gsteps [n] to a downsampled curve's "
+        "buckets in place (analysis.Series); rows whose skip_field is NaN are left out.");
   const std::vector<double> edges = internal::LogBucketEdges();
   m.attr("LOG_BUCKET_EDGES") =
       py::array_t<double>(static_cast<py::ssize_t>(edges.size()), edges.data());

@@ -49,79 +49,46 @@ _CHUNK_HISTOGRAM_ROWS = 1024
 
 class Series:
     """A downsampled curve over gstep: per bucket of consecutive records, the mean, min and max
-    of each of `width` fields (NaN values are skipped), and the first gstep of the bucket."""
+    of each of `width` fields (NaN values are skipped), and the first gstep of the bucket. The
+    accumulation runs in C++ (``_core.curve_add``) on these arrays in place."""
 
     def __init__(self, width, capacity=512):
         if capacity < 2 or capacity % 2:
             raise ValueError("Series capacity must be an even number >= 2")
         self.width = width
         self.capacity = capacity
-        self.span = 1  # Records per full bucket.
-        self.used = 0  # Buckets in use; the last one holds `fill` records.
-        self.fill = 0
-        self.records = 0
+        # span (records per full bucket), used (buckets in use; the last one holds `fill`
+        # records), fill, records: kept by _core.curve_add.
+        self._state = np.array([1, 0, 0, 0], np.int64)
         self.gstep = np.zeros(capacity, np.int64)
         self.sum = np.zeros((capacity, width))
         self.valid = np.zeros((capacity, width))
         self.min = np.full((capacity, width), np.inf)
         self.max = np.full((capacity, width), -np.inf)
 
-    def add(self, gsteps, rows):
-        """Appends records (gsteps ascending within the series) with their rows [n, width]."""
-        rows = np.asarray(rows, dtype=np.float64).reshape(len(gsteps), self.width)
-        finite = ~np.isnan(rows)
-        zeroed = np.where(finite, rows, 0.0)
-        low = np.where(finite, rows, np.inf)
-        high = np.where(finite, rows, -np.inf)
-        i, n = 0, len(gsteps)
-        self.records += n
-        while i < n:
-            if self.used == 0 or self.fill == self.span:
-                if self.used == self.capacity:
-                    self._halve()
-                    continue
-                self.gstep[self.used] = gsteps[i]
-                self.used += 1
-                self.fill = 0
-            if self.fill == 0 and n - i >= 2 * self.span:
-                # Whole buckets at once: as many as fit, each `span` consecutive rows.
-                m = min((n - i) // self.span, self.capacity - self.used + 1)
-                end = i + m * self.span
-                shape = (m, self.span, self.width)
-                b = slice(self.used - 1, self.used - 1 + m)
-                self.gstep[b] = gsteps[i : end : self.span]
-                self.sum[b] = zeroed[i:end].reshape(shape).sum(axis=1)
-                self.valid[b] = finite[i:end].reshape(shape).sum(axis=1)
-                self.min[b] = low[i:end].reshape(shape).min(axis=1)
-                self.max[b] = high[i:end].reshape(shape).max(axis=1)
-                self.used += m - 1
-                self.fill = self.span
-                i = end
-                continue
-            b = self.used - 1
-            take = min(self.span - self.fill, n - i)
-            part = slice(i, i + take)
-            self.sum[b] += zeroed[part].sum(axis=0)
-            self.valid[b] += finite[part].sum(axis=0)
-            np.minimum(self.min[b], low[part].min(axis=0), out=self.min[b])
-            np.maximum(self.max[b], high[part].max(axis=0), out=self.max[b])
-            self.fill += take
-            i += take
+    span = property(lambda self: int(self._state[0]))
+    used = property(lambda self: int(self._state[1]))
+    fill = property(lambda self: int(self._state[2]))
+    records = property(lambda self: int(self._state[3]))
 
-    def _halve(self):
-        half = self.capacity // 2
-        self.gstep[:half] = self.gstep[0::2]
-        self.sum[:half] = self.sum[0::2] + self.sum[1::2]
-        self.valid[:half] = self.valid[0::2] + self.valid[1::2]
-        self.min[:half] = np.minimum(self.min[0::2], self.min[1::2])
-        self.max[:half] = np.maximum(self.max[0::2], self.max[1::2])
-        self.sum[half:] = 0
-        self.valid[half:] = 0
-        self.min[half:] = np.inf
-        self.max[half:] = -np.inf
-        self.used = half
-        self.span *= 2
-        self.fill = self.span
+    def add(self, gsteps, rows, skip_field=-1):
+        """Appends records (gsteps ascending within the series) with their rows [n, width] (any
+        strides: e.g. one key's view of a chunk's stats grid). skip_field >= 0: rows whose
+        field `skip_field` is NaN are not records of this series and are left out."""
+        rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim != 2:
+            rows = rows.reshape(len(gsteps), self.width)
+        _core.curve_add(
+            self._state,
+            self.gstep,
+            self.sum,
+            self.valid,
+            self.min,
+            self.max,
+            np.asarray(gsteps, dtype=np.int64),
+            rows,
+            skip_field,
+        )
 
     def view(self):
         """(gsteps, mean, min, max) of the buckets in use; NaN where a field had no value."""
@@ -504,20 +471,22 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
         _add_step_times(scan, rank, gsteps, times)
 
     grid = chunk["stats"]  # [n, keys, 8]; NaN where a record's column holds no value.
-    present = ~np.isnan(grid[:, :, COUNT])
+    # Per key, from one C++ pass over the grid: records holding a value, the largest count,
+    # records with NaN/Inf, whether every row equals the chunk's first one (and that row).
+    held, bad = chunk["key_records"], chunk["key_bad"]
     for k, key in enumerate(scan.keys):
-        record_index = np.flatnonzero(present[:, k])
-        if record_index.size == 0:
+        if held[k] == 0:
             continue
-        key_rows = grid[record_index, k]
-        scan.elements[key] = max(scan.elements.get(key, 0), int(key_rows[:, COUNT].max()))
-        _check_bad(scan, key, rank, chunk, record_index, key_rows)
-        _check_constant(scan, key, key_rows)
+        scan.elements[key] = max(scan.elements.get(key, 0), int(chunk["key_elements"][k]))
+        if bad[k]:
+            record_index = np.flatnonzero(~np.isnan(grid[:, k, COUNT]))
+            _check_bad(scan, key, rank, chunk, record_index, grid[record_index, k])
+        _check_constant(scan, key, int(held[k]), chunk["key_constant"][k], chunk["key_first"][k])
         if series:
             acc = scan.stats.get((key, rank))
             if acc is None:
                 acc = scan.stats[(key, rank)] = Series(len(STATS_FIELDS), scan.capacity)
-            acc.add(gsteps[record_index], key_rows)
+            acc.add(gsteps, grid[:, k], skip_field=COUNT)  # A view: the records holding k.
     if series and pairs:
         index = {key: k for k, key in enumerate(scan.keys)}
         for grad, var in pairs:
@@ -564,15 +533,15 @@ def _check_bad(scan, key, rank, chunk, record_index, key_rows):
     scan.first_bad[key].records += int(bad.sum())
 
 
-def _check_constant(scan, key, key_rows):
-    scan.rows[key] = scan.rows.get(key, 0) + len(key_rows)
+def _check_constant(scan, key, held, constant, first):
+    """A chunk's `held` records of the key: `constant` when their rows all equal `first`, the
+    first of them. The key never changes when that holds in every chunk, with the same row."""
+    scan.rows[key] = scan.rows.get(key, 0) + held
     if scan.constant.get(key) is False:
         return
-    first = scan._first_rows.get(key)
-    if first is None:
-        first = scan._first_rows[key] = key_rows[0].copy()
-    same = np.all((key_rows == first) | (np.isnan(key_rows) & np.isnan(first)), axis=1)
-    scan.constant[key] = bool(same.all())
+    seen = scan._first_rows.setdefault(key, first.copy())
+    same = bool(np.all((first == seen) | (np.isnan(first) & np.isnan(seen))))
+    scan.constant[key] = bool(constant) and same
 
 
 def _add_step_times(scan, rank, gsteps, times):
@@ -602,13 +571,14 @@ def _add_step_times(scan, rank, gsteps, times):
 
 def _add_step_spans(scan, rank, spans, begin, end, steps):
     """Step time from the host spans of every step the hook saw (STEP and STEP_NOT_TRACED, ns):
-    a step's time is from the previous step's ``Step()`` call to its own (the end of its span;
-    the first step of a rank: its span, from Start), per step by lstep when spans between two
-    were dropped. ``spans``: int64 [s, 6] rank, gstep, lstep, start_ns, end_ns, traced."""
+    a step's time is from the previous step's ``Step()`` call to its own (the end of its span),
+    per step by lstep when spans between two were dropped. A rank's first step has no previous
+    step (its span runs from the tracer's start, setup included): it gives no point.
+    ``spans``: int64 [s, 6] rank, gstep, lstep, start_ns, end_ns, traced."""
     if len(spans) == 0:
         return
     spans = spans[np.argsort(spans[:, 4], kind="stable")]
-    gsteps, lsteps, starts, ends = spans[:, 1], spans[:, 2], spans[:, 3], spans[:, 4]
+    gsteps, lsteps, ends = spans[:, 1], spans[:, 2], spans[:, 4]
     previous = scan._last_span.get(rank)
     scan._last_span[rank] = (int(lsteps[-1]), int(ends[-1]))
     before_end = np.concatenate([[ends[0] if previous is None else previous[1]], ends[:-1]])
@@ -616,11 +586,10 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
         [[lsteps[0] - 1 if previous is None else previous[0]], lsteps[:-1]]
     )
     d_ns = (ends - before_end).astype(np.float64)
-    if previous is None:
-        d_ns[0] = float(ends[0] - starts[0])
     d_steps = (lsteps - before_lstep).astype(np.float64)
     d_steps[d_steps <= 0] = 1  # lstep not counting steps (a C++ caller's choice): one each.
     keep = np.ones(len(spans), bool)
+    keep[0] = previous is not None  # A step period needs a previous step.
     if begin is not None:
         keep &= gsteps >= begin
     if end is not None:

@@ -137,13 +137,19 @@ def _step_charts(scans):
         return []
     sources = {scan.step_source[rank] for scan, rank, _, _ in groups}
     if sources == {"host spans"}:
-        note = "per step the hook saw (traced or not), from its host spans (ns): Step() to Step()"
+        note = (
+            "per step the hook saw (traced or not), from its host spans (ns): Step() to Step(); "
+            "a rank's first step (from the tracer's start, setup included) is not shown"
+        )
         unit, rate_unit = "ms / step", "steps / s"
     elif sources == {"timestamps"}:
         note = "per gstep between consecutive records, from their timestamps (ms)"
         unit, rate_unit = "ms / gstep", "gsteps / s"
     else:
-        note = "host spans (per step) where a run has them, else record timestamps (per gstep)"
+        note = (
+            "host spans (per step) where a run has them, else record timestamps (per gstep); "
+            "a rank's first step is not shown"
+        )
         unit, rate_unit = "ms / step", "steps / s"
     time = _Chart("step time", unit, note=note)
     rate = _Chart("throughput", rate_unit, note=rate_unit.replace(" / s", " per second"))
@@ -170,7 +176,7 @@ def _key_charts(scans, key):
         return charts
     scalar = all(s.elements.get(key, 0) <= 1 for s, _, _, _ in groups)
     if scalar:
-        chart = _Chart("value", key)
+        chart = _Chart("value", "value")
         values = []
         for scan, rank, label, color in groups:
             series = scan.stats[(key, rank)]
@@ -183,8 +189,8 @@ def _key_charts(scans, key):
             bool(np.nanmin(v) > 0) for v in values if np.isfinite(v).any()
         )
         return [chart.build()] + _ratio_charts(scans, key)
-    values = _Chart("mean ± std, min / max", key, note="band: mean ± std; dashed: min and max")
-    norms = _Chart("l2 norm", "||" + key + "||")
+    values = _Chart("mean ± std, min / max", "value", note="band: mean ± std; dashed: min and max")
+    norms = _Chart("l2 norm", "l2 norm")
     norm_values = []
     for scan, rank, label, color in groups:
         x, mean, low, high = scan.stats[(key, rank)].view()
@@ -219,7 +225,7 @@ def _ratio_charts(scans, key):
     groups = _groups(scans, lambda s: {r for (v, r) in s.ratio if v == variable})
     if variable is None or not groups:
         return []
-    ratio = _Chart("update ratio", f"||{key}|| / ||{variable}||", log=True)
+    ratio = _Chart("update ratio", "ratio", log=True, note=f"||{key}|| / ||{variable}|| per record")
     for scan, rank, label, color in groups:
         x, mean, _, _ = scan.ratio[(variable, rank)].view()
         ratio.line(x, mean[:, 0], label, color)
@@ -228,7 +234,9 @@ def _ratio_charts(scans, key):
 
 def _distribution_chart(hist, title, key, color):
     x, q = hist.percentiles(DISTRIBUTION_QUANTILES)
-    chart = _Chart(title, key, note="bands: min..max, 7..93, 16..84, 31..69 percentiles; median")
+    chart = _Chart(
+        title, "value", note="bands: min..max, 7..93, 16..84, 31..69 percentiles; median"
+    )
     n = len(DISTRIBUTION_QUANTILES)
     for i in range(n // 2):
         chart.band(x, q[:, i], q[:, n - 1 - i], f"p{i}", color, alpha=0.12 + 0.1 * i)
@@ -506,6 +514,18 @@ def _human_seconds(s):
     return f"{s / 3600:.1f} h"
 
 
+def _ranks_text(ranks):
+    """How many ranks and which: "1 (0)", "8 (0–7)", "3 (0, 2, 5)"."""
+    if not ranks:
+        return "0"
+    ranks = sorted(ranks)
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        which = f"{ranks[0]}–{ranks[-1]}"
+    else:
+        which = ", ".join(map(str, ranks))
+    return html.escape(f"{len(ranks)} ({which})")
+
+
 def _runs_table(runs):
     rows = []
     for r in runs:
@@ -515,7 +535,7 @@ def _runs_table(runs):
             "<tr>"
             f"<td><b>{html.escape(r['label'])}</b>{state}<div class=path>{html.escape(r['path'])}"
             "</div></td>"
-            f"<td>{html.escape(', '.join(map(str, r['ranks'])))}</td>"
+            f"<td>{_ranks_text(r['ranks'])}</td>"
             f"<td>{'–' if g is None else f'{g[0]} … {g[1]}'}</td>"
             f"<td>{r['records']}</td>"
             f"<td{' class=bad' if r['dropped'] else ''}>{r['dropped']}</td>"
@@ -683,8 +703,11 @@ _JS = r"""
       series.push({label: s.label, stroke: s.color, width: s.width, dash: s.dash || undefined,
                    spanGaps: true, points: {show: false}});
     });
-    var yAxis = {size: 58, values: function (u, v) { return v.map(fmt); },
-                 grid: {stroke: '#eef0f4'}};
+    // Axis titles: the quantity and its unit (spec.ylabel), and gstep.
+    var labelFont = '11px system-ui, sans-serif';
+    var yAxis = {size: 64, values: function (u, v) { return v.map(fmt); },
+                 grid: {stroke: '#eef0f4'}, label: spec.ylabel || undefined, labelSize: 16,
+                 labelFont: labelFont};
     if (spec.log) {
       yAxis.grid.filter = decades;
       yAxis.ticks = {filter: decades};
@@ -695,7 +718,8 @@ _JS = r"""
       cursor: {sync: {key: 'gstep'}, drag: {x: true, y: false}, points: {size: 5}},
       scales: {x: {time: false}, y: spec.log ? {distr: 3} : {}},
       axes: [
-        {size: 34, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'}},
+        {size: 30, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'},
+         label: spec.xlabel, labelSize: 16, labelFont: labelFont},
         yAxis
       ],
       plugins: [tooltip(spec)]

@@ -163,6 +163,39 @@ def test_series_halves_into_exact_bucket_aggregates():
         np.testing.assert_allclose(high[b], np.nanmax(chunk, axis=0))
 
 
+def test_series_takes_a_strided_view_and_leaves_out_absent_rows():
+    """The report hands a key's view of a chunk's stats grid [n, keys, 8] (no copy); rows whose
+    count is NaN (no value at that record) are not records of the curve."""
+    rng = np.random.default_rng(4)
+    grid = rng.normal(size=(300, 3, 8))
+    absent = rng.random(300) < 0.2
+    grid[absent, 1, analysis.COUNT] = np.nan
+    gsteps = np.arange(300) * 2
+    series = analysis.Series(8, capacity=8)
+    series.add(gsteps, grid[:, 1], skip_field=analysis.COUNT)
+    kept = grid[~absent, 1]
+    assert series.records == len(kept) == 244 and series.span == 32
+    x, mean, low, high = series.view()
+    for b in range(series.used):
+        rows = kept[b * 32 : (b + 1) * 32]
+        assert x[b] == gsteps[~absent][b * 32]
+        np.testing.assert_allclose(mean[b, 1:], rows[:, 1:].mean(axis=0))
+        np.testing.assert_array_equal(low[b], rows.min(axis=0))
+        np.testing.assert_array_equal(high[b], rows.max(axis=0))
+    # The buckets are updated in place: an array of another dtype is refused, not copied.
+    with pytest.raises(TypeError):
+        analysis._core.curve_add(
+            series._state,
+            series.gstep.astype(np.int32),
+            series.sum,
+            series.valid,
+            series.min,
+            series.max,
+            gsteps,
+            grid[:, 1],
+        )
+
+
 def test_histogram_percentiles_follow_the_data():
     from xdl_trace import _core
 
@@ -193,6 +226,19 @@ def test_html_is_self_contained(runs, tmp_path):
     model = _html_model(page)
     assert model["runs"][0]["label"] == "run_a"
     assert result["charts"] == len(model["steps"]) + sum(len(c["charts"]) for c in model["cards"])
+    # The RUNS table says how many ranks and which: run_a has ranks 0 and 1, run_b rank 0 only
+    # (a bare "0" would read as no rank at all).
+    cells = re.findall(
+        r"<td>([^<]*)</td>", page.split("<table class=facts>")[1].split("</table>")[0]
+    )
+    assert "2 (0, 1)" in cells and "1 (0)" in cells
+    assert report._ranks_text([0, 1, 2, 3, 4, 5, 6, 7]) == "8 (0–7)"
+    assert report._ranks_text([0, 2, 5]) == "3 (0, 2, 5)"
+    # Every chart names its axes: the step time in ms, the others by quantity.
+    charts = model["steps"] + [c for card in model["cards"] for c in card["charts"]]
+    assert all(c["ylabel"] and c["xlabel"] == "gstep" for c in charts)
+    assert model["steps"][0]["ylabel"] == "ms / step"
+    assert "label: spec.ylabel" in page and "label: spec.xlabel" in page
 
 
 def test_pngs_one_per_chart(runs, tmp_path):
@@ -416,9 +462,11 @@ def test_step_time_comes_from_the_host_spans_of_every_step(tmp_path):
     model = report.build_report(out)
     time_chart, rate_chart = model["steps"]
     assert time_chart["ylabel"] == "ms / step" and "host spans" in time_chart["note"]
+    assert "first step" in time_chart["note"]
     # The last untraced steps (28, 29) follow the last record: no record carries their spans.
+    # Step 0 has no previous step (its span runs from the tracer's start): no point.
     ms = _series(time_chart, "rank 0")
-    assert sorted(ms) == list(range(28))
+    assert sorted(ms) == list(range(1, 28))
     values = np.array(list(ms.values()))
     assert values.min() >= sleep_s * 1e3 * 0.99  # time.sleep sleeps at least that long.
     assert np.median(values) == pytest.approx(sleep_s * 1e3, rel=0.25)

@@ -23,6 +23,15 @@ namespace fields = device_trace_fields;
 
 constexpr uint32_t kRecordDeviceTrace = 5;        // xdl.proto.Record.device_trace
 constexpr size_t kBatchBytes = size_t{64} << 20;  // Column bytes per stats-kernel call.
+// A batch with histogram columns is flushed sooner, once it holds this many bytes of them in
+// columns of at most kCacheColumnBytes: the log-bucket pass then re-reads them from the cache
+// the stats pass just filled (per core L2 here: 4 MiB), not from memory. Larger columns keep
+// the large batches that split the stats across cores.
+constexpr size_t kCacheBatchBytes = size_t{2} << 20;
+constexpr size_t kCacheColumnBytes = size_t{64} << 10;
+// Histogram groups of at least this many records count into integer tables
+// (clearing them costs about as much as counting a few records).
+constexpr int64_t kTablesGroup = 8;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A STEP or STEP_NOT_TRACED span parsed from a HostSpan message; false for
@@ -144,7 +153,7 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
     XDL_RETURN_IF_ERROR(AddRecord(record, chunk));
     histogram_rows = chunk->histogram_key.size() +
                      pending_.flagged / static_cast<size_t>(options_.histogram_group);
-    if (pending_.bytes >= kBatchBytes) Flush(chunk);
+    if (pending_.bytes >= kBatchBytes || pending_.cached_bytes >= kCacheBatchBytes) Flush(chunk);
   }
   Flush(chunk);
   if (done_) {
@@ -214,6 +223,7 @@ absl::Status RecordScan::AddRecord(const TraceRecord& record, RecordScanChunk* c
     const bool histogram = options_.histogram[k] && elements > 1;
     pending_.bytes += view.NumBytes();
     pending_.flagged += histogram ? 1 : 0;
+    if (histogram && view.NumBytes() <= kCacheColumnBytes) pending_.cached_bytes += view.NumBytes();
     pending_.views.push_back(std::move(view));
     pending_.histogram.push_back(histogram);
     pending_.cells.push_back(cell);
@@ -236,12 +246,18 @@ void RecordScan::Flush(RecordScanChunk* chunk) {
     std::memcpy(chunk->stats.data() + cell * kStatsSize, row, kStatsSize * sizeof(double));
     if (!pending_.histogram[i]) continue;
     OpenGroup& group = groups_[cell % keys];
+    const bool tables = options_.histogram_group >= kTablesGroup;
     if (group.records == 0) {
       group.gstep = chunk->gstep[cell / keys];
       group.counts.assign(kNumLogBuckets, 0.0);
+      if (tables) group.tables.assign(kLogBucketTables * kNumLogBuckets, 0);
       group.finite = false;
     }
-    AccumulateLogBuckets(pending_.views[i], group.counts.data(), kMaxHistogramSamples);
+    if (tables) {
+      AccumulateLogBucketTables(pending_.views[i], group.tables.data(), kMaxHistogramSamples);
+    } else {
+      AccumulateLogBuckets(pending_.views[i], group.counts.data(), kMaxHistogramSamples);
+    }
     if (!std::isnan(row[kStatsMin])) {
       group.min = group.finite ? std::min(group.min, row[kStatsMin]) : row[kStatsMin];
       group.max = group.finite ? std::max(group.max, row[kStatsMax]) : row[kStatsMax];
@@ -254,6 +270,9 @@ void RecordScan::Flush(RecordScanChunk* chunk) {
 
 void RecordScan::EmitGroup(size_t key, RecordScanChunk* chunk) {
   OpenGroup& group = groups_[key];
+  if (options_.histogram_group >= kTablesGroup) {
+    AddLogBucketTables(group.tables.data(), group.counts.data());
+  }
   chunk->histogram_key.push_back(static_cast<int32_t>(key));
   chunk->histogram_gstep.push_back(group.gstep);
   chunk->histogram_records.push_back(group.records);

@@ -100,13 +100,14 @@ class RecordScan {
     std::vector<bool> histogram;
     std::vector<size_t> cells;
     size_t bytes = 0;
+    size_t cached_bytes = 0;  // Of small histogram columns (see kCacheBatchBytes).
     size_t flagged = 0;
 
     void Clear() {  // Keeps the capacity.
       views.clear();
       histogram.clear();
       cells.clear();
-      bytes = flagged = 0;
+      bytes = cached_bytes = flagged = 0;
     }
   };
 
@@ -119,6 +120,9 @@ class RecordScan {
     double min = 0, max = 0;
     bool finite = false;  // min and max hold values.
     std::vector<double> counts;
+    // A group of many records counts into integer tables first (summed into
+    // `counts` when emitted): AccumulateLogBucketTables.
+    std::vector<uint64_t> tables;
   };
 
   // Runs the stats kernel over `pending_` into the chunk's cells and adds the

@@ -257,8 +257,58 @@ struct CountPass {
   }
 };
 
+// Log buckets of consecutive float32 values on AVX2, 8 at a time, counted into
+// kLogBucketTables interleaved tables (lane j into table j % 4): the bucket
+// of LogBucketPass::Float32Bucket, from the bits. Stops before the first block
+// of 8 holding a NaN or inf and returns how many values it counted.
+__attribute__((target("avx2"))) int64_t CountFloat32BucketsAvx2(const char* data, int64_t n,
+                                                                uint64_t* tables) {
+  static_assert(kLogBucketTables == 4, "lanes j and j + 4 share table j % 4");
+  const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF);
+  const __m256i largest_finite = _mm256_set1_epi32(0x7F7FFFFF);
+  const __m256i zero_bound = _mm256_set1_epi32((127 + kLogBucketMinExponent) << 23);
+  const __m256i first_offset =
+      _mm256_set1_epi32((127 + kLogBucketMinExponent) * kLogBucketsPerOctave);
+  const __m256i last_offset = _mm256_set1_epi32(kLogBucketsPerSign - 1);
+  const __m256i zero_bucket = _mm256_set1_epi32(kLogBucketsPerSign);
+  const __m256i positive_base = _mm256_set1_epi32(kLogBucketsPerSign + 1);
+  const __m256i negative_base = _mm256_set1_epi32(kLogBucketsPerSign - 1);
+  const __m256i table_base =
+      _mm256_setr_epi32(0, kNumLogBuckets, 2 * kNumLogBuckets, 3 * kNumLogBuckets, 0,
+                        kNumLogBuckets, 2 * kNumLogBuckets, 3 * kNumLogBuckets);
+  alignas(32) int32_t index[8];
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(data + 4 * i));
+    const __m256i magnitude = _mm256_and_si256(bits, magnitude_mask);
+    const __m256i non_finite = _mm256_cmpgt_epi32(magnitude, largest_finite);
+    if (!_mm256_testz_si256(non_finite, non_finite)) break;
+    // Exponent and top 2 mantissa bits, from the first bucket's, clamped to the last.
+    const __m256i offset = _mm256_min_epi32(
+        _mm256_sub_epi32(_mm256_srli_epi32(magnitude, 21), first_offset), last_offset);
+    __m256i bucket =
+        _mm256_blendv_epi8(_mm256_add_epi32(positive_base, offset),
+                           _mm256_sub_epi32(negative_base, offset), _mm256_srai_epi32(bits, 31));
+    bucket = _mm256_blendv_epi8(bucket, zero_bucket, _mm256_cmpgt_epi32(zero_bound, magnitude));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(index), _mm256_add_epi32(bucket, table_base));
+    for (int j = 0; j < 8; ++j) ++tables[index[j]];
+  }
+  return i;
+}
+
+// Every k-th element of a tensor of more than `max_samples` (AccumulateLogBuckets).
+int64_t SampleStride(const TensorView& view, int64_t max_samples) {
+  const int64_t n = view.NumElements();
+  if (max_samples <= 0 || n <= max_samples) return 1;
+  int64_t stride = (n + max_samples - 1) / max_samples;
+  const int64_t last = view.shape.empty() ? 1 : view.shape.back();
+  while (std::gcd(stride, last) != 1) ++stride;
+  return stride;
+}
+
 struct LogBucketPass {
   double* counts = nullptr;
+  uint64_t* tables = nullptr;  // When set, counts into these instead.
   int64_t stride = 1;
 
   static int Bucket(double x) {
@@ -276,41 +326,90 @@ struct LogBucketPass {
     return x > 0 ? kLogBucketsPerSign + 1 + offset : kLogBucketsPerSign - 1 - offset;
   }
 
+  // The same bucket read from a float32's bits (exponent and top mantissa bits
+  // are those of its double), without converting; -1 for NaN and inf.
+  static int Float32Bucket(const char* data, int64_t i) {
+    constexpr uint32_t kZeroBound = uint32_t{127 + kLogBucketMinExponent} << 23;  // 2^-40.
+    constexpr int kFirstOffset = (127 + kLogBucketMinExponent) * kLogBucketsPerOctave;
+    uint32_t bits;
+    std::memcpy(&bits, data + 4 * i, 4);
+    const uint32_t magnitude = bits & 0x7FFFFFFFu;
+    if (magnitude >= 0x7F800000u) return -1;
+    if (magnitude < kZeroBound) return kLogBucketsPerSign;
+    // Exponent and the top 2 mantissa bits: (e + 127) * 4 + sub.
+    const int offset =
+        std::min(static_cast<int>(magnitude >> 21) - kFirstOffset, kLogBucketsPerSign - 1);
+    return (bits >> 31) == 0 ? kLogBucketsPerSign + 1 + offset : kLogBucketsPerSign - 1 - offset;
+  }
+
+  // Element i's bucket, -1 when it is not finite.
   template <typename Loader>
-  void Run(const char* data, int64_t n) {
-    // A small tensor counts straight into `counts`: the tables below cost
-    // clearing and summing 4 x kNumLogBuckets counters per call, more than a
-    // few thousand values take (the report calls this once per record).
-    constexpr int64_t kTablesFrom = 4096;
-    if (n / stride < kTablesFrom) {
-      for (int64_t i = 0; i < n; i += stride) {
-        const double x = Loader::Get(data, i);
-        if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
-        counts[Bucket(x)] += 1;
-      }
-      return;
+  static int BucketAt(const char* data, int64_t i) {
+    if constexpr (std::is_same_v<Loader, Plain<float>>) {
+      return Float32Bucket(data, i);
+    } else {
+      const double x = Loader::Get(data, i);
+      if (Loader::kMayBeNonFinite && !std::isfinite(x)) return -1;
+      return Bucket(x);
     }
-    // Neighbouring values often share a bucket; counting them into four
-    // interleaved tables keeps the increments independent (no store-to-load
-    // chain on one counter).
-    constexpr int kTables = 4;
-    std::vector<uint64_t> tables(kTables * kNumLogBuckets, 0);
+  }
+
+  // Counts the sampled finite values into kLogBucketTables interleaved tables:
+  // neighbouring values often share a bucket, and separate tables keep the
+  // increments independent (no store-to-load chain on one counter).
+  template <typename Loader>
+  void CountIntoTables(const char* data, int64_t n, uint64_t* out) const {
+    constexpr int kTables = kLogBucketTables;
+    const int64_t stride = this->stride;  // A local: `out` may alias the member.
     int64_t i = 0;
+    if constexpr (std::is_same_v<Loader, Plain<float>>) {
+      if (stride == 1 && HaveAvx2()) {
+        // Blocks of 8 on AVX2; a block holding NaN or inf goes through the loop below.
+        while (i + 8 <= n) {
+          i += CountFloat32BucketsAvx2(data + 4 * i, n - i, out);
+          if (i + 8 > n) break;
+          for (int k = 0; k < 8; ++k) {
+            const int b = BucketAt<Loader>(data, i + k);
+            if (b >= 0) ++out[(k % kTables) * kNumLogBuckets + b];
+          }
+          i += 8;
+        }
+      }
+    }
     for (; i + (kTables - 1) * stride < n; i += kTables * stride) {
       for (int t = 0; t < kTables; ++t) {
-        const double x = Loader::Get(data, i + t * stride);
-        if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
-        ++tables[t * kNumLogBuckets + Bucket(x)];
+        const int b = BucketAt<Loader>(data, i + t * stride);
+        if (b >= 0) ++out[t * kNumLogBuckets + b];
       }
     }
     for (; i < n; i += stride) {
-      const double x = Loader::Get(data, i);
-      if (Loader::kMayBeNonFinite && !std::isfinite(x)) continue;
-      ++tables[Bucket(x)];
+      const int b = BucketAt<Loader>(data, i);
+      if (b >= 0) ++out[b];
     }
-    for (int t = 0; t < kTables; ++t) {
-      for (int b = 0; b < kNumLogBuckets; ++b) counts[b] += tables[t * kNumLogBuckets + b];
+  }
+
+  template <typename Loader>
+  void Run(const char* data, int64_t n) {
+    if (tables != nullptr) {  // The caller's tables, cleared once for many tensors.
+      CountIntoTables<Loader>(data, n, tables);
+      return;
     }
+    // A small tensor counts straight into `counts`: tables of its own would
+    // cost clearing and summing 4 x kNumLogBuckets counters per call, more
+    // than a few thousand values take.
+    constexpr int64_t kTablesFrom = 4096;
+    if (n / stride < kTablesFrom) {
+      double* const counts = this->counts;
+      const int64_t stride = this->stride;
+      for (int64_t i = 0; i < n; i += stride) {
+        const int b = BucketAt<Loader>(data, i);
+        if (b >= 0) counts[b] += 1;
+      }
+      return;
+    }
+    std::vector<uint64_t> local(kLogBucketTables * kNumLogBuckets, 0);
+    CountIntoTables<Loader>(data, n, local.data());
+    AddLogBucketTables(local.data(), counts);
   }
 };
 
@@ -397,13 +496,23 @@ void ComputeHistogram(const TensorView& view, int bins, double* out) {
 void AccumulateLogBuckets(const TensorView& view, double* counts, int64_t max_samples) {
   LogBucketPass pass;
   pass.counts = counts;
-  const int64_t n = view.NumElements();
-  if (max_samples > 0 && n > max_samples) {
-    pass.stride = (n + max_samples - 1) / max_samples;
-    const int64_t last = view.shape.empty() ? 1 : view.shape.back();
-    while (std::gcd(pass.stride, last) != 1) ++pass.stride;
-  }
+  pass.stride = SampleStride(view, max_samples);
   Dispatch(view, pass);
+}
+
+void AccumulateLogBucketTables(const TensorView& view, uint64_t* tables, int64_t max_samples) {
+  LogBucketPass pass;
+  pass.tables = tables;
+  pass.stride = SampleStride(view, max_samples);
+  Dispatch(view, pass);
+}
+
+void AddLogBucketTables(const uint64_t* tables, double* counts) {
+  for (int t = 0; t < kLogBucketTables; ++t) {
+    for (int b = 0; b < kNumLogBuckets; ++b) {
+      counts[b] += static_cast<double>(tables[t * kNumLogBuckets + b]);
+    }
+  }
 }
 
 std::vector<double> LogBucketEdges() {

@@ -67,6 +67,13 @@ inline constexpr int kNumLogBuckets = 2 * kLogBucketsPerSign + 1;
 // the sample within `max_samples` and is coprime with the last dimension (so
 // every column of a matrix is visited evenly).
 void AccumulateLogBuckets(const TensorView& view, double* counts, int64_t max_samples);
+// The same counts, into kLogBucketTables interleaved integer tables of
+// kNumLogBuckets each (not cleared): for a caller that adds many small tensors
+// into one histogram, clearing the tables once. AddLogBucketTables adds their
+// sums to `counts`.
+inline constexpr int kLogBucketTables = 4;
+void AccumulateLogBucketTables(const TensorView& view, uint64_t* tables, int64_t max_samples);
+void AddLogBucketTables(const uint64_t* tables, double* counts);
 // The kNumLogBuckets + 1 bucket edges, ascending.
 std::vector<double> LogBucketEdges();
 

@@ -1,0 +1,50 @@
+// The report's downsampled curves over gstep (xdl_trace.analysis.Series): rows of consecutive
+// records share a bucket that keeps the sum, count, min and max of each field; when every bucket
+// is full, neighbours merge pairwise and a bucket spans twice as many records.
+#ifndef XDL_TRACE_ANALYSIS_CURVE_BUCKETS_H_
+#define XDL_TRACE_ANALYSIS_CURVE_BUCKETS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace xdl_trace {
+namespace internal {
+
+// One curve's buckets, in arrays its owner keeps (a Series' numpy arrays).
+// Bucket b's field f is element b * width + f. Unused buckets hold sum 0,
+// valid 0, min +inf and max -inf.
+struct CurveBuckets {
+  int64_t capacity = 0;  // Even, >= 2.
+  int64_t width = 0;
+  int64_t span = 1;  // Records per full bucket.
+  int64_t used = 0;  // Buckets in use; the last one holds `fill` records.
+  int64_t fill = 0;
+  int64_t records = 0;       // Rows added so far.
+  int64_t* gstep = nullptr;  // [capacity]: the first gstep of each bucket.
+  double* sum = nullptr;     // [capacity * width], NaN values skipped.
+  double* valid = nullptr;   // [capacity * width]: how many values were not NaN.
+  double* min = nullptr;     // [capacity * width]
+  double* max = nullptr;     // [capacity * width]
+};
+
+// Rows to add: row i's field f is at data + i * row_stride + f * field_stride
+// (bytes, float64), its gstep gsteps[i] (ascending within the curve).
+struct CurveRows {
+  const int64_t* gsteps = nullptr;
+  const char* data = nullptr;
+  int64_t rows = 0;
+  ptrdiff_t row_stride = 0;
+  ptrdiff_t field_stride = 0;
+  // A row whose field `skip_field` is NaN is no record of this curve (a
+  // column that holds no value there) and is not added; -1: every row is.
+  int skip_field = -1;
+};
+
+// Adds `rows` to `curve` in order, merging buckets pairwise whenever all
+// `capacity` are full. One pass.
+void AddCurveRows(const CurveRows& rows, CurveBuckets* curve);
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_ANALYSIS_CURVE_BUCKETS_H_

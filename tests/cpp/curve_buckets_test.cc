@@ -1,0 +1,114 @@
+// Tests of the report's curve downsampling (analysis/curve_buckets.h) against a direct reference.
+#include "analysis/curve_buckets.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace xdl_trace {
+namespace internal {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A curve's buckets in vectors, as a Series holds them.
+struct Curve {
+  std::vector<int64_t> gstep;
+  std::vector<double> sum, valid, min, max;
+  CurveBuckets buckets;
+
+  Curve(int64_t capacity, int64_t width)
+      : gstep(capacity),
+        sum(capacity * width, 0.0),
+        valid(capacity * width, 0.0),
+        min(capacity * width, kInf),
+        max(capacity * width, -kInf) {
+    buckets.capacity = capacity;
+    buckets.width = width;
+    buckets.gstep = gstep.data();
+    buckets.sum = sum.data();
+    buckets.valid = valid.data();
+    buckets.min = min.data();
+    buckets.max = max.data();
+  }
+};
+
+TEST_CASE("curve buckets hold exact aggregates of consecutive records", "[analysis]") {
+  // 1000 records of 3 fields, some NaN, a few rows absent (field 0 NaN), added in uneven
+  // pieces through a strided view (every other row of a 2000-row matrix).
+  constexpr int64_t kRecords = 1000, kWidth = 3;
+  std::vector<double> matrix(2 * kRecords * kWidth, -7.0);
+  std::vector<int64_t> gsteps(2 * kRecords);
+  std::vector<std::vector<double>> kept;  // The rows that count, in order.
+  std::vector<int64_t> kept_gsteps;
+  for (int64_t i = 0; i < kRecords; ++i) {
+    double* row = &matrix[2 * i * kWidth];
+    for (int64_t f = 0; f < kWidth; ++f) row[f] = std::sin(0.1 * i + f) * (f + 1);
+    if (i % 17 == 3) row[1] = kNaN;
+    if (i % 101 == 50) row[0] = kNaN;  // Absent: not a record of the curve.
+    gsteps[2 * i] = 10 + 2 * i;
+    if (!std::isnan(row[0])) {
+      kept.emplace_back(row, row + kWidth);
+      kept_gsteps.push_back(10 + 2 * i);
+    }
+  }
+  Curve curve(16, kWidth);
+  for (int64_t start = 0; start < kRecords; start += 37) {
+    CurveRows rows;
+    rows.data = reinterpret_cast<const char*>(&matrix[2 * start * kWidth]);
+    rows.rows = std::min<int64_t>(37, kRecords - start);
+    rows.row_stride = 2 * kWidth * sizeof(double);
+    rows.field_stride = sizeof(double);
+    rows.skip_field = 0;
+    // gsteps are contiguous (one per row of the view).
+    std::vector<int64_t> view_gsteps;
+    for (int64_t i = 0; i < rows.rows; ++i) view_gsteps.push_back(gsteps[2 * (start + i)]);
+    rows.gsteps = view_gsteps.data();
+    AddCurveRows(rows, &curve.buckets);
+  }
+  const int64_t n = static_cast<int64_t>(kept.size());  // 990 records: buckets of 64.
+  REQUIRE(curve.buckets.records == n);
+  REQUIRE(curve.buckets.span == 64);
+  REQUIRE(curve.buckets.used == (n + 63) / 64);
+  REQUIRE(curve.buckets.fill == n - 64 * (curve.buckets.used - 1));
+  for (int64_t b = 0; b < curve.buckets.used; ++b) {
+    CHECK(curve.gstep[b] == kept_gsteps[64 * b]);
+    for (int64_t f = 0; f < kWidth; ++f) {
+      double sum = 0, valid = 0, low = kInf, high = -kInf;
+      for (int64_t r = 64 * b; r < std::min(n, 64 * (b + 1)); ++r) {
+        const double x = kept[r][f];
+        if (std::isnan(x)) continue;
+        sum += x, valid += 1, low = std::min(low, x), high = std::max(high, x);
+      }
+      CHECK(curve.sum[b * kWidth + f] == Approx(sum).margin(1e-12));
+      CHECK(curve.valid[b * kWidth + f] == valid);
+      CHECK(curve.min[b * kWidth + f] == low);
+      CHECK(curve.max[b * kWidth + f] == high);
+    }
+  }
+}
+
+TEST_CASE("a curve of fewer records than buckets keeps one record per bucket", "[analysis]") {
+  Curve curve(8, 1);
+  const std::vector<double> values = {3, 1, kNaN, 2};
+  const std::vector<int64_t> gsteps = {0, 5, 6, 9};
+  CurveRows rows;
+  rows.gsteps = gsteps.data();
+  rows.data = reinterpret_cast<const char*>(values.data());
+  rows.rows = 4;
+  rows.row_stride = rows.field_stride = sizeof(double);
+  AddCurveRows(rows, &curve.buckets);  // No skip_field: the NaN row is a record without value.
+  CHECK(curve.buckets.used == 4);
+  CHECK(curve.buckets.span == 1);
+  CHECK(curve.gstep == std::vector<int64_t>{0, 5, 6, 9, 0, 0, 0, 0});
+  CHECK(curve.valid[2] == 0);
+  CHECK(curve.sum[3] == 2);
+  CHECK(curve.min[4] == kInf);  // Unused buckets stay cleared.
+}
+
+}  // namespace
+}  // namespace internal
+}  // namespace xdl_trace
