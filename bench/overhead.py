@@ -23,6 +23,7 @@ disk; files are removed after each run. Prints figures; nothing here passes or f
 """
 
 import argparse
+import contextlib
 import os
 import queue
 import shutil
@@ -36,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import xdl_trace as xdl  # noqa: E402
+from xdl_trace.hook import resolve_write_mode  # noqa: E402
 
 LAYERS = 7
 
@@ -257,25 +259,31 @@ class H5Append:
         self._file.close()
 
 
-def make_conditions(framework, out_dir, model, hook, hook_step_s):
+def make_conditions(framework, out_dir, model, hooks, hook_step_s):
     """name -> (after_step(gstep) or None, drain() or None, close() or None)."""
     arrays = model.arrays()
     nbytes = sum(a.nbytes for a in arrays.values())
 
-    def traced_step(gstep):
-        start = time.perf_counter()
-        hook.step(gstep)
-        hook_step_s[0] += time.perf_counter() - start
+    def traced(name, hook):
+        def step(gstep):
+            start = time.perf_counter()
+            hook.step(gstep)
+            hook_step_s[name] += time.perf_counter() - start
+
+        return step
 
     sync, copy = SyncFloor(out_dir, arrays), SyncFloor(out_dir, arrays, write=False)
     afloor = AsyncFloor(out_dir, nbytes)
-    conditions = {
-        "untraced": (None, None, None),
-        "xdl_trace": (traced_step, hook.flush, None),
-        "sync floor": (sync.step, sync.drain, sync.close),
-        "copy only": (copy.step, None, None),
-        "async floor": (afloor.step, afloor.drain, afloor.close),
-    }
+    conditions = {"untraced": (None, None, None)}
+    for name, hook in hooks.items():
+        conditions[name] = (traced(name, hook), hook.flush, None)
+    conditions.update(
+        {
+            "sync floor": (sync.step, sync.drain, sync.close),
+            "copy only": (copy.step, None, None),
+            "async floor": (afloor.step, afloor.drain, afloor.close),
+        }
+    )
     for how in ("np.savez", "torch.save"):
         if how == "torch.save" and "torch" not in sys.modules:
             continue
@@ -295,14 +303,27 @@ def run(framework, out_dir, args):
     xdl.trace_collection(model.variables())
     shutil.rmtree(out_dir, ignore_errors=True)
     os.makedirs(out_dir)
-    hook = xdl.TraceHook({"output_dir": os.path.join(out_dir, "xdl"), "on_error": "raise"})
-    hook_step_s = [0.0]  # Wall time inside hook.step() in the timed xdl_trace blocks.
-    conditions, nbytes = make_conditions(framework, out_dir, model, hook, hook_step_s)
+    # One tracer per write mode, each into its own directory, stepped only in its own blocks.
+    hooks = {
+        f"xdl {mode}": xdl.TraceHook(
+            {
+                "output_dir": os.path.join(out_dir, mode),
+                "on_error": "raise",
+                "write_mode": mode,
+                **dict(args.trace_config),
+            }
+        )
+        for mode in args.modes.split(",")
+    }
+    hook_step_s = {name: 0.0 for name in hooks}  # Wall time inside hook.step(), timed blocks.
+    conditions, nbytes = make_conditions(framework, out_dir, model, hooks, hook_step_s)
     times = {name: [] for name in conditions}
     cpu = {name: 0.0 for name in conditions}  # Process CPU time, drain included.
     gstep = 0
     try:
-        with hook:
+        with contextlib.ExitStack() as stack:
+            for hook in hooks.values():
+                stack.enter_context(hook)
             for name, (after_step, drain, _) in conditions.items():  # warm every writer
                 for _ in range(args.warmup):
                     model.step()
@@ -311,7 +332,8 @@ def run(framework, out_dir, args):
                     gstep += 1
                 if drain:
                     drain()
-            hook_step_s[0] = 0.0
+            for name in hook_step_s:
+                hook_step_s[name] = 0.0
             for r in range(args.rounds):
                 order = list(conditions) if r % 2 == 0 else list(reversed(conditions))
                 for name in order:
@@ -327,7 +349,7 @@ def run(framework, out_dir, args):
                     if drain:
                         drain()
                     cpu[name] += time.process_time() - cpu_start
-            stats = hook.stats()
+            stats = {name: hook.stats() for name, hook in hooks.items()}
     finally:
         for _, _, close in conditions.values():
             if close:
@@ -347,7 +369,7 @@ def run(framework, out_dir, args):
             for name in conditions
             if name != "untraced"
         },
-        "hook_step_ms": hook_step_s[0] / steps * 1e3,
+        "hook_step_ms": {name: t / steps * 1e3 for name, t in hook_step_s.items()},
         "stats": stats,
     }
 
@@ -371,6 +393,17 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=20, help="rounds of one block per condition")
     parser.add_argument("--block", type=int, default=5, help="steps per block")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps per condition")
+    parser.add_argument(
+        "--modes", default="inline,io_thread", help="write modes traced side by side"
+    )
+    parser.add_argument(
+        "--trace-config",
+        action="append",
+        default=[],
+        type=lambda kv: (kv.split("=", 1)[0], _config_value(kv.split("=", 1)[1])),
+        metavar="KEY=VALUE",
+        help="extra TraceHook config for every traced condition (repeatable)",
+    )
     args = parser.parse_args(argv)
     targets = args.out_dir
     if not targets:
@@ -396,18 +429,36 @@ def main(argv=None):
     for framework in frameworks:
         for target in targets:
             r = run(framework, target, args)
-            s = r["stats"]
+            mode, reason = resolve_write_mode("auto", "block")
             print(
                 f"\n{framework} -> {target}: {r['mb_per_step']:.2f} MB/step, untraced "
-                f"{r['untraced']:.2f} steps/s; xdl_trace write_mode "
-                f"{s.get('write_mode', '-')} ({s.get('write_mode_reason', '-')}), hook.step() "
-                f"{r['hook_step_ms']:.2f} ms, {s['records_written']} records, "
-                f"{s['records_dropped']} dropped"
+                f"{r['untraced']:.2f} steps/s; the default (write_mode auto) picks {mode}: "
+                f"{reason}"
             )
-            print(f"  {'condition':14s} {'ratio':>6s} {'median/round':>13s} {'CPU-time':>9s}")
+            print(
+                f"  {'condition':14s} {'ratio':>6s} {'median/round':>13s} {'CPU-time':>9s}"
+                "  hook.step()"
+            )
             for name, (ratio, median, cpu) in r["ratios"].items():
-                print(f"  {name:14s} {ratio:6.3f} {median:13.3f} {cpu:9.3f}", flush=True)
+                extra = ""
+                if name in r["stats"]:
+                    s = r["stats"][name]
+                    extra = (
+                        f"  {r['hook_step_ms'][name]:.2f} ms ({s['records_written']} records, "
+                        f"{s['records_dropped']} dropped)"
+                    )
+                print(f"  {name:14s} {ratio:6.3f} {median:13.3f} {cpu:9.3f}{extra}", flush=True)
     return 0
+
+
+def _config_value(text):
+    """A --trace-config value: int, float, true/false, else the string."""
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 if __name__ == "__main__":
