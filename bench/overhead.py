@@ -8,7 +8,10 @@ Conditions (blocks of steps, the order reversed every other round so drift cance
   untraced          the training step alone.
   xdl_trace         a TraceHook (default config: write_mode "auto") tracing every variable.
   sync floor        np.copyto of every variable into one buffer + os.write of it, on the training
-                    thread: the least a synchronous tracer storing these bytes can cost.
+                    thread: the least a synchronous tracer storing these bytes can cost. Like the
+                    tracer, every writer keeps what it wrote until the run ends (truncating or
+                    deleting would hand recently freed, cache-warm pages to whichever block
+                    comes next: 2.4 instead of 3.1-3.7 ms per 6.31 MB into tmpfs here).
   copy only         np.copyto of every variable (no write): what capturing the values costs.
   async floor       a thread that only write()s the step's bytes from a buffer filled once (no
                     copy, no encoding, no checksum): the least an IO thread can cost.
@@ -143,11 +146,6 @@ class SyncFloor:
         if self._fd is not None:
             write_all(self._fd, memoryview(self._buf))
 
-    def drain(self):
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)  # bounded space; not timed
-            os.lseek(self._fd, 0, os.SEEK_SET)
-
     def close(self):
         if self._fd is not None:
             os.close(self._fd)
@@ -170,8 +168,6 @@ class AsyncFloor:
             if item is None:
                 return
             if isinstance(item, threading.Event):
-                os.ftruncate(self._fd, 0)
-                os.lseek(self._fd, 0, os.SEEK_SET)
                 item.set()
                 continue
             write_all(self._fd, self._buf)
@@ -191,8 +187,7 @@ class AsyncFloor:
 
 
 class PerStepFiles:
-    """A user's per-step save: np.savez or torch.save of every variable into step_<gstep> files
-    (removed between blocks, outside the timing)."""
+    """A user's per-step save: np.savez or torch.save of every variable into step_<gstep> files."""
 
     def __init__(self, out_dir, arrays, how):
         self._dir = os.path.join(out_dir, how.replace(".", "_"))
@@ -212,10 +207,6 @@ class PerStepFiles:
         else:
             self._torch.save(self._tensors, path + ".pt")
 
-    def drain(self):
-        for name in os.listdir(self._dir):
-            os.unlink(os.path.join(self._dir, name))
-
     def close(self):
         shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -229,9 +220,6 @@ class H5Append:
         self._h5py = h5py
         self._path = os.path.join(out_dir, "peer.h5")
         self._arrays = arrays
-        self._open()
-
-    def _open(self):
         self._file = self._h5py.File(self._path, "w")
         self._sets = {
             n: self._file.create_dataset(
@@ -250,10 +238,6 @@ class H5Append:
             ds.resize(ds.shape[0] + 1, axis=0)
             ds[-1] = a
         self._file.flush()
-
-    def drain(self):
-        self._file.close()
-        self._open()  # a fresh file per block: bounded space
 
     def close(self):
         self._file.close()
@@ -279,7 +263,7 @@ def make_conditions(framework, out_dir, model, hooks, hook_step_s):
         conditions[name] = (traced(name, hook), hook.flush, None)
     conditions.update(
         {
-            "sync floor": (sync.step, sync.drain, sync.close),
+            "sync floor": (sync.step, None, sync.close),
             "copy only": (copy.step, None, None),
             "async floor": (afloor.step, afloor.drain, afloor.close),
         }
@@ -288,10 +272,10 @@ def make_conditions(framework, out_dir, model, hooks, hook_step_s):
         if how == "torch.save" and "torch" not in sys.modules:
             continue
         peer = PerStepFiles(out_dir, arrays, how)
-        conditions[how] = (peer.step, peer.drain, peer.close)
+        conditions[how] = (peer.step, None, peer.close)
     try:
         h5 = H5Append(out_dir, arrays)
-        conditions["h5py append"] = (h5.step, h5.drain, h5.close)
+        conditions["h5py append"] = (h5.step, None, h5.close)
     except ImportError:
         pass
     return conditions, nbytes
