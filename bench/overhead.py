@@ -413,7 +413,7 @@ def main(argv=None):
     for framework in frameworks:
         for target in targets:
             r = run(framework, target, args)
-            mode, reason = resolve_write_mode("auto", "block")
+            mode, reason = resolve_write_mode("auto")
             print(
                 f"\n{framework} -> {target}: {r['mb_per_step']:.2f} MB/step, untraced "
                 f"{r['untraced']:.2f} steps/s; the default (write_mode auto) picks {mode}: "

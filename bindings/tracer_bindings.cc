@@ -185,7 +185,6 @@ void RegisterTracerBindings(py::module_& m) {
       .def_readwrite("max_pending_mb", &TraceConfig::max_pending_mb)
       .def_readwrite("overflow", &TraceConfig::overflow)
       .def_readwrite("write_mode", &TraceConfig::write_mode)
-      .def_readwrite("split_copy_min_mb", &TraceConfig::split_copy_min_mb)
       .def_readwrite("missing_gradient", &TraceConfig::missing_gradient)
       .def_readwrite("fsync", &TraceConfig::fsync)
       .def_readwrite("meta_interval_s", &TraceConfig::meta_interval_s)

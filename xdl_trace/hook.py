@@ -6,7 +6,6 @@ import atexit
 import difflib
 import numbers
 import os
-import sys
 import threading
 import warnings
 import weakref
@@ -25,7 +24,6 @@ CONFIG_KEYS = (
     "max_pending_mb",
     "overflow",
     "write_mode",
-    "split_copy_min_mb",
     "on_error",
     "fsync",
     "meta_interval_s",
@@ -89,9 +87,6 @@ def _output_dir(value):
     return value
 
 
-# Where BLAS libraries read their thread count, in the order they are consulted.
-_BLAS_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-
 _WRITE_MODES = {
     "auto": _core.WriteMode.AUTO,
     "io_thread": _core.WriteMode.IO_THREAD,
@@ -99,48 +94,14 @@ _WRITE_MODES = {
 }
 
 
-def _env_threads(name):
-    # "4" or OpenMP's nested "4,2" (the outer level counts); None when unset or not a count.
-    value = os.environ.get(name, "").split(",")[0].strip()
-    return int(value) if value.isdigit() and int(value) > 0 else None
-
-
-def resolve_write_mode(requested, overflow):
-    """(mode, reason): the write mode a tracer starts with (docs/design.md, "Write modes").
-
-    "auto" is "inline" when no core is spare for the IO thread (its write would preempt a
-    compute thread mid-GEMM), else "io_thread"; never "inline" under overflow "drop", which
-    promises never to wait for the disk. Compute threads: the most of torch's thread count (when
-    torch is already imported) and the BLAS thread count (the first of OPENBLAS_NUM_THREADS,
-    OMP_NUM_THREADS, MKL_NUM_THREADS that is set, else one per core, the BLAS default). Cores:
-    this process's CPU affinity.
-    """
+def resolve_write_mode(requested):
+    """(mode, reason): the write mode a tracer starts with (docs/design.md, "Write modes")."""
     if requested != "auto":
         return requested, "set in config"
-    if overflow == "drop":
-        return "io_thread", "overflow 'drop': the training thread never waits for the disk"
-    if hasattr(os, "sched_getaffinity"):
-        cores = len(os.sched_getaffinity(0))
-    else:
-        cores = os.cpu_count() or 1
-    counts = []  # (threads, where the count comes from)
-    for name in _BLAS_THREAD_ENV:
-        threads = _env_threads(name)
-        if threads is not None:
-            counts.append((threads, name))
-            break
-    else:
-        counts.append((cores, "BLAS default"))
-    torch = sys.modules.get("torch")
-    get_num_threads = getattr(torch, "get_num_threads", None)
-    if callable(get_num_threads):
-        counts.append((int(get_num_threads()), "torch"))
-    compute = max(n for n, _ in counts)
-    sources = ", ".join(source for n, source in counts if n == compute)
-    what = f"{cores} cores, {compute} compute threads ({sources})"
-    if cores > compute:
-        return "io_thread", f"{what}: a core is spare for the IO thread"
-    return "inline", f"{what}: no spare core"
+    return "io_thread", (
+        "auto: the IO thread writes while training goes on (ahead of write-through on this "
+        "project's benchmark machine with and without a spare core; docs/design.md 'Write modes')"
+    )
 
 
 def _with_suggestion(key):
@@ -177,10 +138,6 @@ def build_config(config, is_training=True):
     cfg.overflow = policies[_choice(config, "overflow", default_overflow, tuple(policies))]
     default_mode = next(k for k, v in _WRITE_MODES.items() if v == cfg.write_mode)
     cfg.write_mode = _WRITE_MODES[_choice(config, "write_mode", default_mode, tuple(_WRITE_MODES))]
-    # The range (>= 0, finite) is checked by cfg.validate() below, naming the key.
-    cfg.split_copy_min_mb = _number(
-        config, "split_copy_min_mb", cfg.split_copy_min_mb, positive=False
-    )
     on_error = _choice(config, "on_error", "warn", ("warn", "raise"))
     fsync = config.get("fsync", cfg.fsync)
     if not isinstance(fsync, bool):
@@ -206,10 +163,6 @@ def build_config(config, is_training=True):
 
 def _mode_name(mode):
     return next(k for k, v in _WRITE_MODES.items() if v == mode)
-
-
-def _overflow_name(policy):
-    return "drop" if policy == _core.OverflowPolicy.DROP else "block"
 
 
 # Hooks begun and not yet ended; flushed and closed at interpreter exit.
@@ -270,7 +223,7 @@ class TraceHook:
         self, config, is_training=True, gstep=None, filter=None, scope=None, metadata=None
     ):
         self._config, self._on_error = build_config(config, is_training)
-        # Resolved at each begin() (the compute threads may change before it). A name: the
+        # Resolved at each begin(), which notes why for stats(). A name: the
         # binding's enum attribute is a reference into the config, which begin() changes.
         self._write_mode_requested = _mode_name(self._config.write_mode)
         self._write_mode_reason = None
@@ -339,9 +292,7 @@ class TraceHook:
         cfg.run_id = _run.shared_run_id(
             cfg.output_dir, cfg.prefix(), cfg.output_file_name, placement.rank
         )
-        mode, self._write_mode_reason = resolve_write_mode(
-            self._write_mode_requested, _overflow_name(cfg.overflow)
-        )
+        mode, self._write_mode_reason = resolve_write_mode(self._write_mode_requested)
         cfg.write_mode = _WRITE_MODES[mode]
         self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
         self._run_id = self._tracer.config.run_id

@@ -969,7 +969,7 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed) {
 // (views into buffers refilled at each step), a provider, a summary and a
 // once-value; returns the data file's record frames, up to the timestamp.
 std::vector<std::string> RunSteps(WriteMode mode, const std::vector<size_t>& column_floats,
-                                  int steps, double split_copy_min_mb = 0) {
+                                  int steps) {
   TempDir dir;
   auto registry = std::make_shared<Registry>();
   std::vector<std::vector<float>> buffers;
@@ -1007,8 +1007,7 @@ std::vector<std::string> RunSteps(WriteMode mode, const std::vector<size_t>& col
           ->Register(ViewEntry("labels", {DType::kInt64, {2000}, labels.data()}, EntryKind::kOnce))
           .ok());
 
-  TraceConfig config = ModeConfig(dir.path(), mode);
-  config.split_copy_min_mb = split_copy_min_mb;
+  const TraceConfig config = ModeConfig(dir.path(), mode);
   auto tracer = Tracer::Start(config, registry);
   REQUIRE(tracer.ok());
   CHECK((*tracer)->stats().write_mode == config.ResolvedWriteMode());
@@ -1046,41 +1045,13 @@ TEST_CASE("inline and io_thread write identical records", "[tracer][write_mode]"
   CHECK(auto_mode[1] == io_thread[1]);
 }
 
-TEST_CASE("a split copy writes the bytes one thread copying writes", "[tracer][split_copy]") {
-  // Records below, about and above a 1 MB threshold (the other entries add
-  // about 44 KB), with columns below, at and above the 64 KiB the split
-  // hands to the shared job, and chunks of 256 KiB with a remainder.
-  const std::vector<std::vector<size_t>> cases = {
-      {6, 230000},              // Below.
-      {6, 16384, 223000},       // About 1 MB with the rest.
-      {6, 16383, 262145},       // Above, a column just over one chunk.
-      {100000, 300000, 65536},  // Several large columns.
-      {1 << 20, 5, 1 << 18},    // 5 MiB.
-  };
-  for (const std::vector<size_t>& floats : cases) {
-    INFO("columns of " << floats.size() << " sizes, the second " << floats[1]);
-    const std::vector<std::string> one_thread = RunSteps(WriteMode::kIoThread, floats, 3);
-    const std::vector<std::string> split = RunSteps(WriteMode::kIoThread, floats, 3, 1.0);
-    const std::vector<std::string> split_all = RunSteps(WriteMode::kIoThread, floats, 3, 1e-6);
-    REQUIRE(one_thread.size() == 3);
-    CHECK(split == one_thread);
-    CHECK(split_all == one_thread);
-  }
-}
-
 TEST_CASE("the file holds each step's values, never a change made after Step returned",
-          "[tracer][write_mode][split_copy]") {
-  struct Mode {
-    WriteMode mode;
-    double split_copy_min_mb;
-  };
-  for (const Mode m : {Mode{WriteMode::kIoThread, 0}, Mode{WriteMode::kIoThread, 1},
-                       Mode{WriteMode::kInline, 0}}) {
-    const WriteMode mode = m.mode;
-    INFO("write mode " << WriteModeName(mode) << ", split copy from " << m.split_copy_min_mb);
+          "[tracer][write_mode]") {
+  for (const WriteMode mode : {WriteMode::kIoThread, WriteMode::kInline}) {
+    INFO("write mode " << WriteModeName(mode));
     TempDir dir;
     auto registry = std::make_shared<Registry>();
-    std::vector<float> values(1 << 20);  // 4 MiB: 16 chunks of a split copy.
+    std::vector<float> values(1 << 20);  // 4 MiB: written from its own memory when inline.
     REQUIRE(registry
                 ->Register(ViewEntry("w", {DType::kFloat32, {1 << 20}, values.data()},
                                      EntryKind::kVariable))
@@ -1090,8 +1061,7 @@ TEST_CASE("the file holds each step's values, never a change made after Step ret
     options.writer_hooks.before_record_write = [] {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     };
-    TraceConfig config = ModeConfig(dir.path(), mode);
-    config.split_copy_min_mb = m.split_copy_min_mb;
+    const TraceConfig config = ModeConfig(dir.path(), mode);
     auto tracer = internal::TracerFactory::Start(config, registry, {""}, std::move(options));
     REQUIRE(tracer.ok());
     for (int step = 1; step <= 8; ++step) {
@@ -1179,69 +1149,6 @@ TEST_CASE("write_mode inline with overflow drop is refused naming both keys; aut
   CHECK(std::string(WriteModeName(WriteMode::kAuto)) == "auto");
   CHECK(std::string(WriteModeName(WriteMode::kIoThread)) == "io_thread");
   CHECK(std::string(WriteModeName(WriteMode::kInline)) == "inline");
-}
-
-// Step() time with and without the split copy: two tracers over the same
-// 7 columns of 1.06 MB (7.4 MB per record, issue 14's MLP), stepped in turn
-// so both see the same machine, a 6 ms pause after each step standing for
-// compute (the IO thread writes meanwhile). Run by hand:
-//   tracer_test "split copy figures"
-TEST_CASE("split copy figures", "[.][split_copy][bench]") {
-  // tmpfs, as issue 14 measured: a disk's writeback stalls would drown the figure.
-  const std::string base = absl::StrCat("/dev/shm/xdl_trace_split_bench.", getpid());
-  auto registry = std::make_shared<Registry>();
-  std::vector<std::vector<float>> columns(7, std::vector<float>(265000, 1.0f));
-  for (size_t i = 0; i < columns.size(); ++i) {
-    REQUIRE(registry
-                ->Register(ViewEntry(
-                    absl::StrCat("w", i),
-                    {DType::kFloat32, {static_cast<int64_t>(columns[i].size())}, columns[i].data()},
-                    EntryKind::kVariable))
-                .ok());
-  }
-  const int steps =
-      std::getenv("XDL_BENCH_STEPS") ? std::atoi(std::getenv("XDL_BENCH_STEPS")) : 600;
-  const double splits[2] = {0, 1};
-  std::unique_ptr<Tracer> tracers[2];
-  std::vector<double> step_ms[2];
-  for (int t = 0; t < 2; ++t) {
-    TraceConfig config = ModeConfig(absl::StrCat(base, "/", t), WriteMode::kIoThread);
-    config.split_copy_min_mb = splits[t];
-    config.max_file_m_size = 40;  // Closed (and freed, once unlinked below) every 5 records.
-    auto tracer = Tracer::Start(config, registry);
-    REQUIRE(tracer.ok());
-    tracers[t] = std::move(*tracer);
-  }
-  for (int step = 0; step < steps; ++step) {
-    for (int t = 0; t < 2; ++t) {
-      for (auto& c : columns) c[step % c.size()] = static_cast<float>(step);
-      const auto begin = std::chrono::steady_clock::now();
-      REQUIRE(tracers[t]->StepAt(step, step, step).ok());
-      const auto end = std::chrono::steady_clock::now();
-      if (step >= 10) {
-        step_ms[t].push_back(std::chrono::duration<double, std::milli>(end - begin).count());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(6));
-    }
-    if (step % 10 == 9) {  // Keep tmpfs small: unlink the files (the lock file stays).
-      for (const auto& entry : fs::recursive_directory_iterator(base)) {
-        if (entry.is_regular_file() && entry.path().filename().string()[0] != '.') {
-          fs::remove(entry.path());
-        }
-      }
-    }
-  }
-  for (int t = 0; t < 2; ++t) {
-    REQUIRE(tracers[t]->Close().ok());
-    std::vector<double>& ms = step_ms[t];
-    std::sort(ms.begin(), ms.end());
-    double sum = 0;
-    for (double m : ms) sum += m;
-    WARN("split_copy_min_mb=" << splits[t] << ": Step() ms median " << ms[ms.size() / 2] << " p10 "
-                              << ms[ms.size() / 10] << " p90 " << ms[ms.size() * 9 / 10] << " mean "
-                              << sum / ms.size());
-  }
-  fs::remove_all(base);
 }
 
 }  // namespace xdl_trace

@@ -14,6 +14,7 @@ from xdl_trace import errors
 from xdl_trace.hook import resolve_write_mode
 
 BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+AUTO_REASON_START = "auto: the IO thread writes while training goes on"
 
 
 @pytest.fixture
@@ -39,57 +40,28 @@ def machine(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "cores,torch_threads,env,mode,reason",
+    "cores,torch_threads,env",
     [
-        # BLAS threads default to one per core: none spare.
-        (2, None, {}, "inline", "2 cores, 2 compute threads (BLAS default): no spare core"),
-        (
-            2,
-            None,
-            {"OPENBLAS_NUM_THREADS": "1"},
-            "io_thread",
-            "2 cores, 1 compute threads (OPENBLAS_NUM_THREADS): a core is spare for the IO thread",
-        ),
-        # OPENBLAS_NUM_THREADS is consulted before OMP_NUM_THREADS.
-        (4, None, {"OPENBLAS_NUM_THREADS": "2", "OMP_NUM_THREADS": "4"}, "io_thread", None),
-        (4, None, {"OMP_NUM_THREADS": "4,2"}, "inline", None),  # OpenMP's nested form.
-        (4, None, {"MKL_NUM_THREADS": "3"}, "io_thread", None),
-        (4, None, {"OMP_NUM_THREADS": "many"}, "inline", None),  # Not a count: the default.
-        # torch counts when imported; the larger count wins.
-        (
-            2,
-            2,
-            {"OPENBLAS_NUM_THREADS": "1"},
-            "inline",
-            "2 cores, 2 compute threads (torch): no spare core",
-        ),
-        (
-            2,
-            1,
-            {"OMP_NUM_THREADS": "1"},
-            "io_thread",
-            "2 cores, 1 compute threads (OMP_NUM_THREADS, torch): a core is spare for the IO thread",
-        ),
-        (8, 16, {"OPENBLAS_NUM_THREADS": "1"}, "inline", None),
-        (1, None, {"OPENBLAS_NUM_THREADS": "1"}, "inline", None),  # One core: never spare.
+        (2, None, {}),  # BLAS on every core: no core spare.
+        (2, None, {"OPENBLAS_NUM_THREADS": "1"}),  # A core spare.
+        (4, None, {"OMP_NUM_THREADS": "4,2"}),
+        (2, 2, {"OPENBLAS_NUM_THREADS": "1"}),  # torch on every core.
+        (8, 16, {"MKL_NUM_THREADS": "1"}),
+        (1, None, {}),  # One core.
     ],
 )
-def test_auto_resolution(machine, cores, torch_threads, env, mode, reason):
+def test_auto_is_io_thread_whatever_the_cores_and_compute_threads(
+    machine, cores, torch_threads, env
+):
     machine(cores, torch_threads, **env)
-    got_mode, got_reason = resolve_write_mode("auto", "block")
-    assert got_mode == mode
-    if reason is not None:
-        assert got_reason == reason
-    assert got_reason.startswith(f"{cores} cores, ")
+    mode, reason = resolve_write_mode("auto")
+    assert mode == "io_thread"
+    assert reason.startswith(AUTO_REASON_START) and "docs/design.md" in reason
 
 
-def test_auto_never_picks_inline_under_drop_and_explicit_modes_stay(machine):
-    machine(2)  # No spare core.
-    assert resolve_write_mode("auto", "block")[0] == "inline"
-    mode, reason = resolve_write_mode("auto", "drop")
-    assert mode == "io_thread" and "drop" in reason
-    assert resolve_write_mode("io_thread", "block") == ("io_thread", "set in config")
-    assert resolve_write_mode("inline", "block") == ("inline", "set in config")
+def test_explicit_modes_stay_as_set():
+    assert resolve_write_mode("io_thread") == ("io_thread", "set in config")
+    assert resolve_write_mode("inline") == ("inline", "set in config")
 
 
 def test_inline_with_overflow_drop_is_refused_naming_both_keys(cfg):
@@ -105,21 +77,14 @@ def test_stats_report_the_resolved_mode_and_why(cfg, machine):
     xdl.trace_tensor("x", np.zeros(3))
     hook = xdl.TraceHook(cfg)
     assert hook.stats()["write_mode_reason"] is None  # Not resolved before begin().
-    machine(2, None, OPENBLAS_NUM_THREADS="2")
+    machine(2, None, OPENBLAS_NUM_THREADS="2")  # No core spare: still the IO thread.
     with hook:
         hook.step()
         stats = hook.stats()
-        assert stats["write_mode"] == "inline"
-        assert (
-            stats["write_mode_reason"]
-            == "2 cores, 2 compute threads (OPENBLAS_NUM_THREADS): no spare core"
-        )
-    # Resolved again at the next begin().
-    machine(2, None, OPENBLAS_NUM_THREADS="1")
-    with hook:
-        hook.step()
-        assert hook.stats()["write_mode"] == "io_thread"
+        assert stats["write_mode"] == "io_thread"
+        assert stats["write_mode_reason"] == resolve_write_mode("auto")[1]
     assert hook.stats()["write_mode"] == "io_thread"  # Kept after end().
+    assert hook.stats()["write_mode_reason"].startswith(AUTO_REASON_START)
     with xdl.TraceHook(dict(cfg, write_mode="inline")) as forced:
         forced.step()
         assert forced.stats()["write_mode"] == "inline"
@@ -135,9 +100,7 @@ def _columns_and_steps(raw_record):
     return record.SerializeToString()
 
 
-def _run(
-    out_dir, mode, read_trace, steps=4, split_copy_min_mb=0, sizes=(3, 1023, 1024, 1025, 250_000)
-):
+def _run(out_dir, mode, read_trace, steps=4, sizes=(3, 1023, 1024, 1025, 250_000)):
     xdl.clear()
     rng = np.random.default_rng(5)
     # Around the size inline writes in place (4096 bytes), and large.
@@ -152,7 +115,6 @@ def _run(
         "on_error": "raise",
         "fsync": False,
         "write_mode": mode,
-        "split_copy_min_mb": split_copy_min_mb,
     }
     with xdl.TraceHook(config) as hook:
         for step in range(steps):
@@ -176,39 +138,12 @@ def test_inline_and_io_thread_write_identical_records(tmp_path, read_trace):
     assert inline.meta.closed_cleanly and inline.meta.record_count == 4
 
 
-@pytest.mark.parametrize(
-    "sizes",
-    [
-        (3, 200_000),  # About 0.85 MB with the other entries: below a 1 MB threshold.
-        (3, 16_383, 230_000),  # About 1 MB.
-        (3, 65_537, 262_145, 1 << 20),  # Above, with remainders of chunks and columns.
-    ],
-)
-def test_a_split_copy_writes_the_bytes_one_thread_writes(tmp_path, read_trace, sizes):
-    one = _run(str(tmp_path / "one"), "io_thread", read_trace, sizes=sizes)
-    split = _run(str(tmp_path / "split"), "io_thread", read_trace, split_copy_min_mb=1, sizes=sizes)
-    assert len(split.raw) == len(one.raw) == 4
-    for a, b in zip(one.raw, split.raw):
-        a.timestamp = b.timestamp = 0
-        assert _columns_and_steps(a) == _columns_and_steps(b)
-
-
-def test_split_copy_min_mb_must_be_a_finite_number_at_least_zero(cfg):
-    for value in (-1, float("inf"), float("nan")):
-        with pytest.raises(errors.InvalidArgumentError, match="'split_copy_min_mb'"):
-            xdl.TraceHook(dict(cfg, split_copy_min_mb=value))
-
-
-@pytest.mark.parametrize(
-    "mode,split_copy_min_mb", [("io_thread", 0), ("io_thread", 1), ("inline", 0)]
-)
-def test_a_change_after_step_returns_never_reaches_the_file(
-    cfg, read_trace, mode, split_copy_min_mb
-):
-    # 4 MiB: written in place when inline, 16 chunks of a split copy.
+@pytest.mark.parametrize("mode", ["io_thread", "inline"])
+def test_a_change_after_step_returns_never_reaches_the_file(cfg, read_trace, mode):
+    # 4 MiB: written from its own memory when inline.
     weights = np.zeros(1 << 20, dtype=np.float32)
     xdl.trace_tensor("w", weights)
-    config = dict(cfg, write_mode=mode, split_copy_min_mb=split_copy_min_mb)
+    config = dict(cfg, write_mode=mode)
     with xdl.TraceHook(config) as hook:
         for step in range(1, 9):
             weights[:] = step
@@ -275,7 +210,6 @@ def test_defaults_are_the_cpp_ones_which_the_docs_state(out_dir):
     built, _ = build_config({"output_dir": out_dir})
     default = _core.TraceConfig()
     assert default.write_mode == _core.WriteMode.AUTO == built.write_mode
-    assert default.split_copy_min_mb == 0 == built.split_copy_min_mb
     with open(os.path.join(REPO, "docs", "python.md")) as f:
         rows = {
             line.split("|")[1].strip().strip("`"): line.split("|")[2].strip()
@@ -283,4 +217,4 @@ def test_defaults_are_the_cpp_ones_which_the_docs_state(out_dir):
             if line.startswith("| `") and line.count("|") >= 4
         }
     assert rows["write_mode"] == '`"auto"`'
-    assert float(rows["split_copy_min_mb"]) == default.split_copy_min_mb
+    assert "split_copy_min_mb" not in rows and not hasattr(default, "split_copy_min_mb")

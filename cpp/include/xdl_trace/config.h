@@ -20,17 +20,18 @@ enum class OverflowPolicy {
 // Who writes a traced step's record to the data file (docs/design.md, "Write
 // modes"). The IO thread owns the file in every mode.
 enum class WriteMode {
-  // The Python hook picks kInline when no core is spare for the IO thread
-  // (compute threads >= cores) and overflow is kBlock, else kIoThread. The C++
-  // core cannot see the caller's compute threads: there it means kIoThread.
+  // kIoThread, on every machine (it measured ahead of kInline on this
+  // project's benchmark machine whether or not a core was spare).
   kAuto,
   // Step() copies the tensors into a record buffer and queues it; the IO
   // thread writes it while training goes on.
   kIoThread,
   // Step() hands the IO thread the framing bytes plus pointers to the
   // tensors' own memory (no copy) and waits until it is written: training
-  // waits for the write, which then never competes with compute threads.
-  // Not with OverflowPolicy::kDrop (it would block on a slow disk).
+  // waits for the write, which then never competes with compute threads. For
+  // machines where the IO thread's preemption of compute costs more than a
+  // synchronous write. Not with OverflowPolicy::kDrop (it would block on a
+  // slow disk).
   kInline,
 };
 
@@ -84,7 +85,6 @@ inline constexpr size_t kMaxOutputFileNameBytes = 178;
 //                     finite value saturates to "never".
 //   device_collect_interval_s   finite and >= 0.
 //   write_mode        kInline only with overflow kBlock.
-//   split_copy_min_mb   finite and >= 0.
 struct TraceConfig {
   std::string output_dir;  // Required; created if missing.
   std::string output_file_name = "trace";
@@ -94,13 +94,6 @@ struct TraceConfig {
   double max_pending_mb = 256;   // Queue bound, megabytes (1e6 bytes).
   OverflowPolicy overflow = OverflowPolicy::kBlock;
   WriteMode write_mode = WriteMode::kAuto;
-  // io_thread mode: a record with at least this many megabytes (1e6 bytes)
-  // of column data is copied by the training thread and the IO thread
-  // together (each takes 256 KiB chunks until none is left; Step returns once
-  // all are copied). 0 (default): the training thread copies alone. Off by
-  // default: it saved under 10% of the copy's time where measured
-  // (docs/design.md, "Write modes").
-  double split_copy_min_mb = 0;
   MissingGradientPolicy missing_gradient = MissingGradientPolicy::kError;
   bool fsync = true;            // fsync data at rollover and close.
   double meta_interval_s = 10;  // Meta refresh period; <= 0 disables, must be finite.

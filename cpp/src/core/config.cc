@@ -73,7 +73,6 @@ absl::Status TraceConfig::Validate() const {
   }
   XDL_RETURN_IF_ERROR(CheckFiniteAbove("device_collect_interval_s", device_collect_interval_s,
                                        /*zero_ok=*/true));
-  XDL_RETURN_IF_ERROR(CheckFiniteAbove("split_copy_min_mb", split_copy_min_mb, /*zero_ok=*/true));
   if (write_mode == WriteMode::kInline && overflow == OverflowPolicy::kDrop) {
     return absl::InvalidArgumentError(
         "xdl_trace: config 'write_mode': 'inline' cannot be combined with 'overflow': 'drop' "

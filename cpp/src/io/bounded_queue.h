@@ -19,7 +19,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "core/mutex.h"
-#include "record/copy_job.h"
 #include "record/encoded_record.h"
 #include "xdl_trace/config.h"
 
@@ -41,7 +40,7 @@ class Completion {
 
 // One message to the IO thread.
 struct WriterMessage {
-  enum class Kind { kRecord, kFlush, kClose, kCopy };
+  enum class Kind { kRecord, kFlush, kClose };
 
   // `written`, when given, is answered once the record is written (or
   // dropped), with the sticky error if any: a write-through.
@@ -58,13 +57,6 @@ struct WriterMessage {
     m.done = std::move(done);
     return m;
   }
-  // Chunks of a record's copy for the IO thread to help with (split copy).
-  static WriterMessage Copy(std::shared_ptr<CopyJob> job) {
-    WriterMessage m;
-    m.kind = Kind::kCopy;
-    m.copy = std::move(job);
-    return m;
-  }
   // Bytes counted against the bound: the frame for records, 0 for control.
   int64_t bytes() const {
     return kind == Kind::kRecord ? static_cast<int64_t>(record.FrameBytes()) : 0;
@@ -74,7 +66,6 @@ struct WriterMessage {
   EncodedRecord record;  // kRecord only.
   // kFlush, kClose and a write-through kRecord: answered by the IO thread.
   std::shared_ptr<Completion> done;
-  std::shared_ptr<CopyJob> copy;  // kCopy only.
 };
 
 // Threading: any number of producers (Push/PushControl) and one consumer

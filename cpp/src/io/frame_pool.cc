@@ -12,18 +12,6 @@ FramePool::FramePool(size_t max_buffers, int64_t max_bytes)
 }
 
 std::string FramePool::Take(size_t min_capacity) {
-  std::string out = TakeRecycled(min_capacity);
-  out.clear();
-  return out;
-}
-
-std::string FramePool::TakeSized(size_t size) {
-  std::string out = TakeRecycled(size);
-  out.resize(size);
-  return out;
-}
-
-std::string FramePool::TakeRecycled(size_t min_capacity) {
   std::string out;
   std::string stale;  // Freed after the lock is released.
   {
@@ -50,12 +38,14 @@ std::string FramePool::TakeRecycled(size_t min_capacity) {
       free_.pop_back();
     }
   }
+  out.clear();
   return out;
 }
 
 void FramePool::Give(std::string buffer) {
   const int64_t capacity = static_cast<int64_t>(buffer.capacity());
   if (max_buffers_ == 0 || capacity > max_bytes_) return;  // Freed here.
+  buffer.clear();
   if (!mu_.TryLock()) return;  // The producer is in Take(): free rather than wait.
   if (free_.size() < max_buffers_ && bytes_ + capacity <= max_bytes_) {
     bytes_ += capacity;

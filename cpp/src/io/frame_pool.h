@@ -33,14 +33,8 @@ class FramePool {
   // do not keep their memory.
   std::string Take(size_t min_capacity) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A string of exactly `size` bytes to be overwritten whole: a pooled buffer
-  // as Take() picks it, resized without writing its recycled bytes (only bytes
-  // past its previous size are zero-filled), else a fresh one.
-  std::string TakeSized(size_t size) ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Keeps `buffer` (contents and capacity kept, for TakeSized) when it fits
-  // the bounds, else frees it. Never waits: when the producer holds the lock,
-  // the buffer is freed.
+  // Keeps `buffer` (cleared, capacity kept) when it fits the bounds, else frees
+  // it. Never waits: when the producer holds the lock, the buffer is freed.
   void Give(std::string buffer) ABSL_LOCKS_EXCLUDED(mu_);
 
   size_t buffers() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -48,10 +42,6 @@ class FramePool {
   int64_t reused() const ABSL_LOCKS_EXCLUDED(mu_);  // Take() calls served from the pool.
 
  private:
-  // Take() and TakeSized() before they shape the result: a pooled buffer with
-  // its old contents, or an empty string.
-  std::string TakeRecycled(size_t min_capacity) ABSL_LOCKS_EXCLUDED(mu_);
-
   const size_t max_buffers_;
   const int64_t max_bytes_;
   mutable Mutex mu_;

@@ -93,9 +93,6 @@ bool IoLoop::ProcessBatch(std::deque<WriterMessage>* batch) {
           m.done->Notify(error());
         }
         break;
-      case WriterMessage::Kind::kCopy:
-        m.copy->Help();  // The training thread waits for the chunks claimed here.
-        break;
       case WriterMessage::Kind::kFlush:
         WriteGroup();
         RefreshMeta(/*closed_cleanly=*/false);

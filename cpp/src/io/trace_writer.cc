@@ -186,10 +186,6 @@ class FileTraceWriter final : public TraceWriter {
   }
 
   std::string TakeBuffer(size_t min_capacity) override { return pool_.Take(min_capacity); }
-  std::string TakeSizedBuffer(size_t size) override { return pool_.TakeSized(size); }
-  void HelpCopy(std::shared_ptr<CopyJob> job) override {
-    queue_.PushControl(WriterMessage::Copy(std::move(job)));
-  }
   void TakeIoSpans(std::vector<HostSpanInfo>* out) override { loop_.TakeIoSpans(out); }
 
   TraceStats stats() const override {

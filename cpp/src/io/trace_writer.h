@@ -16,7 +16,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "io/file_set.h"  // DataFilePath: where Open's files are.
-#include "record/copy_job.h"
 #include "record/encoded_record.h"
 #include "record/host_spans.h"
 #include "xdl_trace.pb.h"
@@ -94,14 +93,6 @@ class TraceWriter {
     (void)min_capacity;
     return std::string();
   }
-
-  // Training thread: a string of exactly `size` bytes to overwrite whole
-  // (recycled bytes are not cleared first: no zero-fill pass over a frame).
-  virtual std::string TakeSizedBuffer(size_t size) { return std::string(size, '\0'); }
-
-  // Training thread: asks the IO thread to copy chunks of `job` too (split
-  // copy); the caller then runs CopyJob::RunAndWait. Never waits.
-  virtual void HelpCopy(std::shared_ptr<CopyJob> job) { (void)job; }
 
   // Training thread: appends the IO thread's IO_WRITE spans since the
   // previous call to `out` (bounded: io/io_loop.h kMaxIoSpans).

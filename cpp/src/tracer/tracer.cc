@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -15,10 +14,8 @@
 #include "core/clock.h"
 #include "core/mutex.h"
 #include "core/status_macros.h"
-#include "io/limits.h"
 #include "io/run_info.h"
 #include "io/trace_writer.h"
-#include "record/copy_job.h"
 #include "record/host_spans.h"
 #include "record/record_encoder.h"
 #include "record/record_extras.h"
@@ -120,12 +117,6 @@ class Tracer::Impl {
   // Captures entry `i` into views_ (summary applied); errors name the key.
   absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
-  // Whether this step's record is copied by this thread and the IO thread
-  // together (config.split_copy_min_mb; io_thread mode only).
-  bool ShouldSplitCopy() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
-  // Makes `record` (large columns as pieces) contiguous in a recycled frame
-  // buffer, the IO thread copying part of it; returns once every byte is copied.
-  void CopySplit(internal::EncodedRecord* record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // Releases this step's captured tensors (their keep-alives).
   void ReleaseCaptures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // StepAt with step_mu_ held.
@@ -145,15 +136,10 @@ class Tracer::Impl {
   // from the tensor's memory; smaller columns are copied into the framing
   // buffer (an iovec costs more than copying a few KiB).
   static constexpr size_t kInlineReferenceMinBytes = 4096;
-  // Split copy: columns of at least this many bytes go to the shared copy
-  // job; smaller ones are copied while encoding the framing.
-  static constexpr size_t kSplitReferenceMinBytes = size_t{64} << 10;
 
   const TraceConfig config_;
   // config_.write_mode resolved to kInline: Step writes through (see StepLocked).
   const bool inline_write_;
-  // config_.split_copy_min_mb in bytes; 0 (off) under kInline, which copies nothing.
-  const int64_t split_copy_min_bytes_;
   const std::shared_ptr<Registry> registry_;
   const std::vector<EntrySpec> entries_;
   std::vector<std::string> keys_;
@@ -175,8 +161,6 @@ class Tracer::Impl {
   internal::BoundedSpanLog not_traced_ ABSL_GUARDED_BY(step_mu_){Tracer::kMaxNotTracedSpans};
   // Capacity reused per record.
   std::vector<internal::HostSpanInfo> span_scratch_ ABSL_GUARDED_BY(step_mu_);
-  // The framing bytes of a split-copied record (capacity reused).
-  std::string framing_scratch_ ABSL_GUARDED_BY(step_mu_);
   bool closed_ ABSL_GUARDED_BY(step_mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(step_mu_);
   // Device tracing, or none; leaked in a forked child (see ~Impl).
@@ -217,10 +201,6 @@ Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
                    std::unique_ptr<internal::RecordExtras> extras)
     : config_(std::move(config)),
       inline_write_(config_.ResolvedWriteMode() == WriteMode::kInline),
-      split_copy_min_bytes_(
-          inline_write_ || config_.split_copy_min_mb <= 0
-              ? 0
-              : std::max<int64_t>(1, internal::MegabytesToBytes(config_.split_copy_min_mb))),
       registry_(std::move(registry)),
       entries_(std::move(entries)),
       slots_(entries_.size()),
@@ -357,22 +337,6 @@ void Tracer::Impl::AppendTracerSpans(std::string* fields) {
   internal::AppendHostSpanFields(span_scratch_, fields);
 }
 
-bool Tracer::Impl::ShouldSplitCopy() const {
-  if (split_copy_min_bytes_ <= 0) return false;
-  int64_t bytes = 0;
-  for (const TensorView& view : views_) bytes += static_cast<int64_t>(view.NumBytes());
-  return bytes >= split_copy_min_bytes_;
-}
-
-void Tracer::Impl::CopySplit(internal::EncodedRecord* record) {
-  std::string frame = writer_->TakeSizedBuffer(record->FrameBytes());
-  auto job = std::make_shared<internal::CopyJob>();
-  internal::PlanContiguousFrame(*record, &frame, job.get());
-  if (job->chunks() > 1) writer_->HelpCopy(job);
-  job->RunAndWait();  // Every byte is copied: the tensors are not read again.
-  framing_scratch_ = internal::AdoptFrame(record, std::move(frame));
-}
-
 void Tracer::Impl::ReleaseCaptures() {
   for (Slot& slot : slots_) {
     if (slot.captured.keep_alive != nullptr) slot.captured = CapturedTensor();
@@ -418,21 +382,10 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
     // Inline, large columns stay where they are and the buffer holds the rest.
     internal::TraceWriter* writer = writer_.get();
     internal::EncodeOptions options;
-    const bool split = ShouldSplitCopy();
     if (inline_write_) options.reference_min_bytes = kInlineReferenceMinBytes;
-    if (split) {
-      // The framing first (large columns as pieces), into a reused scratch.
-      options.reference_min_bytes = kSplitReferenceMinBytes;
-      std::string* scratch = &framing_scratch_;
-      record = internal::EncodeRecord(
-          gstep, lstep, timestamp_ms, views_, keys_, trailing,
-          [scratch](size_t) { return std::move(*scratch); }, options);
-      if (record.ok()) CopySplit(&*record);
-    } else {
-      record = internal::EncodeRecord(
-          gstep, lstep, timestamp_ms, views_, keys_, trailing,
-          [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); }, options);
-    }
+    record = internal::EncodeRecord(
+        gstep, lstep, timestamp_ms, views_, keys_, trailing,
+        [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); }, options);
     status = record.status();
   }
   // Keep-alives go on the thread that encoded: now when the record holds
