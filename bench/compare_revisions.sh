@@ -24,7 +24,9 @@ for i in $(seq "$rounds"); do
   for side in "$base" "$here"; do
     label=$([ "$side" = "$here" ] && echo "working tree" || echo "$rev")
     echo "=== round $i: $label"
-    (cd "$side" && $python bench/overhead.py $overhead_flags --no-floor | grep -E "ratio|per traced")
+    # Each side runs its own overhead.py (flags and output changed over time): keep the
+    # lines that carry ratios in either format.
+    (cd "$side" && $python bench/overhead.py $overhead_flags | grep -E "ratio|per traced|^  xdl |floor")
     (cd "$side" && $python bench/read.py $read_flags | grep -E "MB/s|records,")
   done
 done

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fake_proto_writer.h"
 #include "xdl_trace/plugin/profiler_plugin.h"
 
 enum { kEventBytes = 40 };
@@ -41,11 +42,6 @@ typedef struct FakeEvent {
   uint64_t correlation_id, external_id;
   int64_t line; /* stream id, or -1 for the API line */
 } FakeEvent;
-
-typedef struct Buf {
-  uint8_t* p;
-  size_t n, cap;
-} Buf;
 
 struct XdlTraceProfiler {
   int unavailable, fail_start, events_per_step, running, nvtx, memory, lost_buffers;
@@ -75,49 +71,11 @@ static void SetError(XdlTracePluginError* error, const char* message) {
   snprintf(error->message, error->capacity, "%s", message);
 }
 
-/* ---- a tiny protobuf writer ---- */
-static int Reserve(Buf* b, size_t extra) {
-  if (b->n + extra <= b->cap) return 1;
-  size_t cap = b->cap ? b->cap * 2 : 256;
-  while (cap < b->n + extra) cap *= 2;
-  uint8_t* p = (uint8_t*)realloc(b->p, cap);
-  if (p == NULL) return 0;
-  b->p = p;
-  b->cap = cap;
-  return 1;
-}
-static void PutVarint(Buf* b, uint64_t v) {
-  if (!Reserve(b, 10)) return;
-  while (v >= 0x80) {
-    b->p[b->n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  b->p[b->n++] = (uint8_t)v;
-}
-static void PutTag(Buf* b, uint32_t field, uint32_t wire) { PutVarint(b, (field << 3) | wire); }
-static void PutInt(Buf* b, uint32_t field, uint64_t v) {
-  if (v == 0) return;
-  PutTag(b, field, 0);
-  PutVarint(b, v);
-}
-static void PutBytes(Buf* b, uint32_t field, const void* data, size_t n) {
-  PutTag(b, field, 2);
-  PutVarint(b, n);
-  if (!Reserve(b, n)) return;
-  memcpy(b->p + b->n, data, n);
-  b->n += n;
-}
-static void PutString(Buf* b, uint32_t field, const char* s) { PutBytes(b, field, s, strlen(s)); }
-static void PutMessage(Buf* b, uint32_t field, Buf* m) {
-  PutBytes(b, field, m->p, m->n);
-  m->n = 0;
-}
-
 /* DeviceLine with the events on `line`. */
 static void EncodeLine(const XdlTraceProfiler* p, int64_t line, Buf* out) {
   Buf event = {0}, stat = {0};
   char name[32];
-  PutInt(out, 1, (uint64_t)line);
+  PutIntOmitZero(out, 1, (uint64_t)line);
   if (line == kMemoryLine) {
     snprintf(name, sizeof(name), "memory");
   } else {
@@ -127,23 +85,23 @@ static void EncodeLine(const XdlTraceProfiler* p, int64_t line, Buf* out) {
   for (size_t i = 0; i < p->n_events; ++i) {
     const FakeEvent* e = &p->events[i];
     if (e->line != line) continue;
-    PutInt(&event, 1, (uint64_t)e->name_index);
-    PutInt(&event, 2, (uint64_t)e->kind);
-    PutInt(&event, 3, (uint64_t)e->start_ns);
-    PutInt(&event, 4, (uint64_t)e->end_ns);
-    PutInt(&event, 5, e->correlation_id);
-    PutInt(&event, 6, e->external_id);
+    PutIntOmitZero(&event, 1, (uint64_t)e->name_index);
+    PutIntOmitZero(&event, 2, (uint64_t)e->kind);
+    PutIntOmitZero(&event, 3, (uint64_t)e->start_ns);
+    PutIntOmitZero(&event, 4, (uint64_t)e->end_ns);
+    PutIntOmitZero(&event, 5, e->correlation_id);
+    PutIntOmitZero(&event, 6, e->external_id);
     if (e->kind == 2) { /* memcpy: bytes stat */
-      PutInt(&stat, 1, 4);
-      PutInt(&stat, 2, 4096);
+      PutIntOmitZero(&stat, 1, 4);
+      PutIntOmitZero(&stat, 2, 4096);
       PutMessage(&event, 7, &stat);
     }
     if (e->kind == 10) { /* memory: operation and bytes */
-      PutInt(&stat, 1, 8);
+      PutIntOmitZero(&stat, 1, 8);
       PutString(&stat, 5, e->name_index == 6 ? "alloc" : "free");
       PutMessage(&event, 7, &stat);
-      PutInt(&stat, 1, 4);
-      PutInt(&stat, 2, kAllocBytes);
+      PutIntOmitZero(&stat, 1, 4);
+      PutIntOmitZero(&stat, 2, kAllocBytes);
       PutMessage(&event, 7, &stat);
     }
     PutMessage(out, 3, &event);
@@ -170,15 +128,15 @@ static void EncodeTrace(const XdlTraceProfiler* p, Buf* out) {
     }
     PutMessage(out, 3, &device);
     /* Host API pseudo device (-1). */
-    PutInt(&device, 1, (uint64_t)(int64_t)-1);
+    PutIntOmitZero(&device, 1, (uint64_t)(int64_t)-1);
     PutString(&device, 2, "fake API");
     EncodeLine(p, -1, &line);
     PutMessage(&device, 3, &line);
     PutMessage(out, 3, &device);
   }
-  PutInt(out, 4, (uint64_t)p->dropped);
+  PutIntOmitZero(out, 4, (uint64_t)p->dropped);
   if (p->unavailable) PutString(out, 5, "unavailable: fake device absent (unavailable=1)");
-  if (p->n_events > 0) PutInt(out, 6, (uint64_t)p->lost_buffers);
+  if (p->n_events > 0) PutIntOmitZero(out, 6, (uint64_t)p->lost_buffers);
   free(device.p);
   free(line.p);
 }

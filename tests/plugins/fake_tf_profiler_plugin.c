@@ -29,6 +29,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fake_proto_writer.h"
 #include "xdl_trace/plugin/tf_pluggable_profiler.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -63,11 +64,6 @@ enum {
 enum { kKernel = 1, kMemcpy = 2, kLaunch = 3, kCopyCall = 4 };
 enum { kCorrelationId = 1, kKernelDetails = 2, kMemcpyDetails = 3 };
 
-typedef struct Buf {
-  uint8_t* p;
-  size_t n, cap;
-} Buf;
-
 typedef struct FakeState {
   int running;
   int64_t since_ns; /* Start of the interval the next collect covers. */
@@ -82,44 +78,6 @@ static int64_t NowNs(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* ---- a tiny protobuf writer ---- */
-static int Reserve(Buf* b, size_t extra) {
-  if (b->n + extra <= b->cap) return 1;
-  size_t cap = b->cap ? b->cap * 2 : 256;
-  while (cap < b->n + extra) cap *= 2;
-  uint8_t* p = (uint8_t*)realloc(b->p, cap);
-  if (p == NULL) return 0;
-  b->p = p;
-  b->cap = cap;
-  return 1;
-}
-static void PutVarint(Buf* b, uint64_t v) {
-  if (!Reserve(b, 10)) return;
-  while (v >= 0x80) {
-    b->p[b->n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  b->p[b->n++] = (uint8_t)v;
-}
-static void PutTag(Buf* b, uint32_t field, uint32_t wire) { PutVarint(b, (field << 3) | wire); }
-static void PutInt(Buf* b, uint32_t field, uint64_t v) {
-  PutTag(b, field, 0);
-  PutVarint(b, v);
-}
-static void PutBytes(Buf* b, uint32_t field, const void* data, size_t n) {
-  PutTag(b, field, 2);
-  PutVarint(b, n);
-  if (!Reserve(b, n)) return;
-  memcpy(b->p + b->n, data, n);
-  b->n += n;
-}
-static void PutString(Buf* b, uint32_t field, const char* s) { PutBytes(b, field, s, strlen(s)); }
-/* Writes `m` as field `field` of `b` and empties `m`. */
-static void PutMessage(Buf* b, uint32_t field, Buf* m) {
-  PutBytes(b, field, m->p, m->n);
-  m->n = 0;
 }
 
 /* A map<int64, XEventMetadata|XStatMetadata> entry: {key, {id, name}}. */
