@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import xdl_trace as xdl  # noqa: E402
-from xdl_trace.hook import resolve_write_mode  # noqa: E402
+from xdl_trace.hook import write_mode_reason  # noqa: E402
 
 LAYERS = 7
 
@@ -413,7 +413,7 @@ def main(argv=None):
     for framework in frameworks:
         for target in targets:
             r = run(framework, target, args)
-            mode, reason = resolve_write_mode("auto")
+            reason = write_mode_reason("auto")
             print(
                 f"\n{framework} -> {target}: {r['mb_per_step']:.2f} MB/step, untraced "
                 f"{r['untraced']:.2f} steps/s; the default (write_mode auto) picks {mode}: "

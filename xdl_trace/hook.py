@@ -94,11 +94,12 @@ _WRITE_MODES = {
 }
 
 
-def resolve_write_mode(requested):
-    """(mode, reason): the write mode a tracer starts with (docs/design.md, "Write modes")."""
+def write_mode_reason(requested):
+    """Why a tracer configured with write mode `requested` writes in the mode its stats()
+    report (the core resolves "auto"; docs/design.md, "Write modes")."""
     if requested != "auto":
-        return requested, "set in config"
-    return "io_thread", (
+        return "set in config"
+    return (
         "auto: the IO thread writes while training goes on (ahead of write-through on this "
         "project's benchmark machine with and without a spare core; docs/design.md 'Write modes')"
     )
@@ -223,10 +224,6 @@ class TraceHook:
         self, config, is_training=True, gstep=None, filter=None, scope=None, metadata=None
     ):
         self._config, self._on_error = build_config(config, is_training)
-        # Resolved at each begin(), which notes why for stats(). A name: the
-        # binding's enum attribute is a reference into the config, which begin() changes.
-        self._write_mode_requested = _mode_name(self._config.write_mode)
-        self._write_mode_reason = None
         self._rank_option = config.get("rank")
         self._metadata_json = _run.metadata_json(metadata)
         if gstep is not None and (
@@ -292,8 +289,6 @@ class TraceHook:
         cfg.run_id = _run.shared_run_id(
             cfg.output_dir, cfg.prefix(), cfg.output_file_name, placement.rank
         )
-        mode, self._write_mode_reason = resolve_write_mode(self._write_mode_requested)
-        cfg.write_mode = _WRITE_MODES[mode]
         self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
         self._run_id = self._tracer.config.run_id
         self._forked = False
@@ -426,10 +421,9 @@ class TraceHook:
             out = dict(self._final_stats)
         else:
             out = {}
-        if self._write_mode_reason is not None:
-            out.setdefault("write_mode", _mode_name(self._config.write_mode))
+        reason = write_mode_reason(_mode_name(self._config.write_mode)) if out else None
         out.update(
-            write_mode_reason=self._write_mode_reason,
+            write_mode_reason=reason,
             steps_seen=self._lstep,
             steps_skipped=self._steps_skipped,
             step_errors=self._step_errors,
