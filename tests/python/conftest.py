@@ -98,26 +98,27 @@ def cfg(out_dir):
     return {"output_dir": out_dir, "on_error": "raise", "fsync": False}
 
 
+def compile_test_plugin(out_dir, source, lib_name, defines=()):
+    """tests/plugins/`source` built as `out_dir`/lib`lib_name`.so with the system C compiler, the
+    `defines` set (names, or NAME=VALUE); links nothing, so symbols a plugin takes from its host
+    (TF_SetStatus) stay undefined. None when there is no C compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    out = os.path.join(str(out_dir), f"lib{lib_name}.so")
+    include = os.path.join(REPO, "cpp", "include")
+    flags = [f"-D{d}" for d in defines]
+    source = os.path.join(REPO, "tests", "plugins", source)
+    cmd = [cc, "-shared", "-fPIC", "-O1", "-I", include, *flags, source, "-o", out]
+    subprocess.run(cmd, check=True, timeout=120)
+    return out
+
+
 @pytest.fixture(scope="session")
 def fake_plugin(tmp_path_factory):
     """tests/plugins/fake_device_plugin.c built as a shared library with the system C compiler."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
+    out = tmp_path_factory.mktemp("plugin")
+    path = compile_test_plugin(out, "fake_device_plugin.c", "xdl_trace_fake")
+    if path is None:
         pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
-    out = tmp_path_factory.mktemp("plugin") / "libxdl_trace_fake.so"
-    subprocess.run(
-        [
-            cc,
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-I",
-            os.path.join(REPO, "cpp", "include"),
-            os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c"),
-            "-o",
-            str(out),
-        ],
-        check=True,
-        timeout=120,
-    )
-    return str(out)
+    return path

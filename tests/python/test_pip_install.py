@@ -2,13 +2,12 @@
 the installed package works from outside the repository and puts `xdl-trace` on PATH."""
 
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, compile_test_plugin
 
 # A persistent CMake/setuptools build directory inside this checkout's (ignored) build/ keeps
 # re-runs incremental (the first run compiles the core: a minute or two on a small machine);
@@ -69,15 +68,12 @@ print(xdl.__file__)
 
     # A TensorFlow profiler plugin that leaves TF_SetStatus undefined loads from the installed
     # package: libxdl_trace_tf_c.so ships in plugins/ beside _core and is found there.
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is not None:
-        source = os.path.join(REPO, "tests", "plugins", "fake_tf_profiler_plugin.c")
-        include = os.path.join(REPO, "cpp", "include")
-        plugins = {}
-        for name, flags in (("ok", []), ("fails", ["-DXDL_FAKE_TF_INIT_FAILS"])):
-            plugins[name] = str(tmp_path / f"libfake_tf_{name}.so")
-            build = [cc, "-shared", "-fPIC", *flags, "-I", include, source, "-o", plugins[name]]
-            subprocess.run(build, check=True, timeout=120)
+    source = "fake_tf_profiler_plugin.c"
+    plugins = {
+        "ok": compile_test_plugin(tmp_path, source, "fake_tf_ok"),
+        "fails": compile_test_plugin(tmp_path, source, "fake_tf_fails", ["XDL_FAKE_TF_INIT_FAILS"]),
+    }
+    if plugins["ok"] is not None:
         script = f"""
 import numpy as np, xdl_trace as xdl, os
 lib = os.path.join(os.path.dirname(xdl.__file__), "plugins", "libxdl_trace_tf_c.so")

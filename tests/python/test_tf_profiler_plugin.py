@@ -2,7 +2,6 @@
 Python: loaded by path through the normal hook config, its XSpace converted into device events that
 the reader and the timeline show."""
 
-import os
 import shutil
 import subprocess
 
@@ -13,22 +12,17 @@ import xdl_trace as xdl
 from xdl_trace import timeline
 from xdl_trace._proto import device_trace_pb2
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SOURCE = os.path.join(REPO, "tests", "plugins", "fake_tf_profiler_plugin.c")
+from conftest import compile_test_plugin
 
 
 def _build(tmp_path_factory, name, *defines):
-    """Builds the fake TF plugin with the system C compiler, linking nothing: TF_SetStatus stays
+    """The fake TF plugin built with the system C compiler, linking nothing: TF_SetStatus stays
     undefined, as in a plugin linked against TensorFlow's C API."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
+    out = tmp_path_factory.mktemp("tf_plugin")
+    path = compile_test_plugin(out, "fake_tf_profiler_plugin.c", name, defines)
+    if path is None:
         pytest.skip("SKIPPED: no C compiler to build the fake TensorFlow profiler plugin")
-    out = tmp_path_factory.mktemp("tf_plugin") / f"lib{name}.so"
-    include = os.path.join(REPO, "cpp", "include")
-    flags = [f"-D{d}" for d in defines]
-    cmd = [cc, "-shared", "-fPIC", "-O1", "-I", include, *flags, SOURCE, "-o", str(out)]
-    subprocess.run(cmd, check=True, timeout=120)
-    return str(out)
+    return path
 
 
 @pytest.fixture(scope="module")
