@@ -26,6 +26,8 @@
 namespace xdl_trace {
 namespace {
 
+using test::AddColumn;
+using test::Bytes;
 using test::Frame;
 using test::ReadFile;
 using test::TempDir;
@@ -37,18 +39,6 @@ std::string HeaderFrame(const std::vector<std::string>& keys) {
   return Frame(header.SerializeAsString());
 }
 
-void AddColumn(xdl::proto::Record* record, xdl::proto::Type dtype, std::vector<int> shape,
-               const std::string& data) {
-  auto* column = record->add_column();
-  column->set_dtype(dtype);
-  for (int d : shape) column->add_shape(d);
-  column->set_data(data);
-}
-
-std::string FloatBytes(std::vector<float> values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
-}
-
 // A simple record: gstep, lstep = gstep / 2, timestamp, columns "w" (2x3
 // float32) and "loss" (scalar float32).
 xdl::proto::Record SimpleRecord(int64_t gstep) {
@@ -57,8 +47,9 @@ xdl::proto::Record SimpleRecord(int64_t gstep) {
   record.set_lstep(gstep / 2);
   record.set_timestamp(1700000000000 + gstep);
   const float g = static_cast<float>(gstep);
-  AddColumn(&record, xdl::proto::Float, {2, 3}, FloatBytes({g, g + 1, g + 2, g + 3, g + 4, g + 5}));
-  AddColumn(&record, xdl::proto::Float, {}, FloatBytes({g * 0.5f}));
+  AddColumn(&record, xdl::proto::Float, {2, 3},
+            Bytes<float>({g, g + 1, g + 2, g + 3, g + 4, g + 5}));
+  AddColumn(&record, xdl::proto::Float, {}, Bytes<float>({g * 0.5f}));
   return record;
 }
 
@@ -285,7 +276,7 @@ TEST_CASE("reader exposes unknown record fields as raw bytes", "[reader]") {
   const RecordView& r = records[0];
   CHECK(r.gstep == 3);
   CHECK(r.columns.size() == 2);
-  CHECK(r.columns[0].data == FloatBytes({3, 4, 5, 6, 7, 8}));
+  CHECK(r.columns[0].data == Bytes<float>({3, 4, 5, 6, 7, 8}));
   REQUIRE(r.extra_fields.size() == 4);
   CHECK(r.extra_fields[0].number == 5);
   CHECK(r.extra_fields[0].wire_type == 2);
@@ -838,7 +829,7 @@ TEST_CASE("stack gathers keys over steps into one contiguous copy", "[reader]") 
       once->set_dtype(xdl::proto::Float);
       if (g == gsteps.front()) {  // The first step of each file (a new run, say).
         for (int64_t d : once_shape) once->add_shape(static_cast<int>(d));
-        once->set_data(FloatBytes(std::vector<float>(once_shape[0], 7.0f)));
+        once->set_data(Bytes<float>(std::vector<float>(once_shape[0], 7.0f)));
       }
       data += Frame(record.SerializeAsString());
     }

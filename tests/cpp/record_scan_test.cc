@@ -18,22 +18,11 @@
 namespace xdl_trace {
 namespace {
 
+using test::AddColumn;
+using test::Bytes;
 using test::Frame;
 using test::TempDir;
 using test::WriteFile;
-
-template <typename T>
-std::string Bytes(const std::vector<T>& values) {
-  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
-}
-
-void AddColumn(xdl::proto::Record* record, xdl::proto::Type dtype, std::vector<int> shape,
-               const std::string& data) {
-  auto* column = record->add_column();
-  column->set_dtype(dtype);
-  for (int d : shape) column->add_shape(d);
-  column->set_data(data);
-}
 
 void AddSpan(xdl::proto::Record* record, xdl::proto::HostSpan::Kind kind, int64_t gstep,
              int64_t lstep, int64_t start_ns, int64_t end_ns) {

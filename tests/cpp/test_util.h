@@ -161,6 +161,21 @@ inline std::vector<std::string> SplitFrames(const std::string& bytes) {
   return frames;
 }
 
+// The bytes of `values`, as a Column's data holds them.
+template <typename T>
+std::string Bytes(const std::vector<T>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
+}
+
+// Appends a Column {dtype, shape, data} to `record`.
+inline void AddColumn(xdl::proto::Record* record, xdl::proto::Type dtype, std::vector<int> shape,
+                      const std::string& data) {
+  xdl::proto::Column* column = record->add_column();
+  column->set_dtype(dtype);
+  for (int d : shape) column->add_shape(d);
+  column->set_data(data);
+}
+
 // protobuf's own serialization of Record {gstep, lstep, columns, timestamp}, framed: what the
 // hand-written encoder must reproduce byte for byte.
 inline std::string ProtobufFrame(int64_t gstep, int64_t lstep, int64_t timestamp,
