@@ -413,11 +413,10 @@ def main(argv=None):
     for framework in frameworks:
         for target in targets:
             r = run(framework, target, args)
-            reason = write_mode_reason("auto")
             print(
                 f"\n{framework} -> {target}: {r['mb_per_step']:.2f} MB/step, untraced "
-                f"{r['untraced']:.2f} steps/s; the default (write_mode auto) picks {mode}: "
-                f"{reason}"
+                f"{r['untraced']:.2f} steps/s; the default (write_mode \"auto\"): "
+                f"{write_mode_reason('auto')}"
             )
             print(
                 f"  {'condition':14s} {'ratio':>6s} {'median/round':>13s} {'CPU-time':>9s}"
