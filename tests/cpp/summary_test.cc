@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,51 @@ TEST_CASE("scalar stats", "[summary]") {
   const int32_t value = -7;
   const std::vector<double> stats = Stats(TensorView{DType::kInt32, {}, &value});
   CheckClose(stats, {1, -7, -7, -7, 0, 7, 0, 0});
+}
+
+TEST_CASE("the float32 fast path matches the general loop bit for bit", "[summary]") {
+  // Lengths around the 8-wide blocks and 4-wide groups, views at every float offset,
+  // and values that test the order of operations: far from 0 (the shift), -0 and +0
+  // (min/max pick by operand order), denormals, huge magnitudes; some tensors hold a
+  // NaN or inf (the fast path gives them back to the general loop).
+  std::mt19937 rng(20261124);
+  std::normal_distribution<float> normal(0.25f, 3.0f);
+  std::uniform_int_distribution<int> kind(0, 15);
+  const float specials[] = {0.0f,  -0.0f,  std::numeric_limits<float>::denorm_min(), -1e-40f,
+                            3e38f, -3e38f, std::numeric_limits<float>::min(),        1e7f};
+  const float zeros_low[] = {0.0f, -0.0f, 1.0f, 2.5f};
+  std::vector<float> buffer(4096 + 8);
+  int fast = 0, general = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const int64_t n =
+        trial < 3000 ? 1 + trial % 75 : std::uniform_int_distribution<int>(1, 4096)(rng);
+    const int64_t offset = trial % 3;
+    const float far = trial % 5 == 0 ? 1e6f : 0.0f;
+    float* values = buffer.data() + offset;
+    for (int64_t i = 0; i < n; ++i) {
+      const int k = kind(rng);
+      values[i] = k < 12 ? far + normal(rng) : specials[(k + i) % 8];
+      // Signed zeros as the min (or max): which one is kept depends on the comparisons' order.
+      if (trial % 4 == 1) values[i] = zeros_low[k % 4];
+      if (trial % 4 == 2) values[i] = -zeros_low[k % 4];
+    }
+    if (trial % 7 == 0) {  // A NaN or inf somewhere.
+      const float bad[] = {NAN, INFINITY, -INFINITY};
+      values[std::uniform_int_distribution<int64_t>(0, n - 1)(rng)] = bad[trial % 3];
+    }
+    const TensorView view{DType::kFloat32, {n}, values};
+    std::vector<double> got(kStatsSize), want(kStatsSize);
+    ComputeStats(view, got.data());
+    ComputeStatsWithoutFastPath(view, want.data());
+    INFO("trial " << trial << ", " << n << " elements at offset " << offset);
+    for (int f = 0; f < kStatsSize; ++f) {
+      INFO("field " << f << ": " << got[f] << " vs " << want[f]);
+      CHECK(std::memcmp(&got[f], &want[f], sizeof(double)) == 0);
+    }
+    (got[kStatsNanCount] + got[kStatsInfCount] == 0 ? fast : general) += 1;
+  }
+  CHECK(fast > 3000);  // Both paths were exercised.
+  CHECK(general > 400);
 }
 
 TEST_CASE("histogram bins like numpy", "[summary]") {

@@ -21,7 +21,12 @@ struct TensorView {
   Shape shape;                 // Empty for a scalar.
   const void* data = nullptr;  // May be null only when NumElements() == 0.
 
-  int64_t NumElements() const;
+  // Inline: the report's scan asks it several times per small tensor.
+  int64_t NumElements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
   size_t NumBytes() const { return static_cast<size_t>(NumElements()) * DTypeSize(dtype); }
 };
 

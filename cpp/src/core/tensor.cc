@@ -1,15 +1,9 @@
-// Element counts and owning copies of tensors.
+// Owning copies of tensors.
 #include "xdl_trace/tensor.h"
 
 #include <utility>
 
 namespace xdl_trace {
-
-int64_t TensorView::NumElements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
 
 Tensor Tensor::CopyOf(const TensorView& view) {
   Tensor t;

@@ -39,6 +39,9 @@ inline int HistogramSize(int bins) { return 2 + 2 * bins; }
 // (float16/bfloat16 included, bool as 0/1). `view` must be valid: a known
 // dtype and non-null data when it has elements.
 void ComputeStats(const TensorView& view, double out[kStatsSize]);
+// ComputeStats without its fast path for float32 tensors of finite values:
+// the general loop that path must match bit for bit (summary_test compares).
+void ComputeStatsWithoutFastPath(const TensorView& view, double out[kStatsSize]);
 // Equal-width bins over [lo, hi] = [min, max] of the finite values, as numpy's
 // histogram (when min == max: [min - 0.5, max + 0.5]); the last bin includes
 // hi; NaN and inf are not counted. No finite values: lo, hi and the edges are
