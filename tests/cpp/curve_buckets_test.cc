@@ -4,7 +4,9 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 namespace xdl_trace {
@@ -107,6 +109,64 @@ TEST_CASE("a curve of fewer records than buckets keeps one record per bucket", "
   CHECK(curve.valid[2] == 0);
   CHECK(curve.sum[3] == 2);
   CHECK(curve.min[4] == kInf);  // Unused buckets stay cleared.
+}
+
+TEST_CASE("stats rows take a fast path with the general loop's results bit for bit", "[analysis]") {
+  // One key's rows of a [records, keys, 8] grid, as the report adds them: some rows absent
+  // (field 0 NaN), some fields NaN, signed zeros (min/max keep one by operand order), added
+  // in uneven pieces across bucket boundaries and many halvings, with and without skip_field.
+  constexpr int64_t kRecords = 20000, kKeys = 3, kWidth = 8;
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal(1.0, 5.0);
+  std::uniform_int_distribution<int> kind(0, 19);
+  std::vector<int64_t> gsteps(kRecords);
+  for (int64_t i = 0; i < kRecords; ++i) gsteps[i] = 3 * i + 1;
+  std::vector<double> grid(kRecords * kKeys * kWidth);
+  for (int variant = 0; variant < 4; ++variant) {
+    const int skip_field = variant % 2 == 0 ? 0 : -1;
+    const bool zeros = variant >= 2;  // Only 0, -0 and 1 (-1 in odd fields): ties at +-0.
+    for (size_t j = 0; j < grid.size(); ++j) {
+      const int k = kind(rng);
+      const double one = j % 2 == 0 ? 1.0 : -1.0;
+      grid[j] = k == 0 ? kNaN : k <= 6 ? 0.0 : k <= 12 ? -0.0 : zeros ? one : normal(rng);
+    }
+    for (int64_t i = 0; i < kRecords; i += 7) grid[(i * kKeys + 1) * kWidth] = kNaN;  // Absent.
+    Curve fast(32, kWidth), general(32, kWidth);
+    int64_t start = 0, piece = 1;
+    while (start < kRecords) {
+      CurveRows rows;
+      rows.gsteps = gsteps.data() + start;
+      rows.data = reinterpret_cast<const char*>(&grid[(start * kKeys + 1) * kWidth]);
+      rows.rows = std::min(piece, kRecords - start);
+      rows.row_stride = kKeys * kWidth * sizeof(double);
+      rows.field_stride = sizeof(double);
+      rows.skip_field = skip_field;
+      AddCurveRows(rows, &fast.buckets);
+      AddCurveRowsWithoutFastPath(rows, &general.buckets);
+      start += rows.rows;
+      piece = piece * 3 % 1009 + 1;
+    }
+    INFO("variant " << variant);
+    REQUIRE(fast.buckets.records == general.buckets.records);
+    int64_t records = 0;  // Rows with a value in field 0, or all of them.
+    for (int64_t i = 0; i < kRecords; ++i) {
+      records += skip_field < 0 || !std::isnan(grid[(i * kKeys + 1) * kWidth]) ? 1 : 0;
+    }
+    CHECK(fast.buckets.records == records);
+    CHECK(fast.buckets.span == general.buckets.span);
+    CHECK(fast.buckets.span >= 512);  // Halved many times.
+    CHECK(fast.buckets.used == general.buckets.used);
+    CHECK(fast.buckets.fill == general.buckets.fill);
+    CHECK(fast.gstep == general.gstep);
+    const auto same_bits = [](const std::vector<double>& a, const std::vector<double>& b) {
+      return a.size() == b.size() &&
+             std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+    };
+    CHECK(same_bits(fast.sum, general.sum));
+    CHECK(same_bits(fast.valid, general.valid));
+    CHECK(same_bits(fast.min, general.min));
+    CHECK(same_bits(fast.max, general.max));
+  }
 }
 
 }  // namespace

@@ -42,7 +42,11 @@ struct CurveRows {
 
 // Adds `rows` to `curve` in order, merging buckets pairwise whenever all
 // `capacity` are full. One pass.
+// Rows of 8 contiguous fields (a stats row) take a faster path on AVX2.
 void AddCurveRows(const CurveRows& rows, CurveBuckets* curve);
+// AddCurveRows without that path: the general loop it must match bit for bit
+// (curve_buckets_test compares).
+void AddCurveRowsWithoutFastPath(const CurveRows& rows, CurveBuckets* curve);
 
 }  // namespace internal
 }  // namespace xdl_trace
