@@ -557,7 +557,9 @@ def _add_step_times(scan, rank, gsteps, times):
     d_step = np.diff(gsteps).astype(np.float64)
     d_time = np.diff(times)
     keep = d_step > 0
-    if not keep.any():
+    if keep.all():
+        keep = slice(None)  # The usual case: a view, no copy.
+    elif not keep.any():
         return
     d_step, d_time = d_step[keep], d_time[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -577,7 +579,8 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
     ``spans``: int64 [s, 6] rank, gstep, lstep, start_ns, end_ns, traced."""
     if len(spans) == 0:
         return
-    spans = spans[np.argsort(spans[:, 4], kind="stable")]
+    if np.any(spans[1:, 4] < spans[:-1, 4]):  # Mostly in order already: then no copy.
+        spans = spans[np.argsort(spans[:, 4], kind="stable")]
     gsteps, lsteps, ends = spans[:, 1], spans[:, 2], spans[:, 4]
     previous = scan._last_span.get(rank)
     scan._last_span[rank] = (int(lsteps[-1]), int(ends[-1]))
@@ -588,16 +591,22 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
     d_ns = (ends - before_end).astype(np.float64)
     d_steps = (lsteps - before_lstep).astype(np.float64)
     d_steps[d_steps <= 0] = 1  # lstep not counting steps (a C++ caller's choice): one each.
-    keep = np.ones(len(spans), bool)
-    keep[0] = previous is not None  # A step period needs a previous step.
-    if begin is not None:
-        keep &= gsteps >= begin
-    if end is not None:
-        keep &= gsteps <= end
-    if steps is not None:
-        keep &= np.isin(gsteps, steps)
-    if not keep.any():
-        return
+    # A step period needs a previous step; then the gstep selection.
+    if begin is None and end is None and steps is None:
+        keep = slice(0 if previous is not None else 1, None)  # A view, no copy.
+        if len(spans) == keep.start:
+            return
+    else:
+        keep = np.ones(len(spans), bool)
+        keep[0] = previous is not None
+        if begin is not None:
+            keep &= gsteps >= begin
+        if end is not None:
+            keep &= gsteps <= end
+        if steps is not None:
+            keep &= np.isin(gsteps, steps)
+        if not keep.any():
+            return
     d_ns, d_steps = d_ns[keep], d_steps[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
         ms_per_step = d_ns / d_steps / 1e6
@@ -610,11 +619,14 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
 
 def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
     """||gradient|| / ||variable|| of the records holding both (NaN where either is empty)."""
-    both = ~np.isnan(grad_l2) & ~np.isnan(var_l2)
-    if not both.any():
+    both = ~(np.isnan(grad_l2) | np.isnan(var_l2))
+    if both.all():
+        both = slice(None)  # The usual case: views, no copies.
+    elif not both.any():
         return
+    grad_l2, var_l2 = grad_l2[both], var_l2[both]
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(var_l2[both] > 0, grad_l2[both] / var_l2[both], np.nan)
+        ratio = np.where(var_l2 > 0, grad_l2 / var_l2, np.nan)
     acc = scan.ratio.get((var, rank))
     if acc is None:
         acc = scan.ratio[(var, rank)] = Series(1, scan.capacity)
