@@ -17,6 +17,7 @@ Alert thresholds (documented in docs/report.md):
     VANISHING_NORM, or below VANISHING_FACTOR x the median over the first quarter.
 """
 
+import bisect
 import datetime
 import html
 import json
@@ -328,9 +329,11 @@ def _gradient_alert(series):
     finite = np.isfinite(norms)
     if finite.sum() < 4:
         return None
+    earlier = []  # The finite norms before point i, sorted: their median as np.median's.
     for i in range(len(norms)):
-        earlier = norms[:i][finite[:i]]
-        reference = float(np.median(earlier)) if earlier.size >= 3 else None
+        if i > 0 and finite[i - 1]:
+            bisect.insort(earlier, float(norms[i - 1]))
+        reference = _sorted_median(earlier) if len(earlier) >= 3 else None
         peak = float(peaks[i])
         if peak > EXPLODING_NORM or (
             reference is not None and reference > 0 and peak > EXPLODING_FACTOR * reference
@@ -354,6 +357,14 @@ def _gradient_alert(series):
                 f"(thresholds: < {VANISHING_NORM:g} or < {VANISHING_FACTOR:g} x the first)",
             )
     return None
+
+
+def _sorted_median(values):
+    """np.median of a sorted list of floats: the middle value, or the mean of the two."""
+    half = len(values) // 2
+    if len(values) % 2:
+        return values[half]
+    return (values[half - 1] + values[half]) / 2.0
 
 
 def _alert(severity, kind, run, key, rank, gstep, detail):
