@@ -215,6 +215,60 @@ def test_histogram_percentiles_follow_the_data():
         np.testing.assert_allclose(q[b, 1:4], np.percentile(pooled, [16, 50, 84]), rtol=0.1)
 
 
+def _percentiles_bucket_by_bucket(hist, quantiles):
+    """HistogramSeries.percentiles as it was written first, one bucket at a time: the
+    reference its whole-array version must match value for value."""
+    n = hist.used
+    out = np.full((n, len(quantiles)), np.nan)
+    edges = analysis.LOG_BUCKET_EDGES
+    for b in range(n):
+        counts = hist.counts[b]
+        total = counts.sum()
+        if total <= 0:
+            continue
+        cumulative = np.cumsum(counts)
+        targets = np.asarray(quantiles) * total
+        idx = np.searchsorted(cumulative, targets, side="left").clip(0, len(counts) - 1)
+        before = cumulative[idx] - counts[idx]
+        frac = np.where(counts[idx] > 0, (targets - before) / np.maximum(counts[idx], 1), 0.5)
+        values = edges[:-1][idx] + frac.clip(0, 1) * (edges[1:][idx] - edges[:-1][idx])
+        out[b] = values.clip(hist.min[b], hist.max[b])
+    return out
+
+
+def test_histogram_percentiles_match_a_bucket_by_bucket_reference():
+    # Empty buckets, sparse and dense counts, float32 totals past 2^24 (rounded), buckets
+    # without finite values (min inf, max -inf).
+    rng = np.random.default_rng(8)
+    quantiles = report.DISTRIBUTION_QUANTILES
+    for trial in range(60):
+        hist = analysis.HistogramSeries(capacity=128)
+        hist.used = int(rng.integers(1, 129))
+        width = hist.counts.shape[1]
+        for b in range(hist.used):
+            kind = trial * 7 + b
+            if kind % 5 == 0:
+                continue
+            lo = int(rng.integers(0, width - 1))
+            hi = min(width, lo + int(rng.integers(1, 40)))
+            hist.counts[b, lo:hi] = rng.integers(0, 3 if kind % 5 == 1 else 1 << 26, hi - lo)
+            hist.min[b], hist.max[b] = (
+                (np.inf, -np.inf)
+                if kind % 5 == 2
+                else (analysis.LOG_BUCKET_EDGES[lo] * 1.01, analysis.LOG_BUCKET_EDGES[hi] * 0.99)
+            )
+        _, got = hist.percentiles(quantiles)
+        want = _percentiles_bucket_by_bucket(hist, quantiles)
+        assert got.tobytes() == want.tobytes(), f"trial {trial}"
+
+
+def test_running_median_matches_numpy():
+    rng = np.random.default_rng(9)
+    for n in range(1, 40):
+        for values in (rng.normal(size=n), rng.integers(0, 3, n).astype(float)):
+            assert report._sorted_median(sorted(values.tolist())) == float(np.median(values))
+
+
 def test_html_is_self_contained(runs, tmp_path):
     out = str(tmp_path / "r.html")
     result = report.write_report([runs["a"], runs["b"]], out)
