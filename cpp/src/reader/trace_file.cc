@@ -559,6 +559,13 @@ absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* tor
   if (*torn) return absl::OkStatus();
   record->offset = offset;
   record->frame_size = kPrefixBytes + length;
+  // The decoder reads the frame's field headers, a tensor's bytes apart: with many small
+  // tensors each is a cache miss of its own. Asking for the frame's first 4 KB now lets those
+  // misses overlap (a 1M-record report of 64-element tensors: 1.7 -> 1.5 s).
+  const char* const frame = bytes_.data() + offset;
+  for (uint64_t at = 0; at < std::min<uint64_t>(kPrefixBytes + length, 4096); at += 64) {
+    __builtin_prefetch(frame + at);
+  }
   absl::Status status = DecodeRecord(path_, offset + kPrefixBytes,
                                      bytes_.substr(offset + kPrefixBytes, length), keys_, record);
   if (!status.ok() && lost_block_ && offset + kPrefixBytes + length > zero_from_) {
