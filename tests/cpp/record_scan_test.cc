@@ -220,7 +220,7 @@ std::string WriteLongRun(const std::string& path, int records, bool corrupt) {
     for (float& v : x) v = normal(random) + static_cast<float>(i);
     if (i % 97 == 3) w[i % 64] = std::nanf("");
     AddColumn(&record, xdl::proto::Float, {64}, Bytes<float>(w));
-    AddColumn(&record, xdl::proto::Float, {static_cast<int64_t>(x.size())}, Bytes<float>(x));
+    AddColumn(&record, xdl::proto::Float, {static_cast<int>(x.size())}, Bytes<float>(x));
     AddColumn(&record, xdl::proto::Double, {8}, Bytes<double>({3, -1, 1, 0, 1, 2, 0, 0}));
     AddColumn(&record, xdl::proto::Float, {}, Bytes<float>({1.0f / (1 + i)}));
     AddSpan(&record, xdl::proto::HostSpan::STEP, i, i, 1000 * i, 1000 * i + 900);

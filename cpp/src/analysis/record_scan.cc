@@ -35,9 +35,9 @@ constexpr size_t kBatchBytes = size_t{64} << 20;  // Column bytes.
 // The walker's read-ahead: a chunk's worth of small records (the caller's
 // chunks are at most 32768 records for 8 keys), so it keeps reading while
 // the caller is away between Next() calls.
-constexpr size_t kMaxQueuedBatches = 32;
+constexpr size_t kMaxQueuedBatches = 64;
 // The walker computes batches too once this many are waiting unclaimed.
-constexpr size_t kComputeWhenUnclaimed = 4;
+constexpr size_t kComputeWhenUnclaimed = 2;
 // A histogram row counts about this many values of columns small enough to be
 // counted whole (at most kMaxHistogramSamples elements): every `every`-th
 // record of the row, `every` = max(1, histogram_group x elements / kRowSamples),
@@ -49,8 +49,15 @@ constexpr int64_t kRowSamples = kMaxHistogramSamples;
 constexpr int64_t kTablesGroup = 8;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+bool IsStepKind(int64_t kind) {
+  return kind == static_cast<int64_t>(HostSpanKind::kStep) ||
+         kind == static_cast<int64_t>(HostSpanKind::kStepNotTraced);
+}
+
 // A STEP or STEP_NOT_TRACED span parsed from a HostSpan message; false for
-// other kinds. DataLoss naming the record for a span that does not parse.
+// other kinds, as soon as the kind is read (the writer puts it first: most
+// spans are of other kinds, and their rest goes unread). DataLoss naming the
+// record for a span that does not parse up to there.
 absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord& record,
                                    const std::string& path, StepSpan* span) {
   WireReader reader(message);
@@ -64,6 +71,7 @@ absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord&
     switch (field.number) {
       case fields::kSpanKind:
         kind = value;
+        if (!IsStepKind(kind)) return false;
         break;
       case fields::kSpanStartNs:
         span->start_ns = value;
@@ -86,7 +94,7 @@ absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord&
                                             ": a host span does not parse: ", reader.error()));
   }
   span->traced = kind == static_cast<int64_t>(HostSpanKind::kStep);
-  return span->traced || kind == static_cast<int64_t>(HostSpanKind::kStepNotTraced);
+  return IsStepKind(kind);
 }
 
 // Per key of `keys`: whether `file`'s column of it is a stats summary of a
@@ -164,8 +172,8 @@ struct RecordScan::Batch {
 RecordScan::RecordScan(const TraceReader& reader, RecordScanOptions options)
     : options_(Normalized(std::move(options))),
       reader_(reader),
-      cursor_(reader_.Read(ReadOptions{options_.keys, options_.steps, options_.ranks,
-                                       /*device_only_records=*/true})),
+      cursor_(reader_->Read(ReadOptions{options_.keys, options_.steps, options_.ranks,
+                                        /*device_only_records=*/true})),
       groups_(options_.keys.size()) {}
 
 RecordScan::~RecordScan() {
@@ -302,7 +310,7 @@ void RecordScan::WalkerLoop() {
       const bool behind = todo.size() >= kComputeWhenUnclaimed;
       const bool full = queue_.size() >= kMaxQueuedBatches;
       if (todo.empty() || !(behind || full || last)) {
-        if (last && todo.empty()) return;
+        if (last && todo.empty()) return ReleaseFiles();
         if (!full) break;  // Walk on.
         changed_.Wait(&mu_);
         continue;
@@ -318,24 +326,42 @@ void RecordScan::WalkerLoop() {
   }
 }
 
+void RecordScan::ReleaseFiles() {
+  // Once the caller holds no batch, the walk's references are the mappings'
+  // last: unmapping (milliseconds per 100 MB) happens here, not in the caller.
+  while (!stop_ && !queue_.empty()) changed_.Wait(&mu_);
+  mu_.Unlock();
+  file_.reset();
+  cursor_.reset();
+  reader_.reset();
+  mu_.Lock();
+}
+
 std::unique_ptr<RecordScan::Batch> RecordScan::Walk() {
   auto batch = std::make_unique<Batch>();
   const size_t keys = options_.keys.size();
   const size_t max_records =
       std::max<size_t>(std::min(kBatchRecords, kBatchCells / std::max<size_t>(keys, 1)), 1);
+  for (auto* column : {&batch->gstep, &batch->lstep, &batch->timestamp_ms}) {
+    column->reserve(max_records);
+  }
+  batch->rank.reserve(max_records);
+  batch->rows.reserve(max_records * keys * kStatsSize);
+  batch->views.reserve(max_records * keys);
+  batch->cells.reserve(max_records * keys);
   while (batch->records() < max_records && batch->bytes < kBatchBytes) {
-    absl::StatusOr<TraceCursor::Event> event = cursor_.Next();
+    absl::StatusOr<TraceCursor::Event> event = cursor_->Next();
     absl::Status status = event.status();
     if (status.ok() && *event == TraceCursor::Event::kEnd) {
       batch->last = true;
       break;
     }
     if (status.ok() && *event == TraceCursor::Event::kTornTail) {
-      batch->torn_tails.push_back(cursor_.torn_tail());
+      batch->torn_tails.push_back(cursor_->torn_tail());
       continue;
     }
     if (status.ok()) {
-      const TraceRecord& record = cursor_.record();
+      const TraceRecord& record = cursor_->record();
       status = AddFields(record, batch.get());
       // A device-only record gives its fields only: it is no step of the run.
       if (status.ok() && !record.device_only) status = AddRecord(record, batch.get());
@@ -364,7 +390,7 @@ void RecordScan::Compute(Batch* batch) const {
 absl::Status RecordScan::AddFields(const TraceRecord& record, Batch* batch) {
   const std::vector<RawField>& extra = record.view.extra_fields;
   if (extra.empty()) return absl::OkStatus();
-  const std::string& path = reader_.files()[record.file].path;
+  const std::string& path = reader_->files()[record.file].path;
   for (const RawField& field : extra) {
     if (field.wire_type != kWireLengthDelimited) continue;
     if (field.number == kRecordDeviceTrace) {
@@ -388,7 +414,7 @@ absl::Status RecordScan::AddRecord(const TraceRecord& record, Batch* batch) {
   batch->rows.resize((index + 1) * keys * kStatsSize, kNaN);
   if (keys == 0) return absl::OkStatus();
   if (file_ == nullptr || file_index_ != record.file) {
-    XDL_ASSIGN_OR_RETURN(file_, reader_.File(record.file));
+    XDL_ASSIGN_OR_RETURN(file_, reader_->File(record.file));
     file_index_ = record.file;
     stats_summary_ = StatsSummaries(*file_, options_.keys);
   }

@@ -142,6 +142,9 @@ class RecordScan {
   absl::Status AddFields(const TraceRecord& record, Batch* batch);
   absl::Status AddRecord(const TraceRecord& record, Batch* batch);
   void WalkerLoop();
+  // The walker's end: waits until the caller popped every batch, then drops
+  // the walk's references to the files.
+  void ReleaseFiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Either thread: the stats of the batch's value columns into its rows.
   void Compute(Batch* batch) const;
@@ -161,8 +164,10 @@ class RecordScan {
   const RecordScanOptions options_;
 
   // Walker state: touched by the walk only.
-  TraceReader reader_;
-  TraceCursor cursor_;
+  // Released by the walker thread once the caller is done with its batches
+  // (ReleaseFiles), so the mappings go with them.
+  std::optional<TraceReader> reader_;
+  std::optional<TraceCursor> cursor_;
   std::set<std::pair<size_t, int32_t>> unknown_seen_;  // (file, dtype) already reported.
   // The file of the last record read and, per key, whether its column there is a stats summary.
   std::shared_ptr<TraceFile> file_;
