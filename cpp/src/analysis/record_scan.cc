@@ -174,7 +174,9 @@ RecordScan::RecordScan(const TraceReader& reader, RecordScanOptions options)
       reader_(reader),
       cursor_(reader_->Read(ReadOptions{options_.keys, options_.steps, options_.ranks,
                                         /*device_only_records=*/true})),
-      groups_(options_.keys.size()) {}
+      groups_(options_.keys.size()) {
+  if (options_.max_threads > 1) walker_ = std::thread([this] { WalkerLoop(); });
+}
 
 RecordScan::~RecordScan() {
   if (!walker_.joinable()) return;
@@ -191,9 +193,6 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
   chunk->Clear();
   XDL_RETURN_IF_ERROR(error_);
   if (done_) return false;
-  if (options_.max_threads > 1 && !walker_.joinable()) {
-    walker_ = std::thread([this] { WalkerLoop(); });
-  }
   max_records = std::max<size_t>(max_records, 1);
   max_histogram_rows = std::max<size_t>(max_histogram_rows, 1);
   const size_t keys = options_.keys.size();

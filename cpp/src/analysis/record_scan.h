@@ -89,19 +89,21 @@ struct RecordScanChunk {
 // of the mapping (no copy).
 //
 // Threads: with max_threads > 1 the walk runs on a walker thread, started by
-// the first Next(), which reads ahead into a bounded queue of batches (up to
-// kMaxQueuedBatches of at most kBatchRecords records each); the caller's
-// thread takes batches from the front. A batch's stats are computed by
-// whichever thread claims it first: the caller when it reaches an unclaimed
-// batch, the walker, newest first, while the queue is full or the walk is
-// over. So the walk and the stats share the cores, and the walker keeps
-// reading while the caller is away between Next() calls (the report's Python
-// code). The histogram rows, which add up in record order, are counted by
-// the caller as it takes records. With max_threads 1 the caller walks a batch
-// whenever the queue is empty, and the results are the same.
+// the constructor, which reads ahead into a bounded queue of batches (up to
+// kMaxQueuedBatches of at most kBatchRecords records, record_scan.cc); the
+// caller's thread takes batches from the front. A batch's stats are computed
+// by whichever thread claims it first: the caller when the batch reaches the
+// front, the walker (newest first) once a few batches wait unclaimed, the
+// queue is full or the walk is over. So the walk and the stats share the
+// cores, and the walker keeps reading and computing while the caller is away
+// between Next() calls (the report's Python code), or before the first one.
+// The histogram rows, which add up in record order, are counted by the caller
+// as it takes records. When the caller has taken the last batch, the walker
+// drops the files (their unmapping is off the caller's path). With
+// max_threads 1 the caller walks a batch whenever the queue is empty; the
+// results are the same.
 //
-// Not thread-safe (one caller); keeps its reader's files alive. The destructor
-// stops and joins the walker.
+// Not thread-safe (one caller). The destructor stops and joins the walker.
 class RecordScan {
  public:
   RecordScan(const TraceReader& reader, RecordScanOptions options);
@@ -179,7 +181,7 @@ class RecordScan {
   mutable CondVar changed_;  // A batch was queued, popped or computed; or stop_.
   std::deque<std::unique_ptr<Batch>> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread walker_;  // Started by the first Next() when max_threads > 1.
+  std::thread walker_;  // Started by the constructor when max_threads > 1.
 
   // Caller state.
   size_t taken_ = 0;               // Records of the front batch already in a chunk.
