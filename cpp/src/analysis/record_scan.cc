@@ -142,7 +142,9 @@ void RecordScanChunk::Clear() {
 
 // Records the walk read, in order, with the value columns whose stats are still
 // to compute. Written by the walk before it is queued; then `rows` by the one
-// thread that claimed it; read by the caller once `computed`.
+// thread that claimed it; read by the caller once `computed`. The views point
+// into mappings the reader keeps (it caches every file it opened) until the
+// walker releases it, after the caller popped the last batch.
 struct RecordScan::Batch {
   std::vector<int64_t> gstep, lstep, timestamp_ms;
   std::vector<int32_t> rank;
@@ -158,7 +160,6 @@ struct RecordScan::Batch {
   std::vector<std::string> device_traces;
   std::vector<TornTail> torn_tails;
   std::vector<std::pair<std::string, int32_t>> unknown_dtypes;
-  std::vector<std::shared_ptr<TraceFile>> files;  // Owners of the views' mappings.
   size_t bytes = 0;                               // Column bytes of `views`.
   absl::Status status;                            // The walk failed after these records.
   bool last = false;                              // No batch follows.
@@ -417,7 +418,6 @@ absl::Status RecordScan::AddRecord(const TraceRecord& record, Batch* batch) {
     file_index_ = record.file;
     stats_summary_ = StatsSummaries(*file_, options_.keys);
   }
-  if (batch->files.empty() || batch->files.back() != file_) batch->files.push_back(file_);
   for (size_t k = 0; k < keys; ++k) {
     const ColumnView& column = record.view.columns[k];
     const size_t cell = index * keys + k;
