@@ -160,9 +160,9 @@ struct RecordScan::Batch {
   std::vector<std::string> device_traces;
   std::vector<TornTail> torn_tails;
   std::vector<std::pair<std::string, int32_t>> unknown_dtypes;
-  size_t bytes = 0;                               // Column bytes of `views`.
-  absl::Status status;                            // The walk failed after these records.
-  bool last = false;                              // No batch follows.
+  size_t bytes = 0;     // Column bytes of `views`.
+  absl::Status status;  // The walk failed after these records.
+  bool last = false;    // No batch follows.
   // Guarded by RecordScan::mu_ once queued.
   bool claimed = false;   // A thread computes (or computed) it.
   bool computed = false;  // `rows` are final.
@@ -254,14 +254,13 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
 }
 
 RecordScan::Batch* RecordScan::Front() {
-  if (options_.max_threads == 1) {
-    if (queue_.empty()) queue_.push_back(Walk());
-    Batch* batch = queue_.front().get();
-    if (!batch->computed) Compute(batch);
-    batch->computed = true;
-    return batch;
-  }
   MutexLock lock(&mu_);
+  if (queue_.empty() && !walker_.joinable()) {  // No walker thread: the caller walks.
+    mu_.Unlock();
+    std::unique_ptr<Batch> batch = Walk();
+    mu_.Lock();
+    queue_.push_back(std::move(batch));
+  }
   while (queue_.empty()) changed_.Wait(&mu_);  // The walker always ends with a last batch.
   Batch* batch = queue_.front().get();
   if (!batch->claimed) {
@@ -277,7 +276,7 @@ RecordScan::Batch* RecordScan::Front() {
 }
 
 void RecordScan::PopFront() {
-  std::unique_ptr<Batch> done;  // Freed (and maybe its mapping) outside the lock.
+  std::unique_ptr<Batch> done;  // Freed outside the lock.
   {
     MutexLock lock(&mu_);
     done = std::move(queue_.front());
@@ -288,39 +287,39 @@ void RecordScan::PopFront() {
 }
 
 void RecordScan::WalkerLoop() {
-  // Batches nobody has claimed, newest first (the caller takes the oldest).
-  auto unclaimed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::vector<Batch*> out;
-    for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
-      if (!(*it)->claimed && (*it)->status.ok()) out.push_back(it->get());
-    }
-    return out;
-  };
   while (true) {
     std::unique_ptr<Batch> batch = Walk();
     const bool last = batch->last;
     MutexLock lock(&mu_);
     queue_.push_back(std::move(batch));
     changed_.SignalAll();
-    // Compute while the caller is behind (it has not claimed the batches of a
-    // few walks: it is computing, or away between Next() calls), while the
-    // queue is full, and once the walk is over; newest first.
+    // Compute while the caller is behind (batches of a few walks wait
+    // unclaimed: it is computing, or away between Next() calls), while the
+    // queue is full, and once the walk is over; newest first (the caller takes
+    // the oldest).
     while (!stop_) {
-      std::vector<Batch*> todo = unclaimed();
-      const bool behind = todo.size() >= kComputeWhenUnclaimed;
-      const bool full = queue_.size() >= kMaxQueuedBatches;
-      if (todo.empty() || !(behind || full || last)) {
-        if (last && todo.empty()) return ReleaseFiles();
-        if (!full) break;  // Walk on.
-        changed_.Wait(&mu_);
-        continue;
+      Batch* newest = nullptr;
+      size_t unclaimed = 0;
+      for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+        if ((*it)->claimed) continue;
+        if (newest == nullptr) newest = it->get();
+        ++unclaimed;
       }
-      todo[0]->claimed = true;
-      mu_.Unlock();
-      Compute(todo[0]);
-      mu_.Lock();
-      todo[0]->computed = true;
-      changed_.SignalAll();
+      const bool full = queue_.size() >= kMaxQueuedBatches;
+      if (newest != nullptr && (unclaimed >= kComputeWhenUnclaimed || full || last)) {
+        newest->claimed = true;
+        mu_.Unlock();
+        Compute(newest);
+        mu_.Lock();
+        newest->computed = true;
+        changed_.SignalAll();
+      } else if (last) {
+        return ReleaseFiles();
+      } else if (full) {
+        changed_.Wait(&mu_);
+      } else {
+        break;  // Walk on.
+      }
     }
     if (stop_) return;
   }
