@@ -26,16 +26,16 @@ namespace fields = device_trace_fields;
 constexpr uint32_t kRecordDeviceTrace = 5;  // xdl.proto.Record.device_trace
 
 // A batch ends at whichever limit comes first. Small batches keep the two
-// threads' shares even and the rows they hold small (cells x 64 bytes); a
-// batch of large columns can be split across threads by ComputeColumnStats
-// (a few million elements per thread).
+// threads' shares even; a batch of large columns can be split across threads
+// by ComputeColumnStats (a few million elements per thread).
 constexpr size_t kBatchRecords = 1024;
-constexpr size_t kBatchCells = 16384;
+constexpr size_t kBatchCells = 8192;              // Record x key cells.
 constexpr size_t kBatchBytes = size_t{64} << 20;  // Column bytes.
-// The walker's read-ahead: a chunk's worth of small records (the caller's
-// chunks are at most 32768 records for 8 keys), so it keeps reading while
-// the caller is away between Next() calls.
-constexpr size_t kMaxQueuedBatches = 64;
+// The walker's read-ahead, about a chunk of the caller's (262,144 cells), so
+// it keeps reading while the caller is away between Next() calls. A queued
+// cell holds its stats row (64 bytes) and, for a value column, a view (about
+// 90 bytes): 40 MB at most.
+constexpr size_t kMaxQueuedBatches = 32;
 // The walker computes batches too once this many are waiting unclaimed.
 constexpr size_t kComputeWhenUnclaimed = 2;
 // A histogram row counts about this many values of columns small enough to be
