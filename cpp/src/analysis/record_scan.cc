@@ -263,16 +263,18 @@ RecordScan::Batch* RecordScan::Front() {
   }
   while (queue_.empty()) changed_.Wait(&mu_);  // The walker always ends with a last batch.
   Batch* batch = queue_.front().get();
-  if (!batch->claimed) {
-    batch->claimed = true;
-    mu_.Unlock();
-    Compute(batch);
-    mu_.Lock();
-    batch->computed = true;
-    changed_.SignalAll();
-  }
+  if (!batch->claimed) ClaimAndCompute(batch);
   while (!batch->computed) changed_.Wait(&mu_);  // The walker is computing it.
   return batch;
+}
+
+void RecordScan::ClaimAndCompute(Batch* batch) {
+  batch->claimed = true;
+  mu_.Unlock();
+  Compute(batch);
+  mu_.Lock();
+  batch->computed = true;
+  changed_.SignalAll();
 }
 
 void RecordScan::PopFront() {
@@ -307,12 +309,7 @@ void RecordScan::WalkerLoop() {
       }
       const bool full = queue_.size() >= kMaxQueuedBatches;
       if (newest != nullptr && (unclaimed >= kComputeWhenUnclaimed || full || last)) {
-        newest->claimed = true;
-        mu_.Unlock();
-        Compute(newest);
-        mu_.Lock();
-        newest->computed = true;
-        changed_.SignalAll();
+        ClaimAndCompute(newest);
       } else if (last) {
         return ReleaseFiles();
       } else if (full) {

@@ -150,6 +150,8 @@ class RecordScan {
 
   // Either thread: the stats of the batch's value columns into its rows.
   void Compute(Batch* batch) const;
+  // Claims an unclaimed queued batch and computes it with mu_ released.
+  void ClaimAndCompute(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Caller side.
   // The front batch, computed (waits for the walker; claims and computes it
