@@ -15,6 +15,9 @@ time (user + system: the report computes on every core, verify on one).
 
 --small N writes N records of the same keys with 64-element tensors instead (about 1.8 KB per
 record): the case where per-record work, not bytes, sets the report's time.
+
+--trace DIR measures a trace already on disk instead (e.g. one a run with --keep left): to
+compare two checkouts side by side, run each one's bench/report.py on the same files.
 """
 
 import argparse
@@ -92,13 +95,42 @@ def best_of(argv, runs=2):
     return min(results, key=lambda r: r["seconds"])
 
 
+def measure(trace_dir, out_dir, runs):
+    """Runs verify and report on `trace_dir` (page cache warmed first) and prints the table."""
+    files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)]
+    size = sum(os.path.getsize(f) for f in files)
+    for path in files:  # Warm the page cache so both commands read from memory.
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+    out = os.path.join(out_dir, "report.html")
+    verify = best_of(["verify", trace_dir], runs)
+    rep = best_of(["report", trace_dir, "-o", out], runs)
+    print(f"{'command':<10} {'seconds':>8} {'GB/s':>6} {'CPU s':>7} {'peak RSS MB':>12}")
+    for name, r in (("verify", verify), ("report", rep)):
+        print(
+            f"{name:<10} {r['seconds']:8.3f} {size / 1e9 / r['seconds']:6.2f} "
+            f"{r['cpu']:7.2f} {r['rss_mb']:12.0f}"
+        )
+    print(
+        f"report / verify time: {rep['seconds'] / verify['seconds']:.2f}x; "
+        f"report HTML {os.path.getsize(out) / 1e3:.0f} KB"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", help="where to write the trace (default: a temp dir)")
     parser.add_argument("--gb", type=float, default=1.0, help="trace size in GB (default 1)")
     parser.add_argument("--keep", action="store_true", help="keep the trace afterwards")
     parser.add_argument("--small", type=int, help="N records of 64-element tensors instead")
+    parser.add_argument("--trace", help="measure this trace directory instead of writing one")
+    parser.add_argument("--runs", type=int, default=2, help="runs per command; the best is kept")
     args = parser.parse_args()
+    if args.trace:
+        with tempfile.TemporaryDirectory(prefix="xdl_report_bench_") as out_dir:
+            measure(args.trace, out_dir, args.runs)
+        return
     base = args.dir or tempfile.mkdtemp(
         prefix="xdl_report_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
     )
@@ -114,23 +146,7 @@ def main():
             f"{len([f for f in files if not f.endswith('.meta')])} data files in {trace_dir} "
             f"(written in {time.perf_counter() - start:.1f} s)"
         )
-        for path in files:  # Warm the page cache so both commands read from memory.
-            with open(path, "rb") as f:
-                while f.read(1 << 24):
-                    pass
-        out = os.path.join(base, "report.html")
-        verify = best_of(["verify", trace_dir])
-        rep = best_of(["report", trace_dir, "-o", out])
-        print(f"{'command':<10} {'seconds':>8} {'GB/s':>6} {'CPU s':>7} {'peak RSS MB':>12}")
-        for name, r in (("verify", verify), ("report", rep)):
-            print(
-                f"{name:<10} {r['seconds']:8.2f} {size / 1e9 / r['seconds']:6.2f} "
-                f"{r['cpu']:7.2f} {r['rss_mb']:12.0f}"
-            )
-        print(
-            f"report / verify time: {rep['seconds'] / verify['seconds']:.2f}x; "
-            f"report HTML {os.path.getsize(out) / 1e3:.0f} KB"
-        )
+        measure(trace_dir, base, args.runs)
     finally:
         if not args.keep:
             shutil.rmtree(base if not args.dir else trace_dir, ignore_errors=True)

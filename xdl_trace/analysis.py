@@ -373,19 +373,34 @@ def scan_run(
         [f for f in files if f.rank == histogram_rank], gsteps, scan.histogram_capacity
     )
     paths = [(f.rank, f.path, f.size) for f in files]
-    del trace, files  # One data file mapped at a time from here on.
-    for rank, file_path, size in paths:
+    del trace, files  # At most two data files mapped from here on: this one and the next.
+
+    def open_scan(i):  # Its walker thread starts reading now.
+        rank, file_path, _ = paths[i]
+        return _open_scan(
+            scan.keys, file_path, gsteps, histograms and rank == histogram_rank, group
+        )
+
+    upcoming = [open_scan(0)] if paths else []
+    for i, (rank, file_path, size) in enumerate(paths):
         scan.records.setdefault(rank, 0)
+        cursor = upcoming.pop()
+
+        def open_next(i=i):
+            if i + 1 < len(paths):
+                upcoming.append(open_scan(i + 1))
+
         _scan_file(
             scan,
             rank,
-            file_path,
+            cursor,
             gsteps,
             pairs,
             series,
             histograms and rank == histogram_rank,
-            group,
+            open_next,
         )
+        del cursor
         if on_progress is not None:
             on_progress(size)
     for rank in scan.ranks:  # Host spans where a rank has them, else record timestamps.
@@ -425,21 +440,30 @@ def _histogram_group(files, gsteps, capacity):
     return group
 
 
-def _scan_file(scan, rank, path, gsteps, pairs, series, histograms, histogram_group=1):
-    """Scans one data file in one columnar pass (``_core.RecordScan``: the records' steps and
-    times, each key's stats rows and log-bucket counts, the step spans and device traces), in
-    chunks whose arrays stay small. Its mapping is released when this returns (nothing here
-    outlives the call), so the next file is mapped only after this one is gone.
-    histogram_group: consecutive records of a key summed into one histogram row in C++."""
+def _open_scan(keys, path, gsteps, histograms, histogram_group):
+    """A ``_core.RecordScan`` of one data file: one columnar pass (the records' steps and times,
+    each key's stats rows and log-bucket counts, the step spans and device traces) whose walker
+    thread starts reading at once. histogram_group: consecutive records of a key summed into one
+    histogram row in C++."""
     begin, end, steps = _gstep_selection(gsteps)
-    keys = scan.keys
-    cursor = _core.RecordScan(
+    return _core.RecordScan(
         path, keys, begin, end, steps, [bool(histograms)] * len(keys), histogram_group
     )
+
+
+def _scan_file(scan, rank, cursor, gsteps, pairs, series, histograms, on_last_chunk):
+    """Takes a file's scan (``_open_scan``) chunk by chunk, each small. on_last_chunk() is
+    called when the last chunk arrives, before it is added (scan_run opens the next file then, so
+    its walker reads while this file's last chunk is added). The scan drops its mapping once the
+    last chunk is taken."""
+    begin, end, steps = _gstep_selection(gsteps)
+    keys = scan.keys
     # Per-record cells of a chunk: about _CHUNK_CELLS x 64 bytes of stats whatever the keys.
     max_records = max(64, min(_CHUNK_RECORDS, _CHUNK_CELLS // max(len(keys), 1)))
     while True:
         chunk = cursor.next(max_records, _CHUNK_HISTOGRAM_ROWS)
+        if chunk["done"]:
+            on_last_chunk()
         for torn in chunk["torn_tails"]:
             if torn.path not in scan.torn_tails:
                 scan.torn_tails[torn.path] = torn.offset

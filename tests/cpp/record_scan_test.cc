@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,7 @@ TEST_CASE("record scan: stats rows, summary rows, step spans and the device-only
   WriteRun(path, 6);
   internal::RecordScanOptions options;
   options.keys = {"loss", "v", "s"};
+  options.max_threads = GENERATE(1, 2);  // The caller alone, or with the walker thread.
   const auto chunks = ScanAll(path, options, /*max_records=*/4, /*max_histogram_rows=*/100);
   REQUIRE(chunks.size() == 2);  // 4 + 2 records: the device-only record is no record.
   std::vector<int64_t> gsteps;
@@ -152,6 +154,7 @@ TEST_CASE("record scan: histogram rows sum groups of a key's records", "[analysi
   options.keys = {"v", "s", "loss"};
   options.histogram = {true, true, true};
   options.histogram_group = 4;
+  options.max_threads = GENERATE(1, 2);
   const auto chunks = ScanAll(path, options, 5, 100);
   std::vector<int64_t> gsteps, records;
   std::vector<double> mins, maxs, total;
@@ -183,11 +186,206 @@ TEST_CASE("record scan: a missing key is the reader's missing-key error", "[anal
   REQUIRE(reader.ok());
   internal::RecordScanOptions options;
   options.keys = {"nope"};
+  options.max_threads = GENERATE(1, 2);
   internal::RecordScan scan(*reader, options);
   internal::RecordScanChunk chunk;
   const absl::StatusOr<bool> more = scan.Next(10, 10, &chunk);
   CHECK(IsMissingKeyError(more.status()));
   CHECK(more.status().message().find("nope") != absl::string_view::npos);
+}
+
+// Keys "w" (float32[64], NaN now and then), "x" (float32[300], empty at
+// every 5th record), "s" (a stats summary), "loss": `records` records with
+// their step spans, then a record that does not parse when `corrupt`.
+std::string WriteLongRun(const std::string& path, int records, bool corrupt) {
+  xdl::proto::Header header;
+  for (const char* key : {"w", "x", "s", "loss"}) header.add_key(key);
+  for (const auto content :
+       {xdl::proto::ColumnDescriptor::VALUE, xdl::proto::ColumnDescriptor::VALUE,
+        xdl::proto::ColumnDescriptor::STATS, xdl::proto::ColumnDescriptor::VALUE}) {
+    xdl::proto::ColumnDescriptor* column = header.add_column();
+    column->set_content(content);
+    column->set_layout_version(1);
+  }
+  std::string data = Frame(header.SerializeAsString());
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal;
+  for (int i = 0; i < records; ++i) {
+    xdl::proto::Record record;
+    record.set_gstep(i);
+    record.set_lstep(i);
+    record.set_timestamp(1700000000000 + i);
+    std::vector<float> w(64), x(i % 5 == 0 ? 0 : 300);
+    for (float& v : w) v = normal(random) * static_cast<float>(1 + i % 13);
+    for (float& v : x) v = normal(random) + static_cast<float>(i);
+    if (i % 97 == 3) w[i % 64] = std::nanf("");
+    AddColumn(&record, xdl::proto::Float, {64}, Bytes<float>(w));
+    AddColumn(&record, xdl::proto::Float, {static_cast<int>(x.size())}, Bytes<float>(x));
+    AddColumn(&record, xdl::proto::Double, {8}, Bytes<double>({3, -1, 1, 0, 1, 2, 0, 0}));
+    AddColumn(&record, xdl::proto::Float, {}, Bytes<float>({1.0f / (1 + i)}));
+    AddSpan(&record, xdl::proto::HostSpan::STEP, i, i, 1000 * i, 1000 * i + 900);
+    data += Frame(record.SerializeAsString());
+  }
+  if (corrupt) data += Frame(std::string("\x0a\xff\xff\xff", 4));  // A key field cut short.
+  WriteFile(path, data);
+  return data;
+}
+
+// A scan's chunks, concatenated.
+struct Scanned {
+  std::vector<int64_t> gstep, histogram_gstep, histogram_records;
+  std::vector<int32_t> histogram_key;
+  std::vector<double> stats, buckets, histogram_min, histogram_max;
+  std::vector<int64_t> span_ends;
+  size_t chunks = 0;
+
+  void Add(const internal::RecordScanChunk& c) {
+    auto append = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+    append(gstep, c.gstep);
+    append(stats, c.stats);
+    append(histogram_key, c.histogram_key);
+    append(histogram_gstep, c.histogram_gstep);
+    append(histogram_records, c.histogram_records);
+    append(histogram_min, c.histogram_min);
+    append(histogram_max, c.histogram_max);
+    append(buckets, c.buckets);
+    for (const auto& span : c.step_spans) span_ends.push_back(span.end_ns);
+    ++chunks;
+  }
+};
+
+// Equal element by element, NaN equal to NaN.
+bool SameValues(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](double x, double y) {
+           return x == y || (std::isnan(x) && std::isnan(y));
+         });
+}
+
+TEST_CASE("record scan: the walker thread gives what the caller alone gives", "[analysis]") {
+  TempDir dir("record_scan");
+  const std::string path = dir.path() + "/train.trace.0.0";
+  constexpr int kRecords = 5000;  // Several batches, and a read-ahead queue that fills.
+  WriteLongRun(path, kRecords, /*corrupt=*/false);
+  internal::RecordScanOptions options;
+  options.keys = {"w", "x", "s", "loss"};
+  options.histogram = {true, true, true, true};
+  options.histogram_group = GENERATE(1, 16);
+  auto scan = [&](int threads, size_t max_records, size_t max_rows) {
+    options.max_threads = threads;
+    Scanned out;
+    for (const auto& chunk : ScanAll(path, options, max_records, max_rows)) out.Add(chunk);
+    return out;
+  };
+  const Scanned alone = scan(1, 100000, 100000);
+  REQUIRE(alone.gstep.size() == kRecords);
+  REQUIRE(alone.span_ends.size() == kRecords);
+  CHECK(alone.chunks == 1);
+  CHECK_FALSE(alone.histogram_key.empty());
+  // With the walker, in chunks smaller and larger than its batches.
+  const size_t max_records = GENERATE(7, 1500, 100000);
+  const size_t max_rows = GENERATE(3, 100000);
+  INFO("group " << options.histogram_group << ", chunks of " << max_records << " records, "
+                << max_rows << " histogram rows");
+  const Scanned walker = scan(2, max_records, max_rows);
+  CHECK(walker.gstep == alone.gstep);
+  CHECK(SameValues(walker.stats, alone.stats));
+  CHECK(walker.span_ends == alone.span_ends);
+  CHECK(walker.histogram_key == alone.histogram_key);
+  CHECK(walker.histogram_gstep == alone.histogram_gstep);
+  CHECK(walker.histogram_records == alone.histogram_records);
+  CHECK(SameValues(walker.histogram_min, alone.histogram_min));
+  CHECK(SameValues(walker.histogram_max, alone.histogram_max));
+  CHECK(walker.buckets == alone.buckets);
+  CHECK(walker.chunks >= kRecords / max_records);
+}
+
+TEST_CASE("record scan: corruption ends the scan with the error, every call after too",
+          "[analysis]") {
+  TempDir dir("record_scan");
+  const std::string path = dir.path() + "/train.trace.0.0";
+  const std::string data = WriteLongRun(path, 3000, /*corrupt=*/true);
+  auto reader = TraceReader::Open(path);
+  REQUIRE(reader.ok());
+  internal::RecordScanOptions options;
+  options.keys = {"w", "loss"};
+  options.max_threads = GENERATE(1, 2);
+  internal::RecordScan scan(*reader, options);
+  internal::RecordScanChunk chunk;
+  size_t records = 0;
+  absl::StatusOr<bool> more = true;
+  while (more.ok() && *more) {
+    more = scan.Next(1000, 100, &chunk);
+    if (more.ok()) records += chunk.records();
+  }
+  INFO(more.status().ToString());
+  CHECK(absl::IsDataLoss(more.status()));
+  CHECK(more.status().message().find(path) != absl::string_view::npos);
+  CHECK(records == 3000);  // Every record before the corrupt one, in the chunks before the error.
+  CHECK(scan.Next(1000, 100, &chunk).status() == more.status());
+  CHECK(chunk.records() == 0);
+}
+
+TEST_CASE("record scan: a scan dropped while its walker reads ahead stops", "[analysis]") {
+  TempDir dir("record_scan");
+  const std::string path = dir.path() + "/train.trace.0.0";
+  WriteLongRun(path, 5000, /*corrupt=*/false);
+  auto reader = TraceReader::Open(path);
+  REQUIRE(reader.ok());
+  internal::RecordScanOptions options;
+  options.keys = {"w", "x"};
+  options.max_threads = 2;
+  for (size_t first : {size_t{1}, size_t{64}, size_t{4000}}) {
+    internal::RecordScan scan(*reader, options);
+    internal::RecordScanChunk chunk;
+    const absl::StatusOr<bool> more = scan.Next(first, 100000, &chunk);
+    REQUIRE(more.ok());
+    CHECK(*more);
+    CHECK(chunk.records() == first);
+  }  // Each scan's destructor joins its walker (a hang fails the test by timeout).
+}
+
+TEST_CASE("record scan: a histogram row of small columns counts every n-th record", "[analysis]") {
+  TempDir dir("record_scan");
+  const std::string path = dir.path() + "/train.trace.0.0";
+  // "big": 4096 values, all i + 1 at record i: a group of 8 has 32768 values,
+  // twice kMaxHistogramSamples, so every 2nd record is counted.
+  static_assert(internal::kMaxHistogramSamples == 16384, "the row below holds 2 x the samples");
+  xdl::proto::Header header;
+  header.add_key("big");
+  std::string data = Frame(header.SerializeAsString());
+  for (int i = 0; i < 16; ++i) {
+    xdl::proto::Record record;
+    record.set_gstep(i);
+    AddColumn(&record, xdl::proto::Float, {4096},
+              Bytes<float>(std::vector<float>(4096, static_cast<float>(i + 1))));
+    data += Frame(record.SerializeAsString());
+  }
+  WriteFile(path, data);
+  internal::RecordScanOptions options;
+  options.keys = {"big"};
+  options.histogram = {true};
+  options.histogram_group = 8;
+  options.max_threads = GENERATE(1, 2);
+  const auto chunks = ScanAll(path, options, 100, 100);
+  REQUIRE(chunks.size() == 1);
+  const internal::RecordScanChunk& c = chunks[0];
+  REQUIRE(c.histogram_key.size() == 2);
+  CHECK(c.histogram_records == std::vector<int64_t>{8, 8});
+  // Min and max from every record's stats; the counts from records 0, 2, 4, 6 (values 1, 3, 5, 7).
+  CHECK(c.histogram_min == std::vector<double>{1, 9});
+  CHECK(c.histogram_max == std::vector<double>{8, 16});
+  const std::vector<double> edges = internal::LogBucketEdges();
+  auto count_of = [&](size_t row, double value) {
+    const size_t bucket = static_cast<size_t>(std::upper_bound(edges.begin(), edges.end(), value) -
+                                              edges.begin() - 1);
+    return c.buckets[row * internal::kNumLogBuckets + bucket];
+  };
+  const double* row0 = c.buckets.data();
+  CHECK(std::accumulate(row0, row0 + internal::kNumLogBuckets, 0.0) == 4 * 4096);
+  CHECK(count_of(0, 1) == 4096);
+  CHECK(count_of(0, 7) == 4096);
+  CHECK(count_of(0, 8) == 0);  // Record 7 is not counted.
+  CHECK(count_of(1, 9) == 4096);
 }
 
 TEST_CASE("CountFrames counts what Verify reads, torn tails included", "[reader]") {

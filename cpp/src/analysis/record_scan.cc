@@ -1,11 +1,13 @@
-// RecordScan: walks records once, batching value columns into the stats kernel and picking the
-// step spans and device traces out of the fields above 4.
+// RecordScan: walks records once in batches (on a walker thread when allowed), computing the stats
+// of their value columns, counting histogram rows, and picking the step spans and device traces out
+// of the fields above 4.
 #include "analysis/record_scan.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/device_trace_fields.h"
@@ -21,21 +23,41 @@ namespace {
 
 namespace fields = device_trace_fields;
 
-constexpr uint32_t kRecordDeviceTrace = 5;        // xdl.proto.Record.device_trace
-constexpr size_t kBatchBytes = size_t{64} << 20;  // Column bytes per stats-kernel call.
-// A batch with histogram columns is flushed sooner, once it holds this many bytes of them in
-// columns of at most kCacheColumnBytes: the log-bucket pass then re-reads them from the cache
-// the stats pass just filled (per core L2 here: 4 MiB), not from memory. Larger columns keep
-// the large batches that split the stats across cores.
-constexpr size_t kCacheBatchBytes = size_t{2} << 20;
-constexpr size_t kCacheColumnBytes = size_t{64} << 10;
+constexpr uint32_t kRecordDeviceTrace = 5;  // xdl.proto.Record.device_trace
+
+// A batch ends at whichever limit comes first. Small batches keep the two
+// threads' shares even; a batch of large columns can be split across threads
+// by ComputeColumnStats (a few million elements per thread).
+constexpr size_t kBatchRecords = 1024;
+constexpr size_t kBatchCells = 8192;              // Record x key cells.
+constexpr size_t kBatchBytes = size_t{64} << 20;  // Column bytes.
+// The walker's read-ahead, about a chunk of the caller's (262,144 cells), so
+// it keeps reading while the caller is away between Next() calls. A queued
+// cell holds its stats row (64 bytes) and, for a value column, a view (about
+// 90 bytes): 40 MB at most.
+constexpr size_t kMaxQueuedBatches = 32;
+// The walker computes batches too once this many are waiting unclaimed.
+constexpr size_t kComputeWhenUnclaimed = 2;
+// A histogram row counts about this many values of columns small enough to be
+// counted whole (at most kMaxHistogramSamples elements): every `every`-th
+// record of the row, `every` = max(1, histogram_group x elements / kRowSamples),
+// as a large column is sampled within itself (AccumulateLogBuckets). The min
+// and max of a row come from every record's stats.
+constexpr int64_t kRowSamples = kMaxHistogramSamples;
 // Histogram groups of at least this many records count into integer tables
 // (clearing them costs about as much as counting a few records).
 constexpr int64_t kTablesGroup = 8;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+bool IsStepKind(int64_t kind) {
+  return kind == static_cast<int64_t>(HostSpanKind::kStep) ||
+         kind == static_cast<int64_t>(HostSpanKind::kStepNotTraced);
+}
+
 // A STEP or STEP_NOT_TRACED span parsed from a HostSpan message; false for
-// other kinds. DataLoss naming the record for a span that does not parse.
+// other kinds, as soon as the kind is read (the writer puts it first: most
+// spans are of other kinds, and their rest goes unread). DataLoss naming the
+// record for a span that does not parse up to there.
 absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord& record,
                                    const std::string& path, StepSpan* span) {
   WireReader reader(message);
@@ -49,6 +71,7 @@ absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord&
     switch (field.number) {
       case fields::kSpanKind:
         kind = value;
+        if (!IsStepKind(kind)) return false;
         break;
       case fields::kSpanStartNs:
         span->start_ns = value;
@@ -71,7 +94,7 @@ absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord&
                                             ": a host span does not parse: ", reader.error()));
   }
   span->traced = kind == static_cast<int64_t>(HostSpanKind::kStep);
-  return span->traced || kind == static_cast<int64_t>(HostSpanKind::kStepNotTraced);
+  return IsStepKind(kind);
 }
 
 // Per key of `keys`: whether `file`'s column of it is a stats summary of a
@@ -88,6 +111,13 @@ std::vector<bool> StatsSummaries(const TraceFile& file, const std::vector<std::s
              info.layout_version <= xdl_trace::kSummaryLayoutVersion;
   }
   return out;
+}
+
+RecordScanOptions Normalized(RecordScanOptions options) {
+  options.histogram.resize(options.keys.size(), false);
+  options.histogram_group = std::max<int64_t>(options.histogram_group, 1);
+  options.max_threads = std::max(options.max_threads, 1);
+  return options;
 }
 
 }  // namespace
@@ -110,52 +140,111 @@ void RecordScanChunk::Clear() {
   unknown_dtypes.clear();
 }
 
+// Records the walk read, in order, with the value columns whose stats are still
+// to compute. Written by the walk before it is queued; then `rows` by the one
+// thread that claimed it; read by the caller once `computed`. The views point
+// into mappings the reader keeps (it caches every file it opened) until the
+// walker releases it, after the caller popped the last batch.
+struct RecordScan::Batch {
+  std::vector<int64_t> gstep, lstep, timestamp_ms;
+  std::vector<int32_t> rank;
+  // records x keys x kStatsSize: NaN where a column holds no value, a stats
+  // summary's own row (copied by the walk), the rest filled by Compute().
+  std::vector<double> rows;
+  // Value columns to summarize, in record order, with their cells (record *
+  // keys + key) and whether they get log-bucket counts.
+  std::vector<TensorView> views;
+  std::vector<size_t> cells;
+  std::vector<bool> histogram;
+  std::vector<StepSpan> step_spans;
+  std::vector<std::string> device_traces;
+  std::vector<TornTail> torn_tails;
+  std::vector<std::pair<std::string, int32_t>> unknown_dtypes;
+  size_t bytes = 0;     // Column bytes of `views`.
+  absl::Status status;  // The walk failed after these records.
+  bool last = false;    // No batch follows.
+  // Guarded by RecordScan::mu_ once queued.
+  bool claimed = false;   // A thread computes (or computed) it.
+  bool computed = false;  // `rows` are final.
+
+  size_t records() const { return gstep.size(); }
+};
+
 RecordScan::RecordScan(const TraceReader& reader, RecordScanOptions options)
-    : reader_(reader),
-      options_(std::move(options)),
-      cursor_(reader_.Read(ReadOptions{options_.keys, options_.steps, options_.ranks,
-                                       /*device_only_records=*/true})) {
-  options_.histogram.resize(options_.keys.size(), false);
-  options_.histogram_group = std::max<int64_t>(options_.histogram_group, 1);
-  groups_.resize(options_.keys.size());
+    : options_(Normalized(std::move(options))),
+      reader_(reader),
+      cursor_(reader_->Read(ReadOptions{options_.keys, options_.steps, options_.ranks,
+                                        /*device_only_records=*/true})),
+      groups_(options_.keys.size()) {
+  if (options_.max_threads > 1) walker_ = std::thread([this] { WalkerLoop(); });
+}
+
+RecordScan::~RecordScan() {
+  if (!walker_.joinable()) return;
+  {
+    MutexLock lock(&mu_);
+    stop_ = true;
+    changed_.SignalAll();
+  }
+  walker_.join();
 }
 
 absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_rows,
                                       RecordScanChunk* chunk) {
   chunk->Clear();
-  pending_.Clear();
+  XDL_RETURN_IF_ERROR(error_);
   if (done_) return false;
   max_records = std::max<size_t>(max_records, 1);
   max_histogram_rows = std::max<size_t>(max_histogram_rows, 1);
   const size_t keys = options_.keys.size();
+  const size_t row = keys * kStatsSize;
   for (auto* column : {&chunk->gstep, &chunk->lstep, &chunk->timestamp_ms}) {
     column->reserve(max_records);
   }
   chunk->rank.reserve(max_records);
-  chunk->stats.reserve(max_records * keys * kStatsSize);
-  pending_.views.reserve(max_records * keys);
-  pending_.histogram.reserve(max_records * keys);
-  pending_.cells.reserve(max_records * keys);
-  size_t histogram_rows = 0;
-  while (chunk->records() < max_records && histogram_rows < max_histogram_rows) {
-    XDL_ASSIGN_OR_RETURN(const TraceCursor::Event event, cursor_.Next());
-    if (event == TraceCursor::Event::kEnd) {
-      done_ = true;
-      break;
+  chunk->stats.reserve(max_records * row);
+  while (chunk->records() < max_records && chunk->histogram_key.size() < max_histogram_rows) {
+    Batch* batch = Front();
+    if (taken_ == batch->records() && !batch->status.ok()) {  // The walk failed here.
+      error_ = batch->status;
+      return error_;
     }
-    if (event == TraceCursor::Event::kTornTail) {
-      chunk->torn_tails.push_back(cursor_.torn_tail());
-      continue;
+    if (taken_ == 0) {  // The batch's fields go with its first records.
+      auto append = [](auto& to, auto& from) {
+        to.insert(to.end(), std::make_move_iterator(from.begin()),
+                  std::make_move_iterator(from.end()));
+      };
+      append(chunk->step_spans, batch->step_spans);
+      append(chunk->device_traces, batch->device_traces);
+      append(chunk->torn_tails, batch->torn_tails);
+      append(chunk->unknown_dtypes, batch->unknown_dtypes);
     }
-    const TraceRecord& record = cursor_.record();
-    XDL_RETURN_IF_ERROR(AddFields(record, chunk));
-    if (record.device_only) continue;  // Its fields only: it is no step of the run.
-    XDL_RETURN_IF_ERROR(AddRecord(record, chunk));
-    histogram_rows = chunk->histogram_key.size() +
-                     pending_.flagged / static_cast<size_t>(options_.histogram_group);
-    if (pending_.bytes >= kBatchBytes || pending_.cached_bytes >= kCacheBatchBytes) Flush(chunk);
+    // Records [taken_, end): up to the chunk's size, and with the histogram
+    // rows counted record by record up to their limit.
+    const size_t begin = taken_;
+    size_t end = std::min(batch->records(), begin + (max_records - chunk->records()));
+    for (size_t r = begin; r < end; ++r) {
+      CountHistograms(*batch, r, &taken_view_, chunk);
+      if (chunk->histogram_key.size() >= max_histogram_rows) end = r + 1;
+    }
+    auto copy = [&](auto& to, const auto& from, size_t width) {
+      to.insert(to.end(), from.begin() + begin * width, from.begin() + end * width);
+    };
+    copy(chunk->gstep, batch->gstep, 1);
+    copy(chunk->lstep, batch->lstep, 1);
+    copy(chunk->timestamp_ms, batch->timestamp_ms, 1);
+    copy(chunk->rank, batch->rank, 1);
+    copy(chunk->stats, batch->rows, row);
+    taken_ = end;
+    if (taken_ == batch->records() && batch->status.ok()) {
+      const bool last = batch->last;
+      PopFront();
+      if (last) {
+        done_ = true;
+        break;
+      }
+    }
   }
-  Flush(chunk);
   if (done_) {
     for (size_t k = 0; k < groups_.size(); ++k) {
       if (groups_[k].records > 0) EmitGroup(k, chunk);
@@ -164,34 +253,164 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
   return !done_;
 }
 
-absl::Status RecordScan::AddFields(const TraceRecord& record, RecordScanChunk* chunk) {
+RecordScan::Batch* RecordScan::Front() {
+  MutexLock lock(&mu_);
+  if (queue_.empty() && !walker_.joinable()) {  // No walker thread: the caller walks.
+    mu_.Unlock();
+    std::unique_ptr<Batch> batch = Walk();
+    mu_.Lock();
+    queue_.push_back(std::move(batch));
+  }
+  while (queue_.empty()) changed_.Wait(&mu_);  // The walker always ends with a last batch.
+  Batch* batch = queue_.front().get();
+  if (!batch->claimed) ClaimAndCompute(batch);
+  while (!batch->computed) changed_.Wait(&mu_);  // The walker is computing it.
+  return batch;
+}
+
+void RecordScan::ClaimAndCompute(Batch* batch) {
+  batch->claimed = true;
+  mu_.Unlock();
+  Compute(batch);
+  mu_.Lock();
+  batch->computed = true;
+  changed_.SignalAll();
+}
+
+void RecordScan::PopFront() {
+  std::unique_ptr<Batch> done;  // Freed outside the lock.
+  {
+    MutexLock lock(&mu_);
+    done = std::move(queue_.front());
+    queue_.pop_front();
+    changed_.SignalAll();
+  }
+  taken_ = taken_view_ = 0;
+}
+
+void RecordScan::WalkerLoop() {
+  while (true) {
+    std::unique_ptr<Batch> batch = Walk();
+    const bool last = batch->last;
+    MutexLock lock(&mu_);
+    queue_.push_back(std::move(batch));
+    changed_.SignalAll();
+    // Compute while the caller is behind (batches of a few walks wait
+    // unclaimed: it is computing, or away between Next() calls), while the
+    // queue is full, and once the walk is over; newest first (the caller takes
+    // the oldest).
+    while (!stop_) {
+      Batch* newest = nullptr;
+      size_t unclaimed = 0;
+      for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+        if ((*it)->claimed) continue;
+        if (newest == nullptr) newest = it->get();
+        ++unclaimed;
+      }
+      const bool full = queue_.size() >= kMaxQueuedBatches;
+      if (newest != nullptr && (unclaimed >= kComputeWhenUnclaimed || full || last)) {
+        ClaimAndCompute(newest);
+      } else if (last) {
+        return ReleaseFiles();
+      } else if (full) {
+        changed_.Wait(&mu_);
+      } else {
+        break;  // Walk on.
+      }
+    }
+    if (stop_) return;
+  }
+}
+
+void RecordScan::ReleaseFiles() {
+  // Once the caller holds no batch, the walk's references are the mappings'
+  // last: unmapping (milliseconds per 100 MB) happens here, not in the caller.
+  while (!stop_ && !queue_.empty()) changed_.Wait(&mu_);
+  mu_.Unlock();
+  file_.reset();
+  cursor_.reset();
+  reader_.reset();
+  mu_.Lock();
+}
+
+std::unique_ptr<RecordScan::Batch> RecordScan::Walk() {
+  auto batch = std::make_unique<Batch>();
+  const size_t keys = options_.keys.size();
+  const size_t max_records =
+      std::max<size_t>(std::min(kBatchRecords, kBatchCells / std::max<size_t>(keys, 1)), 1);
+  for (auto* column : {&batch->gstep, &batch->lstep, &batch->timestamp_ms}) {
+    column->reserve(max_records);
+  }
+  batch->rank.reserve(max_records);
+  batch->rows.reserve(max_records * keys * kStatsSize);
+  batch->views.reserve(max_records * keys);
+  batch->cells.reserve(max_records * keys);
+  while (batch->records() < max_records && batch->bytes < kBatchBytes) {
+    absl::StatusOr<TraceCursor::Event> event = cursor_->Next();
+    absl::Status status = event.status();
+    if (status.ok() && *event == TraceCursor::Event::kEnd) {
+      batch->last = true;
+      break;
+    }
+    if (status.ok() && *event == TraceCursor::Event::kTornTail) {
+      batch->torn_tails.push_back(cursor_->torn_tail());
+      continue;
+    }
+    if (status.ok()) {
+      const TraceRecord& record = cursor_->record();
+      status = AddFields(record, batch.get());
+      // A device-only record gives its fields only: it is no step of the run.
+      if (status.ok() && !record.device_only) status = AddRecord(record, batch.get());
+    }
+    if (!status.ok()) {
+      batch->status = std::move(status);
+      batch->last = true;
+      break;
+    }
+  }
+  return batch;
+}
+
+void RecordScan::Compute(Batch* batch) const {
+  const size_t n = batch->views.size();
+  if (n == 0) return;
+  std::vector<double> stats(n * kStatsSize);
+  ComputeColumnStats(batch->views, std::vector<bool>(n, false), stats.data(), nullptr,
+                     std::max(options_.max_threads / 2, 1));
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(batch->rows.data() + batch->cells[i] * kStatsSize, stats.data() + i * kStatsSize,
+                kStatsSize * sizeof(double));
+  }
+}
+
+absl::Status RecordScan::AddFields(const TraceRecord& record, Batch* batch) {
   const std::vector<RawField>& extra = record.view.extra_fields;
   if (extra.empty()) return absl::OkStatus();
-  const std::string& path = reader_.files()[record.file].path;
+  const std::string& path = reader_->files()[record.file].path;
   for (const RawField& field : extra) {
     if (field.wire_type != kWireLengthDelimited) continue;
     if (field.number == kRecordDeviceTrace) {
-      chunk->device_traces.emplace_back(field.payload);
+      batch->device_traces.emplace_back(field.payload);
     } else if (field.number == fields::kRecordHostSpan) {
       StepSpan span;
       XDL_ASSIGN_OR_RETURN(const bool step, ParseStepSpan(field.payload, record, path, &span));
-      if (step) chunk->step_spans.push_back(span);
+      if (step) batch->step_spans.push_back(span);
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status RecordScan::AddRecord(const TraceRecord& record, RecordScanChunk* chunk) {
+absl::Status RecordScan::AddRecord(const TraceRecord& record, Batch* batch) {
   const size_t keys = options_.keys.size();
-  const size_t index = chunk->records();
-  chunk->gstep.push_back(record.view.gstep);
-  chunk->lstep.push_back(record.view.lstep);
-  chunk->timestamp_ms.push_back(record.view.timestamp_ms);
-  chunk->rank.push_back(record.rank);
-  chunk->stats.resize((index + 1) * keys * kStatsSize, kNaN);
+  const size_t index = batch->records();
+  batch->gstep.push_back(record.view.gstep);
+  batch->lstep.push_back(record.view.lstep);
+  batch->timestamp_ms.push_back(record.view.timestamp_ms);
+  batch->rank.push_back(record.rank);
+  batch->rows.resize((index + 1) * keys * kStatsSize, kNaN);
   if (keys == 0) return absl::OkStatus();
   if (file_ == nullptr || file_index_ != record.file) {
-    XDL_ASSIGN_OR_RETURN(file_, reader_.File(record.file));
+    XDL_ASSIGN_OR_RETURN(file_, reader_->File(record.file));
     file_index_ = record.file;
     stats_summary_ = StatsSummaries(*file_, options_.keys);
   }
@@ -202,7 +421,7 @@ absl::Status RecordScan::AddRecord(const TraceRecord& record, RecordScanChunk* c
     if (stats_summary_[k]) {
       // Its own row, when it summarizes something (count 0: a watch(every=) gap).
       if (column.dtype != DType::kFloat64 || column.NumElements() != kStatsSize) continue;
-      double* row = chunk->stats.data() + cell * kStatsSize;
+      double* row = batch->rows.data() + cell * kStatsSize;
       std::memcpy(row, column.data.data(), kStatsSize * sizeof(double));
       if (!(row[kStatsCount] > 0)) std::fill(row, row + kStatsSize, kNaN);
       continue;
@@ -215,57 +434,53 @@ absl::Status RecordScan::AddRecord(const TraceRecord& record, RecordScanChunk* c
       view =
           TensorView{DType::kUInt8, {static_cast<int64_t>(column.data.size())}, column.data.data()};
       if (unknown_seen_.emplace(record.file, static_cast<int32_t>(column.dtype)).second) {
-        chunk->unknown_dtypes.emplace_back(file_->path(), static_cast<int32_t>(column.dtype));
+        batch->unknown_dtypes.emplace_back(file_->path(), static_cast<int32_t>(column.dtype));
       }
     }
     const int64_t elements = view.NumElements();
     if (elements <= 0) continue;  // A shape with a zero dimension: no value either.
-    const bool histogram = options_.histogram[k] && elements > 1;
-    pending_.bytes += view.NumBytes();
-    pending_.flagged += histogram ? 1 : 0;
-    if (histogram && view.NumBytes() <= kCacheColumnBytes) pending_.cached_bytes += view.NumBytes();
-    pending_.views.push_back(std::move(view));
-    pending_.histogram.push_back(histogram);
-    pending_.cells.push_back(cell);
+    batch->bytes += view.NumBytes();
+    batch->histogram.push_back(options_.histogram[k] && elements > 1);
+    batch->views.push_back(std::move(view));
+    batch->cells.push_back(cell);
   }
   return absl::OkStatus();
 }
 
-void RecordScan::Flush(RecordScanChunk* chunk) {
-  const size_t n = pending_.views.size();
-  if (n == 0) return;
-  scratch_stats_.resize(n * kStatsSize);
-  // Stats only (split across threads); the counts go straight into the keys'
-  // open rows below, on this thread (a large tensor is sampled: cheap).
-  ComputeColumnStats(pending_.views, std::vector<bool>(n, false), scratch_stats_.data(), nullptr,
-                     options_.max_threads);
+void RecordScan::CountHistograms(const Batch& batch, size_t r, size_t* view,
+                                 RecordScanChunk* chunk) {
   const size_t keys = options_.keys.size();
-  for (size_t i = 0; i < n; ++i) {
-    const size_t cell = pending_.cells[i];
-    const double* row = scratch_stats_.data() + i * kStatsSize;
-    std::memcpy(chunk->stats.data() + cell * kStatsSize, row, kStatsSize * sizeof(double));
-    if (!pending_.histogram[i]) continue;
-    OpenGroup& group = groups_[cell % keys];
-    const bool tables = options_.histogram_group >= kTablesGroup;
+  const bool tables = options_.histogram_group >= kTablesGroup;
+  for (; *view < batch.views.size() && batch.cells[*view] / keys == r; ++*view) {
+    if (!batch.histogram[*view]) continue;
+    const size_t key = batch.cells[*view] % keys;
+    const TensorView& tensor = batch.views[*view];
+    const double* row = batch.rows.data() + batch.cells[*view] * kStatsSize;
+    OpenGroup& group = groups_[key];
     if (group.records == 0) {
-      group.gstep = chunk->gstep[cell / keys];
+      group.gstep = batch.gstep[r];
       group.counts.assign(kNumLogBuckets, 0.0);
       if (tables) group.tables.assign(kLogBucketTables * kNumLogBuckets, 0);
       group.finite = false;
+      const int64_t elements = tensor.NumElements();
+      group.every = elements > kMaxHistogramSamples
+                        ? 1
+                        : std::max<int64_t>(1, options_.histogram_group * elements / kRowSamples);
     }
-    if (tables) {
-      AccumulateLogBucketTables(pending_.views[i], group.tables.data(), kMaxHistogramSamples);
-    } else {
-      AccumulateLogBuckets(pending_.views[i], group.counts.data(), kMaxHistogramSamples);
+    if (group.records % group.every == 0) {
+      if (tables) {
+        AccumulateLogBucketTables(tensor, group.tables.data(), kMaxHistogramSamples);
+      } else {
+        AccumulateLogBuckets(tensor, group.counts.data(), kMaxHistogramSamples);
+      }
     }
     if (!std::isnan(row[kStatsMin])) {
       group.min = group.finite ? std::min(group.min, row[kStatsMin]) : row[kStatsMin];
       group.max = group.finite ? std::max(group.max, row[kStatsMax]) : row[kStatsMax];
       group.finite = true;
     }
-    if (++group.records == options_.histogram_group) EmitGroup(cell % keys, chunk);
+    if (++group.records == options_.histogram_group) EmitGroup(key, chunk);
   }
-  pending_.Clear();
 }
 
 void RecordScan::EmitGroup(size_t key, RecordScanChunk* chunk) {

@@ -6,14 +6,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "core/mutex.h"
 #include "xdl_trace/reader.h"
 #include "xdl_trace/tensor.h"
 
@@ -31,7 +35,10 @@ struct RecordScanOptions {
   // histogram row (>= 1): a chart draws a few hundred points, so a long run
   // needs no row per record.
   int64_t histogram_group = 1;
-  int max_threads = 1;  // For the stats kernel (ComputeColumnStats).
+  // 1: everything on the caller's thread; more: a walker thread reads ahead
+  // and shares the stats (see RecordScan), and a batch of large columns is
+  // split further across max_threads / 2 threads (ComputeColumnStats).
+  int max_threads = 1;
 };
 
 // A host span of one step the hook saw (docs/format.md "Host spans"): STEP
@@ -78,45 +85,51 @@ struct RecordScanChunk {
 
 // Walks the selected records of a TraceReader once (TraceReader::Read: ranks
 // merged by gstep, Meta-based skipping, torn tails), the device-only records
-// included for their fields. Value columns go to ComputeColumnStats in batches
-// of up to 64 MB of column bytes, views of the mapping (no copy). Not
-// thread-safe; keeps its reader's files alive.
+// included for their fields. Value columns are summarized in place, as views
+// of the mapping (no copy).
+//
+// Threads: with max_threads > 1 the walk runs on a walker thread, started by
+// the constructor, which reads ahead into a bounded queue of batches (up to
+// kMaxQueuedBatches of at most kBatchRecords records, record_scan.cc); the
+// caller's thread takes batches from the front. A batch's stats are computed
+// by whichever thread claims it first: the caller when the batch reaches the
+// front, the walker (newest first) once a few batches wait unclaimed, the
+// queue is full or the walk is over. So the walk and the stats share the
+// cores, and the walker keeps reading and computing while the caller is away
+// between Next() calls (the report's Python code), or before the first one.
+// The histogram rows, which add up in record order, are counted by the caller
+// as it takes records. When the caller has taken the last batch, the walker
+// drops the files (their unmapping is off the caller's path). With
+// max_threads 1 the caller walks a batch whenever the queue is empty; the
+// results are the same.
+//
+// Not thread-safe (one caller). The destructor stops and joins the walker.
 class RecordScan {
  public:
   RecordScan(const TraceReader& reader, RecordScanOptions options);
+  ~RecordScan();
+  RecordScan(const RecordScan&) = delete;
+  RecordScan& operator=(const RecordScan&) = delete;
 
   // Clears *chunk and fills it with the next records: at most `max_records`,
   // and fewer once `max_histogram_rows` histogram rows are reached (bounds the
   // chunk's memory). Returns false once the read is over (the chunk may still
   // hold records). Corruption (DataLoss naming the file and offset, also for a
   // host span that does not parse) and a missing key (IsMissingKeyError) are
-  // errors; the records before them are lost with the chunk.
+  // errors, returned again by every later call; the records before them are
+  // lost with the chunk.
   absl::StatusOr<bool> Next(size_t max_records, size_t max_histogram_rows, RecordScanChunk* chunk);
 
  private:
-  // A value column waiting for the stats kernel, and the cell it fills.
-  struct Pending {
-    std::vector<TensorView> views;
-    std::vector<bool> histogram;
-    std::vector<size_t> cells;
-    size_t bytes = 0;
-    size_t cached_bytes = 0;  // Of small histogram columns (see kCacheBatchBytes).
-    size_t flagged = 0;
+  struct Batch;
 
-    void Clear() {  // Keeps the capacity.
-      views.clear();
-      histogram.clear();
-      cells.clear();
-      bytes = cached_bytes = flagged = 0;
-    }
-  };
-
-  absl::Status AddRecord(const TraceRecord& record, RecordScanChunk* chunk);
-  absl::Status AddFields(const TraceRecord& record, RecordScanChunk* chunk);
   // A key's histogram row being summed.
   struct OpenGroup {
     int64_t gstep = 0;
     int64_t records = 0;
+    // Every `every`-th record of the row is counted (1: each; see kRowSamples
+    // in record_scan.cc), fixed by the row's first record.
+    int64_t every = 1;
     double min = 0, max = 0;
     bool finite = false;  // min and max hold values.
     std::vector<double> counts;
@@ -125,23 +138,58 @@ class RecordScan {
     std::vector<uint64_t> tables;
   };
 
-  // Runs the stats kernel over `pending_` into the chunk's cells and adds the
-  // flagged columns to their keys' open histogram rows.
-  void Flush(RecordScanChunk* chunk);
+  // Walker side (the walker thread, or the caller with max_threads 1).
+  // Reads the next batch: records up to the batch limits, the end, or an error.
+  std::unique_ptr<Batch> Walk();
+  absl::Status AddFields(const TraceRecord& record, Batch* batch);
+  absl::Status AddRecord(const TraceRecord& record, Batch* batch);
+  void WalkerLoop();
+  // The walker's end: waits until the caller popped every batch, then drops
+  // the walk's references to the files.
+  void ReleaseFiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Either thread: the stats of the batch's value columns into its rows.
+  void Compute(Batch* batch) const;
+  // Claims an unclaimed queued batch and computes it with mu_ released.
+  void ClaimAndCompute(Batch* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Caller side.
+  // The front batch, computed (waits for the walker; claims and computes it
+  // when nobody has).
+  Batch* Front();
+  // Pops the front batch (frees a queue slot for the walker).
+  void PopFront();
+  // Adds record `r` of `batch`'s histogram columns (views from *view on) to
+  // their keys' open rows; advances *view past the record's views.
+  void CountHistograms(const Batch& batch, size_t r, size_t* view, RecordScanChunk* chunk);
   // Appends `key`'s open row to the chunk and starts a new one.
   void EmitGroup(size_t key, RecordScanChunk* chunk);
 
-  TraceReader reader_;
-  RecordScanOptions options_;
-  TraceCursor cursor_;
-  Pending pending_;
-  std::vector<double> scratch_stats_;
-  std::vector<OpenGroup> groups_;                      // One per key.
+  const RecordScanOptions options_;
+
+  // Walker state: touched by the walk only.
+  // Released by the walker thread once the caller is done with its batches
+  // (ReleaseFiles), so the mappings go with them.
+  std::optional<TraceReader> reader_;
+  std::optional<TraceCursor> cursor_;
   std::set<std::pair<size_t, int32_t>> unknown_seen_;  // (file, dtype) already reported.
   // The file of the last record read and, per key, whether its column there is a stats summary.
   std::shared_ptr<TraceFile> file_;
   size_t file_index_ = 0;
   std::vector<bool> stats_summary_;
+
+  // Shared between the caller and the walker thread.
+  mutable Mutex mu_;
+  mutable CondVar changed_;  // A batch was queued, popped or computed; or stop_.
+  std::deque<std::unique_ptr<Batch>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread walker_;  // Started by the constructor when max_threads > 1.
+
+  // Caller state.
+  size_t taken_ = 0;               // Records of the front batch already in a chunk.
+  size_t taken_view_ = 0;          // Its views already counted into histogram rows.
+  std::vector<OpenGroup> groups_;  // One per key.
+  absl::Status error_;             // Sticky: the read failed.
   bool done_ = false;
 };
 
