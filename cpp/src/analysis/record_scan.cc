@@ -155,7 +155,7 @@ struct RecordScan::Batch {
   // keys + key) and whether they get log-bucket counts.
   std::vector<TensorView> views;
   std::vector<size_t> cells;
-  std::vector<bool> histogram;
+  std::vector<uint8_t> histogram;
   std::vector<StepSpan> step_spans;
   std::vector<std::string> device_traces;
   std::vector<TornTail> torn_tails;
@@ -342,7 +342,7 @@ std::unique_ptr<RecordScan::Batch> RecordScan::Walk() {
     column->reserve(max_records);
   }
   batch->rank.reserve(max_records);
-  batch->rows.reserve(max_records * keys * kStatsSize);
+  batch->rows.assign(max_records * keys * kStatsSize, kNaN);  // Cut to the records at the end.
   batch->views.reserve(max_records * keys);
   batch->cells.reserve(max_records * keys);
   while (batch->records() < max_records && batch->bytes < kBatchBytes) {
@@ -368,15 +368,21 @@ std::unique_ptr<RecordScan::Batch> RecordScan::Walk() {
       break;
     }
   }
+  batch->rows.resize(batch->records() * keys * kStatsSize);
   return batch;
 }
 
 void RecordScan::Compute(Batch* batch) const {
   const size_t n = batch->views.size();
-  if (n == 0) return;
+  const int threads = std::max(options_.max_threads / 2, 1);  // The walker and the caller share.
+  if (threads == 1) {
+    for (size_t i = 0; i < n; ++i) {
+      ComputeStats(batch->views[i], batch->rows.data() + batch->cells[i] * kStatsSize);
+    }
+    return;
+  }
   std::vector<double> stats(n * kStatsSize);
-  ComputeColumnStats(batch->views, std::vector<bool>(n, false), stats.data(), nullptr,
-                     std::max(options_.max_threads / 2, 1));
+  ComputeColumnStats(batch->views, std::vector<bool>(n, false), stats.data(), nullptr, threads);
   for (size_t i = 0; i < n; ++i) {
     std::memcpy(batch->rows.data() + batch->cells[i] * kStatsSize, stats.data() + i * kStatsSize,
                 kStatsSize * sizeof(double));
@@ -407,7 +413,6 @@ absl::Status RecordScan::AddRecord(const TraceRecord& record, Batch* batch) {
   batch->lstep.push_back(record.view.lstep);
   batch->timestamp_ms.push_back(record.view.timestamp_ms);
   batch->rank.push_back(record.rank);
-  batch->rows.resize((index + 1) * keys * kStatsSize, kNaN);
   if (keys == 0) return absl::OkStatus();
   if (file_ == nullptr || file_index_ != record.file) {
     XDL_ASSIGN_OR_RETURN(file_, reader_->File(record.file));
