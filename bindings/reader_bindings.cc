@@ -553,8 +553,10 @@ void RegisterReaderBindings(py::module_& m) {
              std::optional<std::vector<std::string>> keys, std::optional<int64_t> begin,
              std::optional<int64_t> end, std::optional<std::vector<int64_t>> steps,
              std::optional<std::vector<int32_t>> ranks, bool raw) {
-            ReadOptions options{std::move(keys), Steps(begin, end, std::move(steps)),
-                                std::move(ranks)};
+            ReadOptions options;
+            options.keys = std::move(keys);
+            options.steps = Steps(begin, end, std::move(steps));
+            options.ranks = std::move(ranks);
             return PyTraceCursor{self, self->reader.Read(std::move(options)), {}, {}, raw};
           },
           py::arg("keys") = py::none(), py::arg("begin") = py::none(), py::arg("end") = py::none(),

@@ -171,6 +171,10 @@ class RecordCursor {
 
   // Fills *record (reusing its vectors) and returns true, or returns false.
   bool Next(RecordView* record);
+  // Moves past the next frame by its length prefix alone (no decode), as Next
+  // would (the same torn-tail and corruption rules for the prefix), setting
+  // *frame_size; false at the end, as Next.
+  bool Skip(uint64_t* frame_size);
   // Moves to the frame starting at `offset` (an offset a RecordView reported).
   void Seek(uint64_t offset);
 
@@ -180,6 +184,9 @@ class RecordCursor {
   uint64_t offset() const { return offset_; }
 
  private:
+  // Next (record set) or Skip (frame_size set).
+  bool Step(RecordView* record, uint64_t* frame_size);
+
   std::shared_ptr<const TraceFile> file_;
   uint64_t offset_;
   bool done_ = false;
@@ -224,6 +231,9 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   // inside the frame (not an error); DataLoss naming the file and offset for
   // corruption.
   absl::Status ReadFrame(uint64_t offset, RecordView* record, bool* torn) const;
+  // The size (prefix included) of the frame at `offset` by its length prefix
+  // alone, with ReadFrame's rules for the prefix.
+  absl::Status FrameSize(uint64_t offset, uint64_t* frame_size, bool* torn) const;
 
   // Compares the Meta's data_bytes, record_count, crc32c and step and time
   // ranges with the file (docs/format.md, "Verifying a file").
@@ -331,6 +341,23 @@ struct ReadOptions {
   // read that selects keys, with no column and TraceRecord::device_only set;
   // a read of no key yields them anyway.
   bool device_only_records = false;
+
+  // One lane of a one-rank read split into `lanes` reads that decode in
+  // parallel: the rank's frames (from where the read starts, selected or not)
+  // are numbered in blocks that end after `block_frames` frames or
+  // `block_bytes` bytes, whichever comes first; this read decodes the blocks
+  // whose number % lanes == lane and hops over the others by their length
+  // prefixes (no decode). After each of its blocks it returns kBlockEnd. So
+  // the lanes' blocks, taken in turn, are the plain read's records in order;
+  // a torn tail belongs to the block it is met in (TraceCursor::block()), and
+  // so does the end. A read of several ranks is refused (InvalidArgument).
+  struct Interleave {
+    int lanes = 1;
+    int lane = 0;
+    uint64_t block_frames = 1024;
+    uint64_t block_bytes = uint64_t{64} << 20;
+  };
+  std::optional<Interleave> interleave;
 };
 
 // One record from a TraceCursor. `view` holds the selected columns (named by
@@ -361,6 +388,7 @@ class TraceCursor {
     kRecord,    // record() holds the next record.
     kTornTail,  // torn_tail() names a file that ends inside a frame (once per file).
     kEnd,       // Nothing more.
+    kBlockEnd,  // ReadOptions::interleave only: one of this lane's blocks ended.
   };
 
   TraceCursor(TraceCursor&&) noexcept;
@@ -377,6 +405,9 @@ class TraceCursor {
   const TornTail& torn_tail() const;
   // Frame bytes walked so far (including frames outside the step selection).
   uint64_t bytes_read() const;
+  // ReadOptions::interleave: the number of the block the next frame is in
+  // (at kTornTail and kEnd, the block they are met in).
+  uint64_t block() const;
 
  private:
   friend class TraceReader;

@@ -36,7 +36,9 @@ constexpr size_t kBatchBytes = size_t{64} << 20;  // Column bytes.
 // cell holds its stats row (64 bytes) and, for a value column, a view (about
 // 90 bytes): 40 MB at most.
 constexpr size_t kMaxQueuedBatches = 32;
-// The walker computes batches too once this many are waiting unclaimed.
+// Walkers of a read of one rank: decoding lanes (ReadOptions::interleave).
+constexpr size_t kMaxLanes = 4;
+// A walker computes batches too once this many are waiting unclaimed.
 constexpr size_t kComputeWhenUnclaimed = 2;
 // A histogram row counts about this many values of columns small enough to be
 // counted whole (at most kMaxHistogramSamples elements): every `every`-th
@@ -172,21 +174,51 @@ struct RecordScan::Batch {
 
 RecordScan::RecordScan(const TraceReader& reader, RecordScanOptions options)
     : options_(Normalized(std::move(options))),
-      reader_(reader),
-      cursor_(reader_->Read(ReadOptions{options_.keys, options_.steps, options_.ranks,
-                                        /*device_only_records=*/true})),
+      threads_(options_.max_threads > 1),
       groups_(options_.keys.size()) {
-  if (options_.max_threads > 1) walker_ = std::thread([this] { WalkerLoop(); });
+  // Lanes for a read of one rank (the walkers decode in turn, block by block).
+  size_t ranks = 0;
+  for (int32_t rank : reader.ranks()) {
+    const auto& wanted = options_.ranks;
+    ranks += !wanted || std::find(wanted->begin(), wanted->end(), rank) != wanted->end();
+  }
+  const size_t lanes = threads_ && ranks == 1
+                           ? std::min<size_t>(static_cast<size_t>(options_.max_threads), kMaxLanes)
+                           : 1;
+  const size_t keys = std::max<size_t>(options_.keys.size(), 1);
+  lanes_.resize(lanes);
+  for (size_t i = 0; i < lanes; ++i) {
+    ReadOptions read;
+    read.keys = options_.keys;
+    read.steps = options_.steps;
+    read.ranks = options_.ranks;
+    read.device_only_records = true;
+    if (lanes > 1) {
+      read.interleave = ReadOptions::Interleave{
+          static_cast<int>(lanes), static_cast<int>(i),
+          std::max<uint64_t>(std::min(kBatchRecords, kBatchCells / keys), 1), kBatchBytes};
+    }
+    lanes_[i].reader = reader;
+    lanes_[i].cursor = lanes_[i].reader->Read(std::move(read));
+  }
+  {
+    MutexLock lock(&mu_);
+    queues_.resize(lanes);
+  }
+  if (!threads_) return;
+  for (size_t i = 0; i < lanes; ++i) {
+    lanes_[i].thread = std::thread([this, i] { WalkerLoop(i); });
+  }
 }
 
 RecordScan::~RecordScan() {
-  if (!walker_.joinable()) return;
+  if (!threads_) return;
   {
     MutexLock lock(&mu_);
     stop_ = true;
     changed_.SignalAll();
   }
-  walker_.join();
+  for (Lane& lane : lanes_) lane.thread.join();
 }
 
 absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_rows,
@@ -217,7 +249,9 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
       append(chunk->step_spans, batch->step_spans);
       append(chunk->device_traces, batch->device_traces);
       append(chunk->torn_tails, batch->torn_tails);
-      append(chunk->unknown_dtypes, batch->unknown_dtypes);
+      for (auto& unknown : batch->unknown_dtypes) {  // Once, whichever lane met it.
+        if (unknown_reported_.insert(unknown).second) chunk->unknown_dtypes.push_back(unknown);
+      }
     }
     // Records [taken_, end): up to the chunk's size, and with the histogram
     // rows counted record by record up to their limit.
@@ -254,17 +288,20 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
 }
 
 RecordScan::Batch* RecordScan::Front() {
+  const size_t index = next_batch_ % lanes_.size();
   MutexLock lock(&mu_);
-  if (queue_.empty() && !walker_.joinable()) {  // No walker thread: the caller walks.
+  std::deque<std::unique_ptr<Batch>>& queue = queues_[index];
+  if (queue.empty() && !threads_) {  // No walker thread: the caller walks.
     mu_.Unlock();
-    std::unique_ptr<Batch> batch = Walk();
+    std::unique_ptr<Batch> batch = Walk(lanes_[index], index);
     mu_.Lock();
-    queue_.push_back(std::move(batch));
+    queue.push_back(std::move(batch));
   }
-  while (queue_.empty()) changed_.Wait(&mu_);  // The walker always ends with a last batch.
-  Batch* batch = queue_.front().get();
+  // The lane always ends with a last batch, or its read with one in another lane.
+  while (queue.empty()) changed_.Wait(&mu_);
+  Batch* batch = queue.front().get();
   if (!batch->claimed) ClaimAndCompute(batch);
-  while (!batch->computed) changed_.Wait(&mu_);  // The walker is computing it.
+  while (!batch->computed) changed_.Wait(&mu_);  // Its walker is computing it.
   return batch;
 }
 
@@ -281,19 +318,24 @@ void RecordScan::PopFront() {
   std::unique_ptr<Batch> done;  // Freed outside the lock.
   {
     MutexLock lock(&mu_);
-    done = std::move(queue_.front());
-    queue_.pop_front();
+    std::deque<std::unique_ptr<Batch>>& queue = queues_[next_batch_ % lanes_.size()];
+    done = std::move(queue.front());
+    queue.pop_front();
     changed_.SignalAll();
   }
+  ++next_batch_;
   taken_ = taken_view_ = 0;
 }
 
-void RecordScan::WalkerLoop() {
+void RecordScan::WalkerLoop(size_t index) {
+  Lane& lane = lanes_[index];
+  const size_t max_queued = std::max<size_t>(kMaxQueuedBatches / lanes_.size(), 2);
   while (true) {
-    std::unique_ptr<Batch> batch = Walk();
-    const bool last = batch->last;
+    std::unique_ptr<Batch> batch = Walk(lane, index);
+    const bool last = batch == nullptr || batch->last;
     MutexLock lock(&mu_);
-    queue_.push_back(std::move(batch));
+    std::deque<std::unique_ptr<Batch>>& queue = queues_[index];
+    if (batch != nullptr) queue.push_back(std::move(batch));
     changed_.SignalAll();
     // Compute while the caller is behind (batches of a few walks wait
     // unclaimed: it is computing, or away between Next() calls), while the
@@ -302,16 +344,16 @@ void RecordScan::WalkerLoop() {
     while (!stop_) {
       Batch* newest = nullptr;
       size_t unclaimed = 0;
-      for (auto it = queue_.rbegin(); it != queue_.rend(); ++it) {
+      for (auto it = queue.rbegin(); it != queue.rend(); ++it) {
         if ((*it)->claimed) continue;
         if (newest == nullptr) newest = it->get();
         ++unclaimed;
       }
-      const bool full = queue_.size() >= kMaxQueuedBatches;
+      const bool full = queue.size() >= max_queued;
       if (newest != nullptr && (unclaimed >= kComputeWhenUnclaimed || full || last)) {
         ClaimAndCompute(newest);
       } else if (last) {
-        return ReleaseFiles();
+        return ReleaseFiles(lane, index);
       } else if (full) {
         changed_.Wait(&mu_);
       } else {
@@ -322,18 +364,19 @@ void RecordScan::WalkerLoop() {
   }
 }
 
-void RecordScan::ReleaseFiles() {
-  // Once the caller holds no batch, the walk's references are the mappings'
-  // last: unmapping (milliseconds per 100 MB) happens here, not in the caller.
-  while (!stop_ && !queue_.empty()) changed_.Wait(&mu_);
+void RecordScan::ReleaseFiles(Lane& lane, size_t index) {
+  // Once the caller holds none of the lane's batches, the walk's references
+  // are the mappings' last (with the other lanes'): unmapping (milliseconds
+  // per 100 MB) happens here, not in the caller.
+  while (!stop_ && !queues_[index].empty()) changed_.Wait(&mu_);
   mu_.Unlock();
-  file_.reset();
-  cursor_.reset();
-  reader_.reset();
+  lane.file.reset();
+  lane.cursor.reset();
+  lane.reader.reset();
   mu_.Lock();
 }
 
-std::unique_ptr<RecordScan::Batch> RecordScan::Walk() {
+std::unique_ptr<RecordScan::Batch> RecordScan::Walk(Lane& lane, size_t index) {
   auto batch = std::make_unique<Batch>();
   const size_t keys = options_.keys.size();
   const size_t max_records =
@@ -345,23 +388,30 @@ std::unique_ptr<RecordScan::Batch> RecordScan::Walk() {
   batch->rows.assign(max_records * keys * kStatsSize, kNaN);  // Cut to the records at the end.
   batch->views.reserve(max_records * keys);
   batch->cells.reserve(max_records * keys);
-  while (batch->records() < max_records && batch->bytes < kBatchBytes) {
-    absl::StatusOr<TraceCursor::Event> event = cursor_->Next();
-    absl::Status status = event.status();
-    if (status.ok() && *event == TraceCursor::Event::kEnd) {
+  // Interleaved, a batch is one block of the lane (the read says where it
+  // ends); otherwise the limits above end it.
+  const size_t lanes = lanes_.size();
+  auto mine = [&] { return lane.cursor->block() % lanes == index; };
+  TraceCursor& cursor = *lane.cursor;
+  while (lanes > 1 || (batch->records() < max_records && batch->bytes < kBatchBytes)) {
+    absl::StatusOr<TraceCursor::Event> event = cursor.Next();
+    // The end, a torn tail or an error of the read belongs to the block it is
+    // met in: another lane's is that lane's to report, and this lane is done.
+    if (!event.ok() || *event == TraceCursor::Event::kEnd) {
+      if (lanes > 1 && !mine()) return nullptr;
+      batch->status = event.status();
       batch->last = true;
       break;
     }
-    if (status.ok() && *event == TraceCursor::Event::kTornTail) {
-      batch->torn_tails.push_back(cursor_->torn_tail());
+    if (*event == TraceCursor::Event::kBlockEnd) break;
+    if (*event == TraceCursor::Event::kTornTail) {
+      if (lanes == 1 || mine()) batch->torn_tails.push_back(cursor.torn_tail());
       continue;
     }
-    if (status.ok()) {
-      const TraceRecord& record = cursor_->record();
-      status = AddFields(record, batch.get());
-      // A device-only record gives its fields only: it is no step of the run.
-      if (status.ok() && !record.device_only) status = AddRecord(record, batch.get());
-    }
+    const TraceRecord& record = cursor.record();  // Of this lane's block.
+    absl::Status status = AddFields(lane, record, batch.get());
+    // A device-only record gives its fields only: it is no step of the run.
+    if (status.ok() && !record.device_only) status = AddRecord(lane, record, batch.get());
     if (!status.ok()) {
       batch->status = std::move(status);
       batch->last = true;
@@ -389,10 +439,10 @@ void RecordScan::Compute(Batch* batch) const {
   }
 }
 
-absl::Status RecordScan::AddFields(const TraceRecord& record, Batch* batch) {
+absl::Status RecordScan::AddFields(const Lane& lane, const TraceRecord& record, Batch* batch) {
   const std::vector<RawField>& extra = record.view.extra_fields;
   if (extra.empty()) return absl::OkStatus();
-  const std::string& path = reader_->files()[record.file].path;
+  const std::string& path = lane.reader->files()[record.file].path;
   for (const RawField& field : extra) {
     if (field.wire_type != kWireLengthDelimited) continue;
     if (field.number == kRecordDeviceTrace) {
@@ -406,7 +456,7 @@ absl::Status RecordScan::AddFields(const TraceRecord& record, Batch* batch) {
   return absl::OkStatus();
 }
 
-absl::Status RecordScan::AddRecord(const TraceRecord& record, Batch* batch) {
+absl::Status RecordScan::AddRecord(Lane& lane, const TraceRecord& record, Batch* batch) {
   const size_t keys = options_.keys.size();
   const size_t index = batch->records();
   batch->gstep.push_back(record.view.gstep);
@@ -414,16 +464,16 @@ absl::Status RecordScan::AddRecord(const TraceRecord& record, Batch* batch) {
   batch->timestamp_ms.push_back(record.view.timestamp_ms);
   batch->rank.push_back(record.rank);
   if (keys == 0) return absl::OkStatus();
-  if (file_ == nullptr || file_index_ != record.file) {
-    XDL_ASSIGN_OR_RETURN(file_, reader_->File(record.file));
-    file_index_ = record.file;
-    stats_summary_ = StatsSummaries(*file_, options_.keys);
+  if (lane.file == nullptr || lane.file_index != record.file) {
+    XDL_ASSIGN_OR_RETURN(lane.file, lane.reader->File(record.file));
+    lane.file_index = record.file;
+    lane.stats_summary = StatsSummaries(*lane.file, options_.keys);
   }
   for (size_t k = 0; k < keys; ++k) {
     const ColumnView& column = record.view.columns[k];
     const size_t cell = index * keys + k;
     if (column.empty()) continue;  // No value at this step.
-    if (stats_summary_[k]) {
+    if (lane.stats_summary[k]) {
       // Its own row, when it summarizes something (count 0: a watch(every=) gap).
       if (column.dtype != DType::kFloat64 || column.NumElements() != kStatsSize) continue;
       double* row = batch->rows.data() + cell * kStatsSize;
@@ -438,8 +488,8 @@ absl::Status RecordScan::AddRecord(const TraceRecord& record, Batch* batch) {
       // Newer than this reader: summarized as its raw bytes, as the reader hands them out.
       view =
           TensorView{DType::kUInt8, {static_cast<int64_t>(column.data.size())}, column.data.data()};
-      if (unknown_seen_.emplace(record.file, static_cast<int32_t>(column.dtype)).second) {
-        batch->unknown_dtypes.emplace_back(file_->path(), static_cast<int32_t>(column.dtype));
+      if (lane.unknown_seen.emplace(record.file, static_cast<int32_t>(column.dtype)).second) {
+        batch->unknown_dtypes.emplace_back(lane.file->path(), static_cast<int32_t>(column.dtype));
       }
     }
     const int64_t elements = view.NumElements();

@@ -88,22 +88,25 @@ struct RecordScanChunk {
 // included for their fields. Value columns are summarized in place, as views
 // of the mapping (no copy).
 //
-// Threads: with max_threads > 1 the walk runs on a walker thread, started by
-// the constructor, which reads ahead into a bounded queue of batches (up to
-// kMaxQueuedBatches of at most kBatchRecords records, record_scan.cc); the
-// caller's thread takes batches from the front. A batch's stats are computed
-// by whichever thread claims it first: the caller when the batch reaches the
-// front, the walker (newest first) once a few batches wait unclaimed, the
-// queue is full or the walk is over. So the walk and the stats share the
-// cores, and the walker keeps reading and computing while the caller is away
-// between Next() calls (the report's Python code), or before the first one.
-// The histogram rows, which add up in record order, are counted by the caller
-// as it takes records. When the caller has taken the last batch, the walker
+// Threads: with max_threads > 1 the walk runs on walker threads, started by
+// the constructor, which read ahead into bounded queues of batches; the
+// caller's thread takes batches in order. A read of one rank (a data file, as
+// the report reads) is split into lanes (up to max_threads, at most
+// kMaxLanes): each walker decodes every lanes-th block of frames and hops over
+// the others by their length prefixes (ReadOptions::interleave), so decoding
+// runs on several cores, and the caller takes the lanes' batches in turn. A
+// read of several ranks has one walker. A batch's stats are computed by
+// whichever thread claims it first: the caller when the batch is next, its
+// walker (newest first) once a few batches wait unclaimed, its queue is full
+// or its walk is over. So decoding, the stats and the caller's own work
+// between Next() calls (the report's Python code) share the cores. The
+// histogram rows, which add up in record order, are counted by the caller as
+// it takes records. When the caller has taken a lane's last batch, its walker
 // drops the files (their unmapping is off the caller's path). With
-// max_threads 1 the caller walks a batch whenever the queue is empty; the
-// results are the same.
+// max_threads 1 the caller walks a batch whenever it needs one; the results
+// are the same.
 //
-// Not thread-safe (one caller). The destructor stops and joins the walker.
+// Not thread-safe (one caller). The destructor stops and joins the walkers.
 class RecordScan {
  public:
   RecordScan(const TraceReader& reader, RecordScanOptions options);
@@ -138,15 +141,33 @@ class RecordScan {
     std::vector<uint64_t> tables;
   };
 
-  // Walker side (the walker thread, or the caller with max_threads 1).
-  // Reads the next batch: records up to the batch limits, the end, or an error.
-  std::unique_ptr<Batch> Walk();
-  absl::Status AddFields(const TraceRecord& record, Batch* batch);
-  absl::Status AddRecord(const TraceRecord& record, Batch* batch);
-  void WalkerLoop();
-  // The walker's end: waits until the caller popped every batch, then drops
-  // the walk's references to the files.
-  void ReleaseFiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A walker's own state: touched only by its thread (or the caller's, with
+  // max_threads 1).
+  struct Lane {
+    // Released by the walker once the caller took the lane's last batch
+    // (ReleaseFiles), so the mappings go with them.
+    std::optional<TraceReader> reader;
+    std::optional<TraceCursor> cursor;
+    std::set<std::pair<size_t, int32_t>> unknown_seen;  // (file, dtype) already reported.
+    // The file of the last record read and, per key, whether its column there
+    // is a stats summary.
+    std::shared_ptr<TraceFile> file;
+    size_t file_index = 0;
+    std::vector<bool> stats_summary;
+    std::thread thread;  // Its walker, when max_threads > 1.
+  };
+
+  // Walker side.
+  // Reads `lane`'s next batch: its next block of frames (when interleaved),
+  // or records up to the batch limits, up to the end or an error. Null at the
+  // end of an interleaved read that ends in another lane's block.
+  std::unique_ptr<Batch> Walk(Lane& lane, size_t index);
+  absl::Status AddFields(const Lane& lane, const TraceRecord& record, Batch* batch);
+  absl::Status AddRecord(Lane& lane, const TraceRecord& record, Batch* batch);
+  void WalkerLoop(size_t index);
+  // A walker's end: waits until the caller popped its every batch, then drops
+  // the lane's references to the files.
+  void ReleaseFiles(Lane& lane, size_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Either thread: the stats of the batch's value columns into its rows.
   void Compute(Batch* batch) const;
@@ -166,30 +187,22 @@ class RecordScan {
   void EmitGroup(size_t key, RecordScanChunk* chunk);
 
   const RecordScanOptions options_;
+  std::vector<Lane> lanes_;  // One per walker; one with max_threads 1.
+  const bool threads_;       // The lanes have walker threads.
 
-  // Walker state: touched by the walk only.
-  // Released by the walker thread once the caller is done with its batches
-  // (ReleaseFiles), so the mappings go with them.
-  std::optional<TraceReader> reader_;
-  std::optional<TraceCursor> cursor_;
-  std::set<std::pair<size_t, int32_t>> unknown_seen_;  // (file, dtype) already reported.
-  // The file of the last record read and, per key, whether its column there is a stats summary.
-  std::shared_ptr<TraceFile> file_;
-  size_t file_index_ = 0;
-  std::vector<bool> stats_summary_;
-
-  // Shared between the caller and the walker thread.
+  // Shared between the caller and the walker threads.
   mutable Mutex mu_;
   mutable CondVar changed_;  // A batch was queued, popped or computed; or stop_.
-  std::deque<std::unique_ptr<Batch>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::deque<std::unique_ptr<Batch>>> queues_ ABSL_GUARDED_BY(mu_);  // Per lane.
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread walker_;  // Started by the constructor when max_threads > 1.
 
   // Caller state.
+  uint64_t next_batch_ = 0;        // Batches taken; the next is lane next_batch_ % lanes'.
   size_t taken_ = 0;               // Records of the front batch already in a chunk.
   size_t taken_view_ = 0;          // Its views already counted into histogram rows.
   std::vector<OpenGroup> groups_;  // One per key.
-  absl::Status error_;             // Sticky: the read failed.
+  std::set<std::pair<std::string, int32_t>> unknown_reported_;  // Across the lanes.
+  absl::Status error_;                                          // Sticky: the read failed.
   bool done_ = false;
 };
 

@@ -103,6 +103,10 @@ struct RankStream {
   TraceRecord head;              // The next record of this rank.
   bool has_head = false;
   bool stale = true;  // `head` was handed out (or never read): advance first.
+  // ReadOptions::interleave: the block the next frame is in, its frames and
+  // bytes so far, and whether one of this lane's blocks ended unreported.
+  uint64_t block = 0, block_frames = 0, block_bytes = 0;
+  bool block_end = false;
 };
 
 struct TraceCursor::Impl {
@@ -116,12 +120,27 @@ struct TraceCursor::Impl {
   uint64_t bytes_read = 0;
   absl::Status error;
 
-  enum class Step { kHead, kTorn, kDone };
+  enum class Step { kHead, kTorn, kDone, kBlockEnd };
+
+  // Counts a frame walked (decoded or hopped) into the stream's block.
+  void CountFrame(RankStream& s, uint64_t frame_size) {
+    const ReadOptions::Interleave& lanes = *options.interleave;
+    ++s.block_frames;
+    s.block_bytes += frame_size;
+    if (s.block_frames < lanes.block_frames && s.block_bytes < lanes.block_bytes) return;
+    s.block_end = s.block % static_cast<uint64_t>(lanes.lanes) == static_cast<uint64_t>(lanes.lane);
+    ++s.block;
+    s.block_frames = s.block_bytes = 0;
+  }
 
   // Reads the next selected record of `s` into s.head.
   absl::StatusOr<Step> Advance(RankStream& s) {
     s.has_head = false;
     while (true) {
+      if (s.block_end) {  // Before anything of the next block.
+        s.block_end = false;
+        return Step::kBlockEnd;
+      }
       if (!s.cursor) {
         if (s.next_file == s.files.size()) return Step::kDone;
         const size_t index = s.files[s.next_file++];
@@ -135,9 +154,18 @@ struct TraceCursor::Impl {
         s.head.rank = s.rank;
         s.head.keys = options.keys ? &*options.keys : &s.file->keys();
       }
-      RecordView& target = options.keys ? s.decoded : s.head.view;
-      if (s.cursor->Next(&target)) {
+      if (options.interleave && s.block % static_cast<uint64_t>(options.interleave->lanes) !=
+                                    static_cast<uint64_t>(options.interleave->lane)) {
+        uint64_t frame_size = 0;
+        if (s.cursor->Skip(&frame_size)) {  // Another lane's block.
+          bytes_read += frame_size;
+          CountFrame(s, frame_size);
+          continue;
+        }
+      } else if (RecordView& target = options.keys ? s.decoded : s.head.view;
+                 s.cursor->Next(&target)) {
         bytes_read += target.frame_size;
+        if (options.interleave) CountFrame(s, target.frame_size);
         if (!Selected(options.steps, target.gstep)) continue;
         const bool no_keys = options.keys && options.keys->empty();
         s.head.device_only = IsDeviceOnlyRecord(target, s.file->keys().size());
@@ -179,7 +207,9 @@ struct TraceCursor::Impl {
     for (RankStream& s : streams) {
       if (!s.stale) continue;
       XDL_ASSIGN_OR_RETURN(const Step step, Advance(s));
-      if (step == Step::kTorn) return Event::kTornTail;  // `s` stays stale: it goes on next time.
+      // `s` stays stale after these: it goes on next time.
+      if (step == Step::kTorn) return Event::kTornTail;
+      if (step == Step::kBlockEnd) return Event::kBlockEnd;
       s.stale = false;
     }
     const RankStream* best = nullptr;
@@ -209,6 +239,9 @@ absl::StatusOr<TraceCursor::Event> TraceCursor::Next() {
 const TraceRecord& TraceCursor::record() const { return impl_->streams[impl_->current].head; }
 const TornTail& TraceCursor::torn_tail() const { return impl_->torn_tail; }
 uint64_t TraceCursor::bytes_read() const { return impl_->bytes_read; }
+uint64_t TraceCursor::block() const {
+  return impl_->streams.empty() ? 0 : impl_->streams.front().block;
+}
 
 TraceCursor TraceReader::Read(ReadOptions options) const {
   auto impl = std::make_unique<TraceCursor::Impl>(*this, std::move(options));
@@ -222,6 +255,17 @@ TraceCursor TraceReader::Read(ReadOptions options) const {
       if (files()[i].rank == rank) stream.files.push_back(i);
     }
     impl->streams.push_back(std::move(stream));
+  }
+  if (const auto& lanes = impl->options.interleave) {
+    if (impl->streams.size() > 1) {
+      impl->error = absl::InvalidArgumentError(absl::StrCat(
+          "an interleaved read needs one rank; this one selects ", impl->streams.size()));
+    } else if (lanes->lanes < 1 || lanes->lane < 0 || lanes->lane >= lanes->lanes ||
+               lanes->block_frames < 1) {
+      impl->error = absl::InvalidArgumentError(absl::StrCat("interleave: lane ", lanes->lane,
+                                                            " of ", lanes->lanes, ", blocks of ",
+                                                            lanes->block_frames, " frames"));
+    }
   }
   return TraceCursor(std::move(impl));
 }

@@ -376,7 +376,11 @@ void RecordCursor::Seek(uint64_t offset) {
   status_ = absl::OkStatus();
 }
 
-bool RecordCursor::Next(RecordView* record) {
+bool RecordCursor::Next(RecordView* record) { return Step(record, nullptr); }
+
+bool RecordCursor::Skip(uint64_t* frame_size) { return Step(nullptr, frame_size); }
+
+bool RecordCursor::Step(RecordView* record, uint64_t* frame_size) {
   if (!file_->version_error().ok()) {
     status_ = file_->version_error();
     done_ = true;
@@ -387,7 +391,14 @@ bool RecordCursor::Next(RecordView* record) {
     return false;
   }
   bool torn = false;
-  status_ = file_->ReadFrame(offset_, record, &torn);
+  uint64_t size = 0;
+  if (record != nullptr) {
+    status_ = file_->ReadFrame(offset_, record, &torn);
+    size = record->frame_size;
+  } else {
+    status_ = file_->FrameSize(offset_, &size, &torn);
+    *frame_size = size;
+  }
   if (!status_.ok() || torn) {
     done_ = true;
     if (torn) {
@@ -396,7 +407,7 @@ bool RecordCursor::Next(RecordView* record) {
     }
     return false;
   }
-  offset_ += record->frame_size;
+  offset_ += size;
   return true;
 }
 
@@ -550,6 +561,13 @@ absl::Status TraceFile::FrameLength(uint64_t offset, uint64_t* length, bool* tor
     }
     *torn = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status TraceFile::FrameSize(uint64_t offset, uint64_t* frame_size, bool* torn) const {
+  uint64_t length = 0;
+  XDL_RETURN_IF_ERROR(FrameLength(offset, &length, torn));
+  *frame_size = kPrefixBytes + length;
   return absl::OkStatus();
 }
 
