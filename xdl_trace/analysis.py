@@ -382,6 +382,7 @@ def scan_run(
         )
 
     upcoming = [open_scan(0)] if paths else []
+    finished = None  # The last file's scan, dropped a file later: its walkers unmap meanwhile.
     for i, (rank, file_path, size) in enumerate(paths):
         scan.records.setdefault(rank, 0)
         cursor = upcoming.pop()
@@ -400,7 +401,7 @@ def scan_run(
             histograms and rank == histogram_rank,
             open_next,
         )
-        del cursor
+        finished, cursor = cursor, None
         if on_progress is not None:
             on_progress(size)
     for rank in scan.ranks:  # Host spans where a rank has them, else record timestamps.
