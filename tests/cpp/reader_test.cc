@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -786,6 +787,102 @@ TEST_CASE("ReadStartOffset follows the Meta: our prefix, XDL's whole file", "[re
   WriteFile(path + ".meta", xdl::proto::Meta().SerializeAsString());  // Knows no steps.
   file = MustOpen(path);
   CHECK(ReadStartOffset(*file, {100, 200, std::nullopt}) == first);
+}
+
+// One lane of an interleaved read: its blocks' gsteps in order (the last one
+// partial), its torn tails with the block each was met in, where it ended.
+struct LaneRead {
+  std::vector<std::vector<int64_t>> blocks{{}};
+  std::vector<std::pair<uint64_t, TornTail>> torn_tails;
+  uint64_t end_block = 0;
+  absl::Status status;
+};
+
+LaneRead DrainLane(TraceCursor cursor) {
+  LaneRead out;
+  while (true) {
+    absl::StatusOr<TraceCursor::Event> event = cursor.Next();
+    if (!event.ok()) {
+      out.status = event.status();
+      out.end_block = cursor.block();
+      return out;
+    }
+    switch (*event) {
+      case TraceCursor::Event::kEnd:
+        out.end_block = cursor.block();
+        return out;
+      case TraceCursor::Event::kBlockEnd:
+        out.blocks.emplace_back();
+        break;
+      case TraceCursor::Event::kTornTail:
+        out.torn_tails.emplace_back(cursor.block(), cursor.torn_tail());
+        break;
+      case TraceCursor::Event::kRecord:
+        out.blocks.back().push_back(cursor.record().view.gstep);
+        break;
+    }
+  }
+}
+
+TEST_CASE("interleaved lanes, their blocks taken in turn, are the plain read", "[reader]") {
+  TempDir dir;
+  std::vector<int64_t> first(10), second(7);
+  std::iota(first.begin(), first.end(), 0);
+  std::iota(second.begin(), second.end(), 10);
+  WriteSteps(dir / "train.trace.0.1", first);
+  const std::string full = WriteSteps(dir / "train.trace.0.2", second, /*with_meta=*/false);
+  const size_t last = full.size() - Frame(SimpleRecord(16).SerializeAsString()).size();
+  WriteFile(dir / "train.trace.0.2", full.substr(0, last + 5));  // 10..15, then a torn tail.
+  const TraceReader reader = MustOpenTrace(dir.path());
+
+  for (const std::optional<int64_t> begin : {std::optional<int64_t>(), std::optional<int64_t>(3)}) {
+    ReadOptions plain;
+    plain.steps.begin = begin;
+    const Drained expected = Drain(reader.Read(plain));
+    REQUIRE(expected.status.ok());
+    REQUIRE(expected.torn_tails.size() == 1);
+    for (const int lanes : {1, 2, 3}) {
+      for (const uint64_t block_frames : {1, 3, 4, 100}) {
+        INFO(lanes << " lanes, blocks of " << block_frames << " frames, from gstep "
+                   << begin.value_or(0));
+        std::vector<LaneRead> read;
+        for (int lane = 0; lane < lanes; ++lane) {
+          ReadOptions options = plain;
+          options.interleave = ReadOptions::Interleave{lanes, lane, block_frames, 1 << 20};
+          read.push_back(DrainLane(reader.Read(options)));
+          REQUIRE(read.back().status.ok());
+        }
+        const uint64_t end = read[0].end_block;
+        std::vector<int64_t> gsteps;
+        std::vector<TornTail> torn_tails;
+        for (uint64_t block = 0; block <= end; ++block) {
+          const LaneRead& owner = read[block % static_cast<uint64_t>(lanes)];
+          CHECK(owner.end_block == end);
+          const auto& records = owner.blocks.at(block / static_cast<uint64_t>(lanes));
+          gsteps.insert(gsteps.end(), records.begin(), records.end());
+          for (const auto& [at, torn] : owner.torn_tails) {
+            if (at == block) torn_tails.push_back(torn);
+          }
+        }
+        std::vector<int64_t> plain_gsteps;
+        for (const auto& record : expected.records) plain_gsteps.push_back(record.first);
+        CHECK(gsteps == plain_gsteps);
+        REQUIRE(torn_tails.size() == 1);
+        CHECK(torn_tails[0].offset == expected.torn_tails[0].offset);
+      }
+    }
+  }
+
+  // Lanes need one rank.
+  WriteSteps(dir / "train.trace.1.1", {0, 1});
+  ReadOptions two_ranks;
+  two_ranks.interleave = ReadOptions::Interleave{2, 0, 4, 1 << 20};
+  const Drained refused = Drain(MustOpenTrace(dir.path()).Read(two_ranks));
+  CHECK(absl::IsInvalidArgument(refused.status));
+  two_ranks.ranks = std::vector<int32_t>{1};
+  const LaneRead one = DrainLane(MustOpenTrace(dir.path()).Read(two_ranks));
+  CHECK(one.status.ok());
+  CHECK(one.blocks.front() == std::vector<int64_t>{0, 1});
 }
 
 TEST_CASE("a torn tail is one event naming the file, rank and offset", "[reader]") {
