@@ -16,8 +16,13 @@ time (user + system: the report computes on every core, verify on one).
 --small N writes N records of the same keys with 64-element tensors instead (about 1.8 KB per
 record): the case where per-record work, not bytes, sets the report's time.
 
---trace DIR measures a trace already on disk instead (e.g. one a run with --keep left): to
-compare two checkouts side by side, run each one's bench/report.py on the same files.
+--trace DIR measures a trace already on disk instead (e.g. one a run with --keep left);
+--root CHECKOUT runs the commands from another checkout's xdl_trace (built), so two revisions
+are measured side by side on the same files:
+
+    /usr/bin/python3 bench/report.py --small 1000000 --dir /dev/shm/r --keep
+    /usr/bin/python3 bench/report.py --trace /dev/shm/r/run --root ../old-checkout --runs 5
+    /usr/bin/python3 bench/report.py --trace /dev/shm/r/run --runs 5
 """
 
 import argparse
@@ -83,8 +88,8 @@ def write_trace(directory, gigabytes, small_records=None):
     return steps
 
 
-def run(argv):
-    code = CHILD.format(root=ROOT, argv=argv)
+def run(argv, root=ROOT):
+    code = CHILD.format(root=root, argv=argv)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     line = next((l for l in result.stdout.splitlines() if l.startswith("BENCH ")), None)
     if line is None:
@@ -92,12 +97,12 @@ def run(argv):
     return json.loads(line[len("BENCH ") :])
 
 
-def best_of(argv, runs=2):
-    results = [run(argv) for _ in range(runs)]
+def best_of(argv, runs=2, root=ROOT):
+    results = [run(argv, root) for _ in range(runs)]
     return min(results, key=lambda r: r["seconds"])
 
 
-def measure(trace_dir, out_dir, runs):
+def measure(trace_dir, out_dir, runs, root=ROOT):
     """Runs verify and report on `trace_dir` (page cache warmed first) and prints the table."""
     files = [os.path.join(trace_dir, f) for f in os.listdir(trace_dir)]
     size = sum(os.path.getsize(f) for f in files)
@@ -106,8 +111,8 @@ def measure(trace_dir, out_dir, runs):
             while f.read(1 << 24):
                 pass
     out = os.path.join(out_dir, "report.html")
-    verify = best_of(["verify", trace_dir], runs)
-    rep = best_of(["report", trace_dir, "-o", out], runs)
+    verify = best_of(["verify", trace_dir], runs, root)
+    rep = best_of(["report", trace_dir, "-o", out], runs, root)
     print(f"{'command':<10} {'seconds':>8} {'GB/s':>6} {'CPU s':>7} {'peak RSS MB':>12}")
     for name, r in (("verify", verify), ("report", rep)):
         print(
@@ -128,10 +133,11 @@ def main():
     parser.add_argument("--small", type=int, help="N records of 64-element tensors instead")
     parser.add_argument("--trace", help="measure this trace directory instead of writing one")
     parser.add_argument("--runs", type=int, default=2, help="runs per command; the best is kept")
+    parser.add_argument("--root", default=ROOT, help="run the commands from this checkout")
     args = parser.parse_args()
     if args.trace:
         with tempfile.TemporaryDirectory(prefix="xdl_report_bench_") as out_dir:
-            measure(args.trace, out_dir, args.runs)
+            measure(args.trace, out_dir, args.runs, os.path.abspath(args.root))
         return
     base = args.dir or tempfile.mkdtemp(
         prefix="xdl_report_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -148,7 +154,7 @@ def main():
             f"{len([f for f in files if not f.endswith('.meta')])} data files in {trace_dir} "
             f"(written in {time.perf_counter() - start:.1f} s)"
         )
-        measure(trace_dir, base, args.runs)
+        measure(trace_dir, base, args.runs, os.path.abspath(args.root))
     finally:
         if not args.keep:
             shutil.rmtree(base if not args.dir else trace_dir, ignore_errors=True)

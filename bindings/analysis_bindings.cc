@@ -164,7 +164,7 @@ py::array_t<T> ToArray(std::vector<T>&& values, std::vector<py::ssize_t> shape) 
 // walker's core, about 4 ms per 16 MB chunk. Guarded by the GIL: filled by the
 // arrays' capsule destructors, emptied by NextChunk before it releases the GIL.
 struct SpareBuffers {
-  static constexpr size_t kKept = 4;
+  static constexpr size_t kKept = 2;  // A chunk in Python and the one being filled.
   std::vector<std::vector<double>> buffers;
 
   // The spare buffer of the largest capacity, emptied (or a new one).
