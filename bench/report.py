@@ -39,12 +39,10 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.append(ROOT)  # A checkout without an installed package.
 
-# Runs one xdl-trace command in this (fresh) process, as the console script does (argv[0] is
-# what xdl_trace checks to cap numpy's OpenBLAS threads), and prints its time and peak RSS as JSON.
+# Runs one xdl-trace command in this (fresh) process and prints its time and peak RSS as JSON.
 CHILD = """
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-sys.argv = ["xdl-trace"] + {argv!r}
 from xdl_trace.cli import main
 start = time.perf_counter()
 code = main({argv!r})

@@ -10,25 +10,9 @@
 The C++ core (xdl_trace._core) captures registered memory and writes on its own IO thread.
 """
 
-import os
 import sys
 
 from ._version import __version__
-
-
-def _is_command():
-    """True in the xdl-trace command: the console script, or `python -m xdl_trace`."""
-    if os.path.basename(getattr(sys, "argv", [""])[0] or "") == "xdl-trace":
-        return True
-    argv = list(getattr(sys, "orig_argv", []))
-    return "-m" in argv[:-1] and argv[argv.index("-m") + 1] == "xdl_trace"
-
-
-# The command does no linear algebra, but numpy's OpenBLAS starts a thread per core that spins for
-# about 0.1 s before it sleeps, on the cores the report's scan uses (docs/design.md, "Report").
-# Only in the command, before numpy is imported, and only when the user set nothing.
-if _is_command():
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 try:
     import numpy as _numpy  # noqa: F401  (needed below; imported first for a clear message)

@@ -162,31 +162,6 @@ def test_python_dash_m_entry_point(trace_dir, tmp_path):
         assert name in result.stdout
 
 
-def test_the_command_caps_openblas_threads_and_nothing_else_does():
-    """In the xdl-trace command (console script or -m), numpy's OpenBLAS gets one thread unless
-    the user chose; a plain `import xdl_trace` (a training script) leaves BLAS alone."""
-    package_root = os.path.dirname(os.path.dirname(xdl_trace.reader.__file__))
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    env["PYTHONPATH"] = package_root
-    probe = "import xdl_trace, os; print(os.environ.get('OPENBLAS_NUM_THREADS'))"
-    cases = [
-        ("sys.argv[0] = '/usr/local/bin/xdl-trace'", {}, "1"),
-        ("sys.orig_argv = [sys.executable, '-m', 'xdl_trace', 'report']", {}, "1"),
-        ("sys.argv[0] = 'xdl-trace'", {"OPENBLAS_NUM_THREADS": "3"}, "3"),
-        ("pass", {}, "None"),
-    ]
-    for setup, extra, expected in cases:
-        result = subprocess.run(
-            [sys.executable, "-c", f"import sys; {setup}; {probe}"],
-            capture_output=True,
-            text=True,
-            env=dict(env, **extra),
-            timeout=120,
-        )
-        assert result.returncode == 0, result.stderr
-        assert result.stdout.split() == [expected], setup
-
-
 def test_dump_of_a_torn_file_warns_once_with_the_offset(tmp_path):
     path = str(tmp_path / "train.trace.0.1")
     recs = tm.simple_records(range(3))
