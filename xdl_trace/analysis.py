@@ -42,8 +42,8 @@ LOG_BUCKET_EDGES = np.asarray(_core.LOG_BUCKET_EDGES)
 
 # Bounds of one _core.RecordScan chunk (its arrays are what a scan holds besides the
 # accumulators): records, record x key cells (64 bytes of stats each) and histogram rows (5 KB).
-_CHUNK_RECORDS = 1 << 16
-_CHUNK_CELLS = 1 << 18
+_CHUNK_RECORDS = 1 << 15
+_CHUNK_CELLS = 1 << 17
 _CHUNK_HISTOGRAM_ROWS = 1024
 
 

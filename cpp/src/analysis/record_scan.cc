@@ -31,8 +31,8 @@ constexpr uint32_t kRecordDeviceTrace = 5;  // xdl.proto.Record.device_trace
 constexpr size_t kBatchRecords = 1024;
 constexpr size_t kBatchCells = 8192;              // Record x key cells.
 constexpr size_t kBatchBytes = size_t{64} << 20;  // Column bytes.
-// The walker's read-ahead, about a chunk of the caller's (262,144 cells), so
-// it keeps reading while the caller is away between Next() calls. A queued
+// The walkers' read-ahead, two chunks of the caller's (131,072 cells each), so
+// they keep reading while the caller is away between Next() calls. A queued
 // cell holds its stats row (64 bytes) and, for a value column, a view (about
 // 90 bytes): 40 MB at most.
 constexpr size_t kMaxQueuedBatches = 32;
