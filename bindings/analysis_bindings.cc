@@ -170,9 +170,8 @@ struct SpareBuffers {
   // The spare buffer of the largest capacity, emptied (or a new one).
   std::vector<double> Take() {
     if (buffers.empty()) return {};
-    auto largest = std::max_element(buffers.begin(), buffers.end(), [](auto& a, auto& b) {
-      return a.capacity() < b.capacity();
-    });
+    auto largest = std::max_element(buffers.begin(), buffers.end(),
+                                    [](auto& a, auto& b) { return a.capacity() < b.capacity(); });
     std::vector<double> out = std::move(*largest);
     buffers.erase(largest);
     out.clear();
