@@ -375,14 +375,13 @@ def scan_run(
     paths = [(f.rank, f.path, f.size) for f in files]
     del trace, files  # At most two data files mapped from here on: this one and the next.
 
-    def open_scan(i):  # Its walker thread starts reading now.
+    def open_scan(i):  # Its walker threads start reading now.
         rank, file_path, _ = paths[i]
         return _open_scan(
             scan.keys, file_path, gsteps, histograms and rank == histogram_rank, group
         )
 
     upcoming = [open_scan(0)] if paths else []
-    finished = None  # The last file's scan, dropped a file later: its walkers unmap meanwhile.
     for i, (rank, file_path, size) in enumerate(paths):
         scan.records.setdefault(rank, 0)
         cursor = upcoming.pop()
@@ -401,7 +400,9 @@ def scan_run(
             histograms and rank == histogram_rank,
             open_next,
         )
-        finished, cursor = cursor, None
+        # Held until the next file is scanned: its walkers unmap the file meanwhile, so its
+        # destructor (joining them) does not wait for that.
+        finished = cursor  # noqa: F841
         if on_progress is not None:
             on_progress(size)
     for rank in scan.ranks:  # Host spans where a rank has them, else record timestamps.
@@ -444,7 +445,7 @@ def _histogram_group(files, gsteps, capacity):
 def _open_scan(keys, path, gsteps, histograms, histogram_group):
     """A ``_core.RecordScan`` of one data file: one columnar pass (the records' steps and times,
     each key's stats rows and log-bucket counts, the step spans and device traces) whose walker
-    thread starts reading at once. histogram_group: consecutive records of a key summed into one
+    threads start reading at once. histogram_group: consecutive records of a key summed into one
     histogram row in C++."""
     begin, end, steps = _gstep_selection(gsteps)
     return _core.RecordScan(
