@@ -101,21 +101,20 @@ struct Float32Lanes {
   double min[8], max[8], d1[8], d2[8], sq[8];
 };
 
-__attribute__((target("avx2"))) int64_t AccumulateFiniteFloat32Avx2(const char* data, int64_t n,
-                                                                    double shift,
-                                                                    Float32Lanes* lanes) {
-  __m256d min0 = _mm256_loadu_pd(lanes->min), min1 = _mm256_loadu_pd(lanes->min + 4);
-  __m256d max0 = _mm256_loadu_pd(lanes->max), max1 = _mm256_loadu_pd(lanes->max + 4);
-  __m256d d10 = _mm256_loadu_pd(lanes->d1), d11 = _mm256_loadu_pd(lanes->d1 + 4);
-  __m256d d20 = _mm256_loadu_pd(lanes->d2), d21 = _mm256_loadu_pd(lanes->d2 + 4);
-  __m256d sq0 = _mm256_loadu_pd(lanes->sq), sq1 = _mm256_loadu_pd(lanes->sq + 4);
-  const __m256d s = _mm256_set1_pd(shift);
-  const __m256 zero = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(reinterpret_cast<const float*>(data + i * 4));
+// The 8 double lanes of the AVX2 float32 stats, two registers per quantity,
+// and the loop body both AVX2 paths share.
+struct Avx2Lanes {
+  __m256d min0, min1, max0, max1, d10, d11, d20, d21, sq0, sq1;
+
+  // Adds the 8 values at `p` (their sums shifted by `s`); false, having added
+  // nothing, when one of them is NaN or inf.
+  __attribute__((target("avx2"), always_inline)) bool AddFinite8(const float* p, __m256d s) {
+    const __m256 x = _mm256_loadu_ps(p);
     // x - x is 0 for finite x, NaN for NaN and inf.
-    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(x, x), zero, _CMP_EQ_OQ)) != 0xFF) break;
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(x, x), _mm256_setzero_ps(), _CMP_EQ_OQ)) !=
+        0xFF) {
+      return false;
+    }
     const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
     const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
     min0 = _mm256_min_pd(lo, min0);
@@ -129,12 +128,29 @@ __attribute__((target("avx2"))) int64_t AccumulateFiniteFloat32Avx2(const char* 
     d21 = _mm256_add_pd(d21, _mm256_mul_pd(dhi, dhi));
     sq0 = _mm256_add_pd(sq0, _mm256_mul_pd(lo, lo));
     sq1 = _mm256_add_pd(sq1, _mm256_mul_pd(hi, hi));
+    return true;
   }
-  _mm256_storeu_pd(lanes->min, min0), _mm256_storeu_pd(lanes->min + 4, min1);
-  _mm256_storeu_pd(lanes->max, max0), _mm256_storeu_pd(lanes->max + 4, max1);
-  _mm256_storeu_pd(lanes->d1, d10), _mm256_storeu_pd(lanes->d1 + 4, d11);
-  _mm256_storeu_pd(lanes->d2, d20), _mm256_storeu_pd(lanes->d2 + 4, d21);
-  _mm256_storeu_pd(lanes->sq, sq0), _mm256_storeu_pd(lanes->sq + 4, sq1);
+};
+
+__attribute__((target("avx2"))) int64_t AccumulateFiniteFloat32Avx2(const char* data, int64_t n,
+                                                                    double shift,
+                                                                    Float32Lanes* lanes) {
+  Avx2Lanes l;
+  l.min0 = _mm256_loadu_pd(lanes->min), l.min1 = _mm256_loadu_pd(lanes->min + 4);
+  l.max0 = _mm256_loadu_pd(lanes->max), l.max1 = _mm256_loadu_pd(lanes->max + 4);
+  l.d10 = _mm256_loadu_pd(lanes->d1), l.d11 = _mm256_loadu_pd(lanes->d1 + 4);
+  l.d20 = _mm256_loadu_pd(lanes->d2), l.d21 = _mm256_loadu_pd(lanes->d2 + 4);
+  l.sq0 = _mm256_loadu_pd(lanes->sq), l.sq1 = _mm256_loadu_pd(lanes->sq + 4);
+  const __m256d s = _mm256_set1_pd(shift);
+  const float* x = reinterpret_cast<const float*>(data);
+  int64_t i = 0;
+  for (; i + 8 <= n && l.AddFinite8(x + i, s); i += 8) {
+  }
+  _mm256_storeu_pd(lanes->min, l.min0), _mm256_storeu_pd(lanes->min + 4, l.min1);
+  _mm256_storeu_pd(lanes->max, l.max0), _mm256_storeu_pd(lanes->max + 4, l.max1);
+  _mm256_storeu_pd(lanes->d1, l.d10), _mm256_storeu_pd(lanes->d1 + 4, l.d11);
+  _mm256_storeu_pd(lanes->d2, l.d20), _mm256_storeu_pd(lanes->d2 + 4, l.d21);
+  _mm256_storeu_pd(lanes->sq, l.sq0), _mm256_storeu_pd(lanes->sq + 4, l.sq1);
   return i;
 }
 
@@ -239,36 +255,18 @@ __attribute__((target("avx2"))) bool StatsOfFiniteFloat32Avx2(const char* data, 
   if (n <= 0 || !std::isfinite(x[0])) return false;
   const double shift = x[0];
   const __m256d s = _mm256_set1_pd(shift);
-  const __m256 zero = _mm256_setzero_ps();
-  __m256d min0 = s, min1 = s, max0 = s, max1 = s;
-  __m256d d10 = _mm256_setzero_pd(), d11 = d10, d20 = d10, d21 = d10, sq0 = d10, sq1 = d10;
+  const __m256d z = _mm256_setzero_pd();
+  Avx2Lanes l{s, s, s, s, z, z, z, z, z, z};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {  // The loop of AccumulateFiniteFloat32Avx2.
-    const __m256 v = _mm256_loadu_ps(x + i);
-    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_sub_ps(v, v), zero, _CMP_EQ_OQ)) != 0xFF) {
-      return false;
-    }
-    const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-    const __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-    min0 = _mm256_min_pd(lo, min0);
-    min1 = _mm256_min_pd(hi, min1);
-    max0 = _mm256_max_pd(lo, max0);
-    max1 = _mm256_max_pd(hi, max1);
-    const __m256d dlo = _mm256_sub_pd(lo, s), dhi = _mm256_sub_pd(hi, s);
-    d10 = _mm256_add_pd(d10, dlo);
-    d11 = _mm256_add_pd(d11, dhi);
-    d20 = _mm256_add_pd(d20, _mm256_mul_pd(dlo, dlo));
-    d21 = _mm256_add_pd(d21, _mm256_mul_pd(dhi, dhi));
-    sq0 = _mm256_add_pd(sq0, _mm256_mul_pd(lo, lo));
-    sq1 = _mm256_add_pd(sq1, _mm256_mul_pd(hi, hi));
+    if (!l.AddFinite8(x + i, s)) return false;
   }
   // Fold into the general path's 4 lanes (min/max start at the shift, sums at 0).
-  const __m256d z = _mm256_setzero_pd();
-  __m256d lane_min = _mm256_min_pd(min1, _mm256_min_pd(min0, s));
-  __m256d lane_max = _mm256_max_pd(max1, _mm256_max_pd(max0, s));
-  __m256d d1 = _mm256_add_pd(_mm256_add_pd(z, d10), d11);
-  __m256d d2 = _mm256_add_pd(_mm256_add_pd(z, d20), d21);
-  __m256d sq = _mm256_add_pd(_mm256_add_pd(z, sq0), sq1);
+  __m256d lane_min = _mm256_min_pd(l.min1, _mm256_min_pd(l.min0, s));
+  __m256d lane_max = _mm256_max_pd(l.max1, _mm256_max_pd(l.max0, s));
+  __m256d d1 = _mm256_add_pd(_mm256_add_pd(z, l.d10), l.d11);
+  __m256d d2 = _mm256_add_pd(_mm256_add_pd(z, l.d20), l.d21);
+  __m256d sq = _mm256_add_pd(_mm256_add_pd(z, l.sq0), l.sq1);
   if (i + 4 <= n) {  // One group of 4 at most (fewer than 8 are left).
     const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
     if (_mm256_movemask_pd(_mm256_cmp_pd(_mm256_sub_pd(v, v), z, _CMP_EQ_OQ)) != 0xF) {
