@@ -251,9 +251,11 @@ struct StatsPass {
 // nothing, when an element is NaN or inf: the general path handles that.
 __attribute__((target("avx2"))) bool StatsOfFiniteFloat32Avx2(const char* data, int64_t n,
                                                               StatsPass* pass) {
+  // Mapped columns sit at any byte offset: scalars are read with memcpy, blocks with loadu.
   const float* x = reinterpret_cast<const float*>(data);
-  if (n <= 0 || !std::isfinite(x[0])) return false;
-  const double shift = x[0];
+  if (n <= 0) return false;
+  const double shift = Plain<float>::Get(data, 0);
+  if (!std::isfinite(shift)) return false;
   const __m256d s = _mm256_set1_pd(shift);
   const __m256d z = _mm256_setzero_pd();
   Avx2Lanes l{s, s, s, s, z, z, z, z, z, z};
@@ -287,7 +289,7 @@ __attribute__((target("avx2"))) bool StatsOfFiniteFloat32Avx2(const char* data, 
   _mm256_store_pd(d2s, d2);
   _mm256_store_pd(sqs, sq);
   for (; i < n; ++i) {  // The last 0-3 into lane 0.
-    const double v = x[i];
+    const double v = Plain<float>::Get(data, i);
     if (!(v - v == 0)) return false;
     mins[0] = v < mins[0] ? v : mins[0];
     maxs[0] = v > maxs[0] ? v : maxs[0];
