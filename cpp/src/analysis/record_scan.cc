@@ -51,6 +51,13 @@ constexpr int64_t kRowSamples = kMaxHistogramSamples;
 constexpr int64_t kTablesGroup = 8;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// Records per batch for `keys` keys (kBatchRecords, fewer when the cells would
+// pass kBatchCells): also an interleaved read's frames per block, so that a
+// lane's block fits one batch.
+size_t BatchRecords(size_t keys) {
+  return std::max<size_t>(std::min(kBatchRecords, kBatchCells / std::max<size_t>(keys, 1)), 1);
+}
+
 bool IsStepKind(int64_t kind) {
   return kind == static_cast<int64_t>(HostSpanKind::kStep) ||
          kind == static_cast<int64_t>(HostSpanKind::kStepNotTraced);
@@ -185,7 +192,6 @@ RecordScan::RecordScan(const TraceReader& reader, RecordScanOptions options)
   const size_t lanes = threads_ && ranks == 1
                            ? std::min<size_t>(static_cast<size_t>(options_.max_threads), kMaxLanes)
                            : 1;
-  const size_t keys = std::max<size_t>(options_.keys.size(), 1);
   lanes_.resize(lanes);
   for (size_t i = 0; i < lanes; ++i) {
     ReadOptions read;
@@ -194,9 +200,8 @@ RecordScan::RecordScan(const TraceReader& reader, RecordScanOptions options)
     read.ranks = options_.ranks;
     read.device_only_records = true;
     if (lanes > 1) {
-      read.interleave = ReadOptions::Interleave{
-          static_cast<int>(lanes), static_cast<int>(i),
-          std::max<uint64_t>(std::min(kBatchRecords, kBatchCells / keys), 1), kBatchBytes};
+      read.interleave = ReadOptions::Interleave{static_cast<int>(lanes), static_cast<int>(i),
+                                                BatchRecords(options_.keys.size()), kBatchBytes};
     }
     lanes_[i].reader = reader;
     lanes_[i].cursor = lanes_[i].reader->Read(std::move(read));
@@ -379,8 +384,7 @@ void RecordScan::ReleaseFiles(Lane& lane, size_t index) {
 std::unique_ptr<RecordScan::Batch> RecordScan::Walk(Lane& lane, size_t index) {
   auto batch = std::make_unique<Batch>();
   const size_t keys = options_.keys.size();
-  const size_t max_records =
-      std::max<size_t>(std::min(kBatchRecords, kBatchCells / std::max<size_t>(keys, 1)), 1);
+  const size_t max_records = BatchRecords(keys);
   for (auto* column : {&batch->gstep, &batch->lstep, &batch->timestamp_ms}) {
     column->reserve(max_records);
   }
