@@ -140,18 +140,22 @@ absl::StatusOr<CapturedTensor> CaptureArray(py::handle object, int dtype_overrid
   return captured;
 }
 
+absl::StatusOr<CapturedTensor> CaptureValue(py::handle object, const std::string& key) {
+  if (py::isinstance<DeferredValue>(object)) return object.cast<const DeferredValue&>().captured;
+  if (py::isinstance<py::tuple>(object)) {
+    py::tuple pair = py::reinterpret_borrow<py::tuple>(object);
+    if (pair.size() == 2) return CaptureArray(pair[0], pair[1].cast<int>(), key);
+  }
+  return CaptureArray(object, kDTypeFromArray, key);
+}
+
 TensorProvider MakeProvider(py::object fn, std::string key) {
   std::shared_ptr<const void> holder = KeepAlive(fn);
   PyObject* callable = fn.ptr();  // Alive as long as `holder`.
   return [holder, callable, key = std::move(key)]() -> absl::StatusOr<CapturedTensor> {
     py::gil_scoped_acquire gil;
     return CallPython<CapturedTensor>([&]() -> absl::StatusOr<CapturedTensor> {
-      py::object result = py::reinterpret_borrow<py::object>(callable)();
-      if (py::isinstance<py::tuple>(result)) {
-        py::tuple pair = result;
-        if (pair.size() == 2) return CaptureArray(pair[0], pair[1].cast<int>(), key);
-      }
-      return CaptureArray(result, kDTypeFromArray, key);
+      return CaptureValue(py::reinterpret_borrow<py::object>(callable)(), key);
     });
   };
 }

@@ -34,8 +34,18 @@ std::shared_ptr<const void> KeepAlive(pybind11::object object);
 absl::StatusOr<CapturedTensor> CaptureArray(pybind11::handle object, int dtype_override,
                                             const std::string& key);
 
+// A value whose bytes a device copy delivers later (PendingBytes.value in
+// Python): what a provider returns, or send_gradient sends, for a device tensor.
+struct DeferredValue {
+  CapturedTensor captured;
+};
+
+// An ndarray, an (ndarray, dtype) tuple or a DeferredValue as a captured
+// tensor; errors as CaptureArray's. Needs the GIL.
+absl::StatusOr<CapturedTensor> CaptureValue(pybind11::handle object, const std::string& key);
+
 // A provider that calls `fn` (with the GIL) at each traced step. `fn` returns
-// an ndarray or an (ndarray, dtype) tuple; a Python exception is parked
+// what CaptureValue takes; a Python exception is parked
 // (status.h) and comes back out of Tracer.step unchanged.
 TensorProvider MakeProvider(pybind11::object fn, std::string key);
 

@@ -109,6 +109,11 @@ py::dict StatsToDict(const TraceStats& s) {
   d["write_mode"] = WriteModeName(s.write_mode);
   d["last_error"] = s.last_error.ok() ? py::object(py::none())
                                       : py::object(py::str(std::string(s.last_error.ToString())));
+  d["deferred_failed"] = s.deferred_failed;
+  d["last_deferred_error"] =
+      s.last_deferred_error.ok()
+          ? py::object(py::none())
+          : py::object(py::str(std::string(s.last_deferred_error.ToString())));
   return d;
 }
 
@@ -241,7 +246,9 @@ void RegisterTracerBindings(py::module_& m) {
       .def(
           "send_gradient",
           [](Registry& r, const std::string& name, py::object array, int dtype) {
-            ThrowIfError(r.SendGradient(name, ValueOrThrow(CaptureArray(array, dtype, name))));
+            ThrowIfError(r.SendGradient(
+                name, ValueOrThrow(dtype == kDTypeFromArray ? CaptureValue(array, name)
+                                                            : CaptureArray(array, dtype, name))));
           },
           py::arg("name"), py::arg("array"), py::arg("dtype") = kDTypeFromArray)
       .def("clear_scope", &Registry::ClearScope, py::arg("scope"))

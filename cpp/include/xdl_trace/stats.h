@@ -47,6 +47,10 @@ struct TraceStats {
   // failed steps under kError (one per failed step).
   int64_t missing_gradients = 0;
   absl::Status last_error;  // Sticky write error, OK if none.
+  // Records with deferred (device) columns whose copies failed: not written,
+  // also counted in records_dropped; the latest such error, OK if none.
+  int64_t deferred_failed = 0;
+  absl::Status last_deferred_error;
   // Who writes the records: kIoThread or kInline (TraceConfig::write_mode
   // resolved; never kAuto).
   WriteMode write_mode = WriteMode::kIoThread;

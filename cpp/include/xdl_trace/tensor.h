@@ -2,6 +2,7 @@
 #ifndef XDL_TRACE_TENSOR_H_
 #define XDL_TRACE_TENSOR_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -41,13 +42,27 @@ struct Tensor {
   static Tensor CopyOf(const TensorView& view);
 };
 
+class DeferredBytes;  // xdl_trace/deferred.h
+
 // A view plus whatever keeps its memory alive until the record that reads it
 // has been encoded, or written under WriteMode::kInline (a Python array, a
 // torch tensor, an owned Tensor). The keep-alive is released on the thread
 // that encodes the record.
+//
+// Deferred (`deferred` set): the bytes are not in host memory yet, e.g. a
+// device-to-host copy in flight. `view` gives dtype and shape (view.data is
+// ignored); the bytes will be at deferred->Wait() + deferred_offset, which the
+// IO thread waits for before writing the record (docs/design.md, "Device
+// tensors"). Step returns without waiting.
 struct CapturedTensor {
   TensorView view;
   std::shared_ptr<const void> keep_alive;
+  std::shared_ptr<DeferredBytes> deferred;
+  size_t deferred_offset = 0;
+  // The value already is the entry's built-in summary (computed by whoever
+  // captured it, e.g. on the device, with the definitions of registry.h): the
+  // tracer checks its shape and does not summarize it again.
+  bool is_summary = false;
 
   static CapturedTensor Owning(Tensor tensor);
 };

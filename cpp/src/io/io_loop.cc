@@ -71,6 +71,7 @@ IoLoop::Counters IoLoop::counters() const {
   c.bytes_written = bytes_written_.load(std::memory_order_relaxed);
   c.records_dropped = records_dropped_.load(std::memory_order_relaxed);
   c.files_written = files_written_.load(std::memory_order_relaxed);
+  c.deferred_failed = deferred_failed_.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -118,6 +119,15 @@ void IoLoop::AddRecord(EncodedRecord* record) {
     DropRecord(record);
     return;
   }
+  if (!record->deferred.empty()) {
+    // Copies in flight: what is grouped so far goes out first, then this
+    // thread waits for the fence (the training thread never does).
+    WriteGroup();
+    if (absl::Status s = ResolveDeferred(record); !s.ok()) {
+      DropDeferred(record, s);
+      return;
+    }
+  }
   if (segment_->ShouldRollOver(group_bytes_, static_cast<int64_t>(group_.size()), size)) {
     WriteGroup();
     if (!failed()) {
@@ -144,6 +154,22 @@ void IoLoop::DropRecord(EncodedRecord* record) {
   const int64_t bytes = static_cast<int64_t>(record->FrameBytes());
   pool_->Give(std::move(record->frame));  // Pooled or freed before its bytes leave the bound.
   queue_->Release(bytes);
+}
+
+void IoLoop::DropDeferred(EncodedRecord* record, const absl::Status& status) {
+  if (!absl::IsResourceExhausted(status)) {
+    deferred_failed_.fetch_add(1, std::memory_order_relaxed);
+    MutexLock lock(&error_mu_);
+    last_deferred_error_ = absl::Status(
+        status.code(), absl::StrCat("record gstep=", record->gstep, " lstep=", record->lstep,
+                                    " not written: its device copies failed: ", status.message()));
+  }
+  DropRecord(record);
+}
+
+absl::Status IoLoop::last_deferred_error() const {
+  MutexLock lock(&error_mu_);
+  return last_deferred_error_;
 }
 
 // Hands the group to the segment and counts what it wrote; frames it could not

@@ -49,6 +49,7 @@ class IoLoop {
     int64_t bytes_written = 0;
     int64_t records_dropped = 0;
     int64_t files_written = 0;
+    int64_t deferred_failed = 0;  // Records dropped because their device copies failed.
   };
 
   // `config.run_id` is generated when empty. `before_record_write`, when set,
@@ -73,6 +74,9 @@ class IoLoop {
   // The first write error (sticky); OK while none happened.
   absl::Status error() const ABSL_LOCKS_EXCLUDED(error_mu_);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // The latest record lost to failed device copies (not sticky: the file is
+  // fine and later records are written); OK while none.
+  absl::Status last_deferred_error() const ABSL_LOCKS_EXCLUDED(error_mu_);
   // A producer dropped a record (queue full, or after an error): counted in
   // stats and in the next Meta's dropped_records.
   void CountDropped() { records_dropped_.fetch_add(1, std::memory_order_relaxed); }
@@ -87,6 +91,10 @@ class IoLoop {
   bool ProcessBatch(std::deque<WriterMessage>* batch);
   void AddRecord(EncodedRecord* record);
   void DropRecord(EncodedRecord* record);
+  // Drops a record whose deferred bytes will never arrive: counted as dropped,
+  // and as failed (with the error kept) unless it is ResourceExhausted (the
+  // producer had no staging memory under kDrop).
+  void DropDeferred(EncodedRecord* record, const absl::Status& status);
   void WriteGroup();
   absl::Status OpenSegment(int64_t index);
   absl::Status RotateSegment();
@@ -113,6 +121,8 @@ class IoLoop {
   std::atomic<bool> failed_{false};  // Fast path copy of !error_.ok().
   mutable Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
+  std::atomic<int64_t> deferred_failed_{0};
+  absl::Status last_deferred_error_ ABSL_GUARDED_BY(error_mu_);
   // One IO_WRITE span per write group: the IO thread adds, the training thread takes.
   mutable Mutex io_spans_mu_;
   BoundedSpanLog io_spans_ ABSL_GUARDED_BY(io_spans_mu_){kMaxIoSpans};

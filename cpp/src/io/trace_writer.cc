@@ -48,7 +48,7 @@ absl::Status CheckFrame(const EncodedRecord& record) {
   size_t owned = 0;
   size_t external = 0;
   for (const FramePiece& piece : record.pieces) {
-    if (piece.external != nullptr) {
+    if (piece.is_external()) {
       external += piece.size;
     } else if (piece.offset > frame.size() || piece.size > frame.size() - piece.offset) {
       return absl::InvalidArgumentError(
@@ -58,7 +58,7 @@ absl::Status CheckFrame(const EncodedRecord& record) {
       owned += piece.size;
     }
   }
-  if (record.pieces.front().external != nullptr || record.pieces.front().offset != 0 ||
+  if (record.pieces.front().is_external() || record.pieces.front().offset != 0 ||
       owned != frame.size() || external != record.external_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "xdl_trace: record frame pieces (", owned, " owned + ", external,
@@ -140,7 +140,8 @@ class FileTraceWriter final : public TraceWriter {
     // record moved (the framing and small columns; tensors stay in place).
     std::string framing;
     std::vector<FramePiece> pieces;
-    if (record.external_bytes > 0) {
+    // Deferred bytes are not here yet: the IO thread computes that CRC.
+    if (record.external_bytes > 0 && record.deferred.empty()) {
       record.crc = std::make_shared<PendingCrc>();
       framing = record.frame;
       pieces = record.pieces;
@@ -196,6 +197,8 @@ class FileTraceWriter final : public TraceWriter {
     s.bytes_written = c.bytes_written;
     s.records_dropped = c.records_dropped;
     s.files_written = c.files_written;
+    s.deferred_failed = c.deferred_failed;
+    s.last_deferred_error = loop_.last_deferred_error();
     s.pending_bytes = q.pending_bytes;
     s.queue_high_water_bytes = q.high_water_bytes;
     s.last_error = loop_.error();

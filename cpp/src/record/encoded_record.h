@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "record/pending_crc.h"
+#include "xdl_trace/deferred.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -22,11 +24,16 @@ inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
 // One run of a frame's bytes: `size` bytes at `external` (memory the record
 // does not own), or, when `external` is null, bytes [offset, offset + size)
 // of the record's own `frame` string (an offset, so moving the string keeps
-// it valid).
+// it valid). A deferred piece (`deferred` >= 0) is external bytes not in host
+// memory yet: `offset` bytes into EncodedRecord::deferred[deferred], and
+// `external` is set by ResolveDeferred.
 struct FramePiece {
   const char* external = nullptr;
   size_t offset = 0;
   size_t size = 0;
+  int32_t deferred = -1;
+
+  bool is_external() const { return external != nullptr || deferred >= 0; }
 };
 
 // One record, already framed for the data file: 4-byte little-endian length
@@ -49,10 +56,18 @@ struct EncodedRecord {
   // Set (a write-through in pieces): the frame's CRC-32C arrives here from
   // its submitter; null: the IO thread computes it over the bytes it writes.
   std::shared_ptr<PendingCrc> crc;
+  // The copies in flight the deferred pieces wait for (one per step as a
+  // rule), held until the record is written or dropped.
+  std::vector<std::shared_ptr<DeferredBytes>> deferred;
 
   // Bytes of the whole frame, length prefix included.
   size_t FrameBytes() const { return frame.size() + external_bytes; }
 };
+
+// Waits for the record's deferred bytes (DeferredBytes::Wait) and points its
+// deferred pieces at them; the first error otherwise (the record must then be
+// dropped). On the IO thread, before the record is written.
+absl::Status ResolveDeferred(EncodedRecord* record);
 
 }  // namespace internal
 }  // namespace xdl_trace

@@ -74,7 +74,8 @@ struct ColumnLayout {
 };
 
 absl::StatusOr<ColumnLayout> LayOutColumn(const TensorView& view,
-                                          absl::Span<const std::string> keys, size_t i) {
+                                          absl::Span<const std::string> keys, size_t i,
+                                          bool deferred) {
   ColumnLayout layout;
   const int32_t dtype = static_cast<int32_t>(view.dtype);
   if (!IsValidDType(dtype)) {
@@ -111,7 +112,7 @@ absl::StatusOr<ColumnLayout> LayOutColumn(const TensorView& view,
                                                    kMaxFrameBytes,
                                                    " bytes exceeds the 4 GiB record frame limit"));
   }
-  if (layout.data_bytes > 0 && view.data == nullptr) {
+  if (layout.data_bytes > 0 && view.data == nullptr && !deferred) {
     return absl::InvalidArgumentError(
         absl::StrCat(ColumnName(keys, i), ": null data for ", layout.data_bytes, " bytes"));
   }
@@ -125,7 +126,30 @@ absl::StatusOr<ColumnLayout> LayOutColumn(const TensorView& view,
   return layout;
 }
 
+// The index of `bytes` in record->deferred, added if new (a step's columns
+// share one or a few).
+size_t DeferredIndex(EncodedRecord* record, const std::shared_ptr<DeferredBytes>& bytes) {
+  for (size_t k = 0; k < record->deferred.size(); ++k) {
+    if (record->deferred[k] == bytes) return k;
+  }
+  record->deferred.push_back(bytes);
+  return record->deferred.size() - 1;
+}
+
 }  // namespace
+
+absl::Status ResolveDeferred(EncodedRecord* record) {
+  absl::InlinedVector<const char*, 2> bases;
+  for (const std::shared_ptr<DeferredBytes>& bytes : record->deferred) {
+    absl::StatusOr<const char*> base = bytes->Wait();
+    if (!base.ok()) return base.status();
+    bases.push_back(*base);
+  }
+  for (FramePiece& piece : record->pieces) {
+    if (piece.deferred >= 0) piece.external = bases[static_cast<size_t>(piece.deferred)] + piece.offset;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
                                            absl::Span<const TensorView> columns,
@@ -147,16 +171,23 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   layouts.reserve(columns.size());
   uint64_t body = IntFieldSize(kRecordGstep, gstep) + IntFieldSize(kRecordLstep, lstep) +
                   IntFieldSize(kRecordTimestamp, timestamp_ms) + trailing_fields.size();
-  uint64_t referenced = 0;  // Column data left in place (options.reference_min_bytes).
+  uint64_t referenced = 0;  // Column data left in place, or deferred.
+  const auto deferred_source = [&](size_t i) -> const DeferredSource* {
+    return i < options.deferred.size() && options.deferred[i].bytes != nullptr
+               ? &options.deferred[i]
+               : nullptr;
+  };
   for (size_t i = 0; i < columns.size(); ++i) {
-    XDL_ASSIGN_OR_RETURN(const ColumnLayout layout, LayOutColumn(columns[i], keys, i));
+    XDL_ASSIGN_OR_RETURN(const ColumnLayout layout,
+                         LayOutColumn(columns[i], keys, i, deferred_source(i) != nullptr));
     body += LengthDelimitedFieldSize(kRecordColumn, layout.body);
     if (body > kMaxFrameBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat(ColumnName(keys, i), ": record of more than ", kMaxFrameBytes,
                        " bytes exceeds the 4 GiB record frame limit"));
     }
-    if (layout.data_bytes > 0 && layout.data_bytes >= options.reference_min_bytes) {
+    if (layout.data_bytes > 0 &&
+        (layout.data_bytes >= options.reference_min_bytes || deferred_source(i) != nullptr)) {
       referenced += layout.data_bytes;
     }
     layouts.push_back(layout);
@@ -199,7 +230,13 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
         stage.Flush();
         const char* data = static_cast<const char*>(view.data);
         const size_t n = static_cast<size_t>(layout.data_bytes);
-        if (layout.data_bytes >= options.reference_min_bytes) {
+        if (const DeferredSource* source = deferred_source(i)) {
+          record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
+          FramePiece piece{nullptr, source->offset, n};
+          piece.deferred = static_cast<int32_t>(DeferredIndex(&record, source->bytes));
+          record.pieces.push_back(piece);
+          owned_begin = out.size();
+        } else if (layout.data_bytes >= options.reference_min_bytes) {
           record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
           record.pieces.push_back({data, 0, n});
           owned_begin = out.size();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
                                            absl::Span<const std::string> keys = {},
                                            absl::string_view trailing_fields = {});
 
+// Where a deferred column's bytes will be (CapturedTensor::deferred); `bytes`
+// null: an ordinary column, read from its view.
+struct DeferredSource {
+  std::shared_ptr<DeferredBytes> bytes;
+  size_t offset = 0;
+};
+
 // How EncodeRecord treats column data.
 struct EncodeOptions {
   // Column data of at least this many bytes is not copied: the record gets a
@@ -43,6 +51,10 @@ struct EncodeOptions {
   // default copies everything (a contiguous frame). The frame's bytes are the
   // same either way.
   size_t reference_min_bytes = SIZE_MAX;
+  // Empty, or one per column: a column with a source becomes a deferred
+  // piece (its view's data is not read) and the record holds the source's
+  // bytes (EncodedRecord::deferred), whatever reference_min_bytes says.
+  absl::Span<const DeferredSource> deferred;
 };
 
 // The same, writing into the buffer `buffer_source` returns (asked once, only

@@ -114,9 +114,16 @@ class Tracer::Impl {
     bool has_gradient = false;    // kGradient: `captured` holds this step's gradient.
   };
 
-  // Captures entry `i` into views_ (summary applied); errors name the key.
+  // Captures entry `i` into views_ and deferred_ (summary applied); errors
+  // name the key.
   absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // Capture of a value whose bytes arrive later (CapturedTensor::deferred).
+  absl::Status CaptureDeferred(size_t i, const CapturedTensor& captured)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // InvalidArgument unless `view` has the shape of the entry's built-in summary.
+  absl::Status CheckSummaryShape(const EntrySpec& entry, const std::string& key,
+                                 const TensorView& view) const;
   // Releases this step's captured tensors (their keep-alives).
   void ReleaseCaptures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // StepAt with step_mu_ held.
@@ -153,6 +160,9 @@ class Tracer::Impl {
   internal::Mutex step_mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(step_mu_);        // One per entry.
   std::vector<TensorView> views_ ABSL_GUARDED_BY(step_mu_);  // This step's columns.
+  // Per column: where its bytes will be when deferred, else empty.
+  std::vector<internal::DeferredSource> deferred_ ABSL_GUARDED_BY(step_mu_);
+  bool has_deferred_ ABSL_GUARDED_BY(step_mu_) = false;  // Some deferred_ is set.
   int64_t last_gstep_ ABSL_GUARDED_BY(step_mu_) = 0;
   int64_t last_lstep_ ABSL_GUARDED_BY(step_mu_) = 0;
   // When the last step the hook saw ended (or Start).
@@ -219,6 +229,7 @@ Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
         sent ? first_with_name.try_emplace(entry.gradient_name, i).first->second : i);
   }
   views_.reserve(entries_.size());
+  deferred_.reserve(entries_.size());
 }
 
 Tracer::Impl::~Impl() {
@@ -246,6 +257,7 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
   Slot& slot = slots_[i];
   if (entry.kind == EntryKind::kOnce && slot.once_done) {
     views_.push_back(EmptyFloatColumn());
+    deferred_.emplace_back();
     return absl::OkStatus();
   }
 
@@ -263,6 +275,7 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
       ++*missing_gradients;
       if (config_.missing_gradient == MissingGradientPolicy::kEmptyColumn) {
         views_.push_back(EmptyFloatColumn());
+        deferred_.emplace_back();
         return absl::OkStatus();
       }
       // Names no API: the payload lets a binding say how its users send one.
@@ -281,11 +294,18 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
     slot.captured = std::move(*value);
     view = slot.captured.view;
   }
+  if (slot.captured.deferred != nullptr) return CaptureDeferred(i, slot.captured);
   if (!internal::IsReadableView(view)) {
     return internal::ValidateView(
         view, absl::StrCat(internal::EntryKindName(entry.kind), " '", key, "'"));
   }
   absl::Status status;
+  if (slot.captured.is_summary) {
+    XDL_RETURN_IF_ERROR(CheckSummaryShape(entry, key, view));
+    views_.push_back(std::move(view));
+    deferred_.emplace_back();
+    return absl::OkStatus();
+  }
 
   if (entry.summary.fn) {
     absl::StatusOr<Tensor> summary = entry.summary.fn(view);
@@ -312,6 +332,49 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
         DType::kFloat64, {static_cast<int64_t>(slot.builtin.size())}, slot.builtin.data()};
   }
   views_.push_back(std::move(view));
+  deferred_.emplace_back();
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::Impl::CheckSummaryShape(const EntrySpec& entry, const std::string& key,
+                                             const TensorView& view) const {
+  const BuiltinSummary kind = entry.summary.fn ? BuiltinSummary::kNone : entry.summary.builtin;
+  const int64_t size = kind == BuiltinSummary::kStats       ? internal::kStatsSize
+                       : kind == BuiltinSummary::kHistogram ? internal::HistogramSize(
+                                                                  entry.summary.histogram_bins)
+                                                            : -1;
+  if (size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(internal::EntryKindName(entry.kind), " '", key,
+                     "': a value captured as its summary, but the entry has no built-in summary"));
+  }
+  if (view.dtype != DType::kFloat64 || view.shape.size() != 1 || view.shape[0] != size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        internal::EntryKindName(entry.kind), " '", key, "': a summary captured as ",
+        DTypeName(view.dtype), " of ", view.shape.size(), " dims; the entry's ",
+        kind == BuiltinSummary::kStats ? "stats" : "histogram", " is float64 [", size, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Tracer::Impl::CaptureDeferred(size_t i, const CapturedTensor& captured) {
+  const EntrySpec& entry = entries_[i];
+  const std::string what = absl::StrCat(internal::EntryKindName(entry.kind), " '", keys_[i], "'");
+  // Its dtype and dims are checked now; its bytes only exist later.
+  TensorView shape_only = captured.view;
+  shape_only.data = this;  // Any non-null address: the data check does not apply.
+  if (!internal::IsReadableView(shape_only)) return internal::ValidateView(shape_only, what);
+  shape_only.data = nullptr;
+  if (captured.is_summary) {
+    XDL_RETURN_IF_ERROR(CheckSummaryShape(entry, keys_[i], shape_only));
+  } else if (!entry.summary.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a deferred (device) value needs its summary computed by whoever captured it "
+              "(CapturedTensor::is_summary); the tracer reads no device memory"));
+  }
+  views_.push_back(shape_only);
+  deferred_.push_back({captured.deferred, captured.deferred_offset});
+  has_deferred_ = true;
   return absl::OkStatus();
 }
 
@@ -339,7 +402,9 @@ void Tracer::Impl::AppendTracerSpans(std::string* fields) {
 
 void Tracer::Impl::ReleaseCaptures() {
   for (Slot& slot : slots_) {
-    if (slot.captured.keep_alive != nullptr) slot.captured = CapturedTensor();
+    if (slot.captured.keep_alive != nullptr || slot.captured.deferred != nullptr) {
+      slot.captured = CapturedTensor();
+    }
     slot.has_gradient = false;
   }
 }
@@ -368,6 +433,8 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   const int64_t capture_begin_ns = extras_->SpanClockNs();
 
   views_.clear();
+  deferred_.clear();
+  has_deferred_ = false;
   int64_t missing = 0;
   absl::Status status;
   for (size_t i = 0; i < entries_.size() && status.ok(); ++i) {
@@ -383,6 +450,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
     internal::TraceWriter* writer = writer_.get();
     internal::EncodeOptions options;
     if (inline_write_) options.reference_min_bytes = kInlineReferenceMinBytes;
+    if (has_deferred_) options.deferred = deferred_;
     record = internal::EncodeRecord(
         gstep, lstep, timestamp_ms, views_, keys_, trailing,
         [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); }, options);

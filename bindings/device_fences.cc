@@ -1,0 +1,152 @@
+// CUDA event and manual fences, and staging leases (device_fences.h).
+#include "device_fences.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace xdl_trace {
+namespace python {
+namespace {
+
+// The entry points a fence needs, from whichever CUDA library is loaded.
+struct CudaApi {
+  int (*synchronize)(void* event) = nullptr;  // cudaEventSynchronize or cuEventSynchronize.
+  std::string library;                        // For error messages.
+  bool driver = false;
+  const char* (*runtime_error_string)(int) = nullptr;
+  int (*driver_error_string)(int, const char**) = nullptr;
+
+  std::string Describe(int code) const {
+    const char* text = nullptr;
+    if (runtime_error_string != nullptr) text = runtime_error_string(code);
+    if (driver_error_string != nullptr) driver_error_string(code, &text);
+    return absl::StrCat(driver ? "cuEventSynchronize" : "cudaEventSynchronize", " failed: ",
+                        text != nullptr ? text : "error", " (", code, ")");
+  }
+};
+
+// Path of the loaded shared object whose file name contains `needle`, or "".
+std::string LoadedLibrary(const char* needle) {
+  struct Search {
+    const char* needle;
+    std::string path;
+  } search{needle, {}};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Search*>(data);
+        if (info->dlpi_name != nullptr && std::strstr(info->dlpi_name, s->needle) != nullptr) {
+          s->path = info->dlpi_name;
+          return 1;
+        }
+        return 0;
+      },
+      &search);
+  return search.path;
+}
+
+// Looked up once per process: torch loads the runtime before any CUDA event exists.
+const CudaApi* FindCudaApi() {
+  static const CudaApi* api = []() -> const CudaApi* {
+    const std::string runtime = LoadedLibrary("libcudart.so");
+    if (void* handle = runtime.empty() ? nullptr : dlopen(runtime.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+      auto* found = new CudaApi();
+      found->synchronize = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cudaEventSynchronize"));
+      found->runtime_error_string =
+          reinterpret_cast<const char* (*)(int)>(dlsym(handle, "cudaGetErrorString"));
+      found->library = runtime;
+      if (found->synchronize != nullptr) return found;
+      delete found;
+    }
+    if (void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
+      auto* found = new CudaApi();
+      found->synchronize = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cuEventSynchronize"));
+      found->driver_error_string =
+          reinterpret_cast<int (*)(int, const char**)>(dlsym(handle, "cuGetErrorString"));
+      found->library = "libcuda.so.1";
+      found->driver = true;
+      if (found->synchronize != nullptr) return found;
+      delete found;
+    }
+    return nullptr;
+  }();
+  return api;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<CudaEventFence>> CudaEventFence::Make(std::vector<uintptr_t> events) {
+  if (FindCudaApi() == nullptr) {
+    return absl::FailedPreconditionError(
+        "no CUDA runtime or driver is loaded in this process (import torch and use CUDA first)");
+  }
+  return std::shared_ptr<CudaEventFence>(new CudaEventFence(std::move(events)));
+}
+
+absl::Status CudaEventFence::Wait() const {
+  const CudaApi* api = FindCudaApi();
+  for (uintptr_t event : events_) {
+    const int code = api->synchronize(reinterpret_cast<void*>(event));
+    if (code != 0) return absl::InternalError(api->Describe(code));
+  }
+  return absl::OkStatus();
+}
+
+void ManualFence::Complete() {
+  internal::MutexLock lock(&mu_);
+  done_ = true;
+  cv_.SignalAll();
+}
+
+void ManualFence::Fail(std::string message) {
+  internal::MutexLock lock(&mu_);
+  if (done_) return;
+  status_ = absl::InternalError(std::move(message));
+  done_ = true;
+  cv_.SignalAll();
+}
+
+absl::Status ManualFence::Wait() const {
+  internal::MutexLock lock(&mu_);
+  while (!done_) cv_.Wait(&mu_);
+  return status_;
+}
+
+std::shared_ptr<const void> StagingLease::Hold() {
+  {
+    internal::MutexLock lock(&mu_);
+    busy_ = true;
+  }
+  std::shared_ptr<StagingLease> self = shared_from_this();
+  return std::shared_ptr<const void>(self.get(), [self](const void*) { self->Release(); });
+}
+
+void StagingLease::Release() {
+  internal::MutexLock lock(&mu_);
+  busy_ = false;
+  cv_.SignalAll();
+}
+
+bool StagingLease::busy() const {
+  internal::MutexLock lock(&mu_);
+  return busy_;
+}
+
+bool StagingLease::WaitFree(double timeout_s) const {
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(timeout_s < 0 ? 0 : timeout_s));
+  internal::MutexLock lock(&mu_);
+  while (busy_) {
+    if (!cv_.WaitUntil(&mu_, deadline)) return !busy_;
+  }
+  return true;
+}
+
+}  // namespace python
+}  // namespace xdl_trace
