@@ -44,13 +44,15 @@ def _contiguous(array):
     return np.ascontiguousarray(array)
 
 
-def to_result(key, obj, what="callback"):
-    """Converts what a callback/summary returned into an ndarray or (ndarray, dtype code)."""
+def to_result(key, obj, what="callback", summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
+    """Converts what a callback/summary returned into an ndarray or (ndarray, dtype code), or
+    for a device tensor inside hook.step() a deferred value (_torch.capture, with the entry's
+    `summary`)."""
     if isinstance(obj, np.ndarray):
         check_dtype(key, obj.dtype)
         return obj if _in_place_ok(obj) else _contiguous(obj)
     if _torch.is_tensor(obj):
-        return _torch.host_array(key, obj)
+        return _torch.capture(key, obj, summary, bins)
     if isinstance(obj, (np.generic, numbers.Number)) and not isinstance(obj, (str, bytes)):
         array = np.asarray(obj)
         check_dtype(key, array.dtype)
@@ -74,8 +76,9 @@ def to_result(key, obj, what="callback"):
     )
 
 
-def wrap_callable(key, fn, what="callback"):
-    """A provider: calls fn() and converts; failures become CallbackError (a TypeError)."""
+def wrap_callable(key, fn, what="callback", summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
+    """A provider: calls fn() and converts (to_result); failures become CallbackError (a
+    TypeError)."""
 
     def provider():
         try:
@@ -84,7 +87,7 @@ def wrap_callable(key, fn, what="callback"):
             raise errors.CallbackError(
                 f"xdl_trace: {what} for key '{key}' raised {type(e).__name__}: {e}"
             ) from e
-        return to_result(key, value, what)
+        return to_result(key, value, what, summary, bins)
 
     return provider
 
@@ -118,9 +121,10 @@ def callable_name(fn):
     return f"{module}.{qualname}" if isinstance(module, str) and module else qualname
 
 
-def classify(key, value):
+def classify(key, value, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
     """('array', ndarray, dtype code) for memory read in place at each traced step, or
-    ('provider', fn) for a value read (and converted) at each traced step."""
+    ('provider', fn) for a value read (and converted) at each traced step. `summary` (the
+    entry's: None, a built-in name or a callable) decides how device tensors are read."""
     if isinstance(value, np.ndarray):
         check_dtype(key, value.dtype)
         if _in_place_ok(value):
@@ -130,7 +134,7 @@ def classify(key, value):
         view = _torch.stable_view(key, value)
         if view is not None:
             return ("array", view[0], view[1])
-        return ("provider", lambda: _torch.host_array(key, value))
+        return ("provider", lambda: _torch.capture(key, value, summary, bins))
     if isinstance(value, (str, bytes)):
         raise TypeError(f"xdl_trace: key '{key}': unsupported value of type {type(value).__name__}")
     if isinstance(value, (np.generic, numbers.Number)):
@@ -138,7 +142,7 @@ def classify(key, value):
         check_dtype(key, array.dtype)
         return ("array", array, -1)
     if callable(value):
-        return ("provider", wrap_callable(key, value))
+        return ("provider", wrap_callable(key, value, summary=summary, bins=bins))
     if (
         isinstance(value, (list, tuple))
         or hasattr(value, "__array__")

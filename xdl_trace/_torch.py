@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from . import _core, errors
+from . import _core, _device, errors
 
 # The wire value of bfloat16, from the C++ dtype table.
 _BFLOAT16 = next(value for value, name, _, _ in _core.dtype_table() if name == "bfloat16")
@@ -29,7 +29,7 @@ def is_module(obj):
     return torch is not None and isinstance(obj, torch.nn.Module)
 
 
-def _check_dtype(key, tensor):
+def check_dtype(key, tensor):
     if tensor.dtype not in _supported(_torch()):
         raise TypeError(
             f"xdl_trace: key '{key}': unsupported torch dtype {tensor.dtype} "
@@ -67,7 +67,7 @@ def host_array(key, tensor):
     non-contiguous ones are made contiguous (a copy).
     """
     torch = _torch()
-    _check_dtype(key, tensor)
+    check_dtype(key, tensor)
     t = tensor.detach()
     if t.device.type != "cpu":
         t = t.cpu()
@@ -78,19 +78,38 @@ def host_array(key, tensor):
     return t.numpy()
 
 
+def capture(key, tensor, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
+    """What a provider hands the core for `tensor` at a traced step.
+
+    A device tensor met inside ``hook.step()`` joins the step's batch (_device.py): its summary
+    (None, "stats" or "histogram") is computed on the device and its bytes copied
+    asynchronously, so nothing waits for the device. Otherwise, and for a callable summary
+    (which takes a host array), the values are read on the host now (host_array).
+    """
+    check_dtype(key, tensor)
+    batch = _device.active_batch()
+    if batch is not None and (summary is None or isinstance(summary, str)):
+        backend = _device.backend_for(tensor)
+        if backend is not None:
+            return batch.add(tensor, summary, bins, backend)
+    return host_array(key, tensor)
+
+
 def stable_view(key, tensor):
     """(array, dtype code) sharing the tensor's memory when that memory can be read in place at
     every traced step (CPU and contiguous), else None (the caller reads it each step).
     """
-    _check_dtype(key, tensor)
+    check_dtype(key, tensor)
     if tensor.device.type != "cpu" or not tensor.is_contiguous():
+        return None
+    if _device.backend_for(tensor) is not None:  # A fake device's tensors are read through it.
         return None
     value = host_array(key, tensor)
     return value if isinstance(value, tuple) else (value, -1)
 
 
-def grad_provider(key, name, parameter):
-    """A provider reading ``parameter.grad`` at each traced step."""
+def grad_provider(key, name, parameter, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
+    """A provider reading ``parameter.grad`` at each traced step (captured as `capture` does)."""
 
     def read_grad():
         grad = parameter.grad
@@ -99,7 +118,7 @@ def grad_provider(key, name, parameter):
                 f"xdl_trace: gradient '{key}': '{name}'.grad is None "
                 "(call backward() before the traced step)"
             )
-        return host_array(key, grad)
+        return capture(key, grad, summary, bins)
 
     return read_grad
 

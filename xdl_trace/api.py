@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from . import _convert, _core, _torch, errors
+from . import _convert, _core, _device, _torch, errors
 
 __all__ = [
     "trace_tensor",
@@ -31,6 +31,8 @@ _lock = threading.Lock()
 _variables = {}
 # Gradient names waiting for send_gradient, by the (scope, key) of their trace_gradient entry.
 _sent_gradients = {}
+# Sent gradient names some entry summarizes (a device gradient is then read on the host).
+_summarized_gradients = set()
 
 
 def registry():
@@ -72,8 +74,9 @@ def _register(kind, name, value, scope, summary=None):
     scope = _scope(scope)
     key = _check_key(name)
     full_key = _full_key(scope, key)
+    requested = summary
     summary, bins = _summary(scope, key, summary)
-    how = _convert.classify(full_key, value)
+    how = _convert.classify(full_key, value, requested, bins)
     if how[0] == "array":
         _registry.register_array(scope, key, kind, how[1], how[2], summary, bins)
     else:
@@ -122,6 +125,7 @@ def trace_gradient(name, key=None, scope=None, summary=None):
     scope_s = _scope(scope)
     key = _check_key(f"gradient/{name}" if key is None else key)
     full_key = _full_key(scope_s, key)
+    requested = summary
     summary, bins = _summary(scope_s, key, summary)
     with _lock:
         var = _find_variable(scope_s, name)
@@ -130,7 +134,7 @@ def trace_gradient(name, key=None, scope=None, summary=None):
             scope_s,
             key,
             _core.EntryKind.GRADIENT,
-            _torch.grad_provider(full_key, name, var),
+            _torch.grad_provider(full_key, name, var, requested, bins),
             summary,
             bins,
         )
@@ -138,6 +142,8 @@ def trace_gradient(name, key=None, scope=None, summary=None):
         with _lock:
             _registry.register_gradient(scope_s, key, name, summary, bins)
             _sent_gradients[(scope_s, key)] = name
+            if requested is not None:
+                _summarized_gradients.add(name)
 
 
 def send_gradient(name, value):
@@ -158,6 +164,12 @@ def send_gradient(name, value):
             f"xdl_trace: send_gradient({name!r}, ...): no trace_gradient({name!r}) waits for "
             f"a sent gradient; gradient names registered: {waiting}"
         )
+    if _torch.is_tensor(value) and name not in _summarized_gradients:
+        backend = _device.backend_for(value)
+        if backend is not None:  # Copied asynchronously from now on; nothing waits.
+            _torch.check_dtype(f"gradient/{name}", value)
+            _registry.send_gradient(name, _device.stage_now(value))
+            return
     result = _convert.to_result(f"gradient/{name}", value, "send_gradient value")
     if isinstance(result, tuple):
         _registry.send_gradient(name, result[0], result[1])
@@ -218,6 +230,7 @@ def clear(scope=None):
             _registry.clear()
             _variables.clear()
             _sent_gradients.clear()
+            _summarized_gradients.clear()
         else:
             s = _scope(scope)
             _registry.clear_scope(s)

@@ -10,7 +10,7 @@ import threading
 import warnings
 import weakref
 
-from . import _core, _run, api, errors, filters as _filters
+from . import _core, _device, _run, api, errors, filters as _filters
 from ._run import RANK_ENV_VARS, detect_rank
 
 __all__ = ["TraceHook", "CONFIG_KEYS", "detect_rank"]
@@ -289,6 +289,9 @@ class TraceHook:
         cfg.run_id = _run.shared_run_id(
             cfg.output_dir, cfg.prefix(), cfg.output_file_name, placement.rank
         )
+        _device.pool().configure(
+            cfg.max_pending_mb * 1e6, block=cfg.overflow == _core.OverflowPolicy.BLOCK
+        )
         self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
         self._run_id = self._tracer.config.run_id
         self._forked = False
@@ -370,8 +373,16 @@ class TraceHook:
             tracer.note_step_not_traced(gstep, lstep)  # Its host span (one clock read).
             api.registry().drop_pending_gradients()
             return False
+        # Device tensors met by the providers join `batch`; their copies are enqueued once the
+        # core queued the record (docs/design.md, "Device tensors").
         try:
-            tracer.step(gstep, lstep)
+            with _device.step_batch(_device.pool()) as batch:
+                try:
+                    tracer.step(gstep, lstep)
+                except BaseException:
+                    batch.abandon("the traced step failed")
+                    raise
+            batch.launch()
         except Exception as e:
             if self._on_error == "raise":
                 raise
@@ -422,6 +433,7 @@ class TraceHook:
         else:
             out = {}
         reason = write_mode_reason(_mode_name(self._config.write_mode)) if out else None
+        out.update(_device.pool().stats())
         out.update(
             write_mode_reason=reason,
             steps_seen=self._lstep,

@@ -79,6 +79,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
         raise errors.InvalidArgumentError(f"xdl_trace: watch(every=): {every!r} is not an int >= 1")
     scope_s = api._scope(scope)
     keys = []
+    bins = _core.DEFAULT_HISTOGRAM_BINS
 
     def maybe_every(read):
         return read if every is None else _every(every, read)
@@ -113,7 +114,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
                 _core.EntryKind.VARIABLE,
                 scope_s,
                 name,
-                maybe_every(lambda p=parameter, k=name: _torch.host_array(k, p)),
+                maybe_every(lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)),
                 summary,
             )
             with api._lock:
@@ -125,7 +126,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
                 continue
             key = f"gradient/{name}"
             full_key = api._full_key(scope_s, key)
-            read = _torch.grad_provider(full_key, name, parameter)
+            read = _torch.grad_provider(full_key, name, parameter, summary, bins)
             _register(_core.EntryKind.GRADIENT, scope_s, key, maybe_every(read), summary)
             keys.append(full_key)
     if activations:
@@ -149,7 +150,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
                         f"xdl_trace: activation '{full_key}': module '{name}' has produced no "
                         "tensor yet (run a forward pass before the traced step)"
                     )
-                return _torch.host_array(full_key, output)
+                return _torch.capture(full_key, output, summary, bins)
 
             _register(_core.EntryKind.TENSOR, scope_s, key, maybe_every(read), summary)
             keys.append(full_key)

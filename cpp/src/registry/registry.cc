@@ -92,20 +92,24 @@ absl::Status ValidateSpec(const EntrySpec& spec, const std::string& full_key) {
 namespace internal {
 
 absl::Status ValidateView(const TensorView& view, absl::string_view what) {
+  XDL_RETURN_IF_ERROR(ValidateShape(view, what));
+  const bool empty = std::find(view.shape.begin(), view.shape.end(), 0) != view.shape.end();
+  if (!empty && view.data == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": null data for a non-empty tensor"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateShape(const TensorView& view, absl::string_view what) {
   const int32_t dtype = static_cast<int32_t>(view.dtype);
   if (!IsValidDType(dtype)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": unsupported dtype ", dtype));
   }
-  bool empty = false;
   for (int64_t dim : view.shape) {
     if (dim < 0 || dim > INT32_MAX) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": dimension ", dim, " does not fit a non-negative int32"));
     }
-    if (dim == 0) empty = true;
-  }
-  if (!empty && view.data == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": null data for a non-empty tensor"));
   }
   return absl::OkStatus();
 }
@@ -221,7 +225,9 @@ std::vector<EntrySpec> Registry::Snapshot(const std::vector<std::string>& scopes
 
 absl::Status Registry::SendGradient(const std::string& name, CapturedTensor gradient) {
   if (name.empty()) return absl::InvalidArgumentError("SendGradient: empty gradient name");
-  if (!internal::IsReadableView(gradient.view)) {
+  if (gradient.deferred != nullptr) {
+    XDL_RETURN_IF_ERROR(internal::ValidateShape(gradient.view, absl::StrCat("gradient '", name, "'")));
+  } else if (!internal::IsReadableView(gradient.view)) {
     return ValidateView(gradient.view, absl::StrCat("gradient '", name, "'"));
   }
   CapturedTensor replaced;  // Released outside the lock.

@@ -21,6 +21,8 @@ const char* EntryKindName(EntryKind kind);
 // dtype, a dimension that is negative or does not fit int32, or null data
 // for a tensor with elements.
 absl::Status ValidateView(const TensorView& view, absl::string_view what);
+// The dtype and dimension checks alone: a deferred capture's bytes arrive later.
+absl::Status ValidateShape(const TensorView& view, absl::string_view what);
 
 // The same checks without a message: the per-step fast path (no allocation).
 inline bool IsReadableView(const TensorView& view) {

@@ -362,9 +362,8 @@ absl::Status Tracer::Impl::CaptureDeferred(size_t i, const CapturedTensor& captu
   const std::string what = absl::StrCat(internal::EntryKindName(entry.kind), " '", keys_[i], "'");
   // Its dtype and dims are checked now; its bytes only exist later.
   TensorView shape_only = captured.view;
-  shape_only.data = this;  // Any non-null address: the data check does not apply.
-  if (!internal::IsReadableView(shape_only)) return internal::ValidateView(shape_only, what);
   shape_only.data = nullptr;
+  XDL_RETURN_IF_ERROR(internal::ValidateShape(shape_only, what));
   if (captured.is_summary) {
     XDL_RETURN_IF_ERROR(CheckSummaryShape(entry, keys_[i], shape_only));
   } else if (!entry.summary.empty()) {

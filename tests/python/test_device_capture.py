@@ -1,0 +1,282 @@
+"""Device tensors captured without waiting for the device (_device.py, xdl_trace/deferred.h).
+
+Without a GPU the device is tests/python/fake_device.py: its work runs later, in order, on a
+stream thread. With CUDA, the gpu-marked cases at the end run the same checks on real tensors.
+"""
+
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import xdl_trace as xdl
+from fake_device import FakeDevice, installed
+from xdl_trace import _core
+
+STATS = list(_core.STATS_FIELDS)
+EXACT_STATS = [STATS.index(f) for f in ("count", "min", "max", "nan", "inf")]
+SUMMED_STATS = [STATS.index(f) for f in ("mean", "std", "l2")]
+
+
+def _values():
+    g = torch.Generator().manual_seed(3)
+    nan_inf = torch.randn(40, generator=g)
+    nan_inf[[1, 7]] = math.nan
+    nan_inf[3] = math.inf
+    nan_inf[9] = -math.inf
+    return {
+        "f32": torch.randn(64, 33, generator=g) * 3 + 100,
+        "f16": torch.randn(17, generator=g).to(torch.float16),
+        "bf16": torch.randn(5, 6, generator=g).to(torch.bfloat16),
+        "i64": torch.arange(-5, 20),
+        "bool": torch.tensor([True, False, True, True]),
+        "empty": torch.zeros(0),
+        "nan_inf": nan_inf,
+        "all_nan": torch.full((3,), math.nan),
+        "constant": torch.full((4,), 2.5),
+        "scalar": torch.tensor(7.0),
+    }
+
+
+def _host_copy(t):
+    """The same values as a numpy array (bfloat16 widened exactly): they take the host path."""
+    return t.float().numpy().copy() if t.dtype == torch.bfloat16 else t.numpy().copy()
+
+
+def _bits(t):
+    """What a reader returns for `t`'s column (bfloat16 as its uint16 bits)."""
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+def test_summaries_on_the_device_equal_the_host_summaries(cfg, read_trace):
+    values = _values()
+    with installed(FakeDevice()):
+        for name, t in values.items():
+            for summary in ("stats", "histogram"):
+                xdl.trace_tensor(f"device/{summary}/{name}", lambda t=t: t, summary=summary)
+                xdl.trace_tensor(f"host/{summary}/{name}", _host_copy(t), summary=summary)
+        with xdl.TraceHook(cfg) as hook:
+            hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    (cols,) = [rec[3] for rec in trace.records]
+    for name in values:
+        device, host = cols[f"device/stats/{name}"], cols[f"host/stats/{name}"]
+        np.testing.assert_array_equal(device[EXACT_STATS], host[EXACT_STATS], err_msg=name)
+        np.testing.assert_allclose(device[SUMMED_STATS], host[SUMMED_STATS], rtol=1e-12, err_msg=name)
+        np.testing.assert_array_equal(
+            cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"], err_msg=name
+        )
+
+
+def test_full_values_of_every_dtype_arrive_as_on_the_host(cfg, read_trace):
+    values = _values()
+    with installed(FakeDevice()):
+        for name, t in values.items():
+            xdl.trace_tensor(name, lambda t=t: t)
+        with xdl.TraceHook(cfg) as hook:
+            hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    (cols,) = [rec[3] for rec in trace.records]
+    for name, t in values.items():
+        np.testing.assert_array_equal(cols[name], _bits(t), err_msg=name)
+        assert cols[name].shape == tuple(t.shape)
+
+
+def test_step_returns_before_the_device_ran_and_later_updates_never_reach_the_file(
+    cfg, read_trace
+):
+    w = torch.zeros(1000)
+    returned_with_work_pending = []
+    with installed(FakeDevice(delay_s=0.02)) as device:
+        xdl.trace_tensor("w", lambda: w)
+        xdl.trace_tensor("w_stats", lambda: w, summary="stats")
+        with xdl.TraceHook(cfg) as hook:
+            for step in range(4):
+                device.enqueue(lambda s=step: w.fill_(float(s)))  # The step's own work.
+                hook.step()
+                returned_with_work_pending.append(device.pending)
+                device.enqueue(lambda: w.add_(100.0))  # The optimizer, after hook.step().
+    assert all(n >= 2 for n in returned_with_work_pending), returned_with_work_pending
+    (trace,) = read_trace(cfg["output_dir"])
+    for step, cols in enumerate(rec[3] for rec in trace.records):
+        np.testing.assert_array_equal(cols["w"], np.full(1000, float(step), np.float32))
+        assert cols["w_stats"][STATS.index("max")] == step
+
+
+def test_watch_of_a_model_every_step(cfg, read_trace):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    expected = []
+    with installed(FakeDevice()) as device:
+        keys = xdl.watch(model)
+        with xdl.TraceHook(cfg) as hook:
+            for step in range(3):
+                batch = torch.randn(4, 8)
+
+                def forward_backward(batch=batch):
+                    optimizer.zero_grad()
+                    model(batch).pow(2).mean().backward()
+
+                device.enqueue(forward_backward)  # The step's work runs on the device.
+                device.synchronize()  # Only so the test can read what the record must hold.
+                expected.append(
+                    {
+                        **{n: p.detach().norm().item() for n, p in model.named_parameters()},
+                        **{f"gradient/{n}": p.grad.norm().item() for n, p in model.named_parameters()},
+                    }
+                )
+                hook.step()
+                device.enqueue(optimizer.step)
+    (trace,) = read_trace(cfg["output_dir"])
+    assert len(trace.records) == 3
+    for step, cols in enumerate(rec[3] for rec in trace.records):
+        for key in keys:
+            assert cols[key].shape == (len(STATS),)
+            assert cols[key][STATS.index("l2")] == pytest.approx(expected[step][key], rel=1e-6)
+
+
+def test_a_failed_copy_drops_its_record_counts_it_and_the_next_steps_are_written(
+    cfg, read_trace
+):
+    w = torch.arange(4.0)
+    with installed(FakeDevice()) as device:
+        xdl.trace_tensor("w", lambda: w)
+        with xdl.TraceHook(cfg) as hook:
+            hook.step(gstep=0)
+            device.fail_next_work = True
+            hook.step(gstep=1)
+            hook.step(gstep=2)
+        stats = hook.stats()
+    assert stats["deferred_failed"] == 1
+    assert stats["records_dropped"] == 1
+    assert "gstep=1" in stats["last_deferred_error"]
+    assert "fake device fault" in stats["last_deferred_error"]
+    (trace,) = read_trace(cfg["output_dir"])
+    assert trace.gsteps() == [0, 2]
+    assert trace.meta.dropped_records == 1
+
+
+def test_a_step_failing_after_a_device_capture_writes_nothing_and_end_does_not_hang(
+    cfg, read_trace
+):
+    w = torch.arange(4.0)
+    with installed(FakeDevice(delay_s=0.01)):
+        xdl.trace_tensor("w", lambda: w)
+        xdl.trace_callback("broken", lambda: 1 / 0)
+        hook = xdl.TraceHook({**cfg, "on_error": "warn"})
+        with pytest.warns(RuntimeWarning, match="ZeroDivisionError"):
+            hook.step()
+        started = time.monotonic()
+        with pytest.warns(RuntimeWarning, match="1 traced step"):
+            hook.end()
+        assert time.monotonic() - started < 5
+    (trace,) = read_trace(cfg["output_dir"])
+    assert trace.records == []
+    assert hook.stats()["step_errors"] == 1
+
+
+def test_end_waits_for_copies_in_flight(cfg, read_trace):
+    w = torch.arange(4.0)
+    with installed(FakeDevice(delay_s=0.05)):
+        xdl.trace_tensor("w", lambda: w)
+        with xdl.TraceHook(cfg) as hook:
+            for _ in range(5):
+                hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    assert trace.gsteps() == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("overflow", ["drop", "block"])
+def test_staging_memory_is_bounded_by_max_pending_mb(cfg, read_trace, overflow):
+    big = torch.ones(300_000)  # 1.2 MB a step; the bound holds one step.
+    with installed(FakeDevice(delay_s=0.03)):
+        xdl.trace_tensor("big", lambda: big)
+        with xdl.TraceHook({**cfg, "max_pending_mb": 1.5, "overflow": overflow}) as hook:
+            for _ in range(6):
+                hook.step()
+        stats = hook.stats()
+    (trace,) = read_trace(cfg["output_dir"])
+    assert stats["staging_high_water_bytes"] <= 1.5e6
+    if overflow == "drop":
+        assert stats["staging_dropped"] >= 1
+        assert len(trace.records) == 6 - stats["records_dropped"]
+        assert stats["records_dropped"] >= stats["staging_dropped"]
+    else:
+        assert stats["staging_waits"] >= 1
+        assert trace.gsteps() == list(range(6))
+
+
+def test_send_gradient_of_a_device_tensor_holds_the_values_sent(cfg, read_trace):
+    g = torch.zeros(3)
+    with installed(FakeDevice(delay_s=0.01)) as device:
+        xdl.trace_gradient("w")
+        with xdl.TraceHook(cfg) as hook:
+            for step in range(2):
+                device.enqueue(lambda s=step: g.fill_(float(s)))
+                xdl.send_gradient("w", g)
+                device.enqueue(lambda: g.fill_(-1.0))  # Changed after the send.
+                hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    for step, cols in enumerate(rec[3] for rec in trace.records):
+        np.testing.assert_array_equal(cols["gradient/w"], np.full(3, float(step), np.float32))
+
+
+def test_a_callable_summary_reads_a_device_tensor_on_the_host(cfg, read_trace):
+    with installed(FakeDevice()):
+        xdl.trace_tensor("m", lambda: torch.arange(6.0), summary=lambda a: a.mean(keepdims=True))
+        with xdl.TraceHook(cfg) as hook:
+            hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    np.testing.assert_array_equal(trace.column("m")[0], [2.5])
+
+
+# -- real CUDA -------------------------------------------------------------------------------------
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="SKIPPED: no CUDA device")
+
+
+@pytest.mark.gpu
+@cuda
+def test_cuda_summaries_equal_the_host_summaries(cfg, read_trace):
+    values = {name: t.cuda() for name, t in _values().items()}
+    for name, t in values.items():
+        for summary in ("stats", "histogram"):
+            xdl.trace_tensor(f"device/{summary}/{name}", lambda t=t: t, summary=summary)
+            xdl.trace_tensor(f"host/{summary}/{name}", _host_copy(t.cpu()), summary=summary)
+        xdl.trace_tensor(f"device/values/{name}", lambda t=t: t)
+    with xdl.TraceHook(cfg) as hook:
+        hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    (cols,) = [rec[3] for rec in trace.records]
+    for name, t in values.items():
+        device, host = cols[f"device/stats/{name}"], cols[f"host/stats/{name}"]
+        np.testing.assert_array_equal(device[EXACT_STATS], host[EXACT_STATS], err_msg=name)
+        np.testing.assert_allclose(device[SUMMED_STATS], host[SUMMED_STATS], rtol=1e-12)
+        np.testing.assert_array_equal(cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"])
+        np.testing.assert_array_equal(cols[f"device/values/{name}"], _bits(t.cpu()))
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_cuda_update_enqueued_right_after_step_never_shows(cfg, read_trace, side_stream):
+    w = torch.zeros(8 << 20, device="cuda")  # 32 MB: the copy takes a while.
+    src = torch.ones(8 << 20).pin_memory()
+    xdl.trace_tensor("w", lambda: w)
+    xdl.trace_tensor("w_stats", lambda: w, summary="stats")
+    stream = torch.cuda.Stream() if side_stream else torch.cuda.current_stream()
+    with xdl.TraceHook(cfg) as hook, torch.cuda.stream(stream):
+        for step in range(5):
+            w.fill_(float(step))
+            w.add_(src.to("cuda", non_blocking=True) * 0)  # A non_blocking transfer in flight.
+            hook.step()
+            w.mul_(-7.0)  # Enqueued right after hook.step(): never in the record.
+    (trace,) = read_trace(cfg["output_dir"])
+    for step, cols in enumerate(rec[3] for rec in trace.records):
+        assert (cols["w"] == step).all()
+        assert cols["w_stats"][STATS.index("min")] == cols["w_stats"][STATS.index("max")] == step
