@@ -75,8 +75,7 @@ void RegisterDeviceBindings(py::module_& m) {
       .def(
           "fail",
           [](PendingBytes& p, const std::string& message, bool dropped) {
-            p.Fail(dropped ? absl::ResourceExhaustedError(message)
-                           : absl::InternalError(message));
+            p.Fail(dropped ? absl::ResourceExhaustedError(message) : absl::InternalError(message));
           },
           py::arg("message"), py::arg("dropped") = false)
       .def_property_readonly("settled", &PendingBytes::settled);

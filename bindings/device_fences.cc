@@ -25,8 +25,8 @@ struct CudaApi {
     const char* text = nullptr;
     if (runtime_error_string != nullptr) text = runtime_error_string(code);
     if (driver_error_string != nullptr) driver_error_string(code, &text);
-    return absl::StrCat(driver ? "cuEventSynchronize" : "cudaEventSynchronize", " failed: ",
-                        text != nullptr ? text : "error", " (", code, ")");
+    return absl::StrCat(driver ? "cuEventSynchronize" : "cudaEventSynchronize",
+                        " failed: ", text != nullptr ? text : "error", " (", code, ")");
   }
 };
 
@@ -53,7 +53,8 @@ std::string LoadedLibrary(const char* needle) {
 const CudaApi* FindCudaApi() {
   static const CudaApi* api = []() -> const CudaApi* {
     const std::string runtime = LoadedLibrary("libcudart.so");
-    if (void* handle = runtime.empty() ? nullptr : dlopen(runtime.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
+    if (void* handle =
+            runtime.empty() ? nullptr : dlopen(runtime.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
       auto* found = new CudaApi();
       found->synchronize = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cudaEventSynchronize"));
       found->runtime_error_string =
@@ -79,7 +80,8 @@ const CudaApi* FindCudaApi() {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<CudaEventFence>> CudaEventFence::Make(std::vector<uintptr_t> events) {
+absl::StatusOr<std::shared_ptr<CudaEventFence>> CudaEventFence::Make(
+    std::vector<uintptr_t> events) {
   if (FindCudaApi() == nullptr) {
     return absl::FailedPreconditionError(
         "no CUDA runtime or driver is loaded in this process (import torch and use CUDA first)");
@@ -137,10 +139,9 @@ bool StagingLease::busy() const {
 }
 
 bool StagingLease::WaitFree(double timeout_s) const {
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          std::chrono::duration<double>(timeout_s < 0 ? 0 : timeout_s));
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_s < 0 ? 0 : timeout_s));
   internal::MutexLock lock(&mu_);
   while (busy_) {
     if (!cv_.WaitUntil(&mu_, deadline)) return !busy_;

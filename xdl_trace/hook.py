@@ -424,8 +424,11 @@ class TraceHook:
 
     def stats(self):
         """The core's counters (records/bytes written, dropped, files, queue high water, last
-        write error, write_mode) plus the hook's: write_mode_reason (why that mode; None before
-        begin), steps_seen, steps_skipped, step_errors, last_step_error."""
+        write error, write_mode; deferred_failed and last_deferred_error: records lost to a
+        failed device copy) plus the hook's: write_mode_reason (why that mode; None before
+        begin), steps_seen, steps_skipped, step_errors, last_step_error, and the process's
+        device staging memory (staging_bytes, staging_high_water_bytes, staging_waits,
+        staging_dropped)."""
         if self._tracer is not None:
             out = self._tracer.stats()
         elif self._final_stats is not None:

@@ -1,6 +1,5 @@
-// Deferred captures (xdl_trace/deferred.h): columns whose bytes land after Step, with a fake device.
-#include "xdl_trace/deferred.h"
-
+// Deferred captures (xdl_trace/deferred.h): columns whose bytes land after Step, with a fake
+// device.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -18,6 +17,7 @@
 #include "summary/summary.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
+#include "xdl_trace/deferred.h"
 #include "xdl_trace/tracer.h"
 
 namespace xdl_trace {
@@ -28,7 +28,8 @@ using test::TempDir;
 // A device with one stream: work runs later, in order, on a thread of its own.
 class FakeStream {
  public:
-  explicit FakeStream(std::chrono::milliseconds delay) : delay_(delay), thread_([this] { Run(); }) {}
+  explicit FakeStream(std::chrono::milliseconds delay)
+      : delay_(delay), thread_([this] { Run(); }) {}
   ~FakeStream() {
     Enqueue(nullptr);
     thread_.join();
@@ -129,8 +130,8 @@ struct DeviceValue {
       std::memcpy(staging.data(), device.data(), sizeof(float) * 4);
       fence->Complete(fence_status);
     });
-    pending->Arm(reinterpret_cast<const char*>(staging.data()), [fence] { return fence->Wait(); },
-                 nullptr);
+    pending->Arm(
+        reinterpret_cast<const char*>(staging.data()), [fence] { return fence->Wait(); }, nullptr);
     pending.reset();
   }
 };
@@ -243,12 +244,17 @@ TEST_CASE("a summary computed by the producer is checked against the entry's sum
     return captured;
   };
   REQUIRE(registry->Register(Entry("s", provider, Summary{BuiltinSummary::kStats})).ok());
-  REQUIRE(registry->Register(Entry("raw_for_stats", [&]() -> absl::StatusOr<CapturedTensor> {
-    CapturedTensor captured;
-    captured.view = TensorView{DType::kFloat32, {4}, nullptr};
-    captured.deferred = pending.bytes();
-    return captured;
-  }, Summary{BuiltinSummary::kStats})).ok());
+  REQUIRE(registry
+              ->Register(Entry(
+                  "raw_for_stats",
+                  [&]() -> absl::StatusOr<CapturedTensor> {
+                    CapturedTensor captured;
+                    captured.view = TensorView{DType::kFloat32, {4}, nullptr};
+                    captured.deferred = pending.bytes();
+                    return captured;
+                  },
+                  Summary{BuiltinSummary::kStats}))
+              .ok());
   const TraceConfig config = Config(dir.path());
   auto tracer = Tracer::Start(config, registry);
   REQUIRE(tracer.ok());

@@ -66,7 +66,9 @@ def test_summaries_on_the_device_equal_the_host_summaries(cfg, read_trace):
     for name in values:
         device, host = cols[f"device/stats/{name}"], cols[f"host/stats/{name}"]
         np.testing.assert_array_equal(device[EXACT_STATS], host[EXACT_STATS], err_msg=name)
-        np.testing.assert_allclose(device[SUMMED_STATS], host[SUMMED_STATS], rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(
+            device[SUMMED_STATS], host[SUMMED_STATS], rtol=1e-12, err_msg=name
+        )
         np.testing.assert_array_equal(
             cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"], err_msg=name
         )
@@ -86,9 +88,7 @@ def test_full_values_of_every_dtype_arrive_as_on_the_host(cfg, read_trace):
         assert cols[name].shape == tuple(t.shape)
 
 
-def test_step_returns_before_the_device_ran_and_later_updates_never_reach_the_file(
-    cfg, read_trace
-):
+def test_step_returns_before_the_device_ran_and_later_updates_never_reach_the_file(cfg, read_trace):
     w = torch.zeros(1000)
     returned_with_work_pending = []
     with installed(FakeDevice(delay_s=0.02)) as device:
@@ -127,7 +127,10 @@ def test_watch_of_a_model_every_step(cfg, read_trace):
                 expected.append(
                     {
                         **{n: p.detach().norm().item() for n, p in model.named_parameters()},
-                        **{f"gradient/{n}": p.grad.norm().item() for n, p in model.named_parameters()},
+                        **{
+                            f"gradient/{n}": p.grad.norm().item()
+                            for n, p in model.named_parameters()
+                        },
                     }
                 )
                 hook.step()
@@ -140,9 +143,7 @@ def test_watch_of_a_model_every_step(cfg, read_trace):
             assert cols[key][STATS.index("l2")] == pytest.approx(expected[step][key], rel=1e-6)
 
 
-def test_a_failed_copy_drops_its_record_counts_it_and_the_next_steps_are_written(
-    cfg, read_trace
-):
+def test_a_failed_copy_drops_its_record_counts_it_and_the_next_steps_are_written(cfg, read_trace):
     w = torch.arange(4.0)
     with installed(FakeDevice()) as device:
         xdl.trace_tensor("w", lambda: w)
@@ -257,7 +258,9 @@ def test_cuda_summaries_equal_the_host_summaries(cfg, read_trace):
         device, host = cols[f"device/stats/{name}"], cols[f"host/stats/{name}"]
         np.testing.assert_array_equal(device[EXACT_STATS], host[EXACT_STATS], err_msg=name)
         np.testing.assert_allclose(device[SUMMED_STATS], host[SUMMED_STATS], rtol=1e-12)
-        np.testing.assert_array_equal(cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"])
+        np.testing.assert_array_equal(
+            cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"]
+        )
         np.testing.assert_array_equal(cols[f"device/values/{name}"], _bits(t.cpu()))
 
 

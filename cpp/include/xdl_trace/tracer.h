@@ -71,7 +71,9 @@ class Tracer {
   // TraceConfig::missing_gradient); a summary replaces the value; a
   // once-value is written in the first record this tracer queues and as an
   // empty float32 column of shape [0] afterwards. Keep-alives are released
-  // before Step returns.
+  // before Step returns. A deferred capture (CapturedTensor::deferred, a
+  // device copy in flight) is queued with its bytes to come: the IO thread
+  // waits for them (xdl_trace/deferred.h), Step never does.
   absl::Status Step(int64_t gstep, int64_t lstep);
   // Same, with the timestamp (ms since epoch) given: for tests and replays.
   absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);

@@ -146,7 +146,8 @@ absl::Status ResolveDeferred(EncodedRecord* record) {
     bases.push_back(*base);
   }
   for (FramePiece& piece : record->pieces) {
-    if (piece.deferred >= 0) piece.external = bases[static_cast<size_t>(piece.deferred)] + piece.offset;
+    if (piece.deferred >= 0)
+      piece.external = bases[static_cast<size_t>(piece.deferred)] + piece.offset;
   }
   return absl::OkStatus();
 }

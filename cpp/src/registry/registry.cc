@@ -226,7 +226,8 @@ std::vector<EntrySpec> Registry::Snapshot(const std::vector<std::string>& scopes
 absl::Status Registry::SendGradient(const std::string& name, CapturedTensor gradient) {
   if (name.empty()) return absl::InvalidArgumentError("SendGradient: empty gradient name");
   if (gradient.deferred != nullptr) {
-    XDL_RETURN_IF_ERROR(internal::ValidateShape(gradient.view, absl::StrCat("gradient '", name, "'")));
+    XDL_RETURN_IF_ERROR(
+        internal::ValidateShape(gradient.view, absl::StrCat("gradient '", name, "'")));
   } else if (!internal::IsReadableView(gradient.view)) {
     return ValidateView(gradient.view, absl::StrCat("gradient '", name, "'"));
   }

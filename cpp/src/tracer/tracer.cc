@@ -339,10 +339,10 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
 absl::Status Tracer::Impl::CheckSummaryShape(const EntrySpec& entry, const std::string& key,
                                              const TensorView& view) const {
   const BuiltinSummary kind = entry.summary.fn ? BuiltinSummary::kNone : entry.summary.builtin;
-  const int64_t size = kind == BuiltinSummary::kStats       ? internal::kStatsSize
-                       : kind == BuiltinSummary::kHistogram ? internal::HistogramSize(
-                                                                  entry.summary.histogram_bins)
-                                                            : -1;
+  const int64_t size = kind == BuiltinSummary::kStats ? internal::kStatsSize
+                       : kind == BuiltinSummary::kHistogram
+                           ? internal::HistogramSize(entry.summary.histogram_bins)
+                           : -1;
   if (size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(internal::EntryKindName(entry.kind), " '", key,
@@ -368,8 +368,9 @@ absl::Status Tracer::Impl::CaptureDeferred(size_t i, const CapturedTensor& captu
     XDL_RETURN_IF_ERROR(CheckSummaryShape(entry, keys_[i], shape_only));
   } else if (!entry.summary.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, ": a deferred (device) value needs its summary computed by whoever captured it "
-              "(CapturedTensor::is_summary); the tracer reads no device memory"));
+        what,
+        ": a deferred (device) value needs its summary computed by whoever captured it "
+        "(CapturedTensor::is_summary); the tracer reads no device memory"));
   }
   views_.push_back(shape_only);
   deferred_.push_back({captured.deferred, captured.deferred_offset});

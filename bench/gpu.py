@@ -1,0 +1,251 @@
+"""What tracing costs a GPU training loop, side by side with its floors and peers, in one process.
+
+    /usr/bin/python3 bench/gpu.py [--workload conv|mlp|all] [--steps 40] [--rounds 3]
+                                  [--device cuda|cpu] [--json OUT.json]
+
+Workloads: "conv" (7 conv 3x3 layers of width 256 with BatchNorm, a linear head, SGD with
+momentum, batch 128x3x64x64: ~26 ms a step on an H100) and "mlp" (4 x Linear(1024), batch 64:
+launch-bound, ~1 ms a step). Conditions run in blocks of --steps steps (after 3 warm-up
+steps), interleaved over --rounds rounds, each block timed between two device synchronizes;
+ratio = median untraced time / median condition time (1.0 = free):
+
+  untraced        the loop alone
+  xdl_watch       xdl.watch(model): stats of every parameter and gradient, every step
+  xdl_watch10     the same under filter=xdl.Every(10)
+  xdl_full10      every parameter and gradient in full (trace_collection + trace_gradient),
+                  under Every(10)
+  xdl_loss        the CUDA loss tensor traced every step (trace_callback)
+  xdl_host_float  a host float traced every step (what hook.step() itself costs)
+  floor_item      loss.item() every step (the least a host-side loss log costs)
+  floor_gpu_stats stats of every parameter and gradient computed on the GPU (torch._foreach_norm,
+                  amin, amax, mean), copied to pinned memory with non_blocking=True, every step
+  tb_hist10       torch.utils.tensorboard add_histogram of every parameter and gradient, every
+                  10th step (only where tensorboard is installed)
+
+It also prints hook.step()'s time on the training thread under xdl_watch (median, p99, max).
+--device cpu runs the same code on the CPU (a smoke test of the script: CPU tensors take the
+host path, so the figures say nothing about GPUs).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+import torch
+import torch.nn as nn
+
+import xdl_trace as xdl
+
+
+def conv_model(width=256):
+    layers = [nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU()]
+    for i in range(6):
+        stride = 2 if i % 2 == 1 else 1
+        layers += [nn.Conv2d(width, width, 3, padding=1, stride=stride), nn.BatchNorm2d(width)]
+        layers += [nn.ReLU()]
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 100)]
+    return nn.Sequential(*layers)
+
+
+def mlp_model(width=1024):
+    layers = []
+    for _ in range(4):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers[:-1], nn.Linear(width, 100))
+
+
+WORKLOADS = {
+    # name: (model, input shape, full-size default, small default for --device cpu)
+    "conv": (conv_model, lambda cpu: (8, 3, 16, 16) if cpu else (128, 3, 64, 64)),
+    "mlp": (mlp_model, lambda cpu: (8, 1024) if cpu else (64, 1024)),
+}
+
+
+class Loop:
+    """One workload's training step and the timing of blocks of steps."""
+
+    WARM = 3
+
+    def __init__(self, workload, device):
+        make, shape = WORKLOADS[workload]
+        torch.manual_seed(0)
+        cpu = device == "cpu"
+        self.model = (make(16) if cpu and workload == "conv" else make()).to(device)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.x = torch.randn(*shape(cpu), device=device)
+        self.y = torch.randint(0, 100, (shape(cpu)[0],), device=device)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.loss = None
+        self.sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+        self.params = list(self.model.named_parameters())
+
+    def forward_backward(self):
+        self.opt.zero_grad(set_to_none=False)
+        self.loss = self.loss_fn(self.model(self.x), self.y)
+        self.loss.backward()
+
+    def timed(self, n, one):
+        for i in range(self.WARM):
+            one(i)
+        self.sync()
+        t0 = time.perf_counter()
+        for i in range(self.WARM, self.WARM + n):
+            one(i)
+        self.sync()
+        return time.perf_counter() - t0
+
+
+def conditions(loop, out_root):
+    step_times = []
+
+    def traced(register, filt=None, record_step_times=False):
+        def run(n, tag):
+            xdl.clear()
+            register()
+            cfg = {"output_dir": os.path.join(out_root, tag), "fsync": False}
+            with xdl.TraceHook(cfg, filter=filt) as hook:
+
+                def one(i):
+                    loop.forward_backward()
+                    t0 = time.perf_counter()
+                    hook.step()
+                    if record_step_times and i >= loop.WARM:
+                        step_times.append(time.perf_counter() - t0)
+                    loop.opt.step()
+
+                return loop.timed(n, one)
+
+        return run
+
+    def full():
+        xdl.trace_collection(loop.model)
+        for name, _ in loop.params:
+            xdl.trace_gradient(name)
+
+    def untraced(n, tag):
+        def one(i):
+            loop.forward_backward()
+            loop.opt.step()
+
+        return loop.timed(n, one)
+
+    def floor_item(n, tag):
+        def one(i):
+            loop.forward_backward()
+            loop.loss.item()
+            loop.opt.step()
+
+        return loop.timed(n, one)
+
+    def floor_gpu_stats(n, tag):
+        pinned = {}
+
+        def one(i):
+            loop.forward_backward()
+            ts = [p.detach() for _, p in loop.params] + [p.grad for _, p in loop.params]
+            norms = torch.stack(torch._foreach_norm(ts))
+            mins = torch.stack([t.amin() for t in ts])
+            maxs = torch.stack([t.amax() for t in ts])
+            means = torch.stack([t.mean() for t in ts])
+            rows = torch.stack([norms, mins, maxs, means], dim=1)
+            if "rows" not in pinned:
+                pinned["rows"] = torch.empty(rows.shape, pin_memory=rows.is_cuda)
+            pinned["rows"].copy_(rows, non_blocking=True)
+            loop.opt.step()
+
+        return loop.timed(n, one)
+
+    out = {
+        "untraced": untraced,
+        "xdl_watch": traced(lambda: xdl.watch(loop.model), record_step_times=True),
+        "xdl_watch10": traced(lambda: xdl.watch(loop.model), filt=xdl.Every(10)),
+        "xdl_full10": traced(full, filt=xdl.Every(10)),
+        "xdl_loss": traced(lambda: xdl.trace_callback("loss", lambda: loop.loss.detach())),
+        "xdl_host_float": traced(lambda: xdl.trace_callback("t", time.perf_counter)),
+        "floor_item": floor_item,
+        "floor_gpu_stats": floor_gpu_stats,
+    }
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception:  # noqa: BLE001  (not installed: the peer is left out, and said so)
+        SummaryWriter = None
+    if SummaryWriter is not None:
+
+        def tb_hist10(n, tag):
+            writer = SummaryWriter(os.path.join(out_root, tag))
+
+            def one(i):
+                loop.forward_backward()
+                if i % 10 == 0:
+                    for name, p in loop.params:
+                        writer.add_histogram(name, p, i)
+                        writer.add_histogram("gradient/" + name, p.grad, i)
+                loop.opt.step()
+
+            dt = loop.timed(n, one)
+            writer.close()
+            return dt
+
+        out["tb_hist10"] = tb_hist10
+    return out, step_times
+
+
+def run_workload(workload, args):
+    loop = Loop(workload, args.device)
+    out_root = tempfile.mkdtemp(prefix=f"xdl_gpu_{workload}_")
+    conds, step_times = conditions(loop, out_root)
+    times = {name: [] for name in conds}
+    for _ in range(3):
+        loop.forward_backward()
+        loop.opt.step()
+    for r in range(args.rounds):
+        for name, run in conds.items():
+            times[name].append(run(args.steps, f"{name}_{r}"))
+        shutil.rmtree(out_root, ignore_errors=True)
+    base = statistics.median(times["untraced"])
+    ratios = {name: base / statistics.median(t) for name, t in times.items()}
+    step_us = sorted(t * 1e6 for t in step_times)
+    step = {
+        "median_us": statistics.median(step_us),
+        "p99_us": step_us[min(len(step_us) - 1, int(0.99 * len(step_us)))],
+        "max_us": step_us[-1],
+    }
+    ms = base / args.steps * 1e3
+    print(f"\n{workload}: {ms:.2f} ms a step untraced ({args.device}, {args.rounds} rounds)")
+    for name, ratio in ratios.items():
+        print(f"  {name:16s} {ratio:6.3f}")
+    print(
+        f"  hook.step() under xdl_watch: median {step['median_us']:.0f} us, "
+        f"p99 {step['p99_us']:.0f} us, max {step['max_us']:.0f} us"
+    )
+    if "tb_hist10" not in ratios:
+        print("  (tensorboard not installed: tb_hist10 left out)")
+    return {"ms_per_step": ms, "ratios": ratios, "watch_step": step, "times_s": times}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="all", choices=["all", *WORKLOADS])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    results = {
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "xdl_trace": xdl.__version__,
+    }
+    for workload in WORKLOADS if args.workload == "all" else [args.workload]:
+        results[workload] = run_workload(workload, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The GPU machine's one prepared script: build there, run the GPU tests, then bench/gpu.py.
+#   bash bench/gpu_check.sh GPU_DIR OUT     (GPU_DIR: a git-ignored copy of ../shared/gpu holding
+#                                           pfx/ from prepare_prefix.sh; OUT: where figures go)
+# Prints each part's outcome; the figures land in OUT/gpu.json and OUT/*.log.
+set -u
+gpu=${1:?GPU_DIR}; out=${2:?OUT}
+src=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out"
+bash "$gpu/build_on_gpu_machine.sh" "$src" "$gpu/pfx" /tmp/xdl-gpu-build > "$out/build.log" 2>&1 \
+  || { tail -30 "$out/build.log"; exit 1; }
+export LD_LIBRARY_PATH=$gpu/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONPATH=$src
+(cd /tmp/xdl-gpu-build && ctest -L gpu --output-on-failure) > "$out/ctest_gpu.log" 2>&1
+echo "ctest -L gpu: exit $? ($(tail -1 "$out/ctest_gpu.log"))"
+python3 -m pytest -m gpu -q tests/python/test_device_capture.py tests/python/test_torch.py \
+  tests/python/test_device_tracing.py > "$out/pytest_gpu.log" 2>&1
+echo "pytest -m gpu: exit $? ($(tail -1 "$out/pytest_gpu.log"))"
+python3 bench/gpu.py --json "$out/gpu.json" 2>&1 | tee "$out/bench_gpu.log"
