@@ -90,7 +90,9 @@ def _outputs(root, traces, out):
     ]
     if "device" in traces:
         cases.append([os.path.join(out, "device.html"), [traces["device"]], {}])
-    subprocess.run([sys.executable, "-c", _RENDER, json.dumps(cases)], env=env, check=True)
+    subprocess.run(  # In `out`: the current directory comes first on sys.path.
+        [sys.executable, "-c", _RENDER, json.dumps(cases)], env=env, cwd=out, check=True
+    )
     commands = {
         "info": ["info", a],
         "info_json": ["info", a, "--json"],
@@ -108,7 +110,7 @@ def _outputs(root, traces, out):
         commands["timeline_device"] = ["timeline", traces["device"], "-o", f"{out}/td.json"]
     for name, argv in commands.items():
         result = subprocess.run(
-            [sys.executable, "-m", "xdl_trace", *argv], env=env, capture_output=True
+            [sys.executable, "-m", "xdl_trace", *argv], env=env, cwd=out, capture_output=True
         )
         text = f"exit {result.returncode}\n".encode() + result.stdout + b"\n--\n" + result.stderr
         with open(os.path.join(out, name + ".out"), "wb") as f:
