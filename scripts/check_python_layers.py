@@ -8,6 +8,9 @@ The rules:
 - The CLI (xdl_trace/cli.py, xdl_trace/__main__.py) is the top floor: it imports the library;
   no other module imports it.
 - No import circles: the graph of imports between xdl_trace's own modules has no cycle.
+- No private names across modules: no module takes another's ``_name`` (``from .reader import
+  _x`` or ``reader._x``); what two modules share has a public name in the lower one. Private
+  modules (``_core``, ``_run``, ...) are fine to import: the rule is about their names' users.
 
 Every import counts, wherever it is written: at the top of a module, inside a function (a lazy
 import still closes a circle), and a module named by a string to importlib.import_module or
@@ -87,10 +90,48 @@ def _targets(module, modules, node):
     return found
 
 
+def _private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(module, modules, tree):
+    """[(line, "module._name")] of the names private to another module of the tree that
+    `module` takes, by ``from .m import _x`` or by ``m._x`` on a name bound to a module."""
+    bound, uses = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = _resolve(module, modules, node.level, node.module)
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                if full in modules:
+                    bound[alias.asname or alias.name] = full
+                elif (  # From a package, a private name is a module of it (the compiled _core).
+                    source in modules
+                    and source != module
+                    and not _is_package(source, modules)
+                    and _private(alias.name)
+                ):
+                    uses.append((node.lineno, full))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in modules:
+                    bound[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in bound
+            and bound[node.value.id] != module
+            and _private(node.attr)
+        ):
+            uses.append((node.lineno, f"{bound[node.value.id]}.{node.attr}"))
+    return uses
+
+
 def _graph(root):
-    """({module: {imported module: first line}}, {module: path})."""
+    """({module: {imported module: first line}}, {module: path}, {module: private uses})."""
     modules = _modules(root)
-    graph = {}
+    graph, private = {}, {}
     for module, path in modules.items():
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), filename=path)
@@ -98,7 +139,8 @@ def _graph(root):
         for node in ast.walk(tree):
             for target in _targets(module, modules, node):
                 edges.setdefault(target, node.lineno)
-    return graph, modules
+        private[module] = _private_uses(module, modules, tree)
+    return graph, modules, private
 
 
 def _circles(graph):
@@ -149,8 +191,14 @@ def _cycle(graph, component):
 
 def check(root):
     """The breaks of the tree at `root`, one line each (empty: the layers hold)."""
-    graph, modules = _graph(root)
+    graph, modules, private = _graph(root)
     problems = []
+    for module, uses in sorted(private.items()):
+        for line, name in sorted(set(uses)):
+            problems.append(
+                f"{os.path.relpath(modules[module], root)}:{line}: {module} takes {name}, "
+                "a name private to its module: give what modules share a public name"
+            )
     for module, edges in sorted(graph.items()):
         if module in CLI:
             continue

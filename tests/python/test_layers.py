@@ -1,6 +1,6 @@
 """scripts/check_python_layers.py (run by `make lint`): this tree passes, and a scratch copy of
 xdl_trace/ with one break planted fails: a library module importing the CLI, a circle closed by a
-lazy import inside a function, the CLI named to importlib."""
+lazy import inside a function, the CLI named to importlib, a private name taken across modules."""
 
 import os
 import shutil
@@ -24,6 +24,16 @@ PLANTED = {
         "selection.py",
         "\n\ndef _planted():\n    from . import reader\n\n    return reader\n",
         "import circle: xdl_trace.reader -> xdl_trace.selection -> xdl_trace.reader",
+    ),
+    "a module takes another's private name": (
+        "dask.py",
+        "\n_PLANTED = _reader._BATCH\n",
+        "xdl_trace.dask takes xdl_trace.reader._BATCH",
+    ),
+    "a module imports another's private name": (
+        "report.py",
+        "\nfrom .report_html import _anchor\n",
+        "xdl_trace.report takes xdl_trace.report_html._anchor",
     ),
     "importlib names the CLI": (
         "timeline.py",
