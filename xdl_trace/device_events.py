@@ -65,11 +65,12 @@ def parse_device_trace(payload):
 def event_totals(message, totals):
     """Adds each event of a DeviceTrace to ``totals`` {(category, name): [events, total ns]}
     (a name index out of range counts as the name "")."""
-    names = message.name
+    names, categories = message.name, EVENT_CATEGORY
     for device in message.device:
         for line in device.line:
             for event in line.event:
                 name = names[event.name_index] if event.name_index < len(names) else ""
-                entry = totals.setdefault((category(event.kind), name), [0, 0])
+                kind = categories.get(event.kind, OTHER_CATEGORY)  # category(), inlined.
+                entry = totals.setdefault((kind, name), [0, 0])
                 entry[0] += 1
                 entry[1] += max(event.end_ns - event.start_ns, 0)
