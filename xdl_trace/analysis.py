@@ -30,13 +30,13 @@ import warnings
 
 import numpy as np
 
-from . import _core
-from .cli import command
-from .reader import TornTailWarning, UnknownDTypeWarning, _gstep_selection, open_trace
+from . import _core, device_events
+from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
+from .selection import gstep_window
 
 __all__ = ["scan_run", "find_nan", "RunScan", "Series", "HistogramSeries", "STATS_FIELDS"]
 
-STATS_FIELDS = tuple(_core.STATS_FIELDS)  # count, min, max, mean, std, l2, nan, inf
+# STATS_FIELDS: the stats layout's field names, from _core (via xdl_trace.reader).
 COUNT, MIN, MAX, MEAN, STD, L2, NAN, INF = range(len(STATS_FIELDS))
 LOG_BUCKET_EDGES = np.asarray(_core.LOG_BUCKET_EDGES)
 
@@ -424,7 +424,7 @@ def _histogram_group(files, gsteps, capacity):
     metas = [f.meta or {} for f in files]
     if any(m.get("record_count") is None or m.get("format_version", 0) == 0 for m in metas):
         return 1
-    begin, end, steps = _gstep_selection(gsteps)
+    begin, end, steps = gstep_window(gsteps)
     records = 0
     for m in metas:
         # A selection's share of a file, as if its records were evenly spread over its gsteps.
@@ -447,7 +447,7 @@ def _open_scan(keys, path, gsteps, histograms, histogram_group):
     each key's stats rows and log-bucket counts, the step spans and device traces) whose walker
     threads start reading at once. histogram_group: consecutive records of a key summed into one
     histogram row in C++."""
-    begin, end, steps = _gstep_selection(gsteps)
+    begin, end, steps = gstep_window(gsteps)
     return _core.RecordScan(
         path, keys, begin, end, steps, [bool(histograms)] * len(keys), histogram_group
     )
@@ -458,7 +458,7 @@ def _scan_file(scan, rank, cursor, gsteps, pairs, series, histograms, on_last_ch
     called when the last chunk arrives, before it is added (scan_run opens the next file then, so
     its walker reads while this file's last chunk is added). The scan drops its mapping once the
     last chunk is taken."""
-    begin, end, steps = _gstep_selection(gsteps)
+    begin, end, steps = gstep_window(gsteps)
     keys = scan.keys
     # Per-record cells of a chunk: about _CHUNK_CELLS x 64 bytes of stats whatever the keys.
     max_records = max(64, min(_CHUNK_RECORDS, _CHUNK_CELLS // max(len(keys), 1)))
@@ -669,21 +669,9 @@ def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
 
 def _add_device_time(scan, payload):
     """Adds one serialized DeviceTrace (a Record field 5) to the device time by kernel."""
-    from .timeline import _EVENT_CATEGORY, DeviceTrace
-
-    message = DeviceTrace()
-    message.ParseFromString(payload)
+    message = device_events.parse_device_trace(payload)
     scan.device_dropped += message.dropped_events
-    for device in message.device:
-        for line in device.line:
-            for event in line.event:
-                kind = _EVENT_CATEGORY.get(event.kind, "device")
-                name = (
-                    message.name[event.name_index] if event.name_index < len(message.name) else ""
-                )
-                entry = scan.device.setdefault((kind, name), [0, 0])
-                entry[0] += 1
-                entry[1] += max(event.end_ns - event.start_ns, 0)
+    device_events.event_totals(message, scan.device)
 
 
 def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None, run=None):
@@ -702,57 +690,9 @@ def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=N
         histograms=False,
         run=run,
     )
-    return [b.as_dict() for b in sorted(scan.first_bad.values(), key=_bad_order)]
+    return [b.as_dict() for b in bad_values(scan)]
 
 
-def _bad_order(bad):
-    return (bad.gstep, bad.rank, bad.key)
-
-
-# --- the `xdl-trace find-nan` subcommand (registered with xdl_trace.cli) -------
-
-
-def _configure(parser):
-    parser.add_argument("--json", action="store_true", help="print a JSON list instead of text")
-    parser.add_argument("--keys", help="comma-separated key globs (default: all)")
-    parser.add_argument("--gsteps", help="gstep range A:B, inclusive (A: or :B open-ended)")
-
-
-def _run(args):
-    import json
-
-    from .cli import Progress, _parse_gsteps
-
-    trace = open_trace(args.path, prefix=args.prefix, name=args.name, run=args.run)
-    with Progress(trace.nbytes, "find-nan") as progress:
-        scan = scan_run(
-            args.path,
-            run=args.run,
-            keys=args.keys,
-            gsteps=_parse_gsteps(args.gsteps),
-            prefix=args.prefix,
-            name=args.name,
-            series=False,
-            histograms=False,
-            on_progress=progress,
-        )
-    found = sorted(scan.first_bad.values(), key=_bad_order)
-    if args.json:
-        print(json.dumps([b.as_dict() for b in found], indent=2))
-    elif not found:
-        print(f"no NaN or Inf in {len(scan.keys)} keys over {scan.total_records} records")
-    else:
-        for b in found:
-            print(
-                f"{b.key}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
-                f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
-            )
-    return 1 if found else 0
-
-
-# The `xdl-trace` subcommand (cli.py imports this module when it starts).
-command(
-    "find-nan",
-    "first NaN/Inf per key (rank, gstep, lstep, count); exit 1 when any is found",
-    _configure,
-)(_run)
+def bad_values(scan):
+    """The first NaN/Inf of each key of a RunScan (BadValue), by gstep, then rank, then key."""
+    return sorted(scan.first_bad.values(), key=lambda bad: (bad.gstep, bad.rank, bad.key))

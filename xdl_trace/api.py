@@ -40,7 +40,8 @@ def registry():
     return _registry
 
 
-def _scope(scope):
+def scope_name(scope):
+    """A scope argument as the registry spells it ("" for None); TypeError for a non-string."""
     if scope is None:
         return ""
     if not isinstance(scope, str):
@@ -48,7 +49,8 @@ def _scope(scope):
     return scope
 
 
-def _full_key(scope, key):
+def full_key(scope, key):
+    """The key a reader sees: ``scope/key``, or ``key`` without a scope."""
     return f"{scope}/{key}" if scope else key
 
 
@@ -58,25 +60,25 @@ def _check_key(key):
     return key
 
 
-def _summary(scope, key, summary):
+def summary_spec(scope, key, summary):
     """(summary object for the binding, histogram bins)."""
     if summary is None or isinstance(summary, str):
         return summary, _core.DEFAULT_HISTOGRAM_BINS
     if callable(summary):
-        return _convert.wrap_summary(_full_key(scope, key), summary), _core.DEFAULT_HISTOGRAM_BINS
+        return _convert.wrap_summary(full_key(scope, key), summary), _core.DEFAULT_HISTOGRAM_BINS
     raise TypeError(
-        f"xdl_trace: key '{_full_key(scope, key)}': summary must be None, 'stats', "
+        f"xdl_trace: key '{full_key(scope, key)}': summary must be None, 'stats', "
         f"'histogram' or a callable, got {type(summary).__name__}"
     )
 
 
 def _register(kind, name, value, scope, summary=None):
-    scope = _scope(scope)
+    scope = scope_name(scope)
     key = _check_key(name)
-    full_key = _full_key(scope, key)
+    key_name = full_key(scope, key)
     requested = summary
-    summary, bins = _summary(scope, key, summary)
-    how = _convert.classify(full_key, value, requested, bins)
+    summary, bins = summary_spec(scope, key, summary)
+    how = _convert.classify(key_name, value, requested, bins)
     if how[0] == "array":
         _registry.register_array(scope, key, kind, how[1], how[2], summary, bins)
     else:
@@ -102,7 +104,13 @@ def trace_variable(name, var, scope=None, summary=None):
         value = lambda: var.value  # noqa: E731  (re-read: .value may be rebound each step)
     with _lock:
         _register(_core.EntryKind.VARIABLE, name, value, scope, summary)
-        _variables[(_scope(scope), name)] = var
+        _variables[(scope_name(scope), name)] = var
+
+
+def remember_variable(scope, name, var):
+    """Remembers a variable registered under `scope` (a scope_name) for trace_gradient(name)."""
+    with _lock:
+        _variables[(scope, name)] = var
 
 
 def _find_variable(scope, name):
@@ -122,11 +130,11 @@ def trace_gradient(name, key=None, scope=None, summary=None):
     traced step (after backward). For anything else the training code delivers it each
     step with ``send_gradient(name, value)``.
     """
-    scope_s = _scope(scope)
+    scope_s = scope_name(scope)
     key = _check_key(f"gradient/{name}" if key is None else key)
-    full_key = _full_key(scope_s, key)
+    key_name = full_key(scope_s, key)
     requested = summary
-    summary, bins = _summary(scope_s, key, summary)
+    summary, bins = summary_spec(scope_s, key, summary)
     with _lock:
         var = _find_variable(scope_s, name)
     if _torch.is_tensor(var) and var.requires_grad:
@@ -134,7 +142,7 @@ def trace_gradient(name, key=None, scope=None, summary=None):
             scope_s,
             key,
             _core.EntryKind.GRADIENT,
-            _torch.grad_provider(full_key, name, var, requested, bins),
+            _torch.grad_provider(key_name, name, var, requested, bins),
             summary,
             bins,
         )
@@ -210,9 +218,9 @@ def trace_callback(name, callback, scope=None):
     (errors.CallbackError) naming the key."""
     if not callable(callback):
         raise TypeError(f"xdl_trace: key '{name}': callback is not callable")
-    scope = _scope(scope)
+    scope = scope_name(scope)
     key = _check_key(name)
-    provider = _convert.wrap_callable(_full_key(scope, key), callback)
+    provider = _convert.wrap_callable(full_key(scope, key), callback)
     _registry.register_provider(scope, key, _core.EntryKind.CALLBACK, provider)
 
 
@@ -232,7 +240,7 @@ def clear(scope=None):
             _sent_gradients.clear()
             _summarized_gradients.clear()
         else:
-            s = _scope(scope)
+            s = scope_name(scope)
             _registry.clear_scope(s)
             for table in (_variables, _sent_gradients):
                 for k in [k for k in table if k[0] == s]:
@@ -242,7 +250,7 @@ def clear(scope=None):
 def keys(scope=None):
     """Full keys registered in `scope` (a string, a list of scopes, or None for the default)."""
     if scope is None or isinstance(scope, str):
-        scopes = [_scope(scope)]
+        scopes = [scope_name(scope)]
     else:
-        scopes = [_scope(s) for s in scope]
+        scopes = [scope_name(s) for s in scope]
     return _registry.keys(scopes)

@@ -1,13 +1,13 @@
-"""The ``xdl-trace`` command (also ``python3 -m xdl_trace``): info, dump, verify, export, --version.
+"""The ``xdl-trace`` command (also ``python3 -m xdl_trace``): info, dump, verify, export,
+timeline, find-nan, report, --version.
 
-Each subcommand is one ``@command`` function plus the options it declares;
-adding a subcommand is adding one decorated function here, or a module listed
-in ``_EXTENSION_MODULES`` that calls ``command(...)`` at import time.
+The top floor of the package: it imports the library (reader, analysis, timeline, report) and no
+library module imports it. Each subcommand is one ``@command`` function plus the options it
+declares; adding a subcommand is adding one decorated function here.
 """
 
 import argparse
 import csv
-import importlib
 import json
 import os
 import sys
@@ -15,25 +15,15 @@ import warnings
 
 import numpy as np
 
+from . import analysis, report, report_html, timeline
 from ._version import __version__
-
-try:
-    from tqdm import tqdm as _tqdm
-except ImportError:  # Optional: without it, long commands draw no progress bar.
-    _tqdm = None
+from .errors import TraceError
+from .progress import Progress
+from .reader import STATS_FIELDS, open_trace  # STATS_FIELDS: the stats layout, from _core.
 
 __all__ = ["main", "command", "Progress"]
 
 _COMMANDS = {}  # name -> (help, configure(parser), run(args) -> exit code)
-_EXTENSION_MODULES = (
-    "xdl_trace.timeline",
-    "xdl_trace.analysis",
-    "xdl_trace.report",
-)  # Optional modules that register more commands.
-
-# Layout of the built-in "stats" summary column (float64[8]); see docs/format.md. The same
-# names as xdl_trace.reader.STATS_FIELDS (not imported here: --help works without _core).
-STATS_FIELDS = ("count", "min", "max", "mean", "std", "l2", "nan", "inf")
 
 
 def command(name, help, configure=None):
@@ -47,56 +37,8 @@ def command(name, help, configure=None):
     return register
 
 
-class Progress:
-    """A tqdm progress bar on stderr, drawn only when stderr is a terminal and tqdm is
-    installed (Debian: python3-tqdm); otherwise it draws nothing. Called with byte counts."""
-
-    def __init__(self, total, label, stream=None, force=None):
-        self.stream = stream if stream is not None else sys.stderr
-        isatty = getattr(self.stream, "isatty", lambda: False)()
-        self.total = max(int(total), 1)
-        self.label = label
-        self.done = 0
-        self._bar = None
-        if (isatty if force is None else force) and _tqdm is not None:
-            self._bar = _tqdm(
-                total=self.total,
-                desc=label,
-                file=self.stream,
-                unit="B",
-                unit_scale=True,
-                mininterval=0.1,
-                bar_format="{desc} [{bar:30}] {percentage:5.1f}% {rate_fmt}",
-            )
-
-    @property
-    def enabled(self):
-        return self._bar is not None
-
-    def __call__(self, n):
-        self.update(n)
-
-    def update(self, n):
-        self.done += n
-        if self._bar is not None:
-            self._bar.update(n)
-
-    def close(self):
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 def _open(args, default_run=None):
     """The trace of the command's path, restricted to the run --run names (docs/python.md "Runs")."""
-    from .reader import open_trace
-
     run = default_run if args.run is None else args.run
     return open_trace(args.path, prefix=args.prefix, name=args.name, run=run)
 
@@ -470,20 +412,151 @@ def _export(args):
     return 0
 
 
+# --- find-nan ----------------------------------------------------------------
+
+
+def _find_nan_configure(parser):
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of text")
+    parser.add_argument("--keys", help="comma-separated key globs (default: all)")
+    parser.add_argument("--gsteps", help="gstep range A:B, inclusive (A: or :B open-ended)")
+
+
+@command(
+    "find-nan",
+    "first NaN/Inf per key (rank, gstep, lstep, count); exit 1 when any is found",
+    _find_nan_configure,
+)
+def _find_nan(args):
+    trace = open_trace(args.path, prefix=args.prefix, name=args.name, run=args.run)
+    with Progress(trace.nbytes, "find-nan") as progress:
+        scan = analysis.scan_run(
+            args.path,
+            run=args.run,
+            keys=args.keys,
+            gsteps=_parse_gsteps(args.gsteps),
+            prefix=args.prefix,
+            name=args.name,
+            series=False,
+            histograms=False,
+            on_progress=progress,
+        )
+    found = analysis.bad_values(scan)
+    if args.json:
+        print(json.dumps([b.as_dict() for b in found], indent=2))
+    elif not found:
+        print(f"no NaN or Inf in {len(scan.keys)} keys over {scan.total_records} records")
+    else:
+        for b in found:
+            print(
+                f"{b.key}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
+                f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
+            )
+    return 1 if found else 0
+
+
+# --- timeline ----------------------------------------------------------------
+
+
+def _timeline_configure(parser):
+    parser.add_argument(
+        "-o", "--output", default="trace.json", help="JSON file to write (default trace.json)"
+    )
+    parser.add_argument("--gsteps", help="gstep window A:B, inclusive (A: or :B open-ended)")
+    parser.add_argument("--ranks", help="comma-separated ranks (default: all)")
+
+
+@command(
+    "timeline",
+    "write host steps and device activity as a Chrome/Perfetto trace (JSON)",
+    _timeline_configure,
+)
+def _timeline(args):
+    info = timeline.write_timeline(
+        args.path,
+        args.output,
+        prefix=args.prefix,
+        name=args.name,
+        gsteps=_parse_gsteps(args.gsteps),
+        ranks=_ranks(args),
+        run=args.run,
+    )
+    print(
+        f"wrote {args.output}: {info['steps']} traced steps, {info['steps_not_traced']} steps "
+        f"not traced, {info['device_events']} device events, {info['flows']} flows from "
+        f"{info['ranks']} rank(s)"
+        + (
+            f"; {info['dropped_events']} device events dropped while tracing"
+            if info["dropped_events"]
+            else ""
+        )
+        + " (open in ui.perfetto.dev or chrome://tracing)"
+    )
+    if info["bytes"] > timeline.BROWSER_LIMIT_BYTES:
+        print(
+            f"warning: {args.output} is {info['bytes'] / 2**20:.0f} MiB; browser viewers "
+            f"struggle above {timeline.BROWSER_LIMIT_BYTES // 2**20} MiB: write a window, e.g. "
+            "--gsteps A:B (and --ranks R)",
+            file=sys.stderr,
+        )
+    if info["steps"] == 0 and info["steps_not_traced"] == 0 and info["device_events"] == 0:
+        print(
+            "note: no host spans or device events in these records (files written before "
+            "host spans existed, or a window with no steps)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+# --- report ------------------------------------------------------------------
+
+
+def _report_configure(parser):
+    parser.add_argument("more_runs", nargs="*", metavar="RUN", help="more runs to overlay")
+    parser.add_argument("-o", "--output", default="report.html", help="HTML file to write")
+    parser.add_argument("--png", metavar="DIR", help="also write one PNG per chart into DIR")
+    parser.add_argument("--keys", help="comma-separated key globs (default: all)")
+    parser.add_argument("--gsteps", help="gstep range A:B, inclusive (A: or :B open-ended)")
+    parser.add_argument("--ranks", help="comma-separated ranks (default: all)")
+
+
+@command(
+    "report",
+    "write an HTML report (curves, distributions, alerts) of one or more runs",
+    _report_configure,
+)
+def _report(args):
+    runs = [args.path] + list(args.more_runs)
+    total = sum(
+        open_trace(r, prefix=args.prefix, name=args.name, run=args.run).nbytes for r in runs
+    )
+    with Progress(total, "report") as progress:
+        result = report.write_report(
+            runs,
+            args.output,
+            png_dir=args.png,
+            keys=args.keys,
+            gsteps=_parse_gsteps(args.gsteps),
+            ranks=_ranks(args),
+            prefix=args.prefix,
+            name=args.name,
+            on_progress=progress,
+            run=args.run,
+        )
+    errors = sum(a["severity"] == "error" for a in result["alerts"])
+    print(
+        f"wrote {args.output}: {result['charts']} charts, {len(result['alerts'])} alert(s)"
+        + (f" ({errors} NaN/Inf)" if errors else "")
+        + f", {report_html.human_bytes(result['bytes'])}"
+    )
+    if result["pngs"]:
+        print(f"wrote {len(result['pngs'])} PNG(s) to {args.png}")
+    return 0
+
+
 # --- entry point -------------------------------------------------------------
 
 
-def _load_extensions():
-    for module in _EXTENSION_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if error.name != module:
-                raise
-
-
 def build_parser():
-    _load_extensions()
     parser = argparse.ArgumentParser(
         prog="xdl-trace", description="Inspect xdl_trace / XDL trace files."
     )
@@ -515,8 +588,6 @@ def _format_warning(message, category, filename, lineno, line=None):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    from .errors import TraceError
-
     warnings.formatwarning = _format_warning  # One plain line per torn file, no source echo.
     try:
         return args._run(args)

@@ -29,11 +29,13 @@ except ImportError as error:  # pragma: no cover - exercised only without dask
     ) from error
 
 from . import _core, reader as _reader
+from .selection import gstep_window
 
 __all__ = ["STATS", "plan", "to_dataframe", "to_array", "records"]
 
-# The statistics of each column, as the built-in "stats" summary defines them (docs/format.md).
-STATS = ("count", "min", "max", "mean", "std", "l2", "nan", "inf")
+# The statistics of each column, as the built-in "stats" summary defines them (docs/format.md;
+# the names come from _core through xdl_trace.reader).
+STATS = _reader.STATS_FIELDS
 
 _COLUMNS = {
     "run": object,
@@ -84,7 +86,7 @@ def plan(path, gsteps=None, run="latest", ranks=None, prefix="train", name="trac
     ``index`` and ``run`` (the run id), in rank then index order. Files whose Meta proves they
     hold none of ``gsteps`` are left out (and never opened)."""
     trace = _reader.open_trace(path, prefix=prefix, name=name, run=run)
-    begin, end, _ = _reader._gstep_selection(gsteps)
+    begin, end, _ = gstep_window(gsteps)
     chosen = []
     for f in trace.files:
         if ranks is not None and f.rank not in ranks:

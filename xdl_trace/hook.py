@@ -237,7 +237,7 @@ class TraceHook:
         elif isinstance(scope, str):
             self._scopes = [scope]
         else:
-            self._scopes = [api._scope(s) for s in scope]
+            self._scopes = [api.scope_name(s) for s in scope]
         self._tracer = None
         self._run_id = None
         self._final_stats = None

@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from . import errors, trace_runs
+from .selection import gstep_window
 
 try:
     from . import _core
@@ -290,29 +291,6 @@ def bfloat16_to_float32(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-def _gstep_selection(gsteps):
-    """Turns a gstep selection into (begin, end, steps): an inclusive range
-    (None = open) and an optional list of the exact steps inside it."""
-    if gsteps is None:
-        return None, None, None
-    if isinstance(gsteps, range):
-        if len(gsteps) == 0:
-            return 1, 0, []
-        lo, hi = min(gsteps[0], gsteps[-1]), max(gsteps[0], gsteps[-1])
-        return lo, hi, (None if abs(gsteps.step) == 1 else list(gsteps))
-    if isinstance(gsteps, slice):
-        if gsteps.step not in (None, 1):
-            raise ValueError("a gstep slice cannot have a step; use range(begin, end, step)")
-        stop = None if gsteps.stop is None else gsteps.stop - 1
-        return gsteps.start, stop, None
-    if isinstance(gsteps, tuple) and len(gsteps) == 2:
-        return gsteps[0], gsteps[1], None
-    steps = sorted({int(g) for g in gsteps})
-    if not steps:
-        return 1, 0, steps
-    return steps[0], steps[-1], steps
-
-
 class Trace:
     """The data files of one trace, grouped by rank (see ``open_trace``).
 
@@ -332,7 +310,7 @@ class Trace:
         self._unknown_dtypes = set()  # (path, dtype) already warned about.
         # The run read (a trace_runs.Run; None for run="all" over several) and every run there.
         self._reader, self.run, self.runs = trace_runs.select_run(
-            _open_reader(path, prefix, name), path, run
+            trace_runs.open_reader(path, prefix, name), path, run
         )
         self.files = [
             TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))
@@ -425,7 +403,7 @@ class Trace:
         """
         if isinstance(keys, str):
             keys = [keys]
-        begin, end, steps = _gstep_selection(gsteps)
+        begin, end, steps = gstep_window(gsteps)
         keys = None if keys is None else list(keys)
         ranks = None if ranks is None else [int(r) for r in ranks]
         raw = self.raw if raw is None else bool(raw)
@@ -466,7 +444,7 @@ class Trace:
         """``stack`` for several keys (default all) in one pass over the files:
         ``{key: (gsteps, values)}``."""
         keys = list(self.keys if keys is None else keys)
-        begin, end, steps = _gstep_selection(gsteps)
+        begin, end, steps = gstep_window(gsteps)
         raw = self.raw if raw is None else bool(raw)
         results, torn_tails = self._reader.stack(keys, begin, end, steps, rank, raw)
         for torn in torn_tails:
@@ -511,17 +489,6 @@ class Trace:
     def __repr__(self):
         run = "" if self.run is None else f", run={self.run.id!r}"
         return f"Trace({self.path!r}, ranks={self.ranks}, files={len(self.files)}{run})"
-
-
-def _open_reader(path, prefix, name):
-    """The C++ TraceReader of a path (FileNotFoundError when nothing matches)."""
-    path = os.fspath(path)
-    if path.startswith("file://"):
-        path = path[len("file://") :]
-    try:
-        return _core.TraceReader.open(path, prefix, name)
-    except errors.NotFoundError as error:
-        raise FileNotFoundError(str(error)) from None
 
 
 def _summary_width(descriptor):

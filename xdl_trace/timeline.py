@@ -34,20 +34,21 @@ import io
 import json
 import math
 import os
-import sys
 
-from ._proto import device_trace_pb2, xdl_trace_pb2
-from .cli import command
+from ._proto import device_trace_pb2
+from .device_events import (
+    EVENT_CATEGORY,
+    OTHER_CATEGORY,
+    DeviceTrace,
+    HostSpan,
+    parse_extra,
+)
+from .reader import open_trace
 
 __all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline", "BROWSER_LIMIT_BYTES"]
 
-# The message classes and field numbers come from protoc's output for proto/ (xdl_trace._proto).
-DeviceTrace = device_trace_pb2.DeviceTrace
-HostSpan = device_trace_pb2.HostSpan
-DEVICE_TRACE_FIELD = xdl_trace_pb2.Record.DEVICE_TRACE_FIELD_NUMBER
-HOST_SPAN_FIELD = xdl_trace_pb2.Record.HOST_SPAN_FIELD_NUMBER
+# DeviceTrace, HostSpan and their field numbers: xdl_trace.device_events (from protoc's output).
 HOST_API_DEVICE = -1  # Device id of the host threads calling the CUDA API.
-_LENGTH_DELIMITED = 2  # Wire type of a message field.
 # Browsers' JSON viewers (Perfetto UI, chrome://tracing) struggle above this size.
 BROWSER_LIMIT_BYTES = 256 * 1024 * 1024
 
@@ -62,17 +63,6 @@ _SPAN_THREADS = {  # HostSpan.Kind -> (tid in the host process, thread name)
 _OTHER_SPAN_THREAD = (9, "other")
 _STEP_KINDS = {HostSpan.STEP, HostSpan.STEP_NOT_TRACED}  # Sources of step flows.
 NOT_TRACED_CATEGORY = "step (not traced)"
-_EVENT_CATEGORY = {  # DeviceEventKind -> the event's category in the timeline
-    device_trace_pb2.DEVICE_EVENT_KERNEL: "kernel",
-    device_trace_pb2.DEVICE_EVENT_MEMCPY: "memcpy",
-    device_trace_pb2.DEVICE_EVENT_MEMSET: "memset",
-    device_trace_pb2.DEVICE_EVENT_RUNTIME_API: "cuda_runtime",
-    device_trace_pb2.DEVICE_EVENT_DRIVER_API: "cuda_driver",
-    device_trace_pb2.DEVICE_EVENT_SYNCHRONIZATION: "synchronization",
-    device_trace_pb2.DEVICE_EVENT_OVERHEAD: "overhead",
-    device_trace_pb2.DEVICE_EVENT_MARKER: "nvtx",  # A range on the thread that opened it.
-    device_trace_pb2.DEVICE_EVENT_MEMORY: "memory",  # Plus a counter: _TimelineWriter._memory.
-}
 # Kernels, copies, memsets: the targets of step flows.
 _DEVICE_WORK = {
     device_trace_pb2.DEVICE_EVENT_KERNEL,
@@ -315,7 +305,7 @@ class _TimelineWriter:
                         args += f",{stat_name}:{_json_value(_stat_value(stat))}"
                 ts = f"{(start - origin) / 1000.0:.3f}"
                 parts.append(
-                    f'{{"ph":"X","name":{name},"cat":"{_EVENT_CATEGORY.get(kind, "device")}",'
+                    f'{{"ph":"X","name":{name},"cat":"{EVENT_CATEGORY.get(kind, OTHER_CATEGORY)}",'
                     f'{place},"ts":{ts},"dur":{max(0, end - start) / 1000.0:.3f},'
                     f'"args":{{{args}}}}}'
                 )
@@ -372,19 +362,6 @@ class _TimelineWriter:
         return other
 
 
-def _parse(record):
-    """([HostSpan], [DeviceTrace]) of one record's fields 6 and 5."""
-    spans, traces = [], []
-    for number, wire_type, payload in record.extra or ():
-        if wire_type != _LENGTH_DELIMITED:
-            continue
-        if number == DEVICE_TRACE_FIELD:
-            traces.append(DeviceTrace.FromString(payload))
-        elif number == HOST_SPAN_FIELD:
-            spans.append(HostSpan.FromString(payload))
-    return spans, traces
-
-
 def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
     """Writes the timeline JSON of the run at `path` to the text stream `out`, record by record.
 
@@ -393,8 +370,6 @@ def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=
     keep (default all). ``run``: which run of a directory holding several (as
     ``open_trace``). Returns the summary also written as ``otherData``.
     """
-    from .reader import open_trace  # Needs the compiled extension.
-
     trace = open_trace(path, prefix=prefix, name=name, run=run)
     selected = sorted(set(trace.ranks) & {int(r) for r in ranks}) if ranks else list(trace.ranks)
     begin, end = gsteps if gsteps else (None, None)
@@ -408,7 +383,7 @@ def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=
             if all(s.past_window for s in states.values()):
                 break
             continue
-        spans, traces = _parse(record)
+        spans, traces = parse_extra(record.extra)
         if writer.origin is None:
             writer.set_origin(record, spans, traces)
             if writer.origin is None:
@@ -440,61 +415,3 @@ def write_timeline(path, output, prefix="train", name="trace", gsteps=None, rank
         )
     info["bytes"] = os.path.getsize(output)
     return info
-
-
-# --- the `xdl-trace timeline` subcommand (registered with xdl_trace.cli) -------
-
-
-def _configure(parser):
-    parser.add_argument(
-        "-o", "--output", default="trace.json", help="JSON file to write (default trace.json)"
-    )
-    parser.add_argument("--gsteps", help="gstep window A:B, inclusive (A: or :B open-ended)")
-    parser.add_argument("--ranks", help="comma-separated ranks (default: all)")
-
-
-def _run(args):
-    from .cli import _parse_gsteps, _ranks
-
-    info = write_timeline(
-        args.path,
-        args.output,
-        prefix=args.prefix,
-        name=args.name,
-        gsteps=_parse_gsteps(args.gsteps),
-        ranks=_ranks(args),
-        run=args.run,
-    )
-    print(
-        f"wrote {args.output}: {info['steps']} traced steps, {info['steps_not_traced']} steps "
-        f"not traced, {info['device_events']} device events, {info['flows']} flows from "
-        f"{info['ranks']} rank(s)"
-        + (
-            f"; {info['dropped_events']} device events dropped while tracing"
-            if info["dropped_events"]
-            else ""
-        )
-        + " (open in ui.perfetto.dev or chrome://tracing)"
-    )
-    if info["bytes"] > BROWSER_LIMIT_BYTES:
-        print(
-            f"warning: {args.output} is {info['bytes'] / 2**20:.0f} MiB; browser viewers "
-            f"struggle above {BROWSER_LIMIT_BYTES // 2**20} MiB: write a window, e.g. "
-            "--gsteps A:B (and --ranks R)",
-            file=sys.stderr,
-        )
-    if info["steps"] == 0 and info["steps_not_traced"] == 0 and info["device_events"] == 0:
-        print(
-            "note: no host spans or device events in these records (files written before "
-            "host spans existed, or a window with no steps)",
-            file=sys.stderr,
-        )
-    return 0
-
-
-# The `xdl-trace` subcommand (cli.py imports this module when it starts).
-command(
-    "timeline",
-    "write host steps and device activity as a Chrome/Perfetto trace (JSON)",
-    _configure,
-)(_run)

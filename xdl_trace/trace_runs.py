@@ -12,10 +12,11 @@ reader's (``TraceReader::Runs``); this module gives it a Pythonic face.
 
 import datetime
 import json
+import os
 
-from . import errors
+from . import _core, errors
 
-__all__ = ["Run", "runs", "select_run"]
+__all__ = ["Run", "runs", "open_reader", "select_run"]
 
 
 def _datetime(ms):
@@ -109,9 +110,18 @@ class Run:
 
 def runs(path, prefix="train", name="trace"):
     """The runs of the trace at ``path`` (a directory or one data file), oldest first."""
-    from .reader import _open_reader
+    return [Run(s) for s in open_reader(path, prefix, name).runs()]
 
-    return [Run(s) for s in _open_reader(path, prefix, name).runs()]
+
+def open_reader(path, prefix, name):
+    """The C++ TraceReader of a path, every run (FileNotFoundError when nothing matches)."""
+    path = os.fspath(path)
+    if path.startswith("file://"):
+        path = path[len("file://") :]
+    try:
+        return _core.TraceReader.open(path, prefix, name)
+    except errors.NotFoundError as error:
+        raise FileNotFoundError(str(error)) from None
 
 
 def select_run(reader, path, run):

@@ -34,7 +34,7 @@ def _every(n, read):
 
 
 def _register(kind, scope, key, read, summary):
-    summary, bins = api._summary(scope, key, summary)
+    summary, bins = api.summary_spec(scope, key, summary)
     api.registry().register_provider(scope, key, kind, read, summary, bins)
 
 
@@ -77,7 +77,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
     """
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise errors.InvalidArgumentError(f"xdl_trace: watch(every=): {every!r} is not an int >= 1")
-    scope_s = api._scope(scope)
+    scope_s = api.scope_name(scope)
     keys = []
     bins = _core.DEFAULT_HISTOGRAM_BINS
 
@@ -96,9 +96,8 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
                 _register(
                     _core.EntryKind.VARIABLE, scope_s, name, maybe_every(lambda v=value: v), summary
                 )
-                with api._lock:
-                    api._variables[(scope_s, name)] = value
-            keys.append(api._full_key(scope_s, name))
+                api.remember_variable(scope_s, name, value)
+            keys.append(api.full_key(scope_s, name))
         return keys
     if not _torch.is_module(model):
         raise TypeError(
@@ -117,15 +116,14 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
                 maybe_every(lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)),
                 summary,
             )
-            with api._lock:
-                api._variables[(scope_s, name)] = parameter
-        keys.append(api._full_key(scope_s, name))
+            api.remember_variable(scope_s, name, parameter)
+        keys.append(api.full_key(scope_s, name))
     if gradients:
         for name, parameter in parameters:
             if not parameter.requires_grad:
                 continue
             key = f"gradient/{name}"
-            full_key = api._full_key(scope_s, key)
+            full_key = api.full_key(scope_s, key)
             read = _torch.grad_provider(full_key, name, parameter, summary, bins)
             _register(_core.EntryKind.GRADIENT, scope_s, key, maybe_every(read), summary)
             keys.append(full_key)
@@ -134,7 +132,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
             if any(True for _ in module.children()):
                 continue  # Not a leaf.
             key = f"activation/{name or type(module).__name__}"
-            full_key = api._full_key(scope_s, key)
+            full_key = api.full_key(scope_s, key)
             latest = {}
 
             def keep(_module, _inputs, output, latest=latest):

@@ -13,7 +13,7 @@ import pytest
 
 import trace_file_maker as tm
 import xdl_trace as xdl
-from xdl_trace import cli
+from xdl_trace import cli, progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -190,7 +190,7 @@ def test_progress_uses_tqdm_on_a_terminal():
 
 
 def test_progress_without_tqdm_draws_nothing(monkeypatch):
-    monkeypatch.setattr(cli, "_tqdm", None)
+    monkeypatch.setattr(progress, "_tqdm", None)
     tty = _Tty()
     with cli.Progress(1000, "verify", stream=tty) as p:
         assert not p.enabled

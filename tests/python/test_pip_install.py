@@ -59,6 +59,10 @@ xdl.trace_tensor("x", np.arange(3.0))
 with xdl.TraceHook({{"output_dir": {str(out)!r}}}) as hook:
     hook.step()
 assert hook.stats()["records_written"] == 1
+# The report's page template, styles and script are package data (report_assets/).
+from xdl_trace import report
+page = report.render_html(report.build_report({str(out)!r}))
+assert "<script>window.addEventListener" in page and "function chart(spec, el)" in page
 print(xdl.__file__)
 """
     imported = run([python, "-c", script], timeout=120, capture_output=True, text=True)

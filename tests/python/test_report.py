@@ -1,6 +1,7 @@
 """xdl-trace report: the model built from real traces, the self-contained HTML (rendered in
 headless Chromium), the PNGs, the streaming accumulators and the command line."""
 
+import ast
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import analysis, report
+from xdl_trace import alerts, analysis, device_events, report, report_html
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -266,7 +267,7 @@ def test_running_median_matches_numpy():
     rng = np.random.default_rng(9)
     for n in range(1, 40):
         for values in (rng.normal(size=n), rng.integers(0, 3, n).astype(float)):
-            assert report._sorted_median(sorted(values.tolist())) == float(np.median(values))
+            assert alerts._sorted_median(sorted(values.tolist())) == float(np.median(values))
 
 
 def test_html_is_self_contained(runs, tmp_path):
@@ -286,13 +287,35 @@ def test_html_is_self_contained(runs, tmp_path):
         r"<td>([^<]*)</td>", page.split("<table class=facts>")[1].split("</table>")[0]
     )
     assert "2 (0, 1)" in cells and "1 (0)" in cells
-    assert report._ranks_text([0, 1, 2, 3, 4, 5, 6, 7]) == "8 (0–7)"
-    assert report._ranks_text([0, 2, 5]) == "3 (0, 2, 5)"
+    assert report_html._ranks_text([0, 1, 2, 3, 4, 5, 6, 7]) == "8 (0–7)"
+    assert report_html._ranks_text([0, 2, 5]) == "3 (0, 2, 5)"
     # Every chart names its axes: the step time in ms, the others by quantity.
     charts = model["steps"] + [c for card in model["cards"] for c in card["charts"]]
     assert all(c["ylabel"] and c["xlabel"] == "gstep" for c in charts)
     assert model["steps"][0]["ylabel"] == "ms / step"
     assert "label: spec.ylabel" in page and "label: spec.xlabel" in page
+    script = os.path.join(os.path.dirname(report.__file__), "report_assets", "report.js")
+    with open(script, encoding="utf-8") as f:
+        assert "label: spec.ylabel" in f.read()  # The page inlines the script's file.
+
+
+def test_markup_styles_and_script_live_in_the_assets():
+    """The page's HTML, CSS and JavaScript are files of report_assets/ (report.html, report.css,
+    report.js), never string literals of the report's Python."""
+    from xdl_trace import report_charts, report_png
+
+    tag = re.compile(
+        r"<(/?)(html|head|body|main|header|footer|div|span|table|thead|tbody|tr|td|th|p|a|b|i|"
+        r"h[1-6]|script|style|title|meta|input)\b"
+    )
+    code = re.compile(r"\bfunction\s*\(|[a-z.#*]+\s*\{[a-z-]+:")
+    for module in (report, report_html, report_charts, report_png, alerts):
+        with open(module.__file__, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                text = node.value
+                assert not tag.search(text) and not code.search(text), (module.__name__, text)
 
 
 def test_pngs_one_per_chart(runs, tmp_path):
@@ -461,7 +484,7 @@ def test_device_time_by_kernel_matches_the_timeline(tmp_path, fake_plugin):
     (table,) = model["device"]
     expected = {}
     for event in timeline.build_timeline(run)["traceEvents"]:
-        if event.get("ph") == "X" and event["cat"] in set(timeline._EVENT_CATEGORY.values()):
+        if event.get("ph") == "X" and event["cat"] in set(device_events.EVENT_CATEGORY.values()):
             entry = expected.setdefault((event["cat"], event["name"]), [0, 0.0])
             entry[0] += 1
             entry[1] += event["dur"] / 1e3  # us -> ms

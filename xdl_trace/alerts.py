@@ -1,0 +1,145 @@
+"""The report's alert rules: what in a scanned run (``analysis.RunScan``) deserves a look.
+
+Thresholds (documented in docs/report.md):
+  * NaN/Inf: any NaN or Inf element in a key (first record per key, from full tensors).
+  * never changes: the key's stats (count, min, max, mean, std, l2) are the same in every record
+    (at least 2 records).
+  * exploding gradient: a gradient key's l2 norm exceeds EXPLODING_FACTOR x the median of the
+    norms before it (at least 3 earlier points), or EXPLODING_NORM.
+  * vanishing gradient: the median l2 norm over the last quarter of steps is below
+    VANISHING_NORM, or below VANISHING_FACTOR x the median over the first quarter.
+"""
+
+import bisect
+
+import numpy as np
+
+from . import analysis
+from .analysis import L2
+
+__all__ = [
+    "find_alerts",
+    "EXPLODING_FACTOR",
+    "EXPLODING_NORM",
+    "VANISHING_NORM",
+    "VANISHING_FACTOR",
+]
+
+EXPLODING_FACTOR = 1e3
+EXPLODING_NORM = 1e6
+VANISHING_NORM = 1e-7
+VANISHING_FACTOR = 1e-4
+
+
+def find_alerts(scans):
+    """The alerts of the scanned runs (dicts: severity, kind, run, key, rank, gstep, detail), in a
+    fixed order: per run, dropped records, NaN/Inf by gstep, constant keys, gradient norms."""
+    alerts = []
+    for scan in scans:
+        run = scan.label
+        if scan.dropped:
+            alerts.append(
+                _alert(
+                    "warn",
+                    "dropped records",
+                    run,
+                    "",
+                    None,
+                    None,
+                    f"{scan.dropped} record(s) dropped while tracing (overflow: drop)",
+                )
+            )
+        for bad in sorted(scan.first_bad.values(), key=lambda b: (b.gstep, b.rank, b.key)):
+            alerts.append(
+                _alert(
+                    "error",
+                    "NaN/Inf",
+                    run,
+                    bad.key,
+                    bad.rank,
+                    bad.gstep,
+                    f"first at lstep {bad.lstep}: {bad.nan} NaN, {bad.inf} Inf; "
+                    f"{bad.records} record(s) affected",
+                )
+            )
+        for key in scan.keys:
+            if scan.constant.get(key) and scan.rows.get(key, 0) >= 2:
+                alerts.append(
+                    _alert(
+                        "warn",
+                        "never changes",
+                        run,
+                        key,
+                        None,
+                        None,
+                        f"the same value in all {scan.rows[key]} records",
+                    )
+                )
+        for key in scan.keys:
+            if analysis.gradient_variable(key) is None and "grad" not in key:
+                continue
+            for rank in scan.ranks:
+                series = scan.stats.get((key, rank))
+                if series is None or series.records < 8:
+                    continue
+                alert = _gradient_alert(series)
+                if alert:
+                    x, text = alert
+                    alerts.append(_alert("warn", text[0], run, key, rank, x, text[1]))
+    return alerts
+
+
+def _gradient_alert(series):
+    x, mean, _, high = series.view()
+    norms, peaks = mean[:, L2], high[:, L2]
+    finite = np.isfinite(norms)
+    if finite.sum() < 4:
+        return None
+    earlier = []  # The finite norms before point i, sorted: their median as np.median's.
+    for i in range(len(norms)):
+        if i > 0 and finite[i - 1]:
+            bisect.insort(earlier, float(norms[i - 1]))
+        reference = _sorted_median(earlier) if len(earlier) >= 3 else None
+        peak = float(peaks[i])
+        if peak > EXPLODING_NORM or (
+            reference is not None and reference > 0 and peak > EXPLODING_FACTOR * reference
+        ):
+            return int(x[i]), (
+                "exploding gradient",
+                f"l2 norm {peak:.3g}"
+                + (f" vs median {reference:.3g} before it" if reference is not None else "")
+                + f" (thresholds: > {EXPLODING_FACTOR:g} x the earlier median or "
+                f"> {EXPLODING_NORM:g})",
+            )
+    quarter = max(len(norms) // 4, 1)
+    first = norms[:quarter][np.isfinite(norms[:quarter])]
+    last = norms[-quarter:][np.isfinite(norms[-quarter:])]
+    if first.size and last.size:
+        early, late = float(np.median(first)), float(np.median(last))
+        if late < VANISHING_NORM or (early > 0 and late < VANISHING_FACTOR * early):
+            return int(x[-quarter]), (
+                "vanishing gradient",
+                f"median l2 norm {late:.3g} over the last quarter vs {early:.3g} over the first "
+                f"(thresholds: < {VANISHING_NORM:g} or < {VANISHING_FACTOR:g} x the first)",
+            )
+    return None
+
+
+def _sorted_median(values):
+    """np.median of a sorted list of floats: the middle value, or the mean of the two."""
+    half = len(values) // 2
+    if len(values) % 2:
+        return values[half]
+    return (values[half - 1] + values[half]) / 2.0
+
+
+def _alert(severity, kind, run, key, rank, gstep, detail):
+    return {
+        "severity": severity,
+        "kind": kind,
+        "run": run,
+        "key": key,
+        "rank": rank,
+        "gstep": gstep,
+        "detail": detail,
+    }

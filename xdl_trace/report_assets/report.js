@@ -1,0 +1,131 @@
+// The report page's script (draws the charts with uPlot): xdl_trace/report_html.py inlines this file, less this first line.
+(function () {
+  var D = JSON.parse(document.getElementById('xdl-report-data').textContent);
+  function fmt(v) {
+    if (v === null) return '';
+    if (v == null || !isFinite(v)) return '–';
+    var a = Math.abs(v);
+    if (a !== 0 && (a >= 1e5 || a < 1e-3)) return v.toExponential(2);
+    return String(+v.toPrecision(4));
+  }
+  function esc(s) {
+    return String(s).replace(/[&<>"]/g, function (c) {
+      return {'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;'}[c];
+    });
+  }
+  function isDecade(v) {
+    var e = Math.log10(Math.abs(v));
+    return Math.abs(e - Math.round(e)) < 1e-9;
+  }
+  // On a log axis, ticks and grid lines at powers of ten only (when there are two or more).
+  function decades(u, splits) {
+    var n = splits.filter(function (v) { return v != null && isDecade(v); }).length;
+    return n >= 2 ? splits.map(function (v) { return v != null && isDecade(v) ? v : null; }) : splits;
+  }
+  function tooltip(spec) {
+    var tip;
+    return {hooks: {
+      init: function (u) {
+        tip = document.createElement('div'); tip.className = 'tip'; u.over.appendChild(tip);
+      },
+      setCursor: function (u) {
+        var i = u.cursor.idx;
+        if (i == null) { tip.style.display = 'none'; return; }
+        var h = '<b>gstep ' + u.data[0][i] + '</b>';
+        spec.series.forEach(function (s, k) {
+          var v = u.data[k + 1][i];
+          if (!s.tip || v == null) return;
+          h += '<div><i style="background:' + s.color + '"></i>' + esc(s.label) + ': ' + fmt(v) +
+               '</div>';
+        });
+        tip.innerHTML = h; tip.style.display = 'block';
+        var left = u.cursor.left, w = tip.offsetWidth;
+        tip.style.left = (left + 14 + w > u.over.clientWidth ? left - w - 14 : left + 14) + 'px';
+        tip.style.top = Math.max(0, u.cursor.top - 12) + 'px';
+      }
+    }};
+  }
+  function chart(spec, el) {
+    var width = Math.max(260, el.clientWidth);
+    var series = [{label: spec.xlabel}];
+    spec.series.forEach(function (s) {
+      series.push({label: s.label, stroke: s.color, width: s.width, dash: s.dash || undefined,
+                   spanGaps: true, points: {show: false}});
+    });
+    // Axis titles: the quantity and its unit (spec.ylabel), and gstep.
+    var labelFont = '11px system-ui, sans-serif';
+    var yAxis = {size: 64, values: function (u, v) { return v.map(fmt); },
+                 grid: {stroke: '#eef0f4'}, label: spec.ylabel || undefined, labelSize: 16,
+                 labelFont: labelFont};
+    if (spec.log) {
+      yAxis.grid.filter = decades;
+      yAxis.ticks = {filter: decades};
+    }
+    var opts = {
+      width: width, height: 210, series: series, legend: {show: false},
+      bands: spec.bands.map(function (b) { return {series: [b.hi + 1, b.lo + 1], fill: b.fill}; }),
+      cursor: {sync: {key: 'gstep'}, drag: {x: true, y: false}, points: {size: 5}},
+      scales: {x: {time: false}, y: spec.log ? {distr: 3} : {}},
+      axes: [
+        {size: 30, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'},
+         label: spec.xlabel, labelSize: 16, labelFont: labelFont},
+        yAxis
+      ],
+      plugins: [tooltip(spec)]
+    };
+    var data = [spec.x].concat(spec.series.map(function (s) { return s.values; }));
+    return new uPlot(opts, data, el);
+  }
+  function legend(spec) {
+    var seen = {}, out = '';
+    spec.series.forEach(function (s) {
+      if (!s.tip || !s.width) return;
+      var name = s.label.replace(/ (mean|min|max)$/, '');
+      if (seen[name]) return;
+      seen[name] = 1;
+      out += '<span><i style="background:' + s.color + '"></i>' + esc(name) + '</span>';
+    });
+    return out;
+  }
+  var plots = [];
+  function mount(spec, container) {
+    var box = document.createElement('div'); box.className = 'chart';
+    box.innerHTML = '<div class="ctitle">' + esc(spec.title) + (spec.log ? ' (log scale)' : '') +
+      '</div><div class="note">' + esc(spec.note || '') + '</div><div class="plot"></div>' +
+      '<div class="legend">' + legend(spec) + '</div>';
+    container.appendChild(box);
+    plots.push(chart(spec, box.querySelector('.plot')));
+  }
+  var steps = document.getElementById('steps');
+  D.steps.forEach(function (spec) { mount(spec, steps); });
+  // The first cards are drawn at once; the others when they come near the viewport, so a
+  // report of hundreds of keys opens quickly.
+  var EAGER = 24;
+  var lazy = 'IntersectionObserver' in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) {
+      if (!e.isIntersecting) return;
+      lazy.unobserve(e.target);
+      draw(+e.target.getAttribute('data-n'));
+    });
+  }, {rootMargin: '800px'}) : null;
+  function draw(n) {
+    var box = document.getElementById('card-' + n).querySelector('.charts');
+    D.cards[n].charts.forEach(function (spec) { mount(spec, box); });
+    document.body.setAttribute('data-charts', String(plots.length));
+  }
+  D.cards.forEach(function (card, n) {
+    var el = document.getElementById('card-' + n);
+    el.setAttribute('data-n', String(n));
+    if (n < EAGER || !lazy) draw(n); else lazy.observe(el);
+  });
+  var filter = document.getElementById('filter');
+  if (filter) {
+    filter.addEventListener('input', function () {
+      var q = filter.value.toLowerCase();
+      document.querySelectorAll('.card').forEach(function (el) {
+        el.style.display = el.getAttribute('data-key').toLowerCase().indexOf(q) >= 0 ? '' : 'none';
+      });
+    });
+  }
+  document.body.setAttribute('data-charts', String(plots.length));
+})();

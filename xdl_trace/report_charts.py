@@ -1,0 +1,237 @@
+"""The report's chart model: the curves of scanned runs (``analysis.RunScan``) as chart specs,
+plain JSON-ready dicts that the HTML page (report.js, with uPlot) and the PNG writer both draw.
+
+A spec: title, ylabel, xlabel, log, note, x (the union of the series' gsteps), series (label,
+color, width, dash, tip, values: None where a series has no point) and bands (fills between
+two series).
+"""
+
+import math
+
+import numpy as np
+
+from . import analysis
+from .analysis import COUNT, L2, MAX, MEAN, MIN, STD
+
+__all__ = ["Chart", "step_charts", "key_charts", "once_text", "rgba"]
+
+# TensorBoard's distribution view: percentiles at these fractions, drawn as nested bands.
+DISTRIBUTION_QUANTILES = (0.0, 0.0668, 0.1587, 0.3085, 0.5, 0.6915, 0.8413, 0.9332, 1.0)
+
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#7f7f7f",
+    "#bcbd22",
+)
+
+
+def rgba(color, alpha):
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+class Chart:
+    """Builds one chart spec: series over the union of their gsteps (None where a series has no
+    point), bands between pairs of series."""
+
+    def __init__(self, title, ylabel="", log=False, xlabel="gstep", note=""):
+        self.spec = {"title": title, "ylabel": ylabel, "xlabel": xlabel, "log": log, "note": note}
+        self.parts = []  # (gsteps, values, style)
+        self.bands = []  # (index of upper series, index of lower series, fill)
+
+    def line(self, gsteps, values, label, color, width=1.5, dash=None, tip=True):
+        self.parts.append(
+            (
+                np.asarray(gsteps),
+                np.asarray(values, dtype=np.float64),
+                {"label": label, "color": color, "width": width, "dash": dash, "tip": tip},
+            )
+        )
+        return len(self.parts) - 1
+
+    def band(self, gsteps, low, high, label, color, alpha=0.18):
+        hi = self.line(gsteps, high, label + " hi", rgba(color, 0), width=0, tip=False)
+        lo = self.line(gsteps, low, label + " lo", rgba(color, 0), width=0, tip=False)
+        self.bands.append((hi, lo, rgba(color, alpha)))
+
+    def empty(self):
+        return not any(np.isfinite(v).any() for _, v, _ in self.parts)
+
+    def build(self):
+        x = np.unique(np.concatenate([g for g, _, _ in self.parts])) if self.parts else []
+        series = []
+        for gsteps, values, style in self.parts:
+            column = np.full(len(x), np.nan)
+            column[np.searchsorted(x, gsteps)] = values
+            if self.spec["log"]:
+                column[column <= 0] = np.nan
+            series.append(dict(style, values=_compact(column)))
+        spec = dict(self.spec, x=[int(v) for v in x], series=series)
+        spec["bands"] = [{"hi": hi, "lo": lo, "fill": fill} for hi, lo, fill in self.bands]
+        return spec
+
+
+def _compact(values):
+    """Floats rounded to 5 significant digits (keeps the HTML small); None for NaN/inf."""
+    return [float(f"{v:.5g}") if math.isfinite(v) else None for v in values.tolist()]
+
+
+def _wants_log(*arrays):
+    values = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in arrays])
+    values = values[np.isfinite(values) & (values > 0)]
+    return bool(values.size > 1 and values.max() > 1e3 * values.min())
+
+
+def _groups(scans, per_rank):
+    """[(scan, rank, label, color)] in a fixed order: runs, then ranks."""
+    out = []
+    multi_run = len(scans) > 1
+    for scan in scans:
+        for rank in scan.ranks:
+            if rank not in per_rank(scan):
+                continue
+            parts = ([scan.label] if multi_run else []) + (
+                [f"rank {rank}"] if len(scan.ranks) > 1 or not multi_run else []
+            )
+            out.append((scan, rank, " · ".join(parts)))
+    return [(s, r, label, PALETTE[i % len(PALETTE)]) for i, (s, r, label) in enumerate(out)]
+
+
+def step_charts(scans):
+    groups = _groups(scans, lambda s: s.step_time)
+    if not groups:
+        return []
+    sources = {scan.step_source[rank] for scan, rank, _, _ in groups}
+    if sources == {"host spans"}:
+        note = (
+            "per step the hook saw (traced or not), from its host spans (ns): Step() to Step(); "
+            "a rank's first step (from the tracer's start, setup included) is not shown"
+        )
+        unit, rate_unit = "ms / step", "steps / s"
+    elif sources == {"timestamps"}:
+        note = "per gstep between consecutive records, from their timestamps (ms)"
+        unit, rate_unit = "ms / gstep", "gsteps / s"
+    else:
+        note = (
+            "host spans (per step) where a run has them, else record timestamps (per gstep); "
+            "a rank's first step is not shown"
+        )
+        unit, rate_unit = "ms / step", "steps / s"
+    time = Chart("step time", unit, note=note)
+    rate = Chart("throughput", rate_unit, note=rate_unit.replace(" / s", " per second"))
+    times, rates = [], []
+    for scan, rank, label, color in groups:
+        x, mean, low, high = scan.step_time[rank].view()
+        if scan.step_time[rank].span > 1:
+            time.band(x, low[:, 0], high[:, 0], label, color, alpha=0.12)
+            rate.band(x, low[:, 1], high[:, 1], label, color, alpha=0.12)
+        time.line(x, mean[:, 0], label, color)
+        rate.line(x, mean[:, 1], label, color)
+        times.append(mean[:, 0])
+        rates.append(mean[:, 1])
+    time.spec["log"] = _wants_log(*times)
+    rate.spec["log"] = _wants_log(*rates)
+    return [c.build() for c in (time, rate) if not c.empty()]
+
+
+def key_charts(scans, key):
+    """Chart specs of one key: its values (or stats band), l2 norm, distribution, update ratio."""
+    charts = []
+    groups = _groups(scans, lambda s: {r for (k, r) in s.stats if k == key})
+    if not groups:
+        return charts
+    scalar = all(s.elements.get(key, 0) <= 1 for s, _, _, _ in groups)
+    if scalar:
+        chart = Chart("value", "value")
+        values = []
+        for scan, rank, label, color in groups:
+            series = scan.stats[(key, rank)]
+            x, mean, low, high = series.view()
+            if series.span > 1:
+                chart.band(x, low[:, MEAN], high[:, MEAN], label, color, alpha=0.15)
+            chart.line(x, mean[:, MEAN], label, color)
+            values.append(mean[:, MEAN])
+        chart.spec["log"] = _wants_log(*values) and all(
+            bool(np.nanmin(v) > 0) for v in values if np.isfinite(v).any()
+        )
+        return [chart.build()] + _ratio_charts(scans, key)
+    values = Chart("mean ± std, min / max", "value", note="band: mean ± std; dashed: min and max")
+    norms = Chart("l2 norm", "l2 norm")
+    norm_values = []
+    for scan, rank, label, color in groups:
+        x, mean, low, high = scan.stats[(key, rank)].view()
+        m, s = mean[:, MEAN], mean[:, STD]
+        values.band(x, m - s, m + s, label, color)
+        exact = scan.stats[(key, rank)].span == 1  # Else a bucket's envelope: low/high.
+        for field, name, envelope in ((MIN, "min", low), (MAX, "max", high)):
+            y = mean[:, field] if exact else envelope[:, field]
+            values.line(x, y, f"{label} {name}", color, width=1, dash=[4, 3])
+        values.line(x, m, label + " mean", color, width=2)
+        norms.line(x, mean[:, L2], label, color)
+        norm_values.append(mean[:, L2])
+    norms.spec["log"] = _wants_log(*norm_values)
+    charts += [values.build(), norms.build()]
+    colors = {(s, r): color for s, r, _, color in groups}
+    for scan in scans:
+        hist = scan.histograms.get(key)
+        if hist is None or hist.used == 0:
+            continue
+        title = "distribution" + (f" · {scan.label}" if len(scans) > 1 else "")
+        if len(scan.ranks) > 1:
+            title += f" (rank {scan.ranks[0]})"
+        color = colors.get((scan, scan.ranks[0]), PALETTE[0])
+        charts.append(_distribution_chart(hist, title, key, color))
+    charts += _ratio_charts(scans, key)
+    return charts
+
+
+def _ratio_charts(scans, key):
+    """The update ratio ||gradient|| / ||variable|| of a gradient key whose variable is traced."""
+    variable = analysis.gradient_variable(key)
+    groups = _groups(scans, lambda s: {r for (v, r) in s.ratio if v == variable})
+    if variable is None or not groups:
+        return []
+    ratio = Chart("update ratio", "ratio", log=True, note=f"||{key}|| / ||{variable}|| per record")
+    for scan, rank, label, color in groups:
+        x, mean, _, _ = scan.ratio[(variable, rank)].view()
+        ratio.line(x, mean[:, 0], label, color)
+    return [] if ratio.empty() else [ratio.build()]
+
+
+def _distribution_chart(hist, title, key, color):
+    x, q = hist.percentiles(DISTRIBUTION_QUANTILES)
+    chart = Chart(title, "value", note="bands: min..max, 7..93, 16..84, 31..69 percentiles; median")
+    n = len(DISTRIBUTION_QUANTILES)
+    for i in range(n // 2):
+        chart.band(x, q[:, i], q[:, n - 1 - i], f"p{i}", color, alpha=0.12 + 0.1 * i)
+    chart.line(x, q[:, n // 2], "median", color, width=1.5)
+    for i, label in ((0, "min"), (n - 1, "max")):
+        chart.line(x, q[:, i], label, rgba(color, 0), width=0)  # Shown in the tooltip only.
+    spec = chart.build()
+    spec["kind"] = "distribution"
+    return spec
+
+
+def once_text(scans, key):
+    for scan in scans:
+        for rank in scan.ranks:
+            series = scan.stats.get((key, rank))
+            if series is None or series.used == 0:
+                continue
+            x, mean, _, _ = series.view()
+            row = mean[0]
+            where = f"gstep {x[0]}" + (f", rank {rank}" if len(scan.ranks) > 1 else "")
+            if row[COUNT] <= 1:
+                return f"traced once ({where}): {row[MEAN]:.6g}"
+            return (
+                f"traced once ({where}): {row[COUNT]:.0f} values, min {row[MIN]:.6g}, "
+                f"max {row[MAX]:.6g}, mean {row[MEAN]:.6g}, std {row[STD]:.6g}"
+            )
+    return "no values in the selected steps"

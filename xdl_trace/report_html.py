@@ -1,0 +1,201 @@
+"""The report page: fills the template report_assets/report.html with a report model (see
+``xdl_trace.report.build_report``), its styles and script (report.css, report.js) and the
+vendored uPlot, into one HTML string that needs no network.
+
+Every piece of markup is a fragment of the template; this module only escapes values and picks
+fragments. The model travels as JSON in the page; report.js draws the charts from it.
+"""
+
+import functools
+import html
+import json
+import os
+import re
+import string
+
+__all__ = ["render_html", "human_bytes"]
+
+_ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
+_FRAGMENT = re.compile(r"<!-- (\w+) -->")
+
+
+@functools.lru_cache(maxsize=None)
+def _asset(name):
+    with open(os.path.join(_ASSETS, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def _asset_body(name):
+    """An asset of ours less its first line (which says what the file is for), that line's
+    line break kept."""
+    text = _asset(name)
+    return text[text.index("\n") :]
+
+
+@functools.lru_cache(maxsize=None)
+def _fragments():
+    """{name: string.Template} of report.html: each fragment's lines joined without breaks."""
+    fragments, name = {}, None
+    for line in _asset("report.html").split("\n")[1:]:
+        match = _FRAGMENT.fullmatch(line)
+        if match:
+            name = match.group(1)
+            fragments[name] = []
+        elif name is not None:
+            fragments[name].append(line)
+    return {n: string.Template("".join(lines)) for n, lines in fragments.items()}
+
+
+def _fill(fragment, /, **values):
+    return _fragments()[fragment].substitute(values)
+
+
+def human_bytes(n):
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+
+
+def _human_seconds(s):
+    if s is None:
+        return "–"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def _ranks_text(ranks):
+    """How many ranks and which: "1 (0)", "8 (0–7)", "3 (0, 2, 5)"."""
+    if not ranks:
+        return "0"
+    ranks = sorted(ranks)
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        which = f"{ranks[0]}–{ranks[-1]}"
+    else:
+        which = ", ".join(map(str, ranks))
+    return html.escape(f"{len(ranks)} ({which})")
+
+
+def _anchor(key):
+    return re.sub(r"[^A-Za-z0-9_-]", "_", key)
+
+
+def _runs_table(runs):
+    rows = []
+    for r in runs:
+        g = r["gsteps"]
+        rows.append(
+            _fill(
+                "run_row",
+                label=html.escape(r["label"]),
+                state="" if r["closed_cleanly"] else _fill("run_not_closed"),
+                path=html.escape(r["path"]),
+                ranks=_ranks_text(r["ranks"]),
+                gsteps="–" if g is None else f"{g[0]} … {g[1]}",
+                records=r["records"],
+                dropped=_fill("bad_cell" if r["dropped"] else "cell", value=r["dropped"]),
+                duration=_human_seconds(r["duration_s"]),
+                size=human_bytes(r["bytes"]),
+                files=r["files"],
+                keys=r["keys"],
+            )
+        )
+    return _fill("runs_table", rows="".join(rows))
+
+
+def _alerts_table(alerts, multi_run):
+    if not alerts:
+        return _fill("no_alerts")
+    rows = []
+    for a in alerts:
+        key = html.escape(a["key"] or "")
+        rows.append(
+            _fill(
+                "alert_row",
+                severity=a["severity"],
+                kind=html.escape(a["kind"]),
+                run=_fill("cell", value=html.escape(a["run"])) if multi_run else "",
+                link=_fill("key_link", anchor=_anchor(a["key"]), key=key) if a["key"] else "",
+                rank="" if a["rank"] is None else a["rank"],
+                gstep="" if a["gstep"] is None else a["gstep"],
+                detail=html.escape(a["detail"]),
+            )
+        )
+    run_head = _fill("run_head") if multi_run else ""
+    return _fill("alerts_table", run_head=run_head, rows="".join(rows))
+
+
+def _device_html(tables):
+    if not tables:
+        return ""
+    out = [_fill("device_heading")]
+    for t in tables:
+        rows = "".join(
+            _fill(
+                "device_row",
+                kind=html.escape(r["kind"]),
+                name=html.escape(r["name"]),
+                events=r["events"],
+                total_ms=f"{r['total_ms']:.3f}",
+                mean_us=f"{r['mean_us']:.1f}",
+                bar=f"{100 * r['share']:.0f}",
+                share=f"{100 * r['share']:.1f}",
+            )
+            for r in t["rows"]
+        )
+        dropped = f"; {t['dropped']} events dropped while tracing" if t["dropped"] else ""
+        out.append(
+            _fill(
+                "device_table",
+                run=html.escape(t["run"]),
+                top=len(t["rows"]),
+                kinds=t["kinds"],
+                dropped=dropped,
+                rows=rows,
+            )
+        )
+    return "".join(out)
+
+
+def _card(n, card, bad):
+    key = card["key"]
+    return _fill(
+        "card",
+        n=n,
+        key_attr=html.escape(key, quote=True),
+        anchor=_anchor(key),
+        key=html.escape(key),
+        meta=html.escape(card["meta"]),
+        tag=_fill("nan_tag") if bad else "",
+        once=_fill("once", text=html.escape(card["text"])) if card.get("text") else "",
+    )
+
+
+def render_html(model):
+    """The report page as one string: styles, uPlot and the data inlined, no external URL."""
+    data = json.dumps(model, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
+    cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
+    return _fill(
+        "page",
+        title=html.escape(model["title"]),
+        uplot_css=_asset("uPlot.min.css"),
+        css=_asset_body("report.css"),
+        runs=html.escape(", ".join(r["label"] for r in model["runs"])),
+        generated=html.escape(model["generated"]),
+        runs_table=_runs_table(model["runs"]),
+        n_alerts=len(model["alerts"]),
+        alerts_table=_alerts_table(model["alerts"], len(model["runs"]) > 1),
+        steps=_fill("steps" if model["steps"] else "no_steps"),
+        device=_device_html(model["device"]),
+        n_cards=len(model["cards"]),
+        cards="".join(cards),
+        data=data,
+        uplot_js=_asset("uPlot.iife.min.js"),
+        js=_asset_body("report.js"),
+    )

@@ -1,0 +1,77 @@
+"""The report's charts as PNG files: the chart specs of a report model (``build_report``) drawn
+with matplotlib (Agg), one file per chart, as the HTML page draws them with uPlot."""
+
+import os
+import re
+
+import numpy as np
+
+__all__ = ["render_pngs"]
+
+
+def _slug(text):
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")[:60] or "chart"
+
+
+def _css_color(color):
+    """A uPlot colour ('#rrggbb' or 'rgba(r,g,b,a)') as a matplotlib RGBA tuple."""
+    if color.startswith("#"):
+        return tuple(int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)) + (1.0,)
+    r, g, b, a = (float(v) for v in color[color.index("(") + 1 : -1].split(","))
+    return (r / 255, g / 255, b / 255, a)
+
+
+def render_pngs(model, directory, dpi=100):
+    """Draws every chart of the model with matplotlib (Agg) into `directory`; returns the paths."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    os.makedirs(directory, exist_ok=True)
+    charts = [("steps", spec) for spec in model["steps"]]
+    charts += [(card["key"], spec) for card in model["cards"] for spec in card["charts"]]
+    paths = []
+    for n, (key, spec) in enumerate(charts):
+        fig, ax = plt.subplots(figsize=(8, 3.2), dpi=dpi)
+        x = np.asarray(spec["x"], dtype=np.float64)
+
+        def column(i):
+            return np.array([np.nan if v is None else v for v in spec["series"][i]["values"]])
+
+        for band in spec["bands"]:
+            hi, lo = column(band["hi"]), column(band["lo"])
+            ok = np.isfinite(hi) & np.isfinite(lo)
+            ax.fill_between(x[ok], lo[ok], hi[ok], color=_css_color(band["fill"]), linewidth=0)
+        labelled = set()
+        for s in spec["series"]:
+            if not s["width"]:
+                continue
+            y = column(spec["series"].index(s))
+            ok = np.isfinite(y)
+            name = re.sub(r" (mean|min|max)$", "", s["label"])
+            ax.plot(
+                x[ok],
+                y[ok],
+                color=_css_color(s["color"]),
+                linewidth=s["width"],
+                linestyle=(0, tuple(s["dash"])) if s["dash"] else "-",
+                label=None if name in labelled else name,
+            )
+            labelled.add(name)
+        if spec["log"]:
+            ax.set_yscale("log")
+        title = spec["title"] if key == "steps" else f"{key}: {spec['title']}"
+        ax.set_title(title, fontsize=10, loc="left")
+        ax.set_xlabel(spec["xlabel"], fontsize=9)
+        ax.set_ylabel(spec["ylabel"], fontsize=9)
+        ax.grid(True, color="#e6e9ef", linewidth=0.8)
+        ax.tick_params(labelsize=8)
+        if len(labelled) > 1:
+            ax.legend(fontsize=8, frameon=False, ncol=min(len(labelled), 4))
+        fig.tight_layout()
+        path = os.path.join(directory, f"{n:03d}_{_slug(title)}.png")
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths
