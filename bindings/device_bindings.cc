@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "status.h"
 #include "xdl_trace/deferred.h"
 #include "xdl_trace/dtype.h"
+#include "xdl_trace/registry.h"
 
 namespace py = pybind11;
 
@@ -36,9 +38,81 @@ PendingBytes::Fence ToFence(const py::object& fence) {
                        std::string(py::str(fence.get_type().attr("__name__"))));
 }
 
+// A GroupLayout: each member's value as a deferred capture template (dtype,
+// shape, offset from the group's first byte, is_summary).
+struct GroupLayout {
+  std::vector<CapturedTensor> members;
+};
+
 }  // namespace
 
 void RegisterDeviceBindings(py::module_& m) {
+  py::class_<GroupMember>(m, "GroupMember", "Member i of a ValueGroup, registered as a provider.");
+
+  py::class_<GroupLayout>(m, "GroupLayout")
+      .def(py::init([](const std::vector<std::tuple<size_t, int32_t, std::vector<int64_t>, bool>>&
+                           members) {
+             GroupLayout layout;
+             for (const auto& [offset, dtype, shape, is_summary] : members) {
+               if (!IsValidDType(dtype)) {
+                 throw py::value_error("xdl_trace: GroupLayout: unknown dtype " +
+                                       std::to_string(dtype));
+               }
+               CapturedTensor captured;
+               captured.view.dtype = static_cast<DType>(dtype);
+               captured.view.shape.assign(shape.begin(), shape.end());
+               captured.deferred_offset = offset;
+               captured.is_summary = is_summary;
+               layout.members.push_back(std::move(captured));
+             }
+             return layout;
+           }),
+           py::arg("members"), "[(offset, dtype, shape, is_summary)] per member.");
+
+  py::class_<ValueGroup, std::shared_ptr<ValueGroup>>(
+      m, "ValueGroup", "Values of several entries set once per step (xdl_trace/registry.h).")
+      .def(py::init<size_t>(), py::arg("size"))
+      .def(
+          "member",
+          [](const std::shared_ptr<ValueGroup>& g, size_t i) {
+            if (i >= g->size()) throw py::index_error("xdl_trace: ValueGroup.member: index");
+            return GroupMember{g, i};
+          },
+          py::arg("index"))
+      .def(
+          "set_deferred",
+          [](ValueGroup& g, const PendingBytes& pending, size_t base, const GroupLayout& layout) {
+            std::vector<CapturedTensor> values = layout.members;
+            for (CapturedTensor& value : values) {
+              value.deferred = pending.bytes();
+              value.deferred_offset += base;
+            }
+            ThrowIfError(g.Set(std::move(values)));
+          },
+          py::arg("pending"), py::arg("base"), py::arg("layout"))
+      .def(
+          "set_values",
+          [](ValueGroup& g, const std::vector<py::object>& values,
+             const std::vector<std::string>& keys) {
+            std::vector<CapturedTensor> captured;
+            captured.reserve(values.size());
+            for (size_t i = 0; i < values.size(); ++i) {
+              captured.push_back(
+                  ValueOrThrow(CaptureValue(values[i], i < keys.size() ? keys[i] : "")));
+            }
+            ThrowIfError(g.Set(std::move(captured)));
+          },
+          py::arg("values"), py::arg("keys"))
+      .def(
+          "set_empty",
+          [](ValueGroup& g) {
+            Tensor empty;
+            empty.shape = {0};
+            std::vector<CapturedTensor> values(g.size(), CapturedTensor::Owning(std::move(empty)));
+            ThrowIfError(g.Set(std::move(values)));
+          },
+          "Every member writes an empty float32 column this step.");
+
   py::class_<DeferredValue>(m, "DeferredValue",
                             "A value a device copy delivers later (PendingBytes.value).");
 

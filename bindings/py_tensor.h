@@ -40,6 +40,12 @@ struct DeferredValue {
   CapturedTensor captured;
 };
 
+// A ValueGroup member as the Python side holds it: registered as a provider.
+struct GroupMember {
+  std::shared_ptr<ValueGroup> group;
+  size_t index = 0;
+};
+
 // An ndarray, an (ndarray, dtype) tuple or a DeferredValue as a captured
 // tensor; errors as CaptureArray's. Needs the GIL.
 absl::StatusOr<CapturedTensor> CaptureValue(pybind11::handle object, const std::string& key);

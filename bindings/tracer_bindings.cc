@@ -225,12 +225,18 @@ void RegisterTracerBindings(py::module_& m) {
              py::object summary, int histogram_bins) {
             EntrySpec spec = BaseSpec(std::move(scope), std::move(key), kind, std::move(summary),
                                       histogram_bins);
-            spec.provider = MakeProvider(std::move(fn), spec.FullKey());
+            if (py::isinstance<GroupMember>(fn)) {
+              const GroupMember& member = fn.cast<const GroupMember&>();
+              spec.provider = member.group->Member(member.index);
+            } else {
+              spec.provider = MakeProvider(std::move(fn), spec.FullKey());
+            }
             ThrowIfError(r.Register(std::move(spec)));
           },
           py::arg("scope"), py::arg("key"), py::arg("kind"), py::arg("fn"),
           py::arg("summary") = py::none(), py::arg("histogram_bins") = 30,
-          "Registers a zero-argument callable returning an ndarray or (ndarray, dtype).")
+          "Registers a zero-argument callable returning an ndarray or (ndarray, dtype), or a "
+          "ValueGroup member.")
       .def(
           "register_gradient",
           [](Registry& r, std::string scope, std::string key, std::string gradient_name,

@@ -171,16 +171,26 @@ def pool():
 
 
 class _Item:
-    __slots__ = ("tensor", "kind", "bins", "offset", "nbytes", "backend", "device")
+    """Tensors staged together: their summary rows (`kind` "stats" or "histogram") or their
+    values (`kind` None), at `offset` in the step's staging buffer."""
 
-    def __init__(self, tensor, kind, bins, offset, nbytes, backend):
-        self.tensor = tensor
-        self.kind = kind  # None (the values), "stats" or "histogram".
+    __slots__ = ("tensors", "kind", "bins", "offset", "nbytes", "device")
+
+    def __init__(self, tensors, kind, bins, offset):
+        self.tensors = tensors
+        self.kind = kind
         self.bins = bins
         self.offset = offset
-        self.nbytes = nbytes
-        self.backend = backend
-        self.device = tensor.device
+        self.nbytes = summary_bytes(kind, bins) * len(tensors) if kind else value_bytes(tensors)
+        self.device = tensors[0].device
+
+
+def summary_bytes(kind, bins):
+    return _STATS_BYTES if kind == "stats" else 8 * (2 + 2 * bins)
+
+
+def value_bytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def wire_dtype(tensor):
@@ -188,47 +198,53 @@ def wire_dtype(tensor):
 
 
 class StepBatch:
-    """The device tensors of one traced step (see the module docstring). Driven by one thread:
-    add() while the core calls providers, then launch() or abandon()."""
+    """The device tensors of one traced step (see the module docstring), all of one backend.
+    Driven by one thread: add()/add_group() while the step is captured, then launch() or
+    abandon()."""
 
     def __init__(self, staging_pool):
         self._pool = staging_pool
         self._items = []
         self._size = 0
-        self._pending = None
+        self.pending = None  # The step's _core.PendingBytes, made by the first add.
+        self.backend = None
+
+    def accepts(self, backend):
+        return self.backend is None or backend is self.backend
+
+    def add_group(self, tensors, summary, bins, backend):
+        """Stages `tensors` (their `summary`: None, "stats" or "histogram") adjacently; returns
+        the offset of the first one's bytes in the step's staging buffer."""
+        if self.pending is None:
+            self.pending = _core.PendingBytes()
+            self.backend = backend
+        item = _Item(tensors, summary, bins, self._size)
+        self._items.append(item)
+        self._size += item.nbytes
+        return item.offset
 
     def add(self, tensor, summary, bins, backend):
         """A _core.DeferredValue for `tensor` (its `summary`: None, "stats" or "histogram")."""
-        if self._pending is None:
-            self._pending = _core.PendingBytes()
-        tensor = tensor.detach()
-        if summary == "stats":
-            nbytes, dtype, shape = _STATS_BYTES, _WIRE["float64"], [len(_core.STATS_FIELDS)]
-        elif summary == "histogram":
-            nbytes, dtype, shape = 8 * (2 + 2 * bins), _WIRE["float64"], [2 + 2 * bins]
-        else:
-            nbytes = tensor.numel() * tensor.element_size()
-            dtype, shape = wire_dtype(tensor), list(tensor.shape)
-        item = _Item(tensor, summary, bins, self._size, nbytes, backend)
-        self._items.append(item)
-        self._size += nbytes
-        return self._pending.value(item.offset, dtype, shape, is_summary=summary is not None)
+        offset = self.add_group([tensor], summary, bins, backend)
+        if summary is None:
+            return self.pending.value(offset, wire_dtype(tensor), list(tensor.shape))
+        size = summary_bytes(summary, bins) // 8
+        return self.pending.value(offset, _WIRE["float64"], [size], is_summary=True)
 
     def abandon(self, why):
-        if self._pending is not None:
-            self._pending.fail(why)
-        self._pending = None
+        if self.pending is not None:
+            self.pending.fail(why)
+        self.pending = None
         self._items = []
 
     def launch(self):
         """Enqueues the summaries and copies and arms the core's deferred bytes; returns at
         once. Without staging memory under overflow 'drop' the step's record is dropped."""
-        if self._pending is None:
+        if self.pending is None:
             return
-        pending, items = self._pending, self._items
-        self._pending, self._items = None, []
+        pending, items, backend = self.pending, self._items, self.backend
+        self.pending, self._items = None, []
         try:
-            backend = items[0].backend
             slot = self._pool.acquire(self._size, backend)
             if slot is None:
                 pending.fail("no free staging memory (overflow 'drop')", dropped=True)
@@ -247,39 +263,129 @@ class StepBatch:
 
 
 def _enqueue(items, staging):
-    """On the device's stream: summaries of `items`, then their bytes into `staging` (one gather
-    and one copy per run of items adjacent in the staging buffer)."""
+    """On the device's stream: the items' summaries (one pass per summary kind), then their
+    bytes into `staging`: one gather and one copy per run of items adjacent in the buffer."""
     from . import _device_summary
 
     torch = _torch()
-    rows = {}
-    groups = {}
-    for item in items:
-        if item.kind is not None:
-            groups.setdefault((item.kind, item.bins), []).append(item)
-    for (kind, bins), group in groups.items():
-        tensors = [item.tensor for item in group]
-        result = (
-            _device_summary.stats_rows(tensors)
-            if kind == "stats"
-            else _device_summary.histogram_rows(tensors, bins)
+    with torch.no_grad():
+        groups = {}
+        for item in items:
+            if item.kind is not None:
+                groups.setdefault((item.kind, item.bins), []).append(item)
+        views = {}
+        for (kind, bins), group in groups.items():
+            tensors = [t for item in group for t in item.tensors]
+            if kind == "stats":
+                rows = _device_summary.stats_rows(tensors)
+            else:
+                rows = _device_summary.histogram_rows(tensors, bins)
+            flat = rows.reshape(-1).view(torch.uint8)
+            start = 0
+            for item in group:
+                views[id(item)] = flat[start : start + item.nbytes]
+                start += item.nbytes
+        runs = []  # [start, end, byte views] of items adjacent in the staging buffer.
+        for item in items:
+            if item.nbytes == 0:
+                continue
+            view = views.get(id(item))
+            if view is None:
+                parts = [t.contiguous().reshape(-1).view(torch.uint8) for t in item.tensors]
+                view = parts[0] if len(parts) == 1 else torch.cat(parts)
+            if runs and runs[-1][1] == item.offset:
+                runs[-1][1] += item.nbytes
+                runs[-1][2].append(view)
+            else:
+                runs.append([item.offset, item.offset + item.nbytes, [view]])
+        for start, end, parts in runs:
+            gathered = parts[0] if len(parts) == 1 else torch.cat(parts)
+            staging[start:end].copy_(gathered, non_blocking=True)
+
+
+class GroupCapture:
+    """Entries read together at each traced step (xdl.watch's parameters, its gradients): one
+    Python call per step for the whole group instead of one per entry, and on a device one
+    staged item. The entries are registered with ``member(i)`` as their provider; the hook
+    calls ``prepare`` before the core's step."""
+
+    def __init__(self, scope, keys, reads, summary, bins, every=None):
+        self.scope = scope
+        self.keys = list(keys)
+        self._reads = list(reads)  # read() -> the member's tensor now (raises naming its key).
+        self._summary = summary  # None, "stats" or "histogram".
+        self._bins = bins
+        self._every = every
+        self._calls = 0
+        self._layouts = {}  # signature -> _core.GroupLayout
+        self.core = _core.ValueGroup(len(self.keys))
+
+    def member(self, index):
+        return self.core.member(index)
+
+    def prepare(self, batch):
+        index = self._calls
+        self._calls = index + 1
+        if self._every is not None and index % self._every:
+            self.core.set_empty()
+            return
+        tensors = [read() for read in self._reads]
+        backend = backend_for(tensors[0]) if batch is not None else None
+        if (
+            backend is not None
+            and batch.accepts(backend)
+            and len({t.get_device() for t in tensors}) == 1  # One device (an int each: cheap).
+        ):
+            base = batch.add_group(tensors, self._summary, self._bins, backend)
+            self.core.set_deferred(batch.pending, base, self._layout(tensors))
+            return
+        from . import _torch
+
+        self.core.set_values(
+            [_torch.host_array(key, t) for key, t in zip(self.keys, tensors)], self.keys
         )
-        for index, item in enumerate(group):
-            rows[id(item)] = result[index]
-    runs = []  # [start, end, parts]: items adjacent in the staging buffer.
-    for item in items:
-        if item.nbytes == 0:
-            continue
-        source = rows[id(item)] if item.kind is not None else item.tensor
-        part = source.contiguous().reshape(-1).view(torch.uint8)
-        if runs and runs[-1][1] == item.offset:
-            runs[-1][1] += item.nbytes
-            runs[-1][2].append(part)
+
+    def _layout(self, tensors):
+        if self._summary is not None:
+            signature = len(tensors)
         else:
-            runs.append([item.offset, item.offset + item.nbytes, [part]])
-    for start, end, parts in runs:
-        gathered = parts[0] if len(parts) == 1 else torch.cat(parts)
-        staging[start:end].copy_(gathered, non_blocking=True)
+            signature = tuple((t.dtype, t.shape) for t in tensors)
+        layout = self._layouts.get(signature)
+        if layout is None:
+            members, offset = [], 0
+            for t in tensors:
+                if self._summary is None:
+                    nbytes = t.numel() * t.element_size()
+                    members.append((offset, wire_dtype(t), list(t.shape), False))
+                else:
+                    nbytes = summary_bytes(self._summary, self._bins)
+                    members.append((offset, _WIRE["float64"], [nbytes // 8], True))
+                offset += nbytes
+            if len(self._layouts) > 16:
+                self._layouts.clear()
+            layout = self._layouts[signature] = _core.GroupLayout(members)
+        return layout
+
+
+_groups = []  # GroupCapture objects registered (xdl.watch), in registration order.
+_groups_lock = threading.Lock()
+
+
+def add_group(group):
+    with _groups_lock:
+        _groups.append(group)
+
+
+def clear_groups(scope=None):
+    with _groups_lock:
+        _groups[:] = [g for g in _groups if scope is not None and g.scope != scope]
+
+
+def groups(scopes, keys):
+    """The registered groups of `scopes` whose keys a tracer traces (its snapshot's `keys`)."""
+    keys = set(keys)
+    with _groups_lock:
+        return [g for g in _groups if g.scope in scopes and g.keys and g.keys[0] in keys]
 
 
 _state = threading.local()
@@ -291,13 +397,22 @@ def active_batch():
 
 
 class step_batch:
-    """``with step_batch(pool) as batch:`` around the core's step: providers add to `batch`."""
+    """``with step_batch(pool, groups) as batch:`` around the core's step: the groups are
+    prepared into `batch`, then the core's providers add to it."""
 
-    def __init__(self, staging_pool):
+    def __init__(self, staging_pool, step_groups=()):
         self.batch = StepBatch(staging_pool)
+        self._groups = step_groups
 
     def __enter__(self):
         _state.batch = self.batch
+        try:
+            for group in self._groups:
+                group.prepare(self.batch)
+        except BaseException:
+            _state.batch = None
+            self.batch.abandon("the traced step failed")
+            raise
         return self.batch
 
     def __exit__(self, *exc):

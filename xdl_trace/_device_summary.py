@@ -44,12 +44,14 @@ def _segment_tensors(device, lengths):
 
 
 def _flat_float64(tensors):
-    """The tensors' elements as one float64 vector, one cat per dtype group."""
+    """The tensors' elements as one float64 vector: one flatten (a single call into torch when
+    they share a dtype, as a model's parameters do), one conversion."""
     torch = _torch()
-    parts = [t.detach().reshape(-1) for t in tensors]
-    if all(p.dtype == parts[0].dtype for p in parts):
-        return torch.cat(parts).to(torch.float64)
-    return torch.cat([p.to(torch.float64) for p in parts])
+    if all(t.dtype == tensors[0].dtype for t in tensors):
+        flatten = getattr(torch._C._nn, "flatten_dense_tensors", None)
+        flat = flatten(tensors) if flatten else torch.cat([t.reshape(-1) for t in tensors])
+        return flat.to(torch.float64)
+    return torch.cat([t.reshape(-1).to(torch.float64) for t in tensors])
 
 
 def _reduce(values, how, counts):

@@ -90,7 +90,7 @@ def capture(key, tensor, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
     batch = _device.active_batch()
     if batch is not None and (summary is None or isinstance(summary, str)):
         backend = _device.backend_for(tensor)
-        if backend is not None:
+        if backend is not None and batch.accepts(backend):
             return batch.add(tensor, summary, bins, backend)
     return host_array(key, tensor)
 
@@ -108,19 +108,28 @@ def stable_view(key, tensor):
     return value if isinstance(value, tuple) else (value, -1)
 
 
-def grad_provider(key, name, parameter, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
-    """A provider reading ``parameter.grad`` at each traced step (captured as `capture` does)."""
+def grad_reader(key, name, parameter):
+    """A function returning ``parameter.grad`` now; FailedPreconditionError naming the key
+    (as its ``key``) while it is None."""
 
     def read_grad():
         grad = parameter.grad
         if grad is None:
-            raise errors.FailedPreconditionError(
+            error = errors.FailedPreconditionError(
                 f"xdl_trace: gradient '{key}': '{name}'.grad is None "
                 "(call backward() before the traced step)"
             )
-        return capture(key, grad, summary, bins)
+            error.key = key
+            raise error
+        return grad
 
     return read_grad
+
+
+def grad_provider(key, name, parameter, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
+    """A provider reading ``parameter.grad`` at each traced step (captured as `capture` does)."""
+    read = grad_reader(key, name, parameter)
+    return lambda: capture(key, read(), summary, bins)
 
 
 def named_parameters(module):

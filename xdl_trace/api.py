@@ -239,9 +239,11 @@ def clear(scope=None):
             _variables.clear()
             _sent_gradients.clear()
             _summarized_gradients.clear()
+            _device.clear_groups()
         else:
             s = scope_name(scope)
             _registry.clear_scope(s)
+            _device.clear_groups(s)
             for table in (_variables, _sent_gradients):
                 for k in [k for k in table if k[0] == s]:
                     del table[k]

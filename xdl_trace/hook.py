@@ -248,6 +248,7 @@ class TraceHook:
         self._warned = set()  # What was warned about: (error type, entry key or message).
         self._forked = False  # Began in a parent process: the tracer is the parent's.
         self._pending_gstep = None
+        self._groups = []
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -294,6 +295,8 @@ class TraceHook:
         )
         self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
         self._run_id = self._tracer.config.run_id
+        # Groups of entries read together (xdl.watch) among what this tracer traces.
+        self._groups = _device.groups(self._scopes, self._tracer.keys)
         self._forked = False
         self._final_stats = None
         with _live_lock:
@@ -376,7 +379,7 @@ class TraceHook:
         # Device tensors met by the providers join `batch`; their copies are enqueued once the
         # core queued the record (docs/design.md, "Device tensors").
         try:
-            with _device.step_batch(_device.pool()) as batch:
+            with _device.step_batch(_device.pool(), self._groups) as batch:
                 try:
                     tracer.step(gstep, lstep)
                 except BaseException:

@@ -14,7 +14,7 @@ output is ``activation/<module name>``; all under ``scope/`` when a scope is giv
 
 import numpy as np
 
-from . import _core, _torch, api, errors
+from . import _core, _device, _torch, api, errors
 
 __all__ = ["watch"]
 
@@ -105,6 +105,10 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
             f"got {type(model).__name__}"
         )
     parameters = _torch.named_parameters(model)
+    if parameters and _device_group_fits(parameters, summary):
+        return keys + _watch_on_device(
+            model, parameters, gradients, activations, summary, every, scope_s
+        )
     for name, parameter in parameters:
         if every is None:
             api.trace_variable(name, parameter, scope=scope, summary=summary)
@@ -128,28 +132,81 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
             _register(_core.EntryKind.GRADIENT, scope_s, key, maybe_every(read), summary)
             keys.append(full_key)
     if activations:
-        for name, module in model.named_modules():
-            if any(True for _ in module.children()):
-                continue  # Not a leaf.
-            key = f"activation/{name or type(module).__name__}"
-            full_key = api.full_key(scope_s, key)
-            latest = {}
+        keys += _watch_activations(model, summary, every, scope_s)
+    return keys
 
-            def keep(_module, _inputs, output, latest=latest):
-                tensor = _first_tensor(output)
-                latest["output"] = None if tensor is None else tensor.detach()
 
-            module.register_forward_hook(keep)
+def _device_group_fits(parameters, summary):
+    """Whether the parameters live on a device (CUDA) and can be read as groups: one batch of
+    device work per step for all of them (a callable summary needs host arrays)."""
+    return (summary is None or isinstance(summary, str)) and all(
+        _device.backend_for(p) is not None for _, p in parameters
+    )
 
-            def read(latest=latest, full_key=full_key, name=name):
-                output = latest.get("output")
-                if output is None:
-                    raise errors.FailedPreconditionError(
-                        f"xdl_trace: activation '{full_key}': module '{name}' has produced no "
-                        "tensor yet (run a forward pass before the traced step)"
-                    )
-                return _torch.capture(full_key, output, summary, bins)
 
-            _register(_core.EntryKind.TENSOR, scope_s, key, maybe_every(read), summary)
-            keys.append(full_key)
+def _watch_on_device(model, parameters, gradients, activations, summary, every, scope_s):
+    """watch() of a model on a device: parameters as one group, gradients as another
+    (_device.GroupCapture), so a traced step stages them in two items, not one per tensor."""
+    bins = _core.DEFAULT_HISTOGRAM_BINS
+    keys = []
+
+    def register(kind, names, reads):
+        full = [api.full_key(scope_s, name) for name in names]
+        group = _device.GroupCapture(scope_s, full, reads, summary, bins, every)
+        binding_summary, binding_bins = api.summary_spec(scope_s, names[0], summary)
+        for index, name in enumerate(names):
+            api.registry().register_provider(
+                scope_s, name, kind, group.member(index), binding_summary, binding_bins
+            )
+        _device.add_group(group)
+        keys.extend(full)
+
+    names = [name for name, _ in parameters]
+    register(_core.EntryKind.VARIABLE, names, [lambda p=p: p for _, p in parameters])
+    for name, parameter in parameters:
+        api.remember_variable(scope_s, name, parameter)
+    trained = [(name, p) for name, p in parameters if p.requires_grad]
+    if gradients and trained:
+        grad_names = [f"gradient/{name}" for name, _ in trained]
+        reads = [
+            _torch.grad_reader(api.full_key(scope_s, key), name, p)
+            for key, (name, p) in zip(grad_names, trained)
+        ]
+        register(_core.EntryKind.GRADIENT, grad_names, reads)
+    if activations:
+        keys += _watch_activations(model, summary, every, scope_s)
+    return keys
+
+
+def _watch_activations(model, summary, every, scope_s):
+    bins = _core.DEFAULT_HISTOGRAM_BINS
+    keys = []
+
+    def maybe_every(read):
+        return read if every is None else _every(every, read)
+
+    for name, module in model.named_modules():
+        if any(True for _ in module.children()):
+            continue  # Not a leaf.
+        key = f"activation/{name or type(module).__name__}"
+        full_key = api.full_key(scope_s, key)
+        latest = {}
+
+        def keep(_module, _inputs, output, latest=latest):
+            tensor = _first_tensor(output)
+            latest["output"] = None if tensor is None else tensor.detach()
+
+        module.register_forward_hook(keep)
+
+        def read(latest=latest, full_key=full_key, name=name):
+            output = latest.get("output")
+            if output is None:
+                raise errors.FailedPreconditionError(
+                    f"xdl_trace: activation '{full_key}': module '{name}' has produced no "
+                    "tensor yet (run a forward pass before the traced step)"
+                )
+            return _torch.capture(full_key, output, summary, bins)
+
+        _register(_core.EntryKind.TENSOR, scope_s, key, maybe_every(read), summary)
+        keys.append(full_key)
     return keys

@@ -5,6 +5,7 @@ stream thread. With CUDA, the gpu-marked cases at the end run the same checks on
 """
 
 import math
+import threading
 import time
 
 import numpy as np
@@ -13,7 +14,7 @@ import torch
 
 import xdl_trace as xdl
 from fake_device import FakeDevice, installed
-from xdl_trace import _core
+from xdl_trace import _core, _device
 
 STATS = list(_core.STATS_FIELDS)
 EXACT_STATS = [STATS.index(f) for f in ("count", "min", "max", "nan", "inf")]
@@ -143,6 +144,39 @@ def test_watch_of_a_model_every_step(cfg, read_trace):
             assert cols[key][STATS.index("l2")] == pytest.approx(expected[step][key], rel=1e-6)
 
 
+def test_watch_on_a_device_is_one_group_per_kind_with_every_and_full_values(cfg, read_trace):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    model(torch.randn(2, 3)).sum().backward()
+    with installed(FakeDevice()) as device:
+        stats_keys = xdl.watch(model, every=2)
+        value_keys = xdl.watch(model, gradients=False, summary=None, scope="full")
+        assert len(_device.groups([""], stats_keys)) == 2  # Parameters, gradients.
+        with xdl.TraceHook(cfg, scope=["", "full"]) as hook:
+            for _ in range(3):
+                hook.step()
+        device.synchronize()
+    (trace,) = read_trace(cfg["output_dir"])
+    steps = [rec[3] for rec in trace.records]
+    for step, cols in enumerate(steps):
+        for key in stats_keys:  # A skipped step holds the stats of an empty tensor.
+            assert (cols[key][STATS.index("count")] > 0) == (step % 2 == 0)
+        for key, (name, p) in zip(value_keys, model.named_parameters()):
+            np.testing.assert_array_equal(cols[key], p.detach().numpy())
+    weight = steps[0]["0.weight"]
+    assert weight[STATS.index("max")] == model[0].weight.max().item()
+
+
+def test_watch_on_a_device_before_backward_fails_the_step_naming_the_key(cfg):
+    model = torch.nn.Linear(3, 1)
+    with installed(FakeDevice()):
+        xdl.watch(model)
+        with xdl.TraceHook(cfg) as hook:
+            with pytest.raises(xdl.errors.FailedPreconditionError, match="backward") as raised:
+                hook.step()
+    assert raised.value.key == "gradient/weight"
+
+
 def test_a_failed_copy_drops_its_record_counts_it_and_the_next_steps_are_written(cfg, read_trace):
     w = torch.arange(4.0)
     with installed(FakeDevice()) as device:
@@ -208,8 +242,32 @@ def test_staging_memory_is_bounded_by_max_pending_mb(cfg, read_trace, overflow):
         assert len(trace.records) == 6 - stats["records_dropped"]
         assert stats["records_dropped"] >= stats["staging_dropped"]
     else:
-        assert stats["staging_waits"] >= 1
         assert trace.gsteps() == list(range(6))
+
+
+@pytest.mark.parametrize("block", [True, False])
+def test_the_staging_pool_waits_for_or_drops_when_every_buffer_is_busy(block):
+    backend = FakeDevice()
+    pool = _device.StagingPool(1 << 16, block=block)
+    first = pool.acquire(1000, backend)
+    pending = _core.PendingBytes()
+    fence = _core.ManualFence()
+    pending.arm(first.buffer.data_ptr(), fence, first.lease)
+    held = [pending.value(0, 0, [0])]  # A record's hold on the buffer.
+    assert first.lease.busy
+    release = threading.Timer(0.05, lambda: held.clear())
+    started = time.monotonic()
+    release.start()
+    del pending
+    second = pool.acquire(1000, backend)
+    release.join()
+    backend.close()
+    if block:
+        assert second is first and time.monotonic() - started >= 0.04
+        assert pool.stats()["staging_waits"] >= 1
+    else:
+        assert second is None and pool.stats()["staging_dropped"] == 1
+    assert pool.stats()["staging_high_water_bytes"] <= 1 << 16
 
 
 def test_send_gradient_of_a_device_tensor_holds_the_values_sent(cfg, read_trace):

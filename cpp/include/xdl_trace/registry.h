@@ -22,6 +22,29 @@ enum class EntryKind { kTensor, kVariable, kGradient, kCallback, kOnce };
 // thread inside Tracer::Step(); must not block on the IO thread.
 using TensorProvider = std::function<absl::StatusOr<CapturedTensor>()>;
 
+// Values of several entries captured together once per traced step (a watched
+// model's tensors, staged in one batch of device copies): the producer sets the
+// step's values before Step, and each entry's provider, Member(i), takes its
+// own, once. Thread-safe.
+class ValueGroup {
+ public:
+  explicit ValueGroup(size_t size);
+  ~ValueGroup();
+  ValueGroup(const ValueGroup&) = delete;
+  ValueGroup& operator=(const ValueGroup&) = delete;
+
+  size_t size() const;
+  // The provider of member `i` (< size()): the value Set for this step;
+  // FailedPrecondition when none was set since the last one was taken.
+  TensorProvider Member(size_t i);
+  // This step's values, one per member; InvalidArgument for another count.
+  absl::Status Set(std::vector<CapturedTensor> values);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
 // A user summary: tensor in, (small) tensor out, applied before encoding.
 using SummaryFn = std::function<absl::StatusOr<Tensor>(const TensorView&)>;
 
