@@ -309,8 +309,9 @@ class GroupCapture:
     staged item. The entries are registered with ``member(i)`` as their provider; the hook
     calls ``prepare`` before the core's step."""
 
-    def __init__(self, scope, keys, reads, summary, bins, every=None):
+    def __init__(self, scope, keys, reads, summary, bins, every, to_host):
         self.scope = scope
+        self._to_host = to_host  # (key, tensor) -> what the core takes, read on the host now.
         self.keys = list(keys)
         self._reads = list(reads)  # read() -> the member's tensor now (raises naming its key).
         self._summary = summary  # None, "stats" or "histogram".
@@ -339,10 +340,8 @@ class GroupCapture:
             base = batch.add_group(tensors, self._summary, self._bins, backend)
             self.core.set_deferred(batch.pending, base, self._layout(tensors))
             return
-        from . import _torch
-
         self.core.set_values(
-            [_torch.host_array(key, t) for key, t in zip(self.keys, tensors)], self.keys
+            [self._to_host(key, t) for key, t in zip(self.keys, tensors)], self.keys
         )
 
     def _layout(self, tensors):

@@ -152,7 +152,7 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
 
     def register(kind, names, reads):
         full = [api.full_key(scope_s, name) for name in names]
-        group = _device.GroupCapture(scope_s, full, reads, summary, bins, every)
+        group = _device.GroupCapture(scope_s, full, reads, summary, bins, every, _torch.host_array)
         binding_summary, binding_bins = api.summary_spec(scope_s, names[0], summary)
         for index, name in enumerate(names):
             api.registry().register_provider(
