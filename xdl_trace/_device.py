@@ -18,6 +18,7 @@ A backend says which tensors are a device's and how to enqueue work, stage and f
 ``CudaBackend`` for torch CUDA tensors; tests register a fake device (``register_backend``).
 """
 
+import sys
 import threading
 
 from . import _core
@@ -395,28 +396,24 @@ def active_batch():
     return getattr(_state, "batch", None)
 
 
-class step_batch:
-    """``with step_batch(pool, groups) as batch:`` around the core's step: the groups are
-    prepared into `batch`, then the core's providers add to it."""
-
-    def __init__(self, staging_pool, step_groups=()):
-        self.batch = StepBatch(staging_pool)
-        self._groups = step_groups
-
-    def __enter__(self):
-        _state.batch = self.batch
-        try:
-            for group in self._groups:
-                group.prepare(self.batch)
-        except BaseException:
-            _state.batch = None
-            self.batch.abandon("the traced step failed")
-            raise
-        return self.batch
-
-    def __exit__(self, *exc):
+def run_step(step, args, step_groups):
+    """Runs the core's ``step(*args)`` with this step's batch open: the groups are prepared
+    into it, then the core's providers add to it; once the core queued the record the batch is
+    launched. Without torch in the process there is nothing to batch."""
+    if "torch" not in sys.modules:
+        return step(*args)
+    batch = StepBatch(_pool)
+    _state.batch = batch
+    try:
+        for group in step_groups:
+            group.prepare(batch)
+        step(*args)
+    except BaseException:
+        batch.abandon("the traced step failed")
+        raise
+    finally:
         _state.batch = None
-        return False
+    batch.launch()
 
 
 def stage_now(tensor):

@@ -18,9 +18,13 @@ Values are widened to float64 exactly as the host does (float16/bfloat16 per ele
 and agree to a relative 1e-12 (tests/python/test_device_capture.py).
 """
 
+import functools
 import math
 
-_segments = {}  # (device, lengths) -> (lengths tensor, segment index per element): built once.
+# Elements summarized in one pass: its float64 temporaries take ~40 bytes an element, so a pass
+# holds at most ~670 MB of device memory (one tensor larger than this is a pass of its own).
+_CHUNK_ELEMENTS = 1 << 24
+_counts = {}  # (device, lengths) -> the lengths as a device tensor: made once per signature.
 
 
 def _torch():
@@ -29,18 +33,29 @@ def _torch():
     return torch
 
 
-def _segment_tensors(device, lengths):
+def _counts_tensor(device, lengths):
     key = (str(device), lengths)
-    found = _segments.get(key)
+    found = _counts.get(key)
     if found is None:
+        if len(_counts) > 64:
+            _counts.clear()
         torch = _torch()
-        counts = torch.tensor(lengths, dtype=torch.int64)
-        index = torch.repeat_interleave(torch.arange(len(lengths)), counts)
-        found = (counts.to(device), index.to(device))
-        if len(_segments) > 64:
-            _segments.clear()
-        _segments[key] = found
+        found = _counts[key] = torch.tensor(lengths, dtype=torch.int64).to(device)
     return found
+
+
+def _chunks(tensors):
+    """`tensors` cut into runs of at most _CHUNK_ELEMENTS elements."""
+    chunk, size = [], 0
+    for t in tensors:
+        n = t.numel()
+        if chunk and size + n > _CHUNK_ELEMENTS:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(t)
+        size += n
+    if chunk:
+        yield chunk
 
 
 def _flat_float64(tensors):
@@ -55,24 +70,10 @@ def _flat_float64(tensors):
 
 
 def _reduce(values, how, counts):
+    """Per segment `how` ("sum", "min") of each row of `values` (k, n): (k, segments)."""
     torch = _torch()
-    if hasattr(torch, "segment_reduce"):
-        return torch.segment_reduce(values, how, lengths=counts, unsafe=True)
-    n = counts.shape[0]
-    if how == "sum":
-        return torch.zeros(n, dtype=values.dtype, device=values.device).index_add_(
-            0, _index_of(counts, values), values
-        )
-    fill = math.inf if how == "min" else -math.inf
-    return torch.full((n,), fill, dtype=values.dtype, device=values.device).scatter_reduce(
-        0, _index_of(counts, values), values, "amin" if how == "min" else "amax"
-    )
-
-
-def _index_of(counts, values):
-    return _torch().repeat_interleave(
-        _torch().arange(counts.shape[0], device=values.device), counts, output_size=values.shape[0]
-    )
+    lengths = counts.expand(values.shape[0], counts.shape[0])
+    return torch.segment_reduce(values, how, lengths=lengths, axis=1, unsafe=True)
 
 
 class _Pass:
@@ -80,51 +81,72 @@ class _Pass:
 
     def __init__(self, tensors):
         torch = _torch()
-        device = tensors[0].device
-        self.lengths = tuple(int(t.numel()) for t in tensors)
-        self.counts, self.index = _segment_tensors(device, self.lengths)
+        lengths = tuple(t.numel() for t in tensors)
+        self.segments = len(lengths)
+        self.counts = _counts_tensor(tensors[0].device, lengths)
         self.x = _flat_float64(tensors)
         self.finite = torch.isfinite(self.x)
-        finite = self.finite.to(torch.float64)
-        self.n_finite = _reduce(finite, "sum", self.counts)
-        self.n_nan = _reduce(torch.isnan(self.x).to(torch.float64), "sum", self.counts)
-        self.n_inf = self.counts.to(torch.float64) - self.n_finite - self.n_nan
-        self.min = _reduce(torch.where(self.finite, self.x, math.inf), "min", self.counts)
-        self.max = _reduce(torch.where(self.finite, self.x, -math.inf), "max", self.counts)
+        self.xf = torch.where(self.finite, self.x, 0.0)
+        f64 = torch.float64
+        sums = _reduce(
+            torch.stack(
+                [self.finite.to(f64), torch.isnan(self.x).to(f64), self.xf, self.xf * self.xf]
+            ),
+            "sum",
+            self.counts,
+        )
+        self.n_finite, self.n_nan, self.total, self.sum_sq = sums
+        self.n_inf = self.counts.to(f64) - self.n_finite - self.n_nan
+        low = torch.where(self.finite, self.x, math.inf)
+        extremes = _reduce(
+            torch.stack([low, torch.where(self.finite, -self.x, math.inf)]), "min", self.counts
+        )
+        self.min, self.max = extremes[0], -extremes[1]
         self.none_finite = self.n_finite == 0
+
+    def spread(self, per_segment):
+        """A per-segment value repeated over its segment's elements."""
+        return per_segment.repeat_interleave(self.counts, output_size=self.x.shape[0])
 
 
 def stats_rows(tensors):
     """float64 (len(tensors), 8): the stats row of each tensor (all on one device)."""
+    parts = [_stats_rows(chunk) for chunk in _chunks(tensors)]
+    return parts[0] if len(parts) == 1 else _torch().cat(parts)
+
+
+def _stats_rows(tensors):
     torch = _torch()
     p = _Pass(tensors)
-    zero = torch.zeros((), dtype=torch.float64, device=p.x.device)
-    xf = torch.where(p.finite, p.x, zero)
-    total = _reduce(xf, "sum", p.counts)
-    sum_sq = _reduce(xf * xf, "sum", p.counts)
-    safe_n = torch.where(p.none_finite, torch.ones_like(p.n_finite), p.n_finite)
-    mean = total / safe_n
-    deviation = torch.where(p.finite, p.x - mean[p.index], zero)
-    variance = _reduce(deviation * deviation, "sum", p.counts) / safe_n
-    nan = torch.full_like(mean, math.nan)
+    safe_n = torch.where(p.none_finite, 1.0, p.n_finite)
+    mean = p.total / safe_n
+    deviation = torch.where(p.finite, p.x - p.spread(mean), 0.0)
+    variance = _reduce((deviation * deviation)[None], "sum", p.counts)[0] / safe_n
     rows = torch.stack(
         [
             p.counts.to(torch.float64),
-            torch.where(p.none_finite, nan, p.min),
-            torch.where(p.none_finite, nan, p.max),
-            torch.where(p.none_finite, nan, mean),
-            torch.where(p.none_finite, nan, variance.sqrt()),
-            sum_sq.sqrt(),
+            p.min,
+            p.max,
+            mean,
+            variance.sqrt(),
+            p.sum_sq.sqrt(),
             p.n_nan,
             p.n_inf,
         ],
         dim=1,
     )
-    return rows
+    # No finite value: min, max, mean and std are NaN (l2 stays 0).
+    unset = p.none_finite[:, None] & _nan_columns(rows.device)[None, :]
+    return torch.where(unset, math.nan, rows)
 
 
 def histogram_rows(tensors, bins):
     """float64 (len(tensors), 2 + 2 * bins): the histogram row of each tensor (one device)."""
+    parts = [_histogram_rows(chunk, bins) for chunk in _chunks(tensors)]
+    return parts[0] if len(parts) == 1 else _torch().cat(parts)
+
+
+def _histogram_rows(tensors, bins):
     torch = _torch()
     p = _Pass(tensors)
     equal = p.min == p.max
@@ -134,11 +156,20 @@ def histogram_rows(tensors, bins):
     steps = torch.arange(1, bins, dtype=torch.float64, device=p.x.device)
     edges = torch.cat([lo[:, None] + width[:, None] * steps[None, :] / bins, hi[:, None]], dim=1)
     scale = bins / width
-    zero = torch.zeros((), dtype=torch.float64, device=p.x.device)
-    offset = torch.where(p.finite, (p.x - lo[p.index]) * scale[p.index], zero)
+    offset = torch.where(p.finite, (p.x - p.spread(lo)) * p.spread(scale), 0.0)
     bucket = offset.to(torch.int64).clamp_(0, bins - 1)
-    counts = torch.zeros(len(p.lengths) * bins, dtype=torch.float64, device=p.x.device)
-    counts.index_add_(0, p.index * bins + bucket, p.finite.to(torch.float64))
+    first_bucket = torch.arange(0, p.segments * bins, bins, device=p.x.device)
+    counts = torch.zeros(p.segments * bins, dtype=torch.float64, device=p.x.device)
+    counts.index_add_(0, p.spread(first_bucket) + bucket, p.finite.to(torch.float64))
     head = torch.cat([lo[:, None], hi[:, None], edges], dim=1)
-    head = torch.where(p.none_finite[:, None], torch.full_like(head, math.nan), head)
-    return torch.cat([head, counts.view(len(p.lengths), bins)], dim=1)
+    head = torch.where(p.none_finite[:, None], math.nan, head)
+    return torch.cat([head, counts.view(p.segments, bins)], dim=1)
+
+
+@functools.lru_cache(maxsize=8)
+def _nan_columns(device):
+    """The columns of a stats row that are NaN when no value is finite: min, max, mean, std."""
+    from . import _core
+
+    nan = [field in ("min", "max", "mean", "std") for field in _core.STATS_FIELDS]
+    return _torch().tensor(nan, device=device)

@@ -379,13 +379,7 @@ class TraceHook:
         # Device tensors met by the providers join `batch`; their copies are enqueued once the
         # core queued the record (docs/design.md, "Device tensors").
         try:
-            with _device.step_batch(_device.pool(), self._groups) as batch:
-                try:
-                    tracer.step(gstep, lstep)
-                except BaseException:
-                    batch.abandon("the traced step failed")
-                    raise
-            batch.launch()
+            _device.run_step(tracer.step, (gstep, lstep), self._groups)
         except Exception as e:
             if self._on_error == "raise":
                 raise

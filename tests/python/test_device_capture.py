@@ -14,7 +14,7 @@ import torch
 
 import xdl_trace as xdl
 from fake_device import FakeDevice, installed
-from xdl_trace import _core, _device
+from xdl_trace import _core, _device, _device_summary
 
 STATS = list(_core.STATS_FIELDS)
 EXACT_STATS = [STATS.index(f) for f in ("count", "min", "max", "nan", "inf")]
@@ -53,7 +53,10 @@ def _bits(t):
     return t.numpy()
 
 
-def test_summaries_on_the_device_equal_the_host_summaries(cfg, read_trace):
+@pytest.mark.parametrize("chunk", [None, 40])
+def test_summaries_on_the_device_equal_the_host_summaries(cfg, read_trace, monkeypatch, chunk):
+    if chunk is not None:  # Passes of at most `chunk` elements: several here.
+        monkeypatch.setattr(_device_summary, "_CHUNK_ELEMENTS", chunk)
     values = _values()
     with installed(FakeDevice()):
         for name, t in values.items():

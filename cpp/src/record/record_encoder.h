@@ -51,9 +51,10 @@ struct EncodeOptions {
   // default copies everything (a contiguous frame). The frame's bytes are the
   // same either way.
   size_t reference_min_bytes = SIZE_MAX;
-  // Empty, or one per column: a column with a source becomes a deferred
-  // piece (its view's data is not read) and the record holds the source's
-  // bytes (EncodedRecord::deferred), whatever reference_min_bytes says.
+  // One per column, or fewer (the rest are not deferred): a column with a
+  // source becomes a deferred piece (its view's data is not read) and the
+  // record holds the source's bytes (EncodedRecord::deferred), whatever
+  // reference_min_bytes says.
   absl::Span<const DeferredSource> deferred;
 };
 

@@ -160,9 +160,9 @@ class Tracer::Impl {
   internal::Mutex step_mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(step_mu_);        // One per entry.
   std::vector<TensorView> views_ ABSL_GUARDED_BY(step_mu_);  // This step's columns.
-  // Per column: where its bytes will be when deferred, else empty.
+  // Per column up to the last deferred one: where its bytes will be when
+  // deferred, else empty (EncodeOptions::deferred); empty when none is.
   std::vector<internal::DeferredSource> deferred_ ABSL_GUARDED_BY(step_mu_);
-  bool has_deferred_ ABSL_GUARDED_BY(step_mu_) = false;  // Some deferred_ is set.
   int64_t last_gstep_ ABSL_GUARDED_BY(step_mu_) = 0;
   int64_t last_lstep_ ABSL_GUARDED_BY(step_mu_) = 0;
   // When the last step the hook saw ended (or Start).
@@ -229,7 +229,6 @@ Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
         sent ? first_with_name.try_emplace(entry.gradient_name, i).first->second : i);
   }
   views_.reserve(entries_.size());
-  deferred_.reserve(entries_.size());
 }
 
 Tracer::Impl::~Impl() {
@@ -257,7 +256,6 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
   Slot& slot = slots_[i];
   if (entry.kind == EntryKind::kOnce && slot.once_done) {
     views_.push_back(EmptyFloatColumn());
-    deferred_.emplace_back();
     return absl::OkStatus();
   }
 
@@ -275,7 +273,6 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
       ++*missing_gradients;
       if (config_.missing_gradient == MissingGradientPolicy::kEmptyColumn) {
         views_.push_back(EmptyFloatColumn());
-        deferred_.emplace_back();
         return absl::OkStatus();
       }
       // Names no API: the payload lets a binding say how its users send one.
@@ -303,7 +300,6 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
   if (slot.captured.is_summary) {
     XDL_RETURN_IF_ERROR(CheckSummaryShape(entry, key, view));
     views_.push_back(std::move(view));
-    deferred_.emplace_back();
     return absl::OkStatus();
   }
 
@@ -332,7 +328,6 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
         DType::kFloat64, {static_cast<int64_t>(slot.builtin.size())}, slot.builtin.data()};
   }
   views_.push_back(std::move(view));
-  deferred_.emplace_back();
   return absl::OkStatus();
 }
 
@@ -372,9 +367,9 @@ absl::Status Tracer::Impl::CaptureDeferred(size_t i, const CapturedTensor& captu
         ": a deferred (device) value needs its summary computed by whoever captured it "
         "(CapturedTensor::is_summary); the tracer reads no device memory"));
   }
+  deferred_.resize(views_.size());  // The columns before it are not deferred.
   views_.push_back(shape_only);
   deferred_.push_back({captured.deferred, captured.deferred_offset});
-  has_deferred_ = true;
   return absl::OkStatus();
 }
 
@@ -434,7 +429,6 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
 
   views_.clear();
   deferred_.clear();
-  has_deferred_ = false;
   int64_t missing = 0;
   absl::Status status;
   for (size_t i = 0; i < entries_.size() && status.ok(); ++i) {
@@ -450,7 +444,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
     internal::TraceWriter* writer = writer_.get();
     internal::EncodeOptions options;
     if (inline_write_) options.reference_min_bytes = kInlineReferenceMinBytes;
-    if (has_deferred_) options.deferred = deferred_;
+    options.deferred = deferred_;
     record = internal::EncodeRecord(
         gstep, lstep, timestamp_ms, views_, keys_, trailing,
         [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); }, options);
