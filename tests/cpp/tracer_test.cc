@@ -727,7 +727,7 @@ TEST_CASE("1000 Start/Step/Close cycles in one directory", "[tracer]") {
 TEST_CASE("the embed example writes readable, rolled-over files", "[tracer][example]") {
   const std::string binary = std::string(XDL_TRACE_BINARY_DIR) + "/examples/xdl_trace_embed";
   if (!fs::exists(binary)) {
-    WARN("skipped: " << binary << " not built (XDL_TRACE_BUILD_EXAMPLES=OFF)");
+    WARN("SKIPPED: " << binary << " not built (XDL_TRACE_BUILD_EXAMPLES=OFF)");
     return;
   }
   TempDir dir;
