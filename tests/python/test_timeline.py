@@ -10,6 +10,7 @@ import pytest
 
 import xdl_trace as xdl
 from xdl_trace import cli, timeline
+from collector_wait import wait_collected
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -21,13 +22,14 @@ def _run(output_dir, rank, plugin, steps, **options):
         "output_dir": str(output_dir),
         "rank": rank,
         "device_tracers": [plugin],
-        "device_collect_interval_s": 0,  # Collect at every step.
+        "device_collect_interval_s": 0,  # The collector thread collects after every step.
         "fsync": False,
         **options,
     }
     with xdl.TraceHook(config) as hook:
         for step in range(steps):
             hook.step(gstep=100 + step)
+            wait_collected(hook, 6 * (step + 1))  # The fake's 6 events of this step.
     stats = hook.stats()
     xdl.clear()
     return stats
@@ -55,7 +57,10 @@ def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, pb)
     parsed = [pb.Record.FromString(r) for r in records[1:]]
     assert len(parsed) == 5  # Four steps and the device-only tail record.
     assert [r.gstep for r in parsed] == [100, 101, 102, 103, 103]
-    assert all(r.device_trace[0].tracer == "fake" for r in parsed)
+    # A step's events are collected after its record left (off the training
+    # thread): they ride in the next record, the last step's in the tail record.
+    assert not parsed[0].device_trace
+    assert all(r.device_trace[0].tracer == "fake" for r in parsed[1:])
     assert parsed[0].host_span[0].kind == pb.device__trace__pb2.HostSpan.STEP
 
     out = tmp_path / "trace.json"
