@@ -507,7 +507,8 @@ TEST_CASE("device tracing turns steps into host spans and Record fields 5 and 6"
     // The collector thread collects after the step was called; the record
     // takes what it collected.
     REQUIRE(WaitUntil([&] { return t.collects() > collects; }));
-    const std::string trailing = t.TakeTrailingFields();
+    const std::string trailing =
+        EncodeDeviceTrailingFields(t.TakeDeviceTraces(), {}) + t.TakeTrailingFields();
     absl::StatusOr<EncodedRecord> encoded =
         EncodeRecord(step * 10, step, 1700000000000 + step, {}, {}, trailing);
     REQUIRE(encoded.ok());
@@ -573,7 +574,8 @@ TEST_CASE("the collector thread collects while the training thread is elsewhere"
   // The next record takes them, with the collect spans made meanwhile (on the
   // collector thread's id, not the training thread's).
   xdl::proto::Record record;
-  REQUIRE(record.ParseFromString(t.TakeTrailingFields()));
+  REQUIRE(record.ParseFromString(EncodeDeviceTrailingFields(t.TakeDeviceTraces(), {}) +
+                                 t.TakeTrailingFields()));
   REQUIRE(record.device_trace_size() == 1);
   CHECK(Events(record.device_trace(0)) == 6);
   int collect_spans = 0;

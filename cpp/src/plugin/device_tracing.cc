@@ -151,14 +151,17 @@ void DeviceTracing::OnStepCalled(int64_t gstep, int64_t lstep) {
   }
 }
 
+std::vector<std::string> DeviceTracing::TakeDeviceTraces() {
+  return set_->TakePending(kMaxRecordDeviceBytes);
+}
+
 std::string DeviceTracing::TakeTrailingFields() {
   {
     MutexLock lock(&mu_);
     spans_.insert(spans_.end(), collect_spans_.begin(), collect_spans_.end());
     collect_spans_.clear();
   }
-  std::vector<std::string> traces = set_->TakePending(kMaxRecordDeviceBytes);
-  std::string fields = EncodeDeviceTrailingFields(traces, spans_);
+  std::string fields = EncodeDeviceTrailingFields({}, spans_);
   spans_.clear();
   return fields;
 }

@@ -80,6 +80,9 @@ class DeviceTracing final : public RecordExtras {
   ~DeviceTracing() override;
 
   void OnStepCalled(int64_t gstep, int64_t lstep) override;
+  // At most kMaxRecordDeviceBytes of collected parts (at least one).
+  std::vector<std::string> TakeDeviceTraces() override;
+  // The host spans (Record field 6).
   std::string TakeTrailingFields() override;
   void OnStepEncoded(int64_t begin_ns, int64_t end_ns) override;
   void OnStepReturned(int64_t begin_ns, int64_t end_ns) override;

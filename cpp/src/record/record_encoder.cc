@@ -148,6 +148,16 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   uint64_t body = IntFieldSize(kRecordGstep, gstep) + IntFieldSize(kRecordLstep, lstep) +
                   IntFieldSize(kRecordTimestamp, timestamp_ms) + trailing_fields.size();
   uint64_t referenced = 0;  // Column data left in place (options.reference_min_bytes).
+  if (options.moved_fields != nullptr) {
+    for (const std::string& payload : *options.moved_fields) {
+      body += LengthDelimitedFieldSize(options.moved_field_number, payload.size());
+      referenced += payload.size();
+    }
+    if (body > kMaxFrameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "record of more than ", kMaxFrameBytes, " bytes exceeds the 4 GiB record frame limit"));
+    }
+  }
   for (size_t i = 0; i < columns.size(); ++i) {
     XDL_ASSIGN_OR_RETURN(const ColumnLayout layout, LayOutColumn(columns[i], keys, i));
     body += LengthDelimitedFieldSize(kRecordColumn, layout.body);
@@ -209,6 +219,18 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
       }
     }
     stage.PutIntField(kRecordTimestamp, timestamp_ms);
+    if (options.moved_fields != nullptr) {
+      record.owned = std::move(*options.moved_fields);
+      options.moved_fields->clear();
+      for (const std::string& payload : record.owned) {
+        stage.PutTag(options.moved_field_number, kWireLengthDelimited);
+        stage.PutVarint(payload.size());
+        stage.Flush();
+        record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
+        record.pieces.push_back({payload.data(), 0, payload.size()});
+        owned_begin = out.size();
+      }
+    }
   }
   out.append(trailing_fields.data(), trailing_fields.size());
   if (!record.pieces.empty() && out.size() > owned_begin) {
