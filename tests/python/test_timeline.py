@@ -57,10 +57,15 @@ def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, pb)
     parsed = [pb.Record.FromString(r) for r in records[1:]]
     assert len(parsed) == 5  # Four steps and the device-only tail record.
     assert [r.gstep for r in parsed] == [100, 101, 102, 103, 103]
-    # A step's events are collected after its record left (off the training
-    # thread): they ride in the next record, the last step's in the tail record.
-    assert not parsed[0].device_trace
-    assert all(r.device_trace[0].tracer == "fake" for r in parsed[1:])
+    # A step's events are collected by the collector thread while (or after)
+    # the step's record is made: they ride in that record or the next one, the
+    # last step's in the tail record.
+    assert all(t.tracer == "fake" for r in parsed for t in r.device_trace)
+    per_record = [
+        sum(len(l.event) for t in r.device_trace for d in t.device for l in d.line) for r in parsed
+    ]
+    assert sum(per_record) == 5 * 6
+    assert per_record[-1] >= 6
     assert parsed[0].host_span[0].kind == pb.device__trace__pb2.HostSpan.STEP
 
     out = tmp_path / "trace.json"
