@@ -1,20 +1,28 @@
-"""Host-path cost of device tracing: the fake C plugin at about 1M device events/s.
+"""Device tracing at a GPU's event rate: what it costs the training thread, and the collector.
 
-    /usr/bin/python3 bench/device.py [--seconds 3] [--rate 1000000] [--step-hz 1000]
-                                     [--interval 0.1] [--out-dir /dev/shm]
+    /usr/bin/python3 bench/device.py [--seconds 4] [--rates 100000,1000000]
+                                     [--intervals 0.2,1] [--step-hz 1000] [--out-dir /dev/shm]
 
-The fake plugin (tests/plugins/fake_device_plugin.c, compiled here with cc) makes
-2*(N+1) events per step, N = events_per_step; N is chosen so that steps at --step-hz give
---rate events/s. Blocks of steps run alternately with device tracing on (collect every
---interval s) and off (same hook, same tensor, no device_tracers), interleaved so drift
-cancels. Reported: the per-step host time of each, the difference, and from the records'
-DEVICE_COLLECT host spans the time one periodic collect takes (two-call collect, parse,
-split, pending) with its events and bytes. The fake's own step_end (generating events)
-is in the "on" figure too: it stands in for CUPTI's buffer fill, which also runs on
-application threads. Prints figures; nothing here passes or fails.
+The CUPTI plugin runs as on a GPU except for the GPU: libxdl_trace_cupti_synthetic.so (built
+with the tests, cpp/plugins/cupti/synthetic_gpu.h) is the real plugin (buffer pool, the real
+libcupti record walk, ActivityParser, the join, the DeviceTrace writer) over a "device" thread
+that fills CUPTI activity buffers as an H100 does, in the mix of the H100 "conv" run
+(../shared/gpu/h100-conv-2026-11-26/cupti_trace): per API call an EXTERNAL_CORRELATION record
+for the step, a RUNTIME record, and a kernel (its 46 mangled names, 15 to 1636 characters, by
+frequency), a memset or a copy on one of 4 streams; some calls launch nothing. Everything after
+the buffers (parse, join, encode, the C ABI, the core's split and caps, the records) is the
+product's code.
+
+Each configuration (events/s x collect interval, plus one without a device tracer) runs in a
+fresh process: hook.step() at --step-hz with one traced float, the rest of each period slept.
+Printed per configuration: hook.step() wall time on the training thread (median, p99, max,
+calls over 1 ms), collector CPU per event (CPU of the device-tracing threads, plus hook.step()
+time above the no-tracer median, plus close(), over the events recorded), events recorded and
+dropped, and peak RSS. Prints figures; nothing here passes or fails.
 """
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -23,115 +31,168 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-import xdl_trace as xdl  # noqa: E402
-from xdl_trace import timeline  # noqa: E402
+# Threads that are not collecting: the synthetic device and the IO thread.
+_NOT_COLLECTOR = ("xdl_synth_gpu", "xdl_trace_io")
 
 
-def build_fake(out_dir):
-    out = os.path.join(out_dir, "libxdl_trace_fake.so")
-    source = os.path.join(REPO, "tests", "plugins", "fake_device_plugin.c")
-    cmd = ["cc", "-shared", "-fPIC", "-O2", "-I", os.path.join(REPO, "cpp", "include")]
-    subprocess.run(cmd + [source, "-o", out], check=True)
+def find_plugin():
+    for build in ("build", "build-tsan", "build-asan"):
+        path = os.path.join(REPO, build, "test_plugins", "libxdl_trace_cupti_synthetic.so")
+        if os.path.exists(path):
+            return path
+    raise SystemExit("libxdl_trace_cupti_synthetic.so not found: build the tests (make build)")
+
+
+def thread_cpu():
+    """{tid: (name, cpu seconds)} of this process's threads (schedstat: ns on the CPU)."""
+    out = {}
+    task = "/proc/self/task"
+    for tid in os.listdir(task):
+        try:
+            with open(os.path.join(task, tid, "comm")) as f:
+                name = f.read().strip()
+            with open(os.path.join(task, tid, "schedstat")) as f:
+                ns = int(f.read().split()[0])
+        except OSError:
+            continue
+        out[int(tid)] = (name, ns / 1e9)
     return out
 
 
-def run_block(out_dir, plugin, steps, events_per_step, interval, step_hz):
-    """Seconds per step (host time inside hook.step and the device hooks) and the hook's stats."""
-    xdl.trace_tensor("w", np.arange(64, dtype=np.float32))
-    config = {"output_dir": out_dir, "fsync": False}
-    if plugin:
+def peak_rss_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child(args):
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    v = np.zeros(1, np.float32)
+    xdl.trace_variable("v", v)
+    config = {"output_dir": args.child_dir, "fsync": False}
+    if args.rate > 0:
         config.update(
-            device_tracers=[plugin],
-            device_collect_interval_s=interval,
-            device_plugin_config=f"events_per_step={events_per_step}",
+            device_tracers=[args.plugin],
+            device_collect_interval_s=args.interval,
+            device_plugin_config=f"synthetic_rate={args.rate}",
         )
-    period = 1.0 / step_hz
-    busy = 0.0
-    with xdl.TraceHook(config) as hook:
-        for step in range(steps):
-            t0 = time.perf_counter()
-            hook.step(gstep=step)
-            busy += time.perf_counter() - t0
-            # The "training" between steps: sleep out the rest of the period.
-            rest = period - (time.perf_counter() - t0)
-            if rest > 0:
-                time.sleep(rest)
+    steps = int(args.seconds * args.step_hz)
+    period = 1.0 / args.step_hz
+    times = []
+    main_tid = os.getpid()
+    hook = xdl.TraceHook(config)
+    hook.__enter__()
+    t_begin = time.perf_counter()
+    for step in range(steps):
+        v[0] = step
+        t0 = time.perf_counter()
+        hook.step(gstep=step)
+        t1 = time.perf_counter()
+        times.append(t1 - t0)
+        rest = period - (t1 - t0)
+        if rest > 0:
+            time.sleep(rest)
+    run_s = time.perf_counter() - t_begin
+    threads = thread_cpu()
+    t0 = time.perf_counter()
+    hook.__exit__(None, None, None)
+    close_s = time.perf_counter() - t0
     stats = hook.stats()
-    xdl.clear()
-    return busy / steps, stats
+    collector_cpu = sum(
+        cpu
+        for tid, (name, cpu) in threads.items()
+        if tid != main_tid and name.startswith("xdl_") and not name.startswith(_NOT_COLLECTOR)
+    )
+    print(
+        json.dumps(
+            {
+                "times": times,
+                "run_s": run_s,
+                "close_s": close_s,
+                "collector_thread_cpu_s": collector_cpu,
+                "thread_names": sorted({n for t, (n, _) in threads.items() if t != main_tid}),
+                "events": stats.get("device_events", 0),
+                "dropped": stats.get("device_events_dropped", 0),
+                "buffers_dropped": stats.get("device_buffers_dropped", 0),
+                "status": stats.get("device_tracer_status", ""),
+                "peak_rss_mb": peak_rss_mb(),
+            }
+        )
+    )
 
 
-def collect_spans(path):
-    """(duration_us of each DEVICE_COLLECT span) from the run's records."""
-    trace = timeline.build_timeline(path)
-    return [
-        e["dur"]
-        for e in trace["traceEvents"]
-        if e.get("ph") == "X" and e.get("name", "").startswith("device collect")
-    ]
+def run_child(args, rate, interval, work):
+    out_dir = tempfile.mkdtemp(prefix="run_", dir=work)
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--child-dir", out_dir]
+    cmd += ["--rate", str(rate), "--interval", str(interval), "--plugin", args.plugin]
+    cmd += ["--seconds", str(args.seconds), "--step-hz", str(args.step_hz)]
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=3.0, help="per mode, in total")
-    parser.add_argument("--rate", type=int, default=1_000_000, help="device events per second")
+    parser.add_argument("--seconds", type=float, default=4.0, help="per configuration")
+    parser.add_argument("--rates", default="100000,1000000", help="device events per second")
+    parser.add_argument("--intervals", default="0.2,1", help="device_collect_interval_s values")
     parser.add_argument("--step-hz", type=int, default=1000)
-    parser.add_argument("--interval", type=float, default=0.1, help="collect interval, s")
-    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    parser.add_argument("--plugin", default=None)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-dir", help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--interval", type=float, default=1.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        child(args)
+        return
+    args.plugin = args.plugin or find_plugin()
     work = tempfile.mkdtemp(prefix="xdl_device_bench_", dir=args.out_dir)
     try:
-        plugin = build_fake(work)
-        events_per_step = max(1, args.rate // args.step_hz // 2 - 1)
-        steps = max(1, int(args.seconds * args.step_hz / args.rounds))
-        on, off, collects, events, dropped = [], [], [], 0, 0
-        for r in range(args.rounds):
-            modes = [True, False] if r % 2 == 0 else [False, True]
-            for device in modes:
-                run = os.path.join(work, f"run{r}{int(device)}")
-                per_step, stats = run_block(
-                    run,
-                    plugin if device else None,
-                    steps,
-                    events_per_step,
-                    args.interval,
-                    args.step_hz,
-                )
-                if device:
-                    on.append(per_step)
-                    collects += collect_spans(run)
-                    events += stats["device_events"]
-                    dropped += stats["device_events_dropped"]
-                else:
-                    off.append(per_step)
-                shutil.rmtree(run, ignore_errors=True)
-        rate = 2 * (events_per_step + 1) * args.step_hz
+        base = run_child(args, 0, 1.0, work)
+        base_median = statistics.median(base["times"])
+        rows = [("none", "-", base)]
+        for rate in [int(r) for r in args.rates.split(",")]:
+            for interval in [float(i) for i in args.intervals.split(",")]:
+                rows.append((f"{rate:,}", f"{interval:g}", run_child(args, rate, interval, work)))
         print(
-            f"device events/s: {rate:,} ({2 * (events_per_step + 1)} per step at {args.step_hz} Hz)"
+            f"{args.seconds:g} s per configuration, hook.step() at {args.step_hz} Hz; plugin {args.plugin}"
         )
         print(
-            f"collect interval: {args.interval} s; {args.rounds} rounds of {steps} steps per mode"
+            "| events/s | collect every (s) | hook.step() median | p99 | max | calls > 1 ms |"
+            " events recorded (achieved/s) | dropped (events, buffers) |"
+            " collector CPU per event | peak RSS |"
         )
-        print(f"host time per step, device tracing off: {statistics.median(off) * 1e6:9.1f} us")
-        print(f"host time per step, device tracing on:  {statistics.median(on) * 1e6:9.1f} us")
-        print(
-            f"  difference: {(statistics.median(on) - statistics.median(off)) * 1e6:.1f} us per step"
-            f" = {(statistics.median(on) - statistics.median(off)) * args.step_hz * 100:.2f}% of"
-            " a 1 kHz step budget"
-        )
-        if collects:
-            collects.sort()
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for rate, interval, r in rows:
+            t = sorted(r["times"])
+            over = [x for x in t if x > 1e-3]
+            on_training = max(0.0, sum(t) - base_median * len(t))
+            cpu = r["collector_thread_cpu_s"] + on_training + r["close_s"]
+            per_event = f"{cpu / r['events'] * 1e6:.2f} us" if r["events"] else "-"
             print(
-                f"one periodic collect (DEVICE_COLLECT span): median {statistics.median(collects):.0f} us,"
-                f" max {collects[-1]:.0f} us, over {len(collects)} collects"
+                f"| {rate} | {interval} | {statistics.median(t) * 1e6:.1f} us"
+                f" | {t[int(0.99 * len(t))] * 1e6:.1f} us | {t[-1] * 1e3:.2f} ms"
+                f" | {len(over)} ({sum(over) * 1e3:.0f} ms)"
+                f" | {r['events']:,} ({r['events'] / r['run_s']:,.0f})"
+                f" | {r['dropped']:,}, {r['buffers_dropped']:,} | {per_event}"
+                f" | {r['peak_rss_mb']:.0f} MB |"
             )
-        print(f"device events recorded: {events:,}; dropped: {dropped:,}")
+        for rate, interval, r in rows[1:]:
+            print(
+                f"  {rate} ev/s every {interval} s: collector threads"
+                f" {r['collector_thread_cpu_s']:.2f} s CPU, close() {r['close_s'] * 1e3:.0f} ms,"
+                f" threads {r['thread_names']}, status {r['status']!r}"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

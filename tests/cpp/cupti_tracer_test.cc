@@ -376,6 +376,47 @@ TEST_CASE("kernel, memcpy and runtime records become joined events", "[cupti]") 
   REQUIRE(h.tracer->Stop().ok);
 }
 
+TEST_CASE("kernel names are demangled once per name; the mangled one stays in the stats",
+          "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  REQUIRE(h.tracer->Start().ok);
+  h.tracer->StepBegin(3);
+  h.tracer->StepEnd(3);
+  // Two buffers, the same name at two addresses (as after a module reload),
+  // and a name CUPTI reports unmangled (cuDNN's sm90_xmma_... kernels).
+  static const char kMangled[] = "_ZN2at6native13reduce_kernelILi512ELi1EEEvv";
+  static const std::string kMangledCopy = kMangled;
+  static const char kPlain[] = "sm90_xmma_fprop_implicit_gemm_execute_kernel__5x_cudnn";
+  ActivityBuffer first(*h.tracer);
+  REQUIRE(first.ok());
+  first.Add(External(1, 3)).Add(Kernel(1, kT0, kT0 + 10, 7, kMangled));
+  first.Add(External(2, 3)).Add(Kernel(2, kT0 + 20, kT0 + 30, 7, kPlain));
+  first.Complete();
+  ActivityBuffer second(*h.tracer);
+  REQUIRE(second.ok());
+  second.Add(External(3, 3)).Add(Kernel(3, kT0 + 40, kT0 + 50, 7, kMangledCopy.c_str()));
+  second.Complete();
+  const xdl::proto::DeviceTrace trace = h.Collect();
+  const std::vector<FlatEvent> events = Flatten(trace);
+  REQUIRE(events.size() == 3);
+  auto mangled_stat = [&](const xdl::proto::DeviceEvent& e) -> std::string {
+    for (const auto& stat : e.stat()) {
+      if (trace.name(stat.name_index()) == "mangled_name_index") {
+        return trace.name(static_cast<int>(stat.int64_value()));
+      }
+    }
+    return "";
+  };
+  CHECK(events[0].name == "void at::native::reduce_kernel<512, 1>()");
+  CHECK(mangled_stat(events[0].event) == kMangled);
+  CHECK(events[1].name == kPlain);
+  CHECK(mangled_stat(events[1].event).empty());
+  CHECK(events[2].name == events[0].name);
+  CHECK(mangled_stat(events[2].event) == kMangled);
+  for (const auto& e : events) CHECK(e.event.external_id() == 3);
+}
+
 TEST_CASE("NVTX ranges and marks become marker events on their thread", "[cupti]") {
   REQUIRE_LIBCUPTI();
   Harness h;

@@ -46,6 +46,17 @@ std::vector<xdl::proto::DeviceTrace> Parse(const std::vector<std::string>& seria
   return traces;
 }
 
+// Polls `done` for up to 60 s (a hang guard, not a timing assertion).
+template <typename F>
+bool WaitUntil(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 int64_t Events(const xdl::proto::DeviceTrace& trace) {
   int64_t n = 0;
   for (const auto& d : trace.device()) {
@@ -336,7 +347,7 @@ TEST_CASE("SummarizeDeviceTrace reads what protobuf reads and refuses bad wire d
   CHECK_FALSE(SummarizeDeviceTrace(std::string("\x1a\x04\x1a\x02\x1a\x05", 6), &summary));
 }
 
-TEST_CASE("SplitDeviceTrace: bounds, drops and status in the first part only", "[plugin]") {
+xdl::proto::DeviceTrace SplitInput() {
   xdl::proto::DeviceTrace trace;
   trace.set_tracer("t");
   trace.add_name("");
@@ -358,9 +369,38 @@ TEST_CASE("SplitDeviceTrace: bounds, drops and status in the first part only", "
         event->set_start_ns(1700000000000000000 + e);
         event->set_end_ns(1700000000000000000 + e + 1);
         event->set_correlation_id(d * 1000 + l * 100 + e);
+        if (e % 3 == 0) {
+          auto* stat = event->add_stat();
+          stat->set_name_index(1);
+          stat->set_str_value("x" + std::to_string(e));
+        }
       }
     }
   }
+  return trace;
+}
+
+TEST_CASE("SplitDeviceTraceBytes: the parts of SplitDeviceTrace, byte for byte", "[plugin]") {
+  const xdl::proto::DeviceTrace trace = SplitInput();
+  const std::string bytes = trace.SerializeAsString();
+  for (size_t max_bytes : {size_t{1}, size_t{200}, size_t{1000}, size_t{4096}, size_t{1} << 20}) {
+    INFO(max_bytes);
+    const auto expected = SplitDeviceTrace(trace, max_bytes);
+    std::vector<DeviceTracePart> parts;
+    REQUIRE(SplitDeviceTraceBytes(bytes, max_bytes, &parts));
+    REQUIRE(parts.size() == expected.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      CHECK(parts[i].bytes == expected[i].SerializeAsString());
+      CHECK(parts[i].events == Events(expected[i]));
+    }
+  }
+  std::vector<DeviceTracePart> parts;
+  CHECK_FALSE(SplitDeviceTraceBytes(bytes.substr(0, bytes.size() / 2), 1000, &parts));
+  CHECK_FALSE(SplitDeviceTraceBytes(std::string("\x1a\x04\x1a\x02\x1a\x05", 6), 1000, &parts));
+}
+
+TEST_CASE("SplitDeviceTrace: bounds, drops and status in the first part only", "[plugin]") {
+  const xdl::proto::DeviceTrace trace = SplitInput();
   for (size_t max_bytes : {size_t{1}, size_t{200}, size_t{1000}, size_t{1} << 20}) {
     INFO(max_bytes);
     const auto parts = SplitDeviceTrace(trace, max_bytes);
@@ -455,15 +495,20 @@ TEST_CASE("device tracing turns steps into host spans and Record fields 5 and 6"
   TraceConfig config;
   config.output_dir = "/unused";
   config.device_tracers = {FakePlugin()};
-  config.device_collect_interval_s = 0;  // Collect at every step for this test.
+  config.device_collect_interval_s = 0;  // Collect after every step for this test.
   absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config);
   REQUIRE(tracing.ok());
   DeviceTracing& t = **tracing;
 
   std::vector<xdl::proto::Record> records;
   for (int64_t step = 1; step <= 3; ++step) {
+    const int64_t collects = t.collects();
     t.OnStepCalled(step * 10, step);
-    const std::string trailing = t.TakeTrailingFields();
+    // The collector thread collects after the step was called; the record
+    // takes what it collected.
+    REQUIRE(WaitUntil([&] { return t.collects() > collects; }));
+    const std::string trailing =
+        EncodeDeviceTrailingFields(t.TakeDeviceTraces(), {}) + t.TakeTrailingFields();
     absl::StatusOr<EncodedRecord> encoded =
         EncodeRecord(step * 10, step, 1700000000000 + step, {}, {}, trailing);
     REQUIRE(encoded.ok());
@@ -506,6 +551,88 @@ TEST_CASE("device tracing turns steps into host spans and Record fields 5 and 6"
   REQUIRE(last.ParseFromString(tail));
   REQUIRE(last.device_trace_size() == 1);
   CHECK(last.device_trace(0).device(0).line(0).event(0).external_id() == 4);
+}
+
+TEST_CASE("the collector thread collects while the training thread is elsewhere", "[plugin]") {
+  TraceConfig config;
+  config.output_dir = "/unused";
+  config.device_tracers = {FakePlugin()};
+  config.device_collect_interval_s = 0.01;
+  absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config);
+  REQUIRE(tracing.ok());
+  DeviceTracing& t = **tracing;
+  t.OnStepCalled(10, 1);  // Step 1 ends: the fake emits its 6 events.
+  // The training thread now blocks elsewhere (data loading, evaluation, a
+  // checkpoint): no Step() runs, and the events are collected regardless.
+  REQUIRE(WaitUntil([&] {
+    TraceStats stats;
+    t.FillStats(&stats);
+    return stats.device_events == 6;
+  }));
+  const int64_t collects = t.collects();
+  CHECK(collects >= 1);
+  // The next record takes them, with the collect spans made meanwhile (on the
+  // collector thread's id, not the training thread's).
+  xdl::proto::Record record;
+  REQUIRE(record.ParseFromString(EncodeDeviceTrailingFields(t.TakeDeviceTraces(), {}) +
+                                 t.TakeTrailingFields()));
+  REQUIRE(record.device_trace_size() == 1);
+  CHECK(Events(record.device_trace(0)) == 6);
+  int collect_spans = 0;
+  int64_t training_thread = 0;
+  for (const auto& span : record.host_span()) {
+    if (span.kind() == xdl::proto::HostSpan::STEP) training_thread = span.thread_id();
+  }
+  for (const auto& span : record.host_span()) {
+    if (span.kind() != xdl::proto::HostSpan::DEVICE_COLLECT) continue;
+    ++collect_spans;
+    CHECK(span.thread_id() != training_thread);
+    CHECK(span.gstep() == 10);
+  }
+  CHECK(collect_spans >= collects);
+  t.Finish();
+}
+
+TEST_CASE("a collect waits for room at the pending cap until taken or told to stop", "[plugin]") {
+  // The size of one step's trace (the fake's 6 events).
+  size_t part = 0;
+  {
+    auto probe = MakeSet({FakePlugin()});
+    REQUIRE(probe->Start().ok());
+    probe->StepBegin(1);
+    probe->StepEnd(1);
+    REQUIRE(probe->Collect().ok());
+    const auto taken = probe->TakePending();
+    REQUIRE(taken.size() == 1);
+    part = taken[0].size();
+  }
+  DeviceTracerSetOptions options;
+  options.max_pending_bytes = part + part / 2;  // One step's trace fits, two do not.
+  auto set = MakeSet({FakePlugin()}, options);
+  REQUIRE(set->Start().ok());
+  auto step = [&](uint64_t id) {
+    set->StepBegin(id);
+    set->StepEnd(id);
+  };
+  step(1);
+  REQUIRE(set->Collect(/*wait_for_room=*/true).ok());
+  step(2);
+  auto second = std::async(std::launch::async, [&] { return set->Collect(true).ok(); });
+  // It waits (it cannot finish before room is made), then goes in.
+  CHECK(second.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
+  CHECK(set->TakePending(1).size() == 1);  // At least one part, even over max_bytes.
+  REQUIRE(second.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  CHECK(second.get());
+  CHECK(set->events_dropped() == 0);
+  // Not taken this time: StopWaiting (close) ends the wait; the part is dropped, counted.
+  step(3);
+  auto third = std::async(std::launch::async, [&] { return set->Collect(true).ok(); });
+  CHECK(third.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
+  set->StopWaiting();
+  REQUIRE(third.wait_for(std::chrono::seconds(60)) == std::future_status::ready);
+  CHECK(set->events_dropped() == 6);
+  CHECK(set->events_collected() == 12);
+  CHECK(absl::StrContains(set->StatusSummary(), "dropped 6 events"));
 }
 
 }  // namespace internal

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/wire.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
 
@@ -247,6 +248,44 @@ TEST_CASE("a record in pieces is the contiguous frame, its large columns left in
       }
     }
   }
+}
+
+TEST_CASE("moved fields: the bytes of the same fields copied, without a copy", "[record]") {
+  const std::vector<float> values = {1, 2, 3};
+  const std::vector<TensorView> columns = {TensorView{DType::kFloat32, {3}, values.data()}};
+  const std::vector<std::string> keys = {"w"};
+  std::vector<std::string> payloads = {std::string(100000, 'a'), "", std::string(70, 'b')};
+  std::string copied_fields;
+  for (const std::string& p : payloads) AppendLengthDelimitedField(5, p, &copied_fields);
+  const std::string spans = "\x32\x02\x08\x01";  // One field 6.
+  absl::StatusOr<EncodedRecord> copied =
+      EncodeRecord(7, 8, 9, columns, keys, copied_fields + spans);
+  REQUIRE(copied.ok());
+  std::vector<const char*> data;
+  for (const std::string& p : payloads) data.push_back(p.data());
+  EncodeOptions options;
+  options.moved_fields = &payloads;
+  options.moved_field_number = 5;
+  absl::StatusOr<EncodedRecord> moved = EncodeRecord(
+      7, 8, 9, columns, keys, spans, [](size_t) { return std::string(); }, options);
+  REQUIRE(moved.ok());
+  CHECK(payloads.empty());
+  REQUIRE(moved->owned.size() == 3);
+  // Moving the record keeps the pieces valid: they point into `owned`.
+  EncodedRecord record = std::move(*moved);
+  std::string joined;
+  size_t external = 0;
+  for (const FramePiece& piece : record.pieces) {
+    const char* base =
+        piece.external != nullptr ? piece.external : record.frame.data() + piece.offset;
+    if (piece.external != nullptr) external += piece.size;
+    joined.append(base, piece.size);
+  }
+  CHECK(external == 100070);
+  CHECK(record.external_bytes == external);
+  CHECK(record.pieces[1].external == record.owned[0].data());
+  CHECK(joined == copied->frame);
+  CHECK(record.FrameBytes() == copied->frame.size());
 }
 
 }  // namespace internal

@@ -19,10 +19,16 @@
  * Events are held up to max_buffer_bytes (40 bytes accounted per event);
  * beyond that they are dropped and counted.
  *
+ * Threads (ABI 1.1): collect runs on the core's collector thread while the
+ * training thread calls step_begin/step_end; `mu` guards the events, the drop
+ * count and the snapshot, which collect(NULL) takes whole (the events leave
+ * the list then, so none emitted between the two collect calls is lost).
+ *
  * The same file, compiled with one of XDL_FAKE_BAD_MAJOR, XDL_FAKE_BAD_SIZE,
  * XDL_FAKE_NULL_COLLECT, XDL_FAKE_INIT_FAILS or XDL_FAKE_NO_SYMBOL, is a
  * deliberately broken plugin for the loader's validation tests.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +50,7 @@ typedef struct FakeEvent {
 } FakeEvent;
 
 struct XdlTraceProfiler {
+  pthread_mutex_t mu; /* Guards events, n_events, dropped, snapshot, has_snapshot. */
   int unavailable, fail_start, events_per_step, running, nvtx, memory, lost_buffers;
   uint64_t max_events;
   FakeEvent* events;
@@ -158,6 +165,7 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
     SetError(error, "fake: out of memory");
     return XDL_TRACE_PLUGIN_INTERNAL;
   }
+  pthread_mutex_init(&p->mu, NULL);
   p->events_per_step = 2;
   const char* config = options->config ? options->config : "";
   p->unavailable = strstr(config, "unavailable=1") != NULL;
@@ -195,11 +203,13 @@ static int32_t FakeStop(XdlTraceProfiler* p, XdlTracePluginError* error) {
 }
 
 static void Emit(XdlTraceProfiler* p, FakeEvent e) {
+  pthread_mutex_lock(&p->mu);
   if (p->n_events >= p->max_events) {
     ++p->dropped;
-    return;
+  } else {
+    p->events[p->n_events++] = e;
   }
-  p->events[p->n_events++] = e;
+  pthread_mutex_unlock(&p->mu);
 }
 
 static int32_t FakeStepBegin(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError* error) {
@@ -239,30 +249,34 @@ static int32_t FakeStepEnd(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError
 
 static int32_t FakeCollect(XdlTraceProfiler* p, uint8_t* buffer, size_t* size,
                            XdlTracePluginError* error) {
+  int32_t rc = XDL_TRACE_PLUGIN_OK;
+  pthread_mutex_lock(&p->mu);
   if (buffer == NULL) {
-    EncodeTrace(p, &p->snapshot);
-    p->has_snapshot = 1;
+    if (!p->has_snapshot) {
+      EncodeTrace(p, &p->snapshot);
+      p->has_snapshot = 1;
+      p->n_events = 0;
+      p->dropped = 0;
+    }
     *size = p->snapshot.n;
-    return XDL_TRACE_PLUGIN_OK;
-  }
-  if (!p->has_snapshot) {
+  } else if (!p->has_snapshot) {
     SetError(error, "fake: collect with a buffer before asking the size");
-    return XDL_TRACE_PLUGIN_FAILED_PRECONDITION;
-  }
-  if (*size < p->snapshot.n) {
+    rc = XDL_TRACE_PLUGIN_FAILED_PRECONDITION;
+  } else if (*size < p->snapshot.n) {
     SetError(error, "fake: collect buffer too small");
-    return XDL_TRACE_PLUGIN_INVALID_ARGUMENT;
+    rc = XDL_TRACE_PLUGIN_INVALID_ARGUMENT;
+  } else {
+    memcpy(buffer, p->snapshot.p, p->snapshot.n);
+    *size = p->snapshot.n;
+    p->has_snapshot = 0;
   }
-  memcpy(buffer, p->snapshot.p, p->snapshot.n);
-  *size = p->snapshot.n;
-  p->has_snapshot = 0;
-  p->n_events = 0;
-  p->dropped = 0;
-  return XDL_TRACE_PLUGIN_OK;
+  pthread_mutex_unlock(&p->mu);
+  return rc;
 }
 
 static void FakeDestroy(XdlTraceProfiler* p) {
   if (p == NULL) return;
+  pthread_mutex_destroy(&p->mu);
   free(p->events);
   free(p->snapshot.p);
   free(p);

@@ -1,8 +1,12 @@
 """Device tracing guarantees seen from Python: drops counted in events, per tracer, in hook.stats()."""
 
 import numpy as np
+from collector_wait import wait_collected
 
 import xdl_trace as xdl
+
+# The fake emits 6 events per step (tests/plugins/fake_device_plugin.c).
+_EVENTS_PER_STEP = 6
 
 
 def _run(output_dir, plugin, steps, plugin_config):
@@ -10,13 +14,15 @@ def _run(output_dir, plugin, steps, plugin_config):
     config = {
         "output_dir": str(output_dir),
         "device_tracers": [plugin],
-        "device_collect_interval_s": 0,  # Collect at every step.
+        "device_collect_interval_s": 0,  # The collector thread collects after every step.
         "device_plugin_config": plugin_config,
         "fsync": False,
     }
     with xdl.TraceHook(config) as hook:
         for step in range(steps):
             hook.step(gstep=step)
+            # One collect per step, as the caps below count: wait for it.
+            wait_collected(hook, _EVENTS_PER_STEP * (step + 1))
     stats = hook.stats()
     xdl.clear()
     return stats

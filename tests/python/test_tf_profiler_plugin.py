@@ -7,6 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from collector_wait import wait_collected
 
 import xdl_trace as xdl
 from xdl_trace import timeline
@@ -42,13 +43,15 @@ def _run(output_dir, plugin, steps):
     config = {
         "output_dir": str(output_dir),
         "device_tracers": [plugin],
-        "device_collect_interval_s": 0,  # Collect at every step.
+        "device_collect_interval_s": 0,  # The collector thread collects after every step.
         "fsync": False,
     }
     try:
         with xdl.TraceHook(config) as hook:
             for step in range(steps):
                 hook.step(gstep=step)
+                # The fake makes 6 events a collect: the one at start, one per step.
+                wait_collected(hook, 6 * (step + 2))
         return hook.stats()
     finally:
         xdl.clear()

@@ -10,6 +10,7 @@ import pytest
 
 import xdl_trace as xdl
 from xdl_trace import cli, timeline
+from collector_wait import wait_collected
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -21,13 +22,14 @@ def _run(output_dir, rank, plugin, steps, **options):
         "output_dir": str(output_dir),
         "rank": rank,
         "device_tracers": [plugin],
-        "device_collect_interval_s": 0,  # Collect at every step.
+        "device_collect_interval_s": 0,  # The collector thread collects after every step.
         "fsync": False,
         **options,
     }
     with xdl.TraceHook(config) as hook:
         for step in range(steps):
             hook.step(gstep=100 + step)
+            wait_collected(hook, 6 * (step + 1))  # The fake's 6 events of this step.
     stats = hook.stats()
     xdl.clear()
     return stats
@@ -55,7 +57,15 @@ def test_device_events_reach_records_and_the_timeline(tmp_path, fake_plugin, pb)
     parsed = [pb.Record.FromString(r) for r in records[1:]]
     assert len(parsed) == 5  # Four steps and the device-only tail record.
     assert [r.gstep for r in parsed] == [100, 101, 102, 103, 103]
-    assert all(r.device_trace[0].tracer == "fake" for r in parsed)
+    # A step's events are collected by the collector thread while (or after)
+    # the step's record is made: they ride in that record or the next one, the
+    # last step's in the tail record.
+    assert all(t.tracer == "fake" for r in parsed for t in r.device_trace)
+    per_record = [
+        sum(len(l.event) for t in r.device_trace for d in t.device for l in d.line) for r in parsed
+    ]
+    assert sum(per_record) == 5 * 6
+    assert per_record[-1] >= 6
     assert parsed[0].host_span[0].kind == pb.device__trace__pb2.HostSpan.STEP
 
     out = tmp_path / "trace.json"

@@ -1,7 +1,11 @@
 // Turns CUPTI activity records (struct versions of the installed headers) into device events.
 #include "activity_parser.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace xdl_trace {
@@ -130,6 +134,72 @@ void SetStream(const Record& r, DeviceEventData* event) {
 
 }  // namespace
 
+ActivityParser::ActivityParser(
+    NameTable* names, std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name)
+    : names_(names), callback_name_(std::move(callback_name)) {
+  NameTable& n = *names_;
+  stat_ = {n.Intern("grid"),
+           n.Intern("block"),
+           n.Intern("registers_per_thread"),
+           n.Intern("shared_memory_bytes"),
+           n.Intern("mangled_name_index"),
+           n.Intern("bytes"),
+           n.Intern("copy_kind"),
+           n.Intern("src_memory"),
+           n.Intern("dst_memory"),
+           n.Intern("src_device"),
+           n.Intern("dst_device"),
+           n.Intern("value"),
+           n.Intern("cbid"),
+           n.Intern("return_value"),
+           n.Intern("stream"),
+           n.Intern("domain"),
+           n.Intern("marker_id"),
+           n.Intern("operation"),
+           n.Intern("address"),
+           n.Intern("memory_kind")};
+}
+
+int32_t ActivityParser::Dim3Name(int32_t x, int32_t y, int32_t z) {
+  constexpr uint64_t kMask = (1u << 21) - 1;
+  const bool packable = x >= 0 && y >= 0 && z >= 0 && static_cast<uint64_t>(x) <= kMask &&
+                        static_cast<uint64_t>(y) <= kMask && static_cast<uint64_t>(z) <= kMask;
+  const uint64_t key = (static_cast<uint64_t>(x) << 42) | (static_cast<uint64_t>(y) << 21) |
+                       static_cast<uint64_t>(z);
+  if (packable) {
+    if (auto it = dim3_.find(key); it != dim3_.end()) return it->second;
+  }
+  const int32_t index = names_->Intern(Dim3(x, y, z));
+  if (packable) dim3_.emplace(key, index);
+  return index;
+}
+
+ActivityParser::KernelName ActivityParser::LookupKernel(const char* raw) {
+  if (raw == nullptr) return {names_->Intern("<unnamed kernel>"), 0};
+  if (auto it = kernels_.find(raw); it != kernels_.end()) {
+    const int32_t mangled = it->second.mangled != 0 ? it->second.mangled : it->second.shown;
+    if (std::strcmp(names_->name(mangled).c_str(), raw) == 0) return it->second;
+  }
+  // A name not seen at this address: demangled once per distinct text.
+  KernelName out;
+  auto known = demangled_.find(raw);
+  if (known != demangled_.end()) {
+    out = known->second;
+  } else {
+    int status = -1;
+    char* demangled = abi::__cxa_demangle(raw, nullptr, nullptr, &status);
+    if (status == 0 && demangled != nullptr && std::strcmp(demangled, raw) != 0) {
+      out = {names_->Intern(demangled), names_->Intern(raw)};
+    } else {
+      out = {names_->Intern(raw), 0};  // Not mangled (sm90_xmma_...): as it is.
+    }
+    std::free(demangled);
+    demangled_.emplace(raw, out);
+  }
+  kernels_[raw] = out;
+  return out;
+}
+
 void ActivityParser::set_api_filter(const std::vector<std::string>& names) {
   api_filter_ = names;
   api_names_.clear();
@@ -164,21 +234,6 @@ bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* eve
   return true;
 }
 
-void ActivityParser::Stat(DeviceEventData* event, const char* name, int64_t value) {
-  EventStat stat;
-  stat.name = names_->Intern(name);
-  stat.value = value;
-  event->stats.push_back(std::move(stat));
-}
-
-void ActivityParser::Stat(DeviceEventData* event, const char* name, std::string text) {
-  EventStat stat;
-  stat.name = names_->Intern(name);
-  stat.is_string = true;
-  stat.text = std::move(text);
-  event->stats.push_back(std::move(stat));
-}
-
 void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
                            std::unordered_map<uint32_t, uint64_t>* external) {
   ++counters_.records;
@@ -189,10 +244,10 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
     e.kind = EventKind::kMemcpy;
     e.name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(r.copyKind));
     SetStream(r, &e);
-    Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
-    Stat(&e, "copy_kind", std::string(MemcpyKindName(r.copyKind)));
-    Stat(&e, "src_memory", std::string(MemoryKindName(r.srcKind)));
-    Stat(&e, "dst_memory", std::string(MemoryKindName(r.dstKind)));
+    Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
+    Text(&e, stat_.copy_kind, MemcpyKindName(r.copyKind));
+    Text(&e, stat_.src_memory, MemoryKindName(r.srcKind));
+    Text(&e, stat_.dst_memory, MemoryKindName(r.dstKind));
     return true;
   };
   switch (record.kind) {
@@ -201,13 +256,17 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       const auto& r = reinterpret_cast<const KernelRecord&>(record);
       if (!SetTimes(r.start, r.end, &e)) return;
       e.kind = EventKind::kKernel;
-      e.name = names_->Intern(r.name != nullptr ? r.name : "<unnamed kernel>");
+      const KernelName name = LookupKernel(r.name);
+      e.name = name.shown;
       SetStream(r, &e);
-      Stat(&e, "grid", Dim3(r.gridX, r.gridY, r.gridZ));
-      Stat(&e, "block", Dim3(r.blockX, r.blockY, r.blockZ));
-      Stat(&e, "registers_per_thread", r.registersPerThread);
-      Stat(&e, "shared_memory_bytes",
+      e.AddStat(stat_.grid, EventStat::Type::kText, Dim3Name(r.gridX, r.gridY, r.gridZ));
+      e.AddStat(stat_.block, EventStat::Type::kText, Dim3Name(r.blockX, r.blockY, r.blockZ));
+      Stat(&e, stat_.registers_per_thread, r.registersPerThread);
+      Stat(&e, stat_.shared_memory_bytes,
            static_cast<int64_t>(r.staticSharedMemory) + r.dynamicSharedMemory);
+      // The mangled name, when it differs: an index into the trace's name table.
+      if (name.mangled != 0)
+        e.AddStat(stat_.mangled_name_index, EventStat::Type::kNameIndex, name.mangled);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY:
@@ -216,8 +275,8 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
       const auto& r = reinterpret_cast<const PeerMemcpyRecord&>(record);
       if (!parse_memcpy(r)) return;
-      Stat(&e, "src_device", r.srcDeviceId);
-      Stat(&e, "dst_device", r.dstDeviceId);
+      Stat(&e, stat_.src_device, r.srcDeviceId);
+      Stat(&e, stat_.dst_device, r.dstDeviceId);
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -226,8 +285,8 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       e.kind = EventKind::kMemset;
       e.name = names_->Intern("Memset");
       SetStream(r, &e);
-      Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
-      Stat(&e, "value", r.value);
+      Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
+      Stat(&e, stat_.value, r.value);
       break;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -246,8 +305,8 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       e.device = kHostApiDevice;
       e.line = r.threadId;
       e.correlation_id = r.correlationId;
-      Stat(&e, "cbid", r.cbid);
-      if (r.returnValue != 0) Stat(&e, "return_value", r.returnValue);
+      Stat(&e, stat_.cbid, r.cbid);
+      if (r.returnValue != 0) Stat(&e, stat_.return_value, r.returnValue);
       break;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
@@ -258,7 +317,7 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       e.device = kHostApiDevice;
       e.line = kSynchronizationLine;
       e.correlation_id = r.correlationId;
-      Stat(&e, "stream", r.streamId);
+      Stat(&e, stat_.stream, r.streamId);
       break;
     }
     case CUPTI_ACTIVITY_KIND_OVERHEAD: {
@@ -313,8 +372,8 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       e.end_ns = std::max(m.start_ns, at);
       e.device = kHostApiDevice;
       e.line = m.thread;
-      if (m.domain != 0) Stat(&e, "domain", names_->name(m.domain));
-      Stat(&e, "marker_id", static_cast<int64_t>(r.id));
+      if (m.domain != 0) e.AddStat(stat_.domain, EventStat::Type::kText, m.domain);
+      Stat(&e, stat_.marker_id, static_cast<int64_t>(r.id));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
@@ -335,11 +394,11 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       e.device = static_cast<int32_t>(r.deviceId);
       e.line = kMemoryLine;
       e.correlation_id = r.correlationId;
-      Stat(&e, "operation", std::string(alloc ? "alloc" : "free"));
-      Stat(&e, "bytes", static_cast<int64_t>(r.bytes));
-      Stat(&e, "address", static_cast<int64_t>(r.address));
-      Stat(&e, "memory_kind", std::string(MemoryKindName(r.memoryKind)));
-      Stat(&e, "stream", r.streamId);
+      Text(&e, stat_.operation, alloc ? "alloc" : "free");
+      Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
+      Stat(&e, stat_.address, static_cast<int64_t>(r.address));
+      Text(&e, stat_.memory_kind, MemoryKindName(r.memoryKind));
+      Stat(&e, stat_.stream, r.streamId);
       break;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -352,7 +411,7 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
       return;
   }
   ++counters_.events;
-  events->push_back(std::move(e));
+  events->push_back(e);
 }
 
 }  // namespace cupti

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -45,8 +46,7 @@ class ActivityParser {
   // `callback_name` names API records (may return ""); `clock_offset_ns` is
   // added to every timestamp (0 when CUPTI already reports CLOCK_REALTIME).
   ActivityParser(NameTable* names,
-                 std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name)
-      : names_(names), callback_name_(std::move(callback_name)) {}
+                 std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name);
 
   void set_clock_offset_ns(int64_t offset) { clock_offset_ns_ = offset; }
   // Runtime/driver API calls to leave out, by name without the "_vNNNN"
@@ -64,8 +64,24 @@ class ActivityParser {
  private:
   // Fills start/end (with the offset), counting bad or reversed pairs.
   bool SetTimes(uint64_t start, uint64_t end, DeviceEventData* event);
-  void Stat(DeviceEventData* event, const char* name, int64_t value);
-  void Stat(DeviceEventData* event, const char* name, std::string text);
+  void Stat(DeviceEventData* event, int32_t name, int64_t value) {
+    event->AddStat(name, EventStat::Type::kInt, value);
+  }
+  void Text(DeviceEventData* event, int32_t name, std::string_view text) {
+    event->AddStat(name, EventStat::Type::kText, names_->Intern(text));
+  }
+  // "128x1x1", interned once per distinct triple.
+  int32_t Dim3Name(int32_t x, int32_t y, int32_t z);
+
+  // A kernel's name as users read it (demangled once per distinct name with
+  // abi::__cxa_demangle; unmangled names as they are) and, when that differs,
+  // the mangled one (else 0). Cached by the pointer CUPTI hands out (shared by
+  // every record of one kernel), checked against the text.
+  struct KernelName {
+    int32_t shown;
+    int32_t mangled;
+  };
+  KernelName LookupKernel(const char* raw);
 
   // An API call's interned name and whether the filter drops it, per
   // (domain << 32 | cbid): one cuptiGetCallbackName per distinct call.
@@ -89,6 +105,15 @@ class ActivityParser {
   std::unordered_map<uint64_t, ApiName> api_names_;
   std::vector<std::string> api_filter_;
   std::unordered_map<uint32_t, OpenMarker> open_markers_;  // By marker id.
+  std::unordered_map<const char*, KernelName> kernels_;    // By CUPTI's name pointer.
+  std::unordered_map<std::string, KernelName> demangled_;  // By mangled text.
+  std::unordered_map<uint64_t, int32_t> dim3_;             // By x, y, z (21 bits each).
+  // Stat names, interned once.
+  struct StatNames {
+    int32_t grid, block, registers_per_thread, shared_memory_bytes, mangled_name_index, bytes,
+        copy_kind, src_memory, dst_memory, src_device, dst_device, value, cbid, return_value,
+        stream, domain, marker_id, operation, address, memory_kind;
+  } stat_;
 };
 
 // "HtoD", "DtoH", ... for CUpti_ActivityMemcpyKind.

@@ -566,8 +566,7 @@ std::string CuptiTracer::Collect() {
   } else if (!busy_reason_.empty()) {
     status = "unavailable: " + busy_reason_;
   }
-  return SerializeDeviceTrace("cupti", names_, std::move(out), dropped_now, status,
-                              dropped_buffers_now);
+  return SerializeDeviceTrace("cupti", names_, out, dropped_now, status, dropped_buffers_now);
 }
 
 }  // namespace cupti

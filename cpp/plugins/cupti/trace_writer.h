@@ -4,6 +4,7 @@
 #define XDL_TRACE_PLUGINS_CUPTI_TRACE_WRITER_H_
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -22,12 +23,21 @@ inline constexpr int32_t kHostApiDevice = -1;
 // Line of a GPU device holding its memory allocations and frees.
 inline constexpr int64_t kMemoryLine = -4;
 
+// One stat, no heap: string values are NameTable entries too (their values
+// repeat: "128x1x1", "HtoD", "pageable").
 struct EventStat {
+  enum class Type : uint8_t {
+    kInt,       // int64_value = value.
+    kText,      // str_value = the NameTable entry `value`.
+    kNameIndex  // int64_value = the trace's own index of NameTable entry `value`.
+  };
   int32_t name = 0;  // NameTable index.
-  bool is_string = false;
+  Type type = Type::kInt;
   int64_t value = 0;
-  std::string text;
 };
+
+// The most stats a CUPTI event carries (a peer copy: 6).
+inline constexpr size_t kMaxEventStats = 6;
 
 struct DeviceEventData {
   int32_t name = 0;  // NameTable index.
@@ -38,7 +48,11 @@ struct DeviceEventData {
   uint64_t external_id = 0;
   int32_t device = 0;  // kHostApiDevice for API calls.
   int64_t line = 0;    // Stream id, or thread id on kHostApiDevice.
-  std::vector<EventStat> stats;
+  uint8_t stat_count = 0;
+  EventStat stats[kMaxEventStats];
+  void AddStat(int32_t stat_name, EventStat::Type type, int64_t value) {
+    if (stat_count < kMaxEventStats) stats[stat_count++] = {stat_name, type, value};
+  }
 };
 
 // Interned names for the tracer's lifetime (distinct kernel names stay few).
@@ -48,16 +62,18 @@ class NameTable {
   NameTable() { Intern(""); }
   int32_t Intern(std::string_view name);
   const std::string& name(int32_t index) const { return names_[index]; }
+  size_t size() const { return names_.size(); }
 
  private:
-  std::unordered_map<std::string, int32_t> index_;
-  std::vector<std::string> names_;
+  std::unordered_map<std::string_view, int32_t> index_;  // Views into names_' strings.
+  std::deque<std::string> names_;                        // A deque: its strings never move.
 };
 
 // Serialized xdl.proto.DeviceTrace of `events` (grouped by device then line,
 // sorted by start), with a name table holding only the names they use.
+// Sorts `events` in place.
 std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
-                                 std::vector<DeviceEventData> events, int64_t dropped,
+                                 std::vector<DeviceEventData>& events, int64_t dropped,
                                  const std::string& status, int64_t dropped_buffers = 0);
 
 }  // namespace cupti

@@ -55,6 +55,7 @@ inline constexpr uint32_t kSpanThreadId = 7;
 inline constexpr uint32_t kSpanSpansDropped = 8;
 inline constexpr uint32_t kSpanRecords = 9;
 // xdl.proto.Record
+inline constexpr uint32_t kRecordDeviceTrace = 5;
 inline constexpr uint32_t kRecordHostSpan = 6;
 
 }  // namespace device_trace_fields

@@ -153,6 +153,7 @@ void IoLoop::DropRecord(EncodedRecord* record) {
   CountDropped();
   const int64_t bytes = static_cast<int64_t>(record->FrameBytes());
   pool_->Give(std::move(record->frame));  // Pooled or freed before its bytes leave the bound.
+  std::vector<std::string>().swap(record->owned);
   queue_->Release(bytes);
 }
 
@@ -197,7 +198,10 @@ void IoLoop::WriteGroup() {
   // Recycle (or free) the frames before their bytes leave the bound, so
   // queued records never hold more than max_pending_mb (the batch outlives
   // the group) and pooled ones at most as much again.
-  for (EncodedRecord* r : group_) pool_->Give(std::move(r->frame));
+  for (EncodedRecord* r : group_) {
+    pool_->Give(std::move(r->frame));
+    std::vector<std::string>().swap(r->owned);
+  }
   queue_->Release(group_bytes_);
   group_.clear();
   group_bytes_ = 0;

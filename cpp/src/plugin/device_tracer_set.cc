@@ -16,14 +16,6 @@ namespace xdl_trace {
 namespace internal {
 namespace {
 
-int64_t CountEvents(const xdl::proto::DeviceTrace& trace) {
-  int64_t n = 0;
-  for (const auto& device : trace.device()) {
-    for (const auto& line : device.line()) n += line.event_size();
-  }
-  return n;
-}
-
 // The state a plugin reports in DeviceTrace.status, the ABI's one string:
 // empty when fine, "unavailable: why" without a device (the RFC's rule),
 // anything else a failure. This is the only place that string is read.
@@ -124,6 +116,178 @@ bool SummarizeDeviceTrace(std::string_view bytes, DeviceTraceSummary* out) {
                       });
 }
 
+namespace {
+
+// A top-level DeviceTrace read off the wire: the last tracer/status/drop
+// values (a later occurrence wins, as protobuf reads them), the name fields
+// and the devices as they are.
+struct WireTrace {
+  std::string_view tracer, status;
+  uint64_t dropped_events = 0, dropped_buffers = 0;
+  std::vector<std::string_view> names;
+  struct Line {
+    uint64_t id = 0;
+    std::string_view name;
+    std::vector<std::string_view> events;  // Event payloads.
+  };
+  struct Device {
+    uint64_t id = 0;
+    std::string_view name;
+    std::vector<Line> lines;
+  };
+  std::vector<Device> devices;
+};
+
+bool ReadWireTrace(std::string_view bytes, WireTrace* out) {
+  namespace f = device_trace_fields;
+  return ForEachField(
+      bytes, [&](uint32_t n, uint32_t wire, uint64_t value, std::string_view payload) {
+        const bool text = wire == kWireLengthDelimited;
+        if (n == f::kTraceTracer && text) out->tracer = payload;
+        if (n == f::kTraceName && text) out->names.push_back(payload);
+        if (n == f::kTraceStatus && text) out->status = payload;
+        if (n == f::kTraceDroppedEvents && wire == kWireVarint) out->dropped_events = value;
+        if (n == f::kTraceDroppedBuffers && wire == kWireVarint) out->dropped_buffers = value;
+        if (n != f::kTraceDevice || !text) return true;
+        WireTrace::Device& device = out->devices.emplace_back();
+        return ForEachField(
+            payload, [&](uint32_t dn, uint32_t dwire, uint64_t dvalue, std::string_view dpayload) {
+              if (dn == f::kDeviceId && dwire == kWireVarint) device.id = dvalue;
+              if (dn == f::kDeviceName && dwire == kWireLengthDelimited) device.name = dpayload;
+              if (dn != f::kDeviceLine || dwire != kWireLengthDelimited) return true;
+              WireTrace::Line& line = device.lines.emplace_back();
+              return ForEachField(dpayload, [&](uint32_t ln, uint32_t lwire, uint64_t lvalue,
+                                                std::string_view lpayload) {
+                if (ln == f::kLineId && lwire == kWireVarint) line.id = lvalue;
+                if (ln == f::kLineName && lwire == kWireLengthDelimited) line.name = lpayload;
+                if (ln == f::kLineEvent && lwire == kWireLengthDelimited)
+                  line.events.push_back(lpayload);
+                return true;
+              });
+            });
+      });
+}
+
+// proto3 string field: nothing when empty.
+size_t StringFieldSize(uint32_t field, std::string_view s) {
+  return s.empty() ? 0 : LengthDelimitedFieldSize(field, s.size());
+}
+void AppendStringField(uint32_t field, std::string_view s, std::string* out) {
+  if (!s.empty()) AppendLengthDelimitedField(field, s, out);
+}
+
+// The events [begin, end) of one line placed in a part.
+struct LineRun {
+  size_t device, line, begin, end;
+};
+
+}  // namespace
+
+bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,
+                           std::vector<DeviceTracePart>* parts) {
+  namespace f = device_trace_fields;
+  WireTrace trace;
+  if (!ReadWireTrace(bytes, &trace)) return false;
+  // Every part: tracer and names; the first also the drop counts and status.
+  size_t base = StringFieldSize(f::kTraceTracer, trace.tracer);
+  for (std::string_view name : trace.names)
+    base += LengthDelimitedFieldSize(f::kTraceName, name.size());
+  const size_t first_extra = VarintFieldSize(f::kTraceDroppedEvents, trace.dropped_events) +
+                             StringFieldSize(f::kTraceStatus, trace.status) +
+                             VarintFieldSize(f::kTraceDroppedBuffers, trace.dropped_buffers);
+  // Plan with SplitDeviceTrace's size bounds, so both split at the same events.
+  std::vector<std::vector<LineRun>> plan(1);
+  size_t size = base + first_extra;
+  size_t events_in_part = 0;
+  for (size_t d = 0; d < trace.devices.size(); ++d) {
+    const WireTrace::Device& device = trace.devices[d];
+    const size_t device_bytes =
+        kFieldOverhead + kIntFieldBytes + kFieldOverhead + device.name.size();
+    bool device_open = false;
+    for (size_t l = 0; l < device.lines.size(); ++l) {
+      const WireTrace::Line& line = device.lines[l];
+      const size_t line_bytes = kFieldOverhead + kIntFieldBytes + kFieldOverhead + line.name.size();
+      bool line_open = false;
+      for (size_t e = 0; e < line.events.size(); ++e) {
+        const size_t event_bytes = kFieldOverhead + line.events[e].size();
+        size_t needed =
+            event_bytes + (line_open ? 0 : line_bytes) + (device_open ? 0 : device_bytes);
+        if (events_in_part > 0 && size + needed > max_bytes) {
+          plan.emplace_back();
+          size = base;
+          events_in_part = 0;
+          device_open = line_open = false;
+          needed = event_bytes + line_bytes + device_bytes;
+        }
+        if (!line_open) plan.back().push_back({d, l, e, e});
+        plan.back().back().end = e + 1;
+        device_open = line_open = true;
+        size += needed;
+        ++events_in_part;
+      }
+    }
+  }
+  // Write each part with exact lengths, copying every event once.
+  parts->clear();
+  parts->reserve(plan.size());
+  for (size_t p = 0; p < plan.size(); ++p) {
+    const std::vector<LineRun>& runs = plan[p];
+    DeviceTracePart& part = parts->emplace_back();
+    // Payload sizes of each line run and of each device (runs of one device are adjacent).
+    std::vector<size_t> line_size(runs.size()), device_size(runs.size(), 0);
+    size_t total = base + (p == 0 ? first_extra : 0);
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const WireTrace::Device& device = trace.devices[runs[r].device];
+      const WireTrace::Line& line = device.lines[runs[r].line];
+      size_t n = VarintFieldSize(f::kLineId, line.id) + StringFieldSize(f::kLineName, line.name);
+      for (size_t e = runs[r].begin; e < runs[r].end; ++e) {
+        n += LengthDelimitedFieldSize(f::kLineEvent, line.events[e].size());
+      }
+      line_size[r] = n;
+    }
+    for (size_t r = 0; r < runs.size();) {
+      const WireTrace::Device& device = trace.devices[runs[r].device];
+      size_t n =
+          VarintFieldSize(f::kDeviceId, device.id) + StringFieldSize(f::kDeviceName, device.name);
+      size_t last = r;
+      for (; last < runs.size() && runs[last].device == runs[r].device; ++last) {
+        n += LengthDelimitedFieldSize(f::kDeviceLine, line_size[last]);
+      }
+      device_size[r] = n;
+      total += LengthDelimitedFieldSize(f::kTraceDevice, n);
+      r = last;
+    }
+    std::string& out = part.bytes;
+    out.reserve(total);
+    AppendStringField(f::kTraceTracer, trace.tracer, &out);
+    for (std::string_view name : trace.names) AppendLengthDelimitedField(f::kTraceName, name, &out);
+    for (size_t r = 0; r < runs.size(); ++r) {
+      const WireTrace::Device& device = trace.devices[runs[r].device];
+      if (r == 0 || runs[r - 1].device != runs[r].device) {
+        AppendTag(f::kTraceDevice, kWireLengthDelimited, &out);
+        AppendVarint(device_size[r], &out);
+        AppendVarintField(f::kDeviceId, device.id, &out);
+        AppendStringField(f::kDeviceName, device.name, &out);
+      }
+      const WireTrace::Line& line = device.lines[runs[r].line];
+      AppendTag(f::kDeviceLine, kWireLengthDelimited, &out);
+      AppendVarint(line_size[r], &out);
+      AppendVarintField(f::kLineId, line.id, &out);
+      AppendStringField(f::kLineName, line.name, &out);
+      for (size_t e = runs[r].begin; e < runs[r].end; ++e) {
+        AppendLengthDelimitedField(f::kLineEvent, line.events[e], &out);
+      }
+      part.events += static_cast<int64_t>(runs[r].end - runs[r].begin);
+    }
+    if (p == 0) {
+      AppendVarintField(f::kTraceDroppedEvents, trace.dropped_events, &out);
+      AppendStringField(f::kTraceStatus, trace.status, &out);
+      AppendVarintField(f::kTraceDroppedBuffers, trace.dropped_buffers, &out);
+    }
+  }
+  return true;
+}
+
 std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
                                                       size_t max_bytes) {
   xdl::proto::DeviceTrace base;
@@ -197,6 +361,7 @@ absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
     } else {
       XDL_ASSIGN_OR_RETURN(tracer.library, PluginLibrary::Load(*path));
       tracer.type = tracer.library->profiler_type();
+      if (tracer.library->registration().abi_minor < 1) tracer.serial = std::make_unique<Mutex>();
       XdlTraceProfilerOptions profiler_options{};
       profiler_options.struct_size = sizeof(profiler_options);
       profiler_options.max_buffer_bytes = set->options_.max_buffer_bytes_per_tracer;
@@ -306,32 +471,43 @@ void DeviceTracerSet::CallStepHook(StepHook hook, const char* hook_name, uint64_
     Tracer& tracer = tracers_[i];
     if (tracer.profiler == nullptr) continue;
     PluginErrorBuffer error;
-    if ((tracer.library->registration().*hook)(tracer.profiler, external_id, error.get()) !=
-            XDL_TRACE_PLUGIN_OK &&
-        !tracer.step_error_reported) {
+    int32_t rc;
+    if (tracer.serial != nullptr) {
+      MutexLock lock(tracer.serial.get());
+      rc = (tracer.library->registration().*hook)(tracer.profiler, external_id, error.get());
+    } else {
+      rc = (tracer.library->registration().*hook)(tracer.profiler, external_id, error.get());
+    }
+    if (rc != XDL_TRACE_PLUGIN_OK && !tracer.step_error_reported) {
       tracer.step_error_reported = true;
       SetStatus(i, DeviceTracerState::kFailed, absl::StrCat(hook_name, ": ", error.message()));
     }
   }
 }
 
-absl::Status DeviceTracerSet::CollectOne(Tracer& tracer) {
+absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
   const XdlTracePluginRegistration& reg = tracer.library->registration();
   size_t size = 0;
   PluginErrorBuffer error;
-  int32_t rc = reg.collect(tracer.profiler, nullptr, &size, error.get());
-  if (rc != XDL_TRACE_PLUGIN_OK) {
-    return absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry,
-                                            "': collect (size) failed (", rc,
-                                            "): ", error.message()));
-  }
-  if (size == 0) return absl::OkStatus();
-  std::string bytes(size, '\0');
-  rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get());
-  if (rc != XDL_TRACE_PLUGIN_OK || size > bytes.size()) {
-    return absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry, "': collect of ",
-                                            bytes.size(), " bytes failed (", rc,
-                                            "): ", error.message()));
+  std::string bytes;
+  {
+    std::unique_ptr<MutexLock> serial;
+    if (tracer.serial != nullptr) serial = std::make_unique<MutexLock>(tracer.serial.get());
+    int32_t rc = reg.collect(tracer.profiler, nullptr, &size, error.get());
+    if (rc != XDL_TRACE_PLUGIN_OK) {
+      return absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry,
+                                              "': collect (size) failed (", rc,
+                                              "): ", error.message()));
+    }
+    if (size == 0) return absl::OkStatus();
+    // Not zero-filled: the plugin writes every byte it reports.
+    bytes.resize(size);
+    rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get());
+    if (rc != XDL_TRACE_PLUGIN_OK || size > bytes.size()) {
+      return absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry, "': collect of ",
+                                              bytes.size(), " bytes failed (", rc,
+                                              "): ", error.message()));
+    }
   }
   bytes.resize(size);
   DeviceTraceSummary summary;
@@ -352,38 +528,46 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer) {
     AppendLengthDelimitedField(device_trace_fields::kTraceTracer, tracer.type, &bytes);
   }
   if (bytes.size() <= options_.max_trace_part_bytes) {
-    Admit(index, std::move(bytes), summary.events);
+    Admit(index, std::move(bytes), summary.events, wait_for_room);
     return absl::OkStatus();
   }
-  // Too large for one part: split, so the pending cap keeps what fits.
-  xdl::proto::DeviceTrace trace;
-  if (!trace.ParseFromString(bytes)) {
+  // Too large for one part: split on the wire, so the pending cap keeps what fits.
+  std::vector<DeviceTracePart> parts;
+  if (!SplitDeviceTraceBytes(bytes, static_cast<size_t>(options_.max_trace_part_bytes), &parts)) {
     return absl::DataLossError(absl::StrCat("device_tracers: '", tracer.entry,
                                             "': collect returned ", size,
                                             " bytes that are not a DeviceTrace"));
   }
-  for (const xdl::proto::DeviceTrace& part :
-       SplitDeviceTrace(trace, static_cast<size_t>(options_.max_trace_part_bytes))) {
-    Admit(index, part.SerializeAsString(), CountEvents(part));
+  std::string().swap(bytes);  // The parts hold their own copy.
+  for (DeviceTracePart& part : parts) {
+    Admit(index, std::move(part.bytes), part.events, wait_for_room);
   }
   return absl::OkStatus();
 }
 
-void DeviceTracerSet::Admit(size_t index, std::string bytes, int64_t events) {
-  if (pending_bytes_ + bytes.size() > options_.max_pending_bytes) {
-    CountDrops(index, events, 0);
-    return;
+void DeviceTracerSet::Admit(size_t index, std::string bytes, int64_t events, bool wait_for_room) {
+  {
+    MutexLock lock(&pending_mu_);
+    // A part larger than the whole cap never fits: it is not waited for.
+    while (wait_for_room && !stop_waiting_ && bytes.size() <= options_.max_pending_bytes &&
+           pending_bytes_ + bytes.size() > options_.max_pending_bytes) {
+      room_.Wait(&pending_mu_);
+    }
+    if (pending_bytes_ + bytes.size() <= options_.max_pending_bytes) {
+      events_collected_.fetch_add(events, std::memory_order_relaxed);
+      pending_bytes_ += bytes.size();
+      pending_.push_back(std::move(bytes));
+      return;
+    }
   }
-  events_collected_.fetch_add(events, std::memory_order_relaxed);
-  pending_bytes_ += bytes.size();
-  pending_.push_back(std::move(bytes));
+  CountDrops(index, events, 0);
 }
 
-absl::Status DeviceTracerSet::Collect() {
+absl::Status DeviceTracerSet::Collect(bool wait_for_room) {
   absl::Status first;
   for (Tracer& tracer : tracers_) {
     if (tracer.profiler == nullptr) continue;
-    absl::Status status = CollectOne(tracer);
+    absl::Status status = CollectOne(tracer, wait_for_room);
     if (!status.ok()) {
       SetStatus(&tracer - tracers_.data(), DeviceTracerState::kFailed,
                 std::string(status.message()));
@@ -393,11 +577,33 @@ absl::Status DeviceTracerSet::Collect() {
   return first;
 }
 
-std::vector<std::string> DeviceTracerSet::TakePending() {
+std::vector<std::string> DeviceTracerSet::TakePending(uint64_t max_bytes) {
   std::vector<std::string> out;
-  out.swap(pending_);
-  pending_bytes_ = 0;
+  {
+    MutexLock lock(&pending_mu_);
+    uint64_t taken = 0;
+    while (!pending_.empty() && (out.empty() || taken + pending_.front().size() <= max_bytes)) {
+      taken += pending_.front().size();
+      out.push_back(std::move(pending_.front()));
+      pending_.pop_front();
+    }
+    pending_bytes_ -= taken;
+  }
+  if (!out.empty()) room_.SignalAll();
   return out;
+}
+
+void DeviceTracerSet::StopWaiting() {
+  {
+    MutexLock lock(&pending_mu_);
+    stop_waiting_ = true;
+  }
+  room_.SignalAll();
+}
+
+uint64_t DeviceTracerSet::pending_bytes() const {
+  MutexLock lock(&pending_mu_);
+  return pending_bytes_;
 }
 
 }  // namespace internal

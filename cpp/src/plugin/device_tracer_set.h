@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +27,20 @@ namespace internal {
 // names of its devices and lines; dropped counts and status ride in the first.
 std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
                                                       size_t max_bytes);
+
+// One part of a collected trace, as SplitDeviceTraceBytes makes it.
+struct DeviceTracePart {
+  std::string bytes;  // A serialized DeviceTrace.
+  int64_t events = 0;
+};
+
+// SplitDeviceTrace on the wire bytes, without building messages: the same
+// parts, byte for byte, as serializing SplitDeviceTrace(parsed) when `bytes`
+// is protobuf's own serialization; events are copied as they are. False when
+// `bytes` is not DeviceTrace wire data down to the events (their insides are
+// not read).
+bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,
+                           std::vector<DeviceTracePart>* parts);
 
 // What the core needs of a collected trace, read off its wire bytes without
 // building the message (the hot path of every collect: a full parse cost
@@ -55,9 +70,13 @@ struct DeviceTracerSetOptions {
   std::string plugin_config;
 };
 
-// Threading: every method except the counters, Statuses() and StatusSummary()
-// is called by one thread at a time (the training thread, which owns the
-// plugins); those may be read from any thread.
+// Threading: Create, Start, Stop, StepBegin and StepEnd are called by the
+// thread that owns the tracer (the training thread); Collect by one thread at a
+// time, either that one (at start and close) or DeviceTracing's collector
+// thread, concurrently with StepBegin/StepEnd (plugins of ABI 1.0, which did
+// not promise that, get the two serialized by a lock of their own);
+// TakePending, StopWaiting, the counters, Statuses() and StatusSummary() from
+// any thread.
 class DeviceTracerSet {
  public:
   // Resolves and loads every entry (built-in name or path) and creates its
@@ -87,11 +106,17 @@ class DeviceTracerSet {
   void StepEnd(uint64_t external_id);
 
   // Collects every profiler (two-call protocol) into the pending list.
-  // Traces with no events and no drops are not kept.
-  absl::Status Collect();
-  // Serialized xdl.proto.DeviceTrace messages collected so far; clears them.
-  std::vector<std::string> TakePending();
-  uint64_t pending_bytes() const { return pending_bytes_; }
+  // Traces with no events and no drops are not kept. With `wait_for_room`
+  // (the collector thread) a part that does not fit under max_pending_bytes
+  // waits until TakePending makes room, or until StopWaiting; without it (or
+  // after StopWaiting) such a part is dropped and its events counted.
+  absl::Status Collect(bool wait_for_room = false);
+  // Serialized xdl.proto.DeviceTrace messages collected so far, oldest first,
+  // as many as fit in `max_bytes` (at least one); removes them.
+  std::vector<std::string> TakePending(uint64_t max_bytes = UINT64_MAX);
+  // Ends any wait for room and every later one (at close).
+  void StopWaiting();
+  uint64_t pending_bytes() const;
 
   int64_t events_collected() const { return events_collected_.load(std::memory_order_relaxed); }
   int64_t events_dropped() const { return events_dropped_.load(std::memory_order_relaxed); }
@@ -110,17 +135,20 @@ class DeviceTracerSet {
     std::string type;                        // profiler_type, or the entry.
     std::unique_ptr<PluginLibrary> library;  // Null: unavailable built-in.
     XdlTraceProfiler* profiler = nullptr;
-    bool step_error_reported = false;
+    bool step_error_reported = false;  // Training thread.
+    // Plugins of ABI 1.0: collect and the step hooks never run at once.
+    std::unique_ptr<Mutex> serial;
   };
 
   explicit DeviceTracerSet(DeviceTracerSetOptions options) : options_(std::move(options)) {}
   // step_begin or step_end of the plugin ABI.
   using StepHook = decltype(XdlTracePluginRegistration::step_begin) XdlTracePluginRegistration::*;
 
-  absl::Status CollectOne(Tracer& tracer);
+  absl::Status CollectOne(Tracer& tracer, bool wait_for_room);
   // Keeps one serialized trace of tracer `index` in the pending list, or drops
-  // and counts its events past max_pending_bytes.
-  void Admit(size_t index, std::string bytes, int64_t events);
+  // and counts its events past max_pending_bytes (after waiting for room when
+  // `wait_for_room`).
+  void Admit(size_t index, std::string bytes, int64_t events, bool wait_for_room);
   // Calls `hook` on every plugin; a tracer's first step hook failure goes into its status.
   void CallStepHook(StepHook hook, const char* hook_name, uint64_t external_id);
   void SetStatus(size_t index, DeviceTracerState state, std::string message);
@@ -128,10 +156,15 @@ class DeviceTracerSet {
   void CountDrops(size_t index, int64_t events, int64_t buffers);
 
   const DeviceTracerSetOptions options_;
-  std::vector<Tracer> tracers_;       // Training thread.
-  bool running_ = false;              // Training thread.
-  std::vector<std::string> pending_;  // Training thread.
-  uint64_t pending_bytes_ = 0;        // Training thread.
+  // Set up by Create and Start (training thread), then only read, except
+  // Tracer::step_error_reported (training thread).
+  std::vector<Tracer> tracers_;
+  bool running_ = false;  // Training thread.
+  mutable Mutex pending_mu_;
+  CondVar room_;  // Signalled when TakePending frees room, and by StopWaiting.
+  std::deque<std::string> pending_ ABSL_GUARDED_BY(pending_mu_);
+  uint64_t pending_bytes_ ABSL_GUARDED_BY(pending_mu_) = 0;
+  bool stop_waiting_ ABSL_GUARDED_BY(pending_mu_) = false;
   std::atomic<int64_t> events_collected_{0};
   std::atomic<int64_t> events_dropped_{0};
   std::atomic<int64_t> buffers_dropped_{0};

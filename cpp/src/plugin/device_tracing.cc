@@ -1,9 +1,12 @@
 // The tracer's side of device tracing: host step spans, step ids, Record fields 5 and 6.
 #include "plugin/device_tracing.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -74,6 +77,8 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
                  tracing->set_->StatusSummary().c_str());
   }
   tracing->set_->StepBegin(tracing->step_id_);
+  tracing->collector_ = std::thread([t = tracing.get()] { t->CollectorLoop(); });
+  pthread_setname_np(tracing->collector_.native_handle(), kCollectorThreadName);
   return tracing;
 }
 
@@ -82,37 +87,88 @@ DeviceTracing::DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collec
       collect_interval_ns_(static_cast<int64_t>(collect_interval_s * 1e9)),
       thread_id_(static_cast<int64_t>(::syscall(SYS_gettid))) {
   step_begin_ns_ = WallClockNs();
-  last_collect_ns_ = step_begin_ns_;
 }
 
 DeviceTracing::~DeviceTracing() {
   if (!finished_) Finish();
 }
 
+void DeviceTracing::CollectorLoop() {
+  const int64_t thread_id = static_cast<int64_t>(::syscall(SYS_gettid));
+  auto next = std::chrono::steady_clock::now();
+  uint64_t steps_seen = 0;
+  while (true) {
+    {
+      MutexLock lock(&mu_);
+      if (collect_interval_ns_ > 0) {
+        next += std::chrono::nanoseconds(collect_interval_ns_);
+        while (!stopping_ && wake_.WaitUntil(&mu_, next)) {
+        }
+      } else {
+        while (!stopping_ && steps_called_ == steps_seen) wake_.Wait(&mu_);
+        steps_seen = steps_called_;
+      }
+      if (stopping_) return;
+    }
+    const int64_t start = WallClockNs();
+    set_->Collect(/*wait_for_room=*/true).IgnoreError();  // Shown in StatusSummary().
+    const int64_t end = WallClockNs();
+    MutexLock lock(&mu_);
+    collect_spans_.push_back(HostSpanData{xdl::proto::HostSpan::DEVICE_COLLECT, start, end,
+                                          gstep_.load(), lstep_.load(), span_step_id_.load(),
+                                          thread_id});
+    collects_.fetch_add(1, std::memory_order_relaxed);
+    // A collect longer than the interval starts the next one at once, not a burst.
+    next = std::max(
+        next, std::chrono::steady_clock::now() - std::chrono::nanoseconds(collect_interval_ns_));
+  }
+}
+
+void DeviceTracing::StopCollector() {
+  if (!collector_.joinable()) return;
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  wake_.SignalAll();
+  set_->StopWaiting();
+  collector_.join();
+}
+
 void DeviceTracing::OnStepCalled(int64_t gstep, int64_t lstep) {
   const int64_t now = WallClockNs();
   set_->StepEnd(step_id_);
-  gstep_ = gstep;
-  lstep_ = lstep;
+  gstep_.store(gstep, std::memory_order_relaxed);
+  lstep_.store(lstep, std::memory_order_relaxed);
   spans_.push_back(HostSpanData{xdl::proto::HostSpan::STEP, step_begin_ns_, now, gstep, lstep,
                                 step_id_, thread_id_});
+  if (collect_interval_ns_ == 0) {
+    {
+      MutexLock lock(&mu_);
+      ++steps_called_;
+    }
+    wake_.SignalAll();
+  }
+}
+
+std::vector<std::string> DeviceTracing::TakeDeviceTraces() {
+  return set_->TakePending(kMaxRecordDeviceBytes);
 }
 
 std::string DeviceTracing::TakeTrailingFields() {
-  const int64_t now = WallClockNs();
-  if (now - last_collect_ns_ >= collect_interval_ns_) {
-    set_->Collect().IgnoreError();  // Shown in StatusSummary().
-    last_collect_ns_ = WallClockNs();
-    AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, now, last_collect_ns_);
+  {
+    MutexLock lock(&mu_);
+    spans_.insert(spans_.end(), collect_spans_.begin(), collect_spans_.end());
+    collect_spans_.clear();
   }
-  std::vector<std::string> traces = set_->TakePending();
-  std::string fields = EncodeDeviceTrailingFields(traces, spans_);
+  std::string fields = EncodeDeviceTrailingFields({}, spans_);
   spans_.clear();
   return fields;
 }
 
 void DeviceTracing::AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns) {
-  spans_.push_back(HostSpanData{kind, start_ns, end_ns, gstep_, lstep_, step_id_, thread_id_});
+  spans_.push_back(
+      HostSpanData{kind, start_ns, end_ns, gstep_.load(), lstep_.load(), step_id_, thread_id_});
 }
 
 void DeviceTracing::OnStepEncoded(int64_t begin_ns, int64_t end_ns) {
@@ -122,6 +178,7 @@ void DeviceTracing::OnStepEncoded(int64_t begin_ns, int64_t end_ns) {
 void DeviceTracing::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
   if (end_ns > begin_ns) AddSpan(xdl::proto::HostSpan::QUEUE_WAIT, begin_ns, end_ns);
   ++step_id_;
+  span_step_id_.store(step_id_, std::memory_order_relaxed);
   step_begin_ns_ = WallClockNs();
   set_->StepBegin(step_id_);
 }
@@ -129,6 +186,7 @@ void DeviceTracing::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
 void DeviceTracing::OnStepNotTraced(int64_t, int64_t, int64_t, int64_t end_ns) {
   set_->StepEnd(step_id_);
   ++step_id_;
+  span_step_id_.store(step_id_, std::memory_order_relaxed);
   step_begin_ns_ = end_ns;
   set_->StepBegin(step_id_);
 }
@@ -136,12 +194,21 @@ void DeviceTracing::OnStepNotTraced(int64_t, int64_t, int64_t, int64_t end_ns) {
 std::string DeviceTracing::Finish() {
   if (finished_) return "";
   finished_ = true;
+  // Parts taken before the collector stops make room for a collect that
+  // waits for it, so nothing is dropped for want of a step to take it.
+  std::vector<std::string> traces = set_->TakePending();
+  StopCollector();
   set_->StepEnd(step_id_);
   set_->Stop().IgnoreError();
   const int64_t start = WallClockNs();
   set_->Collect().IgnoreError();
+  {
+    MutexLock lock(&mu_);
+    spans_.insert(spans_.end(), collect_spans_.begin(), collect_spans_.end());
+    collect_spans_.clear();
+  }
   AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, start, WallClockNs());
-  std::vector<std::string> traces = set_->TakePending();
+  for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
   if (traces.empty()) {
     spans_.clear();  // Spans alone do not justify a record of their own.
     return "";

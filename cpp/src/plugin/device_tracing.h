@@ -2,13 +2,16 @@
 #ifndef XDL_TRACE_PLUGIN_DEVICE_TRACING_H_
 #define XDL_TRACE_PLUGIN_DEVICE_TRACING_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "core/mutex.h"
 #include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
 #include "record/record_extras.h"
@@ -39,28 +42,47 @@ std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_trac
 inline constexpr char kCollectIntervalEnv[] = "XDL_TRACE_DEVICE_COLLECT_INTERVAL_S";
 inline constexpr char kPluginConfigEnv[] = "XDL_TRACE_PLUGIN_CONFIG";  // "key=value;..."
 
+// Name of the collector thread (top, perf, bench/device.py's CPU figure).
+inline constexpr char kCollectorThreadName[] = "xdl_dev_collect";
+
 // The RecordExtras (record/record_extras.h) behind config.device_tracers.
 // Host spans and device events share core/clock.h's WallClockNs().
-// Threading: the training thread calls everything except FillStats(), which
-// any thread may call.
+//
+// Threads. The training thread calls every RecordExtras method; inside Step()
+// it only ends and begins the step on the plugins (step_end/step_begin, the
+// correlation id push/pop), notes host spans and takes collected DeviceTrace
+// parts (at most max_record_device_bytes a record). The collector thread
+// (kCollectorThreadName, started by Start, joined by Finish) runs every
+// collect while tracing: the plugins' collect (CUPTI's flush, parse, join and
+// encode), the core's checks, split and caps. It collects every
+// device_collect_interval_s (with 0: after every step), and waits while the
+// pending parts are at max_pending_bytes until the training thread takes some.
+// Finish (Close) stops it, stops the plugins and collects once more on the
+// calling thread. FillStats may be called from any thread.
 //
 // Host spans: STEP runs from the previous Step() return (or Start) to this
 // Step() call and carries the step's correlation id, which device tracers
 // attach to the work launched meanwhile; CAPTURE_ENCODE and QUEUE_WAIT are
 // this Step()'s own work and ride in the next record; DEVICE_COLLECT marks a
-// collection. Device tracers are collected when device_collect_interval_s has
-// passed (checked once per step), never per step by default, and at Finish().
+// collection (on the collector thread's id).
 class DeviceTracing final : public RecordExtras {
  public:
-  // Starts every tracer in config.device_tracers (must be non-empty). An
-  // unavailable tracer is logged once to stderr and shown in stats, not an
-  // error. `options.plugin_config` is replaced by the config's (or the
-  // environment's); the buffer caps are kept.
+  // Device bytes one record carries at most (at least one part): the rest
+  // waits for the next steps, so no record copies or queues a whole collect.
+  static constexpr uint64_t kMaxRecordDeviceBytes = 8ull << 20;
+
+  // Starts every tracer in config.device_tracers (must be non-empty) and the
+  // collector thread. An unavailable tracer is logged once to stderr and
+  // shown in stats, not an error. `options.plugin_config` is replaced by the
+  // config's (or the environment's); the buffer caps are kept.
   static absl::StatusOr<std::unique_ptr<DeviceTracing>> Start(const TraceConfig& config,
                                                               DeviceTracerSetOptions options = {});
   ~DeviceTracing() override;
 
   void OnStepCalled(int64_t gstep, int64_t lstep) override;
+  // At most kMaxRecordDeviceBytes of collected parts (at least one).
+  std::vector<std::string> TakeDeviceTraces() override;
+  // The host spans (Record field 6).
   std::string TakeTrailingFields() override;
   void OnStepEncoded(int64_t begin_ns, int64_t end_ns) override;
   void OnStepReturned(int64_t begin_ns, int64_t end_ns) override;
@@ -68,15 +90,22 @@ class DeviceTracing final : public RecordExtras {
   // (on its STEP_NOT_TRACED span), and the next STEP span starts at its end.
   void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) override;
   uint64_t CurrentCorrelationId() const override { return step_id_; }
-  // Stops the tracers and returns the fields not yet taken ("" when no device
-  // events are left: host spans alone do not justify a record).
+  // Stops the collector thread and the tracers, collects once more and returns
+  // the fields not yet taken ("" when no device events are left: host spans
+  // alone do not justify a record).
   std::string Finish() override;
   // device_events / device_events_dropped / device_tracer_status.
   void FillStats(TraceStats* stats) const override;
 
+  // Collections so far (any thread; tests).
+  int64_t collects() const { return collects_.load(std::memory_order_relaxed); }
+
  private:
   DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s);
   void AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns);
+  void CollectorLoop();
+  // Ends the collector thread (idempotent).
+  void StopCollector();
 
   const std::unique_ptr<DeviceTracerSet> set_;
   const int64_t collect_interval_ns_;
@@ -84,11 +113,20 @@ class DeviceTracing final : public RecordExtras {
   // Training thread only:
   uint64_t step_id_ = 1;  // Correlation id of the step in progress.
   int64_t step_begin_ns_ = 0;
-  int64_t gstep_ = 0;  // Of the last Step() call.
-  int64_t lstep_ = 0;
-  int64_t last_collect_ns_ = 0;
   std::vector<HostSpanData> spans_;  // Finished, not yet in a record.
   bool finished_ = false;
+  std::thread collector_;
+  // Written by the training thread, read by the collector for its spans.
+  std::atomic<int64_t> gstep_{0};  // Of the last Step() call.
+  std::atomic<int64_t> lstep_{0};
+  std::atomic<uint64_t> span_step_id_{1};
+  std::atomic<int64_t> collects_{0};
+
+  Mutex mu_;
+  CondVar wake_;  // Stop, or (interval 0) a step was called.
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t steps_called_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<HostSpanData> collect_spans_ ABSL_GUARDED_BY(mu_);  // From the collector.
 };
 
 }  // namespace internal

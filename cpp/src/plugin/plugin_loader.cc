@@ -30,7 +30,7 @@ std::string DirName(const std::string& path) {
 // Minimum registration size for a plugin reporting ABI minor `minor`. Minors
 // newer than ours must at least cover everything we know.
 size_t MinimumRegistrationSize(uint32_t minor) {
-  (void)minor;  // 1.0 is the only minor so far.
+  (void)minor;  // 1.1 added no field to 1.0 (only collect's threads changed).
   return XDL_TRACE_PLUGIN_REGISTRATION_SIZE_V1_0;
 }
 

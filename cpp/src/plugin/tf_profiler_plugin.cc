@@ -24,7 +24,9 @@ namespace xdl_trace {
 namespace internal {
 
 // What one CreateProfiler made: the core's XdlTraceProfiler handle points here.
-// Used by one thread at a time (the training thread), as the ABI says.
+// Threads (ABI 1.1): the training thread calls everything but collect, which
+// the core's collector thread may call meanwhile; `steps` is the one thing
+// both touch, under steps_mu.
 struct TfProfilerPlugin::Session {
   struct Step {
     uint64_t id;
@@ -39,12 +41,14 @@ struct TfProfilerPlugin::Session {
   // how much it wants; an absurd size must not become an allocation).
   uint64_t max_xspace_bytes = 0;
   bool running = false;
-  std::deque<Step> steps;  // Begin times ascending.
-  std::string snapshot;    // Serialized DeviceTrace between the two collect calls.
+  mutable Mutex steps_mu;
+  std::deque<Step> steps ABSL_GUARDED_BY(steps_mu);  // Begin times ascending.
+  std::string snapshot;  // Serialized DeviceTrace between the two collect calls.
   bool has_snapshot = false;
 
   // The step last begun at or before `time_ns` (0: none).
   uint64_t StepAt(int64_t time_ns) const {
+    MutexLock lock(&steps_mu);
     auto after = std::upper_bound(steps.begin(), steps.end(), time_ns,
                                   [](int64_t t, const Step& s) { return t < s.begin_ns; });
     return after == steps.begin() ? 0 : std::prev(after)->id;
@@ -134,6 +138,7 @@ int32_t SessionStepBegin(XdlTraceProfiler* profiler, uint64_t external_id, XdlTr
   // TensorFlow's API has no step markers: steps are remembered here and
   // events attributed by time (and launch correlation) at collect.
   Session* s = AsSession(profiler);
+  MutexLock lock(&s->steps_mu);
   s->steps.push_back({external_id, WallClockNs()});
   if (s->steps.size() > Session::kMaxSteps) s->steps.pop_front();
   return XDL_TRACE_PLUGIN_OK;

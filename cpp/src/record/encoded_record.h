@@ -52,7 +52,11 @@ struct EncodedRecord {
   int64_t timestamp_ms = 0;
   std::string frame;
   std::vector<FramePiece> pieces;  // Empty: `frame` is the whole frame.
-  size_t external_bytes = 0;       // Sum of the external pieces' sizes.
+  // Bytes the record owns outside `frame` (EncodeOptions::moved_fields): the
+  // external pieces pointing into them stay valid while the record lives
+  // (moving the vector keeps its elements where they are).
+  std::vector<std::string> owned;
+  size_t external_bytes = 0;  // Sum of the external pieces' sizes.
   // Set (a write-through in pieces): the frame's CRC-32C arrives here from
   // its submitter; null: the IO thread computes it over the bytes it writes.
   std::shared_ptr<PendingCrc> crc;

@@ -178,6 +178,16 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
                ? &options.deferred[i]
                : nullptr;
   };
+  if (options.moved_fields != nullptr) {
+    for (const std::string& payload : *options.moved_fields) {
+      body += LengthDelimitedFieldSize(options.moved_field_number, payload.size());
+      referenced += payload.size();
+    }
+    if (body > kMaxFrameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "record of more than ", kMaxFrameBytes, " bytes exceeds the 4 GiB record frame limit"));
+    }
+  }
   for (size_t i = 0; i < columns.size(); ++i) {
     XDL_ASSIGN_OR_RETURN(const ColumnLayout layout,
                          LayOutColumn(columns[i], keys, i, deferred_source(i) != nullptr));
@@ -247,6 +257,18 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
       }
     }
     stage.PutIntField(kRecordTimestamp, timestamp_ms);
+    if (options.moved_fields != nullptr) {
+      record.owned = std::move(*options.moved_fields);
+      options.moved_fields->clear();
+      for (const std::string& payload : record.owned) {
+        stage.PutTag(options.moved_field_number, kWireLengthDelimited);
+        stage.PutVarint(payload.size());
+        stage.Flush();
+        record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
+        record.pieces.push_back({payload.data(), 0, payload.size()});
+        owned_begin = out.size();
+      }
+    }
   }
   out.append(trailing_fields.data(), trailing_fields.size());
   if (!record.pieces.empty() && out.size() > owned_begin) {

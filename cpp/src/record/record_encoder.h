@@ -56,6 +56,12 @@ struct EncodeOptions {
   // record holds the source's bytes (EncodedRecord::deferred), whatever
   // reference_min_bytes says.
   absl::Span<const DeferredSource> deferred;
+  // Already-serialized payloads of length-delimited field `moved_field_number`
+  // (device traces, up to megabytes each), placed after the timestamp and
+  // before `trailing_fields`: moved into the record (EncodedRecord::owned) and
+  // written from there, never copied. Left empty.
+  std::vector<std::string>* moved_fields = nullptr;
+  uint32_t moved_field_number = 0;
 };
 
 // The same, writing into the buffer `buffer_source` returns (asked once, only

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/clock.h"
 #include "xdl_trace/stats.h"
@@ -22,6 +23,10 @@ namespace internal {
 //
 // Per Step() the tracer calls, in order:
 //   OnStepCalled(gstep, lstep)           before any entry is captured;
+//   TakeDeviceTraces()                   after capture, before encoding (only
+//                                        when every entry captured): Record
+//                                        field 5 payloads, moved into the
+//                                        record, never copied;
 //   TakeTrailingFields()                 after capture, before encoding (only
 //                                        when every entry captured): appended
 //                                        as is after Record field 4;
@@ -42,6 +47,7 @@ class RecordExtras {
  public:
   virtual ~RecordExtras() = default;
   virtual void OnStepCalled(int64_t gstep, int64_t lstep) = 0;
+  virtual std::vector<std::string> TakeDeviceTraces() { return {}; }
   virtual std::string TakeTrailingFields() = 0;
   virtual void OnStepEncoded(int64_t begin_ns, int64_t end_ns) = 0;
   virtual void OnStepReturned(int64_t begin_ns, int64_t end_ns) = 0;

@@ -12,6 +12,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
+#include "core/device_trace_fields.h"
 #include "core/mutex.h"
 #include "core/status_macros.h"
 #include "io/run_info.h"
@@ -437,6 +438,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   }
   absl::StatusOr<internal::EncodedRecord> record;
   if (status.ok()) {
+    std::vector<std::string> device_traces = extras_->TakeDeviceTraces();
     std::string trailing = extras_->TakeTrailingFields();
     AppendTracerSpans(&trailing);
     // Encode into a recycled buffer: no allocation, no page faults per step.
@@ -445,6 +447,9 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
     internal::EncodeOptions options;
     if (inline_write_) options.reference_min_bytes = kInlineReferenceMinBytes;
     options.deferred = deferred_;
+    // Device traces (megabytes at a GPU's event rate) go to the IO thread as they are.
+    options.moved_fields = &device_traces;
+    options.moved_field_number = internal::device_trace_fields::kRecordDeviceTrace;
     record = internal::EncodeRecord(
         gstep, lstep, timestamp_ms, views_, keys_, trailing,
         [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); }, options);

@@ -16,11 +16,18 @@
  * a struct; the `ext` pointers are reserved (set them to NULL) for extensions
  * that must not change a struct's layout.
  *
- * Threads. create, start, stop, destroy and collect are called by the thread
- * that starts and closes the tracer (the training thread), never concurrently
- * for one profiler. step_begin and step_end are called by the training thread
- * too, between start and stop. A plugin may run its own threads (CUPTI's
- * buffer callbacks arrive on CUPTI's); it must join them in stop or destroy.
+ * Threads. create, start, stop and destroy are called by the thread that
+ * starts and closes the tracer (the training thread); step_begin and step_end
+ * by the training thread, between start and stop. collect is called by one
+ * thread at a time: the core's collector thread while tracing (every
+ * device_collect_interval_s), the closing thread at start and after stop.
+ * Since ABI 1.1 collect may run concurrently with step_begin and step_end
+ * (never with create, start, stop, destroy or another collect), so a step
+ * never waits for a collect: a plugin reporting abi_minor >= 1 promises that
+ * this is safe. The calls of a plugin reporting abi_minor 0 are serialized by
+ * the core (its step hooks may then wait for its collect). A plugin may run
+ * its own threads (CUPTI's buffer callbacks arrive on CUPTI's); it must join
+ * them in stop or destroy.
  *
  * Ownership. Every pointer the core passes in is owned by the core and valid
  * only for the duration of the call. The profiler handle is owned by the
@@ -49,7 +56,7 @@ extern "C" {
 #endif
 
 #define XDL_TRACE_PLUGIN_ABI_MAJOR 1
-#define XDL_TRACE_PLUGIN_ABI_MINOR 0
+#define XDL_TRACE_PLUGIN_ABI_MINOR 1
 #define XDL_TRACE_PLUGIN_ABI_PATCH 0
 
 #define XDL_TRACE_PLUGIN_INIT_SYMBOL "XdlTracePluginInit"
@@ -126,7 +133,8 @@ typedef struct XdlTracePluginRegistration {
   void (*destroy)(XdlTraceProfiler* profiler);
 } XdlTracePluginRegistration;
 
-/* Smallest registration a 1.0 plugin may report: up to and including destroy. */
+/* Smallest registration a 1.0 (or 1.1) plugin may report: up to and including destroy.
+ * 1.1 changed no layout, only the threads collect may be called on (above). */
 #define XDL_TRACE_PLUGIN_REGISTRATION_SIZE_V1_0 \
   (offsetof(XdlTracePluginRegistration, destroy) + sizeof(void (*)(XdlTraceProfiler*)))
 
