@@ -35,7 +35,8 @@ def _every(n, read):
 
 def _register(kind, scope, key, read, summary):
     summary, bins = api.summary_spec(scope, key, summary)
-    api.registry().register_provider(scope, key, kind, read, summary, bins)
+    with api.registering(scope, key):
+        api.registry().register_provider(scope, key, kind, read, summary, bins)
 
 
 def _first_tensor(output):
@@ -126,6 +127,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
             full_key = api.full_key(scope_s, key)
             read = _torch.grad_provider(full_key, name, parameter, summary, bins)
             _register(_core.EntryKind.GRADIENT, scope_s, key, maybe_every(read), summary)
+            api.note_gradient_read(name)
             keys.append(full_key)
     if activations:
         for name, module in model.named_modules():
