@@ -8,6 +8,8 @@ through a provider called at each traced step.
 """
 
 import contextlib
+import os
+import sys
 import threading
 import warnings
 import weakref
@@ -105,8 +107,18 @@ def _warn_if_running(scope, key):
             "this key goes to the next hook begun; register before `with TraceHook(...)` (or "
             "begin())",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=_caller_stacklevel(),
         )
+
+
+def _caller_stacklevel():
+    """The warnings.warn stacklevel of the first frame outside this package (and contextlib),
+    so a warning points at the user's line whichever API function registered."""
+    skipped = (os.path.dirname(os.path.abspath(__file__)), contextlib.__file__)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 @contextlib.contextmanager

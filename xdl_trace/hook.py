@@ -349,7 +349,7 @@ class TraceHook:
         with _live_lock:
             _live_hooks.add(self)
         api.hook_began(self, self._scopes, cfg.output_dir)
-        if not self._tracer.keys:
+        if not self._tracer.keys and not cfg.device_tracers:  # Device events alone: fine.
             scopes = ", ".join(repr(s) for s in self._scopes)
             warnings.warn(
                 f"xdl_trace: TraceHook.begin(): no keys are registered in scope {scopes}, so "
