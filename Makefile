@@ -5,8 +5,8 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CCACHE := $(shell command -v ccache 2>/dev/null)
 LAUNCHER := $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) \
-               -DPYTHON_EXECUTABLE=$(PYTHON) $(LAUNCHER)
+# pybind11 finds Python through FindPython (Python_EXECUTABLE); PYTHON_EXECUTABLE would be unused.
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) $(LAUNCHER)
 DEMO_DIR ?= $(BUILD)/demo
 
 # Sanitizer and fuzzing builds live in their own directories; their _core goes to
@@ -15,8 +15,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) \
-                  -DPYTHON_EXECUTABLE=$(PYTHON) $(LAUNCHER)
+SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON) $(LAUNCHER)
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
 

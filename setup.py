@@ -52,7 +52,6 @@ class CMakeBuild(build_ext):
             # The installed _core finds plugins in plugins/ beside itself, never in this build.
             "-DXDL_TRACE_BUILD_TREE_PLUGIN_FALLBACK=OFF",
             f"-DPython_EXECUTABLE={sys.executable}",
-            f"-DPYTHON_EXECUTABLE={sys.executable}",
             f"-DXDL_TRACE_PYTHON_OUTPUT_DIR={staging}",
         ] + shlex.split(os.environ.get("XDL_TRACE_CMAKE_ARGS", ""))
         jobs = os.environ.get("XDL_TRACE_JOBS", str(os.cpu_count() or 1))

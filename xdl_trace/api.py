@@ -7,7 +7,12 @@ are read at every traced step: numpy arrays and CPU torch tensors in place
 through a provider called at each traced step.
 """
 
+import contextlib
+import os
+import sys
 import threading
+import warnings
+import weakref
 
 import numpy as np
 
@@ -26,13 +31,19 @@ __all__ = [
 ]
 
 _registry = _core.Registry()
-_lock = threading.Lock()
+_lock = threading.RLock()  # Reentrant: trace_variable registers while holding it.
 # Variables by (scope, name), so trace_gradient(name) finds what it differentiates.
 _variables = {}
 # Gradient names waiting for send_gradient, by the (scope, key) of their trace_gradient entry.
 _sent_gradients = {}
 # Sent gradient names some entry summarizes (a device gradient is then read on the host).
 _summarized_gradients = set()
+# Names whose gradient is read from a torch tensor's .grad (trace_gradient, watch): what
+# send_gradient tells a user who sends one anyway.
+_grad_read_names = set()
+# Running hooks -> (the scopes they trace, their output_dir, whether they warned already), so
+# that a registration they will not see is warned about (hook_began / hook_ended).
+_running_hooks = weakref.WeakKeyDictionary()
 
 
 def registry():
@@ -72,6 +83,68 @@ def summary_spec(scope, key, summary):
     )
 
 
+def hook_began(hook, scopes, output_dir):
+    """Notes a running hook, so a registration in one of its `scopes` warns (once per hook)
+    that the hook traces the keys it began with."""
+    with _lock:
+        _running_hooks[hook] = [list(scopes), output_dir, False]
+
+
+def hook_ended(hook):
+    with _lock:
+        _running_hooks.pop(hook, None)
+
+
+def _warn_if_running(scope, key):
+    with _lock:
+        missed = [s for s in _running_hooks.values() if scope in s[0] and not s[2]]
+        for state in missed:
+            state[2] = True
+    for _, output_dir, _ in missed:
+        warnings.warn(
+            f"xdl_trace: key '{full_key(scope, key)}' was registered after TraceHook.begin(): "
+            f"the running hook (output_dir '{output_dir}') traces the keys it began with, so "
+            "this key goes to the next hook begun; register before `with TraceHook(...)` (or "
+            "begin())",
+            RuntimeWarning,
+            stacklevel=_caller_stacklevel(),
+        )
+
+
+def _caller_stacklevel():
+    """The warnings.warn stacklevel of the first frame outside this package (and contextlib),
+    so a warning points at the user's line whichever API function registered."""
+    skipped = (os.path.dirname(os.path.abspath(__file__)), contextlib.__file__)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+@contextlib.contextmanager
+def registering(scope, key):
+    """Wraps one registration of `key` in `scope` (a scope_name): a key registered twice (a
+    notebook cell run again) is refused with the hint to clear first, and a registration that
+    a running hook will not see is warned about."""
+    try:
+        yield
+    except errors.InvalidArgumentError as error:
+        if full_key(scope, key) not in _registry.keys([scope]):
+            raise
+        clear_call = f"xdl.clear({scope!r})" if scope else "xdl.clear()"
+        raise errors.InvalidArgumentError(
+            f"{error} (running a notebook cell again? call {clear_call} before registering "
+            "again)"
+        ) from None
+    _warn_if_running(scope, key)
+
+
+def note_gradient_read(name):
+    """Notes that the gradient of variable `name` is read from its torch tensor's .grad."""
+    with _lock:
+        _grad_read_names.add(name)
+
+
 def _register(kind, name, value, scope, summary=None):
     scope = scope_name(scope)
     key = _check_key(name)
@@ -79,10 +152,11 @@ def _register(kind, name, value, scope, summary=None):
     requested = summary
     summary, bins = summary_spec(scope, key, summary)
     how = _convert.classify(key_name, value, requested, bins)
-    if how[0] == "array":
-        _registry.register_array(scope, key, kind, how[1], how[2], summary, bins)
-    else:
-        _registry.register_provider(scope, key, kind, how[1], summary, bins)
+    with registering(scope, key):
+        if how[0] == "array":
+            _registry.register_array(scope, key, kind, how[1], how[2], summary, bins)
+        else:
+            _registry.register_provider(scope, key, kind, how[1], summary, bins)
 
 
 def trace_tensor(name, value, scope=None, summary=None):
@@ -138,20 +212,23 @@ def trace_gradient(name, key=None, scope=None, summary=None):
     with _lock:
         var = _find_variable(scope_s, name)
     if _torch.is_tensor(var) and var.requires_grad:
-        _registry.register_provider(
-            scope_s,
-            key,
-            _core.EntryKind.GRADIENT,
-            _torch.grad_provider(key_name, name, var, requested, bins),
-            summary,
-            bins,
-        )
+        with registering(scope_s, key):
+            _registry.register_provider(
+                scope_s,
+                key,
+                _core.EntryKind.GRADIENT,
+                _torch.grad_provider(key_name, name, var, requested, bins),
+                summary,
+                bins,
+            )
+        note_gradient_read(name)
     else:
-        with _lock:
-            _registry.register_gradient(scope_s, key, name, summary, bins)
-            _sent_gradients[(scope_s, key)] = name
-            if requested is not None:
-                _summarized_gradients.add(name)
+        with registering(scope_s, key):
+            with _lock:
+                _registry.register_gradient(scope_s, key, name, summary, bins)
+                _sent_gradients[(scope_s, key)] = name
+                if requested is not None:
+                    _summarized_gradients.add(name)
 
 
 def send_gradient(name, value):
@@ -166,6 +243,12 @@ def send_gradient(name, value):
     misspelt name would otherwise fail later, at the traced step."""
     with _lock:
         expected = sorted(set(_sent_gradients.values()))
+        read_from_grad = name in _grad_read_names
+    if name not in expected and read_from_grad:
+        raise errors.NotFoundError(
+            f"xdl_trace: send_gradient({name!r}, ...): {name!r} is a torch tensor: its gradient "
+            "is read from .grad at each traced step; send_gradient is not needed"
+        )
     if name not in expected:
         waiting = ", ".join(repr(n) for n in expected) if expected else "none"
         raise errors.NotFoundError(
@@ -221,7 +304,8 @@ def trace_callback(name, callback, scope=None):
     scope = scope_name(scope)
     key = _check_key(name)
     provider = _convert.wrap_callable(full_key(scope, key), callback)
-    _registry.register_provider(scope, key, _core.EntryKind.CALLBACK, provider)
+    with registering(scope, key):
+        _registry.register_provider(scope, key, _core.EntryKind.CALLBACK, provider)
 
 
 def trace_once(name, value, scope=None):
@@ -240,6 +324,7 @@ def clear(scope=None):
             _sent_gradients.clear()
             _summarized_gradients.clear()
             _device.clear_groups()
+            _grad_read_names.clear()
         else:
             s = scope_name(scope)
             _registry.clear_scope(s)

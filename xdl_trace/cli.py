@@ -17,7 +17,7 @@ import numpy as np
 
 from . import analysis, report, report_html, timeline
 from ._version import __version__
-from .errors import TraceError
+from .errors import RunChoiceError, TraceError
 from .progress import Progress
 from .reader import STATS_FIELDS, open_trace  # STATS_FIELDS: the stats layout, from _core.
 
@@ -256,17 +256,31 @@ def _dump_column(record, key, array, summarize):
     return np.array2string(array, threshold=20, edgeitems=3)
 
 
+def _run_of_file(trace, args):
+    """{data file path: run id} when the trace reads several runs (--run all), else {}."""
+    if trace.run is not None or len(trace.runs) < 2:
+        return {}
+    return {
+        f.path: run.id
+        for run in trace.runs
+        for f in open_trace(args.path, prefix=args.prefix, name=args.name, run=run.id).files
+    }
+
+
 @command("dump", "print records (gstep, lstep, timestamp, columns)", _dump_configure)
 def _dump(args):
     trace = _open(args)
     keys = _parse_list(args.keys)
+    run_of = _run_of_file(trace, args)
     printed = 0
     for record in trace.records(keys=keys, gsteps=_parse_gsteps(args.gsteps), ranks=_ranks(args)):
         if args.max_records is not None and printed >= args.max_records:
             break
         printed += 1
+        run = f" run: {run_of[record.path]}" if run_of else ""
         print(
-            f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: {record.timestamp}"
+            f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: "
+            f"{record.timestamp}{run}"
         )
         for key, array in record.columns.items():
             body = _dump_column(record, key, array, args.summary)
@@ -320,6 +334,9 @@ def _export_configure(parser):
 
 
 def _export_npz(trace, args, keys, gsteps, ranks):
+    # A stats key is a structured array: one named field per statistic (z["loss"]["max"]).
+    stats = {key for key in keys if _is_stats(trace.schema().get(key))}
+    stats_dtype = np.dtype([(field, np.float64) for field in STATS_FIELDS])
     arrays = {}
     multi = len(ranks) > 1
     total = sum(f.size for f in trace.files if f.rank in ranks)
@@ -337,6 +354,8 @@ def _export_npz(trace, args, keys, gsteps, ranks):
             stacked = trace.stack_many(keys, gsteps=gsteps, rank=rank)
             progress(sum(f.size for f in trace.files_of_rank(rank)))
             for key, (key_steps, values) in stacked.items():
+                if key in stats:
+                    values = np.ascontiguousarray(values).view(stats_dtype)[..., 0]
                 arrays[prefix + key] = values
                 if len(key_steps) != len(steps) or not np.array_equal(key_steps, steps):
                     arrays[prefix + key + "@gstep"] = key_steps
@@ -344,21 +363,29 @@ def _export_npz(trace, args, keys, gsteps, ranks):
     print(f"wrote {args.output}: {len(arrays)} arrays")
 
 
+def _is_stats(entry):
+    """Whether a schema entry is a stats column (float64[8]: so described in the Header, or
+    any float64[8] in a file without column descriptors)."""
+    if entry is None:
+        return False
+    dtype, shape = entry
+    kind = getattr(entry, "kind", None)
+    stats_like = dtype == "float64" and tuple(shape or ()) == (len(STATS_FIELDS),)
+    return kind == "stats" or (kind is None and stats_like)
+
+
 def _csv_columns(schema, keys):
     """(key, header names) for every key that fits a CSV row: scalars (one
-    element) and stats columns (float64[8]: so described in the Header, or any
-    float64[8] in a file without column descriptors)."""
+    element) and stats columns; and the keys that do not fit."""
     out, skipped = [], []
     for key in keys:
         entry = schema.get(key)
-        dtype, shape = (None, None) if entry is None else entry
-        kind = getattr(entry, "kind", None)
-        stats_like = dtype == "float64" and tuple(shape or ()) == (len(STATS_FIELDS),)
+        shape = None if entry is None else entry[1]
         if shape is None:
             skipped.append(key)
         elif int(np.prod(shape)) == 1:
             out.append((key, [key]))
-        elif kind == "stats" or (kind is None and stats_like):
+        elif _is_stats(entry):
             out.append((key, [f"{key}.{f}" for f in STATS_FIELDS]))
         else:
             skipped.append(key)
@@ -367,6 +394,14 @@ def _csv_columns(schema, keys):
 
 def _export_csv(trace, args, keys, gsteps, ranks):
     columns, skipped = _csv_columns(trace.schema(), keys)
+    if skipped and (args.keys or not columns):  # Asked for by name, or nothing would be left.
+        names = ", ".join(repr(k) for k in skipped)
+        print(
+            f"xdl-trace export: error: {names} cannot be written as CSV (one value or one stats "
+            f"row per step fits a row); write them to npz: -o {_npz_name(args.output)}",
+            file=sys.stderr,
+        )
+        return 2
     if skipped:
         print(f"csv: skipping non-scalar keys: {', '.join(skipped)} (use npz)", file=sys.stderr)
     total = sum(f.size for f in trace.files if f.rank in ranks)
@@ -388,11 +423,18 @@ def _export_csv(trace, args, keys, gsteps, ranks):
             writer.writerow(row)
             rows += 1
     print(f"wrote {args.output}: {rows} rows, {len(columns)} keys")
+    return 0
+
+
+def _npz_name(output):
+    base, ext = os.path.splitext(output)
+    return (base if ext.lower() == ".csv" else output) + ".npz"
 
 
 @command(
     "export",
-    "write selected keys to .npz (any column) or .csv (scalar and stats columns)",
+    "write selected keys to .npz (any column; stats keys as named fields) or .csv (scalar and "
+    "stats columns)",
     _export_configure,
 )
 def _export(args):
@@ -407,9 +449,8 @@ def _export(args):
     gsteps = _parse_gsteps(args.gsteps)
     if fmt == "npz":
         _export_npz(trace, args, keys, gsteps, ranks)
-    else:
-        _export_csv(trace, args, keys, gsteps, ranks)
-    return 0
+        return 0
+    return _export_csv(trace, args, keys, gsteps, ranks)
 
 
 # --- find-nan ----------------------------------------------------------------
@@ -471,15 +512,22 @@ def _timeline_configure(parser):
     _timeline_configure,
 )
 def _timeline(args):
-    info = timeline.write_timeline(
-        args.path,
-        args.output,
-        prefix=args.prefix,
-        name=args.name,
-        gsteps=_parse_gsteps(args.gsteps),
-        ranks=_ranks(args),
-        run=args.run,
-    )
+    # Written beside the output and renamed at the end: an error leaves no file behind.
+    partial = f"{args.output}.partial-{os.getpid()}"
+    try:
+        info = timeline.write_timeline(
+            args.path,
+            partial,
+            prefix=args.prefix,
+            name=args.name,
+            gsteps=_parse_gsteps(args.gsteps),
+            ranks=_ranks(args),
+            run=args.run,
+        )
+        os.replace(partial, args.output)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
     print(
         f"wrote {args.output}: {info['steps']} traced steps, {info['steps_not_traced']} steps "
         f"not traced, {info['device_events']} device events, {info['flows']} flows from "
@@ -582,6 +630,21 @@ def build_parser():
     return parser
 
 
+def _run_choice_message(error):
+    """A RunChoiceError in CLI terms: --run, not run='...'."""
+    if error.run is None:
+        head = f"{error.path} holds {len(error.runs)} runs"
+    elif sum(r.id.startswith(error.run) for r in error.runs) > 1:
+        head = f"--run {error.run!r} is the prefix of several runs in {error.path}"
+    else:
+        head = f"--run {error.run!r} matches no run in {error.path}"
+    return (
+        f"{head}; pick one with --run latest, --run ID (a unique prefix is enough) or read "
+        "them together with --run all (oldest first):\n"
+        + "\n".join("  " + r.describe() for r in error.runs)
+    )
+
+
 def _format_warning(message, category, filename, lineno, line=None):
     return f"xdl-trace: warning: {message}\n"
 
@@ -593,6 +656,9 @@ def main(argv=None):
         return args._run(args)
     except BrokenPipeError:  # pragma: no cover - `xdl-trace dump | head`
         return 0
+    except RunChoiceError as error:
+        print(f"xdl-trace {args.command}: error: {_run_choice_message(error)}", file=sys.stderr)
+        return 1
     except (TraceError, OSError, KeyError, ValueError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"xdl-trace {args.command}: error: {message}", file=sys.stderr)

@@ -9,6 +9,7 @@ working. The mapping from status codes lives in one place: bindings/status.cc.
 __all__ = [
     "TraceError",
     "InvalidArgumentError",
+    "RunChoiceError",
     "NotSupportedError",
     "NotFoundError",
     "FailedPreconditionError",
@@ -24,6 +25,19 @@ class TraceError(Exception):
 
 class InvalidArgumentError(TraceError, ValueError):
     """A bad argument or configuration value (status INVALID_ARGUMENT, OUT_OF_RANGE, ALREADY_EXISTS)."""
+
+
+class RunChoiceError(InvalidArgumentError):
+    """A directory holds several runs and the `run` asked for picks none (or no run was named).
+
+    ``path``, ``run`` (what was asked: None, an id or a prefix) and ``runs`` (trace_runs.Run,
+    oldest first) let a caller say it in its own terms (the CLI: ``--run latest``)."""
+
+    def __init__(self, message, path, run, runs):
+        super().__init__(message)
+        self.path = path
+        self.run = run
+        self.runs = runs
 
 
 class NotSupportedError(InvalidArgumentError):

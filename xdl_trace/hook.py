@@ -6,6 +6,7 @@ import atexit
 import difflib
 import numbers
 import os
+import tempfile
 import threading
 import warnings
 import weakref
@@ -162,6 +163,37 @@ def build_config(config, is_training=True):
     return cfg, on_error
 
 
+def _merge_config(config, options):
+    """The config mapping of TraceHook(config, **options): a path as config is its output_dir;
+    keyword options join the dict (a key given both ways is an error naming it)."""
+    if isinstance(config, (str, os.PathLike)):
+        config = {"output_dir": config}
+    if not options:
+        return {} if config is None else config
+    if config is None:
+        return dict(options)
+    if not hasattr(config, "keys") or not hasattr(config, "get"):
+        raise TypeError(f"xdl_trace: config must be a dict, got {type(config).__name__}")
+    twice = sorted(str(k) for k in options if k in config)
+    if twice:
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: config {', '.join(repr(k) for k in twice)} is given twice (in the "
+            "config dict and as a keyword argument)"
+        )
+    return {**config, **options}
+
+
+def _unwritable(output_dir):
+    """Why `output_dir`, an existing directory, cannot take a new file (errno's text), else None."""
+    if not os.path.isdir(output_dir):
+        return None
+    try:
+        with tempfile.TemporaryFile(dir=output_dir):
+            return None
+    except OSError as error:
+        return error.strerror or str(error)
+
+
 def _mode_name(mode):
     return next(k for k, v in _WRITE_MODES.items() if v == mode)
 
@@ -200,7 +232,8 @@ def _end_live_hooks():
 class TraceHook:
     """Traces the registered entries of `scope` at the steps `filter` selects.
 
-    config: dict with the keys in CONFIG_KEYS (output_dir required).
+    config: dict with the keys in CONFIG_KEYS (output_dir required), or the output_dir itself;
+        the keys can be given as keyword arguments too: ``TraceHook(output_dir="out", fsync=False)``.
     is_training: False writes ``test.*`` files (eval).
     metadata: a JSON-serializable dict (hparams, git SHA, ...) recorded with the run, beside
         what is recorded automatically (argv, host, pid, start/end time, world size, version).
@@ -221,8 +254,16 @@ class TraceHook:
     """
 
     def __init__(
-        self, config, is_training=True, gstep=None, filter=None, scope=None, metadata=None
+        self,
+        config=None,
+        is_training=True,
+        gstep=None,
+        filter=None,
+        scope=None,
+        metadata=None,
+        **options,
     ):
+        config = _merge_config(config, options)
         self._config, self._on_error = build_config(config, is_training)
         self._rank_option = config.get("rank")
         self._metadata_json = _run.metadata_json(metadata)
@@ -249,6 +290,7 @@ class TraceHook:
         self._forked = False  # Began in a parent process: the tracer is the parent's.
         self._pending_gstep = None
         self._groups = []
+        self._entered = False  # Inside __enter__: the warnings of begin() point at the `with`.
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -293,7 +335,15 @@ class TraceHook:
         _device.pool().configure(
             cfg.max_pending_mb * 1e6, block=cfg.overflow == _core.OverflowPolicy.BLOCK
         )
-        self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
+        try:
+            self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
+        except errors.TraceIOError as error:
+            why = _unwritable(cfg.output_dir)
+            if why is None:
+                raise
+            raise errors.TraceIOError(
+                f"xdl_trace: config 'output_dir': '{cfg.output_dir}' is not writable ({why})"
+            ) from error
         self._run_id = self._tracer.config.run_id
         # Groups of entries read together (xdl.watch) among what this tracer traces.
         self._groups = _device.groups(self._scopes, self._tracer.keys)
@@ -301,6 +351,16 @@ class TraceHook:
         self._final_stats = None
         with _live_lock:
             _live_hooks.add(self)
+        api.hook_began(self, self._scopes, cfg.output_dir)
+        if not self._tracer.keys and not cfg.device_tracers:  # Device events alone: fine.
+            scopes = ", ".join(repr(s) for s in self._scopes)
+            warnings.warn(
+                f"xdl_trace: TraceHook.begin(): no keys are registered in scope {scopes}, so "
+                "every record of this run is empty; register with xdl.watch(model) or "
+                "xdl.trace_*() before the hook begins",
+                RuntimeWarning,
+                stacklevel=3 if self._entered else 2,
+            )
 
     def end(self, session=None):
         """Flushes and closes (idempotent). Under on_error='warn' a failure is warned about and
@@ -312,6 +372,7 @@ class TraceHook:
         if tracer is None:
             return
         self._tracer = None
+        api.hook_ended(self)
         if self._forked:
             # A forked child: the parent owns the tracer and its files; nothing to close here.
             self._final_stats = tracer.stats()
@@ -340,7 +401,11 @@ class TraceHook:
             self._tracer.flush()
 
     def __enter__(self):
-        self.begin()
+        self._entered = True
+        try:
+            self.begin()
+        finally:
+            self._entered = False
         return self
 
     def __exit__(self, exc_type, exc, tb):

@@ -138,10 +138,13 @@ def select_run(reader, path, run):
         return reader, (every[0] if len(every) == 1 else None), every
     if run is None:
         if len(every) > 1:
-            raise errors.InvalidArgumentError(
+            raise errors.RunChoiceError(
                 f"xdl_trace: {path} holds {len(every)} runs; pick one with run='latest', "
                 "run='<id>' (a unique prefix is enough) or read them together with run='all' "
-                "(oldest first):\n" + "\n".join("  " + r.describe() for r in every)
+                "(oldest first):\n" + "\n".join("  " + r.describe() for r in every),
+                path,
+                run,
+                every,
             )
         return reader, (every[0] if every else None), every
     if run == "latest":
@@ -150,9 +153,12 @@ def select_run(reader, path, run):
         matches = [r for r in every if r.id == run] or [r for r in every if r.id.startswith(run)]
         if len(matches) != 1:
             why = "matches no run" if not matches else f"is the prefix of {len(matches)} runs"
-            raise errors.InvalidArgumentError(
+            raise errors.RunChoiceError(
                 f"xdl_trace: run {run!r} {why} in {path}; its runs (oldest first):\n"
-                + "\n".join("  " + r.describe() for r in every)
+                + "\n".join("  " + r.describe() for r in every),
+                path,
+                run,
+                every,
             )
         chosen = matches[0]
     if len(every) == 1:

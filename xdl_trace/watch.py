@@ -35,7 +35,8 @@ def _every(n, read):
 
 def _register(kind, scope, key, read, summary):
     summary, bins = api.summary_spec(scope, key, summary)
-    api.registry().register_provider(scope, key, kind, read, summary, bins)
+    with api.registering(scope, key):
+        api.registry().register_provider(scope, key, kind, read, summary, bins)
 
 
 def _first_tensor(output):
@@ -130,6 +131,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
             full_key = api.full_key(scope_s, key)
             read = _torch.grad_provider(full_key, name, parameter, summary, bins)
             _register(_core.EntryKind.GRADIENT, scope_s, key, maybe_every(read), summary)
+            api.note_gradient_read(name)
             keys.append(full_key)
     if activations:
         keys += _watch_activations(model, summary, every, scope_s)
@@ -155,9 +157,10 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
         group = _device.GroupCapture(scope_s, full, reads, summary, bins, every, _torch.host_array)
         binding_summary, binding_bins = api.summary_spec(scope_s, names[0], summary)
         for index, name in enumerate(names):
-            api.registry().register_provider(
-                scope_s, name, kind, group.member(index), binding_summary, binding_bins
-            )
+            with api.registering(scope_s, name):
+                api.registry().register_provider(
+                    scope_s, name, kind, group.member(index), binding_summary, binding_bins
+                )
         _device.add_group(group)
         keys.extend(full)
 
@@ -173,6 +176,8 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
             for key, (name, p) in zip(grad_names, trained)
         ]
         register(_core.EntryKind.GRADIENT, grad_names, reads)
+        for name, _ in trained:
+            api.note_gradient_read(name)
     if activations:
         keys += _watch_activations(model, summary, every, scope_s)
     return keys

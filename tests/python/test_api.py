@@ -248,7 +248,8 @@ def test_duplicate_key_names_the_key():
 def test_registrations_after_begin_do_not_change_the_header(cfg, read_trace):
     xdl.trace_tensor("a", np.zeros(1))
     with xdl.TraceHook(cfg) as hook:
-        xdl.trace_tensor("b", np.zeros(1))
+        with pytest.warns(RuntimeWarning, match="'b' was registered after TraceHook.begin()"):
+            xdl.trace_tensor("b", np.zeros(1))
         hook.step()
     (trace,) = read_trace(cfg["output_dir"])
     assert trace.keys == ["a"]

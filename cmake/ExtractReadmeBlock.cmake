@@ -1,0 +1,25 @@
+# Writes the first ```LANG block of a Markdown file to OUTPUT, as printed (cmake -P; the README's
+# C++ quick start is compiled and run by ctest from what this extracts).
+#   cmake -DMARKDOWN=README.md -DLANG=cpp -DOUTPUT=out.cc -P ExtractReadmeBlock.cmake
+file(READ "${MARKDOWN}" text)
+string(FIND "${text}" "\n```${LANG}\n" begin)
+if(begin EQUAL -1)
+  message(FATAL_ERROR "${MARKDOWN}: no ```${LANG} block")
+endif()
+string(LENGTH "\n```${LANG}\n" fence_length)
+math(EXPR begin "${begin} + ${fence_length}")
+string(SUBSTRING "${text}" ${begin} -1 rest)
+string(FIND "${rest}" "\n```" end)
+if(end EQUAL -1)
+  message(FATAL_ERROR "${MARKDOWN}: the ```${LANG} block is not closed")
+endif()
+math(EXPR end "${end} + 1")
+string(SUBSTRING "${rest}" 0 ${end} block)
+# Only rewrite when the block changed, so an unrelated README edit rebuilds nothing.
+if(EXISTS "${OUTPUT}")
+  file(READ "${OUTPUT}" old)
+  if(old STREQUAL block)
+    return()
+  endif()
+endif()
+file(WRITE "${OUTPUT}" "${block}")

@@ -1,0 +1,56 @@
+"""`make demo` (issue 23, row 14): configuring with the Makefile's flags warns about nothing, and
+the README says how long the demo and the full build take (its sample output: test_docs.py)."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import REPO
+
+
+def _makefile_cmake_flags():
+    result = subprocess.run(
+        [
+            "make",
+            "-s",
+            "--no-print-directory",
+            "--eval",
+            "print-flags: ; @echo $(CMAKE_FLAGS)",
+            "print-flags",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout.split()
+
+
+@pytest.mark.slow
+def test_configuring_with_the_makefiles_flags_warns_about_nothing(tmp_path):
+    if shutil.which("cmake") is None or shutil.which("make") is None:
+        pytest.skip("cmake or make is not installed")
+    flags = _makefile_cmake_flags()
+    assert any(f.startswith("-DPython_EXECUTABLE=") for f in flags)
+    result = subprocess.run(
+        ["cmake", "-S", REPO, "-B", str(tmp_path / "build"), *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "CMake Warning" not in output and "not used by the project" not in output, output
+
+
+def test_setup_py_passes_no_unused_cmake_variable():
+    text = open(os.path.join(REPO, "setup.py")).read()
+    assert "-DPYTHON_EXECUTABLE" not in text  # pybind11 finds Python through Python_EXECUTABLE.
+
+
+def test_readme_states_how_long_the_demo_takes():
+    text = open(os.path.join(REPO, "README.md")).read()
+    assert re.search(r"`make demo` takes about \d+ s", text), "README: say how long make demo takes"
