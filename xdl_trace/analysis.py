@@ -30,7 +30,7 @@ import warnings
 
 import numpy as np
 
-from . import _core, device_events
+from . import _core, gpu_steps
 from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
 from .selection import gstep_window
 
@@ -244,8 +244,9 @@ class RunScan:
     ``_add_step_spans`` and ``_add_step_times``); torn_tails {path: byte offset};
     first_bad {key: BadValue}; constant {key: bool} (stats identical in every record);
     elements {key: max elements seen}; rows {key: records with a non-empty column};
-    device {(kind, name): [events, total ns]} from the device tracers' events (Record.extra),
-    device_dropped (events the tracers lost).
+    device_events (``_core.DeviceEventTable``: the device tracers' events, Record field 5),
+    device_dropped (events the tracers lost); gpu: ``gpu_steps.summarize``'s dict (per-step
+    GPU time, kernel and CUDA API tables, launch stats), None without device work.
     """
 
     def __init__(self, path, label):
@@ -271,8 +272,9 @@ class RunScan:
         self.constant = {}
         self.elements = {}
         self.rows = {}  # key -> records with a non-empty column.
-        self.device = {}  # (kind, name) -> [events, total ns]: device time by kernel.
+        self.device_events = _core.DeviceEventTable()
         self.device_dropped = 0
+        self.gpu = None
         self.capacity = 512  # Buckets per Series / HistogramSeries.
         self.histogram_capacity = 128
         self._first_rows = {}
@@ -280,6 +282,7 @@ class RunScan:
         self._last_span = {}  # rank -> (lstep, end ns) of its last step span.
         self._timestamp_steps = {}  # rank -> Series(2) from record timestamps.
         self._span_steps = {}  # rank -> Series(2) from host spans.
+        self._step_calls = {}  # rank -> [int64 [s, 2] gstep, Step() call ns]: GPU step windows.
 
     @property
     def total_records(self):
@@ -413,6 +416,14 @@ def scan_run(
             if rank in found and found[rank].used:
                 scan.step_time[rank], scan.step_source[rank] = found[rank], source
                 break
+    if series and len(scan.device_events):
+        steps = {}
+        for rank, parts in scan._step_calls.items():
+            calls = np.concatenate(parts)
+            steps[rank] = (calls[:, 0], calls[:, 1])
+        columns = scan.device_events.columns()
+        scan.device_dropped = columns["dropped_events"]
+        scan.gpu = gpu_steps.summarize(columns, steps)
     return scan
 
 
@@ -484,7 +495,7 @@ def _scan_file(scan, rank, cursor, gsteps, pairs, series, histograms, on_last_ch
         if series:
             _add_step_spans(scan, rank, chunk["spans"], begin, end, steps)
             for payload in chunk["device_traces"]:
-                _add_device_time(scan, payload)
+                scan.device_events.add(payload, rank)
         if chunk["done"]:
             return
 
@@ -611,6 +622,7 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
     ``spans``: int64 [s, 6] rank, gstep, lstep, start_ns, end_ns, traced."""
     if len(spans) == 0:
         return
+    scan._step_calls.setdefault(rank, []).append(spans[:, [1, 4]])
     if np.any(spans[1:, 4] < spans[:-1, 4]):  # Mostly in order already: then no copy.
         spans = spans[np.argsort(spans[:, 4], kind="stable")]
     gsteps, lsteps, ends = spans[:, 1], spans[:, 2], spans[:, 4]
@@ -665,13 +677,6 @@ def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
     if acc is None:
         acc = scan.ratio[(var, rank)] = Series(1, scan.capacity)
     acc.add(gsteps[both], ratio[:, None])
-
-
-def _add_device_time(scan, payload):
-    """Adds one serialized DeviceTrace (a Record field 5) to the device time by kernel."""
-    message = device_events.parse_device_trace(payload)
-    scan.device_dropped += message.dropped_events
-    device_events.event_totals(message, scan.device)
 
 
 def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None, run=None):
