@@ -244,6 +244,8 @@ class RunScan:
     ``_add_step_spans`` and ``_add_step_times``); torn_tails {path: byte offset};
     first_bad {key: BadValue}; constant {key: bool} (stats identical in every record);
     elements {key: max elements seen}; rows {key: records with a non-empty column};
+    summary_histograms {key: (gsteps, values [s, len(SUMMARY_QUANTILES)])}: the percentiles of
+    each "histogram" summary key's own bins over steps (first rank; ``_add_summary_histograms``);
     device_events (``_core.DeviceEventTable``: the device tracers' events, Record field 5),
     device_dropped (events the tracers lost); gpu: ``gpu_steps.summarize``'s dict (per-step
     GPU time, kernel and CUDA API tables, launch stats), None without device work.
@@ -272,6 +274,7 @@ class RunScan:
         self.constant = {}
         self.elements = {}
         self.rows = {}  # key -> records with a non-empty column.
+        self.summary_histograms = {}  # key -> (gsteps, quantiles [s, q]) of "histogram" keys.
         self.device_events = _core.DeviceEventTable()
         self.device_dropped = 0
         self.gpu = None
@@ -416,6 +419,8 @@ def scan_run(
             if rank in found and found[rank].used:
                 scan.step_time[rank], scan.step_source[rank] = found[rank], source
                 break
+    if series:
+        _add_summary_histograms(scan, path, prefix, name, run, gsteps)
     if series and len(scan.device_events):
         steps = {}
         for rank, parts in scan._step_calls.items():
@@ -425,6 +430,56 @@ def scan_run(
         scan.device_dropped = columns["dropped_events"]
         scan.gpu = gpu_steps.summarize(columns, steps)
     return scan
+
+
+# Percentiles drawn of a "histogram" summary key (TensorBoard's distribution view).
+SUMMARY_QUANTILES = (0.0, 0.0668, 0.1587, 0.3085, 0.5, 0.6915, 0.8413, 0.9332, 1.0)
+SUMMARY_HISTOGRAM_STEPS = 512  # Records of such a key read at most (evenly spaced gsteps).
+
+
+def histogram_percentiles(edges, counts, quantiles):
+    """The quantiles of binned values, per row: edges [s, bins + 1], counts [s, bins] ->
+    [s, len(quantiles)], interpolated linearly inside a bin (NaN for a row without counts)."""
+    counts = np.asarray(counts, np.float64)
+    edges = np.asarray(edges, np.float64)
+    totals = counts.sum(axis=1)
+    cumulative = np.cumsum(counts, axis=1)
+    targets = np.asarray(quantiles)[None, :] * totals[:, None]
+    idx = (cumulative[:, None, :] < targets[:, :, None]).sum(axis=2).clip(0, counts.shape[1] - 1)
+    # The lowest quantile starts at the first bin holding a value, not at the range's lo.
+    first = (cumulative > 0).argmax(axis=1)
+    idx = np.maximum(idx, first[:, None])
+    picked = np.take_along_axis(counts, idx, axis=1)
+    before = np.take_along_axis(cumulative, idx, axis=1) - picked
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(picked > 0, (targets - before) / picked, 0.5).clip(0, 1)
+    lo = np.take_along_axis(edges[:, :-1], idx, axis=1)
+    hi = np.take_along_axis(edges[:, 1:], idx, axis=1)
+    out = lo + frac * (hi - lo)
+    out[totals == 0] = np.nan
+    return out
+
+
+def _add_summary_histograms(scan, path, prefix, name, run, gsteps):
+    """The distribution over steps of each "histogram" summary key, from its own bins (its
+    stats and log buckets describe the encoding, not the tensor): at most
+    SUMMARY_HISTOGRAM_STEPS records of the first rank, evenly spaced over the selected gsteps."""
+    keys = [k for k in scan.keys if getattr(scan.schema.get(k), "kind", None) == "histogram"]
+    if not keys or not scan.ranks or scan.gstep_range is None:
+        return
+    trace = open_trace(path, prefix=prefix, name=name, run=run)
+    rank = scan.ranks[0]
+    for key in keys:
+        selection = gsteps
+        if scan.rows.get(key, 0) > SUMMARY_HISTOGRAM_STEPS:
+            lo, hi = scan.gstep_range
+            picks = np.unique(np.linspace(lo, hi, SUMMARY_HISTOGRAM_STEPS).round().astype(int))
+            selection = [int(g) for g in picks]
+        found, hist = trace.stack_summary(key, gsteps=selection, rank=rank)
+        if len(found) == 0:
+            continue
+        values = histogram_percentiles(hist.edges, hist.counts, SUMMARY_QUANTILES)
+        scan.summary_histograms[key] = (np.asarray(found), values)
 
 
 def _histogram_group(files, gsteps, capacity):
@@ -524,6 +579,11 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
         if bad[k]:
             record_index = np.flatnonzero(~np.isnan(grid[:, k, COUNT]))
             _check_bad(scan, key, rank, chunk, record_index, grid[record_index, k])
+            # A record holding NaN or Inf gives no number: its min..l2 become NaN (a gap in
+            # every curve, and no alert computed from it), its count, nan and inf stay.
+            rows = grid[:, k]
+            nonfinite = (rows[:, NAN] > 0) | (rows[:, INF] > 0)
+            rows[nonfinite, MIN : L2 + 1] = np.nan
         _check_constant(scan, key, int(held[k]), chunk["key_constant"][k], chunk["key_first"][k])
         if series:
             acc = scan.stats.get((key, rank))
