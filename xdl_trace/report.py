@@ -235,7 +235,11 @@ def write_report(
     with open(output, "w", encoding="utf-8") as f:
         f.write(page)
     pngs = render_pngs(model, png_dir) if png_dir else []
-    charts = len(model["steps"]) + sum(len(c["charts"]) for c in model["cards"])
+    charts = (
+        len(model["steps"])
+        + len(model["gpu_charts"])
+        + sum(len(c["charts"]) for c in model["cards"])
+    )
     return {
         "output": output,
         "charts": charts,
