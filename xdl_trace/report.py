@@ -97,7 +97,7 @@ def _card_meta(schema, rows):
     else:
         dtype, shape = info.get("input_dtype"), info.get("input_shape")
     if shape is None:
-        tensor = f"{dtype or 'tensor'}, shape known at run time"
+        tensor = f"{dtype + ' ' if dtype else ''}tensor (shape not in the header)"
     elif len(shape) == 0:
         tensor = f"scalar {dtype}"
     else:
