@@ -81,6 +81,8 @@ def find_alerts(scans):
         for key in scan.keys:
             if analysis.gradient_variable(key) is None and "grad" not in key:
                 continue
+            if getattr(scan.schema.get(key), "kind", None) in ("histogram", "user_summary"):
+                continue  # Its stats describe the summary's encoding, not the gradient.
             for rank in scan.ranks:
                 series = scan.stats.get((key, rank))
                 if series is None or series.records < 8:
