@@ -302,9 +302,7 @@ def api_table(columns, blocking, step_ns, top=None):
         columns["kind"], API_KINDS + (SYNC_KIND,)
     )
     rows = _by_name(columns, mask, step_ns, top, demangled=False)
-    waited = np.bincount(
-        columns["name"][mask & blocking], minlength=len(columns["names"])
-    ).tolist()
+    waited = np.bincount(columns["name"][mask & blocking], minlength=len(columns["names"])).tolist()
     by_id = {n: i for i, n in enumerate(columns["names"])}
     for row in rows:
         row["blocking"] = int(waited[by_id[row["mangled"]]])
@@ -331,9 +329,7 @@ def launch_stats(columns, per_step):
             continue
         where = np.searchsorted(corr[order], corr[ops]).clip(0, len(order) - 1)
         found = corr[order][where] == corr[ops]
-        delays.append(
-            columns["start_ns"][ops[found]] - columns["end_ns"][order[where[found]]]
-        )
+        delays.append(columns["start_ns"][ops[found]] - columns["end_ns"][order[where[found]]])
     delays = np.concatenate(delays) if delays else np.zeros(0, np.int64)
     launches = [rows[:, STEP_FIELDS.index("launches")] for _, rows in per_step.values()]
     launches = np.concatenate(launches) if launches else np.zeros(0)

@@ -215,7 +215,9 @@ def _gpu_html(sections):
                 kernels="–" if p["kernels"] is None else f"{p['kernels']:.1f}",
                 kernel_time=_ms(p["kernel_time"], 2),
                 launches=(
-                    "–" if launch["launches_per_step"] is None else f"{launch['launches_per_step']:g}"
+                    "–"
+                    if launch["launches_per_step"] is None
+                    else f"{launch['launches_per_step']:g}"
                 ),
                 short_kernels=launch["short_kernels"],
                 all_kernels=launch["kernels"],

@@ -1,8 +1,9 @@
 // Tests of the read-time demangler and the device event table (cpp/src/analysis).
+#include "analysis/demangle.h"
+
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "analysis/demangle.h"
 #include "analysis/device_event_table.h"
 #include "device_trace.pb.h"
 

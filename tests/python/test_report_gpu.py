@@ -34,7 +34,9 @@ def kineto():
         for e in events
         if e["cat"] == "user_annotation"
     )
-    calls = {e["correlation"]: e["ts"] for e in events if e["cat"] in ("cuda_runtime", "cuda_driver")}
+    calls = {
+        e["correlation"]: e["ts"] for e in events if e["cat"] in ("cuda_runtime", "cuda_driver")
+    }
     per_step = {n: [0, 0.0] for _, _, n in steps}
     names = set()
     for e in events:
@@ -230,7 +232,11 @@ def test_gpu_section_renders_in_headless_chromium(tmp_path):
         "--v=0",
     ]
     dom = subprocess.run(
-        common + ["--dump-dom", "file://" + out], capture_output=True, text=True, timeout=120, env=env
+        common + ["--dump-dom", "file://" + out],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
     assert not re.search(r"<title>ERROR", dom.stdout)
     assert f'data-charts="{result["charts"]}"' in dom.stdout
@@ -248,6 +254,7 @@ def test_gpu_section_renders_in_headless_chromium(tmp_path):
     assert render.returncode == 0, render.stderr[-2000:]
     assert not [l for l in render.stderr.splitlines() if "Uncaught" in l or "CONSOLE" in l]
     image = (matplotlib.imread(shot)[..., :3] * 255).round().astype(int)
+
     # The stacked bands are drawn: compute (#2ca02c at alpha 0.55 over white) covers a large
     # area, and the idle causes (blocking #d62728, other #9467bd) are visible.
     def pixels(color, alpha=0.55):

@@ -32,7 +32,7 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
         const int32_t index = event.name_index();
         kind_.push_back(static_cast<int32_t>(event.kind()));
         name_.push_back(index >= 0 && index < static_cast<int32_t>(ids.size()) ? ids[index]
-                                                                                : empty);
+                                                                               : empty);
         rank_.push_back(rank);
         device_.push_back(device.id());
         line_.push_back(line.id());
