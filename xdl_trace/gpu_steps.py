@@ -186,7 +186,10 @@ def gpu_steps(columns, steps, blocking=None):
         if len(ends) < 2 or len(ops) == 0:
             continue
         origin = int(ends[0])  # Times relative to it, in float64: exact to the ns for days.
-        rel = lambda t: (np.asarray(t, np.int64) - origin).astype(np.float64)  # noqa: E731
+
+        def rel(t, origin=origin):
+            return (np.asarray(t, np.int64) - origin).astype(np.float64)
+
         lo, hi = rel(ends[:-1]), rel(ends[1:])  # Window i: (ends[i], ends[i + 1]].
         s, e, k = rel(start[ops]), rel(end[ops]), kinds[ops]
         call, _ = _launch_calls(columns, mine, ops)

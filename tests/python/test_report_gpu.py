@@ -11,7 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from xdl_trace import _core, analysis, gpu_steps, report, timeline
+from xdl_trace import _core, analysis, device_events, gpu_steps, report, timeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 H100 = os.path.join(HERE, "..", "data", "h100_conv")
@@ -92,8 +92,6 @@ def test_busy_and_breakdown_by_brute_force(scan):
     gsteps, rows = _rows(scan)
     spans = {}
     for record in analysis.open_trace(H100).records(keys=[]):
-        from xdl_trace import device_events
-
         for span in device_events.parse_extra(record.extra)[0]:
             if span.kind == device_events.HostSpan.STEP:
                 spans[span.gstep] = span.end_ns
