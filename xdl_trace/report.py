@@ -173,9 +173,16 @@ def build_report(
     key_order = []
     for scan in scans:
         key_order += [k for k in scan.keys if k not in key_order]
-    # Scalars (the loss, a learning rate) first, then tensors, each in file order.
-    scalar = {k: all(s.elements.get(k, 0) <= 1 for s in scans if k in s.keys) for k in key_order}
-    key_order.sort(key=lambda k: not scalar[k])
+    # Scalars (the loss, a learning rate: shape ()) first, then one-element tensors, then the
+    # others, each group in file order.
+    def group(key):
+        scan = next(s for s in scans if key in s.keys)
+        schema = scan.schema.get(key)
+        if schema is not None and (schema.kind or "value") == "value" and schema.shape == ():
+            return 0
+        return 1 if all(s.elements.get(key, 0) <= 1 for s in scans if key in s.keys) else 2
+
+    key_order.sort(key=group)
     cards = []
     for key in key_order:
         scan = next(s for s in scans if key in s.keys)
