@@ -173,6 +173,7 @@ def build_report(
     key_order = []
     for scan in scans:
         key_order += [k for k in scan.keys if k not in key_order]
+
     # Scalars (the loss, a learning rate: shape ()) first, then one-element tensors, then the
     # others, each group in file order.
     def group(key):
