@@ -1,5 +1,6 @@
-// Shims for the report and find-nan: the columnar record scan (analysis/record_scan.h) and
-// per-tensor stats and log-bucket histograms of numpy columns, read in place with the GIL released.
+// Shims for the report and find-nan: the columnar record scan (analysis/record_scan.h),
+// per-tensor stats and log-bucket histograms of numpy columns, read in place with the GIL released,
+// the device event table (analysis/device_event_table.h) and kernel-name demangling.
 #include "analysis_bindings.h"
 
 #include <pybind11/numpy.h>
@@ -13,8 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "analysis/curve_buckets.h"
+#include "analysis/demangle.h"
+#include "analysis/device_event_table.h"
 #include "analysis/key_facts.h"
 #include "analysis/record_scan.h"
 #include "status.h"
@@ -266,6 +271,36 @@ py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_
   return out;
 }
 
+// columns() -> dict: the table's columns as arrays (kind, name, device int32; rank, line,
+// start_ns, end_ns int64; correlation_id, external_id uint64), names (list of str),
+// dropped_events, dropped_buffers. Copies: the table keeps growing if appended to.
+py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
+  const auto n = static_cast<py::ssize_t>(table.size());
+  auto copy = [n](const auto& values) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    return ToArray(std::vector<T>(values), {n});
+  };
+  py::dict out;
+  out["kind"] = copy(table.kind());
+  out["name"] = copy(table.name());
+  out["rank"] = copy(table.rank());
+  out["device"] = copy(table.device());
+  out["line"] = copy(table.line());
+  out["start_ns"] = copy(table.start_ns());
+  out["end_ns"] = copy(table.end_ns());
+  out["correlation_id"] = copy(table.correlation_id());
+  out["external_id"] = copy(table.external_id());
+  py::list names;
+  for (const std::string& name : table.names()) {
+    names.append(py::reinterpret_steal<py::str>(
+        PyUnicode_DecodeUTF8(name.data(), static_cast<py::ssize_t>(name.size()), "replace")));
+  }
+  out["names"] = std::move(names);
+  out["dropped_events"] = table.dropped_events();
+  out["dropped_buffers"] = table.dropped_buffers();
+  return out;
+}
+
 }  // namespace
 
 void RegisterAnalysisBindings(py::module_& m) {
@@ -308,6 +343,37 @@ void RegisterAnalysisBindings(py::module_& m) {
         py::arg("max").noconvert(), py::arg("gsteps"), py::arg("rows"), py::arg("skip_field") = -1,
         "Adds rows [n, width] (float64, any strides) at gsteps [n] to a downsampled curve's "
         "buckets in place (analysis.Series); rows whose skip_field is NaN are left out.");
+  py::class_<internal::DeviceEventTable>(
+      m, "DeviceEventTable",
+      "A run's device events as columns (xdl_trace::internal::DeviceEventTable).")
+      .def(py::init<>())
+      .def(
+          "add",
+          [](internal::DeviceEventTable& self, const py::bytes& payload, int64_t rank) {
+            const std::string data = payload;  // A copy: the GIL is released below.
+            absl::Status status;
+            {
+              py::gil_scoped_release release;
+              status = self.Append(absl::string_view(data.data(), data.size()), rank);
+            }
+            ThrowIfError(status);
+          },
+          py::arg("payload"), py::arg("rank"),
+          "Appends the events of one serialized DeviceTrace (a Record field 5) written by rank.")
+      .def("__len__", &internal::DeviceEventTable::size)
+      .def("columns", &DeviceEventColumns,
+           "The columns as a dict of arrays, with names, dropped_events, dropped_buffers.");
+  m.def(
+      "demangle",
+      [](const std::vector<std::string>& names) {
+        std::vector<std::string> out;
+        out.reserve(names.size());
+        for (const std::string& name : names) out.push_back(internal::Demangle(name));
+        return out;
+      },
+      py::arg("names"),
+      "The demangled form of each name (abi::__cxa_demangle, cached); a name that is not a "
+      "mangled C++ name comes back unchanged.");
   const std::vector<double> edges = internal::LogBucketEdges();
   m.attr("LOG_BUCKET_EDGES") =
       py::array_t<double>(static_cast<py::ssize_t>(edges.size()), edges.data());

@@ -8,6 +8,8 @@ Thresholds (documented in docs/report.md):
     norms before it (at least 3 earlier points), or EXPLODING_NORM.
   * vanishing gradient: the median l2 norm over the last quarter of steps is below
     VANISHING_NORM, or below VANISHING_FACTOR x the median over the first quarter.
+Records holding a NaN or Inf take no part in the gradient rules (their norms are gaps, see
+``analysis._add_records``); ``headline`` names the first of them instead.
 """
 
 import bisect
@@ -19,6 +21,7 @@ from .analysis import L2
 
 __all__ = [
     "find_alerts",
+    "headline",
     "EXPLODING_FACTOR",
     "EXPLODING_NORM",
     "VANISHING_NORM",
@@ -78,6 +81,8 @@ def find_alerts(scans):
         for key in scan.keys:
             if analysis.gradient_variable(key) is None and "grad" not in key:
                 continue
+            if getattr(scan.schema.get(key), "kind", None) in ("histogram", "user_summary"):
+                continue  # Its stats describe the summary's encoding, not the gradient.
             for rank in scan.ranks:
                 series = scan.stats.get((key, rank))
                 if series is None or series.records < 8:
@@ -87,6 +92,38 @@ def find_alerts(scans):
                     x, text = alert
                     alerts.append(_alert("warn", text[0], run, key, rank, x, text[1]))
     return alerts
+
+
+HEADLINE_KEYS = 4  # Keys named in the headline; the others are counted.
+
+
+def headline(scans):
+    """What the page opens with: per run holding NaN/Inf, the first gstep holding one and the
+    keys that do at that gstep, as {"run", "gstep", "keys", "text"}: "first non-finite at gstep
+    150 in 13 keys (loss, gradient/w, ...)"."""
+    out = []
+    for scan in scans:
+        bad = sorted(scan.first_bad.values(), key=lambda b: (b.gstep, b.rank, b.key))
+        if not bad:
+            continue
+        gstep = bad[0].gstep
+        order = {key: i for i, key in enumerate(scan.keys)}
+        keys = sorted(
+            {b.key for b in bad if b.gstep == gstep},
+            key=lambda k: (scan.elements.get(k, 0) > 1, order.get(k, 0)),
+        )
+        named = ", ".join(keys[:HEADLINE_KEYS]) + (", …" if len(keys) > HEADLINE_KEYS else "")
+        where = f"{scan.label}: " if len(scans) > 1 else ""
+        count = f"{len(keys)} key" + ("s" if len(keys) > 1 else "")
+        out.append(
+            {
+                "run": scan.label,
+                "gstep": gstep,
+                "keys": keys,
+                "text": f"{where}first non-finite at gstep {gstep} in {count} ({named})",
+            }
+        )
+    return out
 
 
 def _gradient_alert(series):

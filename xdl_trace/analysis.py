@@ -30,7 +30,7 @@ import warnings
 
 import numpy as np
 
-from . import _core, device_events
+from . import _core, gpu_steps
 from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
 from .selection import gstep_window
 
@@ -244,8 +244,11 @@ class RunScan:
     ``_add_step_spans`` and ``_add_step_times``); torn_tails {path: byte offset};
     first_bad {key: BadValue}; constant {key: bool} (stats identical in every record);
     elements {key: max elements seen}; rows {key: records with a non-empty column};
-    device {(kind, name): [events, total ns]} from the device tracers' events (Record.extra),
-    device_dropped (events the tracers lost).
+    summary_histograms {key: (gsteps, values [s, len(SUMMARY_QUANTILES)])}: the percentiles of
+    each "histogram" summary key's own bins over steps (first rank; ``_add_summary_histograms``);
+    device_events (``_core.DeviceEventTable``: the device tracers' events, Record field 5),
+    device_dropped (events the tracers lost); gpu: ``gpu_steps.summarize``'s dict (per-step
+    GPU time, kernel and CUDA API tables, launch stats), None without device work.
     """
 
     def __init__(self, path, label):
@@ -271,8 +274,10 @@ class RunScan:
         self.constant = {}
         self.elements = {}
         self.rows = {}  # key -> records with a non-empty column.
-        self.device = {}  # (kind, name) -> [events, total ns]: device time by kernel.
+        self.summary_histograms = {}  # key -> (gsteps, quantiles [s, q]) of "histogram" keys.
+        self.device_events = _core.DeviceEventTable()
         self.device_dropped = 0
+        self.gpu = None
         self.capacity = 512  # Buckets per Series / HistogramSeries.
         self.histogram_capacity = 128
         self._first_rows = {}
@@ -280,6 +285,7 @@ class RunScan:
         self._last_span = {}  # rank -> (lstep, end ns) of its last step span.
         self._timestamp_steps = {}  # rank -> Series(2) from record timestamps.
         self._span_steps = {}  # rank -> Series(2) from host spans.
+        self._step_calls = {}  # rank -> [int64 [s, 2] gstep, Step() call ns]: GPU step windows.
 
     @property
     def total_records(self):
@@ -413,7 +419,67 @@ def scan_run(
             if rank in found and found[rank].used:
                 scan.step_time[rank], scan.step_source[rank] = found[rank], source
                 break
+    if series:
+        _add_summary_histograms(scan, path, prefix, name, run, gsteps)
+    if series and len(scan.device_events):
+        steps = {}
+        for rank, parts in scan._step_calls.items():
+            calls = np.concatenate(parts)
+            steps[rank] = (calls[:, 0], calls[:, 1])
+        columns = scan.device_events.columns()
+        scan.device_dropped = columns["dropped_events"]
+        scan.gpu = gpu_steps.summarize(columns, steps)
     return scan
+
+
+# Percentiles drawn of a "histogram" summary key (TensorBoard's distribution view).
+SUMMARY_QUANTILES = (0.0, 0.0668, 0.1587, 0.3085, 0.5, 0.6915, 0.8413, 0.9332, 1.0)
+SUMMARY_HISTOGRAM_STEPS = 512  # Records of such a key read at most (evenly spaced gsteps).
+
+
+def histogram_percentiles(edges, counts, quantiles):
+    """The quantiles of binned values, per row: edges [s, bins + 1], counts [s, bins] ->
+    [s, len(quantiles)], interpolated linearly inside a bin (NaN for a row without counts)."""
+    counts = np.asarray(counts, np.float64)
+    edges = np.asarray(edges, np.float64)
+    totals = counts.sum(axis=1)
+    cumulative = np.cumsum(counts, axis=1)
+    targets = np.asarray(quantiles)[None, :] * totals[:, None]
+    idx = (cumulative[:, None, :] < targets[:, :, None]).sum(axis=2).clip(0, counts.shape[1] - 1)
+    # The lowest quantile starts at the first bin holding a value, not at the range's lo.
+    first = (cumulative > 0).argmax(axis=1)
+    idx = np.maximum(idx, first[:, None])
+    picked = np.take_along_axis(counts, idx, axis=1)
+    before = np.take_along_axis(cumulative, idx, axis=1) - picked
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(picked > 0, (targets - before) / picked, 0.5).clip(0, 1)
+    lo = np.take_along_axis(edges[:, :-1], idx, axis=1)
+    hi = np.take_along_axis(edges[:, 1:], idx, axis=1)
+    out = lo + frac * (hi - lo)
+    out[totals == 0] = np.nan
+    return out
+
+
+def _add_summary_histograms(scan, path, prefix, name, run, gsteps):
+    """The distribution over steps of each "histogram" summary key, from its own bins (its
+    stats and log buckets describe the encoding, not the tensor): at most
+    SUMMARY_HISTOGRAM_STEPS records of the first rank, evenly spaced over the selected gsteps."""
+    keys = [k for k in scan.keys if getattr(scan.schema.get(k), "kind", None) == "histogram"]
+    if not keys or not scan.ranks or scan.gstep_range is None:
+        return
+    trace = open_trace(path, prefix=prefix, name=name, run=run)
+    rank = scan.ranks[0]
+    for key in keys:
+        selection = gsteps
+        if scan.rows.get(key, 0) > SUMMARY_HISTOGRAM_STEPS:
+            lo, hi = scan.gstep_range
+            picks = np.unique(np.linspace(lo, hi, SUMMARY_HISTOGRAM_STEPS).round().astype(int))
+            selection = [int(g) for g in picks]
+        found, hist = trace.stack_summary(key, gsteps=selection, rank=rank)
+        if len(found) == 0:
+            continue
+        values = histogram_percentiles(hist.edges, hist.counts, SUMMARY_QUANTILES)
+        scan.summary_histograms[key] = (np.asarray(found), values)
 
 
 def _histogram_group(files, gsteps, capacity):
@@ -484,7 +550,7 @@ def _scan_file(scan, rank, cursor, gsteps, pairs, series, histograms, on_last_ch
         if series:
             _add_step_spans(scan, rank, chunk["spans"], begin, end, steps)
             for payload in chunk["device_traces"]:
-                _add_device_time(scan, payload)
+                scan.device_events.add(payload, rank)
         if chunk["done"]:
             return
 
@@ -513,6 +579,11 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
         if bad[k]:
             record_index = np.flatnonzero(~np.isnan(grid[:, k, COUNT]))
             _check_bad(scan, key, rank, chunk, record_index, grid[record_index, k])
+            # A record holding NaN or Inf gives no number: its min..l2 become NaN (a gap in
+            # every curve, and no alert computed from it), its count, nan and inf stay.
+            rows = grid[:, k]
+            nonfinite = (rows[:, NAN] > 0) | (rows[:, INF] > 0)
+            rows[nonfinite, MIN : L2 + 1] = np.nan
         _check_constant(scan, key, int(held[k]), chunk["key_constant"][k], chunk["key_first"][k])
         if series:
             acc = scan.stats.get((key, rank))
@@ -611,6 +682,7 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
     ``spans``: int64 [s, 6] rank, gstep, lstep, start_ns, end_ns, traced."""
     if len(spans) == 0:
         return
+    scan._step_calls.setdefault(rank, []).append(spans[:, [1, 4]])
     if np.any(spans[1:, 4] < spans[:-1, 4]):  # Mostly in order already: then no copy.
         spans = spans[np.argsort(spans[:, 4], kind="stable")]
     gsteps, lsteps, ends = spans[:, 1], spans[:, 2], spans[:, 4]
@@ -665,13 +737,6 @@ def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
     if acc is None:
         acc = scan.ratio[(var, rank)] = Series(1, scan.capacity)
     acc.add(gsteps[both], ratio[:, None])
-
-
-def _add_device_time(scan, payload):
-    """Adds one serialized DeviceTrace (a Record field 5) to the device time by kernel."""
-    message = device_events.parse_device_trace(payload)
-    scan.device_dropped += message.dropped_events
-    device_events.event_totals(message, scan.device)
 
 
 def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None, run=None):

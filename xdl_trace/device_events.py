@@ -1,5 +1,6 @@
 """Host spans and device events as records carry them (Record fields 6 and 5): the message classes,
-the category of each device event kind and the parsing that the timeline and the report share.
+the category of each device event kind and the parsing the timeline uses (the report reads the
+same payloads in C++: ``_core.DeviceEventTable``, see gpu_steps.py).
 
 proto/device_trace.proto defines both messages; the classes and field numbers come from protoc's
 output (xdl_trace._proto), never from a table written here.
@@ -16,7 +17,6 @@ __all__ = [
     "category",
     "parse_extra",
     "parse_device_trace",
-    "event_totals",
 ]
 
 DeviceTrace = device_trace_pb2.DeviceTrace
@@ -60,17 +60,3 @@ def parse_extra(extra):
 def parse_device_trace(payload):
     """One serialized DeviceTrace (a Record field 5)."""
     return DeviceTrace.FromString(payload)
-
-
-def event_totals(message, totals):
-    """Adds each event of a DeviceTrace to ``totals`` {(category, name): [events, total ns]}
-    (a name index out of range counts as the name "")."""
-    names, categories = message.name, EVENT_CATEGORY
-    for device in message.device:
-        for line in device.line:
-            for event in line.event:
-                name = names[event.name_index] if event.name_index < len(names) else ""
-                kind = categories.get(event.kind, OTHER_CATEGORY)  # category(), inlined.
-                entry = totals.setdefault((kind, name), [0, 0])
-                entry[0] += 1
-                entry[1] += max(event.end_ns - event.start_ns, 0)

@@ -13,8 +13,8 @@ needs no network; ``render_pngs`` (``report_png.py``) draws the same specs with 
 import datetime
 import os
 
-from . import analysis, report_charts
-from .alerts import find_alerts
+from . import analysis, gpu_steps, report_charts, trace_runs
+from .alerts import find_alerts, headline
 from .alerts import (  # noqa: F401  (re-exported: the thresholds, as before the split)
     EXPLODING_FACTOR,
     EXPLODING_NORM,
@@ -28,11 +28,13 @@ from .report_png import render_pngs
 __all__ = ["build_report", "render_html", "render_pngs", "write_report"]
 
 
-def _run_facts(scan):
+def _run_facts(scan, run):
     g = scan.gstep_range
     t = scan.time_range
     return {
         "label": scan.label,
+        "id": run.id if run is not None else None,
+        "metadata": run.metadata if run is not None else {},
         "path": scan.path,
         "ranks": scan.ranks,
         "files": scan.files,
@@ -53,36 +55,59 @@ def _run_facts(scan):
     }
 
 
-DEVICE_TOP = 15  # Rows of the device-time table per run.
-
-
-def _device_tables(scans):
-    """Per run with device events: the DEVICE_TOP (kind, name) pairs by total time."""
-    tables = []
+def _gpu_sections(scans):
+    """Per run with device work: its GPU time over the steps (``gpu_steps.summarize``), in ms
+    and shares, with the kernel and host CUDA API tables and the launch statistics."""
+    sections = []
     for scan in scans:
-        if not scan.device:
+        gpu = scan.gpu
+        if gpu is None:
             continue
-        total = sum(ns for _, ns in scan.device.values()) or 1
-        rows = sorted(scan.device.items(), key=lambda item: -item[1][1])[:DEVICE_TOP]
-        tables.append(
+        t = gpu["totals"]
+        steps = sum(len(g) for g, _ in gpu["steps"].values())
+        per_step = {f: (t[f] / steps if steps else None) for f in gpu_steps.STEP_FIELDS}
+        sections.append(
             {
                 "run": scan.label,
-                "kinds": len(scan.device),
-                "dropped": scan.device_dropped,
-                "rows": [
-                    {
-                        "kind": kind,
-                        "name": name,
-                        "events": events,
-                        "total_ms": ns / 1e6,
-                        "mean_us": ns / 1e3 / max(events, 1),
-                        "share": ns / total,
-                    }
-                    for (kind, name), (events, ns) in rows
-                ],
+                "steps": steps,
+                "busy": t["busy"] / t["window"] if t["window"] else None,
+                "per_step": per_step,
+                "kernels": gpu["kernels"],
+                "kernel_names": gpu["kernel_names"],
+                "api": gpu["api"],
+                "api_names": gpu["api_names"],
+                "launch": gpu["launch"],
+                "events": gpu["events"],
+                "dropped": gpu["dropped"],
             }
         )
-    return tables
+    return sections
+
+
+def _card_meta(schema, rows):
+    """What a key's card says of it: the traced tensor (dtype and shape, of the input for a
+    summary), the column kind and how many records: "float32 [64, 1] · histogram (30 bins) ·
+    60 records"."""
+    if schema is None:
+        return f"{rows} records"
+    info = schema.descriptor or {}
+    kind = schema.kind or "value"
+    if kind == "value":
+        dtype, shape = schema.dtype, schema.shape
+    else:
+        dtype, shape = info.get("input_dtype"), info.get("input_shape")
+    if shape is None:
+        tensor = f"{dtype + ' ' if dtype else ''}tensor (shape not in the header)"
+    elif len(shape) == 0:
+        tensor = f"scalar {dtype}"
+    else:
+        tensor = f"{dtype} [{', '.join(map(str, shape))}]"
+    if kind == "histogram":
+        kind = f"histogram ({info.get('histogram_bins')} bins)"
+    elif kind == "user_summary":
+        kind = f"summary {info.get('summary_name') or ''}".rstrip()
+    source = schema.source
+    return " · ".join([tensor, kind] + ([source] if source else []) + [f"{rows} records"])
 
 
 def _labels(paths):
@@ -91,6 +116,28 @@ def _labels(paths):
         if labels.count(label) > 1:
             labels[i] = f"{label} ({i + 1})"
     return labels
+
+
+def _expand_runs(paths, run, prefix, name):
+    """[(path, label, Run or None)]: one entry per path, or with run="all" one per run of a
+    path that holds several (each its own series, labelled with the start of its id)."""
+    out = []
+    for path, label in zip(paths, _labels(paths)):
+        every = trace_runs.runs(path, prefix=prefix, name=name) if run == "all" else []
+        if len(every) > 1:
+            out += [(path, f"{label} · {r.id[:8]}", r) for r in every]
+            continue
+        if run == "all" or run is None:
+            chosen = every[0] if every else _only_run(path, prefix, name)
+        else:
+            chosen = analysis.open_trace(path, prefix=prefix, name=name, run=run).run
+        out.append((path, label, chosen))
+    return out
+
+
+def _only_run(path, prefix, name):
+    every = trace_runs.runs(path, prefix=prefix, name=name)
+    return every[0] if len(every) == 1 else None
 
 
 def build_report(
@@ -107,29 +154,41 @@ def build_report(
     of a directory that holds several (as ``open_trace``), the same for every path."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    scans = [
-        analysis.scan_run(
-            p,
-            label=label,
-            keys=keys,
-            gsteps=gsteps,
-            ranks=ranks,
-            prefix=prefix,
-            name=name,
-            on_progress=on_progress,
-            run=run,
+    scans, runs = [], []
+    for p, label, chosen in _expand_runs(paths, run, prefix, name):
+        scans.append(
+            analysis.scan_run(
+                p,
+                label=label,
+                keys=keys,
+                gsteps=gsteps,
+                ranks=ranks,
+                prefix=prefix,
+                name=name,
+                on_progress=on_progress,
+                run=chosen.id if chosen is not None and chosen.id else run,
+            )
         )
-        for p, label in zip(paths, _labels(paths))
-    ]
+        runs.append(chosen)
     key_order = []
     for scan in scans:
         key_order += [k for k in scan.keys if k not in key_order]
+
+    # Scalars (the loss, a learning rate: shape ()) first, then one-element tensors, then the
+    # others, each group in file order.
+    def group(key):
+        scan = next(s for s in scans if key in s.keys)
+        schema = scan.schema.get(key)
+        if schema is not None and (schema.kind or "value") == "value" and schema.shape == ():
+            return 0
+        return 1 if all(s.elements.get(key, 0) <= 1 for s in scans if key in s.keys) else 2
+
+    key_order.sort(key=group)
     cards = []
     for key in key_order:
         scan = next(s for s in scans if key in s.keys)
-        dtype, shape = scan.schema.get(key, ("?", ()))
         rows = sum(s.rows.get(key, 0) for s in scans)
-        meta = f"{dtype} [{', '.join(map(str, shape))}] · {rows} records"
+        meta = _card_meta(scan.schema.get(key), rows)
         if rows <= 1:  # trace_once, or a single traced step: a line of text, no curve.
             cards.append(
                 {
@@ -146,10 +205,12 @@ def build_report(
     return {
         "title": "xdl_trace report: " + ", ".join(s.label for s in scans),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": [_run_facts(s) for s in scans],
+        "runs": [_run_facts(s, r) for s, r in zip(scans, runs)],
+        "headline": headline(scans),
         "alerts": find_alerts(scans),
         "steps": report_charts.step_charts(scans),
-        "device": _device_tables(scans),
+        "gpu_charts": report_charts.gpu_charts(scans),
+        "gpu": _gpu_sections(scans),
         "cards": cards,
     }
 
@@ -182,7 +243,11 @@ def write_report(
     with open(output, "w", encoding="utf-8") as f:
         f.write(page)
     pngs = render_pngs(model, png_dir) if png_dir else []
-    charts = len(model["steps"]) + sum(len(c["charts"]) for c in model["cards"])
+    charts = (
+        len(model["steps"])
+        + len(model["gpu_charts"])
+        + sum(len(c["charts"]) for c in model["cards"])
+    )
     return {
         "output": output,
         "charts": charts,

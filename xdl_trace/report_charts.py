@@ -2,18 +2,19 @@
 plain JSON-ready dicts that the HTML page (report.js, with uPlot) and the PNG writer both draw.
 
 A spec: title, ylabel, xlabel, log, note, x (the union of the series' gsteps), series (label,
-color, width, dash, tip, values: None where a series has no point) and bands (fills between
-two series).
+color, width, dash, tip, legend, values: None where a series has no value, gaps: the indices of
+x where its value is not finite, drawn as a break in the line) and bands (fills between two
+series).
 """
 
 import math
 
 import numpy as np
 
-from . import analysis
+from . import analysis, gpu_steps
 from .analysis import COUNT, L2, MAX, MEAN, MIN, STD
 
-__all__ = ["Chart", "step_charts", "key_charts", "once_text", "rgba"]
+__all__ = ["Chart", "step_charts", "gpu_charts", "key_charts", "once_text", "rgba"]
 
 # TensorBoard's distribution view: percentiles at these fractions, drawn as nested bands.
 DISTRIBUTION_QUANTILES = (0.0, 0.0668, 0.1587, 0.3085, 0.5, 0.6915, 0.8413, 0.9332, 1.0)
@@ -46,19 +47,18 @@ class Chart:
         self.parts = []  # (gsteps, values, style)
         self.bands = []  # (index of upper series, index of lower series, fill)
 
-    def line(self, gsteps, values, label, color, width=1.5, dash=None, tip=True):
+    def line(self, gsteps, values, label, color, width=1.5, dash=None, tip=True, **more):
+        """more: legend (True/False: in the legend or not, whatever the default rule), draw
+        (False: only in the tooltip)."""
+        style = {"label": label, "color": color, "width": width, "dash": dash, "tip": tip}
         self.parts.append(
-            (
-                np.asarray(gsteps),
-                np.asarray(values, dtype=np.float64),
-                {"label": label, "color": color, "width": width, "dash": dash, "tip": tip},
-            )
+            (np.asarray(gsteps), np.asarray(values, dtype=np.float64), dict(style, **more))
         )
         return len(self.parts) - 1
 
-    def band(self, gsteps, low, high, label, color, alpha=0.18):
-        hi = self.line(gsteps, high, label + " hi", rgba(color, 0), width=0, tip=False)
-        lo = self.line(gsteps, low, label + " lo", rgba(color, 0), width=0, tip=False)
+    def band(self, gsteps, low, high, label, color, alpha=0.18, **more):
+        hi = self.line(gsteps, high, label + " hi", rgba(color, 0), width=0, tip=False, **more)
+        lo = self.line(gsteps, low, label + " lo", rgba(color, 0), width=0, tip=False, **more)
         self.bands.append((hi, lo, rgba(color, alpha)))
 
     def empty(self):
@@ -69,10 +69,15 @@ class Chart:
         series = []
         for gsteps, values, style in self.parts:
             column = np.full(len(x), np.nan)
-            column[np.searchsorted(x, gsteps)] = values
+            where = np.searchsorted(x, gsteps)
+            column[where] = values
             if self.spec["log"]:
                 column[column <= 0] = np.nan
-            series.append(dict(style, values=_compact(column)))
+            # A point the series has whose value is not finite (a NaN/Inf record, a bucket of
+            # them): a gap, which the page draws as a break in the line; elsewhere None is a
+            # gstep the series has no point at, which the line spans.
+            gaps = where[~np.isfinite(np.asarray(values, dtype=np.float64))]
+            series.append(dict(style, values=_compact(column), gaps=[int(i) for i in gaps]))
         spec = dict(self.spec, x=[int(v) for v in x], series=series)
         spec["bands"] = [{"hi": hi, "lo": lo, "fill": fill} for hi, lo, fill in self.bands]
         return spec
@@ -141,9 +146,86 @@ def step_charts(scans):
     return [c.build() for c in (time, rate) if not c.empty()]
 
 
+def _stack(chart, x, parts, colors):
+    """Stacked bands: parts [(label, values)] drawn bottom up, each a band from the sum of the
+    ones below to its own top, with its own values in the tooltip."""
+    below = np.zeros(len(x))
+    for (label, values), color in zip(parts, colors):
+        top = below + values
+        chart.band(x, below, top, label, color, alpha=0.55, legend=False)
+        chart.line(x, values, label, color, width=1, legend=True, draw=False)  # Tooltip only.
+        below = top
+
+
+GPU_COLORS = {
+    "compute": "#2ca02c",
+    "memcpy": "#1f77b4",
+    "memset": "#17becf",
+    "idle": "#c7cdd8",
+    "blocking call": "#d62728",
+    "host not launching": "#ff7f0e",
+    "other": "#9467bd",
+}
+
+
+def gpu_charts(scans):
+    """The GPU's time per step, on the gstep axis of the other charts: busy %, the time by kind
+    (stacked, ms / step) and the idle time by cause (stacked); per run and rank."""
+    fields = {f: i for i, f in enumerate(gpu_steps.STEP_FIELDS)}
+    groups = _groups(scans, lambda s: set(s.gpu["steps"]) if s.gpu else set())
+    if not groups:
+        return []
+    busy = Chart(
+        "GPU busy",
+        "% of the step",
+        note="kernels, copies and memsets (their union) over the step's window",
+    )
+    charts = [busy]
+    for scan, rank, label, color in groups:
+        gsteps, rows = scan.gpu["steps"][rank]
+        series = analysis.Series(len(fields), scan.capacity)
+        series.add(gsteps, rows)
+        x, mean, _, _ = series.view()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            busy.line(x, 100.0 * mean[:, fields["busy"]] / mean[:, fields["window"]], label, color)
+        suffix = f" · {label}" if label and len(groups) > 1 else ""
+        kinds = Chart(
+            "GPU time by kind" + suffix,
+            "ms / step",
+            note="overlaps count as compute, then memcpy, then memset; idle: none of them",
+        )
+        _stack(
+            kinds,
+            x,
+            [(f, mean[:, fields[f]] / 1e6) for f in ("compute", "memcpy", "memset", "idle")],
+            [GPU_COLORS[f] for f in ("compute", "memcpy", "memset", "idle")],
+        )
+        idle = Chart(
+            "GPU idle by cause" + suffix,
+            "ms / step",
+            note="host in a blocking CUDA call; host not launching (host-bound); other",
+        )
+        causes = (
+            ("blocking call", "idle_blocking"),
+            ("host not launching", "idle_no_launch"),
+            ("other", "idle_other"),
+        )
+        _stack(
+            idle,
+            x,
+            [(name, mean[:, fields[f]] / 1e6) for name, f in causes],
+            [GPU_COLORS[name] for name, _ in causes],
+        )
+        charts += [kinds, idle]
+    return [c.build() for c in charts if not c.empty()]
+
+
 def key_charts(scans, key):
-    """Chart specs of one key: its values (or stats band), l2 norm, distribution, update ratio."""
+    """Chart specs of one key: its values (or stats band), l2 norm, distribution, update ratio;
+    for a "histogram" summary key, its distribution over steps (from its own bins)."""
     charts = []
+    if any(getattr(s.schema.get(key), "kind", None) == "histogram" for s in scans):
+        return _summary_histogram_charts(scans, key)
     groups = _groups(scans, lambda s: {r for (k, r) in s.stats if k == key})
     if not groups:
         return charts
@@ -205,9 +287,33 @@ def _ratio_charts(scans, key):
     return [] if ratio.empty() else [ratio.build()]
 
 
+def _summary_histogram_charts(scans, key):
+    """A "histogram" summary key as TensorBoard draws one: percentile bands over steps,
+    one chart per run (first rank)."""
+    charts = []
+    for i, scan in enumerate(scans):
+        found = scan.summary_histograms.get(key)
+        if found is None:
+            continue
+        title = "distribution" + (f" · {scan.label}" if len(scans) > 1 else "")
+        if len(scan.ranks) > 1:
+            title += f" (rank {scan.ranks[0]})"
+        x, q = found
+        note = "from the traced histogram's bins: " + _DISTRIBUTION_NOTE
+        charts.append(_distribution_spec(x, q, title, PALETTE[i % len(PALETTE)], note))
+    return charts
+
+
+_DISTRIBUTION_NOTE = "bands: min..max, 7..93, 16..84, 31..69 percentiles; median"
+
+
 def _distribution_chart(hist, title, key, color):
     x, q = hist.percentiles(DISTRIBUTION_QUANTILES)
-    chart = Chart(title, "value", note="bands: min..max, 7..93, 16..84, 31..69 percentiles; median")
+    return _distribution_spec(x, q, title, color, _DISTRIBUTION_NOTE)
+
+
+def _distribution_spec(x, q, title, color, note):
+    chart = Chart(title, "value", note=note)
     n = len(DISTRIBUTION_QUANTILES)
     for i in range(n // 2):
         chart.band(x, q[:, i], q[:, n - 1 - i], f"p{i}", color, alpha=0.12 + 0.1 * i)

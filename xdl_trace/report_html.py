@@ -85,6 +85,18 @@ def _anchor(key):
     return re.sub(r"[^A-Za-z0-9_-]", "_", key)
 
 
+def _metadata(metadata):
+    """A run's ``metadata=`` (hyperparameters), one line per entry."""
+    return "".join(
+        _fill(
+            "metadata_item",
+            key=html.escape(str(k)),
+            value=html.escape(v if isinstance(v, str) else json.dumps(v, sort_keys=True)),
+        )
+        for k, v in sorted((metadata or {}).items())
+    )
+
+
 def _runs_table(runs):
     rows = []
     for r in runs:
@@ -95,6 +107,8 @@ def _runs_table(runs):
                 label=html.escape(r["label"]),
                 state="" if r["closed_cleanly"] else _fill("run_not_closed"),
                 path=html.escape(r["path"]),
+                run_id=_fill("run_id", id=html.escape(r["id"])) if r.get("id") else "",
+                metadata=_metadata(r.get("metadata")),
                 ranks=_ranks_text(r["ranks"]),
                 gsteps="–" if g is None else f"{g[0]} … {g[1]}",
                 records=r["records"],
@@ -130,33 +144,93 @@ def _alerts_table(alerts, multi_run):
     return _fill("alerts_table", run_head=run_head, rows="".join(rows))
 
 
-def _device_html(tables):
-    if not tables:
+def _ms(ns, digits=3):
+    return "–" if ns is None else f"{ns / 1e6:.{digits}f}"
+
+
+def _us(ns):
+    return "–" if ns is None else f"{ns / 1e3:.1f}"
+
+
+def _percent(share):
+    return "–" if share is None else f"{100 * share:.1f}%"
+
+
+def _bar(share):
+    return f"{min(100 * (share or 0), 100):.0f}"
+
+
+def _gpu_html(sections):
+    """The GPU section: per run, the summary of its steps, the kernel table and the host CUDA
+    API table (blocking calls marked), after the charts that report.js draws."""
+    if not sections:
         return ""
-    out = [_fill("device_heading")]
-    for t in tables:
-        rows = "".join(
+    out = [_fill("gpu_heading")]
+    for g in sections:
+        p, launch = g["per_step"], g["launch"]
+        kernel_rows = "".join(
             _fill(
-                "device_row",
-                kind=html.escape(r["kind"]),
-                name=html.escape(r["name"]),
-                events=r["events"],
-                total_ms=f"{r['total_ms']:.3f}",
-                mean_us=f"{r['mean_us']:.1f}",
-                bar=f"{100 * r['share']:.0f}",
-                share=f"{100 * r['share']:.1f}",
+                "kernel_row",
+                name=html.escape(k["name"]),
+                mangled=html.escape(k["mangled"], quote=True),
+                count=k["count"],
+                total_ms=_ms(k["total_ns"]),
+                mean_us=_us(k["mean_ns"]),
+                bar=_bar(k["share"]),
+                share=_percent(k["share"]),
             )
-            for r in t["rows"]
+            for k in g["kernels"]
         )
-        dropped = f"; {t['dropped']} events dropped while tracing" if t["dropped"] else ""
+        api_rows = "".join(
+            _fill(
+                "api_row",
+                name=html.escape(a["name"]),
+                calls=a["calls"],
+                total_ms=_ms(a["total_ns"]),
+                mean_us=_us(a["mean_ns"]),
+                bar=_bar(a["share"]),
+                share=_percent(a["share"]),
+                blocking=(
+                    _fill("blocking_tag", calls=a["blocking"], of=a["calls"])
+                    if a["blocking"]
+                    else ""
+                ),
+            )
+            for a in g["api"]
+        )
         out.append(
             _fill(
-                "device_table",
-                run=html.escape(t["run"]),
-                top=len(t["rows"]),
-                kinds=t["kinds"],
-                dropped=dropped,
-                rows=rows,
+                "gpu_run",
+                run=html.escape(g["run"]),
+                busy=_percent(g["busy"]),
+                steps=g["steps"],
+                window=_ms(p["window"], 2),
+                compute=_ms(p["compute"], 2),
+                memcpy=_ms(p["memcpy"], 3),
+                memset=_ms(p["memset"], 3),
+                idle=_ms(p["idle"], 2),
+                idle_blocking=_ms(p["idle_blocking"], 2),
+                idle_no_launch=_ms(p["idle_no_launch"], 2),
+                idle_other=_ms(p["idle_other"], 2),
+                kernels="–" if p["kernels"] is None else f"{p['kernels']:.1f}",
+                kernel_time=_ms(p["kernel_time"], 2),
+                launches=(
+                    "–"
+                    if launch["launches_per_step"] is None
+                    else f"{launch['launches_per_step']:g}"
+                ),
+                short_kernels=launch["short_kernels"],
+                all_kernels=launch["kernels"],
+                short_share=_percent(launch["short_share"]),
+                delay_median=_us(launch["delay_median_ns"]),
+                delay_p99=_us(launch["delay_p99_ns"]),
+                dropped=_fill("gpu_dropped", dropped=g["dropped"]) if g["dropped"] else "",
+                top=len(g["kernels"]),
+                kernel_names=g["kernel_names"],
+                kernel_rows=kernel_rows,
+                api_top=len(g["api"]),
+                api_names=g["api_names"],
+                api_rows=api_rows,
             )
         )
     return "".join(out)
@@ -181,8 +255,12 @@ def render_html(model):
     data = json.dumps(model, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
+    items = "".join(
+        _fill("headline_item", text=html.escape(h["text"])) for h in model.get("headline", ())
+    )
     return _fill(
         "page",
+        headline=_fill("headline", items=items) if items else "",
         title=html.escape(model["title"]),
         uplot_css=_asset("uPlot.min.css"),
         css=_asset_body("report.css"),
@@ -192,7 +270,7 @@ def render_html(model):
         n_alerts=len(model["alerts"]),
         alerts_table=_alerts_table(model["alerts"], len(model["runs"]) > 1),
         steps=_fill("steps" if model["steps"] else "no_steps"),
-        device=_device_html(model["device"]),
+        gpu=_gpu_html(model["gpu"]),
         n_cards=len(model["cards"]),
         cards="".join(cards),
         data=data,

@@ -30,6 +30,7 @@ def render_pngs(model, directory, dpi=100):
 
     os.makedirs(directory, exist_ok=True)
     charts = [("steps", spec) for spec in model["steps"]]
+    charts += [("steps", spec) for spec in model.get("gpu_charts", ())]
     charts += [(card["key"], spec) for card in model["cards"] for spec in card["charts"]]
     paths = []
     for n, (key, spec) in enumerate(charts):
@@ -45,11 +46,18 @@ def render_pngs(model, directory, dpi=100):
             ax.fill_between(x[ok], lo[ok], hi[ok], color=_css_color(band["fill"]), linewidth=0)
         labelled = set()
         for s in spec["series"]:
+            name = re.sub(r" (mean|min|max)$", "", s["label"])
+            if s.get("draw") is False:  # A stacked band's own values: its legend entry only.
+                if s.get("legend"):
+                    ax.plot([], [], color=_css_color(s["color"]), linewidth=6, label=name)
+                    labelled.add(name)
+                continue
             if not s["width"]:
                 continue
             y = column(spec["series"].index(s))
+            # A gap (a NaN/Inf value) breaks the line; a gstep without a point is spanned.
             ok = np.isfinite(y)
-            name = re.sub(r" (mean|min|max)$", "", s["label"])
+            ok[s.get("gaps", [])] = True
             ax.plot(
                 x[ok],
                 y[ok],

@@ -15,6 +15,8 @@ Perfetto UI (ui.perfetto.dev) and chrome://tracing open:
 - one process per (rank, device), with one thread per stream;
 - complete ("X") events for steps, API calls, kernels, copies and memsets,
   with args naming gstep/lstep, correlation ids, bytes, grid and block;
+  kernel names demangled as Kineto and Nsight show them (``gpu_steps.demangle``),
+  the mangled name kept in args (``mangled_name``);
   NVTX ranges on the host thread that opened them; device memory allocations
   and frees as instants plus a "memory allocated" counter per device;
 - flow arrows from each host step (traced or not) to the device work it launched
@@ -43,6 +45,7 @@ from .device_events import (
     HostSpan,
     parse_extra,
 )
+from .gpu_steps import demangle
 from .reader import open_trace
 
 __all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline", "BROWSER_LIMIT_BYTES"]
@@ -276,7 +279,12 @@ class _TimelineWriter:
         step_place = f'"pid":{state.host_pid},"tid":{_SPAN_THREADS[HostSpan.STEP][0]},"ts":'
         flows, emitted, stats = self.flows, 0, self.stats
         for t, pid, tid, events in lines:
-            names = [json.dumps(n) for n in t.name]
+            # Kernel names as Kineto and Nsight show them; the mangled one stays in args.
+            shown = demangle(t.name)
+            names = [json.dumps(n) for n in shown]
+            mangled = [
+                f',"mangled_name":{json.dumps(n)}' if n != d else "" for n, d in zip(t.name, shown)
+            ]
             n_names = len(names)
             tracer = t.tracer
             tracer_json = json.dumps(tracer)
@@ -293,6 +301,8 @@ class _TimelineWriter:
                 start, end = e.start_ns, e.end_ns
                 name = names[name_index] if 0 <= name_index < n_names else f'"event {name_index}"'
                 args = f'"correlation_id":{correlation},"tracer":{tracer_json}'
+                if 0 <= name_index < n_names:
+                    args += mangled[name_index]
                 if external:
                     args += f',"step_correlation_id":{external}'
                     if step is not None:

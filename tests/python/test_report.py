@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import alerts, analysis, device_events, report, report_html
+from xdl_trace import alerts, analysis, device_events, gpu_steps, report, report_html
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -327,7 +327,7 @@ def test_pngs_one_per_chart(runs, tmp_path):
     paths = report.render_pngs(model, str(tmp_path / "png"))
     # steps (2), loss (1), gradient/w (4: no update ratio, w is not selected).
     assert len(paths) == 2 + 1 + 4
-    assert os.path.basename(paths[-1]) == "006_loss_value.png"  # Keys in file order.
+    assert os.path.basename(paths[2]) == "002_loss_value.png"  # Scalars first.
     for path in paths:
         image = matplotlib.imread(path)
         assert image.shape[0] > 200 and image.shape[1] > 600
@@ -414,7 +414,8 @@ def test_renders_in_headless_chromium_without_errors(runs, tmp_path):
         env=env,
     )
     title = re.search(r"<title>(.*?)</title>", hovered.stdout).group(1)
-    assert re.fullmatch(r"TIP:block\|gstep \d+.*run_a · rank 0 mean: [-0-9.e]+.*", title), title
+    # The first card is the loss (scalars first): its value by run and rank.
+    assert re.fullmatch(r"TIP:block\|gstep \d+.*run_a · rank 0: [-0-9.e]+.*", title), title
     image = matplotlib.imread(shot)
     assert image.shape[:2] == (2000, 1280)
     colours = np.unique((image[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
@@ -456,7 +457,7 @@ def test_report_command(runs, tmp_path):
     assert f"wrote {out}: {charts} charts" in result.stdout
     assert f"wrote {charts} PNG(s)" in result.stdout
     assert len(os.listdir(png)) == charts
-    assert [c["key"] for c in model["cards"]] == ["w", "loss"]
+    assert [c["key"] for c in model["cards"]] == ["loss", "w"]  # Scalars first.
     assert model["runs"][0]["gsteps"] == [10, 29] and model["runs"][0]["ranks"] == [0]
     assert model["runs"][0]["records"] == 20
     bad = subprocess.run(
@@ -468,35 +469,37 @@ def test_report_command(runs, tmp_path):
     assert bad.returncode == 1 and "no key matches" in bad.stderr
 
 
-def test_device_time_by_kernel_matches_the_timeline(tmp_path, fake_plugin):
-    """With a device tracer (the fake C plugin, conftest's fake_plugin), the report's
-    device-time table sums the same events the timeline draws."""
+def test_device_tables_match_the_timeline(tmp_path, fake_plugin):
+    """With a device tracer (the fake C plugin, conftest's fake_plugin), the report's kernel
+    table and host CUDA API table sum the same events the timeline draws, each kind apart."""
     from xdl_trace import timeline
 
-    plugin = fake_plugin
     run = str(tmp_path / "run")
     xdl.trace_tensor("w", np.arange(8, dtype=np.float32))
-    config = {"output_dir": run, "device_tracers": [plugin], "device_collect_interval_s": 0}
+    config = {"output_dir": run, "device_tracers": [fake_plugin], "device_collect_interval_s": 0}
     with xdl.TraceHook(config) as hook:
         for step in range(6):
             hook.step()
     model = report.build_report(run)
-    (table,) = model["device"]
+    (gpu,) = model["gpu"]
     expected = {}
     for event in timeline.build_timeline(run)["traceEvents"]:
-        if event.get("ph") == "X" and event["cat"] in set(device_events.EVENT_CATEGORY.values()):
-            entry = expected.setdefault((event["cat"], event["name"]), [0, 0.0])
+        if event.get("ph") == "X" and event["cat"] in ("kernel", "cuda_runtime", "cuda_driver"):
+            table = "kernel" if event["cat"] == "kernel" else "api"
+            name = event["name"] if table == "kernel" else gpu_steps.api_name(event["name"])
+            entry = expected.setdefault((table, name), [0, 0.0])
             entry[0] += 1
-            entry[1] += event["dur"] / 1e3  # us -> ms
-    assert expected and table["kinds"] == len(expected)
-    got = {(r["kind"], r["name"]): [r["events"], r["total_ms"]] for r in table["rows"]}
-    assert got.keys() == expected.keys()
-    for key, (events, total_ms) in expected.items():
+            entry[1] += event["dur"] * 1e3  # us -> ns
+    got = {("kernel", r["name"]): [r["count"], r["total_ns"]] for r in gpu["kernels"]}
+    got.update({("api", r["name"]): [r["calls"], r["total_ns"]] for r in gpu["api"]})
+    assert expected and got.keys() == expected.keys()
+    for key, (events, total_ns) in expected.items():
         assert got[key][0] == events
-        assert got[key][1] == pytest.approx(total_ms, rel=1e-6, abs=1e-6)
-    shares = [r["share"] for r in table["rows"]]
-    assert shares == sorted(shares, reverse=True) and sum(shares) == pytest.approx(1.0)
-    assert "Device time by kernel" in report.render_html(model)
+        assert got[key][1] == pytest.approx(total_ns, rel=1e-6, abs=1)
+    totals = [r["total_ns"] for r in gpu["kernels"]]
+    assert totals == sorted(totals, reverse=True)
+    page = report.render_html(model)
+    assert "Host CUDA API calls" in page and "GPU busy" in page
 
 
 def test_many_keys_get_fewer_buckets_within_the_memory_budget(tmp_path, monkeypatch):

@@ -34,9 +34,9 @@
         var h = '<b>gstep ' + u.data[0][i] + '</b>';
         spec.series.forEach(function (s, k) {
           var v = u.data[k + 1][i];
-          if (!s.tip || v == null) return;
-          h += '<div><i style="background:' + s.color + '"></i>' + esc(s.label) + ': ' + fmt(v) +
-               '</div>';
+          if (!s.tip || v === undefined) return;
+          h += '<div><i style="background:' + s.color + '"></i>' + esc(s.label) + ': ' +
+               (v === null ? 'NaN/Inf' : fmt(v)) + '</div>';
         });
         tip.innerHTML = h; tip.style.display = 'block';
         var left = u.cursor.left, w = tip.offsetWidth;
@@ -49,8 +49,9 @@
     var width = Math.max(260, el.clientWidth);
     var series = [{label: spec.xlabel}];
     spec.series.forEach(function (s) {
+      // A gap (a NaN/Inf value) breaks the line; a gstep the series has no point at is spanned.
       series.push({label: s.label, stroke: s.color, width: s.width, dash: s.dash || undefined,
-                   spanGaps: true, points: {show: false}});
+                   spanGaps: false, points: {show: false}, show: s.draw !== false});
     });
     // Axis titles: the quantity and its unit (spec.ylabel), and gstep.
     var labelFont = '11px system-ui, sans-serif';
@@ -73,13 +74,18 @@
       ],
       plugins: [tooltip(spec)]
     };
-    var data = [spec.x].concat(spec.series.map(function (s) { return s.values; }));
+    // uPlot breaks a line at null only: undefined marks a point to skip over.
+    var data = [spec.x].concat(spec.series.map(function (s) {
+      var v = s.values.map(function (y) { return y === null ? undefined : y; });
+      (s.gaps || []).forEach(function (i) { v[i] = null; });
+      return v;
+    }));
     return new uPlot(opts, data, el);
   }
   function legend(spec) {
     var seen = {}, out = '';
     spec.series.forEach(function (s) {
-      if (!s.tip || !s.width) return;
+      if (s.legend === false || (!s.legend && (!s.tip || !s.width))) return;
       var name = s.label.replace(/ (mean|min|max)$/, '');
       if (seen[name]) return;
       seen[name] = 1;
@@ -98,6 +104,8 @@
   }
   var steps = document.getElementById('steps');
   D.steps.forEach(function (spec) { mount(spec, steps); });
+  var gpu = document.getElementById('gpu-charts');
+  if (gpu) (D.gpu_charts || []).forEach(function (spec) { mount(spec, gpu); });
   // The first cards are drawn at once; the others when they come near the viewport, so a
   // report of hundreds of keys opens quickly.
   var EAGER = 24;

@@ -1,0 +1,50 @@
+// DeviceEventTable: DeviceTrace payloads to event columns (see device_event_table.h).
+#include "analysis/device_event_table.h"
+
+#include <algorithm>
+
+#include "device_trace.pb.h"
+
+namespace xdl_trace {
+namespace internal {
+
+int32_t DeviceEventTable::Intern(const std::string& name) {
+  auto [it, added] = name_ids_.emplace(name, static_cast<int32_t>(names_.size()));
+  if (added) names_.push_back(name);
+  return it->second;
+}
+
+absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
+  xdl::proto::DeviceTrace trace;
+  if (!trace.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return absl::InvalidArgumentError("a device trace payload does not parse");
+  }
+  dropped_events_ += trace.dropped_events();
+  dropped_buffers_ += trace.dropped_buffers();
+  // The payload's name table, mapped once into ours; an index out of range names "".
+  std::vector<int32_t> ids;
+  ids.reserve(trace.name_size());
+  for (const std::string& name : trace.name()) ids.push_back(Intern(name));
+  const int32_t empty = Intern("");
+  for (const xdl::proto::Device& device : trace.device()) {
+    for (const xdl::proto::DeviceLine& line : device.line()) {
+      for (const xdl::proto::DeviceEvent& event : line.event()) {
+        const int32_t index = event.name_index();
+        kind_.push_back(static_cast<int32_t>(event.kind()));
+        name_.push_back(index >= 0 && index < static_cast<int32_t>(ids.size()) ? ids[index]
+                                                                               : empty);
+        rank_.push_back(rank);
+        device_.push_back(device.id());
+        line_.push_back(line.id());
+        start_ns_.push_back(event.start_ns());
+        end_ns_.push_back(std::max(event.end_ns(), event.start_ns()));
+        correlation_id_.push_back(event.correlation_id());
+        external_id_.push_back(event.external_id());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+}  // namespace xdl_trace

@@ -1,0 +1,55 @@
+// The device events of a run as columns for the report's GPU section: every DeviceTrace payload
+// (a Record field 5) parsed once, its names interned into one table, one row per event.
+#ifndef XDL_TRACE_ANALYSIS_DEVICE_EVENT_TABLE_H_
+#define XDL_TRACE_ANALYSIS_DEVICE_EVENT_TABLE_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace xdl_trace {
+namespace internal {
+
+// Columns of events, appended payload by payload. Not thread-safe: one owner (the report's scan
+// of a run, on the thread that calls Append).
+class DeviceEventTable {
+ public:
+  // Parses one serialized xdl.proto.DeviceTrace written by `rank` and appends its events.
+  // InvalidArgument when the payload does not parse (nothing is appended then).
+  absl::Status Append(absl::string_view payload, int64_t rank);
+
+  size_t size() const { return kind_.size(); }
+  // Interned event names, in order of first appearance; name_ indexes them.
+  const std::vector<std::string>& names() const { return names_; }
+  const std::vector<int32_t>& kind() const { return kind_; }  // DeviceEventKind
+  const std::vector<int32_t>& name() const { return name_; }
+  const std::vector<int64_t>& rank() const { return rank_; }
+  const std::vector<int32_t>& device() const { return device_; }  // -1: host API threads.
+  const std::vector<int64_t>& line() const { return line_; }      // Stream or thread id.
+  const std::vector<int64_t>& start_ns() const { return start_ns_; }
+  const std::vector<int64_t>& end_ns() const { return end_ns_; }
+  const std::vector<uint64_t>& correlation_id() const { return correlation_id_; }
+  const std::vector<uint64_t>& external_id() const { return external_id_; }
+  int64_t dropped_events() const { return dropped_events_; }
+  int64_t dropped_buffers() const { return dropped_buffers_; }
+
+ private:
+  int32_t Intern(const std::string& name);
+
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, int32_t> name_ids_;
+  std::vector<int32_t> kind_, name_, device_;
+  std::vector<int64_t> rank_, line_, start_ns_, end_ns_;
+  std::vector<uint64_t> correlation_id_, external_id_;
+  int64_t dropped_events_ = 0;
+  int64_t dropped_buffers_ = 0;
+};
+
+}  // namespace internal
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_ANALYSIS_DEVICE_EVENT_TABLE_H_

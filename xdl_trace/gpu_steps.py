@@ -1,0 +1,378 @@
+"""The GPU's time step by step, from a run's device events and host step spans: busy %, the
+compute / memcpy / memset / idle breakdown, idle attributed to its cause, kernels and host CUDA
+API calls by total time, launch statistics. docs/report.md says how each number is computed.
+
+The events come as columns (``_core.DeviceEventTable``: one C++ pass over the DeviceTrace
+payloads); everything here is vectorized numpy over those columns, per rank. Holistic Trace
+Analysis (HTA) on Kineto traces is the reference for the definitions:
+
+* a step's window is from the previous step's ``Step()`` call to its own (the step time the
+  report charts; a rank's first step has no previous call and no window);
+* busy: the union of the kernel, memcpy and memset intervals of the rank's device(s) inside the
+  window; the breakdown gives overlaps to compute first, then memcpy, then memset; idle is the rest;
+* idle attributed: "blocking call" while a host thread of the rank is inside a blocking CUDA
+  call (a synchronize, or a call that returned only after the copy it issued finished); "host not
+  launching" from the start of a gap until the host called the launch of the work that ends it
+  (host-bound); "other" the rest (the work was queued: launch latency, dependencies);
+* a kernel (memcpy, memset) belongs to the step whose window holds its launch call's start
+  (the CUDA correlation id links the two; its own start when no call is found), as Kineto and
+  HTA assign kernels to ``ProfilerStep``.
+
+    gpu = summarize(columns, {0: (gsteps, step_ends_ns)})
+    gpu["steps"][0]       # (gsteps, rows [s, len(STEP_FIELDS)])
+"""
+
+import re
+
+import numpy as np
+
+from . import _core
+from ._proto import device_trace_pb2 as pb
+
+__all__ = [
+    "summarize",
+    "gpu_steps",
+    "kernel_table",
+    "api_table",
+    "launch_stats",
+    "demangle",
+    "api_name",
+    "STEP_FIELDS",
+    "SHORT_KERNEL_NS",
+]
+
+KERNEL, MEMCPY, MEMSET = pb.DEVICE_EVENT_KERNEL, pb.DEVICE_EVENT_MEMCPY, pb.DEVICE_EVENT_MEMSET
+API_KINDS = (pb.DEVICE_EVENT_RUNTIME_API, pb.DEVICE_EVENT_DRIVER_API)
+SYNC_KIND = pb.DEVICE_EVENT_SYNCHRONIZATION
+HOST_API_DEVICE = -1  # Device id of the host threads calling the CUDA API.
+SHORT_KERNEL_NS = 10_000  # "Short" kernels: under 10 us (launch overhead dominates them).
+
+# Calls that wait for the device by definition (the runtime's and the driver's names, without
+# the CUPTI version suffix); any other call counts as blocking when it returned only after the
+# copy or memset it issued had finished (a cudaMemcpyAsync to pageable memory does that).
+SYNC_CALLS = frozenset(
+    (
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cudaMemcpy",
+        "cudaMemcpy2D",
+        "cudaMemcpy3D",
+        "cudaMemcpyToSymbol",
+        "cudaMemcpyFromSymbol",
+        "cudaMemset",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "cuMemcpyDtoH",
+        "cuMemcpyHtoD",
+        "cuMemcpyDtoD",
+    )
+)
+_VERSION_SUFFIX = re.compile(r"_v\d+$")
+
+# Per step and rank, in this order (ns, except the counts).
+STEP_FIELDS = (
+    "window",
+    "busy",
+    "compute",
+    "memcpy",
+    "memset",
+    "idle",
+    "idle_blocking",
+    "idle_no_launch",
+    "idle_other",
+    "kernels",
+    "kernel_time",
+    "launches",
+)
+
+
+def demangle(names):
+    """Kernel names as Kineto and Nsight show them (``_core.demangle``: C++'s
+    abi::__cxa_demangle, cached); a name that is not mangled comes back unchanged."""
+    return _core.demangle(list(names))
+
+
+def api_name(name):
+    """A CUDA API call's name as users know it: CUPTI's version suffix dropped
+    (``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``)."""
+    return _VERSION_SUFFIX.sub("", name)
+
+
+def _merge(starts, ends):
+    """The union of intervals [starts, ends) as sorted disjoint (starts, ends), and for each
+    merged interval the index (into the inputs) of the interval that opens it."""
+    if len(starts) == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    opens = np.concatenate([[True], s[1:] > e[:-1]])
+    closes = np.concatenate([opens[1:], [True]])
+    return s[opens], e[closes], order[opens]
+
+
+class _Coverage:
+    """t -> the measure of a union of intervals up to t (piecewise linear, one np.interp)."""
+
+    def __init__(self, starts, ends):
+        s, e, _ = _merge(starts, ends)
+        self.x = np.empty(2 * len(s), np.float64)
+        self.x[0::2], self.x[1::2] = s, e
+        lengths = (e - s).astype(np.float64)
+        before = np.concatenate([[0.0], np.cumsum(lengths)])
+        self.y = np.empty_like(self.x)
+        self.y[0::2], self.y[1::2] = before[:-1], before[1:]
+
+    def over(self, lo, hi):
+        """The union's measure inside each [lo, hi)."""
+        if len(self.x) == 0:
+            return np.zeros(len(lo))
+        return np.interp(hi, self.x, self.y) - np.interp(lo, self.x, self.y)
+
+
+def _union(*pairs):
+    return (np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs]))
+
+
+def _launch_calls(columns, rank_mask, ops):
+    """For each device op (indices `ops`): the index of the host call that launched it (same
+    rank and correlation id), else -1; and per event whether it is a host call that waited for
+    the memcpy/memset it issued."""
+    api = np.flatnonzero(rank_mask & np.isin(columns["kind"], API_KINDS))
+    corr = columns["correlation_id"]
+    order = api[np.argsort(corr[api], kind="stable")]
+    keys = corr[order]
+    where = np.searchsorted(keys, corr[ops]).clip(0, max(len(keys) - 1, 0))
+    found = keys[where] == corr[ops] if len(keys) else np.zeros(len(ops), bool)
+    launch = np.full(len(ops), -1, np.int64)
+    launch[found] = order[where[found]]
+    # Blocking: a sync call, or a call that ended after the memcpy/memset it issued ended.
+    waits = np.zeros(len(columns["kind"]), bool)
+    copies = found & np.isin(columns["kind"][ops], (MEMCPY, MEMSET))
+    calls = order[where[copies]]
+    waits[calls] = columns["end_ns"][calls] >= columns["end_ns"][ops[copies]]
+    return launch, waits
+
+
+def blocking_calls(columns, names):
+    """bool per event: a host call that waits for the device (module docstring)."""
+    sync_ids = [i for i, n in enumerate(names) if api_name(n) in SYNC_CALLS]
+    blocking = np.isin(columns["name"], sync_ids) & np.isin(columns["kind"], API_KINDS)
+    blocking |= columns["kind"] == SYNC_KIND
+    for rank in np.unique(columns["rank"]).tolist():
+        mine = columns["rank"] == rank
+        ops = np.flatnonzero(mine & np.isin(columns["kind"], (KERNEL, MEMCPY, MEMSET)))
+        blocking |= _launch_calls(columns, mine, ops)[1]
+    return blocking
+
+
+def gpu_steps(columns, steps, blocking=None):
+    """{rank: (gsteps int64 [s], rows float64 [s, len(STEP_FIELDS)])} for the ranks that have
+    device work and steps. ``steps``: {rank: (gsteps, ends_ns)}, each step's ``Step()`` call
+    time (the end of its host span); ``blocking``: ``blocking_calls``'s mask (computed when
+    None)."""
+    if blocking is None:
+        blocking = blocking_calls(columns, columns["names"])
+    kinds, start, end = columns["kind"], columns["start_ns"], columns["end_ns"]
+    out = {}
+    for rank, (gsteps, ends) in steps.items():
+        order = np.argsort(ends, kind="stable")
+        gsteps, ends = np.asarray(gsteps)[order], np.asarray(ends)[order]
+        mine = columns["rank"] == rank
+        ops = np.flatnonzero(mine & np.isin(kinds, (KERNEL, MEMCPY, MEMSET)))
+        if len(ends) < 2 or len(ops) == 0:
+            continue
+        origin = int(ends[0])  # Times relative to it, in float64: exact to the ns for days.
+
+        def rel(t, origin=origin):
+            return (np.asarray(t, np.int64) - origin).astype(np.float64)
+
+        lo, hi = rel(ends[:-1]), rel(ends[1:])  # Window i: (ends[i], ends[i + 1]].
+        s, e, k = rel(start[ops]), rel(end[ops]), kinds[ops]
+        call, _ = _launch_calls(columns, mine, ops)
+        launch = np.where(call >= 0, rel(start[call.clip(0)]), np.nan)
+
+        def part(*which):
+            m = np.isin(k, which)
+            return s[m], e[m]
+
+        kernel, memcpy, memset = part(KERNEL), part(MEMCPY), part(MEMSET)
+        c_k = _Coverage(*kernel).over(lo, hi)
+        c_km = _Coverage(*_union(kernel, memcpy)).over(lo, hi)
+        busy_iv = _union(kernel, memcpy, memset)
+        c_all = _Coverage(*busy_iv).over(lo, hi)
+        window = hi - lo
+        idle = window - c_all
+        # Idle by cause: the host inside a blocking call, then the host not launching.
+        host = np.flatnonzero(mine & blocking)
+        block_iv = (rel(start[host]), rel(end[host]))
+        c_block = _Coverage(*block_iv).over(lo, hi)
+        idle_blocking = _Coverage(*_union(block_iv, busy_iv)).over(lo, hi) - c_all
+        # The gaps of the device's busy union; each is closed by the op that opens the next
+        # busy interval, launched at `launch` (NaN: unknown, the gap counts as "other").
+        bs, be, opener = _merge(*busy_iv)
+        gap_lo = np.concatenate([[min(lo[0], bs[0]) - 1.0], be])
+        gap_hi = np.concatenate([bs, [max(hi[-1], be[-1]) + 1.0]])
+        called = np.concatenate([launch[opener], [gap_hi[-1]]])  # Nothing launched after.
+        called = np.where(np.isnan(called), gap_lo, called)
+        wait_iv = (gap_lo, np.clip(called, gap_lo, gap_hi))
+        no_launch = _Coverage(*_union(wait_iv, block_iv)).over(lo, hi) - c_block
+        no_launch = np.minimum(no_launch, idle - idle_blocking)
+        other = idle - idle_blocking - no_launch
+        # Counts by launch time (own start when the call is unknown).
+        when = np.where(np.isnan(launch), s, launch)
+        step = np.searchsorted(hi, when, side="left")  # when in (lo[i], hi[i]] -> i.
+        inside = (step < len(hi)) & (when > lo[step.clip(0, len(lo) - 1)])
+        is_kernel = k == KERNEL
+        counted = inside & is_kernel
+        n = len(hi)
+        kernels = np.bincount(step[counted], minlength=n)[:n]
+        kernel_time = np.bincount(step[counted], weights=(e - s)[counted], minlength=n)[:n]
+        launch_calls = np.flatnonzero(
+            mine & np.isin(kinds, API_KINDS) & _is_launch(columns["name"], columns["names"])
+        )
+        t = rel(start[launch_calls])
+        at = np.searchsorted(hi, t, side="left")
+        ok = (at < n) & (t > lo[at.clip(0, n - 1)])
+        launches = np.bincount(at[ok], minlength=n)[:n]
+        rows = np.stack(
+            [
+                window,
+                c_all,
+                c_k,
+                c_km - c_k,
+                c_all - c_km,
+                idle,
+                idle_blocking,
+                no_launch,
+                other,
+                kernels,
+                kernel_time,
+                launches,
+            ],
+            axis=1,
+        )
+        out[rank] = (gsteps[1:], rows)
+    return out
+
+
+def _is_launch(name_ids, names):
+    launch_ids = [i for i, n in enumerate(names) if "Launch" in n]
+    return np.isin(name_ids, launch_ids)
+
+
+def kernel_table(columns, step_ns, top=None):
+    """Kernels by total device time: dicts of name (demangled), mangled, count, total_ns,
+    mean_ns, share (of ``step_ns``, the summed step windows; None when 0)."""
+    kinds = columns["kind"]
+    mask = kinds == KERNEL
+    return _by_name(columns, mask, step_ns, top, demangled=True)
+
+
+def _by_name(columns, mask, step_ns, top, demangled):
+    names = columns["names"]
+    ids = columns["name"][mask]
+    durations = (columns["end_ns"] - columns["start_ns"])[mask].astype(np.float64)
+    if len(ids) == 0:
+        return []
+    counts = np.bincount(ids, minlength=len(names))
+    totals = np.bincount(ids, weights=durations, minlength=len(names))
+    used = np.flatnonzero(counts)
+    used = used[np.argsort(-totals[used], kind="stable")]
+    if top is not None:
+        used = used[:top]
+    shown = demangle([names[i] for i in used]) if demangled else [names[i] for i in used]
+    return [
+        {
+            "name": shown[j],
+            "mangled": names[i],
+            "count": int(counts[i]),
+            "total_ns": float(totals[i]),
+            "mean_ns": float(totals[i] / counts[i]),
+            "share": float(totals[i] / step_ns) if step_ns else None,
+        }
+        for j, i in enumerate(used.tolist())
+    ]
+
+
+def api_table(columns, blocking, step_ns, top=None):
+    """Host CUDA API calls by total host time: dicts of name (no version suffix), calls,
+    total_ns, mean_ns, share (of the summed step windows), blocking (how many calls waited)."""
+    mask = (columns["device"] == HOST_API_DEVICE) & np.isin(
+        columns["kind"], API_KINDS + (SYNC_KIND,)
+    )
+    rows = _by_name(columns, mask, step_ns, top, demangled=False)
+    waited = np.bincount(columns["name"][mask & blocking], minlength=len(columns["names"])).tolist()
+    by_id = {n: i for i, n in enumerate(columns["names"])}
+    for row in rows:
+        row["blocking"] = int(waited[by_id[row["mangled"]]])
+        row["calls"] = row.pop("count")
+        row["name"] = api_name(row.pop("mangled"))
+    return rows
+
+
+def launch_stats(columns, per_step):
+    """Launches a step (median over the steps of every rank), kernels shorter than
+    SHORT_KERNEL_NS (count, share of kernels) and the launch delay, from a launch call's end to
+    its kernel's start (HTA's definition; median and p99, ns)."""
+    kinds = columns["kind"]
+    kernels = np.flatnonzero(kinds == KERNEL)
+    durations = (columns["end_ns"] - columns["start_ns"])[kernels]
+    delays = []
+    for rank in np.unique(columns["rank"][kernels]).tolist():
+        mine = columns["rank"] == rank
+        ops = np.flatnonzero(mine & (kinds == KERNEL))
+        api = np.flatnonzero(mine & np.isin(kinds, API_KINDS))
+        corr = columns["correlation_id"]
+        order = api[np.argsort(corr[api], kind="stable")]
+        if len(order) == 0:
+            continue
+        where = np.searchsorted(corr[order], corr[ops]).clip(0, len(order) - 1)
+        found = corr[order][where] == corr[ops]
+        delays.append(columns["start_ns"][ops[found]] - columns["end_ns"][order[where[found]]])
+    delays = np.concatenate(delays) if delays else np.zeros(0, np.int64)
+    launches = [rows[:, STEP_FIELDS.index("launches")] for _, rows in per_step.values()]
+    launches = np.concatenate(launches) if launches else np.zeros(0)
+    short = int((durations < SHORT_KERNEL_NS).sum())
+    return {
+        "kernels": int(len(kernels)),
+        "launches_per_step": float(np.median(launches)) if launches.size else None,
+        "short_kernels": short,
+        "short_share": short / len(kernels) if len(kernels) else None,
+        "delay_median_ns": float(np.median(delays)) if delays.size else None,
+        "delay_p99_ns": float(np.percentile(delays, 99)) if delays.size else None,
+        "delays": int(delays.size),
+    }
+
+
+TABLE_TOP = 15  # Rows of the kernel and CUDA API tables.
+
+
+def summarize(columns, steps, top=TABLE_TOP):
+    """What the report shows of a run's device work: steps ({rank: (gsteps, rows)}, see
+    ``gpu_steps``), totals (STEP_FIELDS summed over every step and rank), kernels and api (the
+    ``top`` rows of ``kernel_table`` and ``api_table``, with kernel_names and api_names: how many
+    distinct names), launch (``launch_stats``), events and dropped (events the tracers lost)."""
+    blocking = blocking_calls(columns, columns["names"])
+    per_step = gpu_steps(columns, steps, blocking)
+    totals = np.zeros(len(STEP_FIELDS))
+    for _, rows in per_step.values():
+        totals += rows.sum(axis=0)
+    step_ns = float(totals[0])
+    kinds = columns["kind"]
+    api_mask = (columns["device"] == HOST_API_DEVICE) & np.isin(kinds, API_KINDS + (SYNC_KIND,))
+    return {
+        "steps": per_step,
+        "totals": dict(zip(STEP_FIELDS, totals.tolist())),
+        "kernels": kernel_table(columns, step_ns, top),
+        "kernel_names": int(len(np.unique(columns["name"][kinds == KERNEL]))),
+        "api": api_table(columns, blocking, step_ns, top),
+        "api_names": int(len(np.unique(columns["name"][api_mask]))),
+        "launch": launch_stats(columns, per_step),
+        "events": int(len(kinds)),
+        "dropped": int(columns["dropped_events"]),
+        "dropped_buffers": int(columns["dropped_buffers"]),
+    }
