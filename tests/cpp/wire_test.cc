@@ -59,13 +59,6 @@ static_assert(fields::kSpanThreadId == Span::kThreadIdFieldNumber);
 static_assert(fields::kSpanSpansDropped == Span::kSpansDroppedFieldNumber);
 static_assert(fields::kSpanRecords == Span::kRecordsFieldNumber);
 static_assert(fields::kRecordHostSpan == xdl::proto::Record::kHostSpanFieldNumber);
-constexpr int SpanKind(HostSpanKind kind) { return static_cast<int>(kind); }
-static_assert(SpanKind(HostSpanKind::kStep) == Span::STEP);
-static_assert(SpanKind(HostSpanKind::kCaptureEncode) == Span::CAPTURE_ENCODE);
-static_assert(SpanKind(HostSpanKind::kQueueWait) == Span::QUEUE_WAIT);
-static_assert(SpanKind(HostSpanKind::kDeviceCollect) == Span::DEVICE_COLLECT);
-static_assert(SpanKind(HostSpanKind::kStepNotTraced) == Span::STEP_NOT_TRACED);
-static_assert(SpanKind(HostSpanKind::kIoWrite) == Span::IO_WRITE);
 static_assert(Span::Kind_MAX == Span::IO_WRITE,
               "a new HostSpan.Kind: add it to core/device_trace_fields.h");
 

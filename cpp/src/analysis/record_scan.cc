@@ -10,20 +10,21 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/device_trace_fields.h"
 #include "core/status_macros.h"
 #include "core/wire.h"
+#include "device_trace.pb.h"
 #include "reader/wire_decoder.h"
 #include "summary/column_stats.h"
 #include "summary/summary.h"
+#include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace internal {
 namespace {
 
-namespace fields = device_trace_fields;
-
-constexpr uint32_t kRecordDeviceTrace = 5;  // xdl.proto.Record.device_trace
+// Field numbers from the generated code: the .proto is their one source.
+using xdl::proto::HostSpan;
+using xdl::proto::Record;
 
 // A batch ends at whichever limit comes first. Small batches keep the two
 // threads' shares even; a batch of large columns can be split across threads
@@ -59,8 +60,8 @@ size_t BatchRecords(size_t keys) {
 }
 
 bool IsStepKind(int64_t kind) {
-  return kind == static_cast<int64_t>(HostSpanKind::kStep) ||
-         kind == static_cast<int64_t>(HostSpanKind::kStepNotTraced);
+  return kind == static_cast<int64_t>(HostSpan::STEP) ||
+         kind == static_cast<int64_t>(HostSpan::STEP_NOT_TRACED);
 }
 
 // A STEP or STEP_NOT_TRACED span parsed from a HostSpan message; false for
@@ -78,20 +79,20 @@ absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord&
     if (field.wire_type != kWireVarint) continue;
     const auto value = static_cast<int64_t>(field.varint);
     switch (field.number) {
-      case fields::kSpanKind:
+      case HostSpan::kKindFieldNumber:
         kind = value;
         if (!IsStepKind(kind)) return false;
         break;
-      case fields::kSpanStartNs:
+      case HostSpan::kStartNsFieldNumber:
         span->start_ns = value;
         break;
-      case fields::kSpanEndNs:
+      case HostSpan::kEndNsFieldNumber:
         span->end_ns = value;
         break;
-      case fields::kSpanGstep:
+      case HostSpan::kGstepFieldNumber:
         span->gstep = value;
         break;
-      case fields::kSpanLstep:
+      case HostSpan::kLstepFieldNumber:
         span->lstep = value;
         break;
       default:
@@ -102,7 +103,7 @@ absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord&
     return absl::DataLossError(absl::StrCat(path, ": record at byte offset ", record.view.offset,
                                             ": a host span does not parse: ", reader.error()));
   }
-  span->traced = kind == static_cast<int64_t>(HostSpanKind::kStep);
+  span->traced = kind == static_cast<int64_t>(HostSpan::STEP);
   return IsStepKind(kind);
 }
 
@@ -449,9 +450,9 @@ absl::Status RecordScan::AddFields(const Lane& lane, const TraceRecord& record, 
   const std::string& path = lane.reader->files()[record.file].path;
   for (const RawField& field : extra) {
     if (field.wire_type != kWireLengthDelimited) continue;
-    if (field.number == kRecordDeviceTrace) {
+    if (field.number == Record::kDeviceTraceFieldNumber) {
       batch->device_traces.emplace_back(field.payload);
-    } else if (field.number == fields::kRecordHostSpan) {
+    } else if (field.number == Record::kHostSpanFieldNumber) {
       StepSpan span;
       XDL_ASSIGN_OR_RETURN(const bool step, ParseStepSpan(field.payload, record, path, &span));
       if (step) batch->step_spans.push_back(span);

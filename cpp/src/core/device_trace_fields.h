@@ -74,16 +74,6 @@ enum class DeviceEventKind : int {
   kMemory = 10,
 };
 
-// Values of xdl.proto.HostSpan.Kind.
-enum class HostSpanKind : int {
-  kStep = 1,
-  kCaptureEncode = 2,
-  kQueueWait = 3,
-  kDeviceCollect = 4,
-  kStepNotTraced = 5,
-  kIoWrite = 6,
-};
-
 }  // namespace internal
 }  // namespace xdl_trace
 

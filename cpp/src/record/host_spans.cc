@@ -6,11 +6,15 @@
 
 #include "core/clock.h"
 #include "core/wire.h"
+#include "device_trace.pb.h"
+#include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace internal {
 
-namespace fields = device_trace_fields;
+// Field numbers from the generated code: the .proto is their one source.
+using xdl::proto::HostSpan;
+using xdl::proto::Record;
 
 void AppendHostSpanFields(absl::Span<const HostSpanInfo> spans, std::string* out) {
   char payload[9 * (1 + kMaxVarintBytes)];  // Nine varint fields at most.
@@ -21,16 +25,16 @@ void AppendHostSpanFields(absl::Span<const HostSpanInfo> spans, std::string* out
       p = WriteVarint(Tag(number, kWireVarint), p);
       p = WriteVarint(value, p);
     };
-    field(fields::kSpanKind, SignExtend(static_cast<int>(span.kind)));
-    field(fields::kSpanStartNs, SignExtend(span.start_ns));
-    field(fields::kSpanEndNs, SignExtend(span.end_ns));
-    field(fields::kSpanGstep, SignExtend(span.gstep));
-    field(fields::kSpanLstep, SignExtend(span.lstep));
-    field(fields::kSpanCorrelationId, span.correlation_id);
-    field(fields::kSpanThreadId, SignExtend(span.thread_id));
-    field(fields::kSpanSpansDropped, SignExtend(span.spans_dropped));
-    field(fields::kSpanRecords, SignExtend(span.records));
-    AppendLengthDelimitedField(fields::kRecordHostSpan,
+    field(HostSpan::kKindFieldNumber, SignExtend(static_cast<int>(span.kind)));
+    field(HostSpan::kStartNsFieldNumber, SignExtend(span.start_ns));
+    field(HostSpan::kEndNsFieldNumber, SignExtend(span.end_ns));
+    field(HostSpan::kGstepFieldNumber, SignExtend(span.gstep));
+    field(HostSpan::kLstepFieldNumber, SignExtend(span.lstep));
+    field(HostSpan::kCorrelationIdFieldNumber, span.correlation_id);
+    field(HostSpan::kThreadIdFieldNumber, SignExtend(span.thread_id));
+    field(HostSpan::kSpansDroppedFieldNumber, SignExtend(span.spans_dropped));
+    field(HostSpan::kRecordsFieldNumber, SignExtend(span.records));
+    AppendLengthDelimitedField(Record::kHostSpanFieldNumber,
                                std::string_view(payload, static_cast<size_t>(p - payload)), out);
   }
 }

@@ -8,11 +8,21 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "core/device_trace_fields.h"
+#include "device_trace.pb.h"
 #include "record/record_extras.h"
 
 namespace xdl_trace {
 namespace internal {
+
+// xdl.proto.HostSpan.Kind, by the generated values (the .proto is their one source).
+enum class HostSpanKind : int {
+  kStep = xdl::proto::HostSpan::STEP,
+  kCaptureEncode = xdl::proto::HostSpan::CAPTURE_ENCODE,
+  kQueueWait = xdl::proto::HostSpan::QUEUE_WAIT,
+  kDeviceCollect = xdl::proto::HostSpan::DEVICE_COLLECT,
+  kStepNotTraced = xdl::proto::HostSpan::STEP_NOT_TRACED,
+  kIoWrite = xdl::proto::HostSpan::IO_WRITE,
+};
 
 // One xdl.proto.HostSpan (proto/device_trace.proto), kept as a plain struct
 // until its record is encoded.

@@ -12,7 +12,6 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
-#include "core/device_trace_fields.h"
 #include "core/mutex.h"
 #include "core/status_macros.h"
 #include "io/run_info.h"
@@ -24,6 +23,7 @@
 #include "summary/column_descriptor.h"
 #include "summary/summary.h"
 #include "tracer/tracer_internal.h"
+#include "xdl_trace.pb.h"
 
 namespace xdl_trace {
 namespace {
@@ -449,7 +449,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
     options.deferred = deferred_;
     // Device traces (megabytes at a GPU's event rate) go to the IO thread as they are.
     options.moved_fields = &device_traces;
-    options.moved_field_number = internal::device_trace_fields::kRecordDeviceTrace;
+    options.moved_field_number = xdl::proto::Record::kDeviceTraceFieldNumber;
     record = internal::EncodeRecord(
         gstep, lstep, timestamp_ms, views_, keys_, trailing,
         [writer](size_t frame_bytes) { return writer->TakeBuffer(frame_bytes); }, options);
