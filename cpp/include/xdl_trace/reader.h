@@ -159,6 +159,16 @@ struct VerifyReport {
   std::vector<std::string> problems;   // Each names the file (and offset when known).
 };
 
+// How a TraceFile reads its records.
+struct FileOptions {
+  // Check each record's Record.crc32c (docs/format.md, "Record checksums")
+  // before decoding it: a mismatch is DataLoss naming the file and offset. A
+  // record without one (XDL's files, older writers) is read unchecked. Off:
+  // a hot path that trusts its disk skips one pass over the record's bytes
+  // (the cost is in docs/benchmarks.md); Verify checks them either way.
+  bool check_record_crc = true;
+};
+
 class TraceFile;
 struct TornTail;
 
@@ -200,8 +210,12 @@ class RecordCursor {
 class TraceFile : public std::enable_shared_from_this<TraceFile> {
  public:
   // Maps `path`, parses the Header frame and reads "<path>.meta" when present
-  // (a missing or unparsable Meta is not an error: see meta_error()).
-  static absl::StatusOr<std::shared_ptr<TraceFile>> Open(const std::string& path);
+  // (a missing, unparsable or inconsistent Meta is not an error: see
+  // meta_error(); the file is then read as without one). A Header frame cut
+  // short inside the bytes a Meta of ours covers is DataLoss (a frame the
+  // Meta vouches for is damaged), unless the file ends in zeros (a power loss).
+  static absl::StatusOr<std::shared_ptr<TraceFile>> Open(const std::string& path,
+                                                         const FileOptions& options = {});
 
   ~TraceFile();
   TraceFile(const TraceFile&) = delete;
@@ -229,7 +243,8 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
 
   // Decodes the frame at `offset` into *record. Sets *torn when the file ends
   // inside the frame (not an error); DataLoss naming the file and offset for
-  // corruption.
+  // corruption, a record checksum that does not match included (unless
+  // FileOptions::check_record_crc is off).
   absl::Status ReadFrame(uint64_t offset, RecordView* record, bool* torn) const;
   // The size (prefix included) of the frame at `offset` by its length prefix
   // alone, with ReadFrame's rules for the prefix.
@@ -258,12 +273,15 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   TornTail TornTailAt(uint64_t offset, int32_t rank) const;
 
  private:
-  TraceFile(std::string path, const char* mapping, size_t size);
+  TraceFile(std::string path, const char* mapping, size_t size, const FileOptions& options);
   // The body length of the frame at `offset` by its prefix alone, or *torn
   // (ReadFrame's torn-tail rules); corruption is DataLoss naming the offset.
   absl::Status FrameLength(uint64_t offset, uint64_t* length, bool* torn) const;
+  // ReadFrame, checking the record's checksum or not (Verify always does).
+  absl::Status DecodeFrame(uint64_t offset, RecordView* record, bool* torn, bool check_crc) const;
 
   std::string path_;
+  const FileOptions options_;
   const char* mapping_;  // nullptr for an empty file.
   absl::string_view bytes_;
   std::vector<std::string> keys_;
@@ -469,9 +487,11 @@ class TraceReader {
  public:
   // `path` is a data file or a directory. For a directory, files are grouped
   // by `prefix` ("train"/"test") and `name`; NotFound when none match.
+  // `options` applies to every file it opens.
   static absl::StatusOr<TraceReader> Open(const std::string& path,
                                           absl::string_view prefix = "train",
-                                          absl::string_view name = "trace");
+                                          absl::string_view name = "trace",
+                                          const FileOptions& options = {});
 
   // Every file, sorted by rank, then index.
   const std::vector<TraceFileInfo>& files() const;

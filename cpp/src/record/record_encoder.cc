@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "core/crc32c.h"
 #include "core/status_macros.h"
 #include "core/wire.h"
 #include "xdl_trace.pb.h"
@@ -23,6 +24,8 @@ constexpr uint32_t kRecordGstep = Record::kGstepFieldNumber;
 constexpr uint32_t kRecordLstep = Record::kLstepFieldNumber;
 constexpr uint32_t kRecordColumn = Record::kColumnFieldNumber;
 constexpr uint32_t kRecordTimestamp = Record::kTimestampFieldNumber;
+constexpr uint32_t kRecordCrc = Record::kCrc32CFieldNumber;
+static_assert(TagSize(kRecordCrc) + 4 == kRecordCrcBytes, "Record.crc32c: a 2-byte tag");
 constexpr uint32_t kColumnDtype = Column::kDtypeFieldNumber;
 constexpr uint32_t kColumnShape = Column::kShapeFieldNumber;
 constexpr uint32_t kColumnData = Column::kDataFieldNumber;
@@ -171,7 +174,8 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   absl::InlinedVector<ColumnLayout, 32> layouts;
   layouts.reserve(columns.size());
   uint64_t body = IntFieldSize(kRecordGstep, gstep) + IntFieldSize(kRecordLstep, lstep) +
-                  IntFieldSize(kRecordTimestamp, timestamp_ms) + trailing_fields.size();
+                  IntFieldSize(kRecordTimestamp, timestamp_ms) + trailing_fields.size() +
+                  kRecordCrcBytes;
   uint64_t referenced = 0;  // Column data left in place, or deferred.
   const auto deferred_source = [&](size_t i) -> const DeferredSource* {
     return i < options.deferred.size() && options.deferred[i].bytes != nullptr
@@ -249,6 +253,15 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
     stage.PutIntField(kRecordTimestamp, timestamp_ms);
   }
   out.append(trailing_fields.data(), trailing_fields.size());
+  // Record.crc32c, last: of the bytes before it. A frame in pieces gets its
+  // value from the writer (SealFrame), once every piece is in host memory.
+  const uint32_t crc =
+      record.pieces.empty()
+          ? crc32c::Value(out.data() + kFrameLengthBytes, out.size() - kFrameLengthBytes)
+          : 0;
+  record.crc_at_write = !record.pieces.empty();
+  AppendTag(kRecordCrc, kWireFixed32, &out);
+  AppendFixed32(crc, &out);
   if (!record.pieces.empty() && out.size() > owned_begin) {
     record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
   }
