@@ -297,7 +297,9 @@ class Trace:
     A wrapper of the C++ ``TraceReader`` (``xdl_trace._core``), which selects,
     skips files by their Meta, merges ranks and stacks."""
 
-    def __init__(self, path, prefix="train", name="trace", raw=False, run=None):
+    def __init__(
+        self, path, prefix="train", name="trace", raw=False, run=None, verify_checksums=True
+    ):
         path = os.fspath(path)
         self.raw = bool(raw)  # Default for records/stack: keep bfloat16 bits.
         self._descriptors = {}  # file index -> {key: descriptor} or None.
@@ -310,7 +312,7 @@ class Trace:
         self._unknown_dtypes = set()  # (path, dtype) already warned about.
         # The run read (a trace_runs.Run; None for run="all" over several) and every run there.
         self._reader, self.run, self.runs = trace_runs.select_run(
-            trace_runs.open_reader(path, prefix, name), path, run
+            trace_runs.open_reader(path, prefix, name, verify_checksums), path, run
         )
         self.files = [
             TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))
@@ -499,7 +501,7 @@ def _summary_width(descriptor):
     return 0
 
 
-def open_trace(path, prefix="train", name="trace", raw=False, run=None):
+def open_trace(path, prefix="train", name="trace", raw=False, run=None, verify_checksums=True):
     """Opens a trace: a data file, or a directory holding
     ``{prefix}.{name}.{rank}.{index}`` files (``prefix`` "train" or "test").
     ``raw=True`` reads bfloat16 columns as their uint16 bits (zero-copy views)
@@ -508,5 +510,12 @@ def open_trace(path, prefix="train", name="trace", raw=False, run=None):
 
     ``run``: which run to read when the directory holds several (``xdl.runs(path)`` lists
     them): "latest", a run id (or a unique prefix of one) or "all"; the default None reads the
-    only run and raises ValueError listing the runs when there are several."""
-    return Trace(path, prefix=prefix, name=name, raw=raw, run=run)
+    only run and raises ValueError listing the runs when there are several.
+
+    ``verify_checksums``: each record's checksum (Record.crc32c) is checked before its values
+    are returned, a damaged record raising TraceIOError naming the file and offset;
+    ``False`` skips that pass over the bytes for a hot path that trusts its disk (the cost is in
+    docs/benchmarks.md). Records without one (XDL's files) are read unchecked either way."""
+    return Trace(
+        path, prefix=prefix, name=name, raw=raw, run=run, verify_checksums=verify_checksums
+    )

@@ -113,13 +113,14 @@ def runs(path, prefix="train", name="trace"):
     return [Run(s) for s in open_reader(path, prefix, name).runs()]
 
 
-def open_reader(path, prefix, name):
-    """The C++ TraceReader of a path, every run (FileNotFoundError when nothing matches)."""
+def open_reader(path, prefix, name, verify_checksums=True):
+    """The C++ TraceReader of a path, every run (FileNotFoundError when nothing matches).
+    verify_checksums=False skips each record's checksum (docs/format.md "Record checksums")."""
     path = os.fspath(path)
     if path.startswith("file://"):
         path = path[len("file://") :]
     try:
-        return _core.TraceReader.open(path, prefix, name)
+        return _core.TraceReader.open(path, prefix, name, check_record_crc=verify_checksums)
     except errors.NotFoundError as error:
         raise FileNotFoundError(str(error)) from None
 

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/crc32c.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/wire_format.h"
-#include "core/crc32c.h"
 #include "reader/wire_decoder.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
@@ -1441,13 +1441,13 @@ TEST_CASE("the Meta's own checksum and ranges are checked before any pruning (is
     CHECK_THAT(std::string(file->meta_error().message()), Catch::StartsWith(second + ".meta: "));
     CHECK_FALSE(VerifyFile(second).ok);
     // The file is read, not pruned: gsteps 5..9 are all there.
-    Drained picked = Drain(MustOpenTrace(dir.path()).Read({std::nullopt, {6, 7, std::nullopt}, {}}));
+    Drained picked =
+        Drain(MustOpenTrace(dir.path()).Read({std::nullopt, {6, 7, std::nullopt}, {}}));
     REQUIRE(picked.status.ok());
     CHECK(picked.records == std::vector<std::pair<int64_t, int32_t>>{{6, 0}, {7, 0}});
   }
   WriteFile(second + ".meta", lying_bytes);
-  CHECK_THAT(std::string(MustOpen(second)->meta_error().message()),
-             Catch::Contains("checksum"));
+  CHECK_THAT(std::string(MustOpen(second)->meta_error().message()), Catch::Contains("checksum"));
   WriteFile(second + ".meta", lying.SerializeAsString());
   CHECK_THAT(std::string(MustOpen(second)->meta_error().message()),
              Catch::Contains("gstep_begin 69 > gstep_end 9"));

@@ -54,7 +54,8 @@ TEST_CASE("every dtype and shape encodes as protobuf does", "[encoder]") {
       const std::string bytes = RandomBytes(view.NumBytes(), seed++);
       view.data = bytes.empty() ? nullptr : bytes.data();
       INFO("dtype " << DTypeName(dtype) << " rank " << shape.size());
-      CHECK(Encode(12, 3, 1700000000123, {view}) == SealedProtobufFrame(12, 3, 1700000000123, {view}));
+      CHECK(Encode(12, 3, 1700000000123, {view}) ==
+            SealedProtobufFrame(12, 3, 1700000000123, {view}));
     }
   }
 }

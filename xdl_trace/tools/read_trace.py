@@ -830,9 +830,7 @@ def _describe_summary(descriptor, array):
     return None
 
 
-def print_file(
-    path, keys=None, max_records=None, summary=False, out=sys.stdout, check_crc=True
-):
+def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout, check_crc=True):
     """Prints one data file. Raises TraceFileError (or OSError) on the first problem, after
     printing everything before it; a bad Meta is raised after the records are printed."""
     meta_error = None

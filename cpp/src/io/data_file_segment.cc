@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
-#include "core/status_macros.h"
 #include "core/crc32c.h"
+#include "core/status_macros.h"
 #include "io/file_set.h"
 #include "io/io_error.h"
 #include "io/limits.h"

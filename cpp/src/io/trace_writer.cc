@@ -41,10 +41,10 @@ absl::Status CheckFrame(const EncodedRecord& record) {
   }
   if (record.crc_at_write &&
       (frame.size() < kFrameLengthBytes + kRecordCrcBytes ||
-       (!record.pieces.empty() && (record.pieces.back().is_external() ||
-                                   record.pieces.back().offset + record.pieces.back().size !=
-                                       frame.size() ||
-                                   record.pieces.back().size < kRecordCrcBytes)))) {
+       (!record.pieces.empty() &&
+        (record.pieces.back().is_external() ||
+         record.pieces.back().offset + record.pieces.back().size != frame.size() ||
+         record.pieces.back().size < kRecordCrcBytes)))) {
     return absl::InvalidArgumentError(
         "xdl_trace: a record frame left for the writer to checksum does not end in its own "
         "checksum field");

@@ -183,7 +183,7 @@ void WriterLock::Release() {
     Untrack(fd_);
     Untrack(dir_fd_);
   }
-  close(fd_);  // Drops the flock with the open file description.
+  close(fd_);      // Drops the flock with the open file description.
   close(dir_fd_);  // Drops the directory lock likewise.
   fd_ = -1;
   dir_fd_ = -1;

@@ -69,7 +69,7 @@ class WriterLock {
   // stands for this stem: what a second writer checks, since the directory,
   // unlike the lock file, cannot be removed or swapped under a live writer.
   int dir_fd_ = -1;
-  int pid_ = 0;  // The process that acquired the lock.
+  int pid_ = 0;       // The process that acquired the lock.
   std::string path_;  // The lock file.
 };
 

@@ -49,9 +49,8 @@ absl::StatusOr<std::string> ResolvePluginPath(const std::string& path) {
         absl::StrCat("device_tracers: plugin '", path, "': ", std::strerror(err)));
   }
   if (!S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat("device_tracers: plugin '", path,
-                                                   "' is not a regular file (",
-                                                   FileKind(st.st_mode), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device_tracers: plugin '", path, "' is not a regular file (", FileKind(st.st_mode), ")"));
   }
   char* resolved = ::realpath(path.c_str(), nullptr);
   if (resolved == nullptr) {

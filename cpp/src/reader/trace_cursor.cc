@@ -28,10 +28,10 @@ absl::Status IndexKeys(const TraceFile& file, const std::vector<std::string>& ke
       const std::string have =
           file.header_torn()
               ? std::string("the file ends inside its Header frame, so it names no key")
-              : file_keys.empty() ? std::string("its Header names no key")
-                                  : absl::StrCat("keys: ", absl::StrJoin(file_keys, ", "));
-      absl::Status status = absl::NotFoundError(
-          absl::StrCat(file.path(), ": no key '", key, "' (", have, ")"));
+          : file_keys.empty() ? std::string("its Header names no key")
+                              : absl::StrCat("keys: ", absl::StrJoin(file_keys, ", "));
+      absl::Status status =
+          absl::NotFoundError(absl::StrCat(file.path(), ": no key '", key, "' (", have, ")"));
       status.SetPayload(kMissingKeyPayload, absl::Cord(key));
       return status;
     }

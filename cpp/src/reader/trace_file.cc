@@ -418,7 +418,8 @@ absl::StatusOr<FileMeta> ReadFileMeta(const std::string& meta_path) {
   }
   content.resize(got);
   auto meta = ParseFileMeta(content);
-  if (!meta.ok()) return absl::DataLossError(absl::StrCat(meta_path, ": ", meta.status().message()));
+  if (!meta.ok())
+    return absl::DataLossError(absl::StrCat(meta_path, ": ", meta.status().message()));
   return meta;
 }
 
@@ -477,8 +478,7 @@ bool RecordCursor::Step(RecordView* record, uint64_t* frame_size) {
 
 // --- TraceFile --------------------------------------------------------------
 
-TraceFile::TraceFile(std::string path, const char* mapping, size_t size,
-                     const FileOptions& options)
+TraceFile::TraceFile(std::string path, const char* mapping, size_t size, const FileOptions& options)
     : path_(std::move(path)), options_(options), mapping_(mapping), bytes_(mapping, size) {}
 
 TraceFile::~TraceFile() {
@@ -570,10 +570,10 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
   // A Header cut short inside what our Meta covers: the Meta vouches for a
   // Header and records this file no longer holds (a copy or truncation that
   // lost them), not a writer that stopped mid-Header. Zeros are a power loss.
-  const FileMeta* vouching = file->meta_ && file->version_error_.ok() &&
-                                     file->meta_->format_version == kFormatVersion
-                                 ? &*file->meta_
-                                 : nullptr;
+  const FileMeta* vouching =
+      file->meta_ && file->version_error_.ok() && file->meta_->format_version == kFormatVersion
+          ? &*file->meta_
+          : nullptr;
   if (file->header_torn_ && vouching != nullptr && zero_from > 0 && !file->lost_block_ &&
       static_cast<uint64_t>(vouching->data_bytes) > size) {
     return Corrupt(path, 0,
@@ -670,8 +670,8 @@ absl::Status TraceFile::DecodeFrame(uint64_t offset, RecordView* record, bool* t
     __builtin_prefetch(frame + at);
   }
   absl::Status status =
-      DecodeRecord(path_, offset + kPrefixBytes, bytes_.substr(offset + kPrefixBytes, length), keys_,
-                   check_crc, record);
+      DecodeRecord(path_, offset + kPrefixBytes, bytes_.substr(offset + kPrefixBytes, length),
+                   keys_, check_crc, record);
   if (!status.ok() && lost_block_ && offset + kPrefixBytes + length > zero_from_) {
     *torn = true;  // The frame runs into a zero-filled tail.
     return absl::OkStatus();

@@ -255,10 +255,9 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   out.append(trailing_fields.data(), trailing_fields.size());
   // Record.crc32c, last: of the bytes before it. A frame in pieces gets its
   // value from the writer (SealFrame), once every piece is in host memory.
-  const uint32_t crc =
-      record.pieces.empty()
-          ? crc32c::Value(out.data() + kFrameLengthBytes, out.size() - kFrameLengthBytes)
-          : 0;
+  const uint32_t crc = record.pieces.empty() ? crc32c::Value(out.data() + kFrameLengthBytes,
+                                                             out.size() - kFrameLengthBytes)
+                                             : 0;
   record.crc_at_write = !record.pieces.empty();
   AppendTag(kRecordCrc, kWireFixed32, &out);
   AppendFixed32(crc, &out);
