@@ -24,7 +24,7 @@ namespace xdl_trace {
 namespace internal {
 namespace {
 
-using test::ProtobufFrame;
+using test::SealedProtobufFrame;
 using test::TempDir;
 
 std::string WithCapacity(size_t capacity) {
@@ -128,7 +128,7 @@ TEST_CASE("records encoded through recycled buffers equal protobuf's serializati
       ++reused_before_grow;
     }
     CHECK(record->frame ==
-          ProtobufFrame(gstep, static_cast<int64_t>(round), 1700000000000 + round, columns));
+          SealedProtobufFrame(gstep, static_cast<int64_t>(round), 1700000000000 + round, columns));
     pool.Give(std::move(record->frame));
   }
   CHECK(reused_before_grow >= 5);
@@ -164,7 +164,7 @@ TEST_CASE("the writer recycles written frames, bounded by max_pending_mb", "[poo
                      });
     REQUIRE(record.ok());
     expected.push_back(
-        ProtobufFrame(static_cast<int64_t>(step), static_cast<int64_t>(step), 42, columns));
+        SealedProtobufFrame(static_cast<int64_t>(step), static_cast<int64_t>(step), 42, columns));
     CHECK(record->frame == expected.back());
     REQUIRE(writer.Submit(std::move(*record)).ok());
     REQUIRE(writer.Flush().ok());  // The frame is written and back in the pool.
