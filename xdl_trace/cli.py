@@ -171,6 +171,7 @@ def _info(args):
         "rank_status": ranks,
         "files": files,
         "bytes": trace.nbytes,
+        "gaps": trace.gaps(),
         "keys": [{"key": k, "dtype": d, "shape": list(s)} for k, (d, s) in schema.items()]
         or [{"key": k, "dtype": None, "shape": None} for k in trace.keys],
     }
@@ -195,6 +196,8 @@ def _info(args):
             else "NOT closed: still being written, or the writer stopped (crash)"
         )
         print(f"  rank {r['rank']}: {state}; {r['dropped_records']} records dropped")
+    for gap in info["gaps"]:
+        print(f"  missing: {_shown(gap)}")
     print("files:")
     for f in files:
         steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
@@ -319,7 +322,10 @@ def _verify(args):
     verified = len(reports) - failed - unverifiable
     note = f", {unverifiable} unverifiable (nothing to check them against)" if unverifiable else ""
     print(f"{verified} of {len(reports)} files verified{note}")
-    return 1 if failed else 0
+    gaps = trace.gaps()  # Missing files and ranks fail too (issue 24).
+    for gap in gaps:
+        print(f"MISSING {_shown(gap)}")
+    return 1 if failed or gaps else 0
 
 
 # --- export ------------------------------------------------------------------

@@ -462,6 +462,38 @@ class Trace:
 
     # --- checks ---------------------------------------------------------------
 
+    def gaps(self):
+        """What is missing from the trace's runs, as lines (issue 24): a rank whose file indices
+        skip one (a deleted or lost file: "run R, rank 0: no file #3 (its files run #1..#5)"),
+        and ranks absent from a run whose RunInfo gives its world size. A file copied under
+        another rank or index is ``verify``'s (its Meta's rank and file_index)."""
+        problems = []
+        by_run, present = {}, {}
+        for f in self.files:
+            run_id = (f.meta or {}).get("run_id", "")
+            by_run.setdefault(run_id, {}).setdefault(f.rank, set()).add(f.index)
+            present.setdefault(f.rank, set()).add(f.index)  # Whatever run (or no Meta) it has.
+        for run_id, ranks in by_run.items():
+            name = f"run {run_id}" if run_id else "files without a run id"
+            for rank, indices in sorted(ranks.items()):
+                lo, hi = min(indices), max(indices)
+                missing = sorted(set(range(lo, hi + 1)) - present[rank])
+                if missing:
+                    listed = ", ".join(f"#{i}" for i in missing[:10])
+                    more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+                    problems.append(
+                        f"{name}, rank {rank}: no file {listed}{more} (its files run #{lo}..#{hi})"
+                    )
+        for run in self.runs:
+            if run.id in by_run and run.world_size:
+                absent = sorted(set(range(run.world_size)) - set(run.ranks))
+                if absent:
+                    problems.append(
+                        f"run {run.id}: world size {run.world_size} but no file of rank "
+                        + ", ".join(map(str, absent))
+                    )
+        return problems
+
     def verify(self, on_progress=None):
         """Checks every file against its Meta (record count, data bytes,
         crc32c, step and time ranges). Returns one dict per file: ``path``,

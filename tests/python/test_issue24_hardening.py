@@ -195,3 +195,67 @@ def test_a_missing_key_of_a_headerless_file_says_so(tmp_path):
     open(path, "wb").write(b"\x05\x00")
     with pytest.raises(KeyError, match="ends inside its Header frame"):
         list(open_trace(path).records(keys=["w"]))
+
+
+# --- Row 10: gaps in a rank's files, absent ranks, a file copied under another name ---------
+
+
+def write_rolled(out_dir, steps=12, world_size=None, rank=0):
+    """Traces w (float32 [3, 4]) rolling over every few records; returns the data files."""
+    xdl.clear()
+    w = np.ones((3, 4), np.float32)
+    xdl.trace_tensor("w", w)
+    old = os.environ.get("WORLD_SIZE")
+    if world_size is not None:
+        os.environ["WORLD_SIZE"] = str(world_size)
+    try:
+        config = {"output_dir": out_dir, "rank": rank, "fsync": False, "max_file_m_size": 0.0002}
+        with xdl.TraceHook(dict(config, on_error="raise")) as hook:
+            for step in range(steps):
+                hook.step(gstep=step)
+    finally:
+        if world_size is not None:
+            if old is None:
+                del os.environ["WORLD_SIZE"]
+            else:
+                os.environ["WORLD_SIZE"] = old
+    return sorted(
+        glob.glob(os.path.join(out_dir, f"train.trace.{rank}.*[0-9]")),
+        key=lambda p: int(p.rsplit(".", 1)[1]),
+    )
+
+
+def test_a_missing_file_in_a_ranks_sequence_fails_verify_and_shows_in_info(tmp_path):
+    out = str(tmp_path)
+    files = write_rolled(out)
+    assert len(files) >= 4
+    assert cli("verify", out).returncode == 0
+    os.remove(files[2])
+    os.remove(files[2] + ".meta")
+    result = cli("verify", out)
+    assert result.returncode == 1, result.stdout
+    assert "rank 0: no file #3 (its files run #1..#" in result.stdout, result.stdout
+    info = cli("info", out)
+    assert "missing: " in info.stdout and "no file #3" in info.stdout, info.stdout
+
+
+def test_absent_ranks_of_a_run_that_says_its_world_size_fail_verify(tmp_path):
+    out = str(tmp_path)
+    write_rolled(out, steps=2, world_size=4)
+    result = cli("verify", out)
+    assert result.returncode == 1
+    assert "world size 4 but no file of rank 1, 2, 3" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("copy_to", ["train.trace.0.7", "train.trace.5.2"])
+def test_a_file_copied_under_another_index_or_rank_fails_verify(tmp_path, copy_to):
+    import shutil
+
+    out = str(tmp_path)
+    files = write_rolled(out, steps=6)
+    shutil.copy(files[1], os.path.join(out, copy_to))
+    shutil.copy(files[1] + ".meta", os.path.join(out, copy_to + ".meta"))
+    result = cli("verify", out)
+    assert result.returncode == 1
+    assert "the Meta says rank 0 file_index 2 but the file is named rank" in result.stdout
+    assert f"FAIL  {copy_to}" in result.stdout, result.stdout

@@ -118,6 +118,8 @@ struct FileMeta {
   int64_t record_count = 0;
   int64_t data_bytes = 0;
   uint32_t crc32c = 0;
+  int32_t rank = 0;        // Meta.rank: the writer's rank, as in the file name.
+  int64_t file_index = 0;  // Meta.file_index: the file's index, as in its name.
   // 0: a Meta written by XDL (fields 1-6 only: the first and last record's
   // steps and times, -1 where XDL never learnt one; no record count, no
   // checksum). kFormatVersion: ours. Anything else is refused.

@@ -303,6 +303,8 @@ FileMeta FromProto(const xdl::proto::Meta& m, absl::string_view serialized) {
   meta.record_count = m.record_count();
   meta.data_bytes = m.data_bytes();
   meta.crc32c = m.crc32c();
+  meta.rank = m.rank();
+  meta.file_index = m.file_index();
   meta.format_version = m.format_version();
   meta.closed_cleanly = m.closed_cleanly();
   meta.serialized = std::string(serialized);
@@ -797,6 +799,18 @@ VerifyReport TraceFile::Verify() const {
   } else {
     if (covered <= bytes_.size() && !boundary_ok && covered > 0) {
       problem(covered, "the Meta's data_bytes does not fall on a frame boundary");
+    }
+    // A file copied or renamed under another rank or index holds another file's
+    // records: counted twice, or in the wrong rank (issue 24). The writer numbers
+    // files from 1: a file_index of 0 is a Meta that never recorded either.
+    TraceFileInfo named;
+    const size_t slash = path_.rfind('/');
+    if (meta_->file_index != 0 &&
+        ParseTraceFileName(slash == std::string::npos ? path_ : path_.substr(slash + 1), &named) &&
+        (named.rank != meta_->rank || named.index != meta_->file_index)) {
+      problem(0, absl::StrCat("the Meta says rank ", meta_->rank, " file_index ", meta_->file_index,
+                              " but the file is named rank ", named.rank, " index ", named.index,
+                              " (a copied or renamed file: its records are another file's)"));
     }
     if (report.records_counted != meta_->record_count) {
       problem(0, absl::StrCat("the Meta says ", meta_->record_count, " records, the file holds ",
