@@ -145,6 +145,7 @@ py::dict RunToDict(const RunSummary& run) {
   d["start_time_ms"] = run.start_time_ms;
   d["end_time_ms"] = run.end_time_ms;
   d["closed_cleanly"] = run.closed_cleanly;
+  d["attempts"] = run.attempts;
   py::list infos;
   for (const std::string& serialized : run.run_infos) {
     if (serialized.empty()) {

@@ -259,3 +259,43 @@ def test_a_file_copied_under_another_index_or_rank_fails_verify(tmp_path, copy_t
     assert result.returncode == 1
     assert "the Meta says rank 0 file_index 2 but the file is named rank" in result.stdout
     assert f"FAIL  {copy_to}" in result.stdout, result.stdout
+
+
+# --- Row 9: restarted attempts under one run id ---------------------------------------------
+
+
+def test_restarted_attempts_under_one_run_id_are_detected_and_warned(tmp_path):
+    import warnings
+
+    out = str(tmp_path)
+    for first, last in ((0, 5), (3, 8)):  # Killed after 5, resumed from a checkpoint at 3.
+        script = textwrap.dedent(
+            f"""
+            import numpy as np, xdl_trace as xdl
+            w = np.ones(3, np.float32)
+            xdl.trace_tensor("w", w)
+            with xdl.TraceHook({{"output_dir": {out!r}, "on_error": "raise"}}) as hook:
+                for step in range({first}, {last}):
+                    hook.step(gstep=step)
+            """
+        )
+        env = dict(os.environ, PYTHONPATH=REPO, TORCHELASTIC_RUN_ID="job-1")
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
+        assert done.returncode == 0, done.stderr
+    (run,) = xdl.runs(out)
+    assert run.attempts == 2, run
+    assert "2 attempts under one run id" in run.describe()
+    from xdl_trace.trace_runs import RestartedRunWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        open_trace(out)
+    assert any(issubclass(w.category, RestartedRunWarning) for w in caught)
+    info = cli("info", out)
+    assert "2 attempts under one run id" in info.stdout, info.stdout
+    # One attempt: no warning.
+    single = str(tmp_path / "single")
+    write_steps(single)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RestartedRunWarning)
+        open_trace(single)

@@ -481,6 +481,11 @@ struct RunSummary {
   // The serialized xdl.proto.RunInfo of each rank (Header field 3 of the
   // rank's first file), in `ranks` order; "" for a rank whose Header has none.
   std::vector<std::string> run_infos;
+  // Writers of one rank under this run id, told apart by their Header's
+  // RunInfo (pid, start time): more than 1 when a job restarted with the same
+  // run id (TORCHELASTIC_RUN_ID, XDL_TRACE_RUN_ID). Their records are merged,
+  // so resumed gsteps appear more than once (docs/format.md "Runs").
+  int32_t attempts = 1;
 };
 
 // A trace on disk: one data file, or a directory of ranks and rolled-over
