@@ -31,6 +31,8 @@ std::string Encode(int64_t gstep, int64_t lstep, int64_t timestamp,
   CHECK(record->gstep == gstep);
   CHECK(record->lstep == lstep);
   CHECK(record->timestamp_ms == timestamp);
+  CHECK(record->crc_at_write);  // The IO thread's to fill in: as it will.
+  SealFrame(&*record);
   return record->frame;
 }
 
@@ -219,6 +221,7 @@ TEST_CASE("a record in pieces is the contiguous frame, its large columns left in
       absl::StatusOr<EncodedRecord> contiguous =
           EncodeRecord(5, 6, timestamp, columns, {}, with_trailing ? trailing : "");
       REQUIRE(contiguous.ok());
+      SealFrame(&*contiguous);
       CHECK(contiguous->pieces.empty());
       CHECK(contiguous->external_bytes == 0);
       for (const size_t threshold : {size_t{1}, size_t{4096}, size_t{20000}, SIZE_MAX}) {
@@ -229,9 +232,9 @@ TEST_CASE("a record in pieces is the contiguous frame, its large columns left in
             5, 6, timestamp, columns, {}, with_trailing ? trailing : "",
             [](size_t) { return std::string(); }, options);
         REQUIRE(pieces.ok());
-        // In pieces, the checksum's value is the writer's to fill in (SealFrame).
-        CHECK(pieces->crc_at_write == !pieces->pieces.empty());
-        if (pieces->crc_at_write) SealFrame(&*pieces);
+        // The checksum's value is the writer's to fill in (SealFrame).
+        CHECK(pieces->crc_at_write);
+        SealFrame(&*pieces);
         CHECK(Concatenate(*pieces) == contiguous->frame);
         CHECK(pieces->FrameBytes() == contiguous->frame.size());
         // Exactly the columns at or above the threshold are referenced, in place.

@@ -56,9 +56,9 @@ struct EncodedRecord {
   std::vector<FramePiece> pieces;  // Empty: `frame` is the whole frame.
   size_t external_bytes = 0;       // Sum of the external pieces' sizes.
   // The frame ends in its checksum field (Record.crc32c, kRecordCrcBytes, in
-  // `frame`, counted by the length prefix) whose value the encoder could not
-  // compute: a frame in pieces, whose tensor bytes may not be in host memory
-  // yet. The writer fills it in (SealFrame) before writing the frame.
+  // `frame`, counted by the length prefix) whose value the encoder left to the
+  // IO thread (off the training thread; in pieces, tensor bytes may not be in
+  // host memory yet). The writer fills it in (SealFrame) before writing it.
   bool crc_at_write = false;
   // The copies in flight the deferred pieces wait for (one per step as a
   // rule), held until the record is written or dropped.

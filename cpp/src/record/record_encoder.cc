@@ -7,7 +7,6 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "core/crc32c.h"
 #include "core/status_macros.h"
 #include "core/wire.h"
 #include "xdl_trace.pb.h"
@@ -253,14 +252,12 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
     stage.PutIntField(kRecordTimestamp, timestamp_ms);
   }
   out.append(trailing_fields.data(), trailing_fields.size());
-  // Record.crc32c, last: of the bytes before it. A frame in pieces gets its
-  // value from the writer (SealFrame), once every piece is in host memory.
-  const uint32_t crc = record.pieces.empty() ? crc32c::Value(out.data() + kFrameLengthBytes,
-                                                             out.size() - kFrameLengthBytes)
-                                             : 0;
-  record.crc_at_write = !record.pieces.empty();
+  // Record.crc32c, last: of the bytes before it. Its value is the IO thread's to
+  // compute (SealFrame), off the training thread (docs/design.md) and once every
+  // piece is in host memory.
+  record.crc_at_write = true;
   AppendTag(kRecordCrc, kWireFixed32, &out);
-  AppendFixed32(crc, &out);
+  AppendFixed32(0, &out);
   if (!record.pieces.empty() && out.size() > owned_begin) {
     record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
   }
