@@ -5,7 +5,9 @@
 Writes two traces into DIR (default: a temporary directory under /dev/shm when
 it exists), one of large tensors and one of many small ones, warms the page
 cache, then reports MB/s of column data for:
-  iterate (zero-copy)   records with zero-copy arrays of every key
+  iterate (zero-copy)   records with zero-copy arrays of every key (each record's
+                        checksum checked, the default), and again with
+                        open_trace(verify_checksums=False): the check's cost
   iterate + copy        the same, copying each array (touches every byte)
   stack_many            every key stacked over all steps in one pass (copies)
   verify                crc32c and full decode of every file against its Meta
@@ -98,15 +100,16 @@ def timed(fn, repeat=3):
 
 def bench(label, directory):
     trace = open_trace(directory)
+    unchecked = open_trace(directory, verify_checksums=False)  # The hot-path opt-out.
     paths = [f.path for f in trace.files]
     for p in paths:  # Warm the page cache.
         with open(p, "rb") as f:
             while f.read(1 << 24):
                 pass
 
-    def iterate():
+    def iterate(of=trace):
         total = 0
-        for r in trace:
+        for r in of:
             for a in r.columns.values():
                 total += a.nbytes
         return total
@@ -114,15 +117,17 @@ def bench(label, directory):
     def stack():
         return sum(v.nbytes for _, v in trace.stack_many().values())
 
-    def iterate_copy():
+    def iterate_copy(of=trace):
         total = 0
-        for r in trace:
+        for r in of:
             for a in r.columns.values():
                 total += a.copy().nbytes
         return total
 
     t_iter, nbytes = timed(iterate)
+    t_iter_off, _ = timed(lambda: iterate(unchecked))
     t_copy, _ = timed(iterate_copy)
+    t_copy_off, _ = timed(lambda: iterate_copy(unchecked))
     t_stack, _ = timed(stack)
     t_verify, reports = timed(trace.verify)
     t_py, py_bytes = timed(lambda: python_loop(paths))
@@ -135,7 +140,9 @@ def bench(label, directory):
     )
     rows = [
         ("xdl_trace iterate (zero-copy)", mb / t_iter, f"{records / t_iter:.0f} records/s"),
+        ("  the same, checksums off", mb / t_iter_off, f"{records / t_iter_off:.0f} records/s"),
         ("xdl_trace iterate + copy", mb / t_copy, ""),
+        ("  the same, checksums off", mb / t_copy_off, ""),
         ("xdl_trace stack_many (all keys)", mb / t_stack, ""),
         ("xdl_trace verify (file bytes)", trace.nbytes / 1e6 / t_verify, ""),
         ("python protobuf loop", mb / t_py, f"{records / t_py:.0f} records/s"),

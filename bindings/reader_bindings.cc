@@ -145,6 +145,7 @@ py::dict RunToDict(const RunSummary& run) {
   d["start_time_ms"] = run.start_time_ms;
   d["end_time_ms"] = run.end_time_ms;
   d["closed_cleanly"] = run.closed_cleanly;
+  d["attempts"] = run.attempts;
   py::list infos;
   for (const std::string& serialized : run.run_infos) {
     if (serialized.empty()) {
@@ -455,11 +456,14 @@ void RegisterReaderBindings(py::module_& m) {
   py::class_<PyTraceFile>(m, "TraceFile", "One mmap'd trace data file (xdl_trace::TraceFile).")
       .def_static(
           "open",
-          [](const std::string& path) {
-            std::shared_ptr<TraceFile> file = CallWithoutGil([&] { return TraceFile::Open(path); });
+          [](const std::string& path, bool check_record_crc) {
+            FileOptions options;
+            options.check_record_crc = check_record_crc;
+            std::shared_ptr<TraceFile> file =
+                CallWithoutGil([&] { return TraceFile::Open(path, options); });
             return PyTraceFile{file, MappingArray(file)};
           },
-          py::arg("path"))
+          py::arg("path"), py::arg("check_record_crc") = true)
       .def_property_readonly("path", [](const PyTraceFile& f) { return f.file->path(); })
       .def_property_readonly("keys", [](const PyTraceFile& f) { return f.file->keys(); })
       .def_property_readonly("columns", [](const PyTraceFile& f) { return ColumnsOf(*f.file); })
@@ -511,14 +515,18 @@ void RegisterReaderBindings(py::module_& m) {
       m, "TraceReader", "A trace's data files grouped by rank (xdl_trace::TraceReader).")
       .def_static(
           "open",
-          [](const std::string& path, const std::string& prefix, const std::string& name) {
+          [](const std::string& path, const std::string& prefix, const std::string& name,
+             bool check_record_crc) {
+            FileOptions options;
+            options.check_record_crc = check_record_crc;
             TraceReader reader =
-                CallWithoutGil([&] { return TraceReader::Open(path, prefix, name); });
+                CallWithoutGil([&] { return TraceReader::Open(path, prefix, name, options); });
             auto self = std::make_shared<PyTraceReader>(PyTraceReader{reader, {}});
             self->files.resize(reader.files().size());
             return self;
           },
-          py::arg("path"), py::arg("prefix") = "train", py::arg("name") = "trace")
+          py::arg("path"), py::arg("prefix") = "train", py::arg("name") = "trace",
+          py::arg("check_record_crc") = true)
       .def_property_readonly(
           "files",
           [](const PyTraceReader& self) {

@@ -27,7 +27,7 @@ set(allowed_reader core reader)
 set(allowed_plugin core record plugin)
 set(allowed_analysis core summary reader analysis)
 # Single headers one layer may use from a layer it otherwise may not.
-set(allowed_reader_headers io/crc32c.h)  # The checksum shared with the writer.
+set(allowed_reader_headers "")
 
 # Headers with no dependency beyond the C++ standard library: the only cpp/src
 # headers a device-tracer plugin (a separate shared library) may include.

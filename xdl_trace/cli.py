@@ -85,6 +85,20 @@ def _ranks(args):
     return [int(r) for r in _parse_list(args.ranks)] if args.ranks else None
 
 
+# Control characters (C0, DEL, C1), line and paragraph separators and bidi controls, as escapes:
+# a key, path or message from a trace is printed on one line as it is, never as terminal escape
+# sequences or forged lines (issue 24).
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
+_ESCAPES.update(
+    {c: f"\\u{c:04x}" for c in [0x200E, 0x200F, *range(0x2028, 0x202F), *range(0x2066, 0x206A)]}
+)
+
+
+def _shown(text):
+    """`text` (a key, path or message from a trace) with control characters escaped."""
+    return str(text).translate(_ESCAPES)
+
+
 def _human(n):
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
@@ -157,6 +171,7 @@ def _info(args):
         "rank_status": ranks,
         "files": files,
         "bytes": trace.nbytes,
+        "gaps": trace.gaps(),
         "keys": [{"key": k, "dtype": d, "shape": list(s)} for k, (d, s) in schema.items()]
         or [{"key": k, "dtype": None, "shape": None} for k in trace.keys],
     }
@@ -181,6 +196,8 @@ def _info(args):
             else "NOT closed: still being written, or the writer stopped (crash)"
         )
         print(f"  rank {r['rank']}: {state}; {r['dropped_records']} records dropped")
+    for gap in info["gaps"]:
+        print(f"  missing: {_shown(gap)}")
     print("files:")
     for f in files:
         steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
@@ -190,10 +207,10 @@ def _info(args):
             records = "records unknown (XDL Meta)" if f["xdl_meta"] else "? records"
         print(
             f"  rank {f['rank']} #{f['index']}  {_human(f['bytes']):>9}  {records}"
-            f"  {steps}  {os.path.basename(f['path'])}"
+            f"  {steps}  {_shown(os.path.basename(f['path']))}"
         )
         if f["meta"] != "ok":
-            print(f"    meta: {f['meta']}")
+            print(f"    meta: {_shown(f['meta'])}")
         if f["scanned"] is not None:
             torn = (
                 ", then a torn (still being written?) final frame"
@@ -207,7 +224,7 @@ def _info(args):
     print(f"keys ({len(info['keys'])}):")
     for k in info["keys"]:
         shape = "?" if k["shape"] is None else "[" + ", ".join(map(str, k["shape"])) + "]"
-        print(f"  {k['key']}  {k['dtype'] or '?'}{shape}")
+        print(f"  {_shown(k['key'])}  {k['dtype'] or '?'}{shape}")
     return 0
 
 
@@ -284,7 +301,7 @@ def _dump(args):
         )
         for key, array in record.columns.items():
             body = _dump_column(record, key, array, args.summary)
-            print(f"  {key} {array.dtype}{list(array.shape)}: {body}")
+            print(f"  {_shown(key)} {array.dtype}{list(array.shape)}: {body}")
     return 0  # A torn final frame was reported as a TornTailWarning on stderr.
 
 
@@ -298,10 +315,10 @@ def _verify(args):
         reports = trace.verify(on_progress=progress)
     failed = unverifiable = 0
     for r in reports:
-        name = os.path.basename(r["path"])
+        name = _shown(os.path.basename(r["path"]))
         if r["ok"] and r["unverifiable"]:  # XDL's Meta, or a crash before the first Meta.
             unverifiable += 1
-            print(f"UNVERIFIABLE {name}: {r['note']}")
+            print(f"UNVERIFIABLE {name}: {_shown(r['note'])}")
         elif r["ok"]:
             tail = ""
             if r["unverified_tail_bytes"]:
@@ -315,11 +332,14 @@ def _verify(args):
             failed += 1
             print(f"FAIL  {name}")
             for problem in r["problems"]:
-                print(f"      {problem}")
+                print(f"      {_shown(problem)}")
     verified = len(reports) - failed - unverifiable
     note = f", {unverifiable} unverifiable (nothing to check them against)" if unverifiable else ""
     print(f"{verified} of {len(reports)} files verified{note}")
-    return 1 if failed else 0
+    gaps = trace.gaps()  # Missing files and ranks fail too (issue 24).
+    for gap in gaps:
+        print(f"MISSING {_shown(gap)}")
+    return 1 if failed or gaps else 0
 
 
 # --- export ------------------------------------------------------------------
@@ -443,7 +463,10 @@ def _export(args):
     keys = _parse_list(args.keys) or trace.keys
     missing = [k for k in keys if k not in trace.keys]
     if missing:
-        print(f"error: no key {missing[0]!r} (keys: {', '.join(trace.keys)})", file=sys.stderr)
+        print(
+            f"error: no key {_shown(repr(missing[0]))} (keys: {_shown(', '.join(trace.keys))})",
+            file=sys.stderr,
+        )
         return 2
     ranks = _ranks(args) or trace.ranks
     gsteps = _parse_gsteps(args.gsteps)
@@ -489,7 +512,7 @@ def _find_nan(args):
     else:
         for b in found:
             print(
-                f"{b.key}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
+                f"{_shown(b.key)}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
                 f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
             )
     return 1 if found else 0
@@ -646,7 +669,7 @@ def _run_choice_message(error):
 
 
 def _format_warning(message, category, filename, lineno, line=None):
-    return f"xdl-trace: warning: {message}\n"
+    return f"xdl-trace: warning: {_shown(message)}\n"
 
 
 def main(argv=None):
@@ -661,7 +684,7 @@ def main(argv=None):
         return 1
     except (TraceError, OSError, KeyError, ValueError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"xdl-trace {args.command}: error: {message}", file=sys.stderr)
+        print(f"xdl-trace {args.command}: error: {_shown(message)}", file=sys.stderr)
         return 1
 
 

@@ -283,6 +283,7 @@ class TraceHook:
         self._run_id = None
         self._final_stats = None
         self._lstep = 0
+        self._stepping_thread = None  # The thread inside step(), while one is.
         self._steps_skipped = 0
         self._step_errors = 0
         self._last_step_error = None
@@ -365,7 +366,17 @@ class TraceHook:
     def end(self, session=None):
         """Flushes and closes (idempotent). Under on_error='warn' a failure is warned about and
         counted; under 'raise' it raises."""
+        self._refuse_inside_step("end")
         self._end(at_exit=False)
+
+    def _refuse_inside_step(self, call):
+        # A callback or provider of this hook's own step calling end() or flush() would wait for
+        # the step it runs in: refused, as a re-entrant step() is (issue 24).
+        if self._stepping_thread == threading.get_ident():
+            raise errors.FailedPreconditionError(
+                f"TraceHook.{call}() called from inside this hook's own step() (a callback or "
+                f"provider it calls): refused, it would wait for itself; call it after the step"
+            )
 
     def _end(self, at_exit):
         tracer = self._tracer
@@ -397,6 +408,7 @@ class TraceHook:
 
     def flush(self):
         """Waits until every record so far is on disk and Meta is current."""
+        self._refuse_inside_step("flush")
         if self._tracer is not None:
             self._tracer.flush()
 
@@ -443,6 +455,7 @@ class TraceHook:
             return False
         # Device tensors met by the providers join `batch`; their copies are enqueued once the
         # core queued the record (docs/design.md, "Device tensors").
+        self._stepping_thread = threading.get_ident()
         try:
             _device.run_step(tracer.step, (gstep, lstep), self._groups)
         except Exception as e:
@@ -450,6 +463,8 @@ class TraceHook:
                 raise
             self._count_error(e)
             return False
+        finally:
+            self._stepping_thread = None
         return True
 
     def _count_error(self, error):

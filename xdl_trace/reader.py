@@ -297,7 +297,9 @@ class Trace:
     A wrapper of the C++ ``TraceReader`` (``xdl_trace._core``), which selects,
     skips files by their Meta, merges ranks and stacks."""
 
-    def __init__(self, path, prefix="train", name="trace", raw=False, run=None):
+    def __init__(
+        self, path, prefix="train", name="trace", raw=False, run=None, verify_checksums=True
+    ):
         path = os.fspath(path)
         self.raw = bool(raw)  # Default for records/stack: keep bfloat16 bits.
         self._descriptors = {}  # file index -> {key: descriptor} or None.
@@ -310,7 +312,7 @@ class Trace:
         self._unknown_dtypes = set()  # (path, dtype) already warned about.
         # The run read (a trace_runs.Run; None for run="all" over several) and every run there.
         self._reader, self.run, self.runs = trace_runs.select_run(
-            trace_runs.open_reader(path, prefix, name), path, run
+            trace_runs.open_reader(path, prefix, name, verify_checksums), path, run
         )
         self.files = [
             TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))
@@ -460,6 +462,38 @@ class Trace:
 
     # --- checks ---------------------------------------------------------------
 
+    def gaps(self):
+        """What is missing from the trace's runs, as lines (issue 24): a rank whose file indices
+        skip one (a deleted or lost file: "run R, rank 0: no file #3 (its files run #1..#5)"),
+        and ranks absent from a run whose RunInfo gives its world size. A file copied under
+        another rank or index is ``verify``'s (its Meta's rank and file_index)."""
+        problems = []
+        by_run, present = {}, {}
+        for f in self.files:
+            run_id = (f.meta or {}).get("run_id", "")
+            by_run.setdefault(run_id, {}).setdefault(f.rank, set()).add(f.index)
+            present.setdefault(f.rank, set()).add(f.index)  # Whatever run (or no Meta) it has.
+        for run_id, ranks in by_run.items():
+            name = f"run {run_id}" if run_id else "files without a run id"
+            for rank, indices in sorted(ranks.items()):
+                lo, hi = min(indices), max(indices)
+                missing = sorted(set(range(lo, hi + 1)) - present[rank])
+                if missing:
+                    listed = ", ".join(f"#{i}" for i in missing[:10])
+                    more = f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+                    problems.append(
+                        f"{name}, rank {rank}: no file {listed}{more} (its files run #{lo}..#{hi})"
+                    )
+        for run in self.runs:
+            if run.id in by_run and run.world_size:
+                absent = sorted(set(range(run.world_size)) - set(run.ranks))
+                if absent:
+                    problems.append(
+                        f"run {run.id}: world size {run.world_size} but no file of rank "
+                        + ", ".join(map(str, absent))
+                    )
+        return problems
+
     def verify(self, on_progress=None):
         """Checks every file against its Meta (record count, data bytes,
         crc32c, step and time ranges). Returns one dict per file: ``path``,
@@ -499,7 +533,7 @@ def _summary_width(descriptor):
     return 0
 
 
-def open_trace(path, prefix="train", name="trace", raw=False, run=None):
+def open_trace(path, prefix="train", name="trace", raw=False, run=None, verify_checksums=True):
     """Opens a trace: a data file, or a directory holding
     ``{prefix}.{name}.{rank}.{index}`` files (``prefix`` "train" or "test").
     ``raw=True`` reads bfloat16 columns as their uint16 bits (zero-copy views)
@@ -508,5 +542,12 @@ def open_trace(path, prefix="train", name="trace", raw=False, run=None):
 
     ``run``: which run to read when the directory holds several (``xdl.runs(path)`` lists
     them): "latest", a run id (or a unique prefix of one) or "all"; the default None reads the
-    only run and raises ValueError listing the runs when there are several."""
-    return Trace(path, prefix=prefix, name=name, raw=raw, run=run)
+    only run and raises ValueError listing the runs when there are several.
+
+    ``verify_checksums``: each record's checksum (Record.crc32c) is checked before its values
+    are returned, a damaged record raising TraceIOError naming the file and offset;
+    ``False`` skips that pass over the bytes for a hot path that trusts its disk (the cost is in
+    docs/benchmarks.md). Records without one (XDL's files) are read unchecked either way."""
+    return Trace(
+        path, prefix=prefix, name=name, raw=raw, run=run, verify_checksums=verify_checksums
+    )

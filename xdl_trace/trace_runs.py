@@ -13,10 +13,16 @@ reader's (``TraceReader::Runs``); this module gives it a Pythonic face.
 import datetime
 import json
 import os
+import warnings
 
 from . import _core, errors
 
-__all__ = ["Run", "runs", "open_reader", "select_run"]
+__all__ = ["Run", "RestartedRunWarning", "runs", "open_reader", "select_run"]
+
+
+class RestartedRunWarning(UserWarning):
+    """A run id was written by more than one attempt (a job restarted with the same run id):
+    their records are merged, so resumed gsteps appear more than once."""
 
 
 def _datetime(ms):
@@ -33,7 +39,9 @@ class Run:
     ``TraceHook(metadata=...)`` dict, {} when none), ``start_ms``/``end_ms`` (milliseconds since
     the epoch, None when unknown; ``start``/``end`` as UTC datetimes), ``gsteps`` ((first, last)
     or None), ``records`` (None when a file's count is unknown), ``files`` (how many),
-    ``closed_cleanly`` and ``infos`` ({rank: the Header's RunInfo as a dict})."""
+    ``closed_cleanly``, ``infos`` ({rank: the Header's RunInfo as a dict}) and ``attempts``
+    (writers of one rank under this run id, by pid and start time: more than 1 when a job
+    restarted with the same run id, whose records are then merged)."""
 
     __slots__ = (
         "id",
@@ -51,6 +59,7 @@ class Run:
         "files",
         "closed_cleanly",
         "infos",
+        "attempts",
     )
 
     def __init__(self, summary):
@@ -77,6 +86,7 @@ class Run:
         self.records = None if summary["records"] < 0 else summary["records"]
         self.files = len(summary["files"])
         self.closed_cleanly = summary["closed_cleanly"]
+        self.attempts = summary.get("attempts", 1)
 
     @property
     def start(self):
@@ -99,6 +109,11 @@ class Run:
             f"  {start}  {steps}  {records} records"
             + (f"  hosts {','.join(self.hosts)}" if self.hosts else "")
             + ("" if self.closed_cleanly else "  (not closed cleanly)")
+            + (
+                f"  ({self.attempts} attempts under one run id: restarted; gsteps may repeat)"
+                if self.attempts > 1
+                else ""
+            )
         )
 
     def __repr__(self):
@@ -113,13 +128,14 @@ def runs(path, prefix="train", name="trace"):
     return [Run(s) for s in open_reader(path, prefix, name).runs()]
 
 
-def open_reader(path, prefix, name):
-    """The C++ TraceReader of a path, every run (FileNotFoundError when nothing matches)."""
+def open_reader(path, prefix, name, verify_checksums=True):
+    """The C++ TraceReader of a path, every run (FileNotFoundError when nothing matches).
+    verify_checksums=False skips each record's checksum (docs/format.md "Record checksums")."""
     path = os.fspath(path)
     if path.startswith("file://"):
         path = path[len("file://") :]
     try:
-        return _core.TraceReader.open(path, prefix, name)
+        return _core.TraceReader.open(path, prefix, name, check_record_crc=verify_checksums)
     except errors.NotFoundError as error:
         raise FileNotFoundError(str(error)) from None
 
@@ -135,8 +151,10 @@ def select_run(reader, path, run):
         )
     every = [Run(s) for s in reader.runs()]
     if run == "all":
+        _warn_restarted(every)
         return reader, (every[0] if len(every) == 1 else None), every
     if run is None:
+        _warn_restarted(every[:1] if len(every) == 1 else [])
         if len(every) > 1:
             raise errors.RunChoiceError(
                 f"xdl_trace: {path} holds {len(every)} runs; pick one with run='latest', "
@@ -161,6 +179,21 @@ def select_run(reader, path, run):
                 every,
             )
         chosen = matches[0]
+    _warn_restarted([chosen])
     if len(every) == 1:
         return reader, chosen, every
     return reader.of_run(chosen.id), chosen, every
+
+
+def _warn_restarted(read):
+    """Warns about each run read that several attempts wrote under one run id (issue 24)."""
+    for run in read:
+        if run is not None and run.attempts > 1:
+            warnings.warn(
+                f"xdl_trace: run {run.id} was written by {run.attempts} attempts (a job restarted "
+                "with the same run id, e.g. TORCHELASTIC_RUN_ID or XDL_TRACE_RUN_ID): their "
+                "records are merged, so resumed gsteps appear more than once; give each "
+                'attempt its own run id or output_dir (docs/python.md, "Runs")',
+                RestartedRunWarning,
+                stacklevel=4,
+            )

@@ -1,5 +1,5 @@
 // Tests of CRC-32C: standard check values, Extend composition, hardware vs table agreement.
-#include "io/crc32c.h"
+#include "core/crc32c.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>

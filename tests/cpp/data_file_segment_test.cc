@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "io/crc32c.h"
+#include "core/crc32c.h"
 #include "io/file_set.h"
 #include "io/io_error.h"
 #include "io/limits.h"
 #include "io/meta_writer.h"
+#include "record/record_encoder.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
 
@@ -70,9 +71,16 @@ std::unique_ptr<DataFileSegment> CreateOrDie(const SegmentOptions* options, int6
   return std::move(*segment);
 }
 
+// The Meta on disk, its own checksum checked (the last field: the CRC-32C of
+// the bytes before it) and then cleared, to compare with BuildMeta.
 xdl::proto::Meta ReadMeta(const std::string& data_path) {
+  const std::string bytes = ReadFile(MetaPath(data_path));
   xdl::proto::Meta meta;
-  REQUIRE(meta.ParseFromString(ReadFile(MetaPath(data_path))));
+  REQUIRE(meta.ParseFromString(bytes));
+  REQUIRE(bytes.size() > 6);
+  CHECK(bytes.substr(bytes.size() - 6, 2) == "\x8d\x01");  // Field 17, fixed32.
+  CHECK(meta.meta_crc32c() == crc32c::Value(bytes.data(), bytes.size() - 6));
+  meta.clear_meta_crc32c();
   return meta;
 }
 
@@ -119,6 +127,7 @@ TEST_CASE("a new segment holds the Header and a Meta describing just that", "[se
   CHECK(meta.rank() == 2);
   CHECK(meta.run_id() == "segment-run");
   CHECK(meta.format_version() == kFormatVersion);
+
   CHECK(meta.dropped_records() == 7);
   CHECK_FALSE(meta.closed_cleanly());
 }
@@ -306,40 +315,46 @@ TEST_CASE("a failed write names file and offset; counts and CRC cover what reach
   CHECK(segment->BuildMeta(false, 0).gstep_end() == 1);
 }
 
-// `whole`'s frame as a write-through sends it: its first `owned` bytes in the
-// record, the rest in `external` (kept alive by the caller), CRC pending.
-EncodedRecord InPieces(const EncodedRecord& whole, size_t owned, std::string* external) {
-  EncodedRecord r = whole;
-  *external = whole.frame.substr(owned);
-  r.frame = whole.frame.substr(0, owned);
-  r.pieces = {FramePiece{nullptr, 0, owned}, FramePiece{external->data(), 0, external->size()}};
-  r.external_bytes = external->size();
-  r.crc = std::make_shared<PendingCrc>();
-  return r;
+// `floats` float32 values framed by EncodeRecord in pieces (the tensor left in
+// place, its Record.crc32c left to the writer), as a write-through sends them.
+EncodedRecord InPieces(int64_t gstep, const std::vector<float>& values) {
+  const std::vector<TensorView> columns = {
+      TensorView{DType::kFloat32, {static_cast<int64_t>(values.size())}, values.data()}};
+  EncodeOptions options;
+  options.reference_min_bytes = 64;
+  absl::StatusOr<EncodedRecord> r = EncodeRecord(
+      gstep, gstep, gstep, columns, {}, {}, [](size_t) { return std::string(); }, options);
+  REQUIRE(r.ok());
+  REQUIRE(r->crc_at_write);
+  REQUIRE(r->pieces.size() == 3);
+  return *std::move(r);
 }
 
-TEST_CASE("a frame whose CRC its submitter computes is combined into the file's CRC", "[segment]") {
+TEST_CASE("a frame in pieces is sealed once and combined into the file's CRC", "[segment]") {
   TempDir dir;
   const SegmentOptions options = Options(dir.path());
-  const EncodedRecord first = MakeRecord(1, 1, 1, 5000);
+  const std::vector<float> values(5000, 1.5f);
   const EncodedRecord second = MakeRecord(2, 2, 2, 100);
   const int64_t header = static_cast<int64_t>(options.header_frame.size());
-  const int64_t frame = static_cast<int64_t>(first.frame.size());
-  std::string external;
-  std::vector<EncodedRecord> records = {InPieces(first, 12, &external), second};
-  // The value arrives while (or after) the bytes are written, as from Step.
-  std::thread submitter([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    records[0].crc->Set(crc32c::Value(first.frame.data(), first.frame.size()));
-  });
+  std::vector<EncodedRecord> records = {InPieces(1, values), second};
+  const int64_t frame = static_cast<int64_t>(records[0].FrameBytes());
+  // What protobuf writes for the same record, checksum included.
+  xdl::proto::Record expected;
+  expected.set_gstep(1);
+  expected.set_lstep(1);
+  expected.set_timestamp(1);
+  test::AddColumn(&expected, xdl::proto::Float, {5000},
+                  std::string(reinterpret_cast<const char*>(values.data()), 20000));
+  const std::string body = expected.SerializeAsString();
+  expected.set_crc32c(crc32c::Value(body.data(), body.size()));
+  const std::string sealed = test::Frame(expected.SerializeAsString());
 
   SECTION("written whole") {
     auto segment = CreateOrDie(&options, 1);
     REQUIRE(segment->WriteHeader(0).ok());
     REQUIRE(segment->Append(Pointers(&records)).ok());
-    submitter.join();
     const std::string bytes = ReadFile(segment->path());
-    CHECK(bytes == options.header_frame + first.frame + second.frame);
+    CHECK(bytes == options.header_frame + sealed + second.frame);
     CHECK(segment->records() == 2);
     CHECK(segment->crc32c() == crc32c::Value(bytes.data(), bytes.size()));
   }
@@ -352,7 +367,6 @@ TEST_CASE("a frame whose CRC its submitter computes is combined into the file's 
       REQUIRE(segment->WriteHeader(0).ok());
       status = segment->Append(Pointers(&records));
     }
-    submitter.join();
     REQUIRE_FALSE(status.ok());
     const std::string bytes = ReadFile(segment->path());
     REQUIRE(static_cast<int64_t>(bytes.size()) == limit);
@@ -418,7 +432,7 @@ TEST_CASE("ReplaceMeta never writes through a link at the Meta or its temp names
     REQUIRE(symlink(target.c_str(), planted.back().c_str()) == 0);
   }
   REQUIRE(ReplaceMeta(data, meta, /*fsync=*/true, dir_fd).ok());
-  CHECK(ReadFile(MetaPath(data)) == meta.SerializeAsString());
+  CHECK(ReadMeta(data).SerializeAsString() == meta.SerializeAsString());
   for (const std::string& link : planted) CHECK(std::filesystem::is_symlink(link));
 
   // The Meta itself: an error naming it.

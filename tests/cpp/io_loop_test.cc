@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "io/crc32c.h"
+#include "core/crc32c.h"
 #include "io/file_set.h"
 #include "io/limits.h"
 #include "test_util.h"

@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -81,6 +82,40 @@ TEST_CASE("plugins are found by path and by name in XDL_TRACE_PLUGIN_PATH", "[pl
   REQUIRE_FALSE(no_file.ok());
   CHECK(absl::StrContains(no_file.status().message(), "/nonexistent/libxdl_trace_x.so"));
   CHECK_FALSE(ResolvePlugin("").ok());
+}
+
+TEST_CASE("a plugin path is resolved once: what is checked is what is loaded", "[plugin]") {
+  // Issue 24 #7: "libX.so" in the current directory was checked there but dlopen()ed from the
+  // library path (a name without '/'); a FIFO was reported as "does not exist".
+  char cwd[4096];
+  REQUIRE(::getcwd(cwd, sizeof(cwd)) != nullptr);
+  char dir_template[] = "/tmp/xdl_plugin_cwd_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  {
+    std::ifstream in(TestPlugin("fake"), std::ios::binary);
+    std::ofstream out(dir + "/libz.so", std::ios::binary);
+    out << in.rdbuf();
+  }
+  REQUIRE(::mkfifo((dir + "/libfifo.so").c_str(), 0600) == 0);
+  REQUIRE(::chdir(dir.c_str()) == 0);
+  absl::StatusOr<std::string> local = ResolvePlugin("libz.so");
+  absl::StatusOr<std::string> fifo = ResolvePlugin("libfifo.so");
+  absl::StatusOr<std::string> dotted = ResolvePlugin("./libz.so");
+  REQUIRE(::chdir(cwd) == 0);
+  REQUIRE(local.ok());
+  CHECK(*local == dir + "/libz.so");  // Absolute: dlopen loads this file, not the system's libz.
+  REQUIRE(dotted.ok());
+  CHECK(*dotted == dir + "/libz.so");
+  absl::StatusOr<std::unique_ptr<PluginLibrary>> loaded = PluginLibrary::Load(*local);
+  REQUIRE(loaded.ok());
+  CHECK((*loaded)->profiler_type() == "fake");
+  REQUIRE_FALSE(fifo.ok());
+  CHECK(absl::StrContains(fifo.status().message(), "libfifo.so' is not a regular file (a FIFO)"));
+  CHECK_FALSE(absl::StrContains(fifo.status().message(), "does not exist"));
+  ::unlink((dir + "/libz.so").c_str());
+  ::unlink((dir + "/libfifo.so").c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST_CASE("a name is searched beside the binary holding the loader, and the miss says where",

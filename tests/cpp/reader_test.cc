@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/crc32c.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/wire_format.h"
-#include "io/crc32c.h"
 #include "reader/wire_decoder.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
@@ -1172,14 +1172,15 @@ TEST_CASE("verify checks the Meta's step and time ranges against the records", "
   CHECK(report.ok);
 
   meta.set_gstep_begin(3);  // Would make records(gsteps=(2, 2)) skip the file.
-  meta.set_timestamp_end(5);
+  meta.set_timestamp_end(1700000000005);
   WriteFile(path + ".meta", meta.SerializeAsString());
   report = VerifyFile(path);
   CHECK_FALSE(report.ok);
   REQUIRE(report.problems.size() == 2);
   CHECK(report.problems[0].find("the Meta says gstep_begin 3, the records say 2") !=
         std::string::npos);
-  CHECK(report.problems[1].find("the Meta says timestamp_end 5, the records say 1700000000006") !=
+  CHECK(report.problems[1].find(
+            "the Meta says timestamp_end 1700000000005, the records say 1700000000006") !=
         std::string::npos);
 }
 
@@ -1301,4 +1302,155 @@ TEST_CASE("column descriptors that do not match the keys are corruption, named",
 }
 
 }  // namespace
+// --- Issue 24 ----------------------------------------------------------------------------------
+
+namespace {
+
+// The frame of `record` as the writer seals it: field 16 (crc32c) last, the
+// CRC-32C of the bytes before it.
+std::string SealedFrame(xdl::proto::Record record) {
+  record.clear_crc32c();
+  const std::string body = record.SerializeAsString();
+  record.set_crc32c(internal::crc32c::Value(body.data(), body.size()));
+  const std::string sealed = record.SerializeAsString();
+  REQUIRE(sealed.substr(0, body.size()) == body);  // Field 16 is last.
+  return Frame(sealed);
+}
+
+// A Meta as the writer writes it: field 17 (meta_crc32c) last, the CRC-32C of
+// the bytes before it.
+std::string SealedMeta(const xdl::proto::Meta& meta) {
+  xdl::proto::Meta copy = meta;
+  copy.clear_meta_crc32c();
+  const std::string body = copy.SerializeAsString();
+  copy.set_meta_crc32c(internal::crc32c::Value(body.data(), body.size()));
+  return copy.SerializeAsString();
+}
+
+}  // namespace
+
+TEST_CASE("a Header cut short inside what a closed Meta covers is corruption (issue 24 #1)",
+          "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  const std::string data = WriteSimpleFile(path, 0, 5);
+  for (const size_t cut : {size_t{2}, size_t{10}}) {
+    INFO("cut at " << cut);
+    WriteFile(path, data.substr(0, cut));
+    auto file = TraceFile::Open(path);
+    REQUIRE_FALSE(file.ok());
+    CHECK(file.status().code() == absl::StatusCode::kDataLoss);
+    const std::string message(file.status().message());
+    CHECK_THAT(message, Catch::Contains(path + ": corrupt at byte offset 0"));
+    CHECK_THAT(message, Catch::Contains("Header frame"));
+    CHECK_THAT(message, Catch::Contains(absl::StrCat("the Meta covers ", data.size())));
+    CHECK(Drain(MustOpenTrace(path).Read({})).status.code() == absl::StatusCode::kDataLoss);
+  }
+  // Without a Meta (a crash before the first one) it stays a torn tail.
+  std::remove((path + ".meta").c_str());
+  WriteFile(path, data.substr(0, 10));
+  CHECK(MustOpen(path)->header_torn());
+}
+
+TEST_CASE("a record's checksum is checked on every read, with an opt-out (issue 24 #3)",
+          "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  std::string data = HeaderFrame({"w", "loss"});
+  for (int i = 0; i < 3; ++i) data += SealedFrame(SimpleRecord(i));
+  WriteFile(path, data);
+  WriteFile(path + ".meta", SealedMeta(MetaFor(data, 3, 0, 2)));
+  {
+    std::vector<RecordView> records = ReadAllOk(MustOpen(path));
+    REQUIRE(records.size() == 3);
+    CHECK(records[2].gstep == 2);
+    CHECK(records[2].extra_fields.empty());  // The checksum is not an unknown field.
+    CHECK(VerifyFile(path).ok);
+  }
+  // Flip one bit of a float inside record 1 (its Meta's file checksum still matches:
+  // rewritten), as a disk or a copy would.
+  const std::string frame1 = SealedFrame(SimpleRecord(1));
+  const size_t at = data.find(frame1) + frame1.size() - 20;
+  data[at] = static_cast<char>(data[at] ^ 0x40);
+  WriteFile(path, data);
+  WriteFile(path + ".meta", SealedMeta(MetaFor(data, 3, 0, 2)));
+  const uint64_t frame_offset =
+      HeaderFrame({"w", "loss"}).size() + SealedFrame(SimpleRecord(0)).size();
+
+  RecordCursor cursor = MustOpen(path)->Records();
+  RecordView record;
+  CHECK(cursor.Next(&record));
+  CHECK_FALSE(cursor.Next(&record));
+  CHECK(cursor.status().code() == absl::StatusCode::kDataLoss);
+  CHECK_THAT(std::string(cursor.status().message()),
+             Catch::Contains(absl::StrCat(path, ": corrupt at byte offset ", frame_offset,
+                                          ": record checksum mismatch")));
+  CHECK(Drain(MustOpenTrace(path).Read({})).status.code() == absl::StatusCode::kDataLoss);
+  CHECK_FALSE(VerifyFile(path).ok);
+
+  // The opt-out reads it (hot paths that trust their disk).
+  FileOptions unchecked;
+  unchecked.check_record_crc = false;
+  auto file = TraceFile::Open(path, unchecked);
+  REQUIRE(file.ok());
+  RecordCursor fast = (*file)->Records();
+  std::vector<RecordView> all = ReadAll(*file, &fast);
+  CHECK(fast.status().ok());
+  CHECK(all.size() == 3);
+  auto reader = TraceReader::Open(path, "train", "trace", unchecked);
+  REQUIRE(reader.ok());
+  CHECK(Drain(reader->Read({})).status.ok());
+
+  // A checksum field that is not the last field is corruption too.
+  xdl::proto::Record moved = SimpleRecord(0);
+  moved.set_crc32c(1);
+  std::string body = moved.SerializeAsString();
+  body += std::string("\x20\x05", 2);  // Field 4 again (timestamp 5) after field 16.
+  WriteFile(path, HeaderFrame({"w", "loss"}) + Frame(body));
+  std::remove((path + ".meta").c_str());
+  RecordCursor misplaced = MustOpen(path)->Records();
+  CHECK_FALSE(misplaced.Next(&record));
+  CHECK_THAT(std::string(misplaced.status().message()),
+             Catch::Contains("Record.crc32c is not the last field"));
+}
+
+TEST_CASE("the Meta's own checksum and ranges are checked before any pruning (issue 24 #3)",
+          "[reader]") {
+  TempDir dir;
+  const std::string first = dir / "train.trace.0.1";
+  const std::string second = dir / "train.trace.0.2";
+  WriteSimpleFile(first, 0, 5);
+  const std::string data = WriteSimpleFile(second, 5, 5);
+  const xdl::proto::Meta good = MetaFor(data, 5, 5, 9);
+  WriteFile(second + ".meta", SealedMeta(good));
+  CHECK(MustOpen(second)->meta().has_value());
+  CHECK(MustOpen(second)->meta_error().ok());
+
+  // One flipped bit in gstep_begin (9 -> 25... begin > end): with its checksum the Meta is
+  // refused; without one (an older writer) its impossible range is.
+  std::string sealed = SealedMeta(good);
+  xdl::proto::Meta lying = good;
+  lying.set_gstep_begin(good.gstep_begin() | 0x40);
+  std::string lying_bytes = lying.SerializeAsString();
+  lying_bytes += sealed.substr(sealed.size() - 6);  // The good Meta's checksum field.
+  for (const std::string& meta : {lying_bytes, lying.SerializeAsString()}) {
+    WriteFile(second + ".meta", meta);
+    const std::shared_ptr<TraceFile> file = MustOpen(second);
+    CHECK_FALSE(file->meta().has_value());
+    CHECK(file->meta_error().code() == absl::StatusCode::kDataLoss);
+    CHECK_THAT(std::string(file->meta_error().message()), Catch::StartsWith(second + ".meta: "));
+    CHECK_FALSE(VerifyFile(second).ok);
+    // The file is read, not pruned: gsteps 5..9 are all there.
+    Drained picked =
+        Drain(MustOpenTrace(dir.path()).Read({std::nullopt, {6, 7, std::nullopt}, {}}));
+    REQUIRE(picked.status.ok());
+    CHECK(picked.records == std::vector<std::pair<int64_t, int32_t>>{{6, 0}, {7, 0}});
+  }
+  WriteFile(second + ".meta", lying_bytes);
+  CHECK_THAT(std::string(MustOpen(second)->meta_error().message()), Catch::Contains("checksum"));
+  WriteFile(second + ".meta", lying.SerializeAsString());
+  CHECK_THAT(std::string(MustOpen(second)->meta_error().message()),
+             Catch::Contains("gstep_begin 69 > gstep_end 9"));
+}
+
 }  // namespace xdl_trace

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/crc32c.h"
+#include "io/data_file_segment.h"
 #include "core/wire.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
@@ -19,6 +21,8 @@ namespace {
 
 using test::Frame;
 using test::ProtobufFrame;
+using test::Sealed;
+using test::SealedProtobufFrame;
 
 std::string Encode(int64_t gstep, int64_t lstep, int64_t timestamp,
                    const std::vector<TensorView>& columns, absl::string_view trailing = {}) {
@@ -28,6 +32,8 @@ std::string Encode(int64_t gstep, int64_t lstep, int64_t timestamp,
   CHECK(record->gstep == gstep);
   CHECK(record->lstep == lstep);
   CHECK(record->timestamp_ms == timestamp);
+  CHECK(record->crc_at_write);  // The IO thread's to fill in: as it will.
+  SealFrame(&*record);
   return record->frame;
 }
 
@@ -51,7 +57,8 @@ TEST_CASE("every dtype and shape encodes as protobuf does", "[encoder]") {
       const std::string bytes = RandomBytes(view.NumBytes(), seed++);
       view.data = bytes.empty() ? nullptr : bytes.data();
       INFO("dtype " << DTypeName(dtype) << " rank " << shape.size());
-      CHECK(Encode(12, 3, 1700000000123, {view}) == ProtobufFrame(12, 3, 1700000000123, {view}));
+      CHECK(Encode(12, 3, 1700000000123, {view}) ==
+            SealedProtobufFrame(12, 3, 1700000000123, {view}));
     }
   }
 }
@@ -68,19 +75,19 @@ TEST_CASE("zero, negative and extreme steps encode as protobuf does", "[encoder]
   for (const auto& s : steps) {
     INFO("gstep " << s[0] << " lstep " << s[1] << " timestamp " << s[2]);
     CHECK(Encode(s[0], s[1], s[2], {scalar, int8_scalar}) ==
-          ProtobufFrame(s[0], s[1], s[2], {scalar, int8_scalar}));
+          SealedProtobufFrame(s[0], s[1], s[2], {scalar, int8_scalar}));
   }
 }
 
 TEST_CASE("records without columns, and empty columns, encode as protobuf does", "[encoder]") {
-  CHECK(Encode(0, 0, 0, {}) == ProtobufFrame(0, 0, 0, {}));
-  CHECK(Encode(0, 0, 0, {}).size() == 4);  // Just the zero length prefix.
+  CHECK(Encode(0, 0, 0, {}) == SealedProtobufFrame(0, 0, 0, {}));
+  CHECK(Encode(0, 0, 0, {}).size() == 10);  // The length prefix and the checksum field.
   const TensorView empty_f32{DType::kFloat32, {0}, nullptr};
   const TensorView wide_empty{DType::kInt16, {std::numeric_limits<int32_t>::max(), 0}, nullptr};
   // An int8 column with no data serializes as an empty Column message.
   const TensorView none{DType::kInt8, {0}, nullptr};
   CHECK(Encode(5, 5, 5, {empty_f32, wide_empty, none}) ==
-        ProtobufFrame(5, 5, 5, {empty_f32, wide_empty, none}));
+        SealedProtobufFrame(5, 5, 5, {empty_f32, wide_empty, none}));
 }
 
 TEST_CASE("many columns and multi-byte lengths encode as protobuf does", "[encoder]") {
@@ -96,7 +103,7 @@ TEST_CASE("many columns and multi-byte lengths encode as protobuf does", "[encod
     const Shape shape = {i + 1, (i * 37) % 300 + 1};
     columns.push_back(TensorView{static_cast<DType>(i % kNumDTypes), shape, storage[i].data()});
   }
-  CHECK(Encode(77, 7, 1234567, columns) == ProtobufFrame(77, 7, 1234567, columns));
+  CHECK(Encode(77, 7, 1234567, columns) == SealedProtobufFrame(77, 7, 1234567, columns));
 }
 
 TEST_CASE("trailing fields follow field 4 and round-trip through protobuf", "[encoder]") {
@@ -106,15 +113,18 @@ TEST_CASE("trailing fields follow field 4 and round-trip through protobuf", "[en
   const std::string trailing = std::string("\x78\xAC\x02", 3) + std::string("\x72\x05hello", 7);
   const std::string with = Encode(9, 8, 7, {scalar}, trailing);
   const std::string without = ProtobufFrame(9, 8, 7, {scalar});
-  REQUIRE(with.size() == without.size() + trailing.size());
-  CHECK(with.substr(4) == without.substr(4) + trailing);
+  REQUIRE(with.size() == without.size() + trailing.size() + kRecordCrcBytes);
+  CHECK(with == Sealed(without + trailing));
   xdl::proto::Record parsed;
   REQUIRE(parsed.ParseFromString(with.substr(4)));
   CHECK(parsed.gstep() == 9);
   CHECK(parsed.timestamp() == 7);
+  // The checksum is a known field: the CRC-32C of the bytes before it, the unknown fields
+  // included (protobuf would re-serialize it before them: a rewritten file is not ours).
+  CHECK(parsed.crc32c() == crc32c::Value(with.data() + 4, with.size() - 10));
   std::string reserialized;
   REQUIRE(parsed.SerializeToString(&reserialized));
-  CHECK(reserialized == with.substr(4));  // Unknown fields kept, in place, after field 4.
+  CHECK(reserialized.size() == with.size() - 4);  // Unknown fields kept.
 }
 
 TEST_CASE("records over the 4 GiB frame limit are rejected naming the key", "[encoder]") {
@@ -212,6 +222,7 @@ TEST_CASE("a record in pieces is the contiguous frame, its large columns left in
       absl::StatusOr<EncodedRecord> contiguous =
           EncodeRecord(5, 6, timestamp, columns, {}, with_trailing ? trailing : "");
       REQUIRE(contiguous.ok());
+      SealFrame(&*contiguous);
       CHECK(contiguous->pieces.empty());
       CHECK(contiguous->external_bytes == 0);
       for (const size_t threshold : {size_t{1}, size_t{4096}, size_t{20000}, SIZE_MAX}) {
@@ -222,6 +233,9 @@ TEST_CASE("a record in pieces is the contiguous frame, its large columns left in
             5, 6, timestamp, columns, {}, with_trailing ? trailing : "",
             [](size_t) { return std::string(); }, options);
         REQUIRE(pieces.ok());
+        // The checksum's value is the writer's to fill in (SealFrame).
+        CHECK(pieces->crc_at_write);
+        SealFrame(&*pieces);
         CHECK(Concatenate(*pieces) == contiguous->frame);
         CHECK(pieces->FrameBytes() == contiguous->frame.size());
         // Exactly the columns at or above the threshold are referenced, in place.

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/crc32c.h"
 #include "xdl_trace.pb.h"
 #include "xdl_trace/tensor.h"
 
@@ -193,6 +194,22 @@ inline std::string ProtobufFrame(int64_t gstep, int64_t lstep, int64_t timestamp
   std::string body;
   REQUIRE(record.SerializeToString(&body));
   return Frame(body);
+}
+
+// `frame` (a framed Record without Record.crc32c) as the encoder seals it:
+// field 16 (fixed32) appended, the CRC-32C of the body before it.
+inline std::string Sealed(const std::string& frame) {
+  std::string body = frame.substr(4);
+  const uint32_t crc = internal::crc32c::Value(body.data(), body.size());
+  body += std::string("\x85\x01", 2);
+  for (int i = 0; i < 4; ++i) body.push_back(static_cast<char>(crc >> (8 * i)));
+  return Frame(body);
+}
+
+// ProtobufFrame as the encoder writes it: sealed with its checksum.
+inline std::string SealedProtobufFrame(int64_t gstep, int64_t lstep, int64_t timestamp,
+                                       const std::vector<TensorView>& columns) {
+  return Sealed(ProtobufFrame(gstep, lstep, timestamp, columns));
 }
 
 }  // namespace test

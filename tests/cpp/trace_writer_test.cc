@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "io/crc32c.h"
+#include "core/crc32c.h"
 #include "io/file_set.h"
 #include "io/io_error.h"
 #include "io/limits.h"

@@ -850,6 +850,43 @@ TEST_CASE("a Step while another thread is inside Step fails and writes nothing",
   CHECK(file.records[0].column_size() == 2);
 }
 
+TEST_CASE("a provider calling Step, Flush or Close of its own tracer is refused, no hang",
+          "[tracer]") {
+  // Issue 24 #6 and #12: the same thread re-entering is named as such, and Flush and Close
+  // (which wait for the step lock) are refused instead of waiting for themselves.
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  Tracer* self = nullptr;
+  std::vector<absl::Status> inner;
+  REQUIRE(registry
+              ->Register(ProviderEntry("cb",
+                                       [&] {
+                                         inner.push_back(self->StepAt(9, 9, 9));
+                                         inner.push_back(self->Flush());
+                                         inner.push_back(self->Close());
+                                         return OwnedScalar(1);
+                                       }))
+              .ok());
+  const TraceConfig config = Config(dir.path());
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  self = tracer->get();
+  REQUIRE((*tracer)->StepAt(1, 1, 1).ok());
+  REQUIRE(inner.size() == 3);
+  const char* calls[] = {"Step(gstep=9)", "Flush()", "Close()"};
+  for (size_t i = 0; i < 3; ++i) {
+    INFO(Message(inner[i]));
+    CHECK(inner[i].code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(Message(inner[i]), Catch::StartsWith(calls[i]) &&
+                                      Catch::Contains("inside Step of the same tracer") &&
+                                      !Catch::Contains("another thread"));
+  }
+  REQUIRE((*tracer)->Close().ok());
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 1);
+  CHECK(file.records[0].gstep() == 1);
+}
+
 TEST_CASE("threads hammering Step never write a corrupt record", "[tracer]") {
   TempDir dir;
   auto registry = std::make_shared<Registry>();

@@ -64,6 +64,24 @@ TEST_CASE("a second lock on the same rank fails naming the owner; other ranks an
   CHECK(WriterLock::Acquire(test_prefix).ok());
 }
 
+TEST_CASE("a removed lock file does not admit a second writer (issue 24 #12)", "[lock]") {
+  TempDir dir;
+  const TraceConfig config = Config(dir.path(), 5);
+  auto first = WriterLock::Acquire(config);
+  REQUIRE(first.ok());
+  REQUIRE(::unlink((dir / ".train.trace.5.lock").c_str()) == 0);  // A user's rm, a cleanup.
+  auto second = WriterLock::Acquire(config);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(second.status().message()),
+             Catch::Contains("another writer is already tracing rank 5") &&
+                 Catch::Contains("was removed"));
+  CHECK(WriterLock::Acquire(Config(dir.path(), 6)).ok());  // Other ranks are not affected.
+  first->Release();
+  auto third = WriterLock::Acquire(config);  // Free once the first writer let go.
+  CHECK(third.ok());
+}
+
 TEST_CASE("Release removes the lock file and the rank can be locked again", "[lock]") {
   TempDir dir;
   const TraceConfig config = Config(dir.path());

@@ -239,7 +239,7 @@ def test_a_crash_before_the_first_meta_is_unverifiable_not_a_failure(tmp_path):
         ("gstep_begin", 3, 0),
         ("gstep_end", 99, 4),
         ("lstep_begin", -5, 0),
-        ("timestamp_end", 1, 1700000000004),
+        ("timestamp_end", 1700000000003, 1700000000004),  # An impossible one: its own test.
     ],
 )
 def test_a_meta_that_lies_about_its_records_fails_verify(tmp_path, field, lie, actual):

@@ -11,6 +11,7 @@ summary, whose fields --summary prints by name). Fields a newer writer adds
 (such as device-tracing fields of Record) are kept as unknown fields.
 
 Usage:  python3 read_trace.py PATH [PATH ...] [--keys k1,k2] [--max-records N] [--summary]
+                              [--no-checksums]
 
 PATH is a data file ("train.trace.0.1") or a directory (every data file in it,
 by rank, then index). Prints each file's Meta, the header keys, then each
@@ -23,7 +24,9 @@ files are read (a FIFO or a link to /dev/zero is refused), a Meta is read only
 up to 64 KiB, and column shapes are checked against their data. What a crash
 or a power loss leaves is not corruption: a frame cut short at the end of the
 file, or a zero-filled tail, ends the file with every complete record read and
-a warning. A dtype newer than this script is read as raw bytes (a warning).
+a warning. Each record's checksum (Record.crc32c) and the Meta's own are checked
+when present: a damaged record is corruption, never printed as data. A dtype
+newer than this script is read as raw bytes (a warning).
 Files XDL itself wrote (no Meta checksum or record count) read normally.
 docs/format.md is the format; docs/reliability.md lists the inputs tested.
 """
@@ -75,6 +78,7 @@ _META_FIELDS = [  # (name, number, type) of Meta, in proto order.
     ("dropped_records", 14, "INT64"),
     ("closed_cleanly", 15, "BOOL"),
     ("end_time_ms", 16, "INT64"),
+    ("meta_crc32c", 17, "FIXED32"),
 ]
 
 _RUN_INFO_FIELDS = [  # (name, number, type, repeated) of RunInfo (Header.run), in proto order.
@@ -215,6 +219,64 @@ def _bytes(buf, start, end):
 
 def _corrupt(path, offset, what):
     return TraceFileError(f"{path}: corrupt at byte offset {offset}: {what}")
+
+
+# --- CRC-32C (Castagnoli), as the writer's checksums (docs/format.md) -------------------------------
+
+
+def _crc_table():
+    t = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        t = np.where(t & 1, (t >> 1) ^ np.uint32(0x82F63B78), t >> 1).astype(np.uint32)
+    return t
+
+
+_CRC_TABLE = _crc_table()
+_CRC_TABLE_LIST = [int(v) for v in _CRC_TABLE]
+_CRC_SMALL = 4096  # Below this many bytes a plain loop; above, numpy lanes.
+
+
+def _crc_apply(op, c):
+    """The GF(2)-linear map `op` (32 images of the register's bits) applied to registers c."""
+    out = np.zeros_like(c)
+    for bit in range(32):
+        out ^= np.where((c >> np.uint32(bit)) & np.uint32(1), op[bit], np.uint32(0))
+    return out
+
+
+def crc32c(data):
+    """CRC-32C of `data` (bytes-like): Value("123456789") == 0xE3069283.
+
+    Large inputs run as numpy lanes: the raw CRC (register 0, no final xor) is linear, leading
+    zeros leave it unchanged, and the standard CRC is the raw CRC of the data with its first four
+    bytes inverted, inverted; so the data, zero-padded in front, is cut into lanes computed side by
+    side, then merged pairwise by "append w zero bytes" operators."""
+    view = memoryview(data).cast("B")
+    n = len(view)
+    if n < _CRC_SMALL:
+        table, c = _CRC_TABLE_LIST, 0xFFFFFFFF
+        for b in view.tobytes():
+            c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+        return c ^ 0xFFFFFFFF
+    width = 1 << max(6, (n.bit_length() + 1) // 2)
+    lanes = -(-n // width)
+    lanes = 1 << (lanes - 1).bit_length()  # A power of two, for the pairwise merge.
+    padded = np.zeros(lanes * width, np.uint8)
+    padded[lanes * width - n :] = np.frombuffer(view, np.uint8)
+    padded[lanes * width - n : lanes * width - n + 4] ^= 0xFF
+    rows = padded.reshape(lanes, width)
+    c = np.zeros(lanes, np.uint32)
+    for j in range(width):
+        c = _CRC_TABLE[(c ^ rows[:, j]) & np.uint32(0xFF)] ^ (c >> np.uint32(8))
+    # The operator "append one zero byte", then doubled to `width` bytes.
+    unit = np.array([1 << bit for bit in range(32)], np.uint32)
+    op = _CRC_TABLE[unit & np.uint32(0xFF)] ^ (unit >> np.uint32(8))
+    for _ in range(width.bit_length() - 1):
+        op = _crc_apply(op, op)
+    while len(c) > 1:
+        c = _crc_apply(op, c[0::2]) ^ c[1::2]
+        op = _crc_apply(op, op)
+    return int(c[0]) ^ 0xFFFFFFFF
 
 
 # --- The protobuf wire format, walked by hand to say where a message is broken -------------------
@@ -480,13 +542,31 @@ def read_meta(path):
         return None
     try:
         _check_meta_wire(content)
-        return Meta.FromString(bytes(content))
+        meta = Meta.FromString(bytes(content))
+        _check_meta_crc(meta_path, content)
+        return meta
     except _WireError as e:
         raise TraceFileError(
             f"{meta_path}: not a serialized Meta ({e.what} at byte offset {e.offset})"
         )
     except message.DecodeError:
         raise TraceFileError(f"{meta_path}: not a serialized Meta") from None
+
+
+def _check_meta_crc(meta_path, content):
+    """Meta.meta_crc32c, when the Meta has one: its last field, the CRC-32C of the bytes before."""
+    for number, wire_type, _, _, payload_end, at in _fields(content, 0, len(content)):
+        if number != _META_CRC_FIELD:
+            continue
+        if wire_type != 5 or payload_end != len(content):
+            raise TraceFileError(f"{meta_path}: Meta.meta_crc32c is not the Meta's last field")
+        (expected,) = struct.unpack_from("<I", content, at + 2)
+        actual = crc32c(memoryview(content)[:at])
+        if actual != expected:
+            raise TraceFileError(
+                f"{meta_path}: Meta checksum mismatch: crc32c of its first {at} bytes is "
+                f"{actual:08x}, its meta_crc32c says {expected:08x}"
+            )
 
 
 def meta_record_count(meta):
@@ -547,7 +627,38 @@ def _only_unknown_record_fields(buf, start, end):
         return False
 
 
-def _decode_record(path, data, start, end, keys):
+_RECORD_CRC_FIELD = 16  # Record.crc32c: fixed32, the last field (docs/format.md).
+_META_CRC_FIELD = 17  # Meta.meta_crc32c: fixed32, the last field.
+
+
+def _check_record_crc(path, data, start, end, check):
+    """Record.crc32c, when the record has one: its last field, and (with `check`) the CRC-32C
+    of the bytes before it. A record without one (XDL's, older writers') is not checked."""
+    if end - start < 6 or bytes(data[end - 6 : end - 4]) != b"\x85\x01":
+        fields = [f for f in _fields(data, start, end) if f[0] == _RECORD_CRC_FIELD]
+        if fields:
+            raise _corrupt(path, fields[0][5], "Record.crc32c is not the last field of its record")
+        return
+    last = None
+    for field in _fields(data, start, end):
+        last = field
+        if field[0] == _RECORD_CRC_FIELD and field[4] != end:
+            raise _corrupt(path, field[5], "Record.crc32c is not the last field of its record")
+    if last is None or last[0] != _RECORD_CRC_FIELD or last[1] != 5:
+        return  # The bytes 0x85 0x01 ended another field's payload.
+    if check:
+        (expected,) = struct.unpack_from("<I", data, end - 4)
+        actual = crc32c(memoryview(data)[start : end - 6])
+        if actual != expected:
+            raise _corrupt(
+                path,
+                start - _PREFIX_BYTES,
+                f"record checksum mismatch: crc32c of its {end - 6 - start} bytes is "
+                f"{actual:08x}, its Record.crc32c says {expected:08x} (a damaged record)",
+            )
+
+
+def _decode_record(path, data, start, end, keys, check_crc=True):
     body = _bytes(data, start, end)
     record = Record()
     try:
@@ -571,6 +682,10 @@ def _decode_record(path, data, start, end, keys):
             raise _corrupt(path, e.offset, e.what) from None
         if not parsed:
             raise _corrupt(path, start, "the Record frame does not parse")
+    try:
+        _check_record_crc(path, data, start, end, check_crc)
+    except _WireError as e:
+        raise _corrupt(path, e.offset, e.what) from None
     for i, column in enumerate(record.column):
         problem = column_problem(column)
         if problem is not None:
@@ -592,14 +707,15 @@ def _decode_record(path, data, start, end, keys):
     return record
 
 
-def read_file(path, meta=None):
+def read_file(path, meta=None, check_crc=True):
     """Yields ("header", Header) once, then ("record", Record) per frame, and ("torn", offset)
     when the file ends in what a crash leaves: a frame cut short (the writer stopped
     mid-record) or a zero-filled tail (a power loss with data not synced; also warns).
 
     `meta` (from read_meta) makes bytes it covers count as written: a frame cut short
     there is corruption. Raises TraceFileError ("PATH: corrupt at byte offset N: what")
-    for anything else malformed, after yielding every record before it."""
+    for anything else malformed, a record whose checksum does not match included (unless
+    `check_crc` is False), after yielding every record before it."""
     _check_format_version(path, meta)
     data = _read_regular_file(path)
     size = len(data)
@@ -656,7 +772,10 @@ def read_file(path, meta=None):
                 keys = list(header.key)
                 item = ("header", header)
             else:
-                item = ("record", _decode_record(path, data, offset + _PREFIX_BYTES, end, keys))
+                item = (
+                    "record",
+                    _decode_record(path, data, offset + _PREFIX_BYTES, end, keys, check_crc),
+                )
         except TraceFileError:
             if lost_block and end > zeros:  # The frame runs into a zero-filled tail.
                 yield zero_tail(offset)
@@ -711,7 +830,7 @@ def _describe_summary(descriptor, array):
     return None
 
 
-def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout):
+def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout, check_crc=True):
     """Prints one data file. Raises TraceFileError (or OSError) on the first problem, after
     printing everything before it; a bad Meta is raised after the records are printed."""
     meta_error = None
@@ -725,7 +844,7 @@ def print_file(path, keys=None, max_records=None, summary=False, out=sys.stdout)
     else:
         print(f"meta: {_format_meta(meta) if meta is not None else '(none)'}", file=out)
     header_keys, contents, printed = [], {}, 0
-    for kind, value in read_file(path, meta):
+    for kind, value in read_file(path, meta, check_crc=check_crc):
         if kind == "header":
             header_keys = list(value.key)
             print(f"keys: {header_keys}", file=out)
@@ -778,6 +897,11 @@ def main(argv=None):
     parser.add_argument("--keys", help="comma-separated keys to print (default all)")
     parser.add_argument("--max-records", type=int, default=None, help="records per file")
     parser.add_argument("--summary", action="store_true", help="min/max/mean instead of values")
+    parser.add_argument(
+        "--no-checksums",
+        action="store_true",
+        help="do not check each record's crc32c (faster; a damaged record may then be printed)",
+    )
     args = parser.parse_args(argv)
     keys = set(args.keys.split(",")) if args.keys else None
     status = 0
@@ -803,7 +927,13 @@ def main(argv=None):
                 error(f"{path}: no data files")
             for f in files:
                 try:
-                    print_file(f, keys=keys, max_records=args.max_records, summary=args.summary)
+                    print_file(
+                        f,
+                        keys=keys,
+                        max_records=args.max_records,
+                        summary=args.summary,
+                        check_crc=not args.no_checksums,
+                    )
                 except BrokenPipeError:
                     raise
                 except TraceFileError as e:

@@ -118,6 +118,8 @@ struct FileMeta {
   int64_t record_count = 0;
   int64_t data_bytes = 0;
   uint32_t crc32c = 0;
+  int32_t rank = 0;        // Meta.rank: the writer's rank, as in the file name.
+  int64_t file_index = 0;  // Meta.file_index: the file's index, as in its name.
   // 0: a Meta written by XDL (fields 1-6 only: the first and last record's
   // steps and times, -1 where XDL never learnt one; no record count, no
   // checksum). kFormatVersion: ours. Anything else is refused.
@@ -157,6 +159,16 @@ struct VerifyReport {
   uint64_t unverified_tail_bytes = 0;  // Bytes after meta_data_bytes (written after the last Meta).
   bool torn_tail = false;              // The file ends in a partial frame.
   std::vector<std::string> problems;   // Each names the file (and offset when known).
+};
+
+// How a TraceFile reads its records.
+struct FileOptions {
+  // Check each record's Record.crc32c (docs/format.md, "Record checksums")
+  // before decoding it: a mismatch is DataLoss naming the file and offset. A
+  // record without one (XDL's files, older writers) is read unchecked. Off:
+  // a hot path that trusts its disk skips one pass over the record's bytes
+  // (the cost is in docs/benchmarks.md); Verify checks them either way.
+  bool check_record_crc = true;
 };
 
 class TraceFile;
@@ -200,8 +212,12 @@ class RecordCursor {
 class TraceFile : public std::enable_shared_from_this<TraceFile> {
  public:
   // Maps `path`, parses the Header frame and reads "<path>.meta" when present
-  // (a missing or unparsable Meta is not an error: see meta_error()).
-  static absl::StatusOr<std::shared_ptr<TraceFile>> Open(const std::string& path);
+  // (a missing, unparsable or inconsistent Meta is not an error: see
+  // meta_error(); the file is then read as without one). A Header frame cut
+  // short inside the bytes a Meta of ours covers is DataLoss (a frame the
+  // Meta vouches for is damaged), unless the file ends in zeros (a power loss).
+  static absl::StatusOr<std::shared_ptr<TraceFile>> Open(const std::string& path,
+                                                         const FileOptions& options = {});
 
   ~TraceFile();
   TraceFile(const TraceFile&) = delete;
@@ -229,7 +245,8 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
 
   // Decodes the frame at `offset` into *record. Sets *torn when the file ends
   // inside the frame (not an error); DataLoss naming the file and offset for
-  // corruption.
+  // corruption, a record checksum that does not match included (unless
+  // FileOptions::check_record_crc is off).
   absl::Status ReadFrame(uint64_t offset, RecordView* record, bool* torn) const;
   // The size (prefix included) of the frame at `offset` by its length prefix
   // alone, with ReadFrame's rules for the prefix.
@@ -258,12 +275,15 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   TornTail TornTailAt(uint64_t offset, int32_t rank) const;
 
  private:
-  TraceFile(std::string path, const char* mapping, size_t size);
+  TraceFile(std::string path, const char* mapping, size_t size, const FileOptions& options);
   // The body length of the frame at `offset` by its prefix alone, or *torn
   // (ReadFrame's torn-tail rules); corruption is DataLoss naming the offset.
   absl::Status FrameLength(uint64_t offset, uint64_t* length, bool* torn) const;
+  // ReadFrame, checking the record's checksum or not (Verify always does).
+  absl::Status DecodeFrame(uint64_t offset, RecordView* record, bool* torn, bool check_crc) const;
 
   std::string path_;
+  const FileOptions options_;
   const char* mapping_;  // nullptr for an empty file.
   absl::string_view bytes_;
   std::vector<std::string> keys_;
@@ -461,6 +481,11 @@ struct RunSummary {
   // The serialized xdl.proto.RunInfo of each rank (Header field 3 of the
   // rank's first file), in `ranks` order; "" for a rank whose Header has none.
   std::vector<std::string> run_infos;
+  // Writers of one rank under this run id, told apart by their Header's
+  // RunInfo (pid, start time): more than 1 when a job restarted with the same
+  // run id (TORCHELASTIC_RUN_ID, XDL_TRACE_RUN_ID). Their records are merged,
+  // so resumed gsteps appear more than once (docs/format.md "Runs").
+  int32_t attempts = 1;
 };
 
 // A trace on disk: one data file, or a directory of ranks and rolled-over
@@ -469,9 +494,11 @@ class TraceReader {
  public:
   // `path` is a data file or a directory. For a directory, files are grouped
   // by `prefix` ("train"/"test") and `name`; NotFound when none match.
+  // `options` applies to every file it opens.
   static absl::StatusOr<TraceReader> Open(const std::string& path,
                                           absl::string_view prefix = "train",
-                                          absl::string_view name = "trace");
+                                          absl::string_view name = "trace",
+                                          const FileOptions& options = {});
 
   // Every file, sorted by rank, then index.
   const std::vector<TraceFileInfo>& files() const;

@@ -65,7 +65,9 @@ class Tracer {
   //     counted as dropped and the call never blocks (inline: the error of
   //     this record's own write, once the IO thread gave up on it);
   //   - FailedPrecondition after Close(), while another thread is inside
-  //     Step/Flush/Close of this tracer, or in a forked child (see above).
+  //     Step/Flush/Close of this tracer, from inside this tracer's own Step
+  //     (a callback or provider calling Step, Flush or Close of its tracer is
+  //     refused, never left waiting for itself), or in a forked child.
   // Per entry: a view is read in place; a provider is called; a gradient is
   // taken from the registry's rendezvous (missing: see
   // TraceConfig::missing_gradient); a summary replaces the value; a

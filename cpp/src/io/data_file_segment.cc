@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
+#include "core/crc32c.h"
 #include "core/status_macros.h"
-#include "io/crc32c.h"
 #include "io/file_set.h"
 #include "io/io_error.h"
 #include "io/limits.h"
@@ -107,12 +107,49 @@ uint32_t ExtendOverPrefix(uint32_t crc, const EncodedRecord& r, size_t n) {
 
 }  // namespace
 
+// Frames from this size on get the file's CRC by Combine (O(log n) table work,
+// about as much as extending over a few KB) instead of a second pass.
+constexpr size_t kCombineMinBytes = 64 * 1024;
+
+uint32_t SealFrame(EncodedRecord* record) {
+  std::string& frame = record->frame;
+  const size_t total = record->FrameBytes();
+  // The body before the checksum field: every piece, less the length prefix
+  // (in the first, owned piece) and the checksum field (in the last, owned one).
+  const size_t body = total - kFrameLengthBytes - kRecordCrcBytes;
+  uint32_t crc = 0;
+  size_t at = 0;  // Frame offset of `piece`.
+  const FramePiece whole{nullptr, 0, frame.size()};
+  const absl::Span<const FramePiece> pieces =
+      record->pieces.empty() ? absl::MakeConstSpan(&whole, 1) : absl::MakeConstSpan(record->pieces);
+  for (const FramePiece& piece : pieces) {
+    const char* base = piece.external != nullptr ? piece.external : frame.data() + piece.offset;
+    const size_t begin = std::max(at, kFrameLengthBytes);
+    const size_t end = std::min(at + piece.size, kFrameLengthBytes + body);
+    if (begin < end) crc = crc32c::Extend(crc, base + (begin - at), end - begin);
+    at += piece.size;
+  }
+  char* value = frame.data() + frame.size() - 4;
+  for (int i = 0; i < 4; ++i) value[i] = static_cast<char>(crc >> (8 * i));
+  record->crc_at_write = false;
+  const uint32_t prefix = crc32c::Value(frame.data(), kFrameLengthBytes);
+  return crc32c::Extend(crc32c::Combine(prefix, crc, body), value - 2, kRecordCrcBytes);
+}
+
 absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
   // One iovec per contiguous frame, one per piece of a frame in pieces; each
   // names the record it belongs to.
   iovecs_.clear();
   iovec_record_.clear();
+  sealed_.assign(records.size(), 0);
+  sealed_crc_.assign(records.size(), 0);
   for (size_t i = 0; i < records.size(); ++i) {
+    if (records[i]->crc_at_write) {
+      sealed_crc_[i] = SealFrame(records[i]);
+      // A large frame's file CRC is combined from the seal's (its bytes read
+      // once); a small one's is extended as written (cheaper than Combine).
+      sealed_[i] = records[i]->FrameBytes() >= kCombineMinBytes ? 1 : 0;
+    }
     const EncodedRecord& r = *records[i];
     if (r.pieces.empty()) {
       iovecs_.push_back({const_cast<char*>(r.frame.data()), r.frame.size()});
@@ -141,9 +178,10 @@ absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
     size_t left = static_cast<size_t>(w);
     while (left > 0) {
       iovec& v = iovecs_[next];
-      const EncodedRecord& r = *records[iovec_record_[next]];
+      const size_t index = iovec_record_[next];
+      const EncodedRecord& r = *records[index];
       const size_t take = std::min(left, v.iov_len);
-      if (r.crc == nullptr) {
+      if (!sealed_[index]) {
         crc_ = crc32c::Extend(crc_, v.iov_base, take);
       } else {
         pending_done += take;
@@ -159,9 +197,9 @@ absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
           next + 1 == iovecs_.size() || iovec_record_[next + 1] != iovec_record_[next];
       ++next;
       if (!frame_done) continue;
-      if (r.crc != nullptr) {
-        // Computed by the submitter while this thread wrote the same bytes.
-        crc_ = crc32c::Combine(crc_, r.crc->Wait(), r.FrameBytes());
+      if (sealed_[index]) {
+        // Computed by SealFrame, which read these bytes once already.
+        crc_ = crc32c::Combine(crc_, sealed_crc_[index], r.FrameBytes());
         pending_done = 0;
       }
       CountRecord(r);

@@ -41,6 +41,12 @@ struct SegmentOptions {
   int dir_fd = -1;
 };
 
+// Fills in the Record.crc32c value of a frame the encoder left it to
+// (crc_at_write: the last kRecordCrcBytes of `record->frame`), reading every
+// piece once; returns the CRC-32C of the whole frame, prefix and checksum
+// included. The record's deferred pieces must be resolved.
+uint32_t SealFrame(EncodedRecord* record);
+
 // Threading: none. One thread (the IO thread, or a test) calls every method.
 class DataFileSegment {
  public:
@@ -80,10 +86,10 @@ class DataFileSegment {
 
   // Appends the frames of `records` (contiguous or in pieces) in order with as few writev(2) calls
   // as the kernel allows, updating the CRC and bytes() per byte written and records() and the
-  // step/timestamp ranges per frame completely written. A frame whose `crc` is set is not read
-  // for its CRC: its submitter's value is waited for once the frame is written, and combined. On
-  // error (naming the file and offset) the frames after the last complete one are not written, or
-  // only partly.
+  // step/timestamp ranges per frame completely written. A frame with crc_at_write is sealed first
+  // (SealFrame) and its file CRC combined from the seal's, so its bytes are read once. On error
+  // (naming the file and offset) the frames after the last complete one are not written, or only
+  // partly.
   absl::Status Append(absl::Span<EncodedRecord* const> records);
 
   // Replaces the Meta when `closed_cleanly` or when it is stale (bytes or
@@ -124,6 +130,8 @@ class DataFileSegment {
   // index of the record it belongs to.
   std::vector<iovec> iovecs_;
   std::vector<size_t> iovec_record_;
+  std::vector<uint8_t> sealed_;       // Per record: 1 when Append sealed it (crc_at_write).
+  std::vector<uint32_t> sealed_crc_;  // Per record: SealFrame's CRC of the whole frame.
 };
 
 }  // namespace internal

@@ -11,7 +11,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "core/crc32c.h"
 #include "core/status_macros.h"
+#include "core/wire.h"
 #include "io/file_set.h"
 #include "io/io_error.h"
 
@@ -75,10 +77,16 @@ absl::Status ReplaceMeta(const std::string& data_path, const xdl::proto::Meta& m
                          int dir_fd) {
   const std::string final_path = MetaPath(data_path);
   std::string bytes;
-  if (!meta.SerializeToString(&bytes)) {
+  xdl::proto::Meta unsealed = meta;
+  unsealed.clear_meta_crc32c();
+  if (!unsealed.SerializeToString(&bytes)) {
     return absl::InternalError(
         absl::StrCat("xdl_trace: cannot serialize Meta for '", final_path, "'"));
   }
+  // Meta.meta_crc32c, last: the CRC-32C of the bytes before it (docs/format.md).
+  const uint32_t crc = crc32c::Value(bytes.data(), bytes.size());
+  AppendTag(xdl::proto::Meta::kMetaCrc32CFieldNumber, kWireFixed32, &bytes);
+  AppendFixed32(crc, &bytes);
   XDL_RETURN_IF_ERROR(RefuseSymlink(dir_fd, final_path));
   std::string tmp;
   XDL_ASSIGN_OR_RETURN(const int fd, CreateMetaTemp(data_path, dir_fd, &tmp));

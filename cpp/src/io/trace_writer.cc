@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "io/bounded_queue.h"
-#include "io/crc32c.h"
 #include "io/frame_pool.h"
 #include "io/io_loop.h"
 #include "io/limits.h"
@@ -40,6 +39,16 @@ absl::Status CheckFrame(const EncodedRecord& record) {
                                                    " does not match its body of ", size - 4,
                                                    " bytes"));
   }
+  if (record.crc_at_write &&
+      (frame.size() < kFrameLengthBytes + kRecordCrcBytes ||
+       (!record.pieces.empty() &&
+        (record.pieces.back().is_external() ||
+         record.pieces.back().offset + record.pieces.back().size != frame.size() ||
+         record.pieces.back().size < kRecordCrcBytes)))) {
+    return absl::InvalidArgumentError(
+        "xdl_trace: a record frame left for the writer to checksum does not end in its own "
+        "checksum field");
+  }
   if (record.pieces.empty()) {
     if (record.external_bytes == 0) return absl::OkStatus();
     return absl::InvalidArgumentError(
@@ -66,16 +75,6 @@ absl::Status CheckFrame(const EncodedRecord& record) {
         frame.size(), " + ", record.external_bytes));
   }
   return absl::OkStatus();
-}
-
-// CRC-32C of a frame in pieces whose own bytes are `framing`.
-uint32_t FrameCrc(const std::string& framing, const std::vector<FramePiece>& pieces) {
-  uint32_t crc = 0;
-  for (const FramePiece& piece : pieces) {
-    const char* base = piece.external != nullptr ? piece.external : framing.data() + piece.offset;
-    crc = crc32c::Extend(crc, base, piece.size);
-  }
-  return crc;
 }
 
 int64_t PendingBytesBound(const TraceConfig& config) {
@@ -134,25 +133,13 @@ class FileTraceWriter final : public TraceWriter {
       return loop_.error();
     }
     auto written = std::make_shared<Completion>();
-    // A frame in pieces gets its CRC from this thread, computed while the IO
-    // thread writes it: the compute threads are parked while Step waits, so
-    // the two run side by side. Its own bytes are copied to be read after the
-    // record moved (the framing and small columns; tensors stay in place).
-    std::string framing;
-    std::vector<FramePiece> pieces;
-    // Deferred bytes are not here yet: the IO thread computes that CRC.
-    if (record.external_bytes > 0 && record.deferred.empty()) {
-      record.crc = std::make_shared<PendingCrc>();
-      framing = record.frame;
-      pieces = record.pieces;
-    }
-    std::shared_ptr<PendingCrc> crc = record.crc;
+    // The IO thread seals a frame in pieces (SealFrame) and derives the file's
+    // CRC from that one read of its bytes.
     // kBlock: one write-through is in flight at a time, so this waits at most
     // for records queued before it (kDrop + inline is refused by Validate).
     switch (
         queue_.Push(WriterMessage::Record(std::move(record), written), OverflowPolicy::kBlock)) {
       case ByteBoundedQueue::PushResult::kQueued:
-        if (crc != nullptr) crc->Set(FrameCrc(framing, pieces));
         // The IO thread answers every queued record, written or dropped,
         // until Close (which this thread would be the one to call).
         return written->Wait();

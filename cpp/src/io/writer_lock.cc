@@ -99,23 +99,77 @@ void Untrack(int fd) {
   held.fds.erase(fd);
 }
 
+// The byte of the output directory's lock space that stands for `stem`
+// (FNV-1a of "{prefix}.{name}.{rank}", below 2^62): the same in every process
+// and every build, so writers of one stem meet on one byte.
+off_t StemLockOffset(const std::string& stem) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char c : stem) {
+    h ^= static_cast<uint8_t>(c);
+    h *= 1099511628211ull;
+  }
+  return static_cast<off_t>(h >> 2);
+}
+
+// An open-file-description read lock on one byte of the output directory
+// itself, which nobody can unlink or swap the way the lock file can be: a
+// writer that finds another description's lock on its stem's byte refuses
+// (issue 24: a removed lock file admitted a second writer). Returns the
+// directory fd holding the lock; -1 with *other set when another writer
+// holds it; an error naming the directory otherwise.
+absl::StatusOr<int> LockStemInDirectory(const std::string& dir, const std::string& stem,
+                                        bool* other) {
+  *other = false;
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return IoError(errno, absl::StrCat("xdl_trace: open of '", dir, "' failed"));
+  struct flock lock;
+  std::memset(&lock, 0, sizeof(lock));
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = StemLockOffset(stem);
+  lock.l_len = 1;
+  if (fcntl(fd, F_OFD_SETLK, &lock) != 0) {
+    const int err = errno;
+    close(fd);
+    return IoError(err, absl::StrCat("xdl_trace: lock of directory '", dir, "' failed"));
+  }
+  struct flock probe = lock;
+  probe.l_type = F_WRLCK;  // Conflicts with any other description's read lock on the byte.
+  probe.l_pid = 0;
+  if (fcntl(fd, F_OFD_GETLK, &probe) != 0) {
+    const int err = errno;
+    close(fd);
+    return IoError(err, absl::StrCat("xdl_trace: lock probe of directory '", dir, "' failed"));
+  }
+  if (probe.l_type != F_UNLCK) {
+    close(fd);
+    *other = true;
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
 
 std::string WriterLockFileName(const TraceConfig& config) {
   return absl::StrCat(".", FileStem(config), ".lock");
 }
 
-WriterLock::WriterLock(int fd, std::string path) : fd_(fd), pid_(getpid()), path_(std::move(path)) {
+WriterLock::WriterLock(int fd, int dir_fd, std::string path)
+    : fd_(fd), dir_fd_(dir_fd), pid_(getpid()), path_(std::move(path)) {
   Track(fd_);
+  Track(dir_fd_);
 }
 
 WriterLock& WriterLock::operator=(WriterLock&& other) noexcept {
   if (this != &other) {
     Release();
     fd_ = other.fd_;
+    dir_fd_ = other.dir_fd_;
     pid_ = other.pid_;
     path_ = std::move(other.path_);
     other.fd_ = -1;
+    other.dir_fd_ = -1;
   }
   return *this;
 }
@@ -127,9 +181,12 @@ void WriterLock::Release() {
   if (getpid() == pid_) {
     if (SameFile(fd_, path_)) unlink(path_.c_str());
     Untrack(fd_);
+    Untrack(dir_fd_);
   }
-  close(fd_);  // Drops the flock with the open file description.
+  close(fd_);      // Drops the flock with the open file description.
+  close(dir_fd_);  // Drops the directory lock likewise.
   fd_ = -1;
+  dir_fd_ = -1;
 }
 
 absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
@@ -145,13 +202,33 @@ absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
     }
     const int locked = FlockNoWait(fd);
     const int flock_errno = errno;
+    bool other_in_dir = false;
+    int dir_fd = -1;
     if (locked == 0 && SameFile(fd, path)) {
-      WriteOwner(fd, config);
-      return WriterLock(fd, path);
+      absl::StatusOr<int> dir_lock =
+          LockStemInDirectory(config.output_dir, FileStem(config), &other_in_dir);
+      if (!dir_lock.ok()) {
+        close(fd);
+        return dir_lock.status();
+      }
+      dir_fd = *dir_lock;
+      if (!other_in_dir) {
+        WriteOwner(fd, config);
+        return WriterLock(fd, dir_fd, path);
+      }
     }
     // A refused writer closes its descriptor and never removes the owner's file.
     std::string owner = locked != 0 ? DescribeOwner(fd) : "";
     close(fd);
+    if (other_in_dir) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "xdl_trace: another writer is already tracing rank ", config.rank, " as '",
+          FileStem(config), "' in '", config.output_dir,
+          "' (it holds the directory's lock for this rank, though its lock file '", path,
+          "' was removed). One writer per output_dir, output_file_name and rank: give each "
+          "process its own rank (config 'rank', RANK or torch.distributed), or its own "
+          "output_dir"));
+    }
     if (locked != 0 && flock_errno == EWOULDBLOCK) {
       return absl::FailedPreconditionError(absl::StrCat(
           "xdl_trace: another writer is already tracing rank ", config.rank, " as '",

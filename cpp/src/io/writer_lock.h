@@ -12,7 +12,11 @@
 // the next writer of that rank releases it. A process forked while a lock is
 // held does not inherit it: its copy of the descriptor is pointed at
 // /dev/null right after fork (pthread_atfork), so the lock dies with its owner
-// even when children it forked live on.
+// even when children it forked live on. As the lock file can itself be
+// removed (a user's rm, a cleanup script) and a fresh one locked by a second
+// writer, each writer also holds an open-file-description read lock on one
+// byte of the output directory (chosen by the stem) and refuses to start when
+// another description holds that byte (issue 24).
 #ifndef XDL_TRACE_IO_WRITER_LOCK_H_
 #define XDL_TRACE_IO_WRITER_LOCK_H_
 
@@ -40,8 +44,9 @@ class WriterLock {
 
   WriterLock() = default;
   WriterLock(WriterLock&& other) noexcept
-      : fd_(other.fd_), pid_(other.pid_), path_(std::move(other.path_)) {
+      : fd_(other.fd_), dir_fd_(other.dir_fd_), pid_(other.pid_), path_(std::move(other.path_)) {
     other.fd_ = -1;
+    other.dir_fd_ = -1;
   }
   WriterLock& operator=(WriterLock&& other) noexcept;
   WriterLock(const WriterLock&) = delete;
@@ -56,10 +61,14 @@ class WriterLock {
   const std::string& path() const { return path_; }
 
  private:
-  WriterLock(int fd, std::string path);
+  WriterLock(int fd, int dir_fd, std::string path);
   // Writes "pid P on host H, run R" into the lock file (best effort).
   static void WriteOwner(int fd, const TraceConfig& config);
   int fd_ = -1;
+  // output_dir, holding an open-file-description read lock on the byte that
+  // stands for this stem: what a second writer checks, since the directory,
+  // unlike the lock file, cannot be removed or swapped under a live writer.
+  int dir_fd_ = -1;
   int pid_ = 0;       // The process that acquired the lock.
   std::string path_;  // The lock file.
 };

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -20,6 +21,45 @@ namespace {
 bool IsRegularFile(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// What a path that is not a regular file is, for the error naming it.
+std::string FileKind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+// A plugin named by path (it has a '/' or ends in ".so"), resolved once to the
+// absolute, canonical path of the regular file it names, so dlopen loads
+// exactly the file checked here: dlopen searches the library path for a name
+// without '/', which would load another library than "./libX.so" (issue 24).
+absl::StatusOr<std::string> ResolvePluginPath(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return absl::NotFoundError(
+          absl::StrCat("device_tracers: plugin '", path, "' does not exist"));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_tracers: plugin '", path, "': ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device_tracers: plugin '", path, "' is not a regular file (", FileKind(st.st_mode), ")"));
+  }
+  char* resolved = ::realpath(path.c_str(), nullptr);
+  if (resolved == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_tracers: plugin '", path, "': ", std::strerror(errno)));
+  }
+  std::string absolute(resolved);
+  std::free(resolved);
+  return absolute;
 }
 
 std::string DirName(const std::string& path) {
@@ -68,12 +108,7 @@ absl::StatusOr<std::string> ResolvePlugin(absl::string_view name_or_path) {
     return absl::InvalidArgumentError("device_tracers: empty tracer name");
   }
   if (absl::StrContains(name_or_path, '/') || absl::EndsWith(name_or_path, ".so")) {
-    std::string path(name_or_path);
-    if (!IsRegularFile(path)) {
-      return absl::NotFoundError(
-          absl::StrCat("device_tracers: plugin '", path, "' does not exist"));
-    }
-    return path;
+    return ResolvePluginPath(std::string(name_or_path));
   }
   const std::vector<std::string> dirs = PluginSearchDirs();
   const std::string file = PluginFileName(name_or_path);

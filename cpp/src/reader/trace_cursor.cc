@@ -24,8 +24,14 @@ absl::Status IndexKeys(const TraceFile& file, const std::vector<std::string>& ke
   for (const std::string& key : keys) {
     const auto it = std::find(file_keys.begin(), file_keys.end(), key);
     if (it == file_keys.end()) {
-      absl::Status status = absl::NotFoundError(absl::StrCat(
-          file.path(), ": no key '", key, "' (keys: ", absl::StrJoin(file_keys, ", "), ")"));
+      // A file cut short inside its Header has no keys to name (issue 24 #12).
+      const std::string have =
+          file.header_torn()
+              ? std::string("the file ends inside its Header frame, so it names no key")
+          : file_keys.empty() ? std::string("its Header names no key")
+                              : absl::StrCat("keys: ", absl::StrJoin(file_keys, ", "));
+      absl::Status status =
+          absl::NotFoundError(absl::StrCat(file.path(), ": no key '", key, "' (", have, ")"));
       status.SetPayload(kMissingKeyPayload, absl::Cord(key));
       return status;
     }

@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/crc32c.h"
 #include "core/status_macros.h"
-#include "io/crc32c.h"
 #include "reader/wire_decoder.h"
 #include "xdl_trace.pb.h"
 #include "xdl_trace/reader.h"
@@ -215,9 +215,15 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
   return absl::OkStatus();
 }
 
+constexpr uint32_t kRecordCrcField = xdl::proto::Record::kCrc32CFieldNumber;
+constexpr uint32_t kMetaCrcField = xdl::proto::Meta::kMetaCrc32CFieldNumber;
+
 // Decodes a Record message at file offset `base` (the body, after the prefix).
+// Its Record.crc32c, when it has one, must be its last field; with `check_crc`
+// it must also be the CRC-32C of the bytes before it.
 absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_view message,
-                          const std::vector<std::string>& keys, RecordView* record) {
+                          const std::vector<std::string>& keys, bool check_crc,
+                          RecordView* record) {
   record->gstep = record->lstep = record->timestamp_ms = 0;
   record->extra_fields.clear();
   size_t column_count = 0;
@@ -250,6 +256,26 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
         ++column_count;
         break;
       }
+      case kRecordCrcField: {
+        const size_t before = static_cast<size_t>(field.encoded.data() - message.data());
+        if (field.wire_type != internal::kWireFixed32) {
+          return Corrupt(path, at, "Record.crc32c is not a fixed32");
+        }
+        if (before + field.encoded.size() != message.size()) {
+          return Corrupt(path, at, "Record.crc32c is not the last field of its record");
+        }
+        if (check_crc) {
+          const uint32_t actual = internal::crc32c::Value(message.data(), before);
+          const uint32_t expected = LoadLength(field.payload.data());
+          if (actual != expected) {
+            return Corrupt(path, base - kPrefixBytes,
+                           absl::StrFormat("record checksum mismatch: crc32c of its %d bytes is "
+                                           "%08x, its Record.crc32c says %08x (a damaged record)",
+                                           before, actual, expected));
+          }
+        }
+        break;
+      }
       default:
         record->extra_fields.push_back(
             RawField{field.number, field.wire_type, field.payload, field.encoded});
@@ -277,6 +303,8 @@ FileMeta FromProto(const xdl::proto::Meta& m, absl::string_view serialized) {
   meta.record_count = m.record_count();
   meta.data_bytes = m.data_bytes();
   meta.crc32c = m.crc32c();
+  meta.rank = m.rank();
+  meta.file_index = m.file_index();
   meta.format_version = m.format_version();
   meta.closed_cleanly = m.closed_cleanly();
   meta.serialized = std::string(serialized);
@@ -318,6 +346,44 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
   if (!meta.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return absl::DataLossError("not a serialized Meta");
   }
+  // Its own checksum (Meta.meta_crc32c, the last field) when it has one.
+  WireReader reader(bytes);
+  WireField field;
+  while (reader.Next(&field)) {
+    if (field.number != kMetaCrcField) continue;
+    const size_t before = static_cast<size_t>(field.encoded.data() - bytes.data());
+    if (field.wire_type != internal::kWireFixed32 ||
+        before + field.encoded.size() != bytes.size()) {
+      return absl::DataLossError("Meta.meta_crc32c is not the Meta's last field (fixed32)");
+    }
+    const uint32_t actual = internal::crc32c::Value(bytes.data(), before);
+    const uint32_t expected = LoadLength(field.payload.data());
+    if (actual != expected) {
+      return absl::DataLossError(absl::StrFormat(
+          "Meta checksum mismatch: crc32c of its first %d bytes is %08x, its meta_crc32c says "
+          "%08x (a damaged Meta: the file is read as without one)",
+          before, actual, expected));
+    }
+  }
+  // Ranges a reader prunes by: begin <= end (XDL's -1 means unknown).
+  const bool ours = meta.format_version() != 0;
+  const std::pair<const char*, std::pair<int64_t, int64_t>> ranges[] = {
+      {"lstep", {meta.lstep_begin(), meta.lstep_end()}},
+      {"gstep", {meta.gstep_begin(), meta.gstep_end()}},
+      {"timestamp", {meta.timestamp_begin(), meta.timestamp_end()}},
+  };
+  for (const auto& [name, range] : ranges) {
+    const bool unknown = !ours && (range.first == -1 || range.second == -1);
+    if (!unknown && range.first > range.second) {
+      return absl::DataLossError(absl::StrCat("impossible Meta: ", name, "_begin ", range.first,
+                                              " > ", name, "_end ", range.second,
+                                              " (the file is read as without a Meta)"));
+    }
+  }
+  if (ours && (meta.record_count() < 0 || meta.data_bytes() < 0)) {
+    return absl::DataLossError(absl::StrCat("impossible Meta: record_count ", meta.record_count(),
+                                            ", data_bytes ", meta.data_bytes()));
+  }
   return FromProto(meta, bytes);
 }
 
@@ -354,7 +420,8 @@ absl::StatusOr<FileMeta> ReadFileMeta(const std::string& meta_path) {
   }
   content.resize(got);
   auto meta = ParseFileMeta(content);
-  if (!meta.ok()) return absl::DataLossError(absl::StrCat(meta_path, ": not a serialized Meta"));
+  if (!meta.ok())
+    return absl::DataLossError(absl::StrCat(meta_path, ": ", meta.status().message()));
   return meta;
 }
 
@@ -413,14 +480,15 @@ bool RecordCursor::Step(RecordView* record, uint64_t* frame_size) {
 
 // --- TraceFile --------------------------------------------------------------
 
-TraceFile::TraceFile(std::string path, const char* mapping, size_t size)
-    : path_(std::move(path)), mapping_(mapping), bytes_(mapping, size) {}
+TraceFile::TraceFile(std::string path, const char* mapping, size_t size, const FileOptions& options)
+    : path_(std::move(path)), options_(options), mapping_(mapping), bytes_(mapping, size) {}
 
 TraceFile::~TraceFile() {
   if (mapping_ != nullptr) munmap(const_cast<char*>(mapping_), bytes_.size());
 }
 
-absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& path) {
+absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& path,
+                                                           const FileOptions& options) {
   struct stat st;
   XDL_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &st));
   const auto size = static_cast<size_t>(st.st_size);
@@ -436,7 +504,7 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
     mapping = static_cast<const char*>(m);
   }
   ::close(fd);
-  std::shared_ptr<TraceFile> file(new TraceFile(path, mapping, size));
+  std::shared_ptr<TraceFile> file(new TraceFile(path, mapping, size, options));
 
   // The zero run that ends the file: what a power loss leaves (see ReadFrame).
   uint64_t zero_from = size;
@@ -500,6 +568,20 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
     }
   } else {
     file->meta_error_ = meta.status();
+  }
+  // A Header cut short inside what our Meta covers: the Meta vouches for a
+  // Header and records this file no longer holds (a copy or truncation that
+  // lost them), not a writer that stopped mid-Header. Zeros are a power loss.
+  const FileMeta* vouching =
+      file->meta_ && file->version_error_.ok() && file->meta_->format_version == kFormatVersion
+          ? &*file->meta_
+          : nullptr;
+  if (file->header_torn_ && vouching != nullptr && zero_from > 0 && !file->lost_block_ &&
+      static_cast<uint64_t>(vouching->data_bytes) > size) {
+    return Corrupt(path, 0,
+                   absl::StrCat("the Header frame is cut short (the file has ", size,
+                                " bytes) but the Meta covers ", vouching->data_bytes, " bytes and ",
+                                vouching->record_count, " records"));
   }
   return file;
 }
@@ -572,6 +654,11 @@ absl::Status TraceFile::FrameSize(uint64_t offset, uint64_t* frame_size, bool* t
 }
 
 absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* torn) const {
+  return DecodeFrame(offset, record, torn, options_.check_record_crc);
+}
+
+absl::Status TraceFile::DecodeFrame(uint64_t offset, RecordView* record, bool* torn,
+                                    bool check_crc) const {
   uint64_t length = 0;
   XDL_RETURN_IF_ERROR(FrameLength(offset, &length, torn));
   if (*torn) return absl::OkStatus();
@@ -584,8 +671,9 @@ absl::Status TraceFile::ReadFrame(uint64_t offset, RecordView* record, bool* tor
   for (uint64_t at = 0; at < std::min<uint64_t>(kPrefixBytes + length, 4096); at += 64) {
     __builtin_prefetch(frame + at);
   }
-  absl::Status status = DecodeRecord(path_, offset + kPrefixBytes,
-                                     bytes_.substr(offset + kPrefixBytes, length), keys_, record);
+  absl::Status status =
+      DecodeRecord(path_, offset + kPrefixBytes, bytes_.substr(offset + kPrefixBytes, length),
+                   keys_, check_crc, record);
   if (!status.ok() && lost_block_ && offset + kPrefixBytes + length > zero_from_) {
     *torn = true;  // The frame runs into a zero-filled tail.
     return absl::OkStatus();
@@ -670,7 +758,7 @@ VerifyReport TraceFile::Verify() const {
   int64_t& records_read = report.records_read;
   while (offset < bytes_.size() && !header_torn_) {
     bool torn = false;
-    absl::Status status = ReadFrame(offset, &record, &torn);
+    absl::Status status = DecodeFrame(offset, &record, &torn, /*check_crc=*/true);
     if (!status.ok()) {
       report.problems.push_back(std::string(status.message()));
       frames_ok = false;
@@ -711,6 +799,18 @@ VerifyReport TraceFile::Verify() const {
   } else {
     if (covered <= bytes_.size() && !boundary_ok && covered > 0) {
       problem(covered, "the Meta's data_bytes does not fall on a frame boundary");
+    }
+    // A file copied or renamed under another rank or index holds another file's
+    // records: counted twice, or in the wrong rank (issue 24). The writer numbers
+    // files from 1: a file_index of 0 is a Meta that never recorded either.
+    TraceFileInfo named;
+    const size_t slash = path_.rfind('/');
+    if (meta_->file_index != 0 &&
+        ParseTraceFileName(slash == std::string::npos ? path_ : path_.substr(slash + 1), &named) &&
+        (named.rank != meta_->rank || named.index != meta_->file_index)) {
+      problem(0, absl::StrCat("the Meta says rank ", meta_->rank, " file_index ", meta_->file_index,
+                              " but the file is named rank ", named.rank, " index ", named.index,
+                              " (a copied or renamed file: its records are another file's)"));
     }
     if (report.records_counted != meta_->record_count) {
       problem(0, absl::StrCat("the Meta says ", meta_->record_count, " records, the file holds ",

@@ -27,10 +27,11 @@ bool AllDigits(absl::string_view s) {
 // What copies of a TraceReader share: the file list (fixed at Open) and the
 // files mapped so far.
 struct TraceReader::Shared {
-  explicit Shared(std::vector<TraceFileInfo> infos)
-      : files(std::move(infos)), opened(files.size()) {}
+  Shared(std::vector<TraceFileInfo> infos, const FileOptions& file_options)
+      : files(std::move(infos)), options(file_options), opened(files.size()) {}
 
   const std::vector<TraceFileInfo> files;
+  const FileOptions options;
   internal::Mutex mu;
   std::vector<std::shared_ptr<TraceFile>> opened ABSL_GUARDED_BY(mu);
 };
@@ -76,7 +77,7 @@ absl::StatusOr<std::vector<TraceFileInfo>> ListTraceFiles(const std::string& dir
 }
 
 absl::StatusOr<TraceReader> TraceReader::Open(const std::string& path, absl::string_view prefix,
-                                              absl::string_view name) {
+                                              absl::string_view name, const FileOptions& options) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) {
@@ -109,13 +110,13 @@ absl::StatusOr<TraceReader> TraceReader::Open(const std::string& path, absl::str
     info.path = path;
     files.push_back(std::move(info));
   }
-  return TraceReader(std::make_shared<Shared>(std::move(files)));
+  return TraceReader(std::make_shared<Shared>(std::move(files), options));
 }
 
 TraceReader TraceReader::Subset(const std::vector<size_t>& files) const {
   std::vector<TraceFileInfo> infos;
   for (size_t i : files) infos.push_back(shared_->files[i]);
-  auto subset = std::make_shared<Shared>(std::move(infos));
+  auto subset = std::make_shared<Shared>(std::move(infos), shared_->options);
   internal::MutexLock lock(&shared_->mu);
   internal::MutexLock subset_lock(&subset->mu);
   for (size_t k = 0; k < files.size(); ++k) subset->opened[k] = shared_->opened[files[k]];
@@ -148,7 +149,7 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceReader::File(size_t index) const
   internal::MutexLock lock(&shared_->mu);
   std::shared_ptr<TraceFile>& file = shared_->opened[index];
   if (file == nullptr) {
-    XDL_ASSIGN_OR_RETURN(file, TraceFile::Open(files()[index].path));
+    XDL_ASSIGN_OR_RETURN(file, TraceFile::Open(files()[index].path, shared_->options));
   }
   return file;
 }

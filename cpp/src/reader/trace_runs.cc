@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -173,6 +174,17 @@ absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
         break;
       }
       run.run_infos.push_back(std::move(serialized));
+      // Every file's Header names its writer: a restart under the same run id
+      // is a second (pid, start time) for the rank.
+      std::set<std::pair<int64_t, int64_t>> writers;
+      for (size_t i : run.files) {
+        if (infos[i].rank != rank) continue;
+        const auto info = HeaderRunInfo(*this, i);
+        if (info && (info->pid() != 0 || info->start_time_ms() != 0)) {
+          writers.emplace(info->pid(), info->start_time_ms());
+        }
+      }
+      run.attempts = std::max<int32_t>(run.attempts, static_cast<int32_t>(writers.size()));
     }
     for (size_t i : run.files) {
       if (facts[i].has_meta) {

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "record/pending_crc.h"
 #include "xdl_trace/deferred.h"
 
 namespace xdl_trace {
@@ -17,6 +16,9 @@ namespace internal {
 
 // Bytes of a frame's length prefix (little-endian uint32).
 inline constexpr size_t kFrameLengthBytes = 4;
+// Bytes of the Record.crc32c field that ends every frame the encoder writes:
+// a two-byte tag (field 16, fixed32) and the CRC-32C of the body before it.
+inline constexpr size_t kRecordCrcBytes = 6;
 // Largest frame body the length prefix can describe (4 GiB - 1): the one
 // record-size limit, checked by the encoder and the writer.
 inline constexpr uint64_t kMaxFrameBytes = 0xFFFFFFFFull;
@@ -56,10 +58,12 @@ struct EncodedRecord {
   // external pieces pointing into them stay valid while the record lives
   // (moving the vector keeps its elements where they are).
   std::vector<std::string> owned;
-  size_t external_bytes = 0;  // Sum of the external pieces' sizes.
-  // Set (a write-through in pieces): the frame's CRC-32C arrives here from
-  // its submitter; null: the IO thread computes it over the bytes it writes.
-  std::shared_ptr<PendingCrc> crc;
+  size_t external_bytes = 0;       // Sum of the external pieces' sizes.
+  // The frame ends in its checksum field (Record.crc32c, kRecordCrcBytes, in
+  // `frame`, counted by the length prefix) whose value the encoder left to the
+  // IO thread (off the training thread; in pieces, tensor bytes may not be in
+  // host memory yet). The writer fills it in (SealFrame) before writing it.
+  bool crc_at_write = false;
   // The copies in flight the deferred pieces wait for (one per step as a
   // rule), held until the record is written or dropped.
   std::vector<std::shared_ptr<DeferredBytes>> deferred;

@@ -23,6 +23,8 @@ constexpr uint32_t kRecordGstep = Record::kGstepFieldNumber;
 constexpr uint32_t kRecordLstep = Record::kLstepFieldNumber;
 constexpr uint32_t kRecordColumn = Record::kColumnFieldNumber;
 constexpr uint32_t kRecordTimestamp = Record::kTimestampFieldNumber;
+constexpr uint32_t kRecordCrc = Record::kCrc32CFieldNumber;
+static_assert(TagSize(kRecordCrc) + 4 == kRecordCrcBytes, "Record.crc32c: a 2-byte tag");
 constexpr uint32_t kColumnDtype = Column::kDtypeFieldNumber;
 constexpr uint32_t kColumnShape = Column::kShapeFieldNumber;
 constexpr uint32_t kColumnData = Column::kDataFieldNumber;
@@ -171,7 +173,8 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   absl::InlinedVector<ColumnLayout, 32> layouts;
   layouts.reserve(columns.size());
   uint64_t body = IntFieldSize(kRecordGstep, gstep) + IntFieldSize(kRecordLstep, lstep) +
-                  IntFieldSize(kRecordTimestamp, timestamp_ms) + trailing_fields.size();
+                  IntFieldSize(kRecordTimestamp, timestamp_ms) + trailing_fields.size() +
+                  kRecordCrcBytes;
   uint64_t referenced = 0;  // Column data left in place, or deferred.
   const auto deferred_source = [&](size_t i) -> const DeferredSource* {
     return i < options.deferred.size() && options.deferred[i].bytes != nullptr
@@ -271,6 +274,12 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
     }
   }
   out.append(trailing_fields.data(), trailing_fields.size());
+  // Record.crc32c, last: of the bytes before it. Its value is the IO thread's to
+  // compute (SealFrame), off the training thread (docs/design.md) and once every
+  // piece is in host memory.
+  record.crc_at_write = true;
+  AppendTag(kRecordCrc, kWireFixed32, &out);
+  AppendFixed32(0, &out);
   if (!record.pieces.empty() && out.size() > owned_begin) {
     record.pieces.push_back({nullptr, owned_begin, out.size() - owned_begin});
   }

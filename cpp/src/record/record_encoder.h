@@ -24,9 +24,12 @@ namespace internal {
 // are discarded; a smaller capacity is grown.
 using FrameBufferSource = absl::FunctionRef<std::string(size_t frame_bytes)>;
 
-// Frames a Record {gstep, lstep, column..., timestamp, extra} whose bytes equal
-// protobuf's own serialization of the same message. `trailing_fields` holds
-// already-serialized fields numbered above 4 (device tracing), appended as is.
+// Frames a Record {gstep, lstep, column..., timestamp, extra, crc32c} whose
+// bytes equal protobuf's own serialization of the same message, crc32c (field
+// 16, always last) being the CRC-32C of the body before it. `trailing_fields`
+// holds already-serialized fields numbered 5..15 (device tracing), appended as
+// is. The crc32c value is left to the writer (crc_at_write, SealFrame on the IO
+// thread): the training thread never reads the bytes twice.
 // Sizes are computed first, then one buffer of the exact size is filled.
 // InvalidArgument when a dimension does not fit int32 or the record exceeds
 // kMaxFrameBytes (naming the key from `keys` when given).

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/cord.h"
@@ -103,6 +104,10 @@ class Tracer::Impl {
   TraceStats stats() const;
 
   const TraceConfig& config() const { return config_; }
+  // Whether the calling thread is inside Step of this tracer (a callback or
+  // provider calling back into it), and the error refusing `call` there.
+  bool InsideOwnStep() const;
+  absl::Status ReentryError(absl::string_view call) const;
   const std::vector<std::string>& keys() const { return keys_; }
 
  private:
@@ -159,6 +164,10 @@ class Tracer::Impl {
   // Held by Step (try-lock: a concurrent Step is refused), Flush and Close
   // (they wait), so one thread at a time uses everything below.
   internal::Mutex step_mu_;
+  // The thread inside Step (default id: none). A callback or provider that
+  // calls Step, Flush or Close of this tracer runs on it while step_mu_ is
+  // held: refused, where waiting for step_mu_ would wait forever.
+  std::atomic<std::thread::id> stepping_thread_{};
   std::vector<Slot> slots_ ABSL_GUARDED_BY(step_mu_);        // One per entry.
   std::vector<TensorView> views_ ABSL_GUARDED_BY(step_mu_);  // This step's columns.
   // Per column up to the last deferred one: where its bytes will be when
@@ -407,6 +416,7 @@ void Tracer::Impl::ReleaseCaptures() {
 
 absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
   if (InForkedChild()) return ForkedChildError(absl::StrCat("Step(gstep=", gstep, ")"));
+  if (InsideOwnStep()) return ReentryError(absl::StrCat("Step(gstep=", gstep, ")"));
   if (!step_mu_.TryLock()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Step(gstep=", gstep,
@@ -415,9 +425,22 @@ absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestam
         config_.output_dir,
         "; a tracer is stepped by one thread at a time. Nothing was written for this step."));
   }
+  stepping_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   absl::Status status = StepLocked(gstep, lstep, timestamp_ms);
+  stepping_thread_.store(std::thread::id(), std::memory_order_relaxed);
   step_mu_.Unlock();
   return status;
+}
+
+bool Tracer::Impl::InsideOwnStep() const {
+  return stepping_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+}
+
+absl::Status Tracer::Impl::ReentryError(absl::string_view call) const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      call, " called from inside Step of the same tracer (writing ", config_.output_dir,
+      ") on the same thread: a callback or provider this step is calling may not step, flush or "
+      "close its own tracer (it would wait for itself). Refused; call it after the step."));
 }
 
 absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
@@ -503,6 +526,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
 
 absl::Status Tracer::Impl::Flush() {
   if (InForkedChild()) return ForkedChildError("Flush");
+  if (InsideOwnStep()) return ReentryError("Flush()");
   internal::MutexLock lock(&step_mu_);
   if (closed_) return close_status_;
   return writer_->Flush();
@@ -510,6 +534,7 @@ absl::Status Tracer::Impl::Flush() {
 
 absl::Status Tracer::Impl::Close() {
   if (InForkedChild()) return ForkedChildError("Close");
+  if (InsideOwnStep()) return ReentryError("Close()");
   internal::MutexLock lock(&step_mu_);
   if (closed_) return close_status_;
   closed_ = true;

@@ -1,5 +1,5 @@
 // CRC-32C: SSE4.2 crc32 instruction in three interleaved streams (x86-64), slicing-by-8 table.
-#include "io/crc32c.h"
+#include "core/crc32c.h"
 
 #include <array>
 #include <cstring>

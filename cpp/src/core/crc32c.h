@@ -3,8 +3,8 @@
 // Debian bookworm ships no crc32c library and absl 20220623 has no absl/crc,
 // so this small implementation lives here. Values match RFC 3720 / leveldb's
 // crc32c::Value: Value("123456789") == 0xE3069283.
-#ifndef XDL_TRACE_IO_CRC32C_H_
-#define XDL_TRACE_IO_CRC32C_H_
+#ifndef XDL_TRACE_CORE_CRC32C_H_
+#define XDL_TRACE_CORE_CRC32C_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -35,4 +35,4 @@ bool HardwareAvailable();
 }  // namespace internal
 }  // namespace xdl_trace
 
-#endif  // XDL_TRACE_IO_CRC32C_H_
+#endif  // XDL_TRACE_CORE_CRC32C_H_

@@ -1,0 +1,301 @@
+"""Issue 24 ("Hardening, second pass"): damage the readers used to serve as data, a callback
+that ended its own hook, and key names printed raw. Each test was written before its fix."""
+
+import glob
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+from xdl_trace import errors
+from xdl_trace.reader import open_trace
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+READ_TRACE = os.path.join(REPO, "xdl_trace", "tools", "read_trace.py")
+
+
+def run(*args, timeout=60):
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+
+
+def cli(*args):
+    return run("-m", "xdl_trace", *args)
+
+
+def write_steps(out_dir, steps=5, key="w"):
+    """Traces `key` (float32 [3, 4] of ones) for `steps` steps; returns the data file."""
+    xdl.clear()
+    w = np.ones((3, 4), np.float32)
+    xdl.trace_tensor(key, w)
+    with xdl.TraceHook({"output_dir": out_dir, "on_error": "raise"}) as hook:
+        for step in range(steps):
+            hook.step(gstep=step)
+    (path,) = glob.glob(os.path.join(out_dir, "train.trace.0.*[0-9]"))
+    return path
+
+
+# --- Row 1: a data file cut inside its Header while its closed Meta counts records ------------
+
+
+def test_a_header_cut_short_under_a_closed_meta_is_an_error_for_every_reader(tmp_path):
+    out = str(tmp_path)
+    path = write_steps(out)
+    os.truncate(path, 10)
+    with pytest.raises(errors.TraceIOError, match="Header frame is cut short"):
+        list(open_trace(out).records())
+    for command in (
+        ["find-nan", out],
+        ["info", out],
+        ["dump", out],
+        ["export", out, "-o", str(tmp_path / "x.npz")],
+    ):
+        result = cli(*command)
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        assert "Header frame is cut short" in result.stderr, (command, result.stderr)
+        assert "no NaN or Inf" not in result.stdout
+    verified = cli("verify", out)
+    assert verified.returncode == 1 and "Header frame is cut short" in verified.stdout
+    printed = run(READ_TRACE, out)
+    assert printed.returncode == 1 and "corrupt at byte offset 0" in printed.stderr
+
+
+# --- Row 3: per-record and Meta checksums ----------------------------------------------------
+
+
+def flip_a_value_to_inf(path):
+    """1.0 -> +inf in the last record (0x3f800000 -> 0x7f800000), as one flipped bit does."""
+    data = bytearray(open(path, "rb").read())
+    at = data.rfind(b"\x00\x00\x80\x3f")
+    data[at + 3] ^= 0x40
+    open(path, "wb").write(bytes(data))
+    return at
+
+
+def test_a_flipped_bit_in_a_tensor_is_an_error_not_data(tmp_path):
+    out = str(tmp_path)
+    path = write_steps(out)
+    flip_a_value_to_inf(path)
+    with pytest.raises(errors.TraceIOError, match="record checksum mismatch"):
+        list(open_trace(out).records())
+    for command in (
+        ["find-nan", out],
+        ["export", out, "-o", str(tmp_path / "x.npz")],
+        ["dump", out],
+    ):
+        result = cli(*command)
+        assert result.returncode == 1, (command, result.stdout, result.stderr)
+        assert "record checksum mismatch" in result.stderr, (command, result.stderr)
+    assert cli("verify", out).returncode == 1
+    printed = run(READ_TRACE, path)
+    assert printed.returncode == 1 and "record checksum mismatch" in printed.stderr
+    # The opt-out (a hot path that trusts its disk) reads the damaged value.
+    values = [r.columns["w"] for r in open_trace(out, verify_checksums=False).records()]
+    assert np.isinf(values[-1]).sum() == 1
+    unchecked = run(READ_TRACE, "--no-checksums", path)
+    assert unchecked.returncode == 0, unchecked.stderr
+
+
+def test_records_carry_a_checksum_that_protobuf_parses_and_xdl_readers_skip(tmp_path, pb):
+    path = write_steps(str(tmp_path), steps=2)
+    data = open(path, "rb").read()
+    (header_len,) = np.frombuffer(data[:4], "<u4")
+    at = 4 + int(header_len)
+    (length,) = np.frombuffer(data[at : at + 4], "<u4")
+    body = data[at + 4 : at + 4 + int(length)]
+    record = pb.Record.FromString(body)
+    assert body[-6:-4] == b"\x85\x01"  # Field 16, fixed32, last.
+    sys.path.insert(0, os.path.dirname(READ_TRACE))
+    import read_trace
+
+    assert record.crc32c == read_trace.crc32c(body[:-6])
+    # A reader generated from XDL's trace.proto (fields 1-4) skips it.
+    assert read_trace.Record.FromString(body).gstep == record.gstep
+
+
+def test_a_damaged_meta_is_not_trusted_for_pruning(tmp_path, pb):
+    out = str(tmp_path)
+    path = write_steps(out, steps=6)
+    meta_path = path + ".meta"
+    content = open(meta_path, "rb").read()
+    meta = pb.Meta.FromString(content)
+    assert meta.meta_crc32c != 0
+    lying = pb.Meta.FromString(content)
+    lying.gstep_begin = 64 + meta.gstep_begin  # One flipped bit: begin > end.
+    # With its checksum (now wrong) the Meta is refused; without one, its impossible range is.
+    with_crc = lying.SerializeToString()
+    lying.ClearField("meta_crc32c")
+    without_crc = lying.SerializeToString()
+    for damaged in (with_crc, without_crc):
+        open(meta_path, "wb").write(damaged)
+        trace = open_trace(out)
+        assert trace.files[0].meta is None and trace.files[0].meta_error
+        assert [r.gstep for r in trace.records(gsteps=(2, 3))] == [2, 3]
+        assert cli("verify", out).returncode == 1
+
+
+# --- Row 6: a callback calling hook.end() or hook.flush() ------------------------------------
+
+
+@pytest.mark.parametrize("call", ["end", "flush"])
+def test_a_callback_ending_or_flushing_its_own_hook_is_refused_not_hung(tmp_path, call):
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, xdl_trace as xdl
+        from xdl_trace import errors
+        hook = xdl.TraceHook({{"output_dir": {str(tmp_path)!r}, "on_error": "raise"}})
+        def cb():
+            hook.{call}()
+            return np.float32(1)
+        xdl.trace_callback("cb", cb)
+        hook.begin()
+        try:
+            hook.step(gstep=0)
+            print("no error")
+        except Exception as e:
+            print("refused:", type(e).__name__, e)
+        hook.end()
+        print("ended", hook.stats()["records_written"] if hasattr(hook, "stats") else "")
+        """
+    )
+    result = run("-c", script, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "refused:" in result.stdout, result.stdout
+    assert f"TraceHook.{call}() called from inside this hook's own step()" in result.stdout
+    assert "ended" in result.stdout
+    assert cli("verify", str(tmp_path)).returncode == 0
+
+
+# --- Row 12: key names printed raw; a headerless file's message -------------------------------
+
+
+def test_the_cli_escapes_control_characters_in_key_names(tmp_path):
+    out = str(tmp_path)
+    key = "w\x1b[31mRED\nFAIL  forged"
+    write_steps(out, steps=1, key=key)
+    for command in (["info", out], ["dump", out]):
+        result = cli(*command)
+        assert result.returncode == 0, result.stderr
+        assert "\x1b" not in result.stdout
+        assert "w\\x1b[31mRED\\x0aFAIL  forged" in result.stdout
+        assert not any(line.startswith("FAIL") for line in result.stdout.splitlines())
+
+
+def test_a_missing_key_of_a_headerless_file_says_so(tmp_path):
+    path = str(tmp_path / "train.trace.0.1")
+    open(path, "wb").write(b"\x05\x00")
+    with pytest.raises(KeyError, match="ends inside its Header frame"):
+        list(open_trace(path).records(keys=["w"]))
+
+
+# --- Row 10: gaps in a rank's files, absent ranks, a file copied under another name ---------
+
+
+def write_rolled(out_dir, steps=12, world_size=None, rank=0):
+    """Traces w (float32 [3, 4]) rolling over every few records; returns the data files."""
+    xdl.clear()
+    w = np.ones((3, 4), np.float32)
+    xdl.trace_tensor("w", w)
+    old = os.environ.get("WORLD_SIZE")
+    if world_size is not None:
+        os.environ["WORLD_SIZE"] = str(world_size)
+    try:
+        config = {"output_dir": out_dir, "rank": rank, "fsync": False, "max_file_m_size": 0.0002}
+        with xdl.TraceHook(dict(config, on_error="raise")) as hook:
+            for step in range(steps):
+                hook.step(gstep=step)
+    finally:
+        if world_size is not None:
+            if old is None:
+                del os.environ["WORLD_SIZE"]
+            else:
+                os.environ["WORLD_SIZE"] = old
+    return sorted(
+        glob.glob(os.path.join(out_dir, f"train.trace.{rank}.*[0-9]")),
+        key=lambda p: int(p.rsplit(".", 1)[1]),
+    )
+
+
+def test_a_missing_file_in_a_ranks_sequence_fails_verify_and_shows_in_info(tmp_path):
+    out = str(tmp_path)
+    files = write_rolled(out)
+    assert len(files) >= 4
+    assert cli("verify", out).returncode == 0
+    os.remove(files[2])
+    os.remove(files[2] + ".meta")
+    result = cli("verify", out)
+    assert result.returncode == 1, result.stdout
+    assert "rank 0: no file #3 (its files run #1..#" in result.stdout, result.stdout
+    info = cli("info", out)
+    assert "missing: " in info.stdout and "no file #3" in info.stdout, info.stdout
+
+
+def test_absent_ranks_of_a_run_that_says_its_world_size_fail_verify(tmp_path):
+    out = str(tmp_path)
+    write_rolled(out, steps=2, world_size=4)
+    result = cli("verify", out)
+    assert result.returncode == 1
+    assert "world size 4 but no file of rank 1, 2, 3" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("copy_to", ["train.trace.0.7", "train.trace.5.2"])
+def test_a_file_copied_under_another_index_or_rank_fails_verify(tmp_path, copy_to):
+    import shutil
+
+    out = str(tmp_path)
+    files = write_rolled(out, steps=6)
+    shutil.copy(files[1], os.path.join(out, copy_to))
+    shutil.copy(files[1] + ".meta", os.path.join(out, copy_to + ".meta"))
+    result = cli("verify", out)
+    assert result.returncode == 1
+    assert "the Meta says rank 0 file_index 2 but the file is named rank" in result.stdout
+    assert f"FAIL  {copy_to}" in result.stdout, result.stdout
+
+
+# --- Row 9: restarted attempts under one run id ---------------------------------------------
+
+
+def test_restarted_attempts_under_one_run_id_are_detected_and_warned(tmp_path):
+    import warnings
+
+    out = str(tmp_path)
+    for first, last in ((0, 5), (3, 8)):  # Killed after 5, resumed from a checkpoint at 3.
+        script = textwrap.dedent(
+            f"""
+            import numpy as np, xdl_trace as xdl
+            w = np.ones(3, np.float32)
+            xdl.trace_tensor("w", w)
+            with xdl.TraceHook({{"output_dir": {out!r}, "on_error": "raise"}}) as hook:
+                for step in range({first}, {last}):
+                    hook.step(gstep=step)
+            """
+        )
+        env = dict(os.environ, PYTHONPATH=REPO, TORCHELASTIC_RUN_ID="job-1")
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True)
+        assert done.returncode == 0, done.stderr
+    (run,) = xdl.runs(out)
+    assert run.attempts == 2, run
+    assert "2 attempts under one run id" in run.describe()
+    from xdl_trace.trace_runs import RestartedRunWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        open_trace(out)
+    assert any(issubclass(w.category, RestartedRunWarning) for w in caught)
+    info = cli("info", out)
+    assert "2 attempts under one run id" in info.stdout, info.stdout
+    # One attempt: no warning.
+    single = str(tmp_path / "single")
+    write_steps(single)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RestartedRunWarning)
+        open_trace(single)
