@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/crc32c.h"
-#include "io/data_file_segment.h"
 #include "core/wire.h"
+#include "io/data_file_segment.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
 

@@ -58,7 +58,7 @@ struct EncodedRecord {
   // external pieces pointing into them stay valid while the record lives
   // (moving the vector keeps its elements where they are).
   std::vector<std::string> owned;
-  size_t external_bytes = 0;       // Sum of the external pieces' sizes.
+  size_t external_bytes = 0;  // Sum of the external pieces' sizes.
   // The frame ends in its checksum field (Record.crc32c, kRecordCrcBytes, in
   // `frame`, counted by the length prefix) whose value the encoder left to the
   // IO thread (off the training thread; in pieces, tensor bytes may not be in
