@@ -145,27 +145,38 @@ EntrySpec Entry(const std::string& key, TensorProvider provider, Summary summary
   return spec;
 }
 
+// A tracer of one entry, "w", read from a fake device (DeviceValue).
+struct OneDeviceValue {
+  TempDir dir;
+  std::shared_ptr<Registry> registry = std::make_shared<Registry>();
+  DeviceValue w;
+  TraceConfig config = Config(dir.path());
+  std::unique_ptr<Tracer> tracer;
+
+  OneDeviceValue() {
+    REQUIRE(registry->Register(Entry("w", w.Provider())).ok());
+    absl::StatusOr<std::unique_ptr<Tracer>> started = Tracer::Start(config, registry);
+    REQUIRE(started.ok());
+    tracer = std::move(*started);
+  }
+};
+
 TEST_CASE("a deferred column holds the values of its step, not updates enqueued after it",
           "[deferred]") {
-  TempDir dir;
-  auto registry = std::make_shared<Registry>();
-  DeviceValue w;
-  REQUIRE(registry->Register(Entry("w", w.Provider())).ok());
-  const TraceConfig config = Config(dir.path());
-  auto tracer = Tracer::Start(config, registry);
-  REQUIRE(tracer.ok());
+  OneDeviceValue t;
+  DeviceValue& w = t.w;
   FakeStream stream(std::chrono::milliseconds(20));
   std::atomic<int> copies_before_step_returned{0};
   for (int step = 0; step < 3; ++step) {
     stream.Enqueue([&w, step] { std::fill(w.device.begin(), w.device.end(), float(step)); });
-    REQUIRE((*tracer)->Step(step, step).ok());
+    REQUIRE(t.tracer->Step(step, step).ok());
     w.Launch(&stream);
     copies_before_step_returned += w.staging[0] == float(step) ? 1 : 0;
     stream.Enqueue([&w] { std::fill(w.device.begin(), w.device.end(), -1.0f); });  // An update.
   }
-  REQUIRE((*tracer)->Close().ok());
+  REQUIRE(t.tracer->Close().ok());
   CHECK(copies_before_step_returned == 0);  // Step waited for no copy.
-  const std::vector<xdl::proto::Record> records = ReadRecords(config);
+  const std::vector<xdl::proto::Record> records = ReadRecords(t.config);
   REQUIRE(records.size() == 3);
   for (int step = 0; step < 3; ++step) {
     CHECK(Floats(records[step].column(0)) == std::vector<float>(4, float(step)));
@@ -174,59 +185,45 @@ TEST_CASE("a deferred column holds the values of its step, not updates enqueued 
 
 TEST_CASE("a failed fence drops its record, counts it, and later records are written",
           "[deferred]") {
-  TempDir dir;
-  auto registry = std::make_shared<Registry>();
-  DeviceValue w;
-  REQUIRE(registry->Register(Entry("w", w.Provider())).ok());
-  const TraceConfig config = Config(dir.path());
-  auto tracer = Tracer::Start(config, registry);
-  REQUIRE(tracer.ok());
+  OneDeviceValue t;
+  DeviceValue& w = t.w;
   FakeStream stream(std::chrono::milliseconds(1));
   for (int step = 0; step < 3; ++step) {
-    REQUIRE((*tracer)->Step(step, step).ok());
+    REQUIRE(t.tracer->Step(step, step).ok());
     w.Launch(&stream, step == 1 ? absl::InternalError("illegal address") : absl::OkStatus());
   }
-  REQUIRE((*tracer)->Close().ok());
-  const TraceStats stats = (*tracer)->stats();
+  REQUIRE(t.tracer->Close().ok());
+  const TraceStats stats = t.tracer->stats();
   CHECK(stats.deferred_failed == 1);
   CHECK(stats.records_dropped == 1);
   CHECK(stats.records_written == 2);
   CHECK(stats.last_deferred_error.message().find("gstep=1") != std::string::npos);
   CHECK(stats.last_deferred_error.message().find("illegal address") != std::string::npos);
-  const std::vector<xdl::proto::Record> records = ReadRecords(config);
+  const std::vector<xdl::proto::Record> records = ReadRecords(t.config);
   REQUIRE(records.size() == 2);
   CHECK(records[0].gstep() == 0);
   CHECK(records[1].gstep() == 2);
 }
 
 TEST_CASE("bytes never armed fail the record at Close instead of hanging", "[deferred]") {
-  TempDir dir;
-  auto registry = std::make_shared<Registry>();
-  DeviceValue w;
-  REQUIRE(registry->Register(Entry("w", w.Provider())).ok());
-  const TraceConfig config = Config(dir.path());
-  auto tracer = Tracer::Start(config, registry);
-  REQUIRE(tracer.ok());
-  REQUIRE((*tracer)->Step(0, 0).ok());
+  OneDeviceValue t;
+  DeviceValue& w = t.w;
+  REQUIRE(t.tracer->Step(0, 0).ok());
   w.pending.reset();  // The producer gave up before enqueueing the copies.
-  REQUIRE((*tracer)->Close().ok());
-  CHECK((*tracer)->stats().deferred_failed == 1);
-  CHECK((*tracer)->stats().last_deferred_error.message().find("abandoned") != std::string::npos);
+  REQUIRE(t.tracer->Close().ok());
+  CHECK(t.tracer->stats().deferred_failed == 1);
+  CHECK(t.tracer->stats().last_deferred_error.message().find("abandoned") != std::string::npos);
 }
 
 TEST_CASE("no staging memory (ResourceExhausted) is a dropped record, not a failure",
           "[deferred]") {
-  TempDir dir;
-  auto registry = std::make_shared<Registry>();
-  DeviceValue w;
-  REQUIRE(registry->Register(Entry("w", w.Provider())).ok());
-  auto tracer = Tracer::Start(Config(dir.path()), registry);
-  REQUIRE(tracer.ok());
-  REQUIRE((*tracer)->Step(0, 0).ok());
+  OneDeviceValue t;
+  DeviceValue& w = t.w;
+  REQUIRE(t.tracer->Step(0, 0).ok());
   w.pending->Fail(absl::ResourceExhaustedError("staging full"));
-  REQUIRE((*tracer)->Close().ok());
-  CHECK((*tracer)->stats().records_dropped == 1);
-  CHECK((*tracer)->stats().deferred_failed == 0);
+  REQUIRE(t.tracer->Close().ok());
+  CHECK(t.tracer->stats().records_dropped == 1);
+  CHECK(t.tracer->stats().deferred_failed == 0);
 }
 
 TEST_CASE("a summary computed by the producer is checked against the entry's summary",
