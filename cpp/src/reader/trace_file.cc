@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/crc32c.h"
+#include "core/file_kind.h"
 #include "core/status_macros.h"
 #include "reader/wire_decoder.h"
 #include "xdl_trace.pb.h"
@@ -78,16 +79,6 @@ absl::Status AddColumnInfo(const std::string& path, uint64_t at, const WireField
   return absl::OkStatus();
 }
 
-// What a file that is not a regular file is, for the error naming it.
-std::string FileKind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISSOCK(mode)) return "a socket";
-  return absl::StrFormat("mode %o", mode & S_IFMT);
-}
-
 // Opens `path` read-only if it is a regular file, filling *st. O_NONBLOCK: a
 // FIFO cannot make the open wait for a writer; fstat after the open (no race
 // with a rename) refuses a FIFO, a device (a link to /dev/zero), a directory.
@@ -108,7 +99,7 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path, struct stat* st) {
   if (!S_ISREG(st->st_mode)) {
     ::close(fd);
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file (", FileKind(st->st_mode), ")"));
+        absl::StrCat(path, ": not a regular file (", internal::FileKind(st->st_mode), ")"));
   }
   return fd;
 }
