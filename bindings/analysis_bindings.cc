@@ -22,6 +22,8 @@
 #include "analysis/device_event_table.h"
 #include "analysis/key_facts.h"
 #include "analysis/record_scan.h"
+#include "analysis/utf8_repair.h"
+#include "device_trace.pb.h"
 #include "status.h"
 #include "summary/column_stats.h"
 #include "summary/summary.h"
@@ -361,8 +363,28 @@ void RegisterAnalysisBindings(py::module_& m) {
           py::arg("payload"), py::arg("rank"),
           "Appends the events of one serialized DeviceTrace (a Record field 5) written by rank.")
       .def("__len__", &internal::DeviceEventTable::size)
+      .def_property_readonly("replaced_strings", &internal::DeviceEventTable::replaced_strings,
+                             "Names that were not UTF-8 (read with U+FFFD for their bad bytes).")
       .def("columns", &DeviceEventColumns,
            "The columns as a dict of arrays, with names, dropped_events, dropped_buffers.");
+  m.def(
+      "repair_device_trace",
+      [](const py::bytes& payload) -> py::tuple {
+        char* bytes = nullptr;
+        py::ssize_t size = 0;
+        if (PYBIND11_BYTES_AS_STRING_AND_SIZE(payload.ptr(), &bytes, &size) != 0) {
+          throw py::error_already_set();
+        }
+        std::string repaired;
+        const int64_t replaced = internal::RepairUtf8Strings(
+            *xdl::proto::DeviceTrace::descriptor(),
+            absl::string_view(bytes, static_cast<size_t>(size)), &repaired);
+        if (replaced == 0) return py::make_tuple(payload, 0);
+        return py::make_tuple(py::bytes(repaired), replaced);
+      },
+      py::arg("payload"),
+      "(payload, n): a serialized DeviceTrace whose n string fields that were not UTF-8 (which "
+      "protobuf refuses) hold U+FFFD for their bad bytes; the payload itself when n is 0.");
   m.def(
       "demangle",
       [](const std::vector<std::string>& names) {

@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 
 from . import _core, gpu_steps
+from .device_events import DeviceDataWarning, bad_data_message
 from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
 from .selection import gstep_window
 
@@ -242,7 +243,10 @@ class RunScan:
     (||gradient|| / ||variable||); step_time {rank: Series(2)} (ms per step, steps per s) and
     step_source {rank: "host spans" or "timestamps"} (what it was measured from, see
     ``_add_step_spans`` and ``_add_step_times``); torn_tails {path: byte offset};
-    first_bad {key: BadValue}; constant {key: bool} (stats identical in every record);
+    first_bad {key: BadValue}; unchecked [keys]: "histogram" summary keys, which find no
+    NaN/Inf (a histogram counts finite values only, docs/format.md "Summary columns": its own
+    NaN edges say "no finite value", whether the tensor was empty or all NaN/Inf);
+    constant {key: bool} (stats identical in every record);
     elements {key: max elements seen}; rows {key: records with a non-empty column};
     summary_histograms {key: (gsteps, values [s, len(SUMMARY_QUANTILES)])}: the percentiles of
     each "histogram" summary key's own bins over steps (first rank; ``_add_summary_histograms``);
@@ -271,6 +275,8 @@ class RunScan:
         self.step_source = {}
         self.torn_tails = {}
         self.first_bad = {}
+        self.unchecked = []
+        self._unchecked_index = np.zeros(0, np.intp)  # Their indices in keys.
         self.constant = {}
         self.elements = {}
         self.rows = {}  # key -> records with a non-empty column.
@@ -359,14 +365,22 @@ def scan_run(
     scan.keys = select_keys(all_keys, keys)
     if keys and not scan.keys:
         raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
-    scan.schema = {k: v for k, v in trace.schema().items() if k in set(scan.keys)}
+    selected = set(scan.keys)  # Built once: membership per key stays O(1) (issue 24 row 2).
+    scan.schema = {k: v for k, v in trace.schema().items() if k in selected}
+    unchecked = [
+        (i, k)
+        for i, k in enumerate(scan.keys)
+        if getattr(scan.schema.get(k), "kind", None) == "histogram"
+    ]
+    scan.unchecked = [k for _, k in unchecked]
+    scan._unchecked_index = np.array([i for i, _ in unchecked], dtype=np.intp)
     scan.capacity, scan.histogram_capacity = _capacities(
         len(scan.keys), len(scan.ranks), capacity, histogram_capacity
     )
     pairs = [
-        (k, gradient_variable(k))
-        for k in scan.keys
-        if gradient_variable(k) in set(scan.keys) and gradient_variable(k) != k
+        (k, variable)
+        for k, variable in ((k, gradient_variable(k)) for k in scan.keys)
+        if variable in selected and variable != k
     ]
     dropped = {}
     for f in files:
@@ -429,6 +443,9 @@ def scan_run(
         columns = scan.device_events.columns()
         scan.device_dropped = columns["dropped_events"]
         scan.gpu = gpu_steps.summarize(columns, steps)
+        message = bad_data_message(scan.device_events.replaced_strings)
+        if message:  # Issue 24 #5: read with U+FFFD, and said so.
+            warnings.warn(f"{scan.path}: {message}", DeviceDataWarning, stacklevel=2)
     return scan
 
 
@@ -572,6 +589,9 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
     # Per key, from one C++ pass over the grid: records holding a value, the largest count,
     # records with NaN/Inf, whether every row equals the chunk's first one (and that row).
     held, bad = chunk["key_records"], chunk["key_bad"]
+    # A histogram's stats row describes its encoding (NaN edges: no finite value), not the
+    # tensor: never a NaN/Inf of the key (issue 24 #11).
+    bad[scan._unchecked_index] = 0
     for k, key in enumerate(scan.keys):
         if held[k] == 0:
             continue

@@ -355,7 +355,8 @@ def _export_configure(parser):
 
 def _export_npz(trace, args, keys, gsteps, ranks):
     # A stats key is a structured array: one named field per statistic (z["loss"]["max"]).
-    stats = {key for key in keys if _is_stats(trace.schema().get(key))}
+    schema = trace.schema()  # Once: schema() builds a dict of every key.
+    stats = {key for key in keys if _is_stats(schema.get(key))}
     stats_dtype = np.dtype([(field, np.float64) for field in STATS_FIELDS])
     arrays = {}
     multi = len(ranks) > 1
@@ -460,11 +461,13 @@ def _npz_name(output):
 def _export(args):
     trace = _open(args)
     fmt = args.format or ("csv" if args.output.endswith(".csv") else "npz")
-    keys = _parse_list(args.keys) or trace.keys
-    missing = [k for k in keys if k not in trace.keys]
+    all_keys = trace.keys  # A fresh list per access: read it once (issue 24 row 2).
+    keys = _parse_list(args.keys) or all_keys
+    known = set(all_keys)
+    missing = [k for k in keys if k not in known]
     if missing:
         print(
-            f"error: no key {_shown(repr(missing[0]))} (keys: {_shown(', '.join(trace.keys))})",
+            f"error: no key {_shown(repr(missing[0]))} (keys: {_shown(', '.join(all_keys))})",
             file=sys.stderr,
         )
         return 2
@@ -505,16 +508,29 @@ def _find_nan(args):
             on_progress=progress,
         )
     found = analysis.bad_values(scan)
+    checked = len(scan.keys) - len(scan.unchecked)
+    # What a histogram summary can say (issue 24 #11): its counts are of finite values only.
+    unchecked = (
+        f"{len(scan.unchecked)} histogram key{'s' if len(scan.unchecked) != 1 else ''} not "
+        'checked: a histogram summary counts finite values only (docs/format.md "Summary '
+        'columns"); trace a stats summary to count NaN/Inf'
+        if scan.unchecked
+        else ""
+    )
     if args.json:
         print(json.dumps([b.as_dict() for b in found], indent=2))
-    elif not found:
-        print(f"no NaN or Inf in {len(scan.keys)} keys over {scan.total_records} records")
-    else:
-        for b in found:
-            print(
-                f"{_shown(b.key)}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
-                f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
-            )
+        if unchecked:
+            print(f"xdl-trace find-nan: note: {unchecked}", file=sys.stderr)
+        return 1 if found else 0
+    if not found:
+        print(f"no NaN or Inf in {checked} keys over {scan.total_records} records")
+    for b in found:
+        print(
+            f"{_shown(b.key)}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
+            f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
+        )
+    if unchecked:
+        print(unchecked)
     return 1 if found else 0
 
 

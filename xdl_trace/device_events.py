@@ -6,9 +6,11 @@ proto/device_trace.proto defines both messages; the classes and field numbers co
 output (xdl_trace._proto), never from a table written here.
 """
 
+from . import _core
 from ._proto import device_trace_pb2, xdl_trace_pb2
 
 __all__ = [
+    "DeviceDataWarning",
     "DeviceTrace",
     "HostSpan",
     "DEVICE_TRACE_FIELD",
@@ -44,19 +46,49 @@ def category(kind):
     return EVENT_CATEGORY.get(kind, OTHER_CATEGORY)
 
 
-def parse_extra(extra):
-    """([HostSpan], [DeviceTrace]) of one record's trailing fields (``Record.extra``: 6 and 5)."""
+class DeviceDataWarning(UserWarning):
+    """A device tracer sent what the writer accepted but a reader cannot show as sent: a name
+    that is not UTF-8 (shown with U+FFFD), a stat of the wrong type (left out where a number is
+    needed). Counted and warned once per read, never an error (issue 24 #5)."""
+
+
+def parse_extra(extra, counts=None):
+    """([HostSpan], [DeviceTrace]) of one record's trailing fields (``Record.extra``: 6 and 5).
+    counts: a dict whose "bad_names" grows by the names that were not UTF-8
+    (``parse_device_trace``)."""
     spans, traces = [], []
     for number, wire_type, payload in extra or ():
         if wire_type != _LENGTH_DELIMITED:
             continue
         if number == DEVICE_TRACE_FIELD:
-            traces.append(DeviceTrace.FromString(payload))
+            traces.append(parse_device_trace(payload, counts))
         elif number == HOST_SPAN_FIELD:
             spans.append(HostSpan.FromString(payload))
     return spans, traces
 
 
-def parse_device_trace(payload):
-    """One serialized DeviceTrace (a Record field 5)."""
+def parse_device_trace(payload, counts=None):
+    """One serialized DeviceTrace (a Record field 5). Its strings that are not UTF-8 (which
+    protobuf refuses: a plugin's kernel name may be any bytes) are read with U+FFFD for their
+    bad bytes, in C++ (``_core.repair_device_trace``); counts["bad_names"] grows by how many."""
+    payload, replaced = _core.repair_device_trace(payload)
+    if replaced and counts is not None:
+        counts["bad_names"] = counts.get("bad_names", 0) + replaced
     return DeviceTrace.FromString(payload)
+
+
+def bad_data_message(bad_names, bad_stats=0):
+    """The warning's text for `bad_names` names that were not UTF-8 and `bad_stats` stats of the
+    wrong type ("" when both are 0)."""
+    parts = []
+    if bad_names:
+        parts.append(
+            f"{bad_names} device trace name(s) not UTF-8: shown with replacement characters "
+            "(U+FFFD) for their bad bytes"
+        )
+    if bad_stats:
+        parts.append(
+            f"{bad_stats} device event stat(s) not a number where one is needed (the 'bytes' of "
+            "a memory event): treated as absent"
+        )
+    return "; ".join(parts)

@@ -170,23 +170,27 @@ def build_report(
             )
         )
         runs.append(chosen)
-    key_order = []
+    # Every key once, in the order the runs name them, with the first run that has it: dicts,
+    # never a list searched per key (linear in keys, issue 24 #2).
+    first_scan, in_scans = {}, {}
     for scan in scans:
-        key_order += [k for k in scan.keys if k not in key_order]
+        for k in scan.keys:
+            first_scan.setdefault(k, scan)
+            in_scans.setdefault(k, []).append(scan)
+    key_order = list(first_scan)
 
     # Scalars (the loss, a learning rate: shape ()) first, then one-element tensors, then the
     # others, each group in file order.
     def group(key):
-        scan = next(s for s in scans if key in s.keys)
-        schema = scan.schema.get(key)
+        schema = first_scan[key].schema.get(key)
         if schema is not None and (schema.kind or "value") == "value" and schema.shape == ():
             return 0
-        return 1 if all(s.elements.get(key, 0) <= 1 for s in scans if key in s.keys) else 2
+        return 1 if all(s.elements.get(key, 0) <= 1 for s in in_scans[key]) else 2
 
     key_order.sort(key=group)
     cards = []
     for key in key_order:
-        scan = next(s for s in scans if key in s.keys)
+        scan = first_scan[key]
         rows = sum(s.rows.get(key, 0) for s in scans)
         meta = _card_meta(scan.schema.get(key), rows)
         if rows <= 1:  # trace_once, or a single traced step: a line of text, no curve.

@@ -226,7 +226,8 @@ def key_charts(scans, key):
     charts = []
     if any(getattr(s.schema.get(key), "kind", None) == "histogram" for s in scans):
         return _summary_histogram_charts(scans, key)
-    groups = _groups(scans, lambda s: {r for (k, r) in s.stats if k == key})
+    # Looked up per rank, never by a walk over every (key, rank): linear in keys (issue 24 #2).
+    groups = _groups(scans, lambda s: {r for r in s.ranks if (key, r) in s.stats})
     if not groups:
         return charts
     scalar = all(s.elements.get(key, 0) <= 1 for s, _, _, _ in groups)
@@ -277,7 +278,7 @@ def key_charts(scans, key):
 def _ratio_charts(scans, key):
     """The update ratio ||gradient|| / ||variable|| of a gradient key whose variable is traced."""
     variable = analysis.gradient_variable(key)
-    groups = _groups(scans, lambda s: {r for (v, r) in s.ratio if v == variable})
+    groups = _groups(scans, lambda s: {r for r in s.ranks if (variable, r) in s.ratio})
     if variable is None or not groups:
         return []
     ratio = Chart("update ratio", "ratio", log=True, note=f"||{key}|| / ||{variable}|| per record")

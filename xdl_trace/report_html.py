@@ -81,8 +81,27 @@ def _ranks_text(ranks):
     return html.escape(f"{len(ranks)} ({which})")
 
 
+_ANCHOR_KEPT = re.compile(r"[^A-Za-z0-9._/-]")
+
+
+def _anchor_escape(match):
+    code = ord(match.group())
+    return (
+        f"~{code:02x}" if code < 0x100 else f"~u{code:04x}" if code < 0x10000 else f"~U{code:06x}"
+    )
+
+
 def _anchor(key):
-    return re.sub(r"[^A-Za-z0-9_-]", "_", key)
+    """A card's anchor: the key with what an id or a URL fragment should not hold escaped as
+    ``~hh``/``~uhhhh``/``~Uhhhhhh`` (``~`` itself included), so different keys ("a.b", "a_b",
+    "a b") never share one (issue 24 #4). Plain keys ("layer0/w", "loss") read as themselves."""
+    return _ANCHOR_KEPT.sub(_anchor_escape, key)
+
+
+# The JSON of the data block with "<", ">" and "&" as \u escapes (as Django's json_script
+# writes it): no key, scope or run name can close the <script>, open a comment or an entity
+# inside it (issue 24 #4); JSON.parse reads the escapes back as the characters.
+_SCRIPT_SAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 
 
 def _metadata(metadata):
@@ -252,7 +271,7 @@ def _card(n, card, bad):
 
 def render_html(model):
     """The report page as one string: styles, uPlot and the data inlined, no external URL."""
-    data = json.dumps(model, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    data = json.dumps(model, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
     items = "".join(

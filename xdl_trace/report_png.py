@@ -29,6 +29,12 @@ def render_pngs(model, directory, dpi=100):
     import matplotlib.pyplot as plt
 
     os.makedirs(directory, exist_ok=True)
+    # Key, run and series names are text: "$\frac$" is not mathtext to parse (issue 24 #12).
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        return _draw(plt, model, directory, dpi)
+
+
+def _draw(plt, model, directory, dpi):
     charts = [("steps", spec) for spec in model["steps"]]
     charts += [("steps", spec) for spec in model.get("gpu_charts", ())]
     charts += [(card["key"], spec) for card in model["cards"] for spec in card["charts"]]

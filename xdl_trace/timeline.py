@@ -35,14 +35,18 @@ follows the event array.
 import io
 import json
 import math
+import numbers
 import os
+import warnings
 
 from ._proto import device_trace_pb2
 from .device_events import (
     EVENT_CATEGORY,
     OTHER_CATEGORY,
+    DeviceDataWarning,
     DeviceTrace,
     HostSpan,
+    bad_data_message,
     parse_extra,
 )
 from .gpu_steps import demangle
@@ -138,6 +142,8 @@ class _TimelineWriter:
             "device_events": 0,
             "flows": 0,
             "dropped_events": 0,
+            "bad_names": 0,  # Names that were not UTF-8 (shown with U+FFFD).
+            "bad_stats": 0,  # Stats not a number where one is needed (treated as absent).
             "dropped_buffers": 0,  # Activity buffers lost whole: their events are unknown.
             "spans_dropped": 0,
         }
@@ -321,7 +327,7 @@ class _TimelineWriter:
                 )
                 emitted += 1
                 if kind == device_trace_pb2.DEVICE_EVENT_MEMORY:
-                    parts.append(self._memory(state, pid, t.name, stat_list, ts))
+                    parts.append(self._memory(state, pid, t.name, stat_list, ts, stats))
                 if kind not in _DEVICE_WORK:
                     continue
                 if step is not None:  # Host step -> the device work it launched.
@@ -353,13 +359,23 @@ class _TimelineWriter:
         stats["device_events"] += emitted
 
     @staticmethod
-    def _memory(state, pid, names, stats, ts):
+    def _memory(state, pid, names, stats, ts, counts):
         """The "memory allocated" counter sample after one alloc or free of device `pid`.
 
         A running total in arrival order, which is time order: a tracer's
-        memory line is sorted, and collects follow one another."""
+        memory line is sorted, and collects follow one another. A "bytes" stat
+        that is not a number (a plugin's string) counts as absent, in
+        counts["bad_stats"]."""
         values = {names[s.name_index]: _stat_value(s) for s in stats if s.name_index < len(names)}
         delta = values.get("bytes") or 0
+        if (
+            isinstance(delta, bool)
+            or not isinstance(delta, numbers.Real)
+            or not math.isfinite(delta)
+        ):
+            counts["bad_stats"] += 1
+            delta = 0
+        delta = int(delta)
         total = state.memory.get(pid, 0) + (-delta if values.get("operation") == "free" else delta)
         state.memory[pid] = total
         return f'{{"ph":"C","name":"memory allocated","pid":{pid},"ts":{ts},"args":{{"bytes":{total}}}}}'
@@ -393,7 +409,7 @@ def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=
             if all(s.past_window for s in states.values()):
                 break
             continue
-        spans, traces = parse_extra(record.extra)
+        spans, traces = parse_extra(record.extra, writer.stats)
         if writer.origin is None:
             writer.set_origin(record, spans, traces)
             if writer.origin is None:
@@ -406,6 +422,9 @@ def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=
     other = {"source": str(path), "ranks": len(selected)}
     if gsteps:
         other["gsteps"] = [begin, end]
+    message = bad_data_message(writer.stats["bad_names"], writer.stats["bad_stats"])
+    if message:
+        warnings.warn(f"{path}: {message}", DeviceDataWarning, stacklevel=2)
     return writer.finish(other)
 
 

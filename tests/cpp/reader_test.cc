@@ -1453,4 +1453,24 @@ TEST_CASE("the Meta's own checksum and ranges are checked before any pruning (is
              Catch::Contains("gstep_begin 69 > gstep_end 9"));
 }
 
+TEST_CASE("a key's Header index: O(log keys), the first of a repeated one (issue 24 #2)",
+          "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1000; ++i) keys.push_back(absl::StrCat("layer", 999 - i, "/w"));
+  keys.push_back("layer5/w");  // Repeated: the first one is the key's column.
+  WriteFile(path, HeaderFrame(keys));
+  auto file = MustOpen(path);
+  CHECK(file->KeyIndex("layer999/w") == std::optional<size_t>(0));
+  CHECK(file->KeyIndex("layer0/w") == std::optional<size_t>(999));
+  CHECK(file->KeyIndex("layer5/w") == std::optional<size_t>(994));
+  CHECK(file->KeyIndex("layer5") == std::nullopt);
+  CHECK(file->KeyIndex("") == std::nullopt);
+  CHECK(file->KeyIndex("zzz") == std::nullopt);
+  // A file cut inside its Header names no key.
+  WriteFile(path, HeaderFrame(keys).substr(0, 10));
+  CHECK(MustOpen(path)->KeyIndex("layer0/w") == std::nullopt);
+}
+
 }  // namespace xdl_trace

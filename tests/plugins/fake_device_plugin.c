@@ -13,6 +13,9 @@
  *   memory=1          also a 1 MiB allocation at the start of each step and its free
  *                     at the end (DEVICE_EVENT_MEMORY on device 0's "memory" line, -4),
  *                     stats "operation" ("alloc"/"free") and "bytes".
+ *   hostile=1         what a careless plugin sends and the writer accepts (issue 24 #5):
+ *                     the kernel's name is not UTF-8 ("fake_\xff\xfe_kernel") and every
+ *                     "bytes" stat is a string ("4096", "1 MiB") instead of a number.
  * Each step_begin/step_end pair produces, on device 0, N kernels on stream 7
  * and a memcpy on stream 8, spread over the step's host interval and tagged
  * with the step's external id, and a "launch" API event on the host line.
@@ -51,7 +54,7 @@ typedef struct FakeEvent {
 
 struct XdlTraceProfiler {
   pthread_mutex_t mu; /* Guards events, n_events, dropped, snapshot, has_snapshot. */
-  int unavailable, fail_start, events_per_step, running, nvtx, memory, lost_buffers;
+  int unavailable, fail_start, events_per_step, running, nvtx, memory, lost_buffers, hostile;
   uint64_t max_events;
   FakeEvent* events;
   size_t n_events;
@@ -100,7 +103,11 @@ static void EncodeLine(const XdlTraceProfiler* p, int64_t line, Buf* out) {
     PutIntOmitZero(&event, 6, e->external_id);
     if (e->kind == 2) { /* memcpy: bytes stat */
       PutIntOmitZero(&stat, 1, 4);
-      PutIntOmitZero(&stat, 2, 4096);
+      if (p->hostile) {
+        PutString(&stat, 5, "4096");
+      } else {
+        PutIntOmitZero(&stat, 2, 4096);
+      }
       PutMessage(&event, 7, &stat);
     }
     if (e->kind == 10) { /* memory: operation and bytes */
@@ -108,7 +115,11 @@ static void EncodeLine(const XdlTraceProfiler* p, int64_t line, Buf* out) {
       PutString(&stat, 5, e->name_index == 6 ? "alloc" : "free");
       PutMessage(&event, 7, &stat);
       PutIntOmitZero(&stat, 1, 4);
-      PutIntOmitZero(&stat, 2, kAllocBytes);
+      if (p->hostile) {
+        PutString(&stat, 5, "1 MiB");
+      } else {
+        PutIntOmitZero(&stat, 2, kAllocBytes);
+      }
       PutMessage(&event, 7, &stat);
     }
     PutMessage(out, 3, &event);
@@ -121,7 +132,9 @@ static void EncodeTrace(const XdlTraceProfiler* p, Buf* out) {
   Buf device = {0}, line = {0};
   out->n = 0;
   PutString(out, 1, "fake");
-  for (size_t i = 0; i < sizeof(kNames) / sizeof(kNames[0]); ++i) PutString(out, 2, kNames[i]);
+  for (size_t i = 0; i < sizeof(kNames) / sizeof(kNames[0]); ++i) {
+    PutString(out, 2, p->hostile && i == 1 ? "fake_\xff\xfe_kernel" : kNames[i]);
+  }
   if (p->n_events > 0) {
     /* Device 0 with streams 7 and 8. */
     PutString(&device, 2, "fake device 0");
@@ -172,6 +185,7 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
   p->fail_start = strstr(config, "fail_start=1") != NULL;
   p->nvtx = strstr(config, "nvtx=1") != NULL;
   p->memory = strstr(config, "memory=1") != NULL;
+  p->hostile = strstr(config, "hostile=1") != NULL;
   const char* lost = strstr(config, "lost_buffers=");
   if (lost != NULL) p->lost_buffers = atoi(lost + strlen("lost_buffers="));
   const char* eps = strstr(config, "events_per_step=");

@@ -225,6 +225,10 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
 
   const std::string& path() const { return path_; }
   const std::vector<std::string>& keys() const { return keys_; }
+  // The Header index of `key` (its first, should a Header repeat one), or
+  // nullopt; O(log keys), so finding every key of a wide file stays
+  // O(keys log keys) (issue 24 #2: 100,000 keys).
+  std::optional<size_t> KeyIndex(absl::string_view key) const;
   // One per key when the Header carries column descriptors; empty when it
   // does not (XDL's files, files written before them, a bare TraceWriter).
   const std::vector<ColumnInfo>& columns() const { return columns_; }
@@ -287,6 +291,7 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   const char* mapping_;  // nullptr for an empty file.
   absl::string_view bytes_;
   std::vector<std::string> keys_;
+  std::vector<uint32_t> key_order_;  // Indices into keys_ sorted by key, then index.
   std::vector<ColumnInfo> columns_;  // Empty, or one per key.
   uint64_t first_record_offset_ = 0;
   bool header_torn_ = false;

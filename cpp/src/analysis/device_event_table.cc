@@ -2,7 +2,9 @@
 #include "analysis/device_event_table.h"
 
 #include <algorithm>
+#include <string>
 
+#include "analysis/utf8_repair.h"
 #include "device_trace.pb.h"
 
 namespace xdl_trace {
@@ -15,10 +17,16 @@ int32_t DeviceEventTable::Intern(const std::string& name) {
 }
 
 absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
+  // A plugin's name that is not UTF-8 would make protobuf refuse the whole payload.
+  std::string repaired;
+  const int64_t replaced =
+      RepairUtf8Strings(*xdl::proto::DeviceTrace::descriptor(), payload, &repaired);
+  if (replaced > 0) payload = repaired;
   xdl::proto::DeviceTrace trace;
   if (!trace.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return absl::InvalidArgumentError("a device trace payload does not parse");
   }
+  replaced_strings_ += replaced;
   dropped_events_ += trace.dropped_events();
   dropped_buffers_ += trace.dropped_buffers();
   // The payload's name table, mapped once into ours; an index out of range names "".

@@ -19,7 +19,9 @@ namespace internal {
 class DeviceEventTable {
  public:
   // Parses one serialized xdl.proto.DeviceTrace written by `rank` and appends its events.
-  // InvalidArgument when the payload does not parse (nothing is appended then).
+  // Names (any string field) that are not UTF-8 are read with U+FFFD for their bad bytes and
+  // counted (replaced_strings()), not refused. InvalidArgument when the payload does not parse
+  // otherwise (nothing is appended then).
   absl::Status Append(absl::string_view payload, int64_t rank);
 
   size_t size() const { return kind_.size(); }
@@ -36,6 +38,8 @@ class DeviceEventTable {
   const std::vector<uint64_t>& external_id() const { return external_id_; }
   int64_t dropped_events() const { return dropped_events_; }
   int64_t dropped_buffers() const { return dropped_buffers_; }
+  // String fields that were not UTF-8, over every payload appended (RepairUtf8Strings).
+  int64_t replaced_strings() const { return replaced_strings_; }
 
  private:
   int32_t Intern(const std::string& name);
@@ -47,6 +51,7 @@ class DeviceEventTable {
   std::vector<uint64_t> correlation_id_, external_id_;
   int64_t dropped_events_ = 0;
   int64_t dropped_buffers_ = 0;
+  int64_t replaced_strings_ = 0;
 };
 
 }  // namespace internal

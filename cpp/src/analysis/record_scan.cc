@@ -112,11 +112,10 @@ absl::StatusOr<bool> ParseStepSpan(absl::string_view message, const TraceRecord&
 std::vector<bool> StatsSummaries(const TraceFile& file, const std::vector<std::string>& keys) {
   std::vector<bool> out(keys.size(), false);
   if (file.columns().empty()) return out;
-  const std::vector<std::string>& file_keys = file.keys();
   for (size_t k = 0; k < keys.size(); ++k) {
-    const auto it = std::find(file_keys.begin(), file_keys.end(), keys[k]);
-    if (it == file_keys.end()) continue;
-    const ColumnInfo& info = file.columns()[static_cast<size_t>(it - file_keys.begin())];
+    const std::optional<size_t> index = file.KeyIndex(keys[k]);
+    if (!index) continue;
+    const ColumnInfo& info = file.columns()[*index];
     out[k] = info.content == ColumnInfo::Content::kStats &&
              info.layout_version <= xdl_trace::kSummaryLayoutVersion;
   }

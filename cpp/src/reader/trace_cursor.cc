@@ -2,6 +2,7 @@
 // ranks by gstep, torn-tail events, and stacking keys over steps.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,9 +22,10 @@ absl::Status IndexKeys(const TraceFile& file, const std::vector<std::string>& ke
                        std::vector<int>* indices) {
   indices->clear();
   const std::vector<std::string>& file_keys = file.keys();
+  indices->reserve(keys.size());
   for (const std::string& key : keys) {
-    const auto it = std::find(file_keys.begin(), file_keys.end(), key);
-    if (it == file_keys.end()) {
+    const std::optional<size_t> index = file.KeyIndex(key);
+    if (!index) {
       // A file cut short inside its Header has no keys to name (issue 24 #12).
       const std::string have =
           file.header_torn()
@@ -35,7 +37,7 @@ absl::Status IndexKeys(const TraceFile& file, const std::vector<std::string>& ke
       status.SetPayload(kMissingKeyPayload, absl::Cord(key));
       return status;
     }
-    indices->push_back(static_cast<int>(it - file_keys.begin()));
+    indices->push_back(static_cast<int>(*index));
   }
   return absl::OkStatus();
 }

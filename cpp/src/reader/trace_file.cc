@@ -545,6 +545,11 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
     }
   }
 
+  file->key_order_.resize(file->keys_.size());
+  for (size_t i = 0; i < file->keys_.size(); ++i) file->key_order_[i] = static_cast<uint32_t>(i);
+  std::stable_sort(file->key_order_.begin(), file->key_order_.end(),
+                   [&keys = file->keys_](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+
   auto meta = ReadFileMeta(path + ".meta");
   if (meta.ok()) {
     file->meta_ = *std::move(meta);
@@ -635,6 +640,14 @@ absl::Status TraceFile::FrameLength(uint64_t offset, uint64_t* length, bool* tor
     *torn = true;
   }
   return absl::OkStatus();
+}
+
+std::optional<size_t> TraceFile::KeyIndex(absl::string_view key) const {
+  const auto it = std::lower_bound(
+      key_order_.begin(), key_order_.end(), key,
+      [this](uint32_t index, absl::string_view wanted) { return keys_[index] < wanted; });
+  if (it == key_order_.end() || keys_[*it] != key) return std::nullopt;
+  return *it;
 }
 
 absl::Status TraceFile::FrameSize(uint64_t offset, uint64_t* frame_size, bool* torn) const {
