@@ -858,6 +858,54 @@ TEST_CASE("buffer cap: CUPTI gets nothing at the cap and drops are counted", "[c
   REQUIRE(h.tracer->Stop().ok);
 }
 
+TEST_CASE("buffers are parsed as they complete: the cap never waits for a collect", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;  // 3 buffers of 4 KiB at most.
+  REQUIRE(h.tracer->Start().ok);
+  h.tracer->StepBegin(5);
+  constexpr int kBuffers = 40;  // Far more than the cap holds.
+  for (int i = 1; i <= kBuffers; ++i) {
+    ActivityBuffer buffer(*h.tracer);
+    REQUIRE(buffer.ok());
+    buffer.Add(External(i, 5)).Add(Kernel(i, kT0 + i * 10, kT0 + i * 10 + 5));
+    buffer.Complete();
+    // The parse thread hands the buffer back without a collect.
+    for (int spins = 0; spins < 50000 && h.tracer->pool().outstanding() != 0; ++spins) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    REQUIRE(h.tracer->pool().outstanding() == 0);
+  }
+  const auto trace = h.Collect();
+  const auto events = Flatten(trace);
+  CHECK(events.size() == kBuffers);
+  for (const auto& e : events) CHECK(e.event.external_id() == 5);
+  CHECK(trace.dropped_events() == 0);
+  CHECK(trace.dropped_buffers() == 0);
+  CHECK(h.tracer->pool().allocated_bytes() <= 3 * 4096);
+  h.tracer->StepEnd(5);
+  REQUIRE(h.tracer->Stop().ok);
+}
+
+TEST_CASE("a tracer stopped with buffers in flight parses them all at its last collect",
+          "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  REQUIRE(h.tracer->Start().ok);
+  ActivityBuffer in_flight(*h.tracer);  // Held by "CUPTI" until the forced flush.
+  REQUIRE(in_flight.ok());
+  in_flight.Add(External(1, 2)).Add(Kernel(1, kT0, kT0 + 5)).Add(Kernel(2, kT0 + 9, kT0 + 12));
+  h.api->on_flush = [&](uint32_t flag) {
+    if (flag == CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) in_flight.Complete();
+  };
+  REQUIRE(h.tracer->Stop().ok);
+  const auto events = Flatten(h.Collect());
+  REQUIRE(events.size() == 2);
+  CHECK(h.tracer->pool().outstanding() == 0);
+  CHECK(h.tracer->held() == 0);  // Stopped: nothing is held back.
+  for (const auto& e : events)
+    CHECK(e.event.external_id() == (e.event.correlation_id() == 1 ? 2 : 0));
+}
+
 TEST_CASE("zero and reversed timestamps, unknown kinds, event cap", "[cupti]") {
   REQUIRE_LIBCUPTI();
   CuptiTracerOptions options = Harness::Small();

@@ -235,7 +235,7 @@ bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* eve
 }
 
 void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
-                           std::unordered_map<uint32_t, uint64_t>* external) {
+                           std::vector<std::pair<uint32_t, uint64_t>>* external) {
   ++counters_.records;
   DeviceEventData e;
   // Both memcpy record versions; false when the record has no usable times.
@@ -403,7 +403,8 @@ void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEvent
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       const auto& r = reinterpret_cast<const ExternalRecord&>(record);
-      if (r.externalKind == kStepCorrelationKind) (*external)[r.correlationId] = r.externalId;
+      if (r.externalKind == kStepCorrelationKind)
+        external->emplace_back(r.correlationId, r.externalId);
       return;
     }
     default:

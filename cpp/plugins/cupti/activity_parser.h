@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "trace_writer.h"
@@ -53,11 +54,10 @@ class ActivityParser {
   // suffix ("cudaGetDevice"). Replaces the previous filter.
   void set_api_filter(const std::vector<std::string>& names);
 
-  // Appends an event for `record` to `events`, or records its external
-  // correlation (kStepCorrelationKind only) in `external` (correlation id ->
-  // host step id).
+  // Appends an event for `record` to `events`, or its external correlation
+  // (kStepCorrelationKind only) to `external` (correlation id, host step id).
   void Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
-             std::unordered_map<uint32_t, uint64_t>* external);
+             std::vector<std::pair<uint32_t, uint64_t>>* external);
 
   const ParseCounters& counters() const { return counters_; }
 

@@ -34,7 +34,12 @@ int32_t NameTable::Intern(std::string_view name) {
   return index;
 }
 
-std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
+NameSnapshot::NameSnapshot(const NameTable& table) {
+  names_.reserve(table.size());
+  for (size_t i = 0; i < table.size(); ++i) names_.push_back(&table.name(static_cast<int32_t>(i)));
+}
+
+std::string SerializeDeviceTrace(const std::string& tracer, const NameSnapshot& names,
                                  std::vector<DeviceEventData>& events, int64_t dropped,
                                  const std::string& status, int64_t dropped_buffers) {
   // Mostly in order already (one stream's records arrive in order).

@@ -69,12 +69,32 @@ class NameTable {
   std::deque<std::string> names_;                        // A deque: its strings never move.
 };
 
+// The names of a NameTable at one moment, readable while the table grows on
+// another thread: its strings never move, so pointers to them stay valid.
+// Take it under the table's lock; read it without.
+class NameSnapshot {
+ public:
+  NameSnapshot() = default;
+  explicit NameSnapshot(const NameTable& table);
+  const std::string& name(int32_t index) const { return *names_[static_cast<size_t>(index)]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  std::vector<const std::string*> names_;
+};
+
 // Serialized xdl.proto.DeviceTrace of `events` (grouped by device then line,
 // sorted by start), with a name table holding only the names they use.
 // Sorts `events` in place.
-std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
+std::string SerializeDeviceTrace(const std::string& tracer, const NameSnapshot& names,
                                  std::vector<DeviceEventData>& events, int64_t dropped,
                                  const std::string& status, int64_t dropped_buffers = 0);
+inline std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
+                                        std::vector<DeviceEventData>& events, int64_t dropped,
+                                        const std::string& status, int64_t dropped_buffers = 0) {
+  return SerializeDeviceTrace(tracer, NameSnapshot(names), events, dropped, status,
+                              dropped_buffers);
+}
 
 }  // namespace cupti
 }  // namespace xdl_trace
