@@ -2,6 +2,7 @@
 
     /usr/bin/python3 bench/device.py [--seconds 4] [--rates 100000,1000000]
                                      [--intervals 0.2,1] [--step-hz 1000] [--out-dir /dev/shm]
+                                     [--plugin [LABEL=]PATH[,[LABEL=]PATH...]]
 
 The CUPTI plugin runs as on a GPU except for the GPU: libxdl_trace_cupti_synthetic.so (built
 with the tests, cpp/plugins/cupti/synthetic_gpu.h) is the real plugin (buffer pool, the real
@@ -19,6 +20,10 @@ Printed per configuration: hook.step() wall time on the training thread (median,
 calls over 1 ms), collector CPU per event (CPU of the device-tracing threads, plus hook.step()
 time above the no-tracer median, plus close(), over the events recorded), events recorded and
 dropped, and peak RSS. Prints figures; nothing here passes or fails.
+
+Several plugins (``--plugin before=/tmp/old/libxdl_trace_cupti_synthetic.so,after=build/...``):
+each configuration runs each of them in turn, so before and after see the same machine load
+(on a shared machine, compare rows of one invocation, never across invocations).
 """
 
 import argparse
@@ -155,41 +160,49 @@ def main(argv=None):
     if args.child:
         child(args)
         return
-    args.plugin = args.plugin or find_plugin()
+    plugins = []  # (label, path)
+    for i, entry in enumerate((args.plugin or find_plugin()).split(",")):
+        label, _, path = entry.rpartition("=")
+        plugins.append((label or (f"plugin {i + 1}" if "," in args.plugin else ""), path))
     work = tempfile.mkdtemp(prefix="xdl_device_bench_", dir=args.out_dir)
     try:
         base = run_child(args, 0, 1.0, work)
         base_median = statistics.median(base["times"])
-        rows = [("none", "-", base)]
+        rows = [("none", "-", "", base)]
         for rate in [int(r) for r in args.rates.split(",")]:
             for interval in [float(i) for i in args.intervals.split(",")]:
-                rows.append((f"{rate:,}", f"{interval:g}", run_child(args, rate, interval, work)))
+                for label, path in plugins:
+                    args.plugin = path
+                    result = run_child(args, rate, interval, work)
+                    rows.append((f"{rate:,}", f"{interval:g}", label, result))
+        base_after = run_child(args, 0, 1.0, work)  # The machine's drift over the run.
+        rows.append(("none (again)", "-", "", base_after))
+        print(f"{args.seconds:g} s per configuration, hook.step() at {args.step_hz} Hz")
+        for label, path in plugins:
+            print(f"  plugin {label or ''}: {path}")
         print(
-            f"{args.seconds:g} s per configuration, hook.step() at {args.step_hz} Hz; plugin {args.plugin}"
-        )
-        print(
-            "| events/s | collect every (s) | hook.step() median | p99 | max | calls > 1 ms |"
-            " events recorded (achieved/s) | dropped (events, buffers) |"
+            "| events/s | collect every (s) | plugin | hook.step() median | p99 | max |"
+            " calls > 1 ms | events recorded (achieved/s) | dropped (events, buffers) |"
             " collector CPU per event | peak RSS |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for rate, interval, r in rows:
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for rate, interval, label, r in rows:
             t = sorted(r["times"])
             over = [x for x in t if x > 1e-3]
             on_training = max(0.0, sum(t) - base_median * len(t))
             cpu = r["collector_thread_cpu_s"] + on_training + r["close_s"]
             per_event = f"{cpu / r['events'] * 1e6:.2f} us" if r["events"] else "-"
             print(
-                f"| {rate} | {interval} | {statistics.median(t) * 1e6:.1f} us"
+                f"| {rate} | {interval} | {label} | {statistics.median(t) * 1e6:.1f} us"
                 f" | {t[int(0.99 * len(t))] * 1e6:.1f} us | {t[-1] * 1e3:.2f} ms"
                 f" | {len(over)} ({sum(over) * 1e3:.0f} ms)"
                 f" | {r['events']:,} ({r['events'] / r['run_s']:,.0f})"
                 f" | {r['dropped']:,}, {r['buffers_dropped']:,} | {per_event}"
                 f" | {r['peak_rss_mb']:.0f} MB |"
             )
-        for rate, interval, r in rows[1:]:
+        for rate, interval, label, r in rows[1:-1]:
             print(
-                f"  {rate} ev/s every {interval} s: collector threads"
+                f"  {rate} ev/s every {interval} s {label}: collector threads"
                 f" {r['collector_thread_cpu_s']:.2f} s CPU, close() {r['close_s'] * 1e3:.0f} ms,"
                 f" threads {r['thread_names']}, status {r['status']!r}"
             )

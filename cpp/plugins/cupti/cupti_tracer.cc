@@ -63,35 +63,6 @@ constexpr char kSubscriberBusy[] =
 // Activity timestamps on CLOCK_REALTIME, the clock of the host step spans.
 uint64_t CUPTIAPI RealtimeTimestamp() { return static_cast<uint64_t>(internal::WallClockNs()); }
 
-const char* KindName(CUpti_ActivityKind kind) {
-  switch (kind) {
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      return "CONCURRENT_KERNEL";
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-      return "MEMCPY";
-    case CUPTI_ACTIVITY_KIND_MEMCPY2:
-      return "MEMCPY2";
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-      return "MEMSET";
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-      return "RUNTIME";
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-      return "DRIVER";
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
-      return "EXTERNAL_CORRELATION";
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-      return "SYNCHRONIZATION";
-    case CUPTI_ACTIVITY_KIND_OVERHEAD:
-      return "OVERHEAD";
-    case CUPTI_ACTIVITY_KIND_MARKER:
-      return "MARKER";
-    case CUPTI_ACTIVITY_KIND_MEMORY2:
-      return "MEMORY2";
-    default:
-      return "?";
-  }
-}
-
 // Errors that mean "no usable driver or GPU here" rather than a bug.
 bool MeansNoDevice(CUptiResult result) {
   switch (result) {
@@ -340,19 +311,33 @@ void CuptiTracer::WaitParsed() {
 }
 
 std::vector<CUpti_ActivityKind> CuptiTracer::ActivityKinds() const {
-  std::vector<CUpti_ActivityKind> kinds = {
-      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-      CUPTI_ACTIVITY_KIND_RUNTIME,
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-      CUPTI_ACTIVITY_KIND_MEMCPY,
-      CUPTI_ACTIVITY_KIND_MEMCPY2,
-      CUPTI_ACTIVITY_KIND_MEMSET,
-  };
-  if (options_.nvtx) kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER);
-  if (options_.memory) kinds.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
-  if (options_.driver) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
-  if (options_.synchronization) kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-  if (options_.overhead) kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);
+  std::vector<CUpti_ActivityKind> kinds;
+  for (const ActivityKindInfo& info : ActivityParser::Kinds()) {
+    bool enabled = false;
+    switch (info.option) {
+      case KindOption::kAlways:
+        enabled = true;
+        break;
+      case KindOption::kNvtx:
+        enabled = options_.nvtx;
+        break;
+      case KindOption::kMemory:
+        enabled = options_.memory;
+        break;
+      case KindOption::kDriver:
+        enabled = options_.driver;
+        break;
+      case KindOption::kSynchronization:
+        enabled = options_.synchronization;
+        break;
+      case KindOption::kOverhead:
+        enabled = options_.overhead;
+        break;
+      case KindOption::kParsedOnly:
+        break;
+    }
+    if (enabled) kinds.push_back(info.kind);
+  }
   return kinds;
 }
 
@@ -449,7 +434,8 @@ CuptiTracer::Result CuptiTracer::Start() {
     result = api_->ActivityEnable(kind);
     if (result != CUPTI_SUCCESS) {
       Rollback(enabled);
-      return fail(std::string("cuptiActivityEnable(") + KindName(kind) + ")", result);
+      return fail(std::string("cuptiActivityEnable(") + ActivityParser::KindName(kind) + ")",
+                  result);
     }
     enabled.push_back(kind);
   }
@@ -469,8 +455,8 @@ CuptiTracer::Result CuptiTracer::Stop() {
     const CUptiResult result = api_->ActivityDisable(*it);
     if (result != CUPTI_SUCCESS && out.ok) {
       out = {false, false,
-             std::string("cupti: cuptiActivityDisable(") + KindName(*it) + ") returned " +
-                 api_->ResultString(result)};
+             std::string("cupti: cuptiActivityDisable(") + ActivityParser::KindName(*it) +
+                 ") returned " + api_->ResultString(result)};
     }
   }
   if (options_.flush_period_ms != 0) api_->ActivityFlushPeriod(0);
@@ -582,26 +568,33 @@ int64_t CuptiTracer::dropped_buffers() const {
 }
 
 std::string CuptiTracer::Collect() {
+  std::string trace(PrepareCollect(), '\0');
+  WritePrepared(trace.data());
+  return trace;
+}
+
+size_t CuptiTracer::PrepareCollect() {
+  if (prepared_) return writer_.size();
   const bool running = state_.load() == State::kRunning;
   // Non-forced: CUPTI completes every buffer holding finished records, so
   // they reach this collect (the completion callback runs before it returns).
   if (running && options_.flush_on_collect) api_->ActivityFlushAll(0);
   if (api_ != nullptr) WaitParsed();
   // Take what was parsed; the parse thread goes on into spare storage.
-  std::vector<DeviceEventData> events;
-  std::vector<std::pair<uint32_t, uint64_t>> external;
-  NameSnapshot names;
+  std::vector<DeviceEventData>& events = collected_;
+  std::vector<std::pair<uint32_t, uint64_t>>& external = collected_external_;
   int64_t total_dropped, total_buffers;
   {
     internal::MutexLock lock(&parse_mu_);
     events.swap(events_);
     events_.swap(spare_events_);
     external.swap(new_external_);
-    names = NameSnapshot(names_);
+    collected_names_ = NameSnapshot(names_);
     total_dropped = cupti_dropped_.load() + over_cap_events_ + parser_.counters().bad_timestamps;
     total_buffers = refused_buffers_.load() + aborted_buffers_;
   }
   for (const auto& [correlation, step] : external) external_[correlation] = step;
+  external.clear();
   auto lookup = [&](uint32_t correlation) -> uint64_t {
     if (auto it = external_.find(correlation); it != external_.end()) return it->second;
     if (auto it = external_old_.find(correlation); it != external_old_.end()) return it->second;
@@ -661,11 +654,17 @@ std::string CuptiTracer::Collect() {
   } else if (!busy_reason_.empty()) {
     status = "unavailable: " + busy_reason_;
   }
-  std::string trace =
-      SerializeDeviceTrace("cupti", names, events, dropped_now, status, dropped_buffers_now);
-  events.clear();
-  spare_events_.swap(events);  // Reused by the parse thread after the next collect.
-  return trace;
+  prepared_ = true;
+  return writer_.Plan("cupti", collected_names_, events, dropped_now, status, dropped_buffers_now);
+}
+
+void CuptiTracer::WritePrepared(char* out) {
+  if (!prepared_) return;
+  writer_.Write(out);
+  writer_.Clear();
+  prepared_ = false;
+  collected_.clear();
+  spare_events_.swap(collected_);  // Storage the parse thread fills after the next collect.
 }
 
 }  // namespace cupti

@@ -32,7 +32,9 @@ struct CuptiTracerOptions {
   size_t buffer_bytes = 4u << 20;       // One activity buffer handed to CUPTI.
   size_t max_buffer_bytes = 64u << 20;  // Hard cap on all buffers together.
   size_t preallocated_buffers = 2;      // Allocated at start (within the cap).
-  size_t max_events = 1u << 20;         // Parsed events held between collects.
+  // Parsed events held between collects (two seconds at a GPU's 1M events/s,
+  // so a 1 s collect interval keeps everything; 160 bytes each).
+  size_t max_events = 2u << 20;
   // Each collect while running first calls cuptiActivityFlushAll(0), so what
   // the device finished reaches that collect rather than waiting for a
   // buffer to fill. Optionally CUPTI flushes on its own every
@@ -144,6 +146,11 @@ class CuptiTracer {
   // whose correlation is not yet joined are held back (their external record
   // may be in a later buffer) within max_hold_ns / max_held_events.
   std::string Collect();
+  // Collect in two steps, for the C ABI's two calls: the serialized size of
+  // the collected trace (again the same while not written), then the bytes,
+  // written straight into `out` (room for that size).
+  size_t PrepareCollect();
+  void WritePrepared(char* out);
   // Events emitted without a step because a hold bound ran out (not drops).
   int64_t released_unjoined() const { return released_unjoined_; }
   size_t held() const { return held_count_.load(); }
@@ -235,6 +242,11 @@ class CuptiTracer {
 
   // Collect's thread only (one at a time):
   std::vector<DeviceEventData> spare_events_;  // Collected, cleared: events_' next storage.
+  std::vector<DeviceEventData> collected_;     // Prepared, not yet written.
+  std::vector<std::pair<uint32_t, uint64_t>> collected_external_;  // Storage, reused.
+  NameSnapshot collected_names_;
+  DeviceTraceWriter writer_;
+  bool prepared_ = false;
   struct Held {
     DeviceEventData event;
     int64_t since_ns;  // WallClockNs() when first held.
