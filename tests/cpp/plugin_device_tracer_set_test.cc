@@ -193,6 +193,27 @@ TEST_CASE("bounded memory: plugin and core caps drop and count", "[plugin]") {
     CHECK(set->events_dropped() > 0);
     CHECK(set->events_collected() + set->events_dropped() == produced);
   }
+  SECTION("the last collect at close (CollectAll) is not held to the pending cap") {
+    DeviceTracerSetOptions options;
+    options.max_pending_bytes = 2000;
+    options.max_trace_part_bytes = 500;
+    auto set = MakeSet({FakePlugin()}, options);
+    REQUIRE(set->Start().ok());
+    for (uint64_t step = 1; step <= 50; ++step) {  // 300 events, far past 2000 bytes.
+      set->StepBegin(step);
+      set->StepEnd(step);
+    }
+    REQUIRE(set->Stop().ok());
+    std::vector<std::string> parts;
+    REQUIRE(set->CollectAll(&parts).ok());
+    CHECK(parts.size() > 4);  // Split at 500 bytes, every part kept.
+    int64_t events = 0;
+    for (const auto& trace : Parse(parts)) events += Events(trace);
+    CHECK(events == 300);
+    CHECK(set->events_dropped() == 0);
+    CHECK(set->events_collected() == 300);
+    CHECK(set->pending_bytes() == 0);
+  }
 }
 
 // Every event of `parts`, as (name, line id, correlation id), checking each

@@ -200,15 +200,17 @@ std::string DeviceTracing::Finish() {
   StopCollector();
   set_->StepEnd(step_id_);
   set_->Stop().IgnoreError();
+  for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
+  // The last collect goes straight into the device-only record, past the
+  // pending cap: nothing would take pending parts any more.
   const int64_t start = WallClockNs();
-  set_->Collect().IgnoreError();
+  set_->CollectAll(&traces).IgnoreError();
   {
     MutexLock lock(&mu_);
     spans_.insert(spans_.end(), collect_spans_.begin(), collect_spans_.end());
     collect_spans_.clear();
   }
   AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, start, WallClockNs());
-  for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
   if (traces.empty()) {
     spans_.clear();  // Spans alone do not justify a record of their own.
     return "";
