@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/clock.h"
+#include "core/thread_priority.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -258,6 +259,7 @@ void CuptiTracer::StopParseThread() {
 }
 
 void CuptiTracer::ParseLoop() {
+  internal::LowerCurrentThreadPriority(internal::kBackgroundNiceSteps);  // Training first.
   while (true) {
     Completed next;
     {

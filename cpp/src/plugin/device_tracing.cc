@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/status_macros.h"
+#include "core/thread_priority.h"
 #include "core/wire.h"
 #include "device_trace.pb.h"
 #include "xdl_trace.pb.h"
@@ -95,6 +96,7 @@ DeviceTracing::~DeviceTracing() {
 
 void DeviceTracing::CollectorLoop() {
   const int64_t thread_id = static_cast<int64_t>(::syscall(SYS_gettid));
+  LowerCurrentThreadPriority(kBackgroundNiceSteps);  // Training comes first.
   auto next = std::chrono::steady_clock::now();
   uint64_t steps_seen = 0;
   while (true) {
