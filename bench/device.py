@@ -2,7 +2,7 @@
 
     /usr/bin/python3 bench/device.py [--seconds 4] [--rates 100000,1000000]
                                      [--intervals 0.2,1] [--step-hz 1000] [--out-dir /dev/shm]
-                                     [--plugin [LABEL=]PATH[,[LABEL=]PATH...]]
+                                     [--plugin [LABEL=]PATH[@TREE][,...]]
 
 The CUPTI plugin runs as on a GPU except for the GPU: libxdl_trace_cupti_synthetic.so (built
 with the tests, cpp/plugins/cupti/synthetic_gpu.h) is the real plugin (buffer pool, the real
@@ -21,9 +21,11 @@ calls over 1 ms), collector CPU per event (CPU of the device-tracing threads, pl
 time above the no-tracer median, plus close(), over the events recorded), events recorded and
 dropped, and peak RSS. Prints figures; nothing here passes or fails.
 
-Several plugins (``--plugin before=/tmp/old/libxdl_trace_cupti_synthetic.so,after=build/...``):
-each configuration runs each of them in turn, so before and after see the same machine load
-(on a shared machine, compare rows of one invocation, never across invocations).
+Several plugins (``--plugin before=/tmp/old/build/test_plugins/libxdl_trace_cupti_synthetic.so@/tmp/old,
+after=build/test_plugins/libxdl_trace_cupti_synthetic.so``): each configuration runs each of them
+in turn, so before and after see the same machine load (on a shared machine, compare rows of one
+invocation, never across invocations). ``@TREE`` runs that entry's child from another source
+tree (its bench/device.py and its built xdl_trace package: an older revision, core included).
 """
 
 import argparse
@@ -134,9 +136,10 @@ def child(args):
     )
 
 
-def run_child(args, rate, interval, work):
+def run_child(args, rate, interval, work, tree=None):
     out_dir = tempfile.mkdtemp(prefix="run_", dir=work)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--child-dir", out_dir]
+    script = os.path.join(tree, "bench", "device.py") if tree else os.path.abspath(__file__)
+    cmd = [sys.executable, script, "--child", "--child-dir", out_dir]
     cmd += ["--rate", str(rate), "--interval", str(interval), "--plugin", args.plugin]
     cmd += ["--seconds", str(args.seconds), "--step-hz", str(args.step_hz)]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -160,10 +163,12 @@ def main(argv=None):
     if args.child:
         child(args)
         return
-    plugins = []  # (label, path)
-    for i, entry in enumerate((args.plugin or find_plugin()).split(",")):
+    plugins = []  # (label, path, tree)
+    entries = (args.plugin or find_plugin()).split(",")
+    for i, entry in enumerate(entries):
         label, _, path = entry.rpartition("=")
-        plugins.append((label or (f"plugin {i + 1}" if "," in args.plugin else ""), path))
+        path, _, tree = path.partition("@")
+        plugins.append((label or (f"plugin {i + 1}" if len(entries) > 1 else ""), path, tree))
     work = tempfile.mkdtemp(prefix="xdl_device_bench_", dir=args.out_dir)
     try:
         base = run_child(args, 0, 1.0, work)
@@ -171,15 +176,15 @@ def main(argv=None):
         rows = [("none", "-", "", base)]
         for rate in [int(r) for r in args.rates.split(",")]:
             for interval in [float(i) for i in args.intervals.split(",")]:
-                for label, path in plugins:
+                for label, path, tree in plugins:
                     args.plugin = path
-                    result = run_child(args, rate, interval, work)
+                    result = run_child(args, rate, interval, work, tree or None)
                     rows.append((f"{rate:,}", f"{interval:g}", label, result))
         base_after = run_child(args, 0, 1.0, work)  # The machine's drift over the run.
         rows.append(("none (again)", "-", "", base_after))
         print(f"{args.seconds:g} s per configuration, hook.step() at {args.step_hz} Hz")
-        for label, path in plugins:
-            print(f"  plugin {label or ''}: {path}")
+        for label, path, tree in plugins:
+            print(f"  plugin {label or ''}: {path}" + (f" (tree {tree})" if tree else ""))
         print(
             "| events/s | collect every (s) | plugin | hook.step() median | p99 | max |"
             " calls > 1 ms | events recorded (achieved/s) | dropped (events, buffers) |"
