@@ -906,6 +906,32 @@ TEST_CASE("a tracer stopped with buffers in flight parses them all at its last c
     CHECK(e.event.external_id() == (e.event.correlation_id() == 1 ? 2 : 0));
 }
 
+TEST_CASE("the join remembers the last 1 Mi correlation ids across collects", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  REQUIRE(h.tracer->Start().ok);
+  ActivityBuffer first(*h.tracer);
+  first.Add(External(1, 7)).Add(External(2, 7));
+  first.Complete();
+  CHECK(Flatten(h.Collect()).empty());
+  // A later collect: correlation 1 is still known; 2's slot went to an id 1 Mi newer.
+  ActivityBuffer second(*h.tracer);
+  second.Add(External((1u << 20) + 2, 8))
+      .Add(Kernel(1, kT0, kT0 + 5))
+      .Add(Kernel((1u << 20) + 2, kT0 + 10, kT0 + 15))
+      .Add(Kernel(2, kT0 + 20, kT0 + 25));
+  second.Complete();
+  const auto joined = Flatten(h.Collect());
+  REQUIRE(joined.size() == 2);
+  CHECK(joined[0].event.external_id() == 7);
+  CHECK(joined[1].event.external_id() == 8);
+  CHECK(h.tracer->held() == 1);  // Correlation 2: forgotten, so held, as if not arrived yet.
+  REQUIRE(h.tracer->Stop().ok);
+  const auto released = Flatten(h.Collect());
+  REQUIRE(released.size() == 1);
+  CHECK(released[0].event.external_id() == 0);
+}
+
 TEST_CASE("zero and reversed timestamps, unknown kinds, event cap", "[cupti]") {
   REQUIRE_LIBCUPTI();
   CuptiTracerOptions options = Harness::Small();

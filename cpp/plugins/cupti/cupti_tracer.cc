@@ -14,8 +14,8 @@ namespace xdl_trace {
 namespace cupti {
 namespace {
 
-constexpr size_t kRecordAlignment = 8;            // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
-constexpr size_t kMaxExternalEntries = 1u << 16;  // Per generation of the join map.
+constexpr size_t kRecordAlignment = 8;   // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
+constexpr size_t kJoinSlots = 1u << 20;  // Correlation ids the join remembers (16 MiB).
 
 // CUPTI's buffer callbacks carry no user data: they reach the running tracer
 // through this pointer, set by Start and cleared by Stop after the final flush.
@@ -595,12 +595,15 @@ size_t CuptiTracer::PrepareCollect() {
     total_dropped = cupti_dropped_.load() + over_cap_events_ + parser_.counters().bad_timestamps;
     total_buffers = refused_buffers_.load() + aborted_buffers_;
   }
-  for (const auto& [correlation, step] : external) external_[correlation] = step;
+  if (join_.empty() && !external.empty()) join_.resize(kJoinSlots);
+  for (const auto& [correlation, step] : external) {
+    join_[correlation & (kJoinSlots - 1)] = {correlation, step};
+  }
   external.clear();
   auto lookup = [&](uint32_t correlation) -> uint64_t {
-    if (auto it = external_.find(correlation); it != external_.end()) return it->second;
-    if (auto it = external_old_.find(correlation); it != external_old_.end()) return it->second;
-    return 0;
+    if (join_.empty()) return uint64_t{0};
+    const JoinSlot& slot = join_[correlation & (kJoinSlots - 1)];
+    return slot.correlation == correlation ? slot.step : uint64_t{0};
   };
   const int64_t now = internal::WallClockNs();
   // Join in place: events whose step is not known yet move to held_ (their
@@ -642,10 +645,6 @@ size_t CuptiTracer::PrepareCollect() {
     held_.pop_front();
   }
   held_count_.store(held_.size(), std::memory_order_relaxed);
-  if (external_.size() > kMaxExternalEntries) {
-    external_old_ = std::move(external_);
-    external_.clear();
-  }
   const int64_t dropped_now = total_dropped - reported_dropped_;
   reported_dropped_ = total_dropped;
   const int64_t dropped_buffers_now = total_buffers - reported_dropped_buffers_;

@@ -12,7 +12,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -253,10 +252,16 @@ class CuptiTracer {
   };
   std::deque<Held> held_;  // Unjoined, oldest first.
   int64_t released_unjoined_ = 0;
-  std::unordered_map<uint32_t, uint64_t> external_;      // correlation -> step.
-  std::unordered_map<uint32_t, uint64_t> external_old_;  // Previous generation.
-  int64_t reported_dropped_ = 0;                         // dropped() at the last Collect.
-  int64_t reported_dropped_buffers_ = 0;                 // dropped_buffers() at the last Collect.
+  // The join: correlation id -> step, direct-mapped by the id's low bits.
+  // CUPTI's ids count up, so it holds the last 1 Mi of them (16 MiB, from
+  // the first external correlation on); no allocation per entry.
+  struct JoinSlot {
+    uint32_t correlation = 0;
+    uint64_t step = 0;
+  };
+  std::vector<JoinSlot> join_;
+  int64_t reported_dropped_ = 0;          // dropped() at the last Collect.
+  int64_t reported_dropped_buffers_ = 0;  // dropped_buffers() at the last Collect.
 };
 
 }  // namespace cupti
