@@ -209,12 +209,30 @@ ActivityParser::KernelName ActivityParser::LookupKernel(const char* raw) {
 void ActivityParser::set_api_filter(const std::vector<std::string>& names) {
   api_filter_ = names;
   api_names_.clear();
+  for (auto& by_cbid : api_by_cbid_) by_cbid.clear();
 }
 
 const ActivityParser::ApiName& ActivityParser::LookupApi(CUpti_CallbackDomain domain,
                                                          uint32_t cbid) {
+  // Runtime and driver ids are small: a vector each, no hashing per record.
+  const int d = domain == CUPTI_CB_DOMAIN_RUNTIME_API  ? 0
+                : domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1
+                                                       : -1;
+  constexpr uint32_t kMaxIndexedCbid = 1u << 14;
+  if (d >= 0 && cbid < api_by_cbid_[d].size() && api_by_cbid_[d][cbid].name >= 0) {
+    return api_by_cbid_[d][cbid];
+  }
   const uint64_t key = (static_cast<uint64_t>(domain) << 32) | cbid;
-  if (auto it = api_names_.find(key); it != api_names_.end()) return it->second;
+  auto it = api_names_.find(key);
+  if (it == api_names_.end()) it = api_names_.emplace(key, NameApi(domain, cbid)).first;
+  if (d < 0 || cbid >= kMaxIndexedCbid) return it->second;
+  std::vector<ApiName>& by_cbid = api_by_cbid_[d];
+  if (by_cbid.size() <= cbid) by_cbid.resize(cbid + 1, ApiName{-1, false});
+  by_cbid[cbid] = it->second;
+  return by_cbid[cbid];
+}
+
+ActivityParser::ApiName ActivityParser::NameApi(CUpti_CallbackDomain domain, uint32_t cbid) {
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   std::string name = callback_name_ ? callback_name_(domain, cbid) : std::string();
   if (name.empty()) {
@@ -223,7 +241,7 @@ const ActivityParser::ApiName& ActivityParser::LookupApi(CUpti_CallbackDomain do
   const std::string bare = WithoutVersion(name);
   bool filtered = false;
   for (const std::string& f : api_filter_) filtered = filtered || f == bare;
-  return api_names_.emplace(key, ApiName{names_->Intern(name), filtered}).first->second;
+  return ApiName{names_->Intern(name), filtered};
 }
 
 bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* event) {

@@ -140,6 +140,7 @@ class ActivityParser {
     bool filtered;
   };
   const ApiName& LookupApi(CUpti_CallbackDomain domain, uint32_t cbid);
+  ApiName NameApi(CUpti_CallbackDomain domain, uint32_t cbid);  // The slow path, once per call.
   // An NVTX range whose start record was seen, waiting for its end.
   struct OpenMarker {
     int64_t start_ns;
@@ -156,6 +157,7 @@ class ActivityParser {
   int64_t clock_offset_ns_ = 0;
   ParseCounters counters_;
   std::unordered_map<uint64_t, ApiName> api_names_;
+  std::vector<ApiName> api_by_cbid_[2];  // Runtime, driver: by cbid (name -1: not yet).
   std::vector<std::string> api_filter_;
   std::unordered_map<uint32_t, OpenMarker> open_markers_;  // By marker id.
   std::unordered_map<const char*, KernelName> kernels_;    // By CUPTI's name pointer.
