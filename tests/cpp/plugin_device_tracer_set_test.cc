@@ -691,6 +691,38 @@ TEST_CASE("CUPTI over the synthetic GPU: every event kept and in a step, all thr
   CHECK(out_of_range == 0);
 }
 
+TEST_CASE("close while a collect waits at the pending cap: its parts reach the last record",
+          "[plugin]") {
+  TraceConfig config;
+  config.output_dir = "/unused";
+  config.device_tracers = {FakePlugin()};
+  config.device_collect_interval_s = 0.05;
+  DeviceTracerSetOptions options;
+  options.max_pending_bytes = 2000;
+  options.max_trace_part_bytes = 400;
+  absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config, options);
+  REQUIRE(tracing.ok());
+  DeviceTracing& t = **tracing;
+  // 100 steps (600 events, far past 2000 bytes) and no record takes any part:
+  // the collector fills the cap and waits for room.
+  for (int64_t step = 1; step <= 100; ++step) {
+    t.OnStepCalled(step, step);
+    t.OnStepReturned(0, 0);
+  }
+  // A collect starts within 0.05 s and then waits for room (it cannot end: no
+  // step takes its parts); close comes while it waits.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  xdl::proto::Record last;
+  REQUIRE(last.ParseFromString(t.Finish()));
+  int64_t events = 0;
+  for (const auto& trace : last.device_trace()) events += Events(trace);
+  TraceStats stats;
+  t.FillStats(&stats);
+  CHECK(stats.device_events_dropped == 0);
+  CHECK(events == 6 * 101);  // 100 steps and the one open at close.
+  CHECK(stats.device_events == events);
+}
+
 TEST_CASE("a collect waits for room at the pending cap until taken or told to stop", "[plugin]") {
   // The size of one step's trace (the fake's 6 events).
   size_t part = 0;
