@@ -2,6 +2,7 @@
 
     /usr/bin/python3 bench/device.py [--seconds 4] [--rates 100000,1000000]
                                      [--intervals 0.2,1] [--step-hz 1000] [--out-dir /dev/shm]
+                                     [--plugin [LABEL=]PATH[@TREE][,...]]
 
 The CUPTI plugin runs as on a GPU except for the GPU: libxdl_trace_cupti_synthetic.so (built
 with the tests, cpp/plugins/cupti/synthetic_gpu.h) is the real plugin (buffer pool, the real
@@ -19,6 +20,12 @@ Printed per configuration: hook.step() wall time on the training thread (median,
 calls over 1 ms), collector CPU per event (CPU of the device-tracing threads, plus hook.step()
 time above the no-tracer median, plus close(), over the events recorded), events recorded and
 dropped, and peak RSS. Prints figures; nothing here passes or fails.
+
+Several plugins (``--plugin before=/tmp/old/build/test_plugins/libxdl_trace_cupti_synthetic.so@/tmp/old,
+after=build/test_plugins/libxdl_trace_cupti_synthetic.so``): each configuration runs each of them
+in turn, so before and after see the same machine load (on a shared machine, compare rows of one
+invocation, never across invocations). ``@TREE`` runs that entry's child from another source
+tree (its bench/device.py and its built xdl_trace package: an older revision, core included).
 """
 
 import argparse
@@ -129,9 +136,10 @@ def child(args):
     )
 
 
-def run_child(args, rate, interval, work):
+def run_child(args, rate, interval, work, tree=None):
     out_dir = tempfile.mkdtemp(prefix="run_", dir=work)
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--child-dir", out_dir]
+    script = os.path.join(tree, "bench", "device.py") if tree else os.path.abspath(__file__)
+    cmd = [sys.executable, script, "--child", "--child-dir", out_dir]
     cmd += ["--rate", str(rate), "--interval", str(interval), "--plugin", args.plugin]
     cmd += ["--seconds", str(args.seconds), "--step-hz", str(args.step_hz)]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -155,41 +163,51 @@ def main(argv=None):
     if args.child:
         child(args)
         return
-    args.plugin = args.plugin or find_plugin()
+    plugins = []  # (label, path, tree)
+    entries = (args.plugin or find_plugin()).split(",")
+    for i, entry in enumerate(entries):
+        label, _, path = entry.rpartition("=")
+        path, _, tree = path.partition("@")
+        plugins.append((label or (f"plugin {i + 1}" if len(entries) > 1 else ""), path, tree))
     work = tempfile.mkdtemp(prefix="xdl_device_bench_", dir=args.out_dir)
     try:
         base = run_child(args, 0, 1.0, work)
         base_median = statistics.median(base["times"])
-        rows = [("none", "-", base)]
+        rows = [("none", "-", "", base)]
         for rate in [int(r) for r in args.rates.split(",")]:
             for interval in [float(i) for i in args.intervals.split(",")]:
-                rows.append((f"{rate:,}", f"{interval:g}", run_child(args, rate, interval, work)))
+                for label, path, tree in plugins:
+                    args.plugin = path
+                    result = run_child(args, rate, interval, work, tree or None)
+                    rows.append((f"{rate:,}", f"{interval:g}", label, result))
+        base_after = run_child(args, 0, 1.0, work)  # The machine's drift over the run.
+        rows.append(("none (again)", "-", "", base_after))
+        print(f"{args.seconds:g} s per configuration, hook.step() at {args.step_hz} Hz")
+        for label, path, tree in plugins:
+            print(f"  plugin {label or ''}: {path}" + (f" (tree {tree})" if tree else ""))
         print(
-            f"{args.seconds:g} s per configuration, hook.step() at {args.step_hz} Hz; plugin {args.plugin}"
-        )
-        print(
-            "| events/s | collect every (s) | hook.step() median | p99 | max | calls > 1 ms |"
-            " events recorded (achieved/s) | dropped (events, buffers) |"
+            "| events/s | collect every (s) | plugin | hook.step() median | p99 | max |"
+            " calls > 1 ms | events recorded (achieved/s) | dropped (events, buffers) |"
             " collector CPU per event | peak RSS |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        for rate, interval, r in rows:
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for rate, interval, label, r in rows:
             t = sorted(r["times"])
             over = [x for x in t if x > 1e-3]
             on_training = max(0.0, sum(t) - base_median * len(t))
             cpu = r["collector_thread_cpu_s"] + on_training + r["close_s"]
             per_event = f"{cpu / r['events'] * 1e6:.2f} us" if r["events"] else "-"
             print(
-                f"| {rate} | {interval} | {statistics.median(t) * 1e6:.1f} us"
+                f"| {rate} | {interval} | {label} | {statistics.median(t) * 1e6:.1f} us"
                 f" | {t[int(0.99 * len(t))] * 1e6:.1f} us | {t[-1] * 1e3:.2f} ms"
                 f" | {len(over)} ({sum(over) * 1e3:.0f} ms)"
                 f" | {r['events']:,} ({r['events'] / r['run_s']:,.0f})"
                 f" | {r['dropped']:,}, {r['buffers_dropped']:,} | {per_event}"
                 f" | {r['peak_rss_mb']:.0f} MB |"
             )
-        for rate, interval, r in rows[1:]:
+        for rate, interval, label, r in rows[1:-1]:
             print(
-                f"  {rate} ev/s every {interval} s: collector threads"
+                f"  {rate} ev/s every {interval} s {label}: collector threads"
                 f" {r['collector_thread_cpu_s']:.2f} s CPU, close() {r['close_s'] * 1e3:.0f} ms,"
                 f" threads {r['thread_names']}, status {r['status']!r}"
             )

@@ -29,9 +29,14 @@ set(allowed_analysis core summary reader analysis)
 # Single headers one layer may use from a layer it otherwise may not.
 set(allowed_reader_headers "")
 
-# Headers with no dependency beyond the C++ standard library: the only cpp/src
-# headers a device-tracer plugin (a separate shared library) may include.
-set(std_only_headers core/wire.h core/clock.h core/device_trace_fields.h)
+# Headers with no dependency beyond the C++ standard library (and POSIX): with
+# the header-only ones below, the only cpp/src headers a device-tracer plugin
+# (a separate shared library) may include.
+set(std_only_headers core/wire.h core/clock.h core/device_trace_fields.h core/thread_priority.h)
+# Header-only headers that link nothing: std, std-only headers and abseil's
+# lock annotation macros (the annotated mutex wrapper).
+set(header_only_headers core/mutex.h)
+set(header_only_allowed absl/base/thread_annotations.h)
 
 set(violations "")
 
@@ -81,9 +86,21 @@ foreach(layer IN LISTS layers)
       endif()
     endforeach()
   endforeach()
+  foreach(header IN LISTS header_only_headers)
+    if(NOT EXISTS "${ROOT}/cpp/src/${header}")
+      continue()
+    endif()
+    quoted_includes("${ROOT}/cpp/src/${header}" includes)
+    foreach(include IN LISTS includes)
+      if(NOT include MATCHES "^<" AND NOT include IN_LIST std_only_headers
+         AND NOT include IN_LIST header_only_allowed)
+        violation("${ROOT}/cpp/src/${header}" "${include}" "a header-only header a plugin may use includes only std, std-only headers and ${header_only_allowed}")
+      endif()
+    endforeach()
+  endforeach()
 endforeach()
 
-# cpp/plugins/**: the plugin ABI, std-only core headers and their own files.
+# cpp/plugins/**: the plugin ABI, std-only and header-only core headers, their own files.
 file(GLOB_RECURSE plugin_sources "${ROOT}/cpp/plugins/*.h" "${ROOT}/cpp/plugins/*.cc")
 foreach(file IN LISTS plugin_sources)
   quoted_includes("${file}" includes)
@@ -91,8 +108,9 @@ foreach(file IN LISTS plugin_sources)
     if(include MATCHES "\\.pb\\.h>?$")
       violation("${file}" "${include}" "a plugin must not link the generated protobuf code (docs/design.md)")
     elseif(include MATCHES "^([a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers
-           AND NOT include IN_LIST std_only_headers)
+           AND NOT include IN_LIST std_only_headers AND NOT include IN_LIST header_only_headers)
       list(JOIN std_only_headers ", " may)
+      string(APPEND may ", ${header_only_headers}")
       violation("${file}" "${include}" "a plugin may include only ${may} from cpp/src")
     elseif(include MATCHES "^xdl_trace/" AND NOT include MATCHES "^xdl_trace/plugin/")
       violation("${file}" "${include}" "a plugin sees only the C ABI of xdl_trace/plugin/")

@@ -114,7 +114,7 @@ def gpu_shot(out):
     os.makedirs(base, exist_ok=True)
     try:
         page = os.path.join(base, "report.html")
-        write_report(os.path.join(ROOT, "tests", "data", "h100_conv"), page)
+        write_report(os.path.join(ROOT, "tests", "data", "h100_conv", "cupti_trace"), page)
         probe = os.path.join(base, "probe.html")
         with open(page, encoding="utf-8") as f, open(probe, "w", encoding="utf-8") as g:
             g.write(f.read().replace("</body>", _PROBE + "</body>"))

@@ -193,6 +193,27 @@ TEST_CASE("bounded memory: plugin and core caps drop and count", "[plugin]") {
     CHECK(set->events_dropped() > 0);
     CHECK(set->events_collected() + set->events_dropped() == produced);
   }
+  SECTION("the last collect at close (CollectAll) is not held to the pending cap") {
+    DeviceTracerSetOptions options;
+    options.max_pending_bytes = 2000;
+    options.max_trace_part_bytes = 500;
+    auto set = MakeSet({FakePlugin()}, options);
+    REQUIRE(set->Start().ok());
+    for (uint64_t step = 1; step <= 50; ++step) {  // 300 events, far past 2000 bytes.
+      set->StepBegin(step);
+      set->StepEnd(step);
+    }
+    REQUIRE(set->Stop().ok());
+    std::vector<std::string> parts;
+    REQUIRE(set->CollectAll(&parts).ok());
+    CHECK(parts.size() > 4);  // Split at 500 bytes, every part kept.
+    int64_t events = 0;
+    for (const auto& trace : Parse(parts)) events += Events(trace);
+    CHECK(events == 300);
+    CHECK(set->events_dropped() == 0);
+    CHECK(set->events_collected() == 300);
+    CHECK(set->pending_bytes() == 0);
+  }
 }
 
 // Every event of `parts`, as (name, line id, correlation id), checking each
@@ -591,6 +612,115 @@ TEST_CASE("the collector thread collects while the training thread is elsewhere"
   }
   CHECK(collect_spans >= collects);
   t.Finish();
+}
+
+// The CUPTI plugin itself over the synthetic GPU (cpp/plugins/cupti/synthetic_gpu.h): its
+// "device" thread completes buffers, the plugin's parse thread parses them, the collector
+// thread joins and encodes, the training thread steps and takes parts, all at once (the
+// threads TSan checks here).
+TEST_CASE("CUPTI over the synthetic GPU: every event kept and in a step, all threads at once",
+          "[plugin][cupti]") {
+  const std::string plugin =
+      std::string(XDL_TRACE_BINARY_DIR) + "/test_plugins/libxdl_trace_cupti_synthetic.so";
+  if (!std::ifstream(plugin).good()) {
+    WARN("SKIPPED: no synthetic CUPTI plugin (built where cupti.h is)");
+    return;
+  }
+  TraceConfig config;
+  config.output_dir = "/unused";
+  config.device_tracers = {plugin};
+  config.device_collect_interval_s = 0.02;
+  config.device_plugin_config = "synthetic_rate=200000";
+  absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config);
+  REQUIRE(tracing.ok());
+  DeviceTracing& t = **tracing;
+  {
+    TraceStats stats;
+    t.FillStats(&stats);
+    if (absl::StrContains(stats.device_tracer_status, "unavailable")) {
+      WARN("SKIPPED: " + stats.device_tracer_status);
+      t.Finish();
+      return;
+    }
+  }
+  std::vector<std::string> parts;
+  int64_t first_step_id = 0, last_step_id = 0;
+  for (int64_t step = 1; step <= 150; ++step) {
+    const uint64_t id = t.CurrentCorrelationId();
+    if (first_step_id == 0) first_step_id = static_cast<int64_t>(id);
+    last_step_id = static_cast<int64_t>(id);
+    t.OnStepCalled(step, step);
+    for (std::string& part : t.TakeDeviceTraces()) parts.push_back(std::move(part));
+    t.TakeTrailingFields();
+    const int64_t now = WallClockNs();
+    t.OnStepEncoded(now, now);
+    t.OnStepReturned(now, now);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Blocked elsewhere: collects go on.
+  const int64_t collects = t.collects();
+  REQUIRE(WaitUntil([&] { return t.collects() >= collects + 3; }));
+  xdl::proto::Record last;
+  REQUIRE(last.ParseFromString(t.Finish()));
+  for (const auto& trace : last.device_trace()) parts.push_back(trace.SerializeAsString());
+  TraceStats stats;
+  t.FillStats(&stats);
+  INFO(stats.device_tracer_status);
+  CHECK(stats.device_events_dropped == 0);
+  CHECK(stats.device_buffers_dropped == 0);
+  int64_t events = 0, kernels = 0, out_of_range = 0;
+  for (const std::string& bytes : parts) {
+    xdl::proto::DeviceTrace trace;
+    REQUIRE(trace.ParseFromString(bytes));
+    events += Events(trace);
+    for (const auto& device : trace.device()) {
+      for (const auto& line : device.line()) {
+        for (const auto& e : line.event()) {
+          if (e.kind() != xdl::proto::DEVICE_EVENT_KERNEL) continue;
+          ++kernels;
+          const auto step = static_cast<int64_t>(e.external_id());
+          // The synthetic GPU tags each call with the step pushed last (0 before the first).
+          if (step != 0 && (step < first_step_id || step > last_step_id + 1)) ++out_of_range;
+        }
+      }
+    }
+  }
+  CHECK(events == stats.device_events);
+  CHECK(events > 10000);  // ~0.2 s at 200k events/s, at the least.
+  CHECK(kernels > 0);
+  CHECK(out_of_range == 0);
+}
+
+TEST_CASE("close while a collect waits at the pending cap: its parts reach the last record",
+          "[plugin]") {
+  TraceConfig config;
+  config.output_dir = "/unused";
+  config.device_tracers = {FakePlugin()};
+  config.device_collect_interval_s = 0.05;
+  DeviceTracerSetOptions options;
+  options.max_pending_bytes = 2000;
+  options.max_trace_part_bytes = 400;
+  absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config, options);
+  REQUIRE(tracing.ok());
+  DeviceTracing& t = **tracing;
+  // 100 steps (600 events, far past 2000 bytes) and no record takes any part:
+  // the collector fills the cap and waits for room.
+  for (int64_t step = 1; step <= 100; ++step) {
+    t.OnStepCalled(step, step);
+    t.OnStepReturned(0, 0);
+  }
+  // A collect starts within 0.05 s and then waits for room (it cannot end: no
+  // step takes its parts); close comes while it waits.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  xdl::proto::Record last;
+  REQUIRE(last.ParseFromString(t.Finish()));
+  int64_t events = 0;
+  for (const auto& trace : last.device_trace()) events += Events(trace);
+  TraceStats stats;
+  t.FillStats(&stats);
+  CHECK(stats.device_events_dropped == 0);
+  CHECK(events == 6 * 101);  // 100 steps and the one open at close.
+  CHECK(stats.device_events == events);
 }
 
 TEST_CASE("a collect waits for room at the pending cap until taken or told to stop", "[plugin]") {

@@ -14,8 +14,9 @@ import pytest
 from xdl_trace import _core, analysis, device_events, gpu_steps, report, timeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-H100 = os.path.join(HERE, "..", "data", "h100_conv")
-KINETO = os.path.join(H100, "kineto_reduced.json.gz")
+DATA = os.path.join(HERE, "..", "data", "h100_conv")
+H100 = os.path.join(DATA, "cupti_trace")
+KINETO = os.path.join(DATA, "kineto_reduced.json.gz")
 
 
 @pytest.fixture(scope="module")

@@ -158,6 +158,12 @@ ActivityParser::ActivityParser(
            n.Intern("operation"),
            n.Intern("address"),
            n.Intern("memory_kind")};
+  memset_name_ = n.Intern("Memset");
+  for (const KindEntry& entry : Table()) {
+    const size_t kind = static_cast<size_t>(entry.info.kind);
+    if (kind >= by_kind_.size()) by_kind_.resize(kind + 1, nullptr);
+    by_kind_[kind] = entry.parse;
+  }
 }
 
 int32_t ActivityParser::Dim3Name(int32_t x, int32_t y, int32_t z) {
@@ -203,12 +209,30 @@ ActivityParser::KernelName ActivityParser::LookupKernel(const char* raw) {
 void ActivityParser::set_api_filter(const std::vector<std::string>& names) {
   api_filter_ = names;
   api_names_.clear();
+  for (auto& by_cbid : api_by_cbid_) by_cbid.clear();
 }
 
 const ActivityParser::ApiName& ActivityParser::LookupApi(CUpti_CallbackDomain domain,
                                                          uint32_t cbid) {
+  // Runtime and driver ids are small: a vector each, no hashing per record.
+  const int d = domain == CUPTI_CB_DOMAIN_RUNTIME_API  ? 0
+                : domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1
+                                                       : -1;
+  constexpr uint32_t kMaxIndexedCbid = 1u << 14;
+  if (d >= 0 && cbid < api_by_cbid_[d].size() && api_by_cbid_[d][cbid].name >= 0) {
+    return api_by_cbid_[d][cbid];
+  }
   const uint64_t key = (static_cast<uint64_t>(domain) << 32) | cbid;
-  if (auto it = api_names_.find(key); it != api_names_.end()) return it->second;
+  auto it = api_names_.find(key);
+  if (it == api_names_.end()) it = api_names_.emplace(key, NameApi(domain, cbid)).first;
+  if (d < 0 || cbid >= kMaxIndexedCbid) return it->second;
+  std::vector<ApiName>& by_cbid = api_by_cbid_[d];
+  if (by_cbid.size() <= cbid) by_cbid.resize(cbid + 1, ApiName{-1, false});
+  by_cbid[cbid] = it->second;
+  return by_cbid[cbid];
+}
+
+ActivityParser::ApiName ActivityParser::NameApi(CUpti_CallbackDomain domain, uint32_t cbid) {
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   std::string name = callback_name_ ? callback_name_(domain, cbid) : std::string();
   if (name.empty()) {
@@ -217,7 +241,7 @@ const ActivityParser::ApiName& ActivityParser::LookupApi(CUpti_CallbackDomain do
   const std::string bare = WithoutVersion(name);
   bool filtered = false;
   for (const std::string& f : api_filter_) filtered = filtered || f == bare;
-  return api_names_.emplace(key, ApiName{names_->Intern(name), filtered}).first->second;
+  return ApiName{names_->Intern(name), filtered};
 }
 
 bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* event) {
@@ -234,184 +258,247 @@ bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* eve
   return true;
 }
 
-void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
-                           std::unordered_map<uint32_t, uint64_t>* external) {
-  ++counters_.records;
-  DeviceEventData e;
-  // Both memcpy record versions; false when the record has no usable times.
-  auto parse_memcpy = [&](const auto& r) {
-    if (!SetTimes(r.start, r.end, &e)) return false;
-    e.kind = EventKind::kMemcpy;
-    e.name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(r.copyKind));
-    SetStream(r, &e);
-    Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
-    Text(&e, stat_.copy_kind, MemcpyKindName(r.copyKind));
-    Text(&e, stat_.src_memory, MemoryKindName(r.srcKind));
-    Text(&e, stat_.dst_memory, MemoryKindName(r.dstKind));
-    return true;
+const std::vector<ActivityParser::KindEntry>& ActivityParser::Table() {
+  using P = ActivityParser;
+  static const std::vector<KindEntry> table = {
+      {{CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", KindOption::kAlways},
+       &P::ParseExternalCorrelation},
+      {{CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", KindOption::kAlways}, &P::ParseApi},
+      {{CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", KindOption::kAlways},
+       &P::ParseKernel},
+      {{CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", KindOption::kAlways}, &P::ParseMemcpy},
+      {{CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2", KindOption::kAlways}, &P::ParsePeerMemcpy},
+      {{CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", KindOption::kAlways}, &P::ParseMemset},
+      {{CUPTI_ACTIVITY_KIND_MARKER, "MARKER", KindOption::kNvtx}, &P::ParseMarker},
+      {{CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2", KindOption::kMemory}, &P::ParseMemory},
+      {{CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER", KindOption::kDriver}, &P::ParseApi},
+      {{CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", KindOption::kSynchronization},
+       &P::ParseSynchronization},
+      {{CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", KindOption::kOverhead}, &P::ParseOverhead},
+      {{CUPTI_ACTIVITY_KIND_KERNEL, "KERNEL", KindOption::kParsedOnly}, &P::ParseKernel},
   };
-  switch (record.kind) {
-    case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-      const auto& r = reinterpret_cast<const KernelRecord&>(record);
-      if (!SetTimes(r.start, r.end, &e)) return;
-      e.kind = EventKind::kKernel;
-      const KernelName name = LookupKernel(r.name);
-      e.name = name.shown;
-      SetStream(r, &e);
-      e.AddStat(stat_.grid, EventStat::Type::kText, Dim3Name(r.gridX, r.gridY, r.gridZ));
-      e.AddStat(stat_.block, EventStat::Type::kText, Dim3Name(r.blockX, r.blockY, r.blockZ));
-      Stat(&e, stat_.registers_per_thread, r.registersPerThread);
-      Stat(&e, stat_.shared_memory_bytes,
-           static_cast<int64_t>(r.staticSharedMemory) + r.dynamicSharedMemory);
-      // The mangled name, when it differs: an index into the trace's name table.
-      if (name.mangled != 0)
-        e.AddStat(stat_.mangled_name_index, EventStat::Type::kNameIndex, name.mangled);
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-      if (!parse_memcpy(reinterpret_cast<const MemcpyRecord&>(record))) return;
-      break;
-    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
-      const auto& r = reinterpret_cast<const PeerMemcpyRecord&>(record);
-      if (!parse_memcpy(r)) return;
-      Stat(&e, stat_.src_device, r.srcDeviceId);
-      Stat(&e, stat_.dst_device, r.dstDeviceId);
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      const auto& r = reinterpret_cast<const MemsetRecord&>(record);
-      if (!SetTimes(r.start, r.end, &e)) return;
-      e.kind = EventKind::kMemset;
-      e.name = names_->Intern("Memset");
-      SetStream(r, &e);
-      Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
-      Stat(&e, stat_.value, r.value);
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-    case CUPTI_ACTIVITY_KIND_DRIVER: {
-      const auto& r = reinterpret_cast<const ApiRecord&>(record);
-      const bool runtime = record.kind == CUPTI_ACTIVITY_KIND_RUNTIME;
-      const ApiName& api =
-          LookupApi(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, r.cbid);
-      if (api.filtered) {
-        ++counters_.filtered_api;
-        return;
-      }
-      if (!SetTimes(r.start, r.end, &e)) return;
-      e.kind = runtime ? EventKind::kRuntimeApi : EventKind::kDriverApi;
-      e.name = api.name;
-      e.device = kHostApiDevice;
-      e.line = r.threadId;
-      e.correlation_id = r.correlationId;
-      Stat(&e, stat_.cbid, r.cbid);
-      if (r.returnValue != 0) Stat(&e, stat_.return_value, r.returnValue);
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
-      const auto& r = reinterpret_cast<const SyncRecord&>(record);
-      if (!SetTimes(r.start, r.end, &e)) return;
-      e.kind = EventKind::kSynchronization;
-      e.name = names_->Intern(SyncTypeName(r.type));
-      e.device = kHostApiDevice;
-      e.line = kSynchronizationLine;
-      e.correlation_id = r.correlationId;
-      Stat(&e, stat_.stream, r.streamId);
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
-      const auto& r = reinterpret_cast<const OverheadRecord&>(record);
-      if (!SetTimes(r.start, r.end, &e)) return;
-      e.kind = EventKind::kOverhead;
-      e.name = names_->Intern("CUPTI overhead " + std::to_string(r.overheadKind));
-      e.device = kHostApiDevice;
-      e.line = kOverheadLine;
-      e.correlation_id = r.correlationId;
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_MARKER: {
-      // NVTX: a range is a START record and an END record with the same id
-      // (the name only on the start); an instant is one record.
-      const auto& r = reinterpret_cast<const MarkerRecord&>(record);
-      const int64_t at = static_cast<int64_t>(r.timestamp) + clock_offset_ns_;
-      const uint32_t thread = r.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD ||
-                                      r.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS
-                                  ? r.objectId.pt.threadId
-                                  : 0;
-      if (r.timestamp == 0) {
-        ++counters_.bad_timestamps;
-        return;
-      }
-      if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
-        if (open_markers_.size() >= kMaxOpenMarkers) {
-          ++counters_.unmatched_markers;
-          open_markers_.erase(open_markers_.begin());
-        }
-        open_markers_[r.id] = {at, names_->Intern(r.name != nullptr ? r.name : "<nvtx range>"),
-                               r.domain != nullptr ? names_->Intern(r.domain) : 0, thread};
-        return;
-      }
-      OpenMarker m{at, names_->Intern(r.name != nullptr ? r.name : "<nvtx mark>"),
-                   r.domain != nullptr ? names_->Intern(r.domain) : 0, thread};
-      if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
-        auto it = open_markers_.find(r.id);
-        if (it == open_markers_.end()) {
-          ++counters_.unmatched_markers;
-          return;
-        }
-        m = it->second;
-        open_markers_.erase(it);
-      } else if (!(r.flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS)) {
-        ++counters_.skipped_kinds;  // Synchronization markers: not shown.
-        return;
-      }
-      e.kind = EventKind::kMarker;
-      e.name = m.name;
-      e.start_ns = m.start_ns;
-      e.end_ns = std::max(m.start_ns, at);
-      e.device = kHostApiDevice;
-      e.line = m.thread;
-      if (m.domain != 0) e.AddStat(stat_.domain, EventStat::Type::kText, m.domain);
-      Stat(&e, stat_.marker_id, static_cast<int64_t>(r.id));
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_MEMORY2: {
-      const auto& r = reinterpret_cast<const MemoryRecord&>(record);
-      if (r.timestamp == 0) {
-        ++counters_.bad_timestamps;
-        return;
-      }
-      const bool alloc = r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
-      if (!alloc && r.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
-        ++counters_.skipped_kinds;
-        return;
-      }
-      e.kind = EventKind::kMemory;
-      e.name =
-          names_->Intern(std::string(alloc ? "alloc " : "free ") + MemoryKindName(r.memoryKind));
-      e.start_ns = e.end_ns = static_cast<int64_t>(r.timestamp) + clock_offset_ns_;
-      e.device = static_cast<int32_t>(r.deviceId);
-      e.line = kMemoryLine;
-      e.correlation_id = r.correlationId;
-      Text(&e, stat_.operation, alloc ? "alloc" : "free");
-      Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
-      Stat(&e, stat_.address, static_cast<int64_t>(r.address));
-      Text(&e, stat_.memory_kind, MemoryKindName(r.memoryKind));
-      Stat(&e, stat_.stream, r.streamId);
-      break;
-    }
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-      const auto& r = reinterpret_cast<const ExternalRecord&>(record);
-      if (r.externalKind == kStepCorrelationKind) (*external)[r.correlationId] = r.externalId;
-      return;
-    }
-    default:
-      ++counters_.skipped_kinds;
-      return;
+  return table;
+}
+
+const std::vector<ActivityKindInfo>& ActivityParser::Kinds() {
+  static const std::vector<ActivityKindInfo> kinds = [] {
+    std::vector<ActivityKindInfo> out;
+    for (const KindEntry& entry : Table()) out.push_back(entry.info);
+    return out;
+  }();
+  return kinds;
+}
+
+const char* ActivityParser::KindName(CUpti_ActivityKind kind) {
+  for (const KindEntry& entry : Table()) {
+    if (entry.info.kind == kind) return entry.info.name;
+  }
+  return "?";
+}
+
+void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
+                           std::vector<std::pair<uint32_t, uint64_t>>* external) {
+  ++counters_.records;
+  const size_t kind = static_cast<size_t>(record.kind);
+  const ParseFunction parse = kind < by_kind_.size() ? by_kind_[kind] : nullptr;
+  if (parse == nullptr) {
+    ++counters_.skipped_kinds;
+    return;
+  }
+  external_ = external;
+  // Built in place; taken back when the record makes no event.
+  DeviceEventData& e = events->emplace_back();
+  if (!(this->*parse)(record, e)) {
+    events->pop_back();
+    return;
   }
   ++counters_.events;
-  events->push_back(e);
+}
+
+bool ActivityParser::ParseKernel(const CUpti_Activity& record, DeviceEventData& e) {
+  const auto& r = reinterpret_cast<const KernelRecord&>(record);
+  if (!SetTimes(r.start, r.end, &e)) return false;
+  e.kind = EventKind::kKernel;
+  const KernelName name = LookupKernel(r.name);
+  e.name = name.shown;
+  SetStream(r, &e);
+  e.AddStat(stat_.grid, EventStat::Type::kText, Dim3Name(r.gridX, r.gridY, r.gridZ));
+  e.AddStat(stat_.block, EventStat::Type::kText, Dim3Name(r.blockX, r.blockY, r.blockZ));
+  Stat(&e, stat_.registers_per_thread, r.registersPerThread);
+  Stat(&e, stat_.shared_memory_bytes,
+       static_cast<int64_t>(r.staticSharedMemory) + r.dynamicSharedMemory);
+  // The mangled name, when it differs: an index into the trace's name table.
+  if (name.mangled != 0) {
+    e.AddStat(stat_.mangled_name_index, EventStat::Type::kNameIndex, name.mangled);
+  }
+  return true;
+}
+
+// Both memcpy record versions.
+template <typename Record>
+bool ActivityParser::ParseCopy(const Record& r, DeviceEventData& e) {
+  if (!SetTimes(r.start, r.end, &e)) return false;
+  e.kind = EventKind::kMemcpy;
+  e.name = CopyName(r.copyKind);
+  SetStream(r, &e);
+  Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
+  Text(&e, stat_.copy_kind, MemcpyKindName(r.copyKind));
+  Text(&e, stat_.src_memory, MemoryKindName(r.srcKind));
+  Text(&e, stat_.dst_memory, MemoryKindName(r.dstKind));
+  return true;
+}
+
+bool ActivityParser::ParseMemcpy(const CUpti_Activity& record, DeviceEventData& e) {
+  return ParseCopy(reinterpret_cast<const MemcpyRecord&>(record), e);
+}
+
+bool ActivityParser::ParsePeerMemcpy(const CUpti_Activity& record, DeviceEventData& e) {
+  const auto& r = reinterpret_cast<const PeerMemcpyRecord&>(record);
+  if (!ParseCopy(r, e)) return false;
+  Stat(&e, stat_.src_device, r.srcDeviceId);
+  Stat(&e, stat_.dst_device, r.dstDeviceId);
+  return true;
+}
+
+bool ActivityParser::ParseMemset(const CUpti_Activity& record, DeviceEventData& e) {
+  const auto& r = reinterpret_cast<const MemsetRecord&>(record);
+  if (!SetTimes(r.start, r.end, &e)) return false;
+  e.kind = EventKind::kMemset;
+  e.name = memset_name_;
+  SetStream(r, &e);
+  Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
+  Stat(&e, stat_.value, r.value);
+  return true;
+}
+
+// RUNTIME and DRIVER records.
+bool ActivityParser::ParseApi(const CUpti_Activity& record, DeviceEventData& e) {
+  const auto& r = reinterpret_cast<const ApiRecord&>(record);
+  const bool runtime = record.kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+  const ApiName& api =
+      LookupApi(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, r.cbid);
+  if (api.filtered) {
+    ++counters_.filtered_api;
+    return false;
+  }
+  if (!SetTimes(r.start, r.end, &e)) return false;
+  e.kind = runtime ? EventKind::kRuntimeApi : EventKind::kDriverApi;
+  e.name = api.name;
+  e.device = kHostApiDevice;
+  e.line = r.threadId;
+  e.correlation_id = r.correlationId;
+  Stat(&e, stat_.cbid, r.cbid);
+  if (r.returnValue != 0) Stat(&e, stat_.return_value, r.returnValue);
+  return true;
+}
+
+bool ActivityParser::ParseSynchronization(const CUpti_Activity& record, DeviceEventData& e) {
+  const auto& r = reinterpret_cast<const SyncRecord&>(record);
+  if (!SetTimes(r.start, r.end, &e)) return false;
+  e.kind = EventKind::kSynchronization;
+  e.name = names_->Intern(SyncTypeName(r.type));
+  e.device = kHostApiDevice;
+  e.line = kSynchronizationLine;
+  e.correlation_id = r.correlationId;
+  Stat(&e, stat_.stream, r.streamId);
+  return true;
+}
+
+bool ActivityParser::ParseOverhead(const CUpti_Activity& record, DeviceEventData& e) {
+  const auto& r = reinterpret_cast<const OverheadRecord&>(record);
+  if (!SetTimes(r.start, r.end, &e)) return false;
+  e.kind = EventKind::kOverhead;
+  e.name = names_->Intern("CUPTI overhead " + std::to_string(r.overheadKind));
+  e.device = kHostApiDevice;
+  e.line = kOverheadLine;
+  e.correlation_id = r.correlationId;
+  return true;
+}
+
+// NVTX: a range is a START record and an END record with the same id (the
+// name only on the start); an instant is one record.
+bool ActivityParser::ParseMarker(const CUpti_Activity& record, DeviceEventData& e) {
+  const auto& r = reinterpret_cast<const MarkerRecord&>(record);
+  const int64_t at = static_cast<int64_t>(r.timestamp) + clock_offset_ns_;
+  const uint32_t thread =
+      r.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD || r.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS
+          ? r.objectId.pt.threadId
+          : 0;
+  if (r.timestamp == 0) {
+    ++counters_.bad_timestamps;
+    return false;
+  }
+  if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
+    if (open_markers_.size() >= kMaxOpenMarkers) {
+      ++counters_.unmatched_markers;
+      open_markers_.erase(open_markers_.begin());
+    }
+    open_markers_[r.id] = {at, names_->Intern(r.name != nullptr ? r.name : "<nvtx range>"),
+                           r.domain != nullptr ? names_->Intern(r.domain) : 0, thread};
+    return false;
+  }
+  OpenMarker m{at, names_->Intern(r.name != nullptr ? r.name : "<nvtx mark>"),
+               r.domain != nullptr ? names_->Intern(r.domain) : 0, thread};
+  if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_END) {
+    auto it = open_markers_.find(r.id);
+    if (it == open_markers_.end()) {
+      ++counters_.unmatched_markers;
+      return false;
+    }
+    m = it->second;
+    open_markers_.erase(it);
+  } else if (!(r.flags & CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS)) {
+    ++counters_.skipped_kinds;  // Synchronization markers: not shown.
+    return false;
+  }
+  e.kind = EventKind::kMarker;
+  e.name = m.name;
+  e.start_ns = m.start_ns;
+  e.end_ns = std::max(m.start_ns, at);
+  e.device = kHostApiDevice;
+  e.line = m.thread;
+  if (m.domain != 0) e.AddStat(stat_.domain, EventStat::Type::kText, m.domain);
+  Stat(&e, stat_.marker_id, static_cast<int64_t>(r.id));
+  return true;
+}
+
+bool ActivityParser::ParseMemory(const CUpti_Activity& record, DeviceEventData& e) {
+  const auto& r = reinterpret_cast<const MemoryRecord&>(record);
+  if (r.timestamp == 0) {
+    ++counters_.bad_timestamps;
+    return false;
+  }
+  const bool alloc = r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  if (!alloc && r.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) {
+    ++counters_.skipped_kinds;
+    return false;
+  }
+  e.kind = EventKind::kMemory;
+  e.name = names_->Intern(std::string(alloc ? "alloc " : "free ") + MemoryKindName(r.memoryKind));
+  e.start_ns = e.end_ns = static_cast<int64_t>(r.timestamp) + clock_offset_ns_;
+  e.device = static_cast<int32_t>(r.deviceId);
+  e.line = kMemoryLine;
+  e.correlation_id = r.correlationId;
+  Text(&e, stat_.operation, alloc ? "alloc" : "free");
+  Stat(&e, stat_.bytes, static_cast<int64_t>(r.bytes));
+  Stat(&e, stat_.address, static_cast<int64_t>(r.address));
+  Text(&e, stat_.memory_kind, MemoryKindName(r.memoryKind));
+  Stat(&e, stat_.stream, r.streamId);
+  return true;
+}
+
+// Joins events to steps; makes no event itself.
+bool ActivityParser::ParseExternalCorrelation(const CUpti_Activity& record, DeviceEventData&) {
+  const auto& r = reinterpret_cast<const ExternalRecord&>(record);
+  if (r.externalKind == kStepCorrelationKind)
+    external_->emplace_back(r.correlationId, r.externalId);
+  return false;
+}
+
+int32_t ActivityParser::CopyName(uint8_t copy_kind) {
+  int32_t& name = copy_names_[copy_kind];
+  if (name == 0) name = names_->Intern(std::string("Memcpy ") + MemcpyKindName(copy_kind));
+  return name;
 }
 
 }  // namespace cupti

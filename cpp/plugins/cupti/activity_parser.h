@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "trace_writer.h"
@@ -35,6 +36,27 @@ struct ParseCounters {
   int64_t unmatched_markers = 0;  // NVTX range ends without their start (or starts evicted).
 };
 
+// When the tracer enables an activity kind: always, or when the config key
+// of that name is on (CuptiTracerOptions); kParsedOnly kinds are never
+// enabled but parsed when a record comes (older CUPTI's KERNEL).
+enum class KindOption {
+  kAlways,
+  kNvtx,
+  kMemory,
+  kDriver,
+  kSynchronization,
+  kOverhead,
+  kParsedOnly
+};
+
+// One activity kind the tracer knows: its CUPTI kind, its name in messages
+// ("CONCURRENT_KERNEL") and when it is enabled.
+struct ActivityKindInfo {
+  CUpti_ActivityKind kind;
+  const char* name;
+  KindOption option;
+};
+
 // Runtime API calls left out by default (config api_filter): frequent, cheap
 // queries that bury the launches in the timeline, in the spirit of Kineto's
 // filtering of noisy calls.
@@ -53,15 +75,41 @@ class ActivityParser {
   // suffix ("cudaGetDevice"). Replaces the previous filter.
   void set_api_filter(const std::vector<std::string>& names);
 
-  // Appends an event for `record` to `events`, or records its external
-  // correlation (kStepCorrelationKind only) in `external` (correlation id ->
-  // host step id).
+  // Appends an event for `record` to `events`, or its external correlation
+  // (kStepCorrelationKind only) to `external` (correlation id, host step id).
   void Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
-             std::unordered_map<uint32_t, uint64_t>* external);
+             std::vector<std::pair<uint32_t, uint64_t>>* external);
 
   const ParseCounters& counters() const { return counters_; }
 
+  // Every kind Parse turns into events (or joins), in the order the tracer
+  // enables them; one parse function each (Kineto's handle*Activity).
+  static const std::vector<ActivityKindInfo>& Kinds();
+  // "CONCURRENT_KERNEL"..., "?" for a kind not in Kinds().
+  static const char* KindName(CUpti_ActivityKind kind);
+
  private:
+  // A parse function: fills `e` from `record` (of its kind); false when the
+  // record makes no event (counted where it is dropped).
+  using ParseFunction = bool (ActivityParser::*)(const CUpti_Activity& record, DeviceEventData& e);
+  struct KindEntry {
+    ActivityKindInfo info;
+    ParseFunction parse;
+  };
+  static const std::vector<KindEntry>& Table();
+  bool ParseKernel(const CUpti_Activity& record, DeviceEventData& e);
+  bool ParseMemcpy(const CUpti_Activity& record, DeviceEventData& e);
+  bool ParsePeerMemcpy(const CUpti_Activity& record, DeviceEventData& e);
+  template <typename Record>
+  bool ParseCopy(const Record& r, DeviceEventData& e);
+  bool ParseMemset(const CUpti_Activity& record, DeviceEventData& e);
+  bool ParseApi(const CUpti_Activity& record, DeviceEventData& e);
+  bool ParseSynchronization(const CUpti_Activity& record, DeviceEventData& e);
+  bool ParseOverhead(const CUpti_Activity& record, DeviceEventData& e);
+  bool ParseMarker(const CUpti_Activity& record, DeviceEventData& e);
+  bool ParseMemory(const CUpti_Activity& record, DeviceEventData& e);
+  bool ParseExternalCorrelation(const CUpti_Activity& record, DeviceEventData& e);
+
   // Fills start/end (with the offset), counting bad or reversed pairs.
   bool SetTimes(uint64_t start, uint64_t end, DeviceEventData* event);
   void Stat(DeviceEventData* event, int32_t name, int64_t value) {
@@ -70,6 +118,8 @@ class ActivityParser {
   void Text(DeviceEventData* event, int32_t name, std::string_view text) {
     event->AddStat(name, EventStat::Type::kText, names_->Intern(text));
   }
+  // "Memcpy HtoD"..., interned once per copy kind.
+  int32_t CopyName(uint8_t copy_kind);
   // "128x1x1", interned once per distinct triple.
   int32_t Dim3Name(int32_t x, int32_t y, int32_t z);
 
@@ -90,6 +140,7 @@ class ActivityParser {
     bool filtered;
   };
   const ApiName& LookupApi(CUpti_CallbackDomain domain, uint32_t cbid);
+  ApiName NameApi(CUpti_CallbackDomain domain, uint32_t cbid);  // The slow path, once per call.
   // An NVTX range whose start record was seen, waiting for its end.
   struct OpenMarker {
     int64_t start_ns;
@@ -98,16 +149,22 @@ class ActivityParser {
     uint32_t thread;
   };
 
+  // The parse function of each kind, by kind value (null: not shown).
+  std::vector<ParseFunction> by_kind_;
+  std::vector<std::pair<uint32_t, uint64_t>>* external_ = nullptr;  // During Parse.
   NameTable* const names_;
   const std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name_;
   int64_t clock_offset_ns_ = 0;
   ParseCounters counters_;
   std::unordered_map<uint64_t, ApiName> api_names_;
+  std::vector<ApiName> api_by_cbid_[2];  // Runtime, driver: by cbid (name -1: not yet).
   std::vector<std::string> api_filter_;
   std::unordered_map<uint32_t, OpenMarker> open_markers_;  // By marker id.
   std::unordered_map<const char*, KernelName> kernels_;    // By CUPTI's name pointer.
   std::unordered_map<std::string, KernelName> demangled_;  // By mangled text.
   std::unordered_map<uint64_t, int32_t> dim3_;             // By x, y, z (21 bits each).
+  int32_t copy_names_[256] = {};                           // By copy kind; 0: not yet.
+  int32_t memset_name_ = 0;
   // Stat names, interned once.
   struct StatNames {
     int32_t grid, block, registers_per_thread, shared_memory_bytes, mangled_name_index, bytes,

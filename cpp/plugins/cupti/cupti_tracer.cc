@@ -1,18 +1,21 @@
 // The CUPTI activity tracer: lifecycle, capped buffer pool, completed-buffer queue, join.
 #include "cupti_tracer.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <utility>
 
 #include "core/clock.h"
+#include "core/thread_priority.h"
 
 namespace xdl_trace {
 namespace cupti {
 namespace {
 
-constexpr size_t kRecordAlignment = 8;            // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
-constexpr size_t kMaxExternalEntries = 1u << 16;  // Per generation of the join map.
+constexpr size_t kRecordAlignment = 8;   // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
+constexpr size_t kJoinSlots = 1u << 20;  // Correlation ids the join remembers (16 MiB).
 
 // CUPTI's buffer callbacks carry no user data: they reach the running tracer
 // through this pointer, set by Start and cleared by Stop after the final flush.
@@ -60,35 +63,6 @@ constexpr char kSubscriberBusy[] =
 
 // Activity timestamps on CLOCK_REALTIME, the clock of the host step spans.
 uint64_t CUPTIAPI RealtimeTimestamp() { return static_cast<uint64_t>(internal::WallClockNs()); }
-
-const char* KindName(CUpti_ActivityKind kind) {
-  switch (kind) {
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      return "CONCURRENT_KERNEL";
-    case CUPTI_ACTIVITY_KIND_MEMCPY:
-      return "MEMCPY";
-    case CUPTI_ACTIVITY_KIND_MEMCPY2:
-      return "MEMCPY2";
-    case CUPTI_ACTIVITY_KIND_MEMSET:
-      return "MEMSET";
-    case CUPTI_ACTIVITY_KIND_RUNTIME:
-      return "RUNTIME";
-    case CUPTI_ACTIVITY_KIND_DRIVER:
-      return "DRIVER";
-    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
-      return "EXTERNAL_CORRELATION";
-    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-      return "SYNCHRONIZATION";
-    case CUPTI_ACTIVITY_KIND_OVERHEAD:
-      return "OVERHEAD";
-    case CUPTI_ACTIVITY_KIND_MARKER:
-      return "MARKER";
-    case CUPTI_ACTIVITY_KIND_MEMORY2:
-      return "MEMORY2";
-    default:
-      return "?";
-  }
-}
 
 // Errors that mean "no usable driver or GPU here" rather than a bug.
 bool MeansNoDevice(CUptiResult result) {
@@ -188,13 +162,13 @@ BufferPool::BufferPool(size_t buffer_bytes, size_t max_bytes)
       max_bytes_(max_bytes) {}
 
 BufferPool::~BufferPool() {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   for (uint8_t* buffer : free_) std::free(buffer);
   // Buffers still outstanding are held by CUPTI; they are left alone.
 }
 
 void BufferPool::Preallocate(size_t count) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   while (free_.size() < count && (allocated_ + 1) * buffer_bytes_ <= max_bytes_) {
     void* buffer = std::aligned_alloc(kRecordAlignment, buffer_bytes_);
     if (buffer == nullptr) return;
@@ -204,7 +178,7 @@ void BufferPool::Preallocate(size_t count) {
 }
 
 uint8_t* BufferPool::Acquire() {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   uint8_t* buffer = nullptr;
   if (!free_.empty()) {
     buffer = free_.back();
@@ -218,18 +192,18 @@ uint8_t* BufferPool::Acquire() {
 }
 
 void BufferPool::Release(uint8_t* buffer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   --outstanding_;
   free_.push_back(buffer);
 }
 
 size_t BufferPool::allocated_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   return allocated_ * buffer_bytes_;
 }
 
 size_t BufferPool::outstanding() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(&mu_);
   return outstanding_;
 }
 
@@ -247,25 +221,125 @@ CuptiTracer::CuptiTracer(CuptiTracerOptions options, std::unique_ptr<CuptiApi> a
 
 CuptiTracer::~CuptiTracer() {
   Stop();
-  std::lock_guard<std::mutex> lock(queue_mu_);
+  StopParseThread();
+  internal::MutexLock lock(&queue_mu_);
   for (const Completed& c : completed_) pool_.Release(c.buffer);
   completed_.clear();
 }
 
+ParseCounters CuptiTracer::parse_counters() const {
+  internal::MutexLock lock(&parse_mu_);
+  return parser_.counters();
+}
+
+void CuptiTracer::StartParseThread() {
+  {
+    internal::MutexLock lock(&queue_mu_);
+    if (parse_thread_running_) return;
+    parse_thread_running_ = true;
+    parse_thread_stop_ = false;
+  }
+  parse_thread_ = std::thread([this] { ParseLoop(); });
+  pthread_setname_np(parse_thread_.native_handle(), kParseThreadName);
+}
+
+void CuptiTracer::StopParseThread() {
+  if (!parse_thread_.joinable()) return;
+  {
+    internal::MutexLock lock(&queue_mu_);
+    parse_thread_stop_ = true;
+  }
+  completed_cv_.SignalAll();
+  parse_thread_.join();
+  {
+    internal::MutexLock lock(&queue_mu_);
+    parse_thread_running_ = false;
+  }
+  parsed_cv_.SignalAll();
+}
+
+void CuptiTracer::ParseLoop() {
+  internal::LowerCurrentThreadPriority(internal::kBackgroundNiceSteps);  // Training first.
+  while (true) {
+    Completed next;
+    {
+      internal::MutexLock lock(&queue_mu_);
+      while (completed_.empty() && !parse_thread_stop_) completed_cv_.Wait(&queue_mu_);
+      if (completed_.empty()) return;  // Stopping, and every buffer is parsed.
+      next = completed_.front();
+      completed_.pop_front();
+    }
+    ParseBuffer(next);
+    {
+      internal::MutexLock lock(&queue_mu_);
+      ++parsed_count_;
+    }
+    parsed_cv_.SignalAll();
+  }
+}
+
+void CuptiTracer::ParseBuffer(const Completed& completed) {
+  {
+    internal::MutexLock lock(&parse_mu_);
+    const size_t cap = options_.max_events;
+    CUpti_Activity* record = nullptr;
+    CUptiResult result;
+    while ((result = api_->ActivityGetNextRecord(completed.buffer, completed.valid_size,
+                                                 &record)) == CUPTI_SUCCESS) {
+      parser_.Parse(*record, &events_, &new_external_);
+      if (events_.size() + held_count_.load(std::memory_order_relaxed) > cap) {
+        events_.pop_back();
+        ++over_cap_events_;
+      }
+    }
+    // MAX_LIMIT_REACHED is the normal end; anything else (an unknown kind)
+    // ends this buffer early.
+    if (result != CUPTI_ERROR_MAX_LIMIT_REACHED) ++aborted_buffers_;
+  }
+  pool_.Release(completed.buffer);
+}
+
+void CuptiTracer::WaitParsed() {
+  std::deque<Completed> inline_parse;
+  {
+    internal::MutexLock lock(&queue_mu_);
+    const uint64_t target = completed_count_;
+    while (parse_thread_running_ && parsed_count_ < target) parsed_cv_.Wait(&queue_mu_);
+    if (parse_thread_running_) return;
+    inline_parse.swap(completed_);  // No parse thread: this thread parses.
+    parsed_count_ += inline_parse.size();
+  }
+  for (const Completed& c : inline_parse) ParseBuffer(c);
+}
+
 std::vector<CUpti_ActivityKind> CuptiTracer::ActivityKinds() const {
-  std::vector<CUpti_ActivityKind> kinds = {
-      CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-      CUPTI_ACTIVITY_KIND_RUNTIME,
-      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-      CUPTI_ACTIVITY_KIND_MEMCPY,
-      CUPTI_ACTIVITY_KIND_MEMCPY2,
-      CUPTI_ACTIVITY_KIND_MEMSET,
-  };
-  if (options_.nvtx) kinds.push_back(CUPTI_ACTIVITY_KIND_MARKER);
-  if (options_.memory) kinds.push_back(CUPTI_ACTIVITY_KIND_MEMORY2);
-  if (options_.driver) kinds.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
-  if (options_.synchronization) kinds.push_back(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
-  if (options_.overhead) kinds.push_back(CUPTI_ACTIVITY_KIND_OVERHEAD);
+  std::vector<CUpti_ActivityKind> kinds;
+  for (const ActivityKindInfo& info : ActivityParser::Kinds()) {
+    bool enabled = false;
+    switch (info.option) {
+      case KindOption::kAlways:
+        enabled = true;
+        break;
+      case KindOption::kNvtx:
+        enabled = options_.nvtx;
+        break;
+      case KindOption::kMemory:
+        enabled = options_.memory;
+        break;
+      case KindOption::kDriver:
+        enabled = options_.driver;
+        break;
+      case KindOption::kSynchronization:
+        enabled = options_.synchronization;
+        break;
+      case KindOption::kOverhead:
+        enabled = options_.overhead;
+        break;
+      case KindOption::kParsedOnly:
+        break;
+    }
+    if (enabled) kinds.push_back(info.kind);
+  }
   return kinds;
 }
 
@@ -279,6 +353,7 @@ void CuptiTracer::Rollback(const std::vector<CUpti_ActivityKind>& enabled) {
   api_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   Unsubscribe();
   g_running.store(nullptr);
+  StopParseThread();
 }
 
 void CuptiTracer::Unsubscribe() {
@@ -355,12 +430,14 @@ CuptiTracer::Result CuptiTracer::Start() {
     }
   }
   pool_.Preallocate(options_.preallocated_buffers);
+  StartParseThread();
   std::vector<CUpti_ActivityKind> enabled;
   for (CUpti_ActivityKind kind : ActivityKinds()) {
     result = api_->ActivityEnable(kind);
     if (result != CUPTI_SUCCESS) {
       Rollback(enabled);
-      return fail(std::string("cuptiActivityEnable(") + KindName(kind) + ")", result);
+      return fail(std::string("cuptiActivityEnable(") + ActivityParser::KindName(kind) + ")",
+                  result);
     }
     enabled.push_back(kind);
   }
@@ -380,8 +457,8 @@ CuptiTracer::Result CuptiTracer::Stop() {
     const CUptiResult result = api_->ActivityDisable(*it);
     if (result != CUPTI_SUCCESS && out.ok) {
       out = {false, false,
-             std::string("cupti: cuptiActivityDisable(") + KindName(*it) + ") returned " +
-                 api_->ResultString(result)};
+             std::string("cupti: cuptiActivityDisable(") + ActivityParser::KindName(*it) +
+                 ") returned " + api_->ResultString(result)};
     }
   }
   if (options_.flush_period_ms != 0) api_->ActivityFlushPeriod(0);
@@ -389,6 +466,7 @@ CuptiTracer::Result CuptiTracer::Stop() {
   api_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   Unsubscribe();
   g_running.store(nullptr);
+  StopParseThread();  // After parsing what the forced flush handed back.
   state_ = State::kIdle;
   return out;
 }
@@ -473,91 +551,102 @@ void CuptiTracer::OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8
       api_->ActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS) {
     cupti_dropped_.fetch_add(static_cast<int64_t>(dropped));
   }
-  std::lock_guard<std::mutex> lock(queue_mu_);
-  completed_.push_back({buffer, valid_size});
-}
-
-void CuptiTracer::ParseCompleted() {
-  std::deque<Completed> completed;
   {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    completed.swap(completed_);
+    internal::MutexLock lock(&queue_mu_);
+    completed_.push_back({buffer, valid_size});
+    ++completed_count_;
   }
-  for (const Completed& c : completed) {
-    CUpti_Activity* record = nullptr;
-    CUptiResult result;
-    while ((result = api_->ActivityGetNextRecord(c.buffer, c.valid_size, &record)) ==
-           CUPTI_SUCCESS) {
-      parser_.Parse(*record, &events_, &external_);
-      if (events_.size() + held_.size() > options_.max_events) {
-        events_.pop_back();
-        ++over_cap_events_;
-      }
-    }
-    // MAX_LIMIT_REACHED is the normal end; anything else (an unknown kind)
-    // ends this buffer early.
-    if (result != CUPTI_ERROR_MAX_LIMIT_REACHED) ++aborted_buffers_;
-    pool_.Release(c.buffer);
-  }
+  completed_cv_.Signal();
 }
 
 int64_t CuptiTracer::dropped() const {
+  internal::MutexLock lock(&parse_mu_);
   return cupti_dropped_.load() + over_cap_events_ + parser_.counters().bad_timestamps;
 }
 
-int64_t CuptiTracer::dropped_buffers() const { return refused_buffers_.load() + aborted_buffers_; }
+int64_t CuptiTracer::dropped_buffers() const {
+  internal::MutexLock lock(&parse_mu_);
+  return refused_buffers_.load() + aborted_buffers_;
+}
 
 std::string CuptiTracer::Collect() {
+  std::string trace(PrepareCollect(), '\0');
+  WritePrepared(trace.data());
+  return trace;
+}
+
+size_t CuptiTracer::PrepareCollect() {
+  if (prepared_) return writer_.size();
   const bool running = state_.load() == State::kRunning;
   // Non-forced: CUPTI completes every buffer holding finished records, so
   // they reach this collect (the completion callback runs before it returns).
   if (running && options_.flush_on_collect) api_->ActivityFlushAll(0);
-  if (api_ != nullptr) ParseCompleted();
+  if (api_ != nullptr) WaitParsed();
+  // Take what was parsed; the parse thread goes on into spare storage.
+  std::vector<DeviceEventData>& events = collected_;
+  std::vector<std::pair<uint32_t, uint64_t>>& external = collected_external_;
+  int64_t total_dropped, total_buffers;
+  {
+    internal::MutexLock lock(&parse_mu_);
+    events.swap(events_);
+    events_.swap(spare_events_);
+    external.swap(new_external_);
+    collected_names_ = NameSnapshot(names_);
+    total_dropped = cupti_dropped_.load() + over_cap_events_ + parser_.counters().bad_timestamps;
+    total_buffers = refused_buffers_.load() + aborted_buffers_;
+  }
+  if (join_.empty() && !external.empty()) join_.resize(kJoinSlots);
+  for (const auto& [correlation, step] : external) {
+    join_[correlation & (kJoinSlots - 1)] = {correlation, step};
+  }
+  external.clear();
   auto lookup = [&](uint32_t correlation) -> uint64_t {
-    if (auto it = external_.find(correlation); it != external_.end()) return it->second;
-    if (auto it = external_old_.find(correlation); it != external_old_.end()) return it->second;
-    return 0;
+    if (join_.empty()) return uint64_t{0};
+    const JoinSlot& slot = join_[correlation & (kJoinSlots - 1)];
+    return slot.correlation == correlation ? slot.step : uint64_t{0};
   };
   const int64_t now = internal::WallClockNs();
-  std::vector<DeviceEventData> out;
-  out.reserve(held_.size() + events_.size());
-  // Held events: joined now, or released without a step once a bound runs
-  // out (or at stop); the rest stay, oldest first.
+  // Join in place: events whose step is not known yet move to held_ (their
+  // external record may come later); the rest are compacted to the front.
+  const size_t held_before = held_.size();
+  size_t kept = 0;
+  for (DeviceEventData& e : events) {
+    if (e.external_id == 0 && e.correlation_id != 0) {
+      e.external_id = lookup(static_cast<uint32_t>(e.correlation_id));
+      if (e.external_id == 0 && running) {
+        held_.push_back({e, now});
+        continue;
+      }
+    }
+    if (&events[kept] != &e) events[kept] = e;
+    ++kept;
+  }
+  events.resize(kept);
+  // Held events (those before this collect's): joined now, or released
+  // without a step once a bound runs out (or at stop); the rest stay, oldest
+  // first.
   std::deque<Held> still_held;
+  size_t index = 0;
   for (Held& h : held_) {
-    h.event.external_id = lookup(static_cast<uint32_t>(h.event.correlation_id));
-    if (h.event.external_id != 0 || !running || now - h.since_ns >= options_.max_hold_ns) {
+    const bool earlier = index++ < held_before;
+    if (earlier) h.event.external_id = lookup(static_cast<uint32_t>(h.event.correlation_id));
+    if (earlier &&
+        (h.event.external_id != 0 || !running || now - h.since_ns >= options_.max_hold_ns)) {
       if (h.event.external_id == 0) ++released_unjoined_;
-      out.push_back(std::move(h.event));
+      events.push_back(h.event);
     } else {
       still_held.push_back(std::move(h));
     }
   }
   held_.swap(still_held);
-  for (DeviceEventData& e : events_) {
-    if (e.external_id == 0 && e.correlation_id != 0) {
-      e.external_id = lookup(static_cast<uint32_t>(e.correlation_id));
-      if (e.external_id == 0 && running) {
-        held_.push_back({std::move(e), now});  // Its external record may come later.
-        continue;
-      }
-    }
-    out.push_back(std::move(e));
-  }
-  events_.clear();
   while (held_.size() > options_.max_held_events) {
     ++released_unjoined_;
-    out.push_back(std::move(held_.front().event));
+    events.push_back(held_.front().event);
     held_.pop_front();
   }
-  if (external_.size() > kMaxExternalEntries) {
-    external_old_ = std::move(external_);
-    external_.clear();
-  }
-  const int64_t total_dropped = dropped();
+  held_count_.store(held_.size(), std::memory_order_relaxed);
   const int64_t dropped_now = total_dropped - reported_dropped_;
   reported_dropped_ = total_dropped;
-  const int64_t total_buffers = dropped_buffers();
   const int64_t dropped_buffers_now = total_buffers - reported_dropped_buffers_;
   reported_dropped_buffers_ = total_buffers;
   std::string status;
@@ -566,7 +655,17 @@ std::string CuptiTracer::Collect() {
   } else if (!busy_reason_.empty()) {
     status = "unavailable: " + busy_reason_;
   }
-  return SerializeDeviceTrace("cupti", names_, out, dropped_now, status, dropped_buffers_now);
+  prepared_ = true;
+  return writer_.Plan("cupti", collected_names_, events, dropped_now, status, dropped_buffers_now);
+}
+
+void CuptiTracer::WritePrepared(char* out) {
+  if (!prepared_) return;
+  writer_.Write(out);
+  writer_.Clear();
+  prepared_ = false;
+  collected_.clear();
+  spare_events_.swap(collected_);  // Storage the parse thread fills after the next collect.
 }
 
 }  // namespace cupti

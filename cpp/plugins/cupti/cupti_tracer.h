@@ -10,24 +10,30 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "activity_parser.h"
+#include "core/mutex.h"
 #include "cupti_api.h"
 #include "trace_writer.h"
 
 namespace xdl_trace {
 namespace cupti {
 
+// Name of the thread that parses completed activity buffers (top, perf,
+// bench/device.py's collector CPU figure).
+inline constexpr char kParseThreadName[] = "xdl_cupti_parse";
+
 struct CuptiTracerOptions {
   size_t buffer_bytes = 4u << 20;       // One activity buffer handed to CUPTI.
   size_t max_buffer_bytes = 64u << 20;  // Hard cap on all buffers together.
   size_t preallocated_buffers = 2;      // Allocated at start (within the cap).
-  size_t max_events = 1u << 20;         // Parsed events held between collects.
+  // Parsed events held between collects (two seconds at a GPU's 1M events/s,
+  // so a 1 s collect interval keeps everything; 160 bytes each).
+  size_t max_events = 2u << 20;
   // Each collect while running first calls cuptiActivityFlushAll(0), so what
   // the device finished reaches that collect rather than waiting for a
   // buffer to fill. Optionally CUPTI flushes on its own every
@@ -64,8 +70,8 @@ struct CuptiTracerOptions {
 void ApplyConfig(const std::string& config, CuptiTracerOptions* options);
 
 // Fixed-size, 8-byte-aligned activity buffers under a hard byte cap.
-// Threading: Acquire/Release from CUPTI's threads and the collecting thread;
-// guarded by mu_.
+// Threading: any thread (Acquire from CUPTI's threads, Release from the parse
+// thread or the collecting one); guarded by mu_.
 class BufferPool {
  public:
   BufferPool(size_t buffer_bytes, size_t max_bytes);
@@ -85,10 +91,10 @@ class BufferPool {
  private:
   const size_t buffer_bytes_;
   const size_t max_bytes_;
-  mutable std::mutex mu_;
-  std::vector<uint8_t*> free_;  // Guarded by mu_.
-  size_t allocated_ = 0;        // Guarded by mu_ (buffers).
-  size_t outstanding_ = 0;      // Guarded by mu_.
+  mutable internal::Mutex mu_;
+  std::vector<uint8_t*> free_ ABSL_GUARDED_BY(mu_);
+  size_t allocated_ ABSL_GUARDED_BY(mu_) = 0;  // Buffers.
+  size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Lifecycle:
@@ -96,11 +102,20 @@ class BufferPool {
 //   kStarting --(enable failed)--> rollback --> kIdle (error) or kUnavailable
 //   kUnavailable: libcupti missing, or no driver/GPU; Start/Stop are no-ops.
 //
-// Threading: Start/Stop/StepBegin/StepEnd/Collect are called by one thread at
-// a time (the plugin ABI's training thread). OnBufferRequested and
-// OnBufferCompleted are called by CUPTI on its threads (or by tests); they
-// only touch the pool and the completed queue, under their locks. Only one
-// tracer per process can be running (CUPTI's callbacks are process-global).
+// Threading: Start/Stop (and the constructor/destructor) are called by the
+// thread that starts and stops tracing; StepBegin/StepEnd by the training
+// thread; Collect by one thread at a time (the core's collector thread while
+// running), possibly at the same time as StepBegin/StepEnd, which touch only
+// atomics and CUPTI's thread-local correlation stack (plugin ABI 1.1).
+// OnBufferRequested and OnBufferCompleted are called by CUPTI on its threads
+// (or by tests): they touch only the pool and the completed queue. The parse
+// thread (kParseThreadName, from Start to Stop) parses each completed buffer
+// as it completes and hands the buffer back to the pool, so the records CUPTI
+// holds stay under max_buffer_bytes whatever the collect interval, and parsed
+// events under max_events; Collect waits for the buffers completed before it
+// to be parsed, then joins and encodes what was parsed. With no parse thread
+// (before Start, after Stop) Collect parses the queue itself. Only one tracer
+// per process can be running (CUPTI's callbacks are process-global).
 class CuptiTracer {
  public:
   enum class State { kIdle, kStarting, kRunning, kStopping, kUnavailable };
@@ -130,9 +145,14 @@ class CuptiTracer {
   // whose correlation is not yet joined are held back (their external record
   // may be in a later buffer) within max_hold_ns / max_held_events.
   std::string Collect();
+  // Collect in two steps, for the C ABI's two calls: the serialized size of
+  // the collected trace (again the same while not written), then the bytes,
+  // written straight into `out` (room for that size).
+  size_t PrepareCollect();
+  void WritePrepared(char* out);
   // Events emitted without a step because a hold bound ran out (not drops).
   int64_t released_unjoined() const { return released_unjoined_; }
-  size_t held() const { return held_.size(); }
+  size_t held() const { return held_count_.load(); }
 
   // The subscriber callback: on a launch/copy API entered by a thread other
   // than the training thread, pushes the current step for that call and pops
@@ -163,28 +183,33 @@ class CuptiTracer {
   // kind this libcupti does not know.
   int64_t dropped_buffers() const;
   const BufferPool& pool() const { return pool_; }
-  const ParseCounters& parse_counters() const { return parser_.counters(); }
+  ParseCounters parse_counters() const;
 
  private:
   struct Completed {
-    uint8_t* buffer;
-    size_t valid_size;
+    uint8_t* buffer = nullptr;
+    size_t valid_size = 0;
   };
   void MarkUnavailable(std::string reason);
-  void ParseCompleted();
   void Rollback(const std::vector<CUpti_ActivityKind>& enabled);
   void Unsubscribe();
+  void StartParseThread();
+  // Lets the parse thread finish the queue, then joins it (idempotent).
+  void StopParseThread();
+  void ParseLoop();
+  // Walks one completed buffer's records into events_ and releases it.
+  void ParseBuffer(const Completed& completed);
+  // Returns once every buffer completed before the call is parsed (by the
+  // parse thread, or here when none runs).
+  void WaitParsed();
 
   const CuptiTracerOptions options_;
-  std::unique_ptr<CuptiApi> api_;  // Training thread (set before callbacks).
+  std::unique_ptr<CuptiApi> api_;  // Set by Start before any callback or the parse thread.
   std::atomic<State> state_{State::kIdle};
-  std::string unavailable_reason_;               // Training thread.
-  std::string busy_reason_;                      // Training thread.
-  CUpti_SubscriberHandle subscriber_ = nullptr;  // Training thread; set while running.
+  std::string unavailable_reason_;               // Start/Stop thread.
+  std::string busy_reason_;                      // Start/Stop thread.
+  CUpti_SubscriberHandle subscriber_ = nullptr;  // Start/Stop thread; set while running.
   BufferPool pool_;
-
-  std::mutex queue_mu_;
-  std::deque<Completed> completed_;          // Guarded by queue_mu_.
   std::atomic<int64_t> cupti_dropped_{0};    // From cuptiActivityGetNumDroppedRecords.
   std::atomic<int64_t> refused_buffers_{0};  // Requests refused at the cap.
   // The step in progress (or the last one begun): what other threads' launches
@@ -192,22 +217,51 @@ class CuptiTracer {
   std::atomic<uint64_t> current_step_{0};
   std::atomic<int64_t> other_thread_launches_{0};
 
-  // Training thread only:
-  NameTable names_;
-  ActivityParser parser_;
-  std::vector<DeviceEventData> events_;  // Parsed, not yet collected.
+  // Completed buffers, from CUPTI's threads to the parse thread.
+  internal::Mutex queue_mu_;
+  internal::CondVar completed_cv_;  // A buffer completed, or the parse thread is to stop.
+  internal::CondVar parsed_cv_;     // A buffer was parsed.
+  std::deque<Completed> completed_ ABSL_GUARDED_BY(queue_mu_);
+  uint64_t completed_count_ ABSL_GUARDED_BY(queue_mu_) = 0;  // Buffers completed so far.
+  uint64_t parsed_count_ ABSL_GUARDED_BY(queue_mu_) = 0;     // Of those, parsed (in order).
+  bool parse_thread_running_ ABSL_GUARDED_BY(queue_mu_) = false;
+  bool parse_thread_stop_ ABSL_GUARDED_BY(queue_mu_) = false;
+  std::thread parse_thread_;  // Start/Stop thread.
+
+  // What parsing produced: written by the parse thread (or Collect's thread
+  // when none runs), taken by Collect.
+  mutable internal::Mutex parse_mu_;
+  NameTable names_ ABSL_GUARDED_BY(parse_mu_);  // Its strings never move (NameSnapshot).
+  ActivityParser parser_ ABSL_GUARDED_BY(parse_mu_);
+  std::vector<DeviceEventData> events_ ABSL_GUARDED_BY(parse_mu_);  // Parsed, not collected.
+  std::vector<std::pair<uint32_t, uint64_t>> new_external_ ABSL_GUARDED_BY(parse_mu_);
+  int64_t over_cap_events_ ABSL_GUARDED_BY(parse_mu_) = 0;  // Parsed beyond max_events.
+  int64_t aborted_buffers_ ABSL_GUARDED_BY(parse_mu_) = 0;  // Parse stopped at an unknown kind.
+  std::atomic<size_t> held_count_{0};  // held_.size(), for the parse thread's cap.
+
+  // Collect's thread only (one at a time):
+  std::vector<DeviceEventData> spare_events_;  // Collected, cleared: events_' next storage.
+  std::vector<DeviceEventData> collected_;     // Prepared, not yet written.
+  std::vector<std::pair<uint32_t, uint64_t>> collected_external_;  // Storage, reused.
+  NameSnapshot collected_names_;
+  DeviceTraceWriter writer_;
+  bool prepared_ = false;
   struct Held {
     DeviceEventData event;
     int64_t since_ns;  // WallClockNs() when first held.
   };
   std::deque<Held> held_;  // Unjoined, oldest first.
   int64_t released_unjoined_ = 0;
-  std::unordered_map<uint32_t, uint64_t> external_;      // correlation -> step.
-  std::unordered_map<uint32_t, uint64_t> external_old_;  // Previous generation.
-  int64_t over_cap_events_ = 0;                          // Parsed beyond max_events.
-  int64_t aborted_buffers_ = 0;                          // Parse stopped at an unknown kind.
-  int64_t reported_dropped_ = 0;                         // dropped() at the last Collect.
-  int64_t reported_dropped_buffers_ = 0;                 // dropped_buffers() at the last Collect.
+  // The join: correlation id -> step, direct-mapped by the id's low bits.
+  // CUPTI's ids count up, so it holds the last 1 Mi of them (16 MiB, from
+  // the first external correlation on); no allocation per entry.
+  struct JoinSlot {
+    uint32_t correlation = 0;
+    uint64_t step = 0;
+  };
+  std::vector<JoinSlot> join_;
+  int64_t reported_dropped_ = 0;          // dropped() at the last Collect.
+  int64_t reported_dropped_buffers_ = 0;  // dropped_buffers() at the last Collect.
 };
 
 }  // namespace cupti

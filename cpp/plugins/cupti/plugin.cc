@@ -13,7 +13,7 @@
 
 struct XdlTraceProfiler {
   std::unique_ptr<xdl_trace::cupti::CuptiTracer> tracer;
-  std::string snapshot;  // Between the two collect calls.
+  size_t snapshot_size = 0;  // Between the two collect calls (the tracer keeps the trace).
   bool has_snapshot = false;
 };
 
@@ -96,24 +96,24 @@ int32_t Collect(XdlTraceProfiler* p, uint8_t* buffer, size_t* size, XdlTracePlug
   return Guard(error, [&]() -> int32_t {
     if (buffer == nullptr) {
       if (!p->has_snapshot) {
-        p->snapshot = p->tracer->Collect();
+        p->snapshot_size = p->tracer->PrepareCollect();
         p->has_snapshot = true;
       }
-      *size = p->snapshot.size();
+      *size = p->snapshot_size;
       return XDL_TRACE_PLUGIN_OK;
     }
     if (!p->has_snapshot) {
       return SetError(error, XDL_TRACE_PLUGIN_FAILED_PRECONDITION,
                       "cupti: collect with a buffer before asking the size");
     }
-    if (*size < p->snapshot.size()) {
+    if (*size < p->snapshot_size) {
       return SetError(error, XDL_TRACE_PLUGIN_INVALID_ARGUMENT,
                       "cupti: collect buffer of " + std::to_string(*size) + " bytes, need " +
-                          std::to_string(p->snapshot.size()));
+                          std::to_string(p->snapshot_size));
     }
-    std::memcpy(buffer, p->snapshot.data(), p->snapshot.size());
-    *size = p->snapshot.size();
-    p->snapshot.clear();
+    // Written straight into the core's buffer: no copy of the trace.
+    p->tracer->WritePrepared(reinterpret_cast<char*>(buffer));
+    *size = p->snapshot_size;
     p->has_snapshot = false;
     return XDL_TRACE_PLUGIN_OK;
   });

@@ -2,6 +2,7 @@
 #include "trace_writer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 
 #include "core/wire.h"
@@ -11,8 +12,60 @@ namespace cupti {
 namespace {
 
 namespace fields = internal::device_trace_fields;
-using internal::AppendLengthDelimitedField;
-using internal::AppendVarintField;
+using internal::LengthDelimitedFieldSize;
+using internal::Tag;
+using internal::TagSize;
+using internal::VarintFieldSize;
+using internal::VarintSize;
+using internal::WriteVarint;
+
+// Writers at a pointer with room (DeviceTraceWriter::Plan sized it).
+char* PutLength(uint32_t field, size_t bytes, char* p) {
+  p = WriteVarint(Tag(field, internal::kWireLengthDelimited), p);
+  return WriteVarint(bytes, p);
+}
+char* PutBytes(uint32_t field, std::string_view bytes, char* p) {
+  p = PutLength(field, bytes.size(), p);
+  std::memcpy(p, bytes.data(), bytes.size());
+  return p + bytes.size();
+}
+// A proto3 scalar: nothing when 0.
+char* PutVarintField(uint32_t field, uint64_t value, char* p) {
+  if (value == 0) return p;
+  p = WriteVarint(Tag(field, internal::kWireVarint), p);
+  return WriteVarint(value, p);
+}
+
+// Stable sort of `order` (indices into `events`) by start. A stream's records
+// come nearly in order (a copy or memset a few places early): an insertion
+// sort, linear then; past a budget of moves, a merge sort.
+void SortByStart(const std::vector<DeviceEventData>& events, std::vector<uint32_t>* order) {
+  std::vector<uint32_t>& v = *order;
+  const size_t budget = 8 * v.size() + 64;
+  size_t moves = 0;
+  for (size_t i = 1; i < v.size(); ++i) {
+    const uint32_t x = v[i];
+    const int64_t start = events[x].start_ns;
+    size_t j = i;
+    while (j > 0 && events[v[j - 1]].start_ns > start) {
+      v[j] = v[j - 1];
+      --j;
+      if (++moves > budget) {
+        v[j] = x;  // A permutation again, equal starts still in their order.
+        std::stable_sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
+          return events[a].start_ns < events[b].start_ns;
+        });
+        return;
+      }
+    }
+    v[j] = x;
+  }
+}
+
+std::string DeviceName(int32_t device) {
+  return device == kHostApiDevice ? std::string("CUDA API (host threads)")
+                                  : "GPU " + std::to_string(device);
+}
 
 std::string LineName(int32_t device, int64_t line) {
   if (device != kHostApiDevice) {
@@ -34,86 +87,192 @@ int32_t NameTable::Intern(std::string_view name) {
   return index;
 }
 
-std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
-                                 std::vector<DeviceEventData>& events, int64_t dropped,
-                                 const std::string& status, int64_t dropped_buffers) {
-  // Mostly in order already (one stream's records arrive in order).
-  std::stable_sort(
-      events.begin(), events.end(), [](const DeviceEventData& a, const DeviceEventData& b) {
-        return std::tie(a.device, a.line, a.start_ns) < std::tie(b.device, b.line, b.start_ns);
-      });
-  // Local name table: only the names these events use; index 0 is "".
-  std::vector<int32_t> local(names.size(), -1);
-  std::vector<int32_t> used = {0};
-  local[0] = 0;
-  auto map = [&](int32_t global) {
-    int32_t& slot = local[static_cast<size_t>(global)];
-    if (slot < 0) {
-      slot = static_cast<int32_t>(used.size());
-      used.push_back(global);
-    }
-    return slot;
-  };
+NameSnapshot::NameSnapshot(const NameTable& table) {
+  names_.reserve(table.size());
+  for (size_t i = 0; i < table.size(); ++i) names_.push_back(&table.name(static_cast<int32_t>(i)));
+}
 
-  // Scratch messages, reused: no allocation per event once warm.
-  std::string devices, device_msg, line_msg, event, stat;
-  size_t i = 0;
-  while (i < events.size()) {
-    const int32_t device = events[i].device;
-    device_msg.clear();
-    AppendVarintField(fields::kDeviceId, static_cast<uint64_t>(static_cast<int64_t>(device)),
-                      &device_msg);
-    AppendLengthDelimitedField(fields::kDeviceName,
-                               device == kHostApiDevice ? std::string("CUDA API (host threads)")
-                                                        : "GPU " + std::to_string(device),
-                               &device_msg);
-    while (i < events.size() && events[i].device == device) {
-      const int64_t line = events[i].line;
-      line_msg.clear();
-      AppendVarintField(fields::kLineId, static_cast<uint64_t>(line), &line_msg);
-      AppendLengthDelimitedField(fields::kLineName, LineName(device, line), &line_msg);
-      for (; i < events.size() && events[i].device == device && events[i].line == line; ++i) {
+int32_t DeviceTraceWriter::Map(int32_t global) {
+  int32_t& slot = local_[static_cast<size_t>(global)];
+  if (slot < 0) {
+    slot = static_cast<int32_t>(used_.size());
+    used_.push_back(global);
+  }
+  return slot;
+}
+
+// Traverses fields in the order Write writes them, so trace-local name
+// indices are assigned in order of first use.
+size_t DeviceTraceWriter::EventPayload(const DeviceEventData& e) {
+  size_t n = VarintFieldSize(fields::kEventNameIndex, static_cast<uint64_t>(Map(e.name))) +
+             VarintFieldSize(fields::kEventKind, static_cast<uint64_t>(e.kind)) +
+             VarintFieldSize(fields::kEventStartNs, static_cast<uint64_t>(e.start_ns)) +
+             VarintFieldSize(fields::kEventEndNs, static_cast<uint64_t>(e.end_ns)) +
+             VarintFieldSize(fields::kEventCorrelationId, e.correlation_id) +
+             VarintFieldSize(fields::kEventExternalId, e.external_id);
+  for (uint8_t k = 0; k < e.stat_count; ++k) {
+    const EventStat& s = e.stats[k];
+    size_t stat = VarintFieldSize(fields::kStatNameIndex, static_cast<uint64_t>(Map(s.name)));
+    if (s.type == EventStat::Type::kText) {
+      stat += LengthDelimitedFieldSize(fields::kStatStrValue,
+                                       names_->name(static_cast<int32_t>(s.value)).size());
+    } else {
+      const int64_t v =
+          s.type == EventStat::Type::kNameIndex ? Map(static_cast<int32_t>(s.value)) : s.value;
+      // int64_value, a oneof member: written even when 0.
+      stat += TagSize(fields::kStatInt64Value) + VarintSize(static_cast<uint64_t>(v));
+    }
+    n += LengthDelimitedFieldSize(fields::kEventStat, stat);
+  }
+  return n;
+}
+
+size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
+                               const std::vector<DeviceEventData>& events, int64_t dropped,
+                               const std::string& status, int64_t dropped_buffers) {
+  Clear();
+  tracer_ = tracer;
+  status_ = status;
+  dropped_ = dropped;
+  dropped_buffers_ = dropped_buffers;
+  names_ = &names;
+  events_ = &events;
+  // Group by (device, line) in arrival order: few lines, the last one hit first.
+  size_t last = 0;
+  for (uint32_t i = 0; i < events.size(); ++i) {
+    const DeviceEventData& e = events[i];
+    if (lines_.empty() || lines_[last].device != e.device || lines_[last].id != e.line) {
+      last = 0;
+      while (last < lines_.size() &&
+             (lines_[last].device != e.device || lines_[last].id != e.line)) {
+        ++last;
+      }
+      if (last == lines_.size()) lines_.push_back({e.device, e.line, {}, 0});
+    }
+    lines_[last].events.push_back(i);
+  }
+  std::sort(lines_.begin(), lines_.end(), [](const Line& a, const Line& b) {
+    return std::tie(a.device, a.id) < std::tie(b.device, b.id);
+  });
+  for (Line& line : lines_) SortByStart(events, &line.events);
+  // Sizes, inside out; trace-local names in order of first use.
+  local_.assign(names.size(), -1);
+  local_[0] = 0;
+  used_.push_back(0);
+  event_bytes_.resize(events.size());
+  size_t devices = 0;
+  for (size_t l = 0; l < lines_.size();) {
+    const int32_t device = lines_[l].device;
+    size_t device_payload =
+        VarintFieldSize(fields::kDeviceId, static_cast<uint64_t>(static_cast<int64_t>(device))) +
+        LengthDelimitedFieldSize(fields::kDeviceName, DeviceName(device).size());
+    for (; l < lines_.size() && lines_[l].device == device; ++l) {
+      Line& line = lines_[l];
+      line.payload = VarintFieldSize(fields::kLineId, static_cast<uint64_t>(line.id)) +
+                     LengthDelimitedFieldSize(fields::kLineName, LineName(device, line.id).size());
+      for (uint32_t i : line.events) {
+        const size_t bytes = EventPayload(events[i]);
+        event_bytes_[i] = static_cast<uint32_t>(bytes);
+        line.payload += LengthDelimitedFieldSize(fields::kLineEvent, bytes);
+      }
+      device_payload += LengthDelimitedFieldSize(fields::kDeviceLine, line.payload);
+    }
+    devices += LengthDelimitedFieldSize(fields::kTraceDevice, device_payload);
+  }
+  size_ = LengthDelimitedFieldSize(fields::kTraceTracer, tracer_.size()) + devices +
+          VarintFieldSize(fields::kTraceDroppedEvents, static_cast<uint64_t>(dropped_)) +
+          (status_.empty() ? 0 : LengthDelimitedFieldSize(fields::kTraceStatus, status_.size())) +
+          VarintFieldSize(fields::kTraceDroppedBuffers, static_cast<uint64_t>(dropped_buffers_));
+  for (int32_t global : used_) {
+    size_ += LengthDelimitedFieldSize(fields::kTraceName, names.name(global).size());
+  }
+  return size_;
+}
+
+void DeviceTraceWriter::Write(char* out) const {
+  const std::vector<DeviceEventData>& events = *events_;
+  const NameSnapshot& names = *names_;
+  char* p = out;
+  p = PutBytes(fields::kTraceTracer, tracer_, p);
+  for (int32_t global : used_) p = PutBytes(fields::kTraceName, names.name(global), p);
+  auto local = [&](int32_t global) {
+    return static_cast<uint64_t>(local_[static_cast<size_t>(global)]);
+  };
+  for (size_t l = 0; l < lines_.size();) {
+    const int32_t device = lines_[l].device;
+    const std::string device_name = DeviceName(device);
+    size_t device_payload =
+        VarintFieldSize(fields::kDeviceId, static_cast<uint64_t>(static_cast<int64_t>(device))) +
+        LengthDelimitedFieldSize(fields::kDeviceName, device_name.size());
+    size_t end = l;
+    for (; end < lines_.size() && lines_[end].device == device; ++end) {
+      device_payload += LengthDelimitedFieldSize(fields::kDeviceLine, lines_[end].payload);
+    }
+    p = PutLength(fields::kTraceDevice, device_payload, p);
+    p = PutVarintField(fields::kDeviceId, static_cast<uint64_t>(static_cast<int64_t>(device)), p);
+    p = PutBytes(fields::kDeviceName, device_name, p);
+    for (; l < end; ++l) {
+      const Line& line = lines_[l];
+      p = PutLength(fields::kDeviceLine, line.payload, p);
+      p = PutVarintField(fields::kLineId, static_cast<uint64_t>(line.id), p);
+      p = PutBytes(fields::kLineName, LineName(device, line.id), p);
+      for (uint32_t i : line.events) {
         const DeviceEventData& e = events[i];
-        event.clear();
-        AppendVarintField(fields::kEventNameIndex, static_cast<uint64_t>(map(e.name)), &event);
-        AppendVarintField(fields::kEventKind, static_cast<uint64_t>(e.kind), &event);
-        AppendVarintField(fields::kEventStartNs, static_cast<uint64_t>(e.start_ns), &event);
-        AppendVarintField(fields::kEventEndNs, static_cast<uint64_t>(e.end_ns), &event);
-        AppendVarintField(fields::kEventCorrelationId, e.correlation_id, &event);
-        AppendVarintField(fields::kEventExternalId, e.external_id, &event);
+        p = PutLength(fields::kLineEvent, event_bytes_[i], p);
+        p = PutVarintField(fields::kEventNameIndex, local(e.name), p);
+        p = PutVarintField(fields::kEventKind, static_cast<uint64_t>(e.kind), p);
+        p = PutVarintField(fields::kEventStartNs, static_cast<uint64_t>(e.start_ns), p);
+        p = PutVarintField(fields::kEventEndNs, static_cast<uint64_t>(e.end_ns), p);
+        p = PutVarintField(fields::kEventCorrelationId, e.correlation_id, p);
+        p = PutVarintField(fields::kEventExternalId, e.external_id, p);
         for (uint8_t k = 0; k < e.stat_count; ++k) {
           const EventStat& s = e.stats[k];
-          stat.clear();
-          AppendVarintField(fields::kStatNameIndex, static_cast<uint64_t>(map(s.name)), &stat);
+          const uint64_t name = local(s.name);
           if (s.type == EventStat::Type::kText) {
-            AppendLengthDelimitedField(fields::kStatStrValue,
-                                       names.name(static_cast<int32_t>(s.value)), &stat);
+            const std::string& text = names.name(static_cast<int32_t>(s.value));
+            p = PutLength(fields::kEventStat,
+                          VarintFieldSize(fields::kStatNameIndex, name) +
+                              LengthDelimitedFieldSize(fields::kStatStrValue, text.size()),
+                          p);
+            p = PutVarintField(fields::kStatNameIndex, name, p);
+            p = PutBytes(fields::kStatStrValue, text, p);
           } else {
-            const int64_t v = s.type == EventStat::Type::kNameIndex
-                                  ? map(static_cast<int32_t>(s.value))
-                                  : s.value;
-            // int64_value, a oneof member: written even when 0.
-            internal::AppendTag(fields::kStatInt64Value, internal::kWireVarint, &stat);
-            internal::AppendVarint(static_cast<uint64_t>(v), &stat);
+            const uint64_t v = s.type == EventStat::Type::kNameIndex
+                                   ? local(static_cast<int32_t>(s.value))
+                                   : static_cast<uint64_t>(s.value);
+            p = PutLength(fields::kEventStat,
+                          VarintFieldSize(fields::kStatNameIndex, name) +
+                              TagSize(fields::kStatInt64Value) + VarintSize(v),
+                          p);
+            p = PutVarintField(fields::kStatNameIndex, name, p);
+            p = WriteVarint(Tag(fields::kStatInt64Value, internal::kWireVarint), p);
+            p = WriteVarint(v, p);
           }
-          AppendLengthDelimitedField(fields::kEventStat, stat, &event);
         }
-        AppendLengthDelimitedField(fields::kLineEvent, event, &line_msg);
       }
-      AppendLengthDelimitedField(fields::kDeviceLine, line_msg, &device_msg);
     }
-    AppendLengthDelimitedField(fields::kTraceDevice, device_msg, &devices);
   }
-  std::string trace;
-  trace.reserve(devices.size() + 64 * used.size() + 64);
-  AppendLengthDelimitedField(fields::kTraceTracer, tracer, &trace);
-  for (int32_t global : used)
-    AppendLengthDelimitedField(fields::kTraceName, names.name(global), &trace);
-  trace += devices;
-  AppendVarintField(fields::kTraceDroppedEvents, static_cast<uint64_t>(dropped), &trace);
-  if (!status.empty()) AppendLengthDelimitedField(fields::kTraceStatus, status, &trace);
-  AppendVarintField(fields::kTraceDroppedBuffers, static_cast<uint64_t>(dropped_buffers), &trace);
-  return trace;
+  p = PutVarintField(fields::kTraceDroppedEvents, static_cast<uint64_t>(dropped_), p);
+  if (!status_.empty()) p = PutBytes(fields::kTraceStatus, status_, p);
+  p = PutVarintField(fields::kTraceDroppedBuffers, static_cast<uint64_t>(dropped_buffers_), p);
+}
+
+void DeviceTraceWriter::Clear() {
+  for (Line& line : lines_) line.events.clear();
+  lines_.clear();
+  used_.clear();
+  size_ = 0;
+  events_ = nullptr;
+  names_ = nullptr;
+}
+
+std::string SerializeDeviceTrace(const std::string& tracer, const NameSnapshot& names,
+                                 const std::vector<DeviceEventData>& events, int64_t dropped,
+                                 const std::string& status, int64_t dropped_buffers) {
+  DeviceTraceWriter writer;
+  std::string out(writer.Plan(tracer, names, events, dropped, status, dropped_buffers), '\0');
+  writer.Write(out.data());
+  return out;
 }
 
 }  // namespace cupti

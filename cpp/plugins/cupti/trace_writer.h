@@ -69,12 +69,73 @@ class NameTable {
   std::deque<std::string> names_;                        // A deque: its strings never move.
 };
 
-// Serialized xdl.proto.DeviceTrace of `events` (grouped by device then line,
-// sorted by start), with a name table holding only the names they use.
-// Sorts `events` in place.
-std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
-                                 std::vector<DeviceEventData>& events, int64_t dropped,
+// The names of a NameTable at one moment, readable while the table grows on
+// another thread: its strings never move, so pointers to them stay valid.
+// Take it under the table's lock; read it without.
+class NameSnapshot {
+ public:
+  NameSnapshot() = default;
+  explicit NameSnapshot(const NameTable& table);
+  const std::string& name(int32_t index) const { return *names_[static_cast<size_t>(index)]; }
+  size_t size() const { return names_.size(); }
+
+ private:
+  std::vector<const std::string*> names_;
+};
+
+// Lays out an xdl.proto.DeviceTrace of `events`, grouped by device then line
+// and sorted by start (stable: events of one start keep their order), with a
+// name table holding only the names they use; then writes it in one pass, at
+// its exact size, wherever the caller wants (the C ABI's buffer: no copy).
+// Events are never moved: lines hold indices, and a line already in order
+// (one stream's records arrive in order) is not sorted.
+// Threading: one thread at a time; `events` and `names` must outlive Write.
+class DeviceTraceWriter {
+ public:
+  // Returns the serialized size.
+  size_t Plan(const std::string& tracer, const NameSnapshot& names,
+              const std::vector<DeviceEventData>& events, int64_t dropped,
+              const std::string& status, int64_t dropped_buffers = 0);
+  size_t size() const { return size_; }
+  // Writes exactly size() bytes at `out`.
+  void Write(char* out) const;
+  // Forgets the plan (keeps its storage for the next one).
+  void Clear();
+
+ private:
+  struct Line {
+    int32_t device;
+    int64_t id;
+    std::vector<uint32_t> events;  // Indices into events_, in start order.
+    size_t payload = 0;            // Bytes of the Line message.
+  };
+  // The trace-local index of NameTable entry `global` (assigned on first use).
+  int32_t Map(int32_t global);
+  size_t EventPayload(const DeviceEventData& e);
+
+  std::string tracer_;
+  std::string status_;
+  int64_t dropped_ = 0;
+  int64_t dropped_buffers_ = 0;
+  const NameSnapshot* names_ = nullptr;
+  const std::vector<DeviceEventData>* events_ = nullptr;
+  std::vector<Line> lines_;            // In (device, line) order once planned.
+  std::vector<uint32_t> event_bytes_;  // Event message bytes, by event index.
+  std::vector<int32_t> local_;         // NameTable index -> trace index (-1: unused).
+  std::vector<int32_t> used_;          // Trace index -> NameTable index.
+  size_t size_ = 0;
+};
+
+// Serialized xdl.proto.DeviceTrace of `events` (DeviceTraceWriter's layout).
+std::string SerializeDeviceTrace(const std::string& tracer, const NameSnapshot& names,
+                                 const std::vector<DeviceEventData>& events, int64_t dropped,
                                  const std::string& status, int64_t dropped_buffers = 0);
+inline std::string SerializeDeviceTrace(const std::string& tracer, const NameTable& names,
+                                        const std::vector<DeviceEventData>& events, int64_t dropped,
+                                        const std::string& status, int64_t dropped_buffers = 0) {
+  return SerializeDeviceTrace(tracer, NameSnapshot(names), events, dropped, status,
+                              dropped_buffers);
+}
 
 }  // namespace cupti
 }  // namespace xdl_trace

@@ -548,6 +548,11 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
 void DeviceTracerSet::Admit(size_t index, std::string bytes, int64_t events, bool wait_for_room) {
   {
     MutexLock lock(&pending_mu_);
+    if (collect_into_ != nullptr) {  // CollectAll: the caller writes it at once.
+      events_collected_.fetch_add(events, std::memory_order_relaxed);
+      collect_into_->push_back(std::move(bytes));
+      return;
+    }
     // A part larger than the whole cap never fits: it is not waited for.
     while (wait_for_room && !stop_waiting_ && bytes.size() <= options_.max_pending_bytes &&
            pending_bytes_ + bytes.size() > options_.max_pending_bytes) {
@@ -575,6 +580,17 @@ absl::Status DeviceTracerSet::Collect(bool wait_for_room) {
     }
   }
   return first;
+}
+
+absl::Status DeviceTracerSet::CollectAll(std::vector<std::string>* out) {
+  {
+    MutexLock lock(&pending_mu_);
+    collect_into_ = out;
+  }
+  absl::Status status = Collect();
+  MutexLock lock(&pending_mu_);
+  collect_into_ = nullptr;
+  return status;
 }
 
 std::vector<std::string> DeviceTracerSet::TakePending(uint64_t max_bytes) {

@@ -111,6 +111,12 @@ class DeviceTracerSet {
   // waits until TakePending makes room, or until StopWaiting; without it (or
   // after StopWaiting) such a part is dropped and its events counted.
   absl::Status Collect(bool wait_for_room = false);
+  // At close, after Stop: collects every profiler into `out` (appended),
+  // without the max_pending_bytes cap: the caller writes them at once (the
+  // device-only record), so what the plugins hold is what this takes, and
+  // the last interval's events are not dropped for want of a step to take
+  // them.
+  absl::Status CollectAll(std::vector<std::string>* out);
   // Serialized xdl.proto.DeviceTrace messages collected so far, oldest first,
   // as many as fit in `max_bytes` (at least one); removes them.
   std::vector<std::string> TakePending(uint64_t max_bytes = UINT64_MAX);
@@ -165,6 +171,8 @@ class DeviceTracerSet {
   std::deque<std::string> pending_ ABSL_GUARDED_BY(pending_mu_);
   uint64_t pending_bytes_ ABSL_GUARDED_BY(pending_mu_) = 0;
   bool stop_waiting_ ABSL_GUARDED_BY(pending_mu_) = false;
+  // Set during CollectAll: parts go there, uncapped.
+  std::vector<std::string>* collect_into_ ABSL_GUARDED_BY(pending_mu_) = nullptr;
   std::atomic<int64_t> events_collected_{0};
   std::atomic<int64_t> events_dropped_{0};
   std::atomic<int64_t> buffers_dropped_{0};

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/status_macros.h"
+#include "core/thread_priority.h"
 #include "core/wire.h"
 #include "device_trace.pb.h"
 #include "xdl_trace.pb.h"
@@ -77,7 +78,10 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
                  tracing->set_->StatusSummary().c_str());
   }
   tracing->set_->StepBegin(tracing->step_id_);
-  tracing->collector_ = std::thread([t = tracing.get()] { t->CollectorLoop(); });
+  tracing->collector_ = std::thread([t = tracing.get()] {
+    t->CollectorLoop();
+    t->collector_done_.store(true);
+  });
   pthread_setname_np(tracing->collector_.native_handle(), kCollectorThreadName);
   return tracing;
 }
@@ -95,6 +99,7 @@ DeviceTracing::~DeviceTracing() {
 
 void DeviceTracing::CollectorLoop() {
   const int64_t thread_id = static_cast<int64_t>(::syscall(SYS_gettid));
+  LowerCurrentThreadPriority(kBackgroundNiceSteps);  // Training comes first.
   auto next = std::chrono::steady_clock::now();
   uint64_t steps_seen = 0;
   while (true) {
@@ -124,15 +129,21 @@ void DeviceTracing::CollectorLoop() {
   }
 }
 
-void DeviceTracing::StopCollector() {
+void DeviceTracing::StopCollector(std::vector<std::string>* taken) {
   if (!collector_.joinable()) return;
   {
     MutexLock lock(&mu_);
     stopping_ = true;
   }
   wake_.SignalAll();
-  set_->StopWaiting();
+  // A collect in progress may be waiting for room under the pending cap:
+  // taking its parts as they come lets it finish without dropping any.
+  while (!collector_done_.load()) {
+    for (std::string& trace : set_->TakePending()) taken->push_back(std::move(trace));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   collector_.join();
+  set_->StopWaiting();
 }
 
 void DeviceTracing::OnStepCalled(int64_t gstep, int64_t lstep) {
@@ -194,21 +205,23 @@ void DeviceTracing::OnStepNotTraced(int64_t, int64_t, int64_t, int64_t end_ns) {
 std::string DeviceTracing::Finish() {
   if (finished_) return "";
   finished_ = true;
-  // Parts taken before the collector stops make room for a collect that
-  // waits for it, so nothing is dropped for want of a step to take it.
+  // Parts are taken while the collector stops, so a collect waiting for room
+  // ends without dropping any for want of a step to take them.
   std::vector<std::string> traces = set_->TakePending();
-  StopCollector();
+  StopCollector(&traces);
   set_->StepEnd(step_id_);
   set_->Stop().IgnoreError();
+  for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
+  // The last collect goes straight into the device-only record, past the
+  // pending cap: nothing would take pending parts any more.
   const int64_t start = WallClockNs();
-  set_->Collect().IgnoreError();
+  set_->CollectAll(&traces).IgnoreError();
   {
     MutexLock lock(&mu_);
     spans_.insert(spans_.end(), collect_spans_.begin(), collect_spans_.end());
     collect_spans_.clear();
   }
   AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, start, WallClockNs());
-  for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
   if (traces.empty()) {
     spans_.clear();  // Spans alone do not justify a record of their own.
     return "";

@@ -104,8 +104,9 @@ class DeviceTracing final : public RecordExtras {
   DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s);
   void AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns);
   void CollectorLoop();
-  // Ends the collector thread (idempotent).
-  void StopCollector();
+  // Ends the collector thread (idempotent), moving the parts it collects
+  // meanwhile into `taken`.
+  void StopCollector(std::vector<std::string>* taken);
 
   const std::unique_ptr<DeviceTracerSet> set_;
   const int64_t collect_interval_ns_;
@@ -121,6 +122,7 @@ class DeviceTracing final : public RecordExtras {
   std::atomic<int64_t> lstep_{0};
   std::atomic<uint64_t> span_step_id_{1};
   std::atomic<int64_t> collects_{0};
+  std::atomic<bool> collector_done_{false};  // CollectorLoop returned.
 
   Mutex mu_;
   CondVar wake_;  // Stop, or (interval 0) a step was called.
