@@ -13,6 +13,8 @@
  *   memory=1          also a 1 MiB allocation at the start of each step and its free
  *                     at the end (DEVICE_EVENT_MEMORY on device 0's "memory" line, -4),
  *                     stats "operation" ("alloc"/"free") and "bytes".
+ *   announce_bytes=N  collect(NULL) announces N bytes whatever it holds (a plugin whose
+ *                     size is not to be trusted, issue 24 #8).
  *   hostile=1         what a careless plugin sends and the writer accepts (issue 24 #5):
  *                     the kernel's name is not UTF-8 ("fake_\xff\xfe_kernel") and every
  *                     "bytes" stat is a string ("4096", "1 MiB") instead of a number.
@@ -55,6 +57,7 @@ typedef struct FakeEvent {
 struct XdlTraceProfiler {
   pthread_mutex_t mu; /* Guards events, n_events, dropped, snapshot, has_snapshot. */
   int unavailable, fail_start, events_per_step, running, nvtx, memory, lost_buffers, hostile;
+  uint64_t announce_bytes; /* 0: the snapshot's own size. */
   uint64_t max_events;
   FakeEvent* events;
   size_t n_events;
@@ -186,6 +189,8 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
   p->nvtx = strstr(config, "nvtx=1") != NULL;
   p->memory = strstr(config, "memory=1") != NULL;
   p->hostile = strstr(config, "hostile=1") != NULL;
+  const char* announce = strstr(config, "announce_bytes=");
+  if (announce != NULL) p->announce_bytes = strtoull(announce + strlen("announce_bytes="), NULL, 10);
   const char* lost = strstr(config, "lost_buffers=");
   if (lost != NULL) p->lost_buffers = atoi(lost + strlen("lost_buffers="));
   const char* eps = strstr(config, "events_per_step=");
@@ -272,7 +277,7 @@ static int32_t FakeCollect(XdlTraceProfiler* p, uint8_t* buffer, size_t* size,
       p->n_events = 0;
       p->dropped = 0;
     }
-    *size = p->snapshot.n;
+    *size = p->announce_bytes != 0 ? (size_t)p->announce_bytes : p->snapshot.n;
   } else if (!p->has_snapshot) {
     SetError(error, "fake: collect with a buffer before asking the size");
     rc = XDL_TRACE_PLUGIN_FAILED_PRECONDITION;

@@ -105,3 +105,26 @@ def test_device_nvtx_ranges_and_memory_counters_in_the_timeline(tmp_path, fake_p
     values = [e["args"]["bytes"] for e in sorted(counters, key=lambda e: e["ts"])]
     assert values == [1 << 20, 0] * steps
     assert {e["pid"] for e in counters} == {memory[0]["pid"]}
+
+
+def test_a_collect_announcing_more_than_the_cap_is_refused_naming_the_plugin(tmp_path, fake_plugin):
+    # Issue 24 row 8: 2^62 bytes announced, nothing allocated, the training run unharmed.
+    xdl.trace_tensor("w", np.arange(8, dtype=np.float32))
+    config = {
+        "output_dir": str(tmp_path / "run"),
+        "device_tracers": [fake_plugin],
+        "device_collect_interval_s": 0,
+        "device_plugin_config": "announce_bytes=4611686018427387904",
+        "fsync": False,
+    }
+    with xdl.TraceHook(config) as hook:
+        for step in range(3):
+            hook.step(gstep=step)
+    stats = hook.stats()
+    (tracer,) = stats["device_tracers"]
+    assert tracer["state"] == "error"
+    assert fake_plugin in tracer["message"] or "fake" in tracer["message"]
+    assert "4611686018427387904 bytes" in tracer["message"]
+    assert "cap" in tracer["message"]
+    assert tracer["buffers_dropped"] >= 1
+    assert stats["records_written"] >= 3

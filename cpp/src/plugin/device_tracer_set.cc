@@ -436,7 +436,11 @@ absl::Status DeviceTracerSet::Start() {
     }
   }
   running_ = true;
-  return Collect();
+  // A tracer whose first collect fails is marked kFailed and said so in the
+  // status (Collect does both); training starts all the same, as with a start
+  // that fails.
+  Collect().IgnoreError();
+  return absl::OkStatus();
 }
 
 absl::Status DeviceTracerSet::Stop() {
@@ -500,6 +504,15 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
                                               "): ", error.message()));
     }
     if (size == 0) return absl::OkStatus();
+    // The announced size is the plugin's word: past the cap nothing is
+    // allocated, and the collect is lost (counted as a lost buffer) and said so.
+    const uint64_t cap = options_.MaxCollectBytes();
+    if (size > cap) {
+      CountDrops(static_cast<size_t>(&tracer - tracers_.data()), 0, 1);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("device_tracers: '", tracer.entry, "': collect announced ", size,
+                       " bytes, above the cap of ", cap, " (4 x max_buffer_bytes); not taken"));
+    }
     // Not zero-filled: the plugin writes every byte it reports.
     bytes.resize(size);
     rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get());

@@ -59,6 +59,9 @@ bool SummarizeDeviceTrace(std::string_view bytes, DeviceTraceSummary* out);
 struct DeviceTracerSetOptions {
   // Passed to every plugin as XdlTraceProfilerOptions::max_buffer_bytes.
   uint64_t max_buffer_bytes_per_tracer = 64ull << 20;
+  // The most one collect of a plugin may announce (4 x its buffer cap, as for
+  // TensorFlow plugins' XSpaces); larger collects are refused, never allocated.
+  uint64_t MaxCollectBytes() const { return 4 * max_buffer_bytes_per_tracer; }
   // Collected traces waiting for a record; past it the rest of a collect is
   // dropped and its events counted in events_dropped() and the tracer's status.
   uint64_t max_pending_bytes = 32ull << 20;
@@ -94,8 +97,9 @@ class DeviceTracerSet {
   // is destroyed and left out for the rest of the run, kFailed with the
   // message "start failed (rc): ..."; the others run, as Kineto
   // carries on without the GPU when CUPTI will not start. Then collects once
-  // so Statuses() reports unavailable tracers right away. No-op when
-  // running.
+  // so Statuses() reports unavailable tracers right away (a collect that
+  // fails marks its tracer kFailed, as any collect does, and fails nothing
+  // else). No-op when running.
   absl::Status Start();
   // Stops every profiler (each flushes its device buffers). No-op when stopped.
   absl::Status Stop();
