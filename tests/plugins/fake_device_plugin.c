@@ -190,7 +190,8 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
   p->memory = strstr(config, "memory=1") != NULL;
   p->hostile = strstr(config, "hostile=1") != NULL;
   const char* announce = strstr(config, "announce_bytes=");
-  if (announce != NULL) p->announce_bytes = strtoull(announce + strlen("announce_bytes="), NULL, 10);
+  if (announce != NULL)
+    p->announce_bytes = strtoull(announce + strlen("announce_bytes="), NULL, 10);
   const char* lost = strstr(config, "lost_buffers=");
   if (lost != NULL) p->lost_buffers = atoi(lost + strlen("lost_buffers="));
   const char* eps = strstr(config, "events_per_step=");
