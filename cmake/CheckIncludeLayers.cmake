@@ -2,8 +2,8 @@
 #
 #   cmake -DROOT=<a tree with cpp/src, cpp/include, cpp/plugins> -P CheckIncludeLayers.cmake
 #
-# Reads every #include "..." line of cpp/src/<layer>/*, cpp/plugins/** and
-# cpp/include/xdl_trace/** and checks it against the table below.
+# Reads every #include "..." line of cpp/src/<layer>/*, cpp/plugins/**,
+# cpp/include/xdl_trace/** and bindings/* and checks it against the table below.
 
 cmake_minimum_required(VERSION 3.18)
 
@@ -65,7 +65,9 @@ foreach(layer IN LISTS layers)
   foreach(file IN LISTS sources)
     quoted_includes("${file}" includes)
     foreach(include IN LISTS includes)
-      if(include MATCHES "^([a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers)
+      if(include STREQUAL "core/device_trace_fields.h")
+        violation("${file}" "${include}" "the core takes field numbers from the generated code; the hand-written table is for plugins")
+      elseif(include MATCHES "^([a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers)
         set(target "${CMAKE_MATCH_1}")
         if(NOT target IN_LIST allowed_${layer} AND NOT include IN_LIST allowed_${layer}_headers)
           list(JOIN allowed_${layer} ", " may)
@@ -114,6 +116,22 @@ foreach(file IN LISTS plugin_sources)
       violation("${file}" "${include}" "a plugin may include only ${may} from cpp/src")
     elseif(include MATCHES "^xdl_trace/" AND NOT include MATCHES "^xdl_trace/plugin/")
       violation("${file}" "${include}" "a plugin sees only the C ABI of xdl_trace/plugin/")
+    endif()
+  endforeach()
+endforeach()
+
+# bindings/: shims over any layer of the core (public or internal headers,
+# generated code), never a plugin's files, CUDA headers or the plugins' field table.
+file(GLOB binding_sources "${ROOT}/bindings/*.h" "${ROOT}/bindings/*.cc")
+foreach(file IN LISTS binding_sources)
+  quoted_includes("${file}" includes)
+  foreach(include IN LISTS includes)
+    if(include MATCHES "cupti" OR include MATCHES "^<?cuda")
+      violation("${file}" "${include}" "the binding never includes CUDA headers (fences find CUDA at run time)")
+    elseif(include MATCHES "^(cupti|plugins)/")
+      violation("${file}" "${include}" "the binding never includes a plugin's files")
+    elseif(include STREQUAL "core/device_trace_fields.h")
+      violation("${file}" "${include}" "the binding takes field numbers from the generated code")
     endif()
   endforeach()
 endforeach()

@@ -7,7 +7,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "core/device_trace_fields.h"
 #include "core/status_macros.h"
 #include "core/wire.h"
 #include "device_trace.pb.h"
@@ -15,6 +14,12 @@
 namespace xdl_trace {
 namespace internal {
 namespace {
+
+// Field numbers from the generated code: the .proto is their one source.
+using xdl::proto::Device;
+using xdl::proto::DeviceEvent;
+using xdl::proto::DeviceLine;
+using xdl::proto::DeviceTrace;
 
 // The state a plugin reports in DeviceTrace.status, the ABI's one string:
 // empty when fine, "unavailable: why" without a device (the RFC's rule),
@@ -86,34 +91,33 @@ bool Nested(uint32_t wire, std::string_view payload, F inner) {
 }  // namespace
 
 bool SummarizeDeviceTrace(std::string_view bytes, DeviceTraceSummary* out) {
-  namespace f = device_trace_fields;
   *out = DeviceTraceSummary{};
   auto stat = [](uint32_t, uint32_t, uint64_t, std::string_view) { return true; };
   auto event = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
-    return n != f::kEventStat || Nested(wire, payload, stat);
+    return n != DeviceEvent::kStatFieldNumber || Nested(wire, payload, stat);
   };
   auto line = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
-    if (n != f::kLineEvent) return true;
+    if (n != DeviceLine::kEventFieldNumber) return true;
     ++out->events;
     return Nested(wire, payload, event);
   };
   auto device = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
-    return n != f::kDeviceLine || Nested(wire, payload, line);
+    return n != Device::kLineFieldNumber || Nested(wire, payload, line);
   };
-  return ForEachField(bytes,
-                      [&](uint32_t n, uint32_t wire, uint64_t value, std::string_view payload) {
-                        if (n == f::kTraceTracer && wire == kWireLengthDelimited)
-                          out->tracer = std::string(payload);
-                        if (n == f::kTraceStatus && wire == kWireLengthDelimited)
-                          out->status = std::string(payload);
-                        if (n == f::kTraceDroppedEvents && wire == kWireVarint) {
-                          out->dropped_events = static_cast<int64_t>(value);
-                        }
-                        if (n == f::kTraceDroppedBuffers && wire == kWireVarint) {
-                          out->dropped_buffers = static_cast<int64_t>(value);
-                        }
-                        return n != f::kTraceDevice || Nested(wire, payload, device);
-                      });
+  return ForEachField(
+      bytes, [&](uint32_t n, uint32_t wire, uint64_t value, std::string_view payload) {
+        if (n == DeviceTrace::kTracerFieldNumber && wire == kWireLengthDelimited)
+          out->tracer = std::string(payload);
+        if (n == DeviceTrace::kStatusFieldNumber && wire == kWireLengthDelimited)
+          out->status = std::string(payload);
+        if (n == DeviceTrace::kDroppedEventsFieldNumber && wire == kWireVarint) {
+          out->dropped_events = static_cast<int64_t>(value);
+        }
+        if (n == DeviceTrace::kDroppedBuffersFieldNumber && wire == kWireVarint) {
+          out->dropped_buffers = static_cast<int64_t>(value);
+        }
+        return n != DeviceTrace::kDeviceFieldNumber || Nested(wire, payload, device);
+      });
 }
 
 namespace {
@@ -139,28 +143,31 @@ struct WireTrace {
 };
 
 bool ReadWireTrace(std::string_view bytes, WireTrace* out) {
-  namespace f = device_trace_fields;
   return ForEachField(
       bytes, [&](uint32_t n, uint32_t wire, uint64_t value, std::string_view payload) {
         const bool text = wire == kWireLengthDelimited;
-        if (n == f::kTraceTracer && text) out->tracer = payload;
-        if (n == f::kTraceName && text) out->names.push_back(payload);
-        if (n == f::kTraceStatus && text) out->status = payload;
-        if (n == f::kTraceDroppedEvents && wire == kWireVarint) out->dropped_events = value;
-        if (n == f::kTraceDroppedBuffers && wire == kWireVarint) out->dropped_buffers = value;
-        if (n != f::kTraceDevice || !text) return true;
+        if (n == DeviceTrace::kTracerFieldNumber && text) out->tracer = payload;
+        if (n == DeviceTrace::kNameFieldNumber && text) out->names.push_back(payload);
+        if (n == DeviceTrace::kStatusFieldNumber && text) out->status = payload;
+        if (n == DeviceTrace::kDroppedEventsFieldNumber && wire == kWireVarint)
+          out->dropped_events = value;
+        if (n == DeviceTrace::kDroppedBuffersFieldNumber && wire == kWireVarint)
+          out->dropped_buffers = value;
+        if (n != DeviceTrace::kDeviceFieldNumber || !text) return true;
         WireTrace::Device& device = out->devices.emplace_back();
         return ForEachField(
             payload, [&](uint32_t dn, uint32_t dwire, uint64_t dvalue, std::string_view dpayload) {
-              if (dn == f::kDeviceId && dwire == kWireVarint) device.id = dvalue;
-              if (dn == f::kDeviceName && dwire == kWireLengthDelimited) device.name = dpayload;
-              if (dn != f::kDeviceLine || dwire != kWireLengthDelimited) return true;
+              if (dn == Device::kIdFieldNumber && dwire == kWireVarint) device.id = dvalue;
+              if (dn == Device::kNameFieldNumber && dwire == kWireLengthDelimited)
+                device.name = dpayload;
+              if (dn != Device::kLineFieldNumber || dwire != kWireLengthDelimited) return true;
               WireTrace::Line& line = device.lines.emplace_back();
               return ForEachField(dpayload, [&](uint32_t ln, uint32_t lwire, uint64_t lvalue,
                                                 std::string_view lpayload) {
-                if (ln == f::kLineId && lwire == kWireVarint) line.id = lvalue;
-                if (ln == f::kLineName && lwire == kWireLengthDelimited) line.name = lpayload;
-                if (ln == f::kLineEvent && lwire == kWireLengthDelimited)
+                if (ln == DeviceLine::kIdFieldNumber && lwire == kWireVarint) line.id = lvalue;
+                if (ln == DeviceLine::kNameFieldNumber && lwire == kWireLengthDelimited)
+                  line.name = lpayload;
+                if (ln == DeviceLine::kEventFieldNumber && lwire == kWireLengthDelimited)
                   line.events.push_back(lpayload);
                 return true;
               });
@@ -185,16 +192,16 @@ struct LineRun {
 
 bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,
                            std::vector<DeviceTracePart>* parts) {
-  namespace f = device_trace_fields;
   WireTrace trace;
   if (!ReadWireTrace(bytes, &trace)) return false;
   // Every part: tracer and names; the first also the drop counts and status.
-  size_t base = StringFieldSize(f::kTraceTracer, trace.tracer);
+  size_t base = StringFieldSize(DeviceTrace::kTracerFieldNumber, trace.tracer);
   for (std::string_view name : trace.names)
-    base += LengthDelimitedFieldSize(f::kTraceName, name.size());
-  const size_t first_extra = VarintFieldSize(f::kTraceDroppedEvents, trace.dropped_events) +
-                             StringFieldSize(f::kTraceStatus, trace.status) +
-                             VarintFieldSize(f::kTraceDroppedBuffers, trace.dropped_buffers);
+    base += LengthDelimitedFieldSize(DeviceTrace::kNameFieldNumber, name.size());
+  const size_t first_extra =
+      VarintFieldSize(DeviceTrace::kDroppedEventsFieldNumber, trace.dropped_events) +
+      StringFieldSize(DeviceTrace::kStatusFieldNumber, trace.status) +
+      VarintFieldSize(DeviceTrace::kDroppedBuffersFieldNumber, trace.dropped_buffers);
   // Plan with SplitDeviceTrace's size bounds, so both split at the same events.
   std::vector<std::vector<LineRun>> plan(1);
   size_t size = base + first_extra;
@@ -239,50 +246,52 @@ bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,
     for (size_t r = 0; r < runs.size(); ++r) {
       const WireTrace::Device& device = trace.devices[runs[r].device];
       const WireTrace::Line& line = device.lines[runs[r].line];
-      size_t n = VarintFieldSize(f::kLineId, line.id) + StringFieldSize(f::kLineName, line.name);
+      size_t n = VarintFieldSize(DeviceLine::kIdFieldNumber, line.id) +
+                 StringFieldSize(DeviceLine::kNameFieldNumber, line.name);
       for (size_t e = runs[r].begin; e < runs[r].end; ++e) {
-        n += LengthDelimitedFieldSize(f::kLineEvent, line.events[e].size());
+        n += LengthDelimitedFieldSize(DeviceLine::kEventFieldNumber, line.events[e].size());
       }
       line_size[r] = n;
     }
     for (size_t r = 0; r < runs.size();) {
       const WireTrace::Device& device = trace.devices[runs[r].device];
-      size_t n =
-          VarintFieldSize(f::kDeviceId, device.id) + StringFieldSize(f::kDeviceName, device.name);
+      size_t n = VarintFieldSize(Device::kIdFieldNumber, device.id) +
+                 StringFieldSize(Device::kNameFieldNumber, device.name);
       size_t last = r;
       for (; last < runs.size() && runs[last].device == runs[r].device; ++last) {
-        n += LengthDelimitedFieldSize(f::kDeviceLine, line_size[last]);
+        n += LengthDelimitedFieldSize(Device::kLineFieldNumber, line_size[last]);
       }
       device_size[r] = n;
-      total += LengthDelimitedFieldSize(f::kTraceDevice, n);
+      total += LengthDelimitedFieldSize(DeviceTrace::kDeviceFieldNumber, n);
       r = last;
     }
     std::string& out = part.bytes;
     out.reserve(total);
-    AppendStringField(f::kTraceTracer, trace.tracer, &out);
-    for (std::string_view name : trace.names) AppendLengthDelimitedField(f::kTraceName, name, &out);
+    AppendStringField(DeviceTrace::kTracerFieldNumber, trace.tracer, &out);
+    for (std::string_view name : trace.names)
+      AppendLengthDelimitedField(DeviceTrace::kNameFieldNumber, name, &out);
     for (size_t r = 0; r < runs.size(); ++r) {
       const WireTrace::Device& device = trace.devices[runs[r].device];
       if (r == 0 || runs[r - 1].device != runs[r].device) {
-        AppendTag(f::kTraceDevice, kWireLengthDelimited, &out);
+        AppendTag(DeviceTrace::kDeviceFieldNumber, kWireLengthDelimited, &out);
         AppendVarint(device_size[r], &out);
-        AppendVarintField(f::kDeviceId, device.id, &out);
-        AppendStringField(f::kDeviceName, device.name, &out);
+        AppendVarintField(Device::kIdFieldNumber, device.id, &out);
+        AppendStringField(Device::kNameFieldNumber, device.name, &out);
       }
       const WireTrace::Line& line = device.lines[runs[r].line];
-      AppendTag(f::kDeviceLine, kWireLengthDelimited, &out);
+      AppendTag(Device::kLineFieldNumber, kWireLengthDelimited, &out);
       AppendVarint(line_size[r], &out);
-      AppendVarintField(f::kLineId, line.id, &out);
-      AppendStringField(f::kLineName, line.name, &out);
+      AppendVarintField(DeviceLine::kIdFieldNumber, line.id, &out);
+      AppendStringField(DeviceLine::kNameFieldNumber, line.name, &out);
       for (size_t e = runs[r].begin; e < runs[r].end; ++e) {
-        AppendLengthDelimitedField(f::kLineEvent, line.events[e], &out);
+        AppendLengthDelimitedField(DeviceLine::kEventFieldNumber, line.events[e], &out);
       }
       part.events += static_cast<int64_t>(runs[r].end - runs[r].begin);
     }
     if (p == 0) {
-      AppendVarintField(f::kTraceDroppedEvents, trace.dropped_events, &out);
-      AppendStringField(f::kTraceStatus, trace.status, &out);
-      AppendVarintField(f::kTraceDroppedBuffers, trace.dropped_buffers, &out);
+      AppendVarintField(DeviceTrace::kDroppedEventsFieldNumber, trace.dropped_events, &out);
+      AppendStringField(DeviceTrace::kStatusFieldNumber, trace.status, &out);
+      AppendVarintField(DeviceTrace::kDroppedBuffersFieldNumber, trace.dropped_buffers, &out);
     }
   }
   return true;
@@ -538,7 +547,7 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
   }
   if (summary.tracer.empty()) {
     // A later occurrence of a string field wins: appending names the trace.
-    AppendLengthDelimitedField(device_trace_fields::kTraceTracer, tracer.type, &bytes);
+    AppendLengthDelimitedField(DeviceTrace::kTracerFieldNumber, tracer.type, &bytes);
   }
   if (bytes.size() <= options_.max_trace_part_bytes) {
     Admit(index, std::move(bytes), summary.events, wait_for_room);
