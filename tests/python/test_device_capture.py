@@ -344,3 +344,18 @@ def test_cuda_update_enqueued_right_after_step_never_shows(cfg, read_trace, side
     for step, cols in enumerate(rec[3] for rec in trace.records):
         assert (cols["w"] == step).all()
         assert cols["w_stats"][STATS.index("min")] == cols["w_stats"][STATS.index("max")] == step
+
+
+def test_device_records_pass_every_reader_s_checksums(cfg):
+    # The IO thread seals a record's checksum once its device bytes have landed.
+    w = torch.arange(1000.0)
+    with installed(FakeDevice(delay_s=0.01)):
+        xdl.trace_tensor("w", lambda: w)
+        xdl.trace_tensor("w_stats", lambda: w, summary="stats")
+        with xdl.TraceHook(cfg) as hook:
+            for _ in range(3):
+                hook.step()
+    trace = xdl.open_trace(cfg["output_dir"])  # Checks every record's crc32c.
+    np.testing.assert_array_equal(trace.stack("w")[2], w.numpy())
+    reports = trace.verify()
+    assert reports and all(r["ok"] and not r["unverifiable"] for r in reports), reports
