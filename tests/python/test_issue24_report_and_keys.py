@@ -8,7 +8,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
+from headless_chromium import Chromium
 from xdl_trace import report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -89,13 +89,6 @@ def test_report_find_nan_and_export_are_linear_in_the_number_of_keys(tmp_path):
 HOSTILE = "<!--<script>"
 
 
-def _chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
 def test_the_data_block_escapes_lt_gt_amp_and_the_charts_survive_hostile_names(tmp_path):
     run = tmp_path / HOSTILE  # The run directory's name is the run's label on the page.
     write_keys(str(run), {HOSTILE: np.arange(4.0), f"{HOSTILE}/w & </script>": np.ones(3)})
@@ -108,29 +101,10 @@ def test_the_data_block_escapes_lt_gt_amp_and_the_charts_survive_hostile_names(t
     model = page_model(page)
     assert {c["key"] for c in model["cards"]} == {HOSTILE, f"{HOSTILE}/w & </script>"}
     assert model["runs"][0]["label"] == HOSTILE
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("chromium is not installed (scripts/setup.sh): the page was not rendered")
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    dom = subprocess.run(
-        [
-            browser,
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom",
-            "file://" + out,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    title = re.search(r"<title>(.*?)</title>", dom.stdout).group(1)
+    dom = Chromium(tmp_path).dom(out)
+    title = re.search(r"<title>(.*?)</title>", dom).group(1)
     assert not title.startswith("ERROR"), title
-    assert f'data-charts="{result["charts"]}"' in dom.stdout, dom.stdout[-3000:]
+    assert f'data-charts="{result["charts"]}"' in dom, dom[-3000:]
 
 
 def test_keys_that_differ_in_punctuation_get_different_card_anchors(tmp_path):

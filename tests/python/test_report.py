@@ -5,7 +5,6 @@ import ast
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
+from headless_chromium import Chromium
 from xdl_trace import alerts, analysis, device_events, gpu_steps, report, report_html
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -347,73 +347,27 @@ window.addEventListener('load', function () {
 </script>"""
 
 
-def _chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 def test_renders_in_headless_chromium_without_errors(runs, tmp_path):
-    browser = _chromium()
-    if browser is None:
-        pytest.skip("chromium is not installed (scripts/setup.sh installs it): cannot render")
+    browser = Chromium(tmp_path)
     matplotlib = pytest.importorskip(
         "matplotlib.image", reason="python3-matplotlib is not installed (scripts/setup.sh)"
     )
 
     out = str(tmp_path / "report.html")
     result = report.write_report([runs["a"], runs["b"]], out)
-    common = [
-        browser,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-    ]
-    # The browser is not our code: under `make sanitize` it must not get libasan preloaded.
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     shot = str(tmp_path / "shot.png")
-    render = subprocess.run(
-        common + [f"--screenshot={shot}", "--window-size=1280,2000", "file://" + out],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert render.returncode == 0, render.stderr[-2000:]
-    console = [l for l in render.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    console = browser.screenshot(out, shot)
     assert not console, console
-    dom = subprocess.run(
-        common + ["--dump-dom", "file://" + out],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    title = re.search(r"<title>(.*?)</title>", dom.stdout).group(1)
+    dom = browser.dom(out)
+    title = re.search(r"<title>(.*?)</title>", dom).group(1)
     assert not title.startswith("ERROR"), title
-    assert f'data-charts="{result["charts"]}"' in dom.stdout
-    assert dom.stdout.count('class="uplot') == result["charts"]
+    assert f'data-charts="{result["charts"]}"' in dom
+    assert dom.count('class="uplot') == result["charts"]
     # Hovering a chart shows the gstep and the values there (a mouse move dispatched in-page).
     probe = str(tmp_path / "probe.html")
     with open(out, encoding="utf-8") as f, open(probe, "w", encoding="utf-8") as g:
         g.write(f.read().replace("</body>", _HOVER_PROBE + "</body>"))
-    hovered = subprocess.run(
-        common + ["--window-size=1280,2000", "--dump-dom", "file://" + probe],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    title = re.search(r"<title>(.*?)</title>", hovered.stdout).group(1)
+    title = re.search(r"<title>(.*?)</title>", browser.dom(probe)).group(1)
     # The first card is the loss (scalars first): its value by run and rank.
     assert re.fullmatch(r"TIP:block\|gstep \d+.*run_a · rank 0: [-0-9.e]+.*", title), title
     image = matplotlib.imread(shot)

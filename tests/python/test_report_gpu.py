@@ -5,12 +5,11 @@ import gzip
 import json
 import os
 import re
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
+from headless_chromium import Chromium
 from xdl_trace import _core, analysis, device_events, gpu_steps, report, timeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -208,50 +207,22 @@ def test_timeline_names_kernels_demangled(tmp_path, kineto):
     assert streams == {"stream 7"}
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup.sh)")
 def test_gpu_section_renders_in_headless_chromium(tmp_path):
+    browser = Chromium(tmp_path)
     matplotlib = pytest.importorskip("matplotlib.image", reason="python3-matplotlib is needed")
     out = str(tmp_path / "report.html")
     result = report.write_report(H100, out)
     page = open(out, encoding="utf-8").read()
     assert "GPU busy" in page and "Host CUDA API calls" in page
     assert "cudnn::bn_bw_1C11_kernel_new" in page and "_ZN5cudnn21bn_bw" in page  # title=
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    common = [
-        CHROMIUM,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-    ]
-    dom = subprocess.run(
-        common + ["--dump-dom", "file://" + out],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert not re.search(r"<title>ERROR", dom.stdout)
-    assert f'data-charts="{result["charts"]}"' in dom.stdout
-    gpu_box = dom.stdout[dom.stdout.index('id="gpu-charts"') :]
+    dom = browser.dom(out, window="1400,2400")
+    assert not re.search(r"<title>ERROR", dom)
+    assert f'data-charts="{result["charts"]}"' in dom
+    gpu_box = dom[dom.index('id="gpu-charts"') :]
     gpu_box = gpu_box[: gpu_box.index('class="gpu-run"')]
     assert gpu_box.count('class="uplot') == 3  # Busy, time by kind, idle by cause.
     shot = str(tmp_path / "shot.png")
-    render = subprocess.run(
-        common + [f"--screenshot={shot}", "--window-size=1400,2400", "file://" + out],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert render.returncode == 0, render.stderr[-2000:]
-    assert not [l for l in render.stderr.splitlines() if "Uncaught" in l or "CONSOLE" in l]
+    assert not browser.screenshot(out, shot, window="1400,2400")
     image = (matplotlib.imread(shot)[..., :3] * 255).round().astype(int)
 
     # The stacked bands are drawn: compute (#2ca02c at alpha 0.55 over white) covers a large
