@@ -24,7 +24,6 @@ IoLoop::IoLoop(const TraceConfig& config, const std::vector<std::string>& keys,
       queue_(queue),
       pool_(pool),
       before_record_write_(std::move(before_record_write)) {
-  if (options_.config.run_id.empty()) options_.config.run_id = NewRunId();
   options_.header_frame = DataFileSegment::HeaderFrame(keys, columns, options_.config);
 }
 

@@ -52,9 +52,9 @@ class IoLoop {
     int64_t deferred_failed = 0;  // Records dropped because their device copies failed.
   };
 
-  // `config.run_id` is generated when empty. `before_record_write`, when set,
-  // runs on the IO thread before each record joins a write group (a slow sink
-  // for tests). `columns` (one per key, or none) go into every Header.
+  // `config.run_id` is written as given (TraceWriter::Open names the run). `before_record_write`,
+  // when set, runs on the IO thread before each record joins a write group (a slow sink for tests).
+  // `columns` (one per key, or none) go into every Header.
   IoLoop(const TraceConfig& config, const std::vector<std::string>& keys, ByteBoundedQueue* queue,
          FramePool* pool, std::function<void()> before_record_write = nullptr,
          const std::vector<xdl::proto::ColumnDescriptor>& columns = {});

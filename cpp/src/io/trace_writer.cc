@@ -89,6 +89,7 @@ class FileTraceWriter final : public TraceWriter {
                   WriterTestHooks hooks, const std::vector<xdl::proto::ColumnDescriptor>& columns,
                   WriterLock lock)
       : lock_(std::move(lock)),
+        run_id_(config.run_id),
         overflow_(config.overflow),
         queue_(PendingBytesBound(config)),
         pool_(kMaxPooledFrames, PendingBytesBound(config)),
@@ -174,6 +175,7 @@ class FileTraceWriter final : public TraceWriter {
   }
 
   std::string TakeBuffer(size_t min_capacity) override { return pool_.Take(min_capacity); }
+  const std::string& run_id() const override { return run_id_; }
   void TakeIoSpans(std::vector<HostSpanInfo>* out) override { loop_.TakeIoSpans(out); }
 
   TraceStats stats() const override {
@@ -194,6 +196,7 @@ class FileTraceWriter final : public TraceWriter {
 
  private:
   WriterLock lock_;  // This rank's lock file, held from Open to Close.
+  const std::string run_id_;
   const OverflowPolicy overflow_;
   ByteBoundedQueue queue_;  // Internally synchronized; outlives loop_.
   FramePool pool_;          // Internally synchronized: IO thread gives, training thread takes.
@@ -211,9 +214,13 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(
     const TraceConfig& config, std::vector<std::string> keys, WriterTestHooks hooks,
     const std::vector<xdl::proto::ColumnDescriptor>& columns) {
   XDL_RETURN_IF_ERROR(config.Validate());
-  XDL_ASSIGN_OR_RETURN(WriterLock lock, WriterLock::Acquire(config));
+  // The one place a run id is made: the lock file, every Header and Meta, and
+  // the tracer (run_id()) all name the same run.
+  TraceConfig named = config;
+  if (named.run_id.empty()) named.run_id = NewRunId();
+  XDL_ASSIGN_OR_RETURN(WriterLock lock, WriterLock::Acquire(named));
   auto writer =
-      std::make_unique<FileTraceWriter>(config, keys, std::move(hooks), columns, std::move(lock));
+      std::make_unique<FileTraceWriter>(named, keys, std::move(hooks), columns, std::move(lock));
   XDL_RETURN_IF_ERROR(writer->Start());
   return std::unique_ptr<TraceWriter>(std::move(writer));
 }

@@ -86,6 +86,10 @@ class TraceWriter {
 
   virtual TraceStats stats() const = 0;
 
+  // The run every file of this writer names: the config's run_id, or the one
+  // Open generated (the only place a run id is made).
+  virtual const std::string& run_id() const = 0;
+
   // Training thread: an empty string to encode the next record into, with
   // capacity >= min_capacity when a written record's buffer can be recycled
   // (else a fresh one). Never waits for the IO thread.

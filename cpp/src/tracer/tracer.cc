@@ -63,7 +63,6 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
   XDL_RETURN_IF_ERROR(config.Validate());
   if (registry == nullptr) return absl::InvalidArgumentError("Tracer::Start: null registry");
   TraceConfig fixed = config;
-  if (fixed.run_id.empty()) fixed.run_id = NewRunId();
   FillRunInfoDefaults(&fixed.run);
   std::vector<EntrySpec> entries = registry->Snapshot(scopes);
   std::vector<std::string> keys;
@@ -79,6 +78,7 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
   XDL_ASSIGN_OR_RETURN(
       std::unique_ptr<TraceWriter> writer,
       TraceWriter::Open(fixed, keys, std::move(options.writer_hooks), DescribeColumns(entries)));
+  fixed.run_id = writer->run_id();  // Named by the writer when the config left it empty.
   return std::unique_ptr<Tracer>(new Tracer(
       std::make_unique<Tracer::Impl>(std::move(fixed), std::move(registry), std::move(entries),
                                      std::move(writer), std::move(extras))));
