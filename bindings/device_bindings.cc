@@ -151,8 +151,7 @@ void RegisterDeviceBindings(py::module_& m) {
           [](PendingBytes& p, const std::string& message, bool dropped) {
             p.Fail(dropped ? absl::ResourceExhaustedError(message) : absl::InternalError(message));
           },
-          py::arg("message"), py::arg("dropped") = false)
-      .def_property_readonly("settled", &PendingBytes::settled);
+          py::arg("message"), py::arg("dropped") = false);
 
   py::class_<CudaEventFence, std::shared_ptr<CudaEventFence>>(m, "CudaEventFence")
       .def(py::init([](std::vector<uintptr_t> events) {

@@ -39,8 +39,6 @@ class CudaBackend:
     pinned, the fence is one CUDA event per device (created with blocking sync, so the IO
     thread sleeps rather than spins while it waits)."""
 
-    name = "cuda"
-
     def owns(self, tensor):
         return tensor.is_cuda
 

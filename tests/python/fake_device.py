@@ -18,8 +18,6 @@ from xdl_trace import _core, _device
 
 
 class FakeDevice:
-    name = "fake"
-
     def __init__(self, delay_s=0.0):
         self.delay_s = delay_s
         self._ops = queue.Queue()

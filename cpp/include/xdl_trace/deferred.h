@@ -59,9 +59,6 @@ class PendingBytes {
   // record only).
   void Fail(absl::Status error);
 
-  // True once Arm or Fail was called.
-  bool settled() const;
-
  private:
   class State;
   std::shared_ptr<State> state_;

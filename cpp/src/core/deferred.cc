@@ -33,11 +33,6 @@ class PendingBytes::State : public DeferredBytes {
     cv_.SignalAll();
   }
 
-  bool settled() const {
-    internal::MutexLock lock(&mu_);
-    return phase_ != Phase::kPending;
-  }
-
   absl::StatusOr<const char*> Wait() override {
     Fence fence;
     {
@@ -62,7 +57,7 @@ class PendingBytes::State : public DeferredBytes {
  private:
   enum class Phase { kPending, kArmed, kFencing, kDone };
 
-  mutable internal::Mutex mu_;
+  internal::Mutex mu_;
   internal::CondVar cv_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kPending;
   const char* base_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -89,7 +84,5 @@ void PendingBytes::Fail(absl::Status error) {
   if (error.ok()) error = absl::UnknownError("PendingBytes::Fail with an OK status");
   state_->Fail(std::move(error));
 }
-
-bool PendingBytes::settled() const { return state_->settled(); }
 
 }  // namespace xdl_trace
