@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "trace_writer.h"
+#include "device_trace_serializer.h"
 
 namespace xdl_trace {
 namespace cupti {

@@ -18,7 +18,7 @@
 #include "activity_parser.h"
 #include "core/mutex.h"
 #include "cupti_api.h"
-#include "trace_writer.h"
+#include "device_trace_serializer.h"
 
 namespace xdl_trace {
 namespace cupti {

@@ -1,7 +1,7 @@
 // Serializes device events into an xdl.proto.DeviceTrace by hand (core/wire.h, no protobuf
 // runtime).
-#ifndef XDL_TRACE_PLUGINS_CUPTI_TRACE_WRITER_H_
-#define XDL_TRACE_PLUGINS_CUPTI_TRACE_WRITER_H_
+#ifndef XDL_TRACE_PLUGINS_CUPTI_DEVICE_TRACE_SERIALIZER_H_
+#define XDL_TRACE_PLUGINS_CUPTI_DEVICE_TRACE_SERIALIZER_H_
 
 #include <cstdint>
 #include <deque>
@@ -140,4 +140,4 @@ inline std::string SerializeDeviceTrace(const std::string& tracer, const NameTab
 }  // namespace cupti
 }  // namespace xdl_trace
 
-#endif  // XDL_TRACE_PLUGINS_CUPTI_TRACE_WRITER_H_
+#endif  // XDL_TRACE_PLUGINS_CUPTI_DEVICE_TRACE_SERIALIZER_H_

@@ -1,5 +1,5 @@
 // Serializes device events into an xdl.proto.DeviceTrace by hand (no protobuf runtime).
-#include "trace_writer.h"
+#include "device_trace_serializer.h"
 
 #include <algorithm>
 #include <cstring>
