@@ -136,11 +136,11 @@ def child(args):
     )
 
 
-def run_child(args, rate, interval, work, tree=None):
+def run_child(args, rate, interval, work, plugin="", tree=None):
     out_dir = tempfile.mkdtemp(prefix="run_", dir=work)
     script = os.path.join(tree, "bench", "device.py") if tree else os.path.abspath(__file__)
     cmd = [sys.executable, script, "--child", "--child-dir", out_dir]
-    cmd += ["--rate", str(rate), "--interval", str(interval), "--plugin", args.plugin]
+    cmd += ["--rate", str(rate), "--interval", str(interval), "--plugin", plugin]
     cmd += ["--seconds", str(args.seconds), "--step-hz", str(args.step_hz)]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -177,8 +177,7 @@ def main(argv=None):
         for rate in [int(r) for r in args.rates.split(",")]:
             for interval in [float(i) for i in args.intervals.split(",")]:
                 for label, path, tree in plugins:
-                    args.plugin = path
-                    result = run_child(args, rate, interval, work, tree or None)
+                    result = run_child(args, rate, interval, work, path, tree or None)
                     rows.append((f"{rate:,}", f"{interval:g}", label, result))
         base_after = run_child(args, 0, 1.0, work)  # The machine's drift over the run.
         rows.append(("none (again)", "-", "", base_after))

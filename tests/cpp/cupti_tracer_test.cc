@@ -381,6 +381,64 @@ TEST_CASE("kernel, memcpy and runtime records become joined events", "[cupti]") 
   REQUIRE(h.tracer->Stop().ok);
 }
 
+TEST_CASE("the serializer orders a line by start, stable, also far out of order", "[cupti]") {
+  NameTable names;
+  const int32_t kernel = names.Intern("k");
+  const int32_t grid = names.Intern("grid");
+  const int32_t bytes = names.Intern("bytes");
+  const int32_t text = names.Intern("128x1x1");
+  std::vector<DeviceEventData> events;
+  // Stream 1: 3000 events in reverse (past the insertion sort's budget), two
+  // of each start, the first of a pair tagged by correlation id 1. Stream 2:
+  // in order but one. Every event carries kMaxEventStats stats of all types.
+  for (int i = 2999; i >= 0; --i) {
+    DeviceEventData& e = events.emplace_back();
+    e.name = kernel;
+    e.kind = EventKind::kKernel;
+    e.start_ns = 1000 + i / 2;
+    e.end_ns = e.start_ns + 5;
+    e.correlation_id = static_cast<uint64_t>(1 + i % 2);
+    e.line = 1;
+    e.AddStat(grid, EventStat::Type::kText, text);
+    e.AddStat(bytes, EventStat::Type::kInt, -int64_t{1} << 40);
+    e.AddStat(grid, EventStat::Type::kNameIndex, kernel);
+    for (int k = 3; k < static_cast<int>(kMaxEventStats) + 2; ++k) {
+      e.AddStat(bytes, EventStat::Type::kInt, k);  // The last two are over the limit.
+    }
+  }
+  for (int64_t start : {5, 6, 4, 7, 8}) {
+    DeviceEventData& e = events.emplace_back();
+    e.name = kernel;
+    e.start_ns = start;
+    e.end_ns = start + 1;
+    e.line = 2;
+  }
+  xdl::proto::DeviceTrace trace;
+  REQUIRE(trace.ParseFromString(SerializeDeviceTrace("cupti", names, events, 0, "")));
+  REQUIRE(trace.device_size() == 1);
+  REQUIRE(trace.device(0).line_size() == 2);
+  const auto& reversed = trace.device(0).line(0);
+  REQUIRE(reversed.event_size() == 3000);
+  bool ordered = true;
+  for (int i = 0; i < reversed.event_size(); ++i) {
+    const auto& e = reversed.event(i);
+    // Pairs of one start keep their arrival order: the odd i (id 2) came first.
+    ordered =
+        ordered && e.start_ns() == 1000 + i / 2 && e.correlation_id() == (i % 2 == 0 ? 2u : 1u);
+  }
+  CHECK(ordered);
+  const auto& stats = reversed.event(0).stat();
+  REQUIRE(stats.size() == static_cast<int>(kMaxEventStats));
+  CHECK(trace.name(stats[0].name_index()) == "grid");
+  CHECK(stats[0].str_value() == "128x1x1");
+  CHECK(stats[1].int64_value() == -int64_t{1} << 40);
+  CHECK(trace.name(static_cast<int>(stats[2].int64_value())) == "k");
+  CHECK(stats[5].int64_value() == 5);
+  std::vector<int64_t> starts;
+  for (const auto& e : trace.device(0).line(1).event()) starts.push_back(e.start_ns());
+  CHECK(starts == std::vector<int64_t>{4, 5, 6, 7, 8});
+}
+
 TEST_CASE("kernel names are demangled once per name; the mangled one stays in the stats",
           "[cupti]") {
   REQUIRE_LIBCUPTI();

@@ -36,30 +36,38 @@ char* PutVarintField(uint32_t field, uint64_t value, char* p) {
   return WriteVarint(value, p);
 }
 
-// Stable sort of `order` (indices into `events`) by start. A stream's records
-// come nearly in order (a copy or memset a few places early): an insertion
-// sort, linear then; past a budget of moves, a merge sort.
-void SortByStart(const std::vector<DeviceEventData>& events, std::vector<uint32_t>* order) {
-  std::vector<uint32_t>& v = *order;
-  const size_t budget = 8 * v.size() + 64;
+using StartKey = std::pair<int64_t, uint32_t>;  // (start_ns, event index).
+
+// Insertion sort by start: linear on a stream's nearly ordered records (a copy
+// or memset a few places early). False past `budget` moves (`keys` is still a
+// permutation then).
+bool InsertionSortByStart(std::vector<StartKey>& keys, size_t budget) {
   size_t moves = 0;
-  for (size_t i = 1; i < v.size(); ++i) {
-    const uint32_t x = v[i];
-    const int64_t start = events[x].start_ns;
+  for (size_t i = 1; i < keys.size(); ++i) {
+    const StartKey x = keys[i];
     size_t j = i;
-    while (j > 0 && events[v[j - 1]].start_ns > start) {
-      v[j] = v[j - 1];
-      --j;
+    for (; j > 0 && keys[j - 1].first > x.first; --j) {
+      keys[j] = keys[j - 1];
       if (++moves > budget) {
-        v[j] = x;  // A permutation again, equal starts still in their order.
-        std::stable_sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
-          return events[a].start_ns < events[b].start_ns;
-        });
-        return;
+        keys[j - 1] = x;
+        return false;
       }
     }
-    v[j] = x;
+    keys[j] = x;
   }
+  return true;
+}
+
+// Stable sort of `order` (indices into `events`) by start, on a copy of the
+// keys beside the indices (the events themselves are 128 bytes apart): an
+// insertion sort, else a sort of (start, index) pairs, which keeps equal
+// starts in their order too.
+void SortByStart(const std::vector<DeviceEventData>& events, std::vector<uint32_t>* order,
+                 std::vector<StartKey>* keys) {
+  keys->clear();
+  for (uint32_t i : *order) keys->emplace_back(events[i].start_ns, i);
+  if (!InsertionSortByStart(*keys, 8 * keys->size() + 64)) std::sort(keys->begin(), keys->end());
+  for (size_t i = 0; i < keys->size(); ++i) (*order)[i] = (*keys)[i].second;
 }
 
 std::string DeviceName(int32_t device) {
@@ -111,7 +119,7 @@ size_t DeviceTraceWriter::EventPayload(const DeviceEventData& e) {
              VarintFieldSize(fields::kEventCorrelationId, e.correlation_id) +
              VarintFieldSize(fields::kEventExternalId, e.external_id);
   for (uint8_t k = 0; k < e.stat_count; ++k) {
-    const EventStat& s = e.stats[k];
+    const EventStat s = e.stat(k);
     size_t stat = VarintFieldSize(fields::kStatNameIndex, static_cast<uint64_t>(Map(s.name)));
     if (s.type == EventStat::Type::kText) {
       stat += LengthDelimitedFieldSize(fields::kStatStrValue,
@@ -154,7 +162,7 @@ size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& na
   std::sort(lines_.begin(), lines_.end(), [](const Line& a, const Line& b) {
     return std::tie(a.device, a.id) < std::tie(b.device, b.id);
   });
-  for (Line& line : lines_) SortByStart(events, &line.events);
+  for (Line& line : lines_) SortByStart(events, &line.events, &sort_keys_);
   // Sizes, inside out; trace-local names in order of first use.
   local_.assign(names.size(), -1);
   local_[0] = 0;
@@ -226,7 +234,7 @@ void DeviceTraceWriter::Write(char* out) const {
         p = PutVarintField(fields::kEventCorrelationId, e.correlation_id, p);
         p = PutVarintField(fields::kEventExternalId, e.external_id, p);
         for (uint8_t k = 0; k < e.stat_count; ++k) {
-          const EventStat& s = e.stats[k];
+          const EventStat s = e.stat(k);
           const uint64_t name = local(s.name);
           if (s.type == EventStat::Type::kText) {
             const std::string& text = names.name(static_cast<int32_t>(s.value));

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/device_trace_fields.h"
@@ -39,21 +40,35 @@ struct EventStat {
 // The most stats a CUPTI event carries (a peer copy: 6).
 inline constexpr size_t kMaxEventStats = 6;
 
+// 128 bytes (two cache lines): the collector walks a second's worth of these
+// (1 Mi at a GPU's rate) twice, to size and to write, so their size is its
+// memory traffic. Stats are kept as packed name/type keys beside their values.
 struct DeviceEventData {
-  int32_t name = 0;  // NameTable index.
-  EventKind kind = EventKind::kOther;
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   uint64_t correlation_id = 0;
   uint64_t external_id = 0;
-  int32_t device = 0;  // kHostApiDevice for API calls.
   int64_t line = 0;    // Stream id, or thread id on kHostApiDevice.
+  int32_t name = 0;    // NameTable index.
+  int32_t device = 0;  // kHostApiDevice for API calls.
+  EventKind kind = EventKind::kOther;
   uint8_t stat_count = 0;
-  EventStat stats[kMaxEventStats];
+
   void AddStat(int32_t stat_name, EventStat::Type type, int64_t value) {
-    if (stat_count < kMaxEventStats) stats[stat_count++] = {stat_name, type, value};
+    if (stat_count == kMaxEventStats) return;
+    stat_keys_[stat_count] = static_cast<uint32_t>(stat_name) << 2 | static_cast<uint32_t>(type);
+    stat_values_[stat_count++] = value;
   }
+  EventStat stat(size_t k) const {
+    return {static_cast<int32_t>(stat_keys_[k] >> 2),
+            static_cast<EventStat::Type>(stat_keys_[k] & 3), stat_values_[k]};
+  }
+
+ private:
+  uint32_t stat_keys_[kMaxEventStats] = {};  // NameTable index << 2 | EventStat::Type.
+  int64_t stat_values_[kMaxEventStats] = {};
 };
+static_assert(sizeof(DeviceEventData) == 128);
 
 // Interned names for the tracer's lifetime (distinct kernel names stay few).
 // Threading: one thread at a time (the collecting thread).
@@ -123,6 +138,7 @@ class DeviceTraceWriter {
   std::vector<uint32_t> event_bytes_;  // Event message bytes, by event index.
   std::vector<int32_t> local_;         // NameTable index -> trace index (-1: unused).
   std::vector<int32_t> used_;          // Trace index -> NameTable index.
+  std::vector<std::pair<int64_t, uint32_t>> sort_keys_;  // A line's (start, index), reused.
   size_t size_ = 0;
 };
 
