@@ -3,7 +3,6 @@
 
 #include <array>
 #include <cstring>
-#include <utility>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
@@ -37,47 +36,37 @@ constexpr Tables MakeTables() {
 
 constexpr Tables kTables = MakeTables();
 
-// GF(2) 32x32 matrix times vector.
-uint32_t Gf2Times(const uint32_t* mat, uint32_t vec) {
-  uint32_t sum = 0;
-  for (; vec != 0; vec >>= 1, ++mat) {
-    if (vec & 1u) sum ^= *mat;
-  }
-  return sum;
-}
-
-void Gf2Square(uint32_t* square, const uint32_t* mat) {
-  for (int n = 0; n < 32; ++n) square[n] = Gf2Times(mat, mat[n]);
-}
-
-// op = the operator "append `len` zero bytes" on a CRC register (len > 0):
-// squares the one-bit operator up to a byte, then by the bits of len (as in
-// zlib's crc32_combine).
-void ZeroBytesOperator(uint64_t len, uint32_t op[32]) {
-  uint32_t even[32];
-  uint32_t odd[32];
-  odd[0] = kPolyReflected;  // Operator for one zero bit.
-  for (int n = 1; n < 32; ++n) odd[n] = uint32_t{1} << (n - 1);
-  Gf2Square(even, odd);  // Two zero bits.
-  Gf2Square(odd, even);  // Four zero bits.
-  Gf2Square(even, odd);  // One zero byte (8 bits) in `even`.
-  bool have_op = false;
-  uint32_t* cur = even;
-  uint32_t* next = odd;
-  for (uint64_t rest = len; rest != 0; rest >>= 1) {
-    if (rest & 1u) {
-      if (!have_op) {
-        for (int n = 0; n < 32; ++n) op[n] = cur[n];
-        have_op = true;
-      } else {
-        uint32_t combined[32];
-        for (int n = 0; n < 32; ++n) combined[n] = Gf2Times(cur, op[n]);
-        for (int n = 0; n < 32; ++n) op[n] = combined[n];
-      }
+// a * b modulo the polynomial, both reflected (bit 31 is x^0), as zlib's
+// multmodp: what appending zero bytes does to a CRC register is a product
+// with a power of x.
+constexpr uint32_t MultModP(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t m = uint32_t{1} << 31; m != 0; m >>= 1) {
+    if (a & m) {
+      product ^= b;
+      if ((a & (m - 1)) == 0) break;
     }
-    Gf2Square(next, cur);
-    std::swap(cur, next);
+    b = (b & 1u) ? (b >> 1) ^ kPolyReflected : b >> 1;
   }
+  return product;
+}
+
+// kX2n[k] = x^(2^k) mod P.
+constexpr std::array<uint32_t, 64> MakeX2n() {
+  std::array<uint32_t, 64> t{};
+  t[0] = uint32_t{1} << 30;  // x^1.
+  for (size_t k = 1; k < t.size(); ++k) t[k] = MultModP(t[k - 1], t[k - 1]);
+  return t;
+}
+constexpr std::array<uint32_t, 64> kX2n = MakeX2n();
+
+// x^(8 * len) mod P: the operator "append `len` zero bytes", O(log len).
+uint32_t ZeroBytesOperator(uint64_t len) {
+  uint32_t op = uint32_t{1} << 31;  // x^0.
+  for (size_t k = 3; len != 0; len >>= 1, ++k) {
+    if (len & 1u) op = MultModP(kX2n[k], op);
+  }
+  return op;
 }
 
 inline uint64_t LoadLE64(const uint8_t* p) {
@@ -102,14 +91,13 @@ constexpr size_t kShortStream = 256;
 using ShiftTables = std::array<std::array<uint32_t, 256>, 4>;
 
 ShiftTables MakeShiftTables(size_t len) {
-  uint32_t op[32];
-  ZeroBytesOperator(len, op);
+  const uint32_t op = ZeroBytesOperator(len);
   ShiftTables t{};
   for (uint32_t b = 0; b < 256; ++b) {
-    t[0][b] = Gf2Times(op, b);
-    t[1][b] = Gf2Times(op, b << 8);
-    t[2][b] = Gf2Times(op, b << 16);
-    t[3][b] = Gf2Times(op, b << 24);
+    t[0][b] = MultModP(op, b);
+    t[1][b] = MultModP(op, b << 8);
+    t[2][b] = MultModP(op, b << 16);
+    t[3][b] = MultModP(op, b << 24);
   }
   return t;
 }
@@ -212,9 +200,7 @@ uint32_t Extend(uint32_t crc, const void* data, size_t n) { return ExtendHardwar
 
 uint32_t Combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
   if (len_b == 0) return crc_a;
-  uint32_t op[32];
-  ZeroBytesOperator(len_b, op);
-  return Gf2Times(op, crc_a) ^ crc_b;
+  return MultModP(ZeroBytesOperator(len_b), crc_a) ^ crc_b;
 }
 
 }  // namespace crc32c
