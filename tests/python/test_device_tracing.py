@@ -1,5 +1,7 @@
 """Device tracing guarantees seen from Python: drops counted in events, per tracer, in hook.stats()."""
 
+import os
+
 import numpy as np
 from collector_wait import wait_collected
 
@@ -128,3 +130,34 @@ def test_a_collect_announcing_more_than_the_cap_is_refused_naming_the_plugin(tmp
     assert "cap" in tracer["message"]
     assert tracer["buffers_dropped"] >= 1
     assert stats["records_written"] >= 3
+
+
+def _thread_scheduling():
+    """{tid: (name, policy, nice)} of this process's threads (/proc/self/task/*/stat)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[int(tid)] = (name, int(fields[38]), int(fields[16]))  # stat fields 41 and 19
+    return out
+
+
+def test_background_threads_never_preempt_the_training_thread(tmp_path, fake_plugin):
+    # SCHED_BATCH: woken by hook.step(), they wait for a free core instead of taking the training
+    # thread's; the collector also runs 10 nice levels below it. The training thread is untouched.
+    xdl.trace_tensor("w", np.arange(8, dtype=np.float32))
+    config = {"output_dir": str(tmp_path), "device_tracers": [fake_plugin], "fsync": False}
+    with xdl.TraceHook(config) as hook:
+        hook.step(gstep=0)
+        threads = _thread_scheduling()
+    xdl.clear()
+    _, policy, nice = threads.pop(os.getpid())
+    assert (policy, nice) == (os.SCHED_OTHER, os.getpriority(os.PRIO_PROCESS, 0))
+    by_name = {name: (p, n) for name, p, n in threads.values()}
+    assert by_name["xdl_trace_io"] == (os.SCHED_BATCH, nice)
+    assert by_name["xdl_dev_collect"] == (os.SCHED_BATCH, min(19, nice + 10))

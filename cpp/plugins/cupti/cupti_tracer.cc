@@ -260,6 +260,7 @@ void CuptiTracer::StopParseThread() {
 
 void CuptiTracer::ParseLoop() {
   internal::LowerCurrentThreadPriority(internal::kBackgroundNiceSteps);  // Training first.
+  internal::NoWakeupPreemption();
   while (true) {
     Completed next;
     {

@@ -2,6 +2,8 @@
 #ifndef XDL_TRACE_CORE_THREAD_PRIORITY_H_
 #define XDL_TRACE_CORE_THREAD_PRIORITY_H_
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -25,6 +27,16 @@ inline void LowerCurrentThreadPriority(int steps) {
   const int nice = getpriority(PRIO_PROCESS, tid);
   if (errno != 0) return;
   setpriority(PRIO_PROCESS, tid, nice + steps > 19 ? 19 : nice + steps);
+}
+
+// Takes the calling thread out of wake-up preemption (SCHED_BATCH, its nice
+// level kept): a background thread the training thread wakes (a record queued,
+// a collect due) then waits for a free core or the scheduler's next tick
+// instead of taking the training thread's core in the middle of hook.step().
+// Its share of the CPU is unchanged. Best effort.
+inline void NoWakeupPreemption() {
+  sched_param param{};
+  pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
 }
 
 }  // namespace internal

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "core/thread_priority.h"
 #include "io/bounded_queue.h"
 #include "io/frame_pool.h"
 #include "io/io_loop.h"
@@ -100,7 +101,10 @@ class FileTraceWriter final : public TraceWriter {
   // Runs on the caller's thread: the first file, then the IO thread.
   absl::Status Start() {
     XDL_RETURN_IF_ERROR(loop_.Start());
-    thread_ = std::thread([this] { loop_.Run(); });
+    thread_ = std::thread([this] {
+      NoWakeupPreemption();
+      loop_.Run();
+    });
     // Named for top, perf and the overhead benchmark's per-thread CPU figure.
     pthread_setname_np(thread_.native_handle(), kIoThreadName);
     return absl::OkStatus();

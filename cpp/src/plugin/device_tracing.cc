@@ -100,6 +100,7 @@ DeviceTracing::~DeviceTracing() {
 void DeviceTracing::CollectorLoop() {
   const int64_t thread_id = static_cast<int64_t>(::syscall(SYS_gettid));
   LowerCurrentThreadPriority(kBackgroundNiceSteps);  // Training comes first.
+  NoWakeupPreemption();
   auto next = std::chrono::steady_clock::now();
   uint64_t steps_seen = 0;
   while (true) {
