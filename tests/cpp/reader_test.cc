@@ -20,7 +20,6 @@
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "google/protobuf/wire_format.h"
-#include "reader/wire_decoder.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
 
@@ -122,44 +121,6 @@ std::vector<RecordView> ReadAllOk(const std::shared_ptr<TraceFile>& file) {
 }
 
 absl::string_view AsView(const std::string& s) { return s; }
-
-TEST_CASE("wire decoder agrees with protobuf's serialization", "[reader]") {
-  std::mt19937_64 rng(7);
-  for (int trial = 0; trial < 200; ++trial) {
-    xdl::proto::Record record;
-    record.set_gstep(static_cast<int64_t>(rng()));  // Negative values too.
-    record.set_lstep(static_cast<int64_t>(rng() % 1000));
-    record.set_timestamp(static_cast<int64_t>(rng() >> (rng() % 64)));
-    const std::string body = record.SerializeAsString();
-    internal::WireReader reader(body);
-    internal::WireField field;
-    int64_t values[5] = {0, 0, 0, 0, 0};
-    while (reader.Next(&field)) {
-      REQUIRE(field.wire_type == internal::kWireVarint);
-      values[field.number] = static_cast<int64_t>(field.varint);
-    }
-    REQUIRE(reader.error() == nullptr);
-    CHECK(values[1] == record.gstep());
-    CHECK(values[2] == record.lstep());
-    CHECK(values[4] == record.timestamp());
-  }
-  // Cut-short varints and overrunning lengths are errors at the right offset.
-  const std::string bad_varint("\x08\xff\xff", 3);
-  internal::WireReader r1(bad_varint);
-  internal::WireField field;
-  CHECK_FALSE(r1.Next(&field));
-  CHECK(std::string(r1.error()) == "bad varint");
-  CHECK(r1.error_offset() == 1);
-  const std::string overrun("\x08\x01\x1a\x05\x01", 5);
-  internal::WireReader r2(overrun);
-  CHECK(r2.Next(&field));
-  CHECK_FALSE(r2.Next(&field));
-  CHECK(r2.error_offset() == 2);
-  const std::string group("\x0b", 1);  // Field 1, wire type 3 (start group).
-  internal::WireReader r3(group);
-  CHECK_FALSE(r3.Next(&field));
-  CHECK(std::string(r3.error()) == "unsupported wire type");
-}
 
 TEST_CASE("reader decodes every dtype as zero-copy views into the mapping", "[reader]") {
   TempDir dir;

@@ -1,4 +1,4 @@
-// Host spans: the hand encoder against protobuf, the bounded log, HostSpanExtras' step spans.
+// Host spans: the hand encoder against protobuf, the bounded log, HostSpanRecorder's step spans.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -70,9 +70,9 @@ TEST_CASE("the span log keeps its capacity and counts the rest on the last span"
   CHECK(out[0].spans_dropped == 0);  // The count started over.
 }
 
-TEST_CASE("HostSpanExtras: one STEP span per traced step, starting where the last step ended",
+TEST_CASE("HostSpanRecorder: one STEP span per traced step, starting where the last step ended",
           "[record][host_spans]") {
-  HostSpanExtras extras;
+  HostSpanRecorder extras;
   const int64_t start = WallClockNs();
   extras.OnStepCalled(10, 0);
   std::vector<xdl::proto::HostSpan> first = Parse(extras.TakeTrailingFields());
@@ -96,14 +96,43 @@ TEST_CASE("HostSpanExtras: one STEP span per traced step, starting where the las
   CHECK(second[2].kind() == xdl::proto::HostSpan::STEP);
   CHECK(second[2].gstep() == 13);
   CHECK(second[2].start_ns() == 500);
-  CHECK(extras.Finish().empty());  // Spans alone make no record.
+  CHECK(extras.Finish().empty());          // Spans alone make no record.
+  CHECK(second[2].correlation_id() == 0);  // Uncorrelated: every id is 0.
+  CHECK(extras.CurrentCorrelationId() == 0);
+}
+
+TEST_CASE("HostSpanRecorder (correlated): every step the hook saw takes the next id",
+          "[record][host_spans]") {
+  HostSpanRecorder recorder(/*correlated=*/true);
+  CHECK(recorder.CurrentCorrelationId() == 1);
+  recorder.OnStepCalled(10, 0);
+  recorder.OnStepEncoded(100, 200);
+  recorder.OnStepReturned(200, 300);  // Step 1 ends; step 2 begins.
+  CHECK(recorder.CurrentCorrelationId() == 2);
+  recorder.OnStepNotTraced(11, 1, 300, 400);  // Step 2 (not traced) ends.
+  CHECK(recorder.CurrentCorrelationId() == 3);
+  recorder.OnStepCalled(12, 2);
+  recorder.OnStepReturned(500, 500);  // A failed step: no queue-wait span, still an id.
+  CHECK(recorder.CurrentCorrelationId() == 4);
+  const std::vector<xdl::proto::HostSpan> spans = Parse(recorder.TakeTrailingFields());
+  REQUIRE(spans.size() == 4);
+  CHECK(spans[0].kind() == xdl::proto::HostSpan::STEP);
+  CHECK(spans[0].correlation_id() == 1);
+  CHECK(spans[1].kind() == xdl::proto::HostSpan::CAPTURE_ENCODE);
+  CHECK(spans[1].correlation_id() == 1);
+  CHECK(spans[2].kind() == xdl::proto::HostSpan::QUEUE_WAIT);
+  CHECK(spans[2].correlation_id() == 1);
+  CHECK(spans[3].kind() == xdl::proto::HostSpan::STEP);
+  CHECK(spans[3].correlation_id() == 3);
+  CHECK(spans[3].start_ns() == 400);  // Where the not-traced step ended.
+  CHECK(spans[3].gstep() == 12);
 }
 
 // Figures, not a test: what host spans add to a step (run with "[bench]").
 TEST_CASE("host span cost figures", "[.][bench]") {
   using Clock = std::chrono::steady_clock;
   constexpr int kSteps = 1000000;
-  HostSpanExtras extras;
+  HostSpanRecorder extras;
   size_t bytes = 0;
   auto begin = Clock::now();
   for (int i = 0; i < kSteps; ++i) {

@@ -1,14 +1,16 @@
-// Checks core/wire.h against protobuf's own coder, and core/device_trace_fields.h against the
-// .proto.
+// Checks core/wire.h and core/wire_reader.h against protobuf's own coder, and
+// core/device_trace_fields.h against the .proto.
 #include "core/wire.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "core/device_trace_fields.h"
+#include "core/wire_reader.h"
 #include "device_trace.pb.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -176,6 +178,44 @@ TEST_CASE("ReadVarint decodes what AppendVarint wrote and refuses bad input", "[
   const std::string eleven(11, '\x80');
   p = eleven.data();
   CHECK_FALSE(ReadVarint(&p, eleven.data() + eleven.size(), &value));
+}
+
+TEST_CASE("WireReader agrees with protobuf's serialization and places errors", "[wire]") {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    xdl::proto::Record record;
+    record.set_gstep(static_cast<int64_t>(rng()));  // Negative values too.
+    record.set_lstep(static_cast<int64_t>(rng() % 1000));
+    record.set_timestamp(static_cast<int64_t>(rng() >> (rng() % 64)));
+    const std::string body = record.SerializeAsString();
+    WireReader reader(body);
+    WireField field;
+    int64_t values[5] = {0, 0, 0, 0, 0};
+    while (reader.Next(&field)) {
+      REQUIRE(field.wire_type == kWireVarint);
+      values[field.number] = static_cast<int64_t>(field.varint);
+    }
+    REQUIRE(reader.error() == nullptr);
+    CHECK(values[1] == record.gstep());
+    CHECK(values[2] == record.lstep());
+    CHECK(values[4] == record.timestamp());
+  }
+  // Cut-short varints and overrunning lengths are errors at the right offset.
+  const std::string bad_varint("\x08\xff\xff", 3);
+  WireReader r1(bad_varint);
+  WireField field;
+  CHECK_FALSE(r1.Next(&field));
+  CHECK(std::string(r1.error()) == "bad varint");
+  CHECK(r1.error_offset() == 1);
+  const std::string overrun("\x08\x01\x1a\x05\x01", 5);
+  WireReader r2(overrun);
+  CHECK(r2.Next(&field));
+  CHECK_FALSE(r2.Next(&field));
+  CHECK(r2.error_offset() == 2);
+  const std::string group("\x0b", 1);  // Field 1, wire type 3 (start group).
+  WireReader r3(group);
+  CHECK_FALSE(r3.Next(&field));
+  CHECK(std::string(r3.error()) == "unsupported wire type");
 }
 
 }  // namespace

@@ -284,7 +284,7 @@ def crc32c(data):
 # protobuf parses every frame (fast, and it keeps unknown fields). When a frame does not parse, or
 # its known fields re-serialized are not the frame's first bytes (protobuf keeps a known field of
 # the wrong wire type as an unknown one), these functions find the offending byte. Offsets are
-# into the whole file, like the C++ reader's (cpp/src/reader/wire_decoder.h, same wording).
+# into the whole file, like the C++ reader's (cpp/src/core/wire_reader.h, same wording).
 
 
 class _WireError(Exception):

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "core/wire.h"
-#include "reader/wire_decoder.h"
+#include "core/wire_reader.h"
 
 namespace xdl_trace {
 namespace internal {

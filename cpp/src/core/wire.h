@@ -3,9 +3,9 @@
 //
 // Std-only, so the CUPTI plugin (a separate shared library that cannot link
 // the core or the generated protobuf code) uses it too. Every hand-written
-// encoder (record/record_encoder.cc, plugin/device_tracing.cc,
-// plugins/cupti/device_trace_serializer.cc) and the reader's decoder
-// (reader/wire_decoder.h) go through these helpers; a tag is written as
+// encoder (record/record_encoder.cc, record/host_spans.cc,
+// plugins/cupti/device_trace_serializer.cc) and the core's one field walker
+// (core/wire_reader.h) go through these helpers; a tag is written as
 // Tag(field, kWireVarint), never as a literal such as 0x1A. Field numbers come
 // from the generated kXxxFieldNumber constants where the caller may include
 // them, else from core/device_trace_fields.h (checked against them in

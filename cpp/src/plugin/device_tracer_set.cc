@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
 #include "core/wire.h"
+#include "core/wire_reader.h"
 #include "device_trace.pb.h"
 
 namespace xdl_trace {
@@ -44,80 +45,44 @@ constexpr size_t kFieldOverhead = 7;
 // An int64 varint field, at most.
 constexpr size_t kIntFieldBytes = 11;
 
-// Calls field(number, wire_type, varint, payload) for every field of the
-// message in `bytes`; false when a tag, length or value is cut short or bad.
-template <typename F>
-bool ForEachField(std::string_view bytes, F field) {
-  const char* p = bytes.data();
-  const char* const end = p + bytes.size();
-  while (p < end) {
-    uint64_t tag = 0, value = 0;
-    if (!ReadVarint(&p, end, &tag) || (tag >> 3) == 0) return false;
-    std::string_view payload;
-    switch (static_cast<uint32_t>(tag & 7)) {
-      case kWireVarint:
-        if (!ReadVarint(&p, end, &value)) return false;
-        break;
-      case kWireFixed64:
-        if (end - p < 8) return false;
-        p += 8;
-        break;
-      case kWireLengthDelimited:
-        if (!ReadVarint(&p, end, &value) || value > static_cast<uint64_t>(end - p)) return false;
-        payload = std::string_view(p, value);
-        p += value;
-        break;
-      case kWireFixed32:
-        if (end - p < 4) return false;
-        p += 4;
-        break;
-      default:
-        return false;
-    }
-    if (!field(static_cast<uint32_t>(tag >> 3), static_cast<uint32_t>(tag & 7), value, payload)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // A field of a message that must itself parse as a message (when it is
 // length-delimited) with `inner` called for each of its fields.
 template <typename F>
-bool Nested(uint32_t wire, std::string_view payload, F inner) {
-  return wire != kWireLengthDelimited || ForEachField(payload, inner);
+bool Nested(const WireField& field, F inner) {
+  return field.wire_type != kWireLengthDelimited || ForEachWireField(field.payload, inner);
 }
+
+// The std::string_view of a field's bytes (core/wire.h's writers take std views).
+std::string_view StdView(absl::string_view bytes) { return {bytes.data(), bytes.size()}; }
 
 }  // namespace
 
 bool SummarizeDeviceTrace(std::string_view bytes, DeviceTraceSummary* out) {
   *out = DeviceTraceSummary{};
-  auto stat = [](uint32_t, uint32_t, uint64_t, std::string_view) { return true; };
-  auto event = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
-    return n != DeviceEvent::kStatFieldNumber || Nested(wire, payload, stat);
+  auto stat = [](const WireField&) { return true; };
+  auto event = [&](const WireField& f) {
+    return f.number != DeviceEvent::kStatFieldNumber || Nested(f, stat);
   };
-  auto line = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
-    if (n != DeviceLine::kEventFieldNumber) return true;
+  auto line = [&](const WireField& f) {
+    if (f.number != DeviceLine::kEventFieldNumber) return true;
     ++out->events;
-    return Nested(wire, payload, event);
+    return Nested(f, event);
   };
-  auto device = [&](uint32_t n, uint32_t wire, uint64_t, std::string_view payload) {
-    return n != Device::kLineFieldNumber || Nested(wire, payload, line);
+  auto device = [&](const WireField& f) {
+    return f.number != Device::kLineFieldNumber || Nested(f, line);
   };
-  return ForEachField(
-      bytes, [&](uint32_t n, uint32_t wire, uint64_t value, std::string_view payload) {
-        if (n == DeviceTrace::kTracerFieldNumber && wire == kWireLengthDelimited)
-          out->tracer = std::string(payload);
-        if (n == DeviceTrace::kStatusFieldNumber && wire == kWireLengthDelimited)
-          out->status = std::string(payload);
-        if (n == DeviceTrace::kDroppedEventsFieldNumber && wire == kWireVarint) {
-          out->dropped_events = static_cast<int64_t>(value);
-        }
-        if (n == DeviceTrace::kDroppedBuffersFieldNumber && wire == kWireVarint) {
-          out->dropped_buffers = static_cast<int64_t>(value);
-        }
-        return n != DeviceTrace::kDeviceFieldNumber || Nested(wire, payload, device);
-      });
+  return ForEachWireField(absl::string_view(bytes.data(), bytes.size()), [&](const WireField& f) {
+    const bool text = f.wire_type == kWireLengthDelimited;
+    if (f.number == DeviceTrace::kTracerFieldNumber && text) out->tracer = std::string(f.payload);
+    if (f.number == DeviceTrace::kStatusFieldNumber && text) out->status = std::string(f.payload);
+    if (f.number == DeviceTrace::kDroppedEventsFieldNumber && f.wire_type == kWireVarint) {
+      out->dropped_events = static_cast<int64_t>(f.varint);
+    }
+    if (f.number == DeviceTrace::kDroppedBuffersFieldNumber && f.wire_type == kWireVarint) {
+      out->dropped_buffers = static_cast<int64_t>(f.varint);
+    }
+    return f.number != DeviceTrace::kDeviceFieldNumber || Nested(f, device);
+  });
 }
 
 namespace {
@@ -143,36 +108,34 @@ struct WireTrace {
 };
 
 bool ReadWireTrace(std::string_view bytes, WireTrace* out) {
-  return ForEachField(
-      bytes, [&](uint32_t n, uint32_t wire, uint64_t value, std::string_view payload) {
-        const bool text = wire == kWireLengthDelimited;
-        if (n == DeviceTrace::kTracerFieldNumber && text) out->tracer = payload;
-        if (n == DeviceTrace::kNameFieldNumber && text) out->names.push_back(payload);
-        if (n == DeviceTrace::kStatusFieldNumber && text) out->status = payload;
-        if (n == DeviceTrace::kDroppedEventsFieldNumber && wire == kWireVarint)
-          out->dropped_events = value;
-        if (n == DeviceTrace::kDroppedBuffersFieldNumber && wire == kWireVarint)
-          out->dropped_buffers = value;
-        if (n != DeviceTrace::kDeviceFieldNumber || !text) return true;
-        WireTrace::Device& device = out->devices.emplace_back();
-        return ForEachField(
-            payload, [&](uint32_t dn, uint32_t dwire, uint64_t dvalue, std::string_view dpayload) {
-              if (dn == Device::kIdFieldNumber && dwire == kWireVarint) device.id = dvalue;
-              if (dn == Device::kNameFieldNumber && dwire == kWireLengthDelimited)
-                device.name = dpayload;
-              if (dn != Device::kLineFieldNumber || dwire != kWireLengthDelimited) return true;
-              WireTrace::Line& line = device.lines.emplace_back();
-              return ForEachField(dpayload, [&](uint32_t ln, uint32_t lwire, uint64_t lvalue,
-                                                std::string_view lpayload) {
-                if (ln == DeviceLine::kIdFieldNumber && lwire == kWireVarint) line.id = lvalue;
-                if (ln == DeviceLine::kNameFieldNumber && lwire == kWireLengthDelimited)
-                  line.name = lpayload;
-                if (ln == DeviceLine::kEventFieldNumber && lwire == kWireLengthDelimited)
-                  line.events.push_back(lpayload);
-                return true;
-              });
-            });
+  return ForEachWireField(absl::string_view(bytes.data(), bytes.size()), [&](const WireField& f) {
+    const bool text = f.wire_type == kWireLengthDelimited;
+    if (f.number == DeviceTrace::kTracerFieldNumber && text) out->tracer = StdView(f.payload);
+    if (f.number == DeviceTrace::kNameFieldNumber && text) out->names.push_back(StdView(f.payload));
+    if (f.number == DeviceTrace::kStatusFieldNumber && text) out->status = StdView(f.payload);
+    if (f.number == DeviceTrace::kDroppedEventsFieldNumber && f.wire_type == kWireVarint)
+      out->dropped_events = f.varint;
+    if (f.number == DeviceTrace::kDroppedBuffersFieldNumber && f.wire_type == kWireVarint)
+      out->dropped_buffers = f.varint;
+    if (f.number != DeviceTrace::kDeviceFieldNumber || !text) return true;
+    WireTrace::Device& device = out->devices.emplace_back();
+    return ForEachWireField(f.payload, [&](const WireField& d) {
+      if (d.number == Device::kIdFieldNumber && d.wire_type == kWireVarint) device.id = d.varint;
+      if (d.number == Device::kNameFieldNumber && d.wire_type == kWireLengthDelimited)
+        device.name = StdView(d.payload);
+      if (d.number != Device::kLineFieldNumber || d.wire_type != kWireLengthDelimited) return true;
+      WireTrace::Line& line = device.lines.emplace_back();
+      return ForEachWireField(d.payload, [&](const WireField& l) {
+        if (l.number == DeviceLine::kIdFieldNumber && l.wire_type == kWireVarint)
+          line.id = l.varint;
+        if (l.number == DeviceLine::kNameFieldNumber && l.wire_type == kWireLengthDelimited)
+          line.name = StdView(l.payload);
+        if (l.number == DeviceLine::kEventFieldNumber && l.wire_type == kWireLengthDelimited)
+          line.events.push_back(StdView(l.payload));
+        return true;
       });
+    });
+  });
 }
 
 // proto3 string field: nothing when empty.

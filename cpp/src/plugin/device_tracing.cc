@@ -1,9 +1,8 @@
-// The tracer's side of device tracing: host step spans, step ids, Record fields 5 and 6.
+// The tracer's side of device tracing: the host-span recorder extended with plugins, collects
+// and Record field 5.
 #include "plugin/device_tracing.h"
 
 #include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,30 +22,13 @@
 
 namespace xdl_trace {
 namespace internal {
-namespace {
-
-constexpr uint32_t kDeviceTraceField = xdl::proto::Record::kDeviceTraceFieldNumber;
-constexpr uint32_t kHostSpanField = xdl::proto::Record::kHostSpanFieldNumber;
-
-}  // namespace
-
 std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_traces,
-                                       absl::Span<const HostSpanData> spans) {
+                                       absl::Span<const HostSpanInfo> spans) {
   std::string out;
   for (const std::string& trace : device_traces) {
-    AppendLengthDelimitedField(kDeviceTraceField, trace, &out);
+    AppendLengthDelimitedField(xdl::proto::Record::kDeviceTraceFieldNumber, trace, &out);
   }
-  xdl::proto::HostSpan message;
-  for (const HostSpanData& span : spans) {
-    message.set_kind(span.kind);
-    message.set_start_ns(span.start_ns);
-    message.set_end_ns(span.end_ns);
-    message.set_gstep(span.gstep);
-    message.set_lstep(span.lstep);
-    message.set_correlation_id(span.correlation_id);
-    message.set_thread_id(span.thread_id);
-    AppendLengthDelimitedField(kHostSpanField, message.SerializeAsString(), &out);
-  }
+  AppendHostSpanFields(spans, &out);
   return out;
 }
 
@@ -77,7 +59,7 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
     std::fprintf(stderr, "xdl_trace: device tracers (rank %d): %s\n", config.rank,
                  tracing->set_->StatusSummary().c_str());
   }
-  tracing->set_->StepBegin(tracing->step_id_);
+  tracing->set_->StepBegin(tracing->CurrentCorrelationId());
   tracing->collector_ = std::thread([t = tracing.get()] {
     t->CollectorLoop();
     t->collector_done_.store(true);
@@ -87,18 +69,16 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
 }
 
 DeviceTracing::DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s)
-    : set_(std::move(set)),
-      collect_interval_ns_(static_cast<int64_t>(collect_interval_s * 1e9)),
-      thread_id_(static_cast<int64_t>(::syscall(SYS_gettid))) {
-  step_begin_ns_ = WallClockNs();
-}
+    : HostSpanRecorder(/*correlated=*/true),
+      set_(std::move(set)),
+      collect_interval_ns_(static_cast<int64_t>(collect_interval_s * 1e9)) {}
 
 DeviceTracing::~DeviceTracing() {
   if (!finished_) Finish();
 }
 
 void DeviceTracing::CollectorLoop() {
-  const int64_t thread_id = static_cast<int64_t>(::syscall(SYS_gettid));
+  const int64_t thread_id = CurrentThreadId();
   LowerCurrentThreadPriority(kBackgroundNiceSteps);  // Training comes first.
   NoWakeupPreemption();
   auto next = std::chrono::steady_clock::now();
@@ -120,9 +100,9 @@ void DeviceTracing::CollectorLoop() {
     set_->Collect(/*wait_for_room=*/true).IgnoreError();  // Shown in StatusSummary().
     const int64_t end = WallClockNs();
     MutexLock lock(&mu_);
-    collect_spans_.push_back(HostSpanData{xdl::proto::HostSpan::DEVICE_COLLECT, start, end,
-                                          gstep_.load(), lstep_.load(), span_step_id_.load(),
-                                          thread_id});
+    collect_spans_.push_back(HostSpanInfo{HostSpanKind::kDeviceCollect, start, end,
+                                          collect_gstep_.load(), collect_lstep_.load(),
+                                          collect_step_id_.load(), thread_id});
     collects_.fetch_add(1, std::memory_order_relaxed);
     // A collect longer than the interval starts the next one at once, not a burst.
     next = std::max(
@@ -149,11 +129,10 @@ void DeviceTracing::StopCollector(std::vector<std::string>* taken) {
 
 void DeviceTracing::OnStepCalled(int64_t gstep, int64_t lstep) {
   const int64_t now = WallClockNs();
-  set_->StepEnd(step_id_);
-  gstep_.store(gstep, std::memory_order_relaxed);
-  lstep_.store(lstep, std::memory_order_relaxed);
-  spans_.push_back(HostSpanData{xdl::proto::HostSpan::STEP, step_begin_ns_, now, gstep, lstep,
-                                step_id_, thread_id_});
+  set_->StepEnd(CurrentCorrelationId());
+  collect_gstep_.store(gstep, std::memory_order_relaxed);
+  collect_lstep_.store(lstep, std::memory_order_relaxed);
+  StepCalledAt(gstep, lstep, now);
   if (collect_interval_ns_ == 0) {
     {
       MutexLock lock(&mu_);
@@ -167,40 +146,31 @@ std::vector<std::string> DeviceTracing::TakeDeviceTraces() {
   return set_->TakePending(kMaxRecordDeviceBytes);
 }
 
+void DeviceTracing::TakeCollectSpans() {
+  MutexLock lock(&mu_);
+  MoveSpans(&collect_spans_);
+}
+
 std::string DeviceTracing::TakeTrailingFields() {
-  {
-    MutexLock lock(&mu_);
-    spans_.insert(spans_.end(), collect_spans_.begin(), collect_spans_.end());
-    collect_spans_.clear();
-  }
-  std::string fields = EncodeDeviceTrailingFields({}, spans_);
-  spans_.clear();
-  return fields;
+  TakeCollectSpans();
+  return HostSpanRecorder::TakeTrailingFields();
 }
 
-void DeviceTracing::AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns) {
-  spans_.push_back(
-      HostSpanData{kind, start_ns, end_ns, gstep_.load(), lstep_.load(), step_id_, thread_id_});
-}
-
-void DeviceTracing::OnStepEncoded(int64_t begin_ns, int64_t end_ns) {
-  AddSpan(xdl::proto::HostSpan::CAPTURE_ENCODE, begin_ns, end_ns);
+void DeviceTracing::StepBegan() {
+  collect_step_id_.store(CurrentCorrelationId(), std::memory_order_relaxed);
+  set_->StepBegin(CurrentCorrelationId());
 }
 
 void DeviceTracing::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
-  if (end_ns > begin_ns) AddSpan(xdl::proto::HostSpan::QUEUE_WAIT, begin_ns, end_ns);
-  ++step_id_;
-  span_step_id_.store(step_id_, std::memory_order_relaxed);
-  step_begin_ns_ = WallClockNs();
-  set_->StepBegin(step_id_);
+  HostSpanRecorder::OnStepReturned(begin_ns, end_ns);
+  StepBegan();
 }
 
-void DeviceTracing::OnStepNotTraced(int64_t, int64_t, int64_t, int64_t end_ns) {
-  set_->StepEnd(step_id_);
-  ++step_id_;
-  span_step_id_.store(step_id_, std::memory_order_relaxed);
-  step_begin_ns_ = end_ns;
-  set_->StepBegin(step_id_);
+void DeviceTracing::OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns,
+                                    int64_t end_ns) {
+  set_->StepEnd(CurrentCorrelationId());
+  HostSpanRecorder::OnStepNotTraced(gstep, lstep, begin_ns, end_ns);
+  StepBegan();
 }
 
 std::string DeviceTracing::Finish() {
@@ -210,25 +180,21 @@ std::string DeviceTracing::Finish() {
   // ends without dropping any for want of a step to take them.
   std::vector<std::string> traces = set_->TakePending();
   StopCollector(&traces);
-  set_->StepEnd(step_id_);
+  set_->StepEnd(CurrentCorrelationId());
   set_->Stop().IgnoreError();
   for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
   // The last collect goes straight into the device-only record, past the
   // pending cap: nothing would take pending parts any more.
   const int64_t start = WallClockNs();
   set_->CollectAll(&traces).IgnoreError();
-  {
-    MutexLock lock(&mu_);
-    spans_.insert(spans_.end(), collect_spans_.begin(), collect_spans_.end());
-    collect_spans_.clear();
-  }
-  AddSpan(xdl::proto::HostSpan::DEVICE_COLLECT, start, WallClockNs());
+  TakeCollectSpans();
+  AddSpan(HostSpanKind::kDeviceCollect, start, WallClockNs());
   if (traces.empty()) {
-    spans_.clear();  // Spans alone do not justify a record of their own.
+    DropSpans();  // Spans alone do not justify a record of their own.
     return "";
   }
-  std::string fields = EncodeDeviceTrailingFields(traces, spans_);
-  spans_.clear();
+  std::string fields = EncodeDeviceTrailingFields(traces, {});
+  TakeSpansInto(&fields);
   return fields;
 }
 

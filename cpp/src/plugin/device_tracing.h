@@ -1,4 +1,5 @@
-// The tracer's side of device tracing: host step spans, step ids, Record fields 5 and 6.
+// The tracer's side of device tracing: the host-span recorder extended with plugins, collects
+// and Record field 5.
 #ifndef XDL_TRACE_PLUGIN_DEVICE_TRACING_H_
 #define XDL_TRACE_PLUGIN_DEVICE_TRACING_H_
 
@@ -12,30 +13,19 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/mutex.h"
-#include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
-#include "record/record_extras.h"
+#include "record/host_spans.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/stats.h"
 
 namespace xdl_trace {
 namespace internal {
 
-// One xdl.proto.HostSpan, kept as a plain struct until its record is encoded.
-struct HostSpanData {
-  xdl::proto::HostSpan::Kind kind = xdl::proto::HostSpan::STEP;
-  int64_t start_ns = 0;
-  int64_t end_ns = 0;
-  int64_t gstep = 0;
-  int64_t lstep = 0;
-  uint64_t correlation_id = 0;
-  int64_t thread_id = 0;
-};
-
 // Serialized Record fields: `device_traces` (serialized DeviceTrace) as field 5
-// each, `spans` as field 6 each, ready for EncodeRecord's trailing_fields.
+// each, `spans` as field 6 each (record/host_spans.h's encoder), ready for
+// EncodeRecord's trailing_fields.
 std::string EncodeDeviceTrailingFields(absl::Span<const std::string> device_traces,
-                                       absl::Span<const HostSpanData> spans);
+                                       absl::Span<const HostSpanInfo> spans);
 
 // Environment overrides of TraceConfig::device_collect_interval_s and
 // TraceConfig::device_plugin_config, read by DeviceTracing::Start.
@@ -45,8 +35,10 @@ inline constexpr char kPluginConfigEnv[] = "XDL_TRACE_PLUGIN_CONFIG";  // "key=v
 // Name of the collector thread (top, perf, bench/device.py's CPU figure).
 inline constexpr char kCollectorThreadName[] = "xdl_dev_collect";
 
-// The RecordExtras (record/record_extras.h) behind config.device_tracers.
-// Host spans and device events share core/clock.h's WallClockNs().
+// The RecordExtras (record/record_extras.h) behind config.device_tracers: the
+// host-span recorder (record/host_spans.h, with correlated step ids) extended
+// with the plugins. Host spans and device events share core/clock.h's
+// WallClockNs().
 //
 // Threads. The training thread calls every RecordExtras method; inside Step()
 // it only ends and begins the step on the plugins (step_end/step_begin, the
@@ -60,12 +52,11 @@ inline constexpr char kCollectorThreadName[] = "xdl_dev_collect";
 // Finish (Close) stops it, stops the plugins and collects once more on the
 // calling thread. FillStats may be called from any thread.
 //
-// Host spans: STEP runs from the previous Step() return (or Start) to this
-// Step() call and carries the step's correlation id, which device tracers
-// attach to the work launched meanwhile; CAPTURE_ENCODE and QUEUE_WAIT are
-// this Step()'s own work and ride in the next record; DEVICE_COLLECT marks a
-// collection (on the collector thread's id).
-class DeviceTracing final : public RecordExtras {
+// Host spans: HostSpanRecorder's STEP, CAPTURE_ENCODE and QUEUE_WAIT, each
+// with the step's correlation id, which device tracers attach to the work
+// launched meanwhile; DEVICE_COLLECT marks a collection (on the collector
+// thread's id).
+class DeviceTracing final : public HostSpanRecorder {
  public:
   // Device bytes one record carries at most (at least one part): the rest
   // waits for the next steps, so no record copies or queues a whole collect.
@@ -82,14 +73,12 @@ class DeviceTracing final : public RecordExtras {
   void OnStepCalled(int64_t gstep, int64_t lstep) override;
   // At most kMaxRecordDeviceBytes of collected parts (at least one).
   std::vector<std::string> TakeDeviceTraces() override;
-  // The host spans (Record field 6).
+  // The host spans (Record field 6), the collector's after the step's.
   std::string TakeTrailingFields() override;
-  void OnStepEncoded(int64_t begin_ns, int64_t end_ns) override;
   void OnStepReturned(int64_t begin_ns, int64_t end_ns) override;
   // The not-traced step ends: its device work keeps its own correlation id
   // (on its STEP_NOT_TRACED span), and the next STEP span starts at its end.
   void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) override;
-  uint64_t CurrentCorrelationId() const override { return step_id_; }
   // Stops the collector thread and the tracers, collects once more and returns
   // the fields not yet taken ("" when no device events are left: host spans
   // alone do not justify a record).
@@ -102,25 +91,24 @@ class DeviceTracing final : public RecordExtras {
 
  private:
   DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s);
-  void AddSpan(xdl::proto::HostSpan::Kind kind, int64_t start_ns, int64_t end_ns);
   void CollectorLoop();
+  // Tells the plugins and the collector that the step CurrentCorrelationId() began.
+  void StepBegan();
+  // Notes the collector's spans after the step's own.
+  void TakeCollectSpans() ABSL_LOCKS_EXCLUDED(mu_);
   // Ends the collector thread (idempotent), moving the parts it collects
   // meanwhile into `taken`.
   void StopCollector(std::vector<std::string>* taken);
 
   const std::unique_ptr<DeviceTracerSet> set_;
   const int64_t collect_interval_ns_;
-  const int64_t thread_id_;
   // Training thread only:
-  uint64_t step_id_ = 1;  // Correlation id of the step in progress.
-  int64_t step_begin_ns_ = 0;
-  std::vector<HostSpanData> spans_;  // Finished, not yet in a record.
   bool finished_ = false;
   std::thread collector_;
   // Written by the training thread, read by the collector for its spans.
-  std::atomic<int64_t> gstep_{0};  // Of the last Step() call.
-  std::atomic<int64_t> lstep_{0};
-  std::atomic<uint64_t> span_step_id_{1};
+  std::atomic<int64_t> collect_gstep_{0};  // Of the last Step() call.
+  std::atomic<int64_t> collect_lstep_{0};
+  std::atomic<uint64_t> collect_step_id_{1};
   std::atomic<int64_t> collects_{0};
   std::atomic<bool> collector_done_{false};  // CollectorLoop returned.
 
@@ -128,7 +116,7 @@ class DeviceTracing final : public RecordExtras {
   CondVar wake_;  // Stop, or (interval 0) a step was called.
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t steps_called_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<HostSpanData> collect_spans_ ABSL_GUARDED_BY(mu_);  // From the collector.
+  std::vector<HostSpanInfo> collect_spans_ ABSL_GUARDED_BY(mu_);  // From the collector.
 };
 
 }  // namespace internal

@@ -19,7 +19,7 @@
 #include "core/crc32c.h"
 #include "core/file_kind.h"
 #include "core/status_macros.h"
-#include "reader/wire_decoder.h"
+#include "core/wire_reader.h"
 #include "xdl_trace.pb.h"
 #include "xdl_trace/reader.h"
 
@@ -168,7 +168,7 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
           const char* end = p + field.payload.size();
           while (p < end) {
             uint64_t raw;
-            if (!WireReader::ReadVarint(&p, end, &raw)) {
+            if (!internal::ReadVarint(&p, end, &raw)) {
               return Corrupt(path, at, "bad varint in packed Column.shape");
             }
             XDL_RETURN_IF_ERROR(add_dim(raw));

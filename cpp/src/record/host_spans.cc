@@ -1,4 +1,4 @@
-// Host spans: the hand-written HostSpan encoder, the bounded span log and HostSpanExtras.
+// Host spans: the hand-written HostSpan encoder, the bounded span log and HostSpanRecorder.
 #include "record/host_spans.h"
 
 #include <sys/syscall.h>
@@ -50,37 +50,59 @@ void BoundedSpanLog::TakeInto(std::vector<HostSpanInfo>* out) {
 
 int64_t CurrentThreadId() { return static_cast<int64_t>(::syscall(SYS_gettid)); }
 
-HostSpanExtras::HostSpanExtras()
-    : RecordExtras(/*timed=*/true), thread_id_(CurrentThreadId()), step_begin_ns_(WallClockNs()) {}
+HostSpanRecorder::HostSpanRecorder(bool correlated)
+    : RecordExtras(/*timed=*/true),
+      correlated_(correlated),
+      thread_id_(CurrentThreadId()),
+      step_id_(correlated ? 1 : 0),
+      step_begin_ns_(WallClockNs()) {}
 
-void HostSpanExtras::Add(HostSpanKind kind, int64_t start_ns, int64_t end_ns) {
-  spans_.push_back(HostSpanInfo{kind, start_ns, end_ns, gstep_, lstep_, 0, thread_id_});
+void HostSpanRecorder::AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns) {
+  spans_.push_back(HostSpanInfo{kind, start_ns, end_ns, gstep_, lstep_, step_id_, thread_id_});
 }
 
-void HostSpanExtras::OnStepCalled(int64_t gstep, int64_t lstep) {
+void HostSpanRecorder::MoveSpans(std::vector<HostSpanInfo>* spans) {
+  spans_.insert(spans_.end(), spans->begin(), spans->end());
+  spans->clear();
+}
+
+void HostSpanRecorder::TakeSpansInto(std::string* out) {
+  AppendHostSpanFields(spans_, out);
+  spans_.clear();
+}
+
+void HostSpanRecorder::EndStep(int64_t end_ns) {
+  step_begin_ns_ = end_ns;
+  if (correlated_) ++step_id_;
+}
+
+void HostSpanRecorder::StepCalledAt(int64_t gstep, int64_t lstep, int64_t now_ns) {
   gstep_ = gstep;
   lstep_ = lstep;
-  Add(HostSpanKind::kStep, step_begin_ns_, WallClockNs());
+  AddSpan(HostSpanKind::kStep, step_begin_ns_, now_ns);
 }
 
-std::string HostSpanExtras::TakeTrailingFields() {
+void HostSpanRecorder::OnStepCalled(int64_t gstep, int64_t lstep) {
+  StepCalledAt(gstep, lstep, WallClockNs());
+}
+
+std::string HostSpanRecorder::TakeTrailingFields() {
   std::string fields;
-  AppendHostSpanFields(spans_, &fields);
-  spans_.clear();
+  TakeSpansInto(&fields);
   return fields;
 }
 
-void HostSpanExtras::OnStepEncoded(int64_t begin_ns, int64_t end_ns) {
-  Add(HostSpanKind::kCaptureEncode, begin_ns, end_ns);
+void HostSpanRecorder::OnStepEncoded(int64_t begin_ns, int64_t end_ns) {
+  AddSpan(HostSpanKind::kCaptureEncode, begin_ns, end_ns);
 }
 
-void HostSpanExtras::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
-  if (end_ns > begin_ns) Add(HostSpanKind::kQueueWait, begin_ns, end_ns);
-  step_begin_ns_ = end_ns;
+void HostSpanRecorder::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
+  if (end_ns > begin_ns) AddSpan(HostSpanKind::kQueueWait, begin_ns, end_ns);
+  EndStep(end_ns);
 }
 
-void HostSpanExtras::OnStepNotTraced(int64_t, int64_t, int64_t, int64_t end_ns) {
-  step_begin_ns_ = end_ns;
+void HostSpanRecorder::OnStepNotTraced(int64_t, int64_t, int64_t, int64_t end_ns) {
+  EndStep(end_ns);
 }
 
 }  // namespace internal

@@ -1,5 +1,5 @@
-// Host spans (Record field 6) every tracer writes: their plain form, encoder and the default
-// extras.
+// Host spans (Record field 6) every tracer writes: their plain form, their one encoder and the
+// recorder of the step spans that device tracing extends.
 #ifndef XDL_TRACE_RECORD_HOST_SPANS_H_
 #define XDL_TRACE_RECORD_HOST_SPANS_H_
 
@@ -67,30 +67,58 @@ class BoundedSpanLog {
   int64_t dropped_ = 0;
 };
 
-// The RecordExtras of a tracer without device tracing: the host spans of its
-// traced steps (STEP, CAPTURE_ENCODE, QUEUE_WAIT, as DeviceTracing writes
-// them, with correlation id 0) and nothing else. Costs a few clock reads and
-// about 30 bytes per span. Threading: the training thread, as RecordExtras.
-class HostSpanExtras final : public RecordExtras {
+// The host spans of a tracer's steps and the step-span state machine, the one
+// place both live: the RecordExtras of a tracer without device tracing, and
+// the base of plugin/device_tracing.h's DeviceTracing, which adds device
+// events and collect spans around it.
+//
+// STEP runs from the previous step's end (Step() returned, a step the hook
+// did not trace ended, or construction) to this Step() call; CAPTURE_ENCODE
+// and QUEUE_WAIT are a Step()'s own work and ride in the next record. Every
+// span carries the gstep/lstep of the last Step() call, the thread that
+// constructed the recorder and the step's correlation id: with `correlated`
+// the steps are numbered 1, 2, ... (device tracers attach the number to the
+// work launched meanwhile), each step the hook saw, traced or not, taking the
+// next; without it every id is 0. Costs a few clock reads and about 30 bytes
+// a span. Threading: the training thread, as RecordExtras (the protected
+// helpers too).
+class HostSpanRecorder : public RecordExtras {
  public:
-  HostSpanExtras();
+  explicit HostSpanRecorder(bool correlated = false);
+
   void OnStepCalled(int64_t gstep, int64_t lstep) override;
+  // The spans noted since the last call, as Record field 6 each.
   std::string TakeTrailingFields() override;
   void OnStepEncoded(int64_t begin_ns, int64_t end_ns) override;
   void OnStepReturned(int64_t begin_ns, int64_t end_ns) override;
   void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) override;
+  uint64_t CurrentCorrelationId() const override { return step_id_; }
   // Spans alone do not justify a record of their own: the last step's
   // capture/encode and queue-wait spans are not written.
   std::string Finish() override { return std::string(); }
   void FillStats(TraceStats*) const override {}
 
- private:
-  void Add(HostSpanKind kind, int64_t start_ns, int64_t end_ns);
+ protected:
+  // OnStepCalled with the STEP span's end read by the caller.
+  void StepCalledAt(int64_t gstep, int64_t lstep, int64_t now_ns);
+  // A span of the step in progress (its steps, correlation id and thread).
+  void AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns);
+  // Spans made elsewhere, after those noted so far; `spans` is left empty.
+  void MoveSpans(std::vector<HostSpanInfo>* spans);
+  // Appends the spans noted so far to `out` (Record field 6 each) and forgets them.
+  void TakeSpansInto(std::string* out);
+  void DropSpans() { spans_.clear(); }
 
+ private:
+  // The step ended at `end_ns`: the next STEP span starts there, with the next id.
+  void EndStep(int64_t end_ns);
+
+  const bool correlated_;
   const int64_t thread_id_;  // The thread that started the tracer.
-  int64_t gstep_ = 0;
+  uint64_t step_id_;         // Correlation id of the step in progress (0: uncorrelated).
+  int64_t gstep_ = 0;        // Of the last Step() call.
   int64_t lstep_ = 0;
-  int64_t step_begin_ns_;            // End of the previous step the hook saw (or Start).
+  int64_t step_begin_ns_;            // End of the previous step the hook saw (or construction).
   std::vector<HostSpanInfo> spans_;  // Finished, not yet in a record.
 };
 

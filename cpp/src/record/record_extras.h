@@ -14,9 +14,9 @@ namespace internal {
 
 // Supplies serialized Record fields numbered >= 5 (device events, host spans)
 // for the records of a tracer. Every tracer has one: record/host_spans.h's
-// HostSpanExtras (the traced steps' host spans) when device tracing is off,
-// plugin/device_tracing.h's DeviceTracing (the same spans, with correlation
-// ids, plus device events) when it is on. The tracer itself appends the
+// HostSpanRecorder (the traced steps' host spans) when device tracing is off,
+// plugin/device_tracing.h's DeviceTracing (that recorder extended: the same
+// spans with correlation ids, plus device events) when it is on. The tracer itself appends the
 // not-traced step and IO-write spans after what TakeTrailingFields returns.
 // Threading: every method runs on the training thread inside
 // Step()/StepAt()/Close(), except FillStats (any thread).
@@ -38,8 +38,8 @@ namespace internal {
 // of each step the hook saw but did not trace (Tracer::NoteStepNotTraced): the
 // next STEP span starts at its end, so no span covers several steps.
 // The span times come from SpanClockNs(), which reads the clock only for
-// extras constructed with `timed` (record/host_spans.h's HostSpanExtras, the
-// default, and DeviceTracing both are). At Close(), Finish() returns the fields
+// extras constructed with `timed` (record/host_spans.h's HostSpanRecorder, the
+// default, and DeviceTracing, which extends it, both are). At Close(), Finish() returns the fields
 // not yet taken; when non-empty the tracer writes them in one last,
 // device-only record (the last step's gstep/lstep, no column) before closing
 // the writer.
@@ -71,7 +71,7 @@ class RecordExtras {
 };
 
 // Extras with no fields and no clock reads (tests; tracers default to
-// record/host_spans.h's HostSpanExtras).
+// record/host_spans.h's HostSpanRecorder).
 class NoRecordExtras final : public RecordExtras {
  public:
   NoRecordExtras() : RecordExtras(/*timed=*/false) {}

@@ -73,7 +73,7 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
   if (extras == nullptr && !fixed.device_tracers.empty()) {
     XDL_ASSIGN_OR_RETURN(extras, MakeDeviceRecordExtras(fixed));
   } else if (extras == nullptr) {
-    extras = std::make_unique<HostSpanExtras>();
+    extras = std::make_unique<HostSpanRecorder>();
   }
   XDL_ASSIGN_OR_RETURN(
       std::unique_ptr<TraceWriter> writer,

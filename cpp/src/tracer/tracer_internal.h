@@ -24,7 +24,7 @@ absl::StatusOr<std::unique_ptr<RecordExtras>> MakeDeviceRecordExtras(const Trace
 struct TracerOptions {
   WriterTestHooks writer_hooks;
   // When set, used instead of MakeDeviceRecordExtras(config) or
-  // HostSpanExtras.
+  // HostSpanRecorder.
   std::unique_ptr<RecordExtras> extras;
 };
 

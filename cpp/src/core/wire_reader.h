@@ -1,7 +1,10 @@
-// A minimal protobuf wire-format decoder (varints, fixed, length-delimited) that never copies
-// payloads; the primitives (WireType, ReadVarint) are core/wire.h's.
-#ifndef XDL_TRACE_READER_WIRE_DECODER_H_
-#define XDL_TRACE_READER_WIRE_DECODER_H_
+// The one protobuf field walker of the core (reader, analysis, plugin): fields in order, payloads
+// never copied; the primitives (WireType, ReadVarint) are core/wire.h's, the writer side.
+//
+// Not std-only (absl::string_view, the reader's currency): the plugins under cpp/plugins write
+// the wire format and never read it.
+#ifndef XDL_TRACE_CORE_WIRE_READER_H_
+#define XDL_TRACE_CORE_WIRE_READER_H_
 
 #include <cstdint>
 
@@ -35,11 +38,6 @@ class WireReader {
   uint64_t error_offset() const { return error_offset_; }
   // Offset of the next unread byte within the message.
   uint64_t position() const { return static_cast<uint64_t>(pos_ - begin_); }
-
-  // core/wire.h's ReadVarint, kept here for the callers that name it so.
-  static bool ReadVarint(const char** p, const char* end, uint64_t* value) {
-    return internal::ReadVarint(p, end, value);
-  }
 
  private:
   bool Fail(const char* what, const char* at);
@@ -98,7 +96,19 @@ inline bool WireReader::Next(WireField* field) {
   return true;
 }
 
+// Calls visit(field) (returning bool) for every field of `message` in order; false as soon as
+// visit returns false or the message does not parse (a walker with nothing to say about where).
+template <typename Visit>
+bool ForEachWireField(absl::string_view message, Visit visit) {
+  WireReader reader(message);
+  WireField field;
+  while (reader.Next(&field)) {
+    if (!visit(field)) return false;
+  }
+  return reader.error() == nullptr;
+}
+
 }  // namespace internal
 }  // namespace xdl_trace
 
-#endif  // XDL_TRACE_READER_WIRE_DECODER_H_
+#endif  // XDL_TRACE_CORE_WIRE_READER_H_
