@@ -1,5 +1,7 @@
-"""Which records a read takes: ``Selection(keys, gsteps, ranks, run)``, the one value every reader of
-the package accepts, and ``gstep_window``, its gsteps as one window.
+"""Which records a read takes: one ``Selection`` value, and ``gstep_window`` for its gsteps.
+
+``Selection(keys, gsteps, ranks, run)`` is the one value every reader of the package accepts;
+``gstep_window`` turns its gsteps into one window.
 
 The library's readers (``Trace.records``, ``analysis.scan_run``/``find_nan``,
 ``report.build_report``/``write_report``, the ``timeline`` functions, ``dask``) take a

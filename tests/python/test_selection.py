@@ -1,5 +1,7 @@
-"""xdl_trace.selection: the one Selection value (checked when made, keywords turned into it by
-Selection.of) and the readers that take it giving what their keywords give."""
+"""Tests of xdl_trace.selection: the one Selection value and the readers that take it.
+
+Checked when made, keywords turned into it by Selection.of, and each reader given a Selection
+reads what its keywords read."""
 
 import dataclasses
 
