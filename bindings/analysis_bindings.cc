@@ -101,12 +101,13 @@ py::tuple ColumnStats(const py::list& arrays, const std::vector<int32_t>& dtypes
 
 // A writable C-contiguous array of `rows` x `width` (width 0: one dimension), or ValueError.
 template <typename T>
-T* Buffer(py::array_t<T>& array, const char* name, py::ssize_t rows, py::ssize_t width) {
+T* Buffer(py::array_t<T>& array, const char* function, const char* name, py::ssize_t rows,
+          py::ssize_t width) {
   const bool shape_ok =
       width == 0 ? array.ndim() == 1 && array.shape(0) == rows
                  : array.ndim() == 2 && array.shape(0) == rows && array.shape(1) == width;
   if (!shape_ok || !(array.flags() & py::array::c_style) || !array.writeable()) {
-    throw py::value_error(absl::StrCat("curve_add: ", name, " must be a writable C-contiguous ",
+    throw py::value_error(absl::StrCat(function, ": ", name, " must be a writable C-contiguous ",
                                        rows, width ? absl::StrCat(" x ", width) : "", " array"));
   }
   return array.mutable_data();
@@ -125,7 +126,7 @@ void CurveAdd(py::array_t<int64_t> state, py::array_t<int64_t> gstep, py::array_
   }
   const py::ssize_t capacity = sum.shape(0), width = sum.shape(1);
   if (skip_field >= width) throw py::value_error("curve_add: skip_field is not a field");
-  int64_t* s = Buffer(state, "state", 4, 0);
+  int64_t* s = Buffer(state, "curve_add", "state", 4, 0);
   internal::CurveBuckets curve;
   curve.capacity = capacity;
   curve.width = width;
@@ -133,11 +134,11 @@ void CurveAdd(py::array_t<int64_t> state, py::array_t<int64_t> gstep, py::array_
   curve.used = s[1];
   curve.fill = s[2];
   curve.records = s[3];
-  curve.gstep = Buffer(gstep, "gstep", capacity, 0);
-  curve.sum = Buffer(sum, "sum", capacity, width);
-  curve.valid = Buffer(valid, "valid", capacity, width);
-  curve.min = Buffer(min, "min", capacity, width);
-  curve.max = Buffer(max, "max", capacity, width);
+  curve.gstep = Buffer(gstep, "curve_add", "gstep", capacity, 0);
+  curve.sum = Buffer(sum, "curve_add", "sum", capacity, width);
+  curve.valid = Buffer(valid, "curve_add", "valid", capacity, width);
+  curve.min = Buffer(min, "curve_add", "min", capacity, width);
+  curve.max = Buffer(max, "curve_add", "max", capacity, width);
   internal::CurveRows in;
   in.gsteps = gsteps.data();
   in.data = reinterpret_cast<const char*>(rows.data());
@@ -153,6 +154,53 @@ void CurveAdd(py::array_t<int64_t> state, py::array_t<int64_t> gstep, py::array_
   s[1] = curve.used;
   s[2] = curve.fill;
   s[3] = curve.records;
+}
+
+// histogram_add(state, gstep, counts, min, max, gsteps, rows, low, high, records=None): adds
+// histogram rows [n, width] (float64) at gsteps [n], with their finite min and max [n] and the
+// records each sums [n] (None: 1 each), to a HistogramSeries' buckets in place
+// (internal::AddHistogramRows). state: int64[3] span, used, fill, updated.
+void HistogramAdd(
+    py::array_t<int64_t> state, py::array_t<int64_t> gstep, py::array_t<float> counts,
+    py::array_t<double> min, py::array_t<double> max,
+    py::array_t<int64_t, py::array::c_style | py::array::forcecast> gsteps,
+    py::array_t<double, py::array::c_style | py::array::forcecast> rows,
+    py::array_t<double, py::array::c_style | py::array::forcecast> low,
+    py::array_t<double, py::array::c_style | py::array::forcecast> high,
+    std::optional<py::array_t<int64_t, py::array::c_style | py::array::forcecast>> records) {
+  const py::ssize_t n = gsteps.ndim() == 1 ? gsteps.shape(0) : -1;
+  if (counts.ndim() != 2 || rows.ndim() != 2 || rows.shape(1) != counts.shape(1) ||
+      rows.shape(0) != n || low.ndim() != 1 || low.shape(0) != n || high.ndim() != 1 ||
+      high.shape(0) != n || (records && (records->ndim() != 1 || records->shape(0) != n))) {
+    throw py::value_error(
+        "histogram_add: rows must be [n, width] with n gsteps, lows, highs (and records)");
+  }
+  const py::ssize_t capacity = counts.shape(0), width = counts.shape(1);
+  int64_t* s = Buffer(state, "histogram_add", "state", 3, 0);
+  internal::HistogramBuckets histogram;
+  histogram.capacity = capacity;
+  histogram.width = width;
+  histogram.span = s[0];
+  histogram.used = s[1];
+  histogram.fill = s[2];
+  histogram.gstep = Buffer(gstep, "histogram_add", "gstep", capacity, 0);
+  histogram.counts = Buffer(counts, "histogram_add", "counts", capacity, width);
+  histogram.min = Buffer(min, "histogram_add", "min", capacity, 0);
+  histogram.max = Buffer(max, "histogram_add", "max", capacity, 0);
+  internal::HistogramRows in;
+  in.gsteps = gsteps.data();
+  in.counts = rows.data();
+  in.min = low.data();
+  in.max = high.data();
+  in.records = records ? records->data() : nullptr;
+  in.rows = n;
+  {
+    py::gil_scoped_release release;  // The arrays stay referenced by the arguments.
+    internal::AddHistogramRows(in, &histogram);
+  }
+  s[0] = histogram.span;
+  s[1] = histogram.used;
+  s[2] = histogram.fill;
 }
 
 // `values` as a numpy array of `shape`, without a copy (a capsule owns the vector).
@@ -206,8 +254,10 @@ py::array_t<double> ToArray(std::vector<double>&& values, std::vector<py::ssize_
   return py::array_t<double>(shape, owner->values.data(), keep_alive);
 }
 
-// A RecordScan and the chunk it fills (reused between calls).
+// A RecordScan and the chunk it fills (reused between calls), with the
+// DeviceEventTable it appends to (kept alive past the scan: declared first).
 struct PyRecordScan {
+  py::object device_events;
   std::unique_ptr<internal::RecordScan> scan;
   size_t keys = 0;
   internal::RecordScanChunk chunk;
@@ -218,7 +268,7 @@ struct PyRecordScan {
 // (gstep, lstep, timestamp, rank [n]; stats [n, keys, 8]; histogram_key,
 // histogram_gstep, histogram_records, histogram_min, histogram_max [rows],
 // buckets [rows, kNumLogBuckets]; spans int64 [s, 6]: rank, gstep,
-// lstep, start_ns, end_ns, traced), device_traces (bytes), torn_tails,
+// lstep, start_ns, end_ns, traced), torn_tails,
 // unknown_dtypes ((path, dtype)), done, and per key (internal::KeyFacts):
 // key_records, key_elements, key_bad [keys], key_constant (list of bool),
 // key_first [keys, 8].
@@ -264,9 +314,6 @@ py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_
   out["histogram_max"] = ToArray(std::move(chunk.histogram_max), {rows});
   out["buckets"] = ToArray(std::move(chunk.buckets), {rows, buckets}, self.spares);
   out["spans"] = ToArray(std::move(spans), {static_cast<py::ssize_t>(chunk.step_spans.size()), 6});
-  py::list traces;
-  for (const std::string& trace : chunk.device_traces) traces.append(py::bytes(trace));
-  out["device_traces"] = std::move(traces);
   out["torn_tails"] = chunk.torn_tails;
   out["unknown_dtypes"] = chunk.unknown_dtypes;
   out["done"] = !*more;
@@ -313,7 +360,7 @@ void RegisterAnalysisBindings(py::module_& m) {
                        std::optional<int64_t> begin, std::optional<int64_t> end,
                        std::optional<std::vector<int64_t>> steps,
                        std::optional<std::vector<bool>> histogram, int64_t histogram_group,
-                       int threads) {
+                       int threads, py::object device_events) {
              internal::RecordScanOptions options;
              options.keys = std::move(keys);
              options.steps = StepSelection{begin, end, std::move(steps)};
@@ -322,6 +369,10 @@ void RegisterAnalysisBindings(py::module_& m) {
              options.max_threads = DefaultThreads(threads);
              auto self = std::make_unique<PyRecordScan>();
              self->keys = options.keys.size();
+             if (!device_events.is_none()) {
+               options.device_events = device_events.cast<internal::DeviceEventTable*>();
+               self->device_events = std::move(device_events);
+             }
              TraceReader reader = CallWithoutGil([&] { return TraceReader::Open(path); });
              self->scan = std::make_unique<internal::RecordScan>(reader, std::move(options));
              return self;
@@ -329,8 +380,10 @@ void RegisterAnalysisBindings(py::module_& m) {
            py::arg("path"), py::arg("keys"), py::arg("begin") = py::none(),
            py::arg("end") = py::none(), py::arg("steps") = py::none(),
            py::arg("histogram") = py::none(), py::arg("histogram_group") = 1,
-           py::arg("threads") = 0,
-           "Scans the data file (or trace directory's train.trace files) at `path`.")
+           py::arg("threads") = 0, py::arg("device_events") = py::none(),
+           "Scans the data file (or trace directory's train.trace files) at `path`; the "
+           "device traces of its records are parsed into `device_events` (a DeviceEventTable, "
+           "with each record's rank) as next() takes them, or not read when it is None.")
       .def("next", &NextChunk, py::arg("max_records"), py::arg("max_histogram_rows"),
            "The next chunk of records as a dict of arrays (see analysis.py).");
 
@@ -345,6 +398,13 @@ void RegisterAnalysisBindings(py::module_& m) {
         py::arg("max").noconvert(), py::arg("gsteps"), py::arg("rows"), py::arg("skip_field") = -1,
         "Adds rows [n, width] (float64, any strides) at gsteps [n] to a downsampled curve's "
         "buckets in place (analysis.Series); rows whose skip_field is NaN are left out.");
+  m.def("histogram_add", &HistogramAdd, py::arg("state").noconvert(), py::arg("gstep").noconvert(),
+        py::arg("counts").noconvert(), py::arg("min").noconvert(), py::arg("max").noconvert(),
+        py::arg("gsteps"), py::arg("rows"), py::arg("low"), py::arg("high"),
+        py::arg("records") = py::none(),
+        "Adds histogram rows [n, width] at gsteps [n], with the min and max of their finite "
+        "values [n] (NaN: none) and the records each sums [n] (None: 1 each), to a downsampled "
+        "distribution's buckets in place (analysis.HistogramSeries).");
   py::class_<internal::DeviceEventTable>(
       m, "DeviceEventTable",
       "A run's device events as columns (xdl_trace::internal::DeviceEventTable).")

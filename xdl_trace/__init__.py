@@ -42,6 +42,7 @@ from .api import (
 from .filters import Every, Range, Sample, Steps
 from .hook import CONFIG_KEYS, TraceHook, detect_rank
 from .reader import open_trace
+from .selection import Selection
 from .trace_runs import Run, runs
 from .analysis import find_nan
 from .watch import watch
@@ -61,6 +62,7 @@ __all__ = [
     "detect_rank",
     "TrainSession",
     "open_trace",
+    "Selection",
     "runs",
     "Run",
     "find_nan",

@@ -33,7 +33,7 @@ import numpy as np
 from . import _core, gpu_steps
 from .device_events import DeviceDataWarning, bad_data_message
 from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
-from .selection import gstep_window
+from .selection import Selection
 
 __all__ = ["scan_run", "find_nan", "RunScan", "Series", "HistogramSeries", "STATS_FIELDS"]
 
@@ -104,76 +104,44 @@ class Series:
 
 class HistogramSeries:
     """Log-bucket histograms over gstep, downsampled as ``Series`` is: per bucket of consecutive
-    records the summed counts and the min and max of the finite values."""
+    records the summed counts and the min and max of the finite values. The accumulation runs
+    in C++ (``_core.histogram_add``, the same downsampler as ``Series``) on these arrays in
+    place."""
 
     def __init__(self, capacity=128):
         if capacity < 2 or capacity % 2:
             raise ValueError("HistogramSeries capacity must be an even number >= 2")
         self.capacity = capacity
-        self.span = 1
-        self.used = 0
-        self.fill = 0
+        # span (records per full bucket), used (buckets in use; the last one holds `fill`
+        # records), fill: kept by _core.histogram_add.
+        self._state = np.array([1, 0, 0], np.int64)
         self.gstep = np.zeros(capacity, np.int64)
         # float32 (memory): exact up to 2^24 per bucket, then ~1e-7 relative, plenty for percentiles.
         self.counts = np.zeros((capacity, len(LOG_BUCKET_EDGES) - 1), np.float32)
         self.min = np.full(capacity, np.inf)
         self.max = np.full(capacity, -np.inf)
 
+    span = property(lambda self: int(self._state[0]))
+    used = property(lambda self: int(self._state[1]))
+    fill = property(lambda self: int(self._state[2]))
+
     def add(self, gsteps, counts, low, high, records=None):
         """Appends records: gsteps [n] ascending, counts [n, buckets], their finite min and max
         [n] (NaN for a record without finite values). ``records`` [n]: how many consecutive
         records each row sums (default 1 each); a row of several goes whole into one bucket,
         which is full once it holds ``span`` records or more."""
-        low = np.where(np.isnan(low), np.inf, low)
-        high = np.where(np.isnan(high), -np.inf, high)
-        if records is not None and np.any(np.asarray(records) != 1):
-            self._add_grouped(gsteps, counts, low, high, np.asarray(records))
-            return
-        i, n = 0, len(gsteps)
-        while i < n:
-            if self.used == 0 or self.fill == self.span:
-                if self.used == self.capacity:
-                    self._halve()
-                    continue
-                self.gstep[self.used] = gsteps[i]
-                self.used += 1
-                self.fill = 0
-            b = self.used - 1
-            take = min(self.span - self.fill, n - i)
-            part = slice(i, i + take)
-            self.counts[b] += counts[part].sum(axis=0)
-            self.min[b] = min(self.min[b], low[part].min())
-            self.max[b] = max(self.max[b], high[part].max())
-            self.fill += take
-            i += take
-
-    def _add_grouped(self, gsteps, counts, low, high, records):
-        if self.used == 0:  # Buckets start as wide as a row.
-            self.span = max(self.span, int(records.max()))
-        for i in range(len(gsteps)):
-            if self.used == 0 or self.fill >= self.span:
-                if self.used == self.capacity:
-                    self._halve()
-                if self.used == 0 or self.fill >= self.span:
-                    self.gstep[self.used] = gsteps[i]
-                    self.used += 1
-                    self.fill = 0
-            b = self.used - 1
-            self.counts[b] += counts[i]
-            self.min[b] = min(self.min[b], low[i])
-            self.max[b] = max(self.max[b], high[i])
-            self.fill += int(records[i])
-
-    def _halve(self):
-        half = self.capacity // 2
-        self.gstep[:half] = self.gstep[0::2]
-        self.counts[:half] = self.counts[0::2] + self.counts[1::2]
-        self.min[:half] = np.minimum(self.min[0::2], self.min[1::2])
-        self.max[:half] = np.maximum(self.max[0::2], self.max[1::2])
-        self.counts[half:] = 0
-        self.min[half:] = np.inf
-        self.max[half:] = -np.inf
-        self.used, self.span, self.fill = half, self.span * 2, self.span * 2
+        _core.histogram_add(
+            self._state,
+            self.gstep,
+            self.counts,
+            self.min,
+            self.max,
+            gsteps,
+            counts,
+            low,
+            high,
+            None if records is None else np.asarray(records, np.int64),
+        )
 
     def percentiles(self, quantiles):
         """(gsteps, values [buckets, len(quantiles)]): the quantiles of each bucket's values,
@@ -345,17 +313,21 @@ def scan_run(
     capacity=512,
     histogram_capacity=128,
     on_progress=None,
+    selection=None,
 ):
     """Reads a run once and returns a ``RunScan``.
 
-    keys: glob patterns (a list or "a,b*"); gsteps: (begin, end) inclusive; ranks: a list.
+    selection: a ``Selection`` (xdl_trace/selection.py) of keys (glob patterns: a list or
+    "a,b*"), gsteps, ranks and run (which run of a directory that holds several, as
+    ``open_trace``); the keywords keys, gsteps, ranks and run stand for its fields.
     series/histograms False skip the curves (find-nan needs neither). capacity and
     histogram_capacity: buckets per curve and per distribution at most (even numbers); fewer
     when many keys x ranks would pass the memory budgets above.
-    on_progress(n_bytes) is called as files are consumed. run: which run of a directory that
-    holds several (as ``open_trace``).
+    on_progress(n_bytes) is called as files are consumed.
     """
-    trace = open_trace(path, prefix=prefix, name=name, run=run)
+    selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
+    keys, ranks = selection.keys, selection.ranks
+    trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)))
     scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
     files = [f for f in trace.files if f.rank in scan.ranks]
@@ -390,7 +362,7 @@ def scan_run(
     scan.dropped = sum(dropped.values())
     histogram_rank = scan.ranks[0] if scan.ranks else None
     group = _histogram_group(
-        [f for f in files if f.rank == histogram_rank], gsteps, scan.histogram_capacity
+        [f for f in files if f.rank == histogram_rank], selection, scan.histogram_capacity
     )
     paths = [(f.rank, f.path, f.size) for f in files]
     del trace, files  # At most two data files mapped from here on: this one and the next.
@@ -398,7 +370,7 @@ def scan_run(
     def open_scan(i):  # Its walker threads start reading now.
         rank, file_path, _ = paths[i]
         return _open_scan(
-            scan.keys, file_path, gsteps, histograms and rank == histogram_rank, group
+            scan, file_path, selection, histograms and rank == histogram_rank, group, series
         )
 
     upcoming = [open_scan(0)] if paths else []
@@ -414,7 +386,7 @@ def scan_run(
             scan,
             rank,
             cursor,
-            gsteps,
+            selection,
             pairs,
             series,
             histograms and rank == histogram_rank,
@@ -434,7 +406,7 @@ def scan_run(
                 scan.step_time[rank], scan.step_source[rank] = found[rank], source
                 break
     if series:
-        _add_summary_histograms(scan, path, prefix, name, run, gsteps)
+        _add_summary_histograms(scan, path, prefix, name, selection)
     if series and len(scan.device_events):
         steps = {}
         for rank, parts in scan._step_calls.items():
@@ -477,29 +449,29 @@ def histogram_percentiles(edges, counts, quantiles):
     return out
 
 
-def _add_summary_histograms(scan, path, prefix, name, run, gsteps):
+def _add_summary_histograms(scan, path, prefix, name, selection):
     """The distribution over steps of each "histogram" summary key, from its own bins (its
     stats and log buckets describe the encoding, not the tensor): at most
     SUMMARY_HISTOGRAM_STEPS records of the first rank, evenly spaced over the selected gsteps."""
     keys = [k for k in scan.keys if getattr(scan.schema.get(k), "kind", None) == "histogram"]
     if not keys or not scan.ranks or scan.gstep_range is None:
         return
-    trace = open_trace(path, prefix=prefix, name=name, run=run)
+    trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
     rank = scan.ranks[0]
     for key in keys:
-        selection = gsteps
+        gsteps = selection.gsteps
         if scan.rows.get(key, 0) > SUMMARY_HISTOGRAM_STEPS:
             lo, hi = scan.gstep_range
             picks = np.unique(np.linspace(lo, hi, SUMMARY_HISTOGRAM_STEPS).round().astype(int))
-            selection = [int(g) for g in picks]
-        found, hist = trace.stack_summary(key, gsteps=selection, rank=rank)
+            gsteps = [int(g) for g in picks]
+        found, hist = trace.stack_summary(key, gsteps=gsteps, rank=rank)
         if len(found) == 0:
             continue
         values = histogram_percentiles(hist.edges, hist.counts, SUMMARY_QUANTILES)
         scan.summary_histograms[key] = (np.asarray(found), values)
 
 
-def _histogram_group(files, gsteps, capacity):
+def _histogram_group(files, selection, capacity):
     """Records per histogram row the C++ scan may sum: the largest power of two that is at most
     the span a distribution's buckets will have (records / capacity, from the Meta's record
     counts and gstep ranges), so the buckets are the same as with a row per record. 1 when a
@@ -507,7 +479,7 @@ def _histogram_group(files, gsteps, capacity):
     metas = [f.meta or {} for f in files]
     if any(m.get("record_count") is None or m.get("format_version", 0) == 0 for m in metas):
         return 1
-    begin, end, steps = gstep_window(gsteps)
+    begin, end, steps = selection.window()
     records = 0
     for m in metas:
         # A selection's share of a file, as if its records were evenly spread over its gsteps.
@@ -525,23 +497,32 @@ def _histogram_group(files, gsteps, capacity):
     return group
 
 
-def _open_scan(keys, path, gsteps, histograms, histogram_group):
+def _open_scan(scan, path, selection, histograms, histogram_group, series):
     """A ``_core.RecordScan`` of one data file: one columnar pass (the records' steps and times,
-    each key's stats rows and log-bucket counts, the step spans and device traces) whose walker
-    threads start reading at once. histogram_group: consecutive records of a key summed into one
-    histogram row in C++."""
-    begin, end, steps = gstep_window(gsteps)
+    each key's stats rows and log-bucket counts, the step spans; with `series`, the device
+    traces parsed into ``scan.device_events`` as chunks are taken) whose walker threads start
+    reading at once. histogram_group: consecutive records of a key summed into one histogram row
+    in C++."""
+    begin, end, steps = selection.window()
+    keys = scan.keys
     return _core.RecordScan(
-        path, keys, begin, end, steps, [bool(histograms)] * len(keys), histogram_group
+        path,
+        keys,
+        begin,
+        end,
+        steps,
+        [bool(histograms)] * len(keys),
+        histogram_group,
+        device_events=scan.device_events if series else None,
     )
 
 
-def _scan_file(scan, rank, cursor, gsteps, pairs, series, histograms, on_last_chunk):
+def _scan_file(scan, rank, cursor, selection, pairs, series, histograms, on_last_chunk):
     """Takes a file's scan (``_open_scan``) chunk by chunk, each small. on_last_chunk() is
     called when the last chunk arrives, before it is added (scan_run opens the next file then, so
     its walker reads while this file's last chunk is added). The scan drops its mapping once the
     last chunk is taken."""
-    begin, end, steps = gstep_window(gsteps)
+    begin, end, steps = selection.window()
     keys = scan.keys
     # Per-record cells of a chunk: about _CHUNK_CELLS x 64 bytes of stats whatever the keys.
     max_records = max(64, min(_CHUNK_RECORDS, _CHUNK_CELLS // max(len(keys), 1)))
@@ -566,8 +547,6 @@ def _scan_file(scan, rank, cursor, gsteps, pairs, series, histograms, on_last_ch
             _add_histograms(scan, chunk)
         if series:
             _add_step_spans(scan, rank, chunk["spans"], begin, end, steps)
-            for payload in chunk["device_traces"]:
-                scan.device_events.add(payload, rank)
         if chunk["done"]:
             return
 
@@ -759,21 +738,20 @@ def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
     acc.add(gsteps[both], ratio[:, None])
 
 
-def find_nan(path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None, run=None):
+def find_nan(
+    path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None, run=None, selection=None
+):
     """The first NaN/Inf of each key, from full tensors: a list of dicts with ``key``, ``rank``,
     ``gstep``, ``lstep`` (of the first record holding one; earliest gstep, then lowest rank) and
     ``nan``, ``inf`` (how many elements of that record), ordered by gstep then key. Empty when
-    the run is clean."""
+    the run is clean. selection and keys, gsteps, ranks, run: as ``scan_run``."""
     scan = scan_run(
         path,
-        keys=keys,
-        gsteps=gsteps,
-        ranks=ranks,
         prefix=prefix,
         name=name,
         series=False,
         histograms=False,
-        run=run,
+        selection=Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run),
     )
     return [b.as_dict() for b in bad_values(scan)]
 

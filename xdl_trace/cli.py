@@ -20,6 +20,7 @@ from ._version import __version__
 from .errors import RunChoiceError, TraceError
 from .progress import Progress
 from .reader import STATS_FIELDS, open_trace  # STATS_FIELDS: the stats layout, from _core.
+from .selection import Selection
 
 __all__ = ["main", "command", "Progress"]
 
@@ -81,8 +82,16 @@ def _selection_options(parser):
     parser.add_argument("--ranks", help="comma-separated ranks (default: all)")
 
 
-def _ranks(args):
-    return [int(r) for r in _parse_list(args.ranks)] if args.ranks else None
+def _selection(args):
+    """The Selection of the command's --keys, --gsteps, --ranks and --run, those of them it has
+    (each command's library call takes it whole)."""
+    ranks = getattr(args, "ranks", None)
+    return Selection.of(
+        keys=getattr(args, "keys", None),
+        gsteps=_parse_gsteps(getattr(args, "gsteps", None)),
+        ranks=[int(r) for r in _parse_list(ranks)] if ranks else None,
+        run=args.run,
+    )
 
 
 # Control characters (C0, DEL, C1), line and paragraph separators and bidi controls, as escapes:
@@ -287,10 +296,9 @@ def _run_of_file(trace, args):
 @command("dump", "print records (gstep, lstep, timestamp, columns)", _dump_configure)
 def _dump(args):
     trace = _open(args)
-    keys = _parse_list(args.keys)
     run_of = _run_of_file(trace, args)
     printed = 0
-    for record in trace.records(keys=keys, gsteps=_parse_gsteps(args.gsteps), ranks=_ranks(args)):
+    for record in trace.records(selection=_selection(args).replace(keys=_parse_list(args.keys))):
         if args.max_records is not None and printed >= args.max_records:
             break
         printed += 1
@@ -353,7 +361,8 @@ def _export_configure(parser):
     )
 
 
-def _export_npz(trace, args, keys, gsteps, ranks):
+def _export_npz(trace, args, selection):
+    keys, ranks = selection.keys, selection.ranks
     # A stats key is a structured array: one named field per statistic (z["loss"]["max"]).
     schema = trace.schema()  # Once: schema() builds a dict of every key.
     stats = {key for key in keys if _is_stats(schema.get(key))}
@@ -365,14 +374,15 @@ def _export_npz(trace, args, keys, gsteps, ranks):
         for rank in ranks:
             prefix = f"rank{rank}/" if multi else ""
             steps, lsteps, stamps = [], [], []
-            for r in trace.records(keys=[], gsteps=gsteps, ranks=[rank], on_progress=progress):
+            steps_only = selection.replace(keys=[], ranks=[rank])
+            for r in trace.records(on_progress=progress, selection=steps_only):
                 steps.append(r.gstep)
                 lsteps.append(r.lstep)
                 stamps.append(r.timestamp)
             arrays[prefix + "gstep"] = np.asarray(steps, dtype=np.int64)
             arrays[prefix + "lstep"] = np.asarray(lsteps, dtype=np.int64)
             arrays[prefix + "timestamp"] = np.asarray(stamps, dtype=np.int64)
-            stacked = trace.stack_many(keys, gsteps=gsteps, rank=rank)
+            stacked = trace.stack_many(keys, gsteps=selection.gsteps, rank=rank)
             progress(sum(f.size for f in trace.files_of_rank(rank)))
             for key, (key_steps, values) in stacked.items():
                 if key in stats:
@@ -413,8 +423,8 @@ def _csv_columns(schema, keys):
     return out, skipped
 
 
-def _export_csv(trace, args, keys, gsteps, ranks):
-    columns, skipped = _csv_columns(trace.schema(), keys)
+def _export_csv(trace, args, selection):
+    columns, skipped = _csv_columns(trace.schema(), selection.keys)
     if skipped and (args.keys or not columns):  # Asked for by name, or nothing would be left.
         names = ", ".join(repr(k) for k in skipped)
         print(
@@ -425,7 +435,7 @@ def _export_csv(trace, args, keys, gsteps, ranks):
         return 2
     if skipped:
         print(f"csv: skipping non-scalar keys: {', '.join(skipped)} (use npz)", file=sys.stderr)
-    total = sum(f.size for f in trace.files if f.rank in ranks)
+    total = sum(f.size for f in trace.files if f.rank in selection.ranks)
     rows = 0
     with open(args.output, "w", newline="") as out, Progress(total, "export") as progress:
         writer = csv.writer(out)
@@ -433,7 +443,7 @@ def _export_csv(trace, args, keys, gsteps, ranks):
             ["rank", "gstep", "lstep", "timestamp"] + [h for _, hs in columns for h in hs]
         )
         selected = [k for k, _ in columns]
-        for r in trace.records(keys=selected, gsteps=gsteps, ranks=ranks, on_progress=progress):
+        for r in trace.records(on_progress=progress, selection=selection.replace(keys=selected)):
             row = [r.rank, r.gstep, r.lstep, r.timestamp]
             for key, headers in columns:
                 values = r.columns[key].reshape(-1)
@@ -471,12 +481,12 @@ def _export(args):
             file=sys.stderr,
         )
         return 2
-    ranks = _ranks(args) or trace.ranks
-    gsteps = _parse_gsteps(args.gsteps)
+    selection = _selection(args)
+    selection = selection.replace(keys=keys, ranks=selection.ranks or trace.ranks)
     if fmt == "npz":
-        _export_npz(trace, args, keys, gsteps, ranks)
+        _export_npz(trace, args, selection)
         return 0
-    return _export_csv(trace, args, keys, gsteps, ranks)
+    return _export_csv(trace, args, selection)
 
 
 # --- find-nan ----------------------------------------------------------------
@@ -498,14 +508,12 @@ def _find_nan(args):
     with Progress(trace.nbytes, "find-nan") as progress:
         scan = analysis.scan_run(
             args.path,
-            run=args.run,
-            keys=args.keys,
-            gsteps=_parse_gsteps(args.gsteps),
             prefix=args.prefix,
             name=args.name,
             series=False,
             histograms=False,
             on_progress=progress,
+            selection=_selection(args),
         )
     found = analysis.bad_values(scan)
     checked = len(scan.keys) - len(scan.unchecked)
@@ -559,9 +567,7 @@ def _timeline(args):
             partial,
             prefix=args.prefix,
             name=args.name,
-            gsteps=_parse_gsteps(args.gsteps),
-            ranks=_ranks(args),
-            run=args.run,
+            selection=_selection(args),
         )
         os.replace(partial, args.output)
     finally:
@@ -621,13 +627,10 @@ def _report(args):
             runs,
             args.output,
             png_dir=args.png,
-            keys=args.keys,
-            gsteps=_parse_gsteps(args.gsteps),
-            ranks=_ranks(args),
             prefix=args.prefix,
             name=args.name,
             on_progress=progress,
-            run=args.run,
+            selection=_selection(args),
         )
     errors = sum(a["severity"] == "error" for a in result["alerts"])
     print(

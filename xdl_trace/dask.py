@@ -29,7 +29,7 @@ except ImportError as error:  # pragma: no cover - exercised only without dask
     ) from error
 
 from . import _core, reader as _reader
-from .selection import gstep_window
+from .selection import Selection
 
 __all__ = ["STATS", "plan", "to_dataframe", "to_array", "records"]
 
@@ -81,12 +81,25 @@ def _may_hold(meta, begin, end):
     return True
 
 
-def plan(path, gsteps=None, run="latest", ranks=None, prefix="train", name="trace"):
+DEFAULT_RUN = "latest"  # The run read when the selection names none.
+
+
+def _selection(selection, **fields):
+    """The read's Selection (``Selection.of``), its run DEFAULT_RUN when none is named."""
+    selection = Selection.of(selection, **fields)
+    return selection if selection.run is not None else selection.replace(run=DEFAULT_RUN)
+
+
+def plan(path, gsteps=None, run=None, ranks=None, prefix="train", name="trace", selection=None):
     """The files a read touches, from Meta alone: a list of dicts with ``path``, ``rank``,
     ``index`` and ``run`` (the run id), in rank then index order. Files whose Meta proves they
-    hold none of ``gsteps`` are left out (and never opened)."""
-    trace = _reader.open_trace(path, prefix=prefix, name=name, run=run)
-    begin, end, _ = gstep_window(gsteps)
+    hold none of the selected gsteps are left out (and never opened). ``selection``: a
+    ``Selection`` (its keys are not used here); the keywords gsteps, run (default "latest") and
+    ranks stand for its fields."""
+    selection = _selection(selection, gsteps=gsteps, run=run, ranks=ranks)
+    ranks = selection.ranks
+    trace = _reader.open_trace(path, prefix=prefix, name=name, run=selection.run)
+    begin, end, _ = selection.window()
     chosen = []
     for f in trace.files:
         if ranks is not None and f.rank not in ranks:
@@ -137,7 +150,7 @@ def _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows):
             rows[name].append(value)
 
 
-def _file_frame(entry, keys, gsteps):
+def _file_frame(entry, selection):
     """The statistics rows of one data file (runs on a worker: opens the file by path)."""
     trace = _reader.open_trace(entry["path"])
     schema = trace.schema()
@@ -145,7 +158,7 @@ def _file_frame(entry, keys, gsteps):
     stats_keys = {k for k, column in schema.items() if getattr(column, "kind", None) == "stats"}
     rows = {name: [] for name in _COLUMNS}
     batch = []
-    for record in trace.records(keys=keys, gsteps=gsteps):
+    for record in trace.records(selection=selection):
         batch.append(record)
         if len(batch) == _BATCH:
             _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows)
@@ -155,7 +168,7 @@ def _file_frame(entry, keys, gsteps):
 
 
 def to_dataframe(
-    path, keys=None, gsteps=None, run="latest", ranks=None, prefix="train", name="trace"
+    path, keys=None, gsteps=None, run=None, ranks=None, prefix="train", name="trace", selection=None
 ):
     """A dask DataFrame with one row per (run, rank, gstep, lstep, key): ``timestamp`` and the
     column's statistics (``count, min, max, mean, std, l2, nan, inf`` over its elements, finite
@@ -163,18 +176,17 @@ def to_dataframe(
     column written with ``summary="stats"`` is taken as its own row. One partition per data
     file.
 
-    ``keys``: list of keys (default all); ``gsteps``: as ``Trace.records``; ``run``: "latest"
-    (default), a run id or "all"; ``ranks``: a list of ranks (default all)."""
-    if isinstance(keys, str):
-        keys = [keys]
-    keys = None if keys is None else list(keys)
-    files = plan(path, gsteps, run, ranks, prefix, name)
+    ``selection``: a ``Selection``, or its fields as keywords: ``keys``: list of keys (default
+    all); ``gsteps``: as ``Trace.records``; ``run``: "latest" (default), a run id or "all";
+    ``ranks``: a list of ranks (default all)."""
+    selection = _selection(selection, keys=keys, gsteps=gsteps, run=run, ranks=ranks)
+    files = plan(path, prefix=prefix, name=name, selection=selection)
     if not files:
         return dd.from_pandas(_meta_frame(), npartitions=1)
     return dd.from_map(
         _file_frame,
         files,
-        args=(keys, gsteps),
+        args=(_file_selection(selection),),
         meta=_meta_frame(),
         label="xdl-trace-stats",
         enforce_metadata=False,
@@ -189,11 +201,17 @@ def _file_rows(path, key, gsteps, shape, dtype):
     return values
 
 
-def to_array(path, key, rank=0, gsteps=None, run="latest", prefix="train", name="trace"):
+def to_array(
+    path, key, rank=0, gsteps=None, run=None, prefix="train", name="trace", selection=None
+):
     """One key of one rank stacked over gsteps as a dask array ``[steps, *shape]``, one chunk per
     data file. Chunk lengths are unknown until computed (Meta counts records, not the steps that
-    hold this key): call ``.compute_chunk_sizes()`` before positional indexing."""
-    files = plan(path, gsteps, run, [int(rank)], prefix, name)
+    hold this key): call ``.compute_chunk_sizes()`` before positional indexing. ``selection``: a
+    ``Selection`` of gsteps and run (default "latest"), or those as keywords; `rank` is the
+    rank."""
+    selection = _selection(selection, gsteps=gsteps, run=run).replace(ranks=[rank])
+    gsteps = selection.gsteps
+    files = plan(path, prefix=prefix, name=name, selection=selection)
     if not files:
         raise KeyError(f"xdl_trace: no data file of rank {rank} holds gsteps {gsteps!r} at {path}")
     # dtype and row shape from the first planned file's first record (one file opened here).
@@ -214,11 +232,18 @@ def to_array(path, key, rank=0, gsteps=None, run="latest", prefix="train", name=
     return da.concatenate(chunks, axis=0, allow_unknown_chunksizes=True)
 
 
-def _file_records(entries, keys, gsteps):
+def _file_selection(selection):
+    """What a worker reads of one planned data file: the keys and gsteps of `selection` (the
+    file is of one run and rank already)."""
+    keys = [selection.keys] if isinstance(selection.keys, str) else selection.keys
+    return Selection(keys=None if keys is None else list(keys), gsteps=selection.gsteps)
+
+
+def _file_records(entries, selection):
     """The records of the data files of one partition as dicts (runs on a worker)."""
     out = []
     for entry in entries:
-        for r in _reader.open_trace(entry["path"]).records(keys=keys, gsteps=gsteps):
+        for r in _reader.open_trace(entry["path"]).records(selection=selection):
             out.append(
                 {
                     "run": entry["run"],
@@ -233,14 +258,15 @@ def _file_records(entries, keys, gsteps):
     return out
 
 
-def records(path, keys=None, gsteps=None, run="latest", ranks=None, prefix="train", name="trace"):
+def records(
+    path, keys=None, gsteps=None, run=None, ranks=None, prefix="train", name="trace", selection=None
+):
     """A dask Bag of records (dicts: run, rank, gstep, lstep, timestamp, columns), one partition
-    per data file, in file order within each partition."""
-    if isinstance(keys, str):
-        keys = [keys]
-    keys = None if keys is None else list(keys)
-    files = plan(path, gsteps, run, ranks, prefix, name)
+    per data file, in file order within each partition. selection and keys, gsteps, run
+    (default "latest"), ranks: as ``to_dataframe``."""
+    selection = _selection(selection, keys=keys, gsteps=gsteps, run=run, ranks=ranks)
+    files = plan(path, prefix=prefix, name=name, selection=selection)
     if not files:
         return db.from_sequence([], npartitions=1)
     bag = db.from_sequence(files, npartitions=len(files))
-    return bag.map_partitions(_file_records, keys, gsteps)
+    return bag.map_partitions(_file_records, _file_selection(selection))

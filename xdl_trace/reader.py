@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 
 from . import errors, trace_runs
-from .selection import gstep_window
+from .selection import Selection, gstep_window
 
 try:
     from . import _core
@@ -392,22 +392,29 @@ class Trace:
             if done:
                 return
 
-    def records(self, keys=None, gsteps=None, ranks=None, on_progress=None, raw=None):
+    def records(
+        self, keys=None, gsteps=None, ranks=None, on_progress=None, raw=None, selection=None
+    ):
         """Iterates records of the selected ranks (default all), merged by gstep
         across ranks (ties in rank order).
 
-        ``keys``: a list of keys (default all). ``gsteps``: ``(begin, end)``
-        inclusive (either may be None), a ``range``, a ``slice`` or a
-        collection of steps; files whose Meta proves they hold none of them are
-        skipped without being read. ``on_progress(n_bytes)`` is called as
-        bytes are consumed. ``raw`` (default: the Trace's) keeps bfloat16
-        columns as their uint16 bits instead of widening them to float32.
+        ``selection``: a ``Selection`` (xdl_trace/selection.py); the keywords
+        keys, gsteps and ranks stand for its fields, and its run is the
+        Trace's (``open_trace``'s). ``keys``: a list of keys (default all).
+        ``gsteps``: ``(begin, end)`` inclusive (either may be None), a
+        ``range``, a ``slice`` or a collection of steps; files whose Meta
+        proves they hold none of them are skipped without being read.
+        ``on_progress(n_bytes)`` is called as bytes are consumed. ``raw``
+        (default: the Trace's) keeps bfloat16 columns as their uint16 bits
+        instead of widening them to float32.
         """
+        selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks)
+        keys, ranks = selection.keys, selection.ranks
         if isinstance(keys, str):
             keys = [keys]
-        begin, end, steps = gstep_window(gsteps)
+        begin, end, steps = selection.window()
         keys = None if keys is None else list(keys)
-        ranks = None if ranks is None else [int(r) for r in ranks]
+        ranks = None if ranks is None else list(ranks)
         raw = self.raw if raw is None else bool(raw)
         cursor = self._reader.read(keys, begin, end, steps, ranks, raw)
         return self._records(cursor, on_progress)

@@ -24,6 +24,7 @@ from .alerts import (  # noqa: F401  (re-exported: the thresholds, as before the
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
 from .report_html import render_html
 from .report_png import render_pngs
+from .selection import Selection
 
 __all__ = ["build_report", "render_html", "render_pngs", "write_report"]
 
@@ -149,24 +150,27 @@ def build_report(
     name="trace",
     on_progress=None,
     run=None,
+    selection=None,
 ):
-    """Scans each run once and returns the report model (a JSON-ready dict). run: which run
-    of a directory that holds several (as ``open_trace``), the same for every path."""
+    """Scans each run once and returns the report model (a JSON-ready dict). selection: a
+    ``Selection`` (keys as glob patterns, as ``analysis.scan_run``), the same for every path;
+    the keywords keys, gsteps, ranks and run stand for its fields. Its run: which run of a
+    directory that holds several (as ``open_trace``), "all" for each of them."""
+    selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     scans, runs = [], []
-    for p, label, chosen in _expand_runs(paths, run, prefix, name):
+    for p, label, chosen in _expand_runs(paths, selection.run, prefix, name):
         scans.append(
             analysis.scan_run(
                 p,
                 label=label,
-                keys=keys,
-                gsteps=gsteps,
-                ranks=ranks,
                 prefix=prefix,
                 name=name,
                 on_progress=on_progress,
-                run=chosen.id if chosen is not None and chosen.id else run,
+                selection=selection.replace(
+                    run=chosen.id if chosen is not None and chosen.id else selection.run
+                ),
             )
         )
         runs.append(chosen)
@@ -230,18 +234,17 @@ def write_report(
     name="trace",
     on_progress=None,
     run=None,
+    selection=None,
 ):
     """Writes the HTML report of the runs at `paths` to `output` (and PNGs to `png_dir`).
+    selection and keys, gsteps, ranks, run: as ``build_report``.
     Returns the model's summary: {"output", "charts", "alerts", "pngs"}."""
     model = build_report(
         paths,
-        keys=keys,
-        gsteps=gsteps,
-        ranks=ranks,
         prefix=prefix,
         name=name,
         on_progress=on_progress,
-        run=run,
+        selection=Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run),
     )
     page = render_html(model)
     with open(output, "w", encoding="utf-8") as f:

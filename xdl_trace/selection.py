@@ -1,7 +1,31 @@
-"""Which records a read takes: the gstep selection every reader of the package accepts (None, a
-``(begin, end)`` pair, a range, a slice or a list of steps), turned into one window."""
+"""Which records a read takes: one ``Selection`` value, and ``gstep_window`` for its gsteps.
 
-__all__ = ["gstep_window"]
+``Selection(keys, gsteps, ranks, run)`` is the one value every reader of the package accepts;
+``gstep_window`` turns its gsteps into one window.
+
+The library's readers (``Trace.records``, ``analysis.scan_run``/``find_nan``,
+``report.build_report``/``write_report``, the ``timeline`` functions, ``dask``) take a
+``selection=`` and, for their users, the same four keywords; each turns what it got into one
+``Selection`` with ``Selection.of`` and hands that value on, never the keywords::
+
+    sel = Selection(keys="loss,grad*", gsteps=(100, 200), ranks=[0])
+    report.write_report(["/tmp/run"], "report.html", selection=sel)
+    analysis.find_nan("/tmp/run", selection=sel.replace(run="latest"))
+
+Fields (each None: everything):
+
+* ``keys``: what each reader means by keys: ``Trace.records`` exact names (a string is one
+  key), the report and find-nan glob patterns (a list, or one comma-separated string).
+* ``gsteps``: ``(begin, end)`` inclusive (either may be None), a ``range``, a ``slice`` without
+  a step, or a collection of steps (kept as a sorted list).
+* ``ranks``: a collection of ranks (kept as a tuple of ints).
+* ``run``: which run of a directory that holds several: "latest", a run id (or a unique prefix
+  of one) or "all" (as ``open_trace``).
+"""
+
+import dataclasses
+
+__all__ = ["Selection", "gstep_window"]
 
 
 def gstep_window(gsteps):
@@ -25,3 +49,51 @@ def gstep_window(gsteps):
     if not steps:
         return 1, 0, steps
     return steps[0], steps[-1], steps
+
+
+_FIELDS = ("keys", "gsteps", "ranks", "run")
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """Which records to read: keys, gsteps, ranks and run (module docstring). Validated when
+    made: a gstep slice with a step, a step or rank that is no integer raise ValueError (or
+    TypeError) here, before any file is opened."""
+
+    keys: object = None
+    gsteps: object = None
+    ranks: object = None
+    run: object = None
+
+    def __post_init__(self):
+        gsteps = self.gsteps
+        if gsteps is not None and not isinstance(gsteps, (range, slice, tuple)):
+            gsteps = sorted({int(g) for g in gsteps})  # A generator is read once, here.
+        elif isinstance(gsteps, tuple) and len(gsteps) != 2:
+            gsteps = sorted({int(g) for g in gsteps})
+        object.__setattr__(self, "gsteps", gsteps)
+        gstep_window(gsteps)  # Validates.
+        if self.ranks is not None:
+            object.__setattr__(self, "ranks", tuple(int(r) for r in self.ranks))
+
+    @classmethod
+    def of(cls, selection=None, **fields):
+        """The one place keywords become a Selection: `selection` (a Selection or None) with the
+        fields given as keywords (keys, gsteps, ranks, run) that are not None in its place."""
+        unknown = set(fields) - set(_FIELDS)
+        if unknown:
+            raise TypeError(f"Selection has no field {', '.join(sorted(unknown))}")
+        given = {k: v for k, v in fields.items() if v is not None}
+        if selection is None:
+            return cls(**given)
+        if not isinstance(selection, cls):
+            raise TypeError(f"selection must be a Selection, not {type(selection).__name__}")
+        return selection.replace(**given) if given else selection
+
+    def replace(self, **fields):
+        """A copy with `fields` (keys, gsteps, ranks, run) changed."""
+        return dataclasses.replace(self, **fields)
+
+    def window(self):
+        """The gsteps as (begin, end, steps): ``gstep_window(self.gsteps)``."""
+        return gstep_window(self.gsteps)

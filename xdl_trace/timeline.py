@@ -51,6 +51,7 @@ from .device_events import (
 )
 from .gpu_steps import demangle
 from .reader import open_trace
+from .selection import Selection
 
 __all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline", "BROWSER_LIMIT_BYTES"]
 
@@ -388,17 +389,23 @@ class _TimelineWriter:
         return other
 
 
-def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
+def stream_timeline(
+    path, out, prefix="train", name="trace", gsteps=None, ranks=None, run=None, selection=None
+):
     """Writes the timeline JSON of the run at `path` to the text stream `out`, record by record.
 
-    ``gsteps``: ``(begin, end)`` inclusive, either may be None: keeps the spans
-    of those steps and the device work they launched. ``ranks``: the ranks to
-    keep (default all). ``run``: which run of a directory holding several (as
-    ``open_trace``). Returns the summary also written as ``otherData``.
+    ``selection``: a ``Selection`` (the keywords gsteps, ranks and run stand for its fields;
+    its keys are not used). Its gsteps: the window from the first to the last selected step,
+    ``(begin, end)`` inclusive, either may be None: keeps the spans of those steps and the
+    device work they launched. Its ranks: the ranks to keep (default all). Its run: which run
+    of a directory holding several (as ``open_trace``). Returns the summary also written as
+    ``otherData``.
     """
-    trace = open_trace(path, prefix=prefix, name=name, run=run)
-    selected = sorted(set(trace.ranks) & {int(r) for r in ranks}) if ranks else list(trace.ranks)
-    begin, end = gsteps if gsteps else (None, None)
+    selection = Selection.of(selection, gsteps=gsteps, ranks=ranks, run=run)
+    ranks = selection.ranks
+    trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
+    selected = sorted(set(trace.ranks) & set(ranks)) if ranks else list(trace.ranks)
+    begin, end = selection.window()[:2] if selection.gsteps else (None, None)
     writer = _TimelineWriter(out, (begin, end))
     states = {r: _Rank(r) for r in selected}
     # Spans of step g travel in the record of g or of a later traced step, so the
@@ -420,7 +427,7 @@ def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=
         if end is not None and record.gstep > end:
             state.past_window = True
     other = {"source": str(path), "ranks": len(selected)}
-    if gsteps:
+    if selection.gsteps:
         other["gsteps"] = [begin, end]
     message = bad_data_message(writer.stats["bad_names"], writer.stats["bad_stats"])
     if message:
@@ -428,19 +435,25 @@ def stream_timeline(path, out, prefix="train", name="trace", gsteps=None, ranks=
     return writer.finish(other)
 
 
-def build_timeline(path, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
-    """The Chrome Trace Event Format object (a dict) for the run at `path` (held in memory)."""
+def build_timeline(
+    path, prefix="train", name="trace", gsteps=None, ranks=None, run=None, selection=None
+):
+    """The Chrome Trace Event Format object (a dict) for the run at `path` (held in memory).
+    selection and gsteps, ranks, run: as ``stream_timeline``."""
+    selection = Selection.of(selection, gsteps=gsteps, ranks=ranks, run=run)
     buffer = io.StringIO()
-    stream_timeline(path, buffer, prefix=prefix, name=name, gsteps=gsteps, ranks=ranks, run=run)
+    stream_timeline(path, buffer, prefix=prefix, name=name, selection=selection)
     return json.loads(buffer.getvalue())
 
 
-def write_timeline(path, output, prefix="train", name="trace", gsteps=None, ranks=None, run=None):
+def write_timeline(
+    path, output, prefix="train", name="trace", gsteps=None, ranks=None, run=None, selection=None
+):
     """Streams the timeline of `path` as JSON to the file `output`; returns its otherData
-    plus ``bytes``, the size of what was written."""
+    plus ``bytes``, the size of what was written. selection and gsteps, ranks, run: as
+    ``stream_timeline``."""
+    selection = Selection.of(selection, gsteps=gsteps, ranks=ranks, run=run)
     with open(output, "w", buffering=1 << 20) as out:
-        info = stream_timeline(
-            path, out, prefix=prefix, name=name, gsteps=gsteps, ranks=ranks, run=run
-        )
+        info = stream_timeline(path, out, prefix=prefix, name=name, selection=selection)
     info["bytes"] = os.path.getsize(output)
     return info

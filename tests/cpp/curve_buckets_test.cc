@@ -1,4 +1,5 @@
-// Tests of the report's curve downsampling (analysis/curve_buckets.h) against a direct reference.
+// Tests of the report's curve and distribution downsampling (analysis/curve_buckets.h) against a
+// direct reference.
 #include "analysis/curve_buckets.h"
 
 #include <catch2/catch.hpp>
@@ -167,6 +168,80 @@ TEST_CASE("stats rows take a fast path with the general loop's results bit for b
     CHECK(same_bits(fast.min, general.min));
     CHECK(same_bits(fast.max, general.max));
   }
+}
+
+// A distribution's buckets in vectors, as a HistogramSeries holds them.
+struct Distribution {
+  std::vector<int64_t> gstep;
+  std::vector<float> counts;
+  std::vector<double> min, max;
+  HistogramBuckets buckets;
+
+  Distribution(int64_t capacity, int64_t width)
+      : gstep(capacity), counts(capacity * width, 0.0f), min(capacity, kInf), max(capacity, -kInf) {
+    buckets.capacity = capacity;
+    buckets.width = width;
+    buckets.gstep = gstep.data();
+    buckets.counts = counts.data();
+    buckets.min = min.data();
+    buckets.max = max.data();
+  }
+};
+
+TEST_CASE("histogram buckets sum consecutive rows and merge pairwise when full", "[analysis]") {
+  // 20 rows of one record each (counts {1, i}, values in [-i, i], row 5 without finite values),
+  // added in pieces of 3 into 4 buckets: halved twice, each bucket spans 8 records.
+  constexpr int64_t kRows = 20, kWidth = 2;
+  std::vector<int64_t> gsteps(kRows);
+  std::vector<double> counts(kRows * kWidth), low(kRows), high(kRows);
+  for (int64_t i = 0; i < kRows; ++i) {
+    gsteps[i] = 100 + i;
+    counts[i * kWidth] = 1;
+    counts[i * kWidth + 1] = static_cast<double>(i);
+    low[i] = i == 5 ? kNaN : -static_cast<double>(i);
+    high[i] = i == 5 ? kNaN : static_cast<double>(i);
+  }
+  Distribution d(4, kWidth);
+  for (int64_t at = 0; at < kRows; at += 3) {
+    HistogramRows rows;
+    rows.gsteps = gsteps.data() + at;
+    rows.counts = counts.data() + at * kWidth;
+    rows.min = low.data() + at;
+    rows.max = high.data() + at;
+    rows.rows = std::min<int64_t>(3, kRows - at);
+    AddHistogramRows(rows, &d.buckets);
+  }
+  REQUIRE(d.buckets.span == 8);
+  REQUIRE(d.buckets.used == 3);  // 8 + 8 + 4 records.
+  CHECK(d.buckets.fill == 4);
+  CHECK(d.gstep == std::vector<int64_t>{100, 108, 116, 112});  // Bucket 3's is stale: unused.
+  CHECK(d.counts == std::vector<float>{8, 28, 8, 92, 4, 70, 0, 0});
+  CHECK(d.min == std::vector<double>{-7, -15, -19, kInf});
+  CHECK(d.max == std::vector<double>{7, 15, 19, -kInf});
+}
+
+TEST_CASE("histogram rows of several records go whole into one bucket", "[analysis]") {
+  // Rows of 4 records (the last of 2) into 2 buckets: the first row sets the span to 4; the
+  // third and the fifth row find both buckets full, which merge (spans 8, then 16).
+  const std::vector<int64_t> gsteps{0, 4, 8, 12, 16}, records{4, 4, 4, 4, 2};
+  const std::vector<double> counts{4, 0, 3, 1, 2, 2, 1, 3, 0, 2};
+  const std::vector<double> low{0, 1, kNaN, 3, 4}, high{10, 11, kNaN, 13, 14};
+  Distribution d(2, 2);
+  HistogramRows rows;
+  rows.gsteps = gsteps.data();
+  rows.counts = counts.data();
+  rows.min = low.data();
+  rows.max = high.data();
+  rows.records = records.data();
+  rows.rows = 5;
+  AddHistogramRows(rows, &d.buckets);
+  CHECK(d.buckets.span == 16);
+  CHECK(d.buckets.used == 2);
+  CHECK(d.buckets.fill == 2);
+  CHECK(d.gstep == std::vector<int64_t>{0, 16});
+  CHECK(d.counts == std::vector<float>{10, 6, 0, 2});
+  CHECK(d.min == std::vector<double>{0, 4});
+  CHECK(d.max == std::vector<double>{13, 14});
 }
 
 }  // namespace

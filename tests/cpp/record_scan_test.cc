@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/device_event_table.h"
+#include "device_trace.pb.h"
 #include "summary/column_stats.h"
 #include "summary/summary.h"
 #include "test_util.h"
@@ -76,7 +78,18 @@ std::string WriteRun(const std::string& path, int records) {
   xdl::proto::Record device_only;
   device_only.set_gstep(2 * (records - 1));
   device_only.set_timestamp(1700000000999);
-  device_only.add_device_trace()->set_tracer("fake");
+  xdl::proto::DeviceTrace* trace = device_only.add_device_trace();
+  trace->set_tracer("fake");
+  trace->add_name("");
+  trace->add_name("kernel");
+  trace->set_dropped_events(3);
+  xdl::proto::DeviceLine* line = trace->add_device()->add_line();
+  line->set_id(7);
+  xdl::proto::DeviceEvent* event = line->add_event();
+  event->set_name_index(1);
+  event->set_kind(xdl::proto::DEVICE_EVENT_KERNEL);
+  event->set_start_ns(100);
+  event->set_end_ns(200);
   data += Frame(device_only.SerializeAsString());
   WriteFile(path, data);
   return data;
@@ -104,24 +117,30 @@ TEST_CASE("record scan: stats rows, summary rows, step spans and the device-only
   TempDir dir("record_scan");
   const std::string path = dir.path() + "/train.trace.0.0";
   WriteRun(path, 6);
+  internal::DeviceEventTable device_events;
   internal::RecordScanOptions options;
   options.keys = {"loss", "v", "s"};
+  options.device_events = &device_events;
   options.max_threads = GENERATE(1, 2);  // The caller alone, or with the walker thread.
   const auto chunks = ScanAll(path, options, /*max_records=*/4, /*max_histogram_rows=*/100);
   REQUIRE(chunks.size() == 2);  // 4 + 2 records: the device-only record is no record.
   std::vector<int64_t> gsteps;
   std::vector<double> stats;
   std::vector<internal::StepSpan> spans;
-  size_t device_traces = 0;
   for (const auto& c : chunks) {
     gsteps.insert(gsteps.end(), c.gstep.begin(), c.gstep.end());
     stats.insert(stats.end(), c.stats.begin(), c.stats.end());
     spans.insert(spans.end(), c.step_spans.begin(), c.step_spans.end());
-    device_traces += c.device_traces.size();
     CHECK(c.rank == std::vector<int32_t>(c.records(), 0));
   }
   CHECK(gsteps == std::vector<int64_t>{0, 2, 4, 6, 8, 10});
-  CHECK(device_traces == 1);
+  // The device-only record's trace, parsed into the table: its one event, rank 0.
+  REQUIRE(device_events.size() == 1);
+  CHECK(device_events.names()[device_events.name()[0]] == "kernel");
+  CHECK(device_events.rank()[0] == 0);
+  CHECK(device_events.line()[0] == 7);
+  CHECK(device_events.end_ns()[0] == 200);
+  CHECK(device_events.dropped_events() == 3);
   constexpr size_t kRow = internal::kStatsSize;
   auto cell = [&](size_t record, size_t key) { return stats.data() + (record * 3 + key) * kRow; };
   // loss: a scalar's stats, computed.

@@ -1,4 +1,5 @@
-// AddCurveRows: the report's per-key curve downsampling, one pass over a chunk's stats rows.
+// AddCurveRows and AddHistogramRows: the report's per-key curve and distribution downsampling, one
+// pass over a chunk's rows.
 #include "analysis/curve_buckets.h"
 
 #include <immintrin.h>
@@ -119,7 +120,90 @@ void AddRowsOf8Avx2(const CurveRows& rows, CurveBuckets* c) {
   }
 }
 
+// Merges neighbouring histogram buckets pairwise: half as many, each twice as wide.
+void Halve(HistogramBuckets* h) {
+  const int64_t half = h->capacity / 2;
+  const int64_t w = h->width;
+  for (int64_t b = 0; b < half; ++b) {
+    h->gstep[b] = h->gstep[2 * b];
+    for (int64_t c = 0; c < w; ++c) {
+      h->counts[b * w + c] = h->counts[2 * b * w + c] + h->counts[(2 * b + 1) * w + c];
+    }
+    h->min[b] = std::min(h->min[2 * b], h->min[2 * b + 1]);
+    h->max[b] = std::max(h->max[2 * b], h->max[2 * b + 1]);
+  }
+  std::fill(h->counts + half * w, h->counts + h->capacity * w, 0.0f);
+  std::fill(h->min + half, h->min + h->capacity, kInf);
+  std::fill(h->max + half, h->max + h->capacity, -kInf);
+  h->used = half;
+  h->span *= 2;
+  h->fill = h->span;  // The last merged bucket is full.
+}
+
+// Opens a bucket at `gstep` when the last one is full (merging first when all are).
+void OpenIfFull(int64_t gstep, HistogramBuckets* h) {
+  if (h->used > 0 && h->fill < h->span) return;
+  if (h->used == h->capacity) Halve(h);  // Leaves the last bucket full.
+  h->gstep[h->used] = gstep;
+  ++h->used;
+  h->fill = 0;
+}
+
+// A row's finite min and max, +inf and -inf for none.
+double Low(double x) { return std::isnan(x) ? kInf : x; }
+double High(double x) { return std::isnan(x) ? -kInf : x; }
+
 }  // namespace
+
+void AddHistogramRows(const HistogramRows& rows, HistogramBuckets* h) {
+  const int64_t w = h->width;
+  const bool grouped =
+      rows.records != nullptr &&
+      std::any_of(rows.records, rows.records + rows.rows, [](int64_t n) { return n != 1; });
+  if (grouped) {  // Row by row, each whole into one bucket.
+    if (h->used == 0)
+      h->span = std::max(h->span, *std::max_element(rows.records, rows.records + rows.rows));
+    for (int64_t i = 0; i < rows.rows; ++i) {
+      OpenIfFull(rows.gsteps[i], h);
+      float* counts = h->counts + (h->used - 1) * w;
+      const double* row = rows.counts + i * w;
+      for (int64_t c = 0; c < w; ++c) {
+        counts[c] = static_cast<float>(static_cast<double>(counts[c]) + row[c]);
+      }
+      double& low = h->min[h->used - 1];
+      double& high = h->max[h->used - 1];
+      low = std::min(low, Low(rows.min[i]));
+      high = std::max(high, High(rows.max[i]));
+      h->fill += rows.records[i];
+    }
+    return;
+  }
+  // Runs of rows that fill one bucket each, their counts summed in float64.
+  std::vector<double> sum(static_cast<size_t>(w));
+  int64_t i = 0;
+  while (i < rows.rows) {
+    OpenIfFull(rows.gsteps[i], h);
+    const int64_t run = std::min(h->span - h->fill, rows.rows - i);
+    std::copy(rows.counts + i * w, rows.counts + (i + 1) * w, sum.begin());
+    double low = Low(rows.min[i]), high = High(rows.max[i]);
+    for (int64_t r = i + 1; r < i + run; ++r) {
+      const double* row = rows.counts + r * w;
+      for (int64_t c = 0; c < w; ++c) sum[c] += row[c];
+      low = std::min(low, Low(rows.min[r]));
+      high = std::max(high, High(rows.max[r]));
+    }
+    float* counts = h->counts + (h->used - 1) * w;
+    for (int64_t c = 0; c < w; ++c) {
+      counts[c] = static_cast<float>(static_cast<double>(counts[c]) + sum[c]);
+    }
+    double& bucket_low = h->min[h->used - 1];
+    double& bucket_high = h->max[h->used - 1];
+    bucket_low = std::min(bucket_low, low);
+    bucket_high = std::max(bucket_high, high);
+    h->fill += run;
+    i += run;
+  }
+}
 
 void AddCurveRows(const CurveRows& rows, CurveBuckets* c) {
   if (c->width == 8 && rows.field_stride == sizeof(double) && HaveAvx2()) {

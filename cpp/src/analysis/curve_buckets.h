@@ -1,6 +1,7 @@
-// The report's downsampled curves over gstep (xdl_trace.analysis.Series): rows of consecutive
-// records share a bucket that keeps the sum, count, min and max of each field; when every bucket
-// is full, neighbours merge pairwise and a bucket spans twice as many records.
+// The report's downsampled curves over gstep (xdl_trace.analysis.Series and HistogramSeries): rows
+// of consecutive records share a bucket that keeps the sum, count, min and max of each field (or a
+// distribution's summed counts and its min and max); when every bucket is full, neighbours merge
+// pairwise and a bucket spans twice as many records.
 #ifndef XDL_TRACE_ANALYSIS_CURVE_BUCKETS_H_
 #define XDL_TRACE_ANALYSIS_CURVE_BUCKETS_H_
 
@@ -47,6 +48,44 @@ void AddCurveRows(const CurveRows& rows, CurveBuckets* curve);
 // AddCurveRows without that path: the general loop it must match bit for bit
 // (curve_buckets_test compares).
 void AddCurveRowsWithoutFastPath(const CurveRows& rows, CurveBuckets* curve);
+
+// A distribution's buckets over gstep (a HistogramSeries' numpy arrays): per
+// bucket of consecutive histogram rows the summed log-bucket counts (float32:
+// exact up to 2^24 per bucket, plenty for percentiles) and the min and max of
+// the finite values. Bucket b's count c is element b * width + c. Unused
+// buckets hold counts 0, min +inf and max -inf.
+struct HistogramBuckets {
+  int64_t capacity = 0;  // Even, >= 2.
+  int64_t width = 0;     // Counts per row.
+  int64_t span = 1;      // Records per full bucket.
+  int64_t used = 0;      // Buckets in use; the last one holds `fill` records.
+  int64_t fill = 0;
+  int64_t* gstep = nullptr;  // [capacity]: the first gstep of each bucket.
+  float* counts = nullptr;   // [capacity * width]
+  double* min = nullptr;     // [capacity]
+  double* max = nullptr;     // [capacity]
+};
+
+// Histogram rows to add: row i's counts are counts[i * width, (i + 1) * width),
+// its gstep gsteps[i] (ascending within the distribution), the min and max of
+// its finite values min[i], max[i] (NaN: none), and `records` [rows] how many
+// consecutive records it sums (nullptr: 1 each).
+struct HistogramRows {
+  const int64_t* gsteps = nullptr;
+  const double* counts = nullptr;
+  const double* min = nullptr;
+  const double* max = nullptr;
+  const int64_t* records = nullptr;
+  int64_t rows = 0;
+};
+
+// Adds `rows` to `histogram` in order, merging buckets pairwise whenever all
+// `capacity` are full. Rows of one record each fill a bucket with `span` of
+// them, their counts summed in float64 before they are added to the bucket's
+// float32 ones; when a row sums several records, every row goes whole into one
+// bucket, which is full once it holds `span` records or more (the first row
+// sets `span` to at least its records).
+void AddHistogramRows(const HistogramRows& rows, HistogramBuckets* histogram);
 
 }  // namespace internal
 }  // namespace xdl_trace

@@ -144,7 +144,6 @@ void RecordScanChunk::Clear() {
   histogram_max.clear();
   buckets.clear();
   step_spans.clear();
-  device_traces.clear();
   torn_tails.clear();
   unknown_dtypes.clear();
 }
@@ -166,7 +165,9 @@ struct RecordScan::Batch {
   std::vector<size_t> cells;
   std::vector<uint8_t> histogram;
   std::vector<StepSpan> step_spans;
-  std::vector<std::string> device_traces;
+  // (rank, serialized DeviceTrace) of each Record field 5 (when the options
+  // have a table), in record order: views of the mapping, like `views`.
+  std::vector<std::pair<int32_t, absl::string_view>> device_traces;
   std::vector<TornTail> torn_tails;
   std::vector<std::pair<std::string, int32_t>> unknown_dtypes;
   size_t bytes = 0;     // Column bytes of `views`.
@@ -252,7 +253,10 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
                   std::make_move_iterator(from.end()));
       };
       append(chunk->step_spans, batch->step_spans);
-      append(chunk->device_traces, batch->device_traces);
+      for (const auto& [rank, payload] : batch->device_traces) {
+        error_ = options_.device_events->Append(payload, rank);
+        if (!error_.ok()) return error_;
+      }
       append(chunk->torn_tails, batch->torn_tails);
       for (auto& unknown : batch->unknown_dtypes) {  // Once, whichever lane met it.
         if (unknown_reported_.insert(unknown).second) chunk->unknown_dtypes.push_back(unknown);
@@ -450,7 +454,9 @@ absl::Status RecordScan::AddFields(const Lane& lane, const TraceRecord& record, 
   for (const RawField& field : extra) {
     if (field.wire_type != kWireLengthDelimited) continue;
     if (field.number == Record::kDeviceTraceFieldNumber) {
-      batch->device_traces.emplace_back(field.payload);
+      if (options_.device_events != nullptr) {
+        batch->device_traces.emplace_back(record.rank, field.payload);
+      }
     } else if (field.number == Record::kHostSpanFieldNumber) {
       StepSpan span;
       XDL_ASSIGN_OR_RETURN(const bool step, ParseStepSpan(field.payload, record, path, &span));

@@ -1,6 +1,6 @@
 // One columnar pass over a trace's records for the report and find-nan: per record its steps,
 // rank and time; per selected key the stats row and log-bucket counts, computed in place from the
-// mapping; the STEP host spans and device traces the records carry.
+// mapping; the STEP host spans the records carry, and their device traces parsed into a table.
 #ifndef XDL_TRACE_ANALYSIS_RECORD_SCAN_H_
 #define XDL_TRACE_ANALYSIS_RECORD_SCAN_H_
 
@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "analysis/device_event_table.h"
 #include "core/mutex.h"
 #include "xdl_trace/reader.h"
 #include "xdl_trace/tensor.h"
@@ -39,6 +40,11 @@ struct RecordScanOptions {
   // and shares the stats (see RecordScan), and a batch of large columns is
   // split further across max_threads / 2 threads (ComputeColumnStats).
   int max_threads = 1;
+  // Where the device traces (Record field 5) of every record read go, the
+  // device-only one included: appended in record order by Next(), each with
+  // its record's rank, as their records are taken. Null: they are not read.
+  // Owned by the caller; it must outlive the scan.
+  DeviceEventTable* device_events = nullptr;
 };
 
 // A host span of one step the hook saw (docs/format.md "Host spans"): STEP
@@ -71,9 +77,6 @@ struct RecordScanChunk {
   std::vector<double> histogram_min, histogram_max;
   std::vector<double> buckets;
   std::vector<StepSpan> step_spans;  // In record order.
-  // Serialized xdl.proto.DeviceTrace (Record field 5) in record order, from
-  // every record read, the device-only one included.
-  std::vector<std::string> device_traces;
   std::vector<TornTail> torn_tails;
   // (file path, wire dtype) of dtypes newer than this reader, met for the first
   // time (their columns are summarized as raw bytes, uint8).
@@ -120,7 +123,8 @@ class RecordScan {
   // hold records). Corruption (DataLoss naming the file and offset, also for a
   // host span that does not parse) and a missing key (IsMissingKeyError) are
   // errors, returned again by every later call; the records before them are
-  // lost with the chunk.
+  // lost with the chunk. So is a device trace that does not parse
+  // (DeviceEventTable::Append's InvalidArgument).
   absl::StatusOr<bool> Next(size_t max_records, size_t max_histogram_rows, RecordScanChunk* chunk);
 
  private:
