@@ -151,9 +151,16 @@ def test_background_threads_never_preempt_the_training_thread(tmp_path, fake_plu
     # SCHED_BATCH: woken by hook.step(), they wait for a free core instead of taking the training
     # thread's; the collector also runs 10 nice levels below it. The training thread is untouched.
     xdl.trace_tensor("w", np.arange(8, dtype=np.float32))
-    config = {"output_dir": str(tmp_path), "device_tracers": [fake_plugin], "fsync": False}
+    config = {
+        "output_dir": str(tmp_path),
+        "device_tracers": [fake_plugin],
+        "device_collect_interval_s": 0,
+        "fsync": False,
+    }
     with xdl.TraceHook(config) as hook:
         hook.step(gstep=0)
+        wait_collected(hook, _EVENTS_PER_STEP)  # The collector has run,
+        hook.flush()  # and so has the IO thread.
         threads = _thread_scheduling()
     xdl.clear()
     _, policy, nice = threads.pop(os.getpid())
