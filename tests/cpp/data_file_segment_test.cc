@@ -234,8 +234,7 @@ TEST_CASE("Create fails naming the file when its directory is missing", "[segmen
       DataFileSegment::Create(&options, 1);
   REQUIRE_FALSE(segment.ok());
   CHECK(segment.status().code() == absl::StatusCode::kNotFound);
-  CHECK_THAT(std::string(segment.status().message()),
-             Catch::Contains(DataFilePath(options, 1)));
+  CHECK_THAT(std::string(segment.status().message()), Catch::Contains(DataFilePath(options, 1)));
 }
 
 TEST_CASE("Meta is replaced when stale or closing, and only then", "[segment][meta]") {

@@ -156,7 +156,7 @@ TEST_CASE("a child forked while the lock is held does not keep it after the owne
   pid_t worker = 0;
   REQUIRE(read(ready[0], &worker, sizeof(worker)) == sizeof(worker));
   CHECK(!OutputDir::Open(config).ok());  // The owner holds it.
-  REQUIRE(kill(owner, SIGKILL) == 0);        // The owner crashes; its child lives on.
+  REQUIRE(kill(owner, SIGKILL) == 0);    // The owner crashes; its child lives on.
   int status = 0;
   REQUIRE(waitpid(owner, &status, 0) == owner);
   auto after = OutputDir::Open(config);

@@ -69,10 +69,7 @@ absl::StatusOr<std::unique_ptr<DataFileSegment>> DataFileSegment::Create(
 
 DataFileSegment::DataFileSegment(const SegmentOptions* options, int fd, std::string path,
                                  int64_t index)
-    : options_(options),
-      fd_(fd),
-      path_(std::move(path)),
-      index_(index) {}
+    : options_(options), fd_(fd), path_(std::move(path)), index_(index) {}
 
 DataFileSegment::~DataFileSegment() { close(fd_); }
 
@@ -86,7 +83,8 @@ absl::Status DataFileSegment::WriteHeader(int64_t dropped_records) {
 
 bool DataFileSegment::ShouldRollOver(int64_t pending_bytes, int64_t pending_records,
                                      int64_t record_bytes) const {
-  return bytes_ + pending_bytes + record_bytes > options_->max_file_bytes && records_ + pending_records > 0;
+  return bytes_ + pending_bytes + record_bytes > options_->max_file_bytes &&
+         records_ + pending_records > 0;
 }
 
 namespace {

@@ -42,7 +42,7 @@ inline constexpr int64_t kMaxGroupBytes = int64_t{16} << 20;
 // Meta refresh period. The queue's bound and overflow policy stay with the
 // producers' side (TraceWriter).
 struct IoLoopOptions {
-  SegmentOptions segment;  // dir_fd is set by IoLoop::Start.
+  SegmentOptions segment;       // dir_fd is set by IoLoop::Start.
   double meta_interval_s = 10;  // Meta refresh period; not > 0: never on a timer.
 };
 

@@ -52,8 +52,7 @@ struct StemListing {
 
 // Lists `dir_fd` (output_dir `path`) once. Error naming the directory when it
 // cannot be listed.
-absl::StatusOr<StemListing> ListStem(int dir_fd, const std::string& path,
-                                     const std::string& stem) {
+absl::StatusOr<StemListing> ListStem(int dir_fd, const std::string& path, const std::string& stem) {
   // fdopendir takes ownership of its fd: give it its own.
   const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   std::unique_ptr<DIR, int (*)(DIR*)> dir(fd >= 0 ? fdopendir(fd) : nullptr, &closedir);

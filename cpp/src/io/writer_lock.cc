@@ -32,11 +32,9 @@ std::string DescribeOwner(int fd) {
   return std::string(absl::StripTrailingAsciiWhitespace(absl::string_view(buf, n)));
 }
 
-// Whether `path`, a name in the directory `dir_fd` (not followed), is the
-// file open as `fd`.
-bool SameFile(int fd, int dir_fd, const std::string& path) {
+// Whether the name `at` (not followed) is the file open as `fd`.
+bool SameFile(int fd, const AtPath& at) {
   struct stat open_file, named;
-  const AtPath at = At(dir_fd, path);
   return fstat(fd, &open_file) == 0 &&
          fstatat(at.dir_fd, at.name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
          open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
@@ -120,8 +118,8 @@ off_t StemLockOffset(const std::string& stem) {
 // (issue 24: a removed lock file admitted a second writer). Returns the
 // directory fd holding the lock; -1 with *other set when another writer
 // holds it; an error naming the directory `dir` (open as `dir_fd`) otherwise.
-absl::StatusOr<int> LockStemInDirectory(int dir_fd, const std::string& dir,
-                                        const std::string& stem, bool* other) {
+absl::StatusOr<int> LockStemInDirectory(int dir_fd, const std::string& dir, const std::string& stem,
+                                        bool* other) {
   *other = false;
   // A description of its own, so closing it drops this lock alone.
   const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -183,10 +181,8 @@ void WriterLock::Release() {
   // Removed while locked, so a writer that opened it meanwhile sees a removed
   // file once it gets the lock, and starts over (Acquire).
   if (getpid() == pid_) {
-    if (SameFile(fd_, dir_fd_, path_)) {
-      const AtPath at = At(dir_fd_, path_);
-      unlinkat(at.dir_fd, at.name, 0);
-    }
+    const AtPath at = At(dir_fd_, path_);
+    if (SameFile(fd_, at)) unlinkat(at.dir_fd, at.name, 0);
     Untrack(fd_);
     Untrack(dir_fd_);
   }
@@ -209,7 +205,7 @@ absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config, int di
     const int locked = FlockNoWait(fd);
     const int flock_errno = errno;
     bool other_in_dir = false;
-    if (locked == 0 && SameFile(fd, dir_fd, path)) {
+    if (locked == 0 && SameFile(fd, at)) {
       absl::StatusOr<int> dir_lock =
           LockStemInDirectory(dir_fd, config.output_dir, FileStem(config), &other_in_dir);
       if (!dir_lock.ok()) {
