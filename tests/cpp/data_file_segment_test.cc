@@ -54,13 +54,18 @@ std::vector<EncodedRecord*> Pointers(std::vector<EncodedRecord>* records) {
 
 SegmentOptions Options(const std::string& dir) {
   SegmentOptions options;
-  options.config.output_dir = dir;
-  options.config.output_file_name = "seg";
-  options.config.rank = 2;
-  options.config.fsync = false;
-  options.config.run_id = "segment-run";
+  options.output_dir = dir;
+  options.stem = "train.seg.2";
+  options.rank = 2;
+  options.fsync = false;
+  options.run_id = "segment-run";
   options.header_frame = DataFileSegment::HeaderFrame(kKeys);
   return options;
+}
+
+// Where the data file `index` of `options` lives.
+std::string DataFilePath(const SegmentOptions& options, int64_t index) {
+  return internal::DataFilePath(options.output_dir, options.stem, index);
 }
 
 std::unique_ptr<DataFileSegment> CreateOrDie(const SegmentOptions* options, int64_t index) {
@@ -108,7 +113,7 @@ TEST_CASE("a new segment holds the Header and a Meta describing just that", "[se
   TempDir dir;
   const SegmentOptions options = Options(dir.path());
   auto segment = CreateOrDie(&options, 4);
-  CHECK(segment->path() == DataFilePath(options.config, 4));
+  CHECK(segment->path() == DataFilePath(options, 4));
   CHECK(segment->index() == 4);
   CHECK(ReadFile(segment->path()).empty());  // Create writes nothing.
   CHECK_FALSE(Exists(MetaPath(segment->path())));
@@ -191,7 +196,7 @@ TEST_CASE("rollover: a file may end exactly at the limit; an oversized record go
   SegmentOptions options = Options(dir.path());
   const int64_t header = static_cast<int64_t>(options.header_frame.size());
   const int64_t record = static_cast<int64_t>(MakeRecord(20, 20, 20).frame.size());
-  options.config.max_file_m_size = static_cast<double>(header + 3 * record) / 1e6;
+  options.max_file_bytes = header + 3 * record;
   auto segment = CreateOrDie(&options, 1);
   REQUIRE(segment->WriteHeader(0).ok());
 
@@ -213,13 +218,13 @@ TEST_CASE("Create skips an index another writer took and leaves that file alone"
           "[segment][naming]") {
   TempDir dir;
   const SegmentOptions options = Options(dir.path());
-  test::WriteFile(DataFilePath(options.config, 2), "other writer");
+  test::WriteFile(DataFilePath(options, 2), "other writer");
   auto first = CreateOrDie(&options, 2);
   CHECK(first->index() == 3);
   auto second = CreateOrDie(&options, 2);  // 2 and 3 are taken now.
   CHECK(second->index() == 4);
-  CHECK(second->path() == DataFilePath(options.config, 4));
-  CHECK(ReadFile(DataFilePath(options.config, 2)) == "other writer");
+  CHECK(second->path() == DataFilePath(options, 4));
+  CHECK(ReadFile(DataFilePath(options, 2)) == "other writer");
 }
 
 TEST_CASE("Create fails naming the file when its directory is missing", "[segment][errors]") {
@@ -229,8 +234,7 @@ TEST_CASE("Create fails naming the file when its directory is missing", "[segmen
       DataFileSegment::Create(&options, 1);
   REQUIRE_FALSE(segment.ok());
   CHECK(segment.status().code() == absl::StatusCode::kNotFound);
-  CHECK_THAT(std::string(segment.status().message()),
-             Catch::Contains(DataFilePath(options.config, 1)));
+  CHECK_THAT(std::string(segment.status().message()), Catch::Contains(DataFilePath(options, 1)));
 }
 
 TEST_CASE("Meta is replaced when stale or closing, and only then", "[segment][meta]") {
@@ -263,7 +267,7 @@ TEST_CASE("Meta is replaced when stale or closing, and only then", "[segment][me
 TEST_CASE("with fsync on, data and Meta agree after every replacement", "[segment][meta]") {
   TempDir dir;
   SegmentOptions options = Options(dir.path());
-  options.config.fsync = true;
+  options.fsync = true;
   options.dir_fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   REQUIRE(options.dir_fd >= 0);
   {
@@ -379,7 +383,7 @@ TEST_CASE("a huge max_file_m_size saturates: a full file never looks over the li
           "[segment][rollover][config]") {
   TempDir dir;
   SegmentOptions options = Options(dir.path());
-  options.config.max_file_m_size = 1e13;  // 10^19 bytes: past INT64_MAX.
+  options.max_file_bytes = MegabytesToBytes(1e13);  // 10^19 bytes: past INT64_MAX.
   auto segment = CreateOrDie(&options, 1);
   REQUIRE(segment->WriteHeader(0).ok());
   std::vector<EncodedRecord> records = {MakeRecord(1, 1, 1)};
@@ -397,7 +401,7 @@ TEST_CASE("Create refuses a symbolic link at its name, naming it, and leaves the
   SegmentOptions options = Options(dir.path());
   options.dir_fd = open(dir.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   REQUIRE(options.dir_fd >= 0);
-  const std::string path = DataFilePath(options.config, 1);
+  const std::string path = DataFilePath(options, 1);
   REQUIRE(symlink(target.c_str(), path.c_str()) == 0);
   const absl::StatusOr<std::unique_ptr<DataFileSegment>> segment =
       DataFileSegment::Create(&options, 1);
@@ -408,7 +412,7 @@ TEST_CASE("Create refuses a symbolic link at its name, naming it, and leaves the
   CHECK(ReadFile(target) == "outside");
   // A dangling link too: O_CREAT would otherwise create its target.
   const std::string dangling = outside.path() + "/not-yet";
-  REQUIRE(symlink(dangling.c_str(), DataFilePath(options.config, 2).c_str()) == 0);
+  REQUIRE(symlink(dangling.c_str(), DataFilePath(options, 2).c_str()) == 0);
   CHECK_FALSE(DataFileSegment::Create(&options, 2).ok());
   CHECK_FALSE(Exists(dangling));
 }

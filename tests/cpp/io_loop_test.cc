@@ -21,6 +21,7 @@
 #include "core/crc32c.h"
 #include "io/file_set.h"
 #include "io/limits.h"
+#include "io/output_dir.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
 
@@ -65,14 +66,23 @@ xdl::proto::Meta ReadMeta(const std::string& data_path) {
   return meta;
 }
 
-// The loop with its queue and pool, as TraceWriter wires them, and a thread for Run().
+OutputDir OpenDirOrDie(const TraceConfig& config) {
+  absl::StatusOr<OutputDir> dir = OutputDir::Open(config);
+  INFO(dir.status().ToString());
+  REQUIRE(dir.ok());
+  return std::move(*dir);
+}
+
+// The loop with its output directory, queue and pool, as TraceWriter wires them, and a thread for
+// Run().
 class LoopUnderTest {
  public:
   explicit LoopUnderTest(const TraceConfig& config, std::function<void()> sink_hook = nullptr)
-      : queue_(std::llround(config.max_pending_mb * 1e6)),
+      : dir_(OpenDirOrDie(config)),
+        queue_(std::llround(config.max_pending_mb * 1e6)),
         pool_(4, std::llround(config.max_pending_mb * 1e6)),
-        loop_(config, kKeys, &queue_, &pool_, std::move(sink_hook)) {
-    const absl::Status started = loop_.Start();
+        loop_(IoLoopOptionsFromConfig(config, kKeys, {}), &queue_, &pool_, std::move(sink_hook)) {
+    const absl::Status started = loop_.Start(dir_);
     INFO(started.ToString());
     REQUIRE(started.ok());
   }
@@ -106,6 +116,7 @@ class LoopUnderTest {
     return done->Wait();
   }
 
+  OutputDir dir_;  // Outlives loop_.
   ByteBoundedQueue queue_;
   FramePool pool_;
   IoLoop loop_;
@@ -336,6 +347,28 @@ TEST_CASE("a huge meta_interval_s saturates to no timed refresh and the idle IO 
   CHECK(cpu_used < 0.05);  // A spinning IO thread burns up to 0.5 s here.
   REQUIRE(t.Close().ok());
   CHECK(ReadMeta(DataFilePath(config, 1)).closed_cleanly());
+}
+
+TEST_CASE("IoLoopOptionsFromConfig takes what the IO side uses; a huge file size saturates",
+          "[loop][config]") {
+  TraceConfig config = LoopConfig("/x/y");
+  config.is_training = false;
+  config.rank = 3;
+  config.fsync = true;
+  config.max_file_m_size = 1e13;  // 10^19 bytes: past INT64_MAX.
+  config.meta_interval_s = 2.5;
+  const IoLoopOptions options = IoLoopOptionsFromConfig(config, kKeys, {});
+  CHECK(options.segment.output_dir == "/x/y");
+  CHECK(options.segment.stem == "test.loop.3");
+  CHECK(options.segment.rank == 3);
+  CHECK(options.segment.run_id == "loop-run");
+  CHECK(options.segment.fsync);
+  CHECK(options.segment.max_file_bytes == INT64_MAX);
+  CHECK(options.segment.header_frame == DataFileSegment::HeaderFrame(kKeys, {}, config));
+  CHECK(options.segment.dir_fd == -1);  // Set by Start from the OutputDir.
+  CHECK(options.meta_interval_s == 2.5);
+  config.max_file_m_size = 0.5;
+  CHECK(IoLoopOptionsFromConfig(config, kKeys, {}).segment.max_file_bytes == 500000);
 }
 
 TEST_CASE("DeadlineAfter saturates instead of overflowing", "[loop][meta][config]") {

@@ -13,6 +13,7 @@
 
 #include "io/data_file_segment.h"
 #include "io/file_set.h"
+#include "io/output_dir.h"
 #include "io/trace_writer.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
@@ -37,12 +38,12 @@ TEST_CASE("a second lock on the same rank fails naming the owner; other ranks an
   TempDir dir;
   TraceConfig config = Config(dir.path(), 3);
   config.run_id = "first-run";
-  auto first = WriterLock::Acquire(config);
+  auto first = OutputDir::Open(config);
   REQUIRE(first.ok());
-  CHECK(first->held());
-  CHECK(first->path() == dir / ".train.trace.3.lock");
+  CHECK(first->lock().held());
+  CHECK(first->lock().path() == dir / ".train.trace.3.lock");
 
-  auto second = WriterLock::Acquire(config);
+  auto second = OutputDir::Open(config);
   REQUIRE(!second.ok());
   CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
   const std::string message(second.status().message());
@@ -53,46 +54,47 @@ TEST_CASE("a second lock on the same rank fails naming the owner; other ranks an
   CHECK(message.find(dir / ".train.trace.3.lock") != std::string::npos);
   // The refused writer left the owner's file and lock in place.
   CHECK(test::ReadFile(dir / ".train.trace.3.lock").find("run first-run") != std::string::npos);
-  CHECK(!WriterLock::Acquire(config).ok());
+  CHECK(!OutputDir::Open(config).ok());
 
-  CHECK(WriterLock::Acquire(Config(dir.path(), 4)).ok());
+  CHECK(OutputDir::Open(Config(dir.path(), 4)).ok());
   TraceConfig other_name = config;
   other_name.output_file_name = "eval";
-  CHECK(WriterLock::Acquire(other_name).ok());
+  CHECK(OutputDir::Open(other_name).ok());
   TraceConfig test_prefix = config;
   test_prefix.is_training = false;
-  CHECK(WriterLock::Acquire(test_prefix).ok());
+  CHECK(OutputDir::Open(test_prefix).ok());
 }
 
 TEST_CASE("a removed lock file does not admit a second writer (issue 24 #12)", "[lock]") {
   TempDir dir;
   const TraceConfig config = Config(dir.path(), 5);
-  auto first = WriterLock::Acquire(config);
+  auto first = OutputDir::Open(config);
   REQUIRE(first.ok());
   REQUIRE(::unlink((dir / ".train.trace.5.lock").c_str()) == 0);  // A user's rm, a cleanup.
-  auto second = WriterLock::Acquire(config);
+  auto second = OutputDir::Open(config);
   REQUIRE_FALSE(second.ok());
   CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(second.status().message()),
              Catch::Contains("another writer is already tracing rank 5") &&
                  Catch::Contains("was removed"));
-  CHECK(WriterLock::Acquire(Config(dir.path(), 6)).ok());  // Other ranks are not affected.
-  first->Release();
-  auto third = WriterLock::Acquire(config);  // Free once the first writer let go.
+  CHECK(OutputDir::Open(Config(dir.path(), 6)).ok());  // Other ranks are not affected.
+  first->lock().Release();
+  auto third = OutputDir::Open(config);  // Free once the first writer let go.
   CHECK(third.ok());
 }
 
 TEST_CASE("Release removes the lock file and the rank can be locked again", "[lock]") {
   TempDir dir;
   const TraceConfig config = Config(dir.path());
-  auto lock = WriterLock::Acquire(config);
-  REQUIRE(lock.ok());
+  auto opened = OutputDir::Open(config);
+  INFO(opened.status().ToString());
+  REQUIRE(opened.ok());
   CHECK(test::Exists(dir / ".train.trace.0.lock"));
-  lock->Release();
-  CHECK(!lock->held());
+  opened->lock().Release();
+  CHECK(!opened->lock().held());
   CHECK(!test::Exists(dir / ".train.trace.0.lock"));
-  lock->Release();  // Idempotent.
-  CHECK(WriterLock::Acquire(config).ok());
+  opened->lock().Release();  // Idempotent.
+  CHECK(OutputDir::Open(config).ok());
 }
 
 TEST_CASE("a crashed owner's lock is free; its stale file is taken over", "[lock]") {
@@ -103,7 +105,7 @@ TEST_CASE("a crashed owner's lock is free; its stale file is taken over", "[lock
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    auto lock = WriterLock::Acquire(config);
+    auto lock = OutputDir::Open(config);
     const char byte = lock.ok() ? 'y' : 'n';
     if (write(ready[1], &byte, 1) != 1) _exit(2);
     pause();  // Killed by the parent.
@@ -112,7 +114,7 @@ TEST_CASE("a crashed owner's lock is free; its stale file is taken over", "[lock
   char byte = 0;
   REQUIRE(read(ready[0], &byte, 1) == 1);
   REQUIRE(byte == 'y');
-  auto held = WriterLock::Acquire(config);
+  auto held = OutputDir::Open(config);
   REQUIRE(!held.ok());
   CHECK(std::string(held.status().message()).find("pid " + std::to_string(child)) !=
         std::string::npos);
@@ -121,7 +123,7 @@ TEST_CASE("a crashed owner's lock is free; its stale file is taken over", "[lock
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
   CHECK(test::Exists(dir / ".train.trace.1.lock"));  // Left behind by the crash.
-  auto after = WriterLock::Acquire(config);
+  auto after = OutputDir::Open(config);
   REQUIRE(after.ok());
   const std::string owner = test::ReadFile(dir / ".train.trace.1.lock");
   CHECK(owner.find("pid " + std::to_string(getpid())) == 0);
@@ -139,7 +141,7 @@ TEST_CASE("a child forked while the lock is held does not keep it after the owne
   if (owner == 0) {
     // The owner: lock, fork a long-lived child (a DataLoader worker, say), then wait to be
     // killed. The child sleeps until the test kills it.
-    auto lock = WriterLock::Acquire(config);
+    auto lock = OutputDir::Open(config);
     if (!lock.ok()) _exit(2);
     // The worker reports its own pid: by then its fork handlers have run.
     if (fork() == 0) {
@@ -153,11 +155,11 @@ TEST_CASE("a child forked while the lock is held does not keep it after the owne
   }
   pid_t worker = 0;
   REQUIRE(read(ready[0], &worker, sizeof(worker)) == sizeof(worker));
-  CHECK(!WriterLock::Acquire(config).ok());  // The owner holds it.
-  REQUIRE(kill(owner, SIGKILL) == 0);        // The owner crashes; its child lives on.
+  CHECK(!OutputDir::Open(config).ok());  // The owner holds it.
+  REQUIRE(kill(owner, SIGKILL) == 0);    // The owner crashes; its child lives on.
   int status = 0;
   REQUIRE(waitpid(owner, &status, 0) == owner);
-  auto after = WriterLock::Acquire(config);
+  auto after = OutputDir::Open(config);
   CHECK(after.ok());
   kill(worker, SIGKILL);  // Reparented to init (or a subreaper), which reaps it.
   close(ready[0]);
@@ -168,7 +170,7 @@ TEST_CASE("a symbolic link at the lock file's name is refused, not followed", "[
   TempDir dir;
   const std::string target = dir / "elsewhere";
   REQUIRE(symlink(target.c_str(), (dir / ".train.trace.0.lock").c_str()) == 0);
-  auto lock = WriterLock::Acquire(Config(dir.path()));
+  auto lock = OutputDir::Open(Config(dir.path()));
   REQUIRE(!lock.ok());
   CHECK(std::string(lock.status().message()).find(".train.trace.0.lock") != std::string::npos);
   CHECK(!test::Exists(target));

@@ -16,7 +16,6 @@
 #include "core/status_macros.h"
 #include "io/file_set.h"
 #include "io/io_error.h"
-#include "io/limits.h"
 #include "io/meta_writer.h"
 #include "io/run_info.h"
 
@@ -45,7 +44,7 @@ std::string DataFileSegment::HeaderFrame(const std::vector<std::string>& keys,
 absl::StatusOr<std::unique_ptr<DataFileSegment>> DataFileSegment::Create(
     const SegmentOptions* options, int64_t index) {
   for (int attempt = 0;; ++attempt, ++index) {
-    std::string path = DataFilePath(options->config, index);
+    std::string path = DataFilePath(options->output_dir, options->stem, index);
     const AtPath at = At(options->dir_fd, path);
     const int fd = openat(at.dir_fd, at.name,
                           O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0644);
@@ -70,11 +69,7 @@ absl::StatusOr<std::unique_ptr<DataFileSegment>> DataFileSegment::Create(
 
 DataFileSegment::DataFileSegment(const SegmentOptions* options, int fd, std::string path,
                                  int64_t index)
-    : options_(options),
-      fd_(fd),
-      path_(std::move(path)),
-      index_(index),
-      max_bytes_(MegabytesToBytes(options->config.max_file_m_size)) {}
+    : options_(options), fd_(fd), path_(std::move(path)), index_(index) {}
 
 DataFileSegment::~DataFileSegment() { close(fd_); }
 
@@ -88,7 +83,8 @@ absl::Status DataFileSegment::WriteHeader(int64_t dropped_records) {
 
 bool DataFileSegment::ShouldRollOver(int64_t pending_bytes, int64_t pending_records,
                                      int64_t record_bytes) const {
-  return bytes_ + pending_bytes + record_bytes > max_bytes_ && records_ + pending_records > 0;
+  return bytes_ + pending_bytes + record_bytes > options_->max_file_bytes &&
+         records_ + pending_records > 0;
 }
 
 namespace {
@@ -228,14 +224,13 @@ absl::Status DataFileSegment::SyncAndWriteMeta(bool closed_cleanly, int64_t drop
   if (!closed_cleanly && bytes_ == meta_bytes_ && dropped_records == meta_dropped_) {
     return absl::OkStatus();
   }
-  if (options_->config.fsync && fdatasync(fd_) != 0) {
+  if (options_->fsync && fdatasync(fd_) != 0) {
     return IoError(errno, absl::StrCat("xdl_trace: fdatasync of data file '", path_, "' failed"));
   }
   return WriteMeta(closed_cleanly, dropped_records);
 }
 
 xdl::proto::Meta DataFileSegment::BuildMeta(bool closed_cleanly, int64_t dropped_records) const {
-  const TraceConfig& config = options_->config;
   xdl::proto::Meta meta;
   meta.set_lstep_begin(lstep_begin_);
   meta.set_lstep_end(lstep_end_);
@@ -243,12 +238,12 @@ xdl::proto::Meta DataFileSegment::BuildMeta(bool closed_cleanly, int64_t dropped
   meta.set_gstep_end(gstep_end_);
   meta.set_timestamp_begin(ts_begin_);
   meta.set_timestamp_end(ts_end_);
-  meta.set_rank(config.rank);
+  meta.set_rank(options_->rank);
   meta.set_file_index(index_);
   meta.set_record_count(records_);
   meta.set_data_bytes(bytes_);
   meta.set_crc32c(crc_);
-  meta.set_run_id(config.run_id);
+  meta.set_run_id(options_->run_id);
   meta.set_format_version(kFormatVersion);
   meta.set_dropped_records(dropped_records);
   meta.set_closed_cleanly(closed_cleanly);
@@ -259,7 +254,7 @@ xdl::proto::Meta DataFileSegment::BuildMeta(bool closed_cleanly, int64_t dropped
 absl::Status DataFileSegment::WriteMeta(bool closed_cleanly, int64_t dropped_records) {
   if (closed_cleanly && closed_at_ms_ == 0) closed_at_ms_ = WallClockMs();
   XDL_RETURN_IF_ERROR(ReplaceMeta(path_, BuildMeta(closed_cleanly, dropped_records),
-                                  options_->config.fsync, options_->dir_fd));
+                                  options_->fsync, options_->dir_fd));
   meta_bytes_ = bytes_;
   meta_dropped_ = dropped_records;
   return absl::OkStatus();

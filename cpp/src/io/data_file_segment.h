@@ -30,12 +30,21 @@ namespace internal {
 // Frames one writev(2) call carries at most (the kernel's limit, capped).
 inline constexpr size_t kMaxIovecs = IOV_MAX < 1024 ? IOV_MAX : 1024;
 
-// What every data file of one writer shares; set up before the first segment
-// is created and unchanged while any segment exists.
+// What every data file of one writer shares: the few TraceConfig values the
+// sink uses (IoLoopOptionsFromConfig, io_loop.h, is the one place they are
+// taken from a config), set up before the first segment is created and
+// unchanged while any segment exists.
 struct SegmentOptions {
-  TraceConfig config;        // output_dir, names, rank, run_id, fsync, max_file_m_size.
+  std::string output_dir;  // As configured: files are named "{output_dir}/{stem}.{index}".
+  std::string stem;        // "{prefix}.{name}.{rank}" (FileStem).
+  int32_t rank = 0;        // Meta.rank.
+  std::string run_id;      // Meta.run_id.
+  // fdatasync the data before a Meta covers it, fsync the directory after.
+  bool fsync = true;
+  // Rollover limit: max_file_m_size × 10^6 bytes, saturated (MegabytesToBytes).
+  int64_t max_file_bytes = INT64_MAX;
   std::string header_frame;  // The framed Header every file opens with (HeaderFrame()).
-  // config.output_dir, opened once: every file is created and renamed
+  // output_dir, opened once (OutputDir): every file is created and renamed
   // relative to it (see At()) and it is fsynced after a Meta rename. -1: files
   // by path, no directory fsync (tests).
   int dir_fd = -1;
@@ -78,8 +87,8 @@ class DataFileSegment {
 
   // Whether a record of `record_bytes`, arriving after `pending_records`
   // records of `pending_bytes` that are not appended yet, belongs in a new
-  // file: it would pass max_file_m_size × 10^6 bytes (saturated at INT64_MAX:
-  // a huge limit never wraps) and this file (pending
+  // file: it would pass max_file_bytes (max_file_m_size × 10^6, saturated at
+  // INT64_MAX: a huge limit never wraps) and this file (pending
   // included) already holds a record. So a file may end exactly at the limit,
   // and a record larger than the limit sits alone in its own file.
   bool ShouldRollOver(int64_t pending_bytes, int64_t pending_records, int64_t record_bytes) const;
@@ -94,7 +103,7 @@ class DataFileSegment {
 
   // Replaces the Meta when `closed_cleanly` or when it is stale (bytes or
   // `dropped_records` changed since the last one), after fdatasync of the data
-  // when config.fsync, so a Meta never claims bytes a crash could lose.
+  // when fsync, so a Meta never claims bytes a crash could lose.
   absl::Status SyncAndWriteMeta(bool closed_cleanly, int64_t dropped_records);
 
   // The Meta that describes the file as written so far. With closed_cleanly,
@@ -117,7 +126,6 @@ class DataFileSegment {
   const int fd_;
   const std::string path_;
   const int64_t index_;
-  const int64_t max_bytes_;
   int64_t bytes_ = 0;
   int64_t records_ = 0;
   uint32_t crc_ = 0;

@@ -1,22 +1,15 @@
-// File naming and index continuation: a new run continues after the highest index already on disk.
+// File naming: the names every file of a writer takes, and the index a name holds.
 #include "io/file_set.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "io/io_error.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -25,14 +18,13 @@ std::string FileStem(const TraceConfig& config) {
   return absl::StrCat(config.Prefix(), ".", config.output_file_name, ".", config.rank);
 }
 
-std::string DataFileName(const TraceConfig& config, int64_t index) {
-  return absl::StrCat(FileStem(config), ".", index);
+std::string DataFilePath(absl::string_view output_dir, absl::string_view stem, int64_t index) {
+  const absl::string_view slash = output_dir.empty() || output_dir.back() == '/' ? "" : "/";
+  return absl::StrCat(output_dir, slash, stem, ".", index);
 }
 
 std::string DataFilePath(const TraceConfig& config, int64_t index) {
-  std::string dir = config.output_dir;
-  if (!dir.empty() && dir.back() != '/') dir.push_back('/');
-  return absl::StrCat(dir, DataFileName(config, index));
+  return DataFilePath(config.output_dir, FileStem(config), index);
 }
 
 std::string MetaPath(absl::string_view data_path) { return absl::StrCat(data_path, ".meta"); }
@@ -60,62 +52,6 @@ std::optional<int64_t> ParseFileIndex(absl::string_view stem, absl::string_view 
   int64_t index = 0;
   if (!absl::SimpleAtoi(file_name, &index)) return std::nullopt;
   return index;
-}
-
-absl::StatusOr<int64_t> HighestExistingIndex(const TraceConfig& config, int dir_fd) {
-  // fdopendir takes ownership of its fd: give it its own.
-  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(fd >= 0 ? fdopendir(fd) : nullptr, &closedir);
-  if (dir == nullptr) {
-    const int error = errno;
-    if (fd >= 0) close(fd);
-    return IoError(error, absl::StrCat("xdl_trace: cannot list '", config.output_dir, "'"));
-  }
-  const std::string stem = FileStem(config);
-  int64_t highest = 0;
-  while (const dirent* entry = readdir(dir.get())) {
-    if (auto index = ParseFileIndex(stem, entry->d_name); index && *index > highest) {
-      highest = *index;
-    }
-  }
-  return highest;
-}
-
-void RemoveStaleMetaTemps(const TraceConfig& config, int dir_fd) {
-  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  std::unique_ptr<DIR, int (*)(DIR*)> dir(fd >= 0 ? fdopendir(fd) : nullptr, &closedir);
-  if (dir == nullptr) {
-    if (fd >= 0) close(fd);
-    return;
-  }
-  const std::string stem = FileStem(config);
-  std::vector<std::string> stale;  // Not unlinked while readdir walks the directory.
-  while (const dirent* entry = readdir(dir.get())) {
-    const absl::string_view name = entry->d_name;
-    if (absl::StrContains(name, ".meta.tmp") && ParseFileIndex(stem, name).has_value()) {
-      stale.emplace_back(name);
-    }
-  }
-  // unlinkat removes a planted link itself, never what it points to.
-  for (const std::string& name : stale) unlinkat(dir_fd, name.c_str(), 0);
-}
-
-absl::Status MakeDirectories(const std::string& dir) {
-  if (dir.empty()) return absl::InvalidArgumentError("xdl_trace: empty directory path");
-  // Create each prefix ending at a '/', then the whole path.
-  for (size_t pos = dir.find('/', 1);; pos = dir.find('/', pos + 1)) {
-    const std::string part = dir.substr(0, pos);
-    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      return IoError(errno, absl::StrCat("xdl_trace: cannot create directory '", part, "'"));
-    }
-    if (pos == std::string::npos) break;
-  }
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return MarkIoError(absl::FailedPreconditionError(
-        absl::StrCat("xdl_trace: output_dir '", dir, "' is not a directory")));
-  }
-  return absl::OkStatus();
 }
 
 AtPath At(int dir_fd, const std::string& path) {

@@ -1,50 +1,44 @@
 // The IO thread's loop: drains the queue into write groups for the current data file segment.
 #include "io/io_loop.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "core/clock.h"
 #include "core/status_macros.h"
 #include "io/file_set.h"
-#include "io/io_error.h"
 #include "io/limits.h"
 
 namespace xdl_trace {
 namespace internal {
 
-IoLoop::IoLoop(const TraceConfig& config, const std::vector<std::string>& keys,
-               ByteBoundedQueue* queue, FramePool* pool, std::function<void()> before_record_write,
-               const std::vector<xdl::proto::ColumnDescriptor>& columns)
-    : options_{config, ""},
+IoLoopOptions IoLoopOptionsFromConfig(const TraceConfig& config,
+                                      const std::vector<std::string>& keys,
+                                      const std::vector<xdl::proto::ColumnDescriptor>& columns) {
+  IoLoopOptions options;
+  SegmentOptions& segment = options.segment;
+  segment.output_dir = config.output_dir;
+  segment.stem = FileStem(config);
+  segment.rank = config.rank;
+  segment.run_id = config.run_id;
+  segment.fsync = config.fsync;
+  segment.max_file_bytes = MegabytesToBytes(config.max_file_m_size);
+  segment.header_frame = DataFileSegment::HeaderFrame(keys, columns, config);
+  options.meta_interval_s = config.meta_interval_s;
+  return options;
+}
+
+IoLoop::IoLoop(IoLoopOptions options, ByteBoundedQueue* queue, FramePool* pool,
+               std::function<void()> before_record_write)
+    : options_(std::move(options)),
       queue_(queue),
       pool_(pool),
-      before_record_write_(std::move(before_record_write)) {
-  options_.header_frame = DataFileSegment::HeaderFrame(keys, columns, options_.config);
-}
+      before_record_write_(std::move(before_record_write)) {}
 
-IoLoop::~IoLoop() {
-  segment_.reset();  // Before the directory it lives in.
-  if (options_.dir_fd >= 0) close(options_.dir_fd);
-}
-
-absl::Status IoLoop::Start() {
-  const std::string& dir = options_.config.output_dir;
-  XDL_RETURN_IF_ERROR(MakeDirectories(dir));
-  // output_dir itself may be a symbolic link to a directory (users do that);
-  // files inside it are never followed (O_NOFOLLOW, O_EXCL, renameat).
-  options_.dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (options_.dir_fd < 0) {
-    return IoError(errno, absl::StrCat("xdl_trace: open of directory '", dir, "' failed"));
-  }
-  XDL_ASSIGN_OR_RETURN(const int64_t highest,
-                       HighestExistingIndex(options_.config, options_.dir_fd));
-  RemoveStaleMetaTemps(options_.config, options_.dir_fd);  // This rank's lock is held.
-  XDL_RETURN_IF_ERROR(OpenSegment(highest + 1));
+absl::Status IoLoop::Start(const OutputDir& dir) {
+  // Files inside output_dir are never followed (O_NOFOLLOW, O_EXCL, renameat).
+  options_.segment.dir_fd = dir.fd();
+  XDL_RETURN_IF_ERROR(OpenSegment(dir.next_index()));
   next_meta_ = NextMetaDeadline();
   return absl::OkStatus();
 }
@@ -207,7 +201,7 @@ void IoLoop::WriteGroup() {
 }
 
 absl::Status IoLoop::OpenSegment(int64_t index) {
-  XDL_ASSIGN_OR_RETURN(segment_, DataFileSegment::Create(&options_, index));
+  XDL_ASSIGN_OR_RETURN(segment_, DataFileSegment::Create(&options_.segment, index));
   files_written_.fetch_add(1, std::memory_order_relaxed);
   const absl::Status status = segment_->WriteHeader(dropped());
   bytes_written_.fetch_add(segment_->bytes(), std::memory_order_relaxed);
@@ -239,7 +233,7 @@ void IoLoop::Fail(absl::Status status) {
 }
 
 IoLoop::Clock::time_point IoLoop::NextMetaDeadline() const {
-  return DeadlineAfter<Clock>(Clock::now(), options_.config.meta_interval_s);
+  return DeadlineAfter<Clock>(Clock::now(), options_.meta_interval_s);
 }
 
 }  // namespace internal

@@ -23,6 +23,7 @@
 #include "io/bounded_queue.h"
 #include "io/data_file_segment.h"
 #include "io/frame_pool.h"
+#include "io/output_dir.h"
 #include "record/encoded_record.h"
 #include "record/host_spans.h"
 #include "xdl_trace/config.h"
@@ -36,6 +37,21 @@ inline constexpr size_t kMaxIoSpans = 256;
 // A write group is handed to the segment once it holds kMaxIovecs frames or
 // this many bytes, so the queue bytes it holds go back to producers soon.
 inline constexpr int64_t kMaxGroupBytes = int64_t{16} << 20;
+
+// What the IO thread uses of a TraceConfig: its segments' options and the
+// Meta refresh period. The queue's bound and overflow policy stay with the
+// producers' side (TraceWriter).
+struct IoLoopOptions {
+  SegmentOptions segment;       // dir_fd is set by IoLoop::Start.
+  double meta_interval_s = 10;  // Meta refresh period; not > 0: never on a timer.
+};
+
+// The one place a TraceConfig becomes the IO thread's options. `config.run_id`
+// is written as given (TraceWriter::Open names the run); the Header frame
+// holds `keys`, `columns` (one per key, or none) and config.run.
+IoLoopOptions IoLoopOptionsFromConfig(const TraceConfig& config,
+                                      const std::vector<std::string>& keys,
+                                      const std::vector<xdl::proto::ColumnDescriptor>& columns);
 
 // Threading: Start() on the caller's thread before the IO thread exists; Run()
 // on the IO thread, which alone owns the segment, the write group and the Meta
@@ -52,19 +68,17 @@ class IoLoop {
     int64_t deferred_failed = 0;  // Records dropped because their device copies failed.
   };
 
-  // `config.run_id` is written as given (TraceWriter::Open names the run). `before_record_write`,
-  // when set, runs on the IO thread before each record joins a write group (a slow sink for tests).
-  // `columns` (one per key, or none) go into every Header.
-  IoLoop(const TraceConfig& config, const std::vector<std::string>& keys, ByteBoundedQueue* queue,
-         FramePool* pool, std::function<void()> before_record_write = nullptr,
-         const std::vector<xdl::proto::ColumnDescriptor>& columns = {});
+  // `before_record_write`, when set, runs on the IO thread before each record
+  // joins a write group (a slow sink for tests).
+  IoLoop(IoLoopOptions options, ByteBoundedQueue* queue, FramePool* pool,
+         std::function<void()> before_record_write = nullptr);
   IoLoop(const IoLoop&) = delete;
   IoLoop& operator=(const IoLoop&) = delete;
-  ~IoLoop();
 
-  // Creates output_dir if needed and opens the first data file after any
-  // existing index (Header and first Meta written). Call once, before Run().
-  absl::Status Start();
+  // Opens the first data file in `dir` (which must outlive the loop) at the
+  // index after every existing one (Header and first Meta written); every
+  // later file is created relative to dir.fd(). Call once, before Run().
+  absl::Status Start(const OutputDir& dir);
 
   // The IO thread: handles messages in order until a close message, which it
   // answers (final Meta with closed_cleanly, fd closed) before returning.
@@ -108,7 +122,7 @@ class IoLoop {
   int64_t dropped() const { return records_dropped_.load(std::memory_order_relaxed); }
 
   // ---- Set up by the constructor and Start(), then read-only ----
-  SegmentOptions options_;
+  IoLoopOptions options_;
   ByteBoundedQueue* const queue_;
   FramePool* const pool_;
   const std::function<void()> before_record_write_;

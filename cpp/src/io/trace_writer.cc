@@ -16,7 +16,7 @@
 #include "io/frame_pool.h"
 #include "io/io_loop.h"
 #include "io/limits.h"
-#include "io/writer_lock.h"
+#include "io/output_dir.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -86,21 +86,20 @@ int64_t PendingBytesBound(const TraceConfig& config) {
 // loop's IO-thread state is touched only by thread_ once Start() returned.
 class FileTraceWriter final : public TraceWriter {
  public:
-  FileTraceWriter(const TraceConfig& config, const std::vector<std::string>& keys,
-                  WriterTestHooks hooks, const std::vector<xdl::proto::ColumnDescriptor>& columns,
-                  WriterLock lock)
-      : lock_(std::move(lock)),
+  FileTraceWriter(const TraceConfig& config, IoLoopOptions loop_options, WriterTestHooks hooks,
+                  OutputDir dir)
+      : dir_(std::move(dir)),
         run_id_(config.run_id),
         overflow_(config.overflow),
         queue_(PendingBytesBound(config)),
         pool_(kMaxPooledFrames, PendingBytesBound(config)),
-        loop_(config, keys, &queue_, &pool_, std::move(hooks.before_record_write), columns) {}
+        loop_(std::move(loop_options), &queue_, &pool_, std::move(hooks.before_record_write)) {}
 
   ~FileTraceWriter() override { (void)Close(); }
 
   // Runs on the caller's thread: the first file, then the IO thread.
   absl::Status Start() {
-    XDL_RETURN_IF_ERROR(loop_.Start());
+    XDL_RETURN_IF_ERROR(loop_.Start(dir_));
     thread_ = std::thread([this] {
       NoWakeupPreemption();
       loop_.Run();
@@ -174,7 +173,7 @@ class FileTraceWriter final : public TraceWriter {
     } else {
       close_status_ = loop_.error();
     }
-    lock_.Release();  // After the last Meta: a next writer on this rank may start.
+    dir_.lock().Release();  // After the last Meta: a next writer on this rank may start.
     return close_status_;
   }
 
@@ -199,7 +198,9 @@ class FileTraceWriter final : public TraceWriter {
   }
 
  private:
-  WriterLock lock_;  // This rank's lock file, held from Open to Close.
+  // output_dir, open, and this rank's lock, held from Open to Close; outlives
+  // loop_, whose files are created relative to it.
+  OutputDir dir_;
   const std::string run_id_;
   const OverflowPolicy overflow_;
   ByteBoundedQueue queue_;  // Internally synchronized; outlives loop_.
@@ -222,9 +223,10 @@ absl::StatusOr<std::unique_ptr<TraceWriter>> TraceWriter::Open(
   // the tracer (run_id()) all name the same run.
   TraceConfig named = config;
   if (named.run_id.empty()) named.run_id = NewRunId();
-  XDL_ASSIGN_OR_RETURN(WriterLock lock, WriterLock::Acquire(named));
-  auto writer =
-      std::make_unique<FileTraceWriter>(named, keys, std::move(hooks), columns, std::move(lock));
+  // The one open of output_dir: created, locked for this rank and listed here.
+  XDL_ASSIGN_OR_RETURN(OutputDir dir, OutputDir::Open(named));
+  auto writer = std::make_unique<FileTraceWriter>(
+      named, IoLoopOptionsFromConfig(named, keys, columns), std::move(hooks), std::move(dir));
   XDL_RETURN_IF_ERROR(writer->Start());
   return std::unique_ptr<TraceWriter>(std::move(writer));
 }

@@ -50,10 +50,11 @@ struct WriterTestHooks {
 // record buffers hold at most twice max_pending_mb (queued + pooled).
 class TraceWriter {
  public:
-  // Creates output_dir if needed, picks the first index after any existing
-  // "{prefix}.{name}.{rank}.{index}" file (never overwrites), opens it, writes
-  // the Header frame (with `columns`, one descriptor per key, when given) and
-  // starts the IO thread.
+  // Opens output_dir once (OutputDir: created if needed, this rank's lock,
+  // the first index after any existing "{prefix}.{name}.{rank}.{index}" file,
+  // so nothing is overwritten), opens that file, writes the Header frame (with
+  // `columns`, one descriptor per key, when given) and starts the IO thread,
+  // whose loop gets only the options it uses (IoLoopOptionsFromConfig).
   static absl::StatusOr<std::unique_ptr<TraceWriter>> Open(
       const TraceConfig& config, std::vector<std::string> keys, WriterTestHooks hooks = {},
       const std::vector<xdl::proto::ColumnDescriptor>& columns = {});

@@ -32,10 +32,11 @@ std::string DescribeOwner(int fd) {
   return std::string(absl::StripTrailingAsciiWhitespace(absl::string_view(buf, n)));
 }
 
-// Whether `path` (not followed) is the file open as `fd`.
-bool SameFile(int fd, const std::string& path) {
+// Whether the name `at` (not followed) is the file open as `fd`.
+bool SameFile(int fd, const AtPath& at) {
   struct stat open_file, named;
-  return fstat(fd, &open_file) == 0 && lstat(path.c_str(), &named) == 0 &&
+  return fstat(fd, &open_file) == 0 &&
+         fstatat(at.dir_fd, at.name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
          open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
 }
 
@@ -116,11 +117,12 @@ off_t StemLockOffset(const std::string& stem) {
 // writer that finds another description's lock on its stem's byte refuses
 // (issue 24: a removed lock file admitted a second writer). Returns the
 // directory fd holding the lock; -1 with *other set when another writer
-// holds it; an error naming the directory otherwise.
-absl::StatusOr<int> LockStemInDirectory(const std::string& dir, const std::string& stem,
+// holds it; an error naming the directory `dir` (open as `dir_fd`) otherwise.
+absl::StatusOr<int> LockStemInDirectory(int dir_fd, const std::string& dir, const std::string& stem,
                                         bool* other) {
   *other = false;
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  // A description of its own, so closing it drops this lock alone.
+  const int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return IoError(errno, absl::StrCat("xdl_trace: open of '", dir, "' failed"));
   struct flock lock;
   std::memset(&lock, 0, sizeof(lock));
@@ -179,7 +181,8 @@ void WriterLock::Release() {
   // Removed while locked, so a writer that opened it meanwhile sees a removed
   // file once it gets the lock, and starts over (Acquire).
   if (getpid() == pid_) {
-    if (SameFile(fd_, path_)) unlink(path_.c_str());
+    const AtPath at = At(dir_fd_, path_);
+    if (SameFile(fd_, at)) unlinkat(at.dir_fd, at.name, 0);
     Untrack(fd_);
     Untrack(dir_fd_);
   }
@@ -189,32 +192,29 @@ void WriterLock::Release() {
   dir_fd_ = -1;
 }
 
-absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config) {
-  absl::Status made = MakeDirectories(config.output_dir);
-  if (!made.ok()) return made;
+absl::StatusOr<WriterLock> WriterLock::Acquire(const TraceConfig& config, int dir_fd) {
   std::string path = config.output_dir;
   if (path.back() != '/') path.push_back('/');
   absl::StrAppend(&path, WriterLockFileName(config));
+  const AtPath at = At(dir_fd, path);
   for (int attempt = 0;; ++attempt) {
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    const int fd = openat(at.dir_fd, at.name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
       return IoError(errno, absl::StrCat("xdl_trace: open of lock file '", path, "' failed"));
     }
     const int locked = FlockNoWait(fd);
     const int flock_errno = errno;
     bool other_in_dir = false;
-    int dir_fd = -1;
-    if (locked == 0 && SameFile(fd, path)) {
+    if (locked == 0 && SameFile(fd, at)) {
       absl::StatusOr<int> dir_lock =
-          LockStemInDirectory(config.output_dir, FileStem(config), &other_in_dir);
+          LockStemInDirectory(dir_fd, config.output_dir, FileStem(config), &other_in_dir);
       if (!dir_lock.ok()) {
         close(fd);
         return dir_lock.status();
       }
-      dir_fd = *dir_lock;
       if (!other_in_dir) {
         WriteOwner(fd, config);
-        return WriterLock(fd, dir_fd, path);
+        return WriterLock(fd, *dir_lock, path);
       }
     }
     // A refused writer closes its descriptor and never removes the owner's file.

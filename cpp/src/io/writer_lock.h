@@ -35,12 +35,15 @@ std::string WriterLockFileName(const TraceConfig& config);
 // Threading: none; move-only. Owned by one writer and released by it.
 class WriterLock {
  public:
-  // Creates output_dir if needed, opens the lock file (O_NOFOLLOW|O_CLOEXEC,
-  // a symbolic link there is an error) and takes an exclusive flock without
-  // waiting. FailedPrecondition naming the lock file and the other process
-  // (pid, host, run id) when another live writer holds it; an error naming
-  // the file when it cannot be opened.
-  static absl::StatusOr<WriterLock> Acquire(const TraceConfig& config);
+  // Opens the lock file relative to `dir_fd` (config.output_dir, open:
+  // OutputDir::Open is the caller) with O_NOFOLLOW|O_CLOEXEC (a symbolic link
+  // there is an error), takes an exclusive flock without waiting, then the
+  // stem's byte of a description of its own of the directory (openat of "."
+  // on `dir_fd`, which the caller may close afterwards). FailedPrecondition
+  // naming the lock file and the other process (pid, host, run id) when
+  // another live writer holds it; an error naming the file when it cannot be
+  // opened.
+  static absl::StatusOr<WriterLock> Acquire(const TraceConfig& config, int dir_fd);
 
   WriterLock() = default;
   WriterLock(WriterLock&& other) noexcept
@@ -65,12 +68,14 @@ class WriterLock {
   // Writes "pid P on host H, run R" into the lock file (best effort).
   static void WriteOwner(int fd, const TraceConfig& config);
   int fd_ = -1;
-  // output_dir, holding an open-file-description read lock on the byte that
-  // stands for this stem: what a second writer checks, since the directory,
-  // unlike the lock file, cannot be removed or swapped under a live writer.
+  // output_dir (its own open file description, from openat(dir_fd, ".")),
+  // holding an open-file-description read lock on the byte that stands for
+  // this stem: what a second writer checks, since the directory, unlike the
+  // lock file, cannot be removed or swapped under a live writer. Release
+  // reaches the lock file relative to it.
   int dir_fd_ = -1;
   int pid_ = 0;       // The process that acquired the lock.
-  std::string path_;  // The lock file.
+  std::string path_;  // The lock file, "{output_dir}/{name}": how errors name it.
 };
 
 }  // namespace internal
