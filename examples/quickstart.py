@@ -18,6 +18,32 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import xdl_trace as xdl  # noqa: E402
 
 
+def gradients(x, y, params, state):
+    """One forward and backward pass of the MLP: the loss and the hidden activation go into
+    `state` (where the traced callbacks read them); the gradients are returned."""
+    h = np.maximum(x @ params["w1"] + params["b1"], 0)
+    pred = h @ params["w2"] + params["b2"]
+    err = pred - y
+    state["loss"] = np.float32((err**2).mean())
+    state["hidden"] = h
+    d_pred = 2 * err / len(x)
+    grads = {"w2": h.T @ d_pred, "b2": d_pred.sum(0)}
+    d_h = (d_pred @ params["w2"].T) * (h > 0)
+    grads["w1"] = x.T @ d_h
+    grads["b1"] = d_h.sum(0)
+    return grads
+
+
+def register(params, state):
+    """What to trace. Arrays are registered once and read in place at each traced step, so the
+    training code updates them in place (p -= lr * g)."""
+    xdl.trace_collection(params)
+    for name in params:
+        xdl.trace_gradient(name)
+    xdl.trace_callback("loss", lambda: state["loss"])
+    xdl.trace_tensor("hidden", lambda: state["hidden"], summary="histogram")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", nargs="?", default=None, help="trace directory (default: temp)")
@@ -38,28 +64,13 @@ def main(argv=None):
     state = {"loss": np.float32(0), "hidden": np.zeros((256, 32), np.float32)}
     lr = 0.05
 
-    # What to trace. Arrays are registered once and read in place at each traced step, so
-    # the training code updates them in place (p -= lr * g).
-    xdl.trace_collection(params)
-    for name in params:
-        xdl.trace_gradient(name)
-    xdl.trace_callback("loss", lambda: state["loss"])
-    xdl.trace_tensor("hidden", lambda: state["hidden"], summary="histogram")
+    register(params, state)
     xdl.trace_once("config", np.array([lr, args.steps], np.float64))
 
     config = {"output_dir": out_dir, "max_file_m_size": 1}
     with xdl.TraceHook(config, filter=xdl.Every(5)) as hook:
         for step in range(args.steps):
-            h = np.maximum(x @ params["w1"] + params["b1"], 0)
-            pred = h @ params["w2"] + params["b2"]
-            err = pred - y
-            state["loss"] = np.float32((err**2).mean())
-            state["hidden"] = h
-            d_pred = 2 * err / len(x)
-            grads = {"w2": h.T @ d_pred, "b2": d_pred.sum(0)}
-            d_h = (d_pred @ params["w2"].T) * (h > 0)
-            grads["w1"] = x.T @ d_h
-            grads["b1"] = d_h.sum(0)
+            grads = gradients(x, y, params, state)
             for name, g in grads.items():
                 xdl.send_gradient(name, g)
             hook.step(gstep=step)

@@ -20,7 +20,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "examples"))
 import xdl_trace as xdl  # noqa: E402
+from quickstart import gradients, register  # noqa: E402
 from xdl_trace.report import write_report  # noqa: E402
 
 
@@ -39,25 +41,12 @@ def train(out_dir, rank, rising, steps=300):
         "b2": np.zeros(1, np.float32),
     }
     state = {"loss": np.float32(0), "hidden": np.zeros((256, 32), np.float32)}
-    xdl.trace_collection(params)
-    for name in params:
-        xdl.trace_gradient(name)
-    xdl.trace_callback("loss", lambda: state["loss"])
-    xdl.trace_tensor("hidden", lambda: state["hidden"], summary="histogram")
+    register(params, state)
     config = {"output_dir": out_dir, "rank": rank, "fsync": False}
     with xdl.TraceHook(config, filter=xdl.Every(2)) as hook:
         for step in range(steps):
             lr = 0.05 * (1.0115**step if rising else 1.0)
-            h = np.maximum(x @ params["w1"] + params["b1"], 0)
-            pred = h @ params["w2"] + params["b2"]
-            err = pred - y
-            state["loss"] = np.float32((err**2).mean())
-            state["hidden"] = h
-            d_pred = 2 * err / len(x)
-            grads = {"w2": h.T @ d_pred, "b2": d_pred.sum(0)}
-            d_h = (d_pred @ params["w2"].T) * (h > 0)
-            grads["w1"] = x.T @ d_h
-            grads["b1"] = d_h.sum(0)
+            grads = gradients(x, y, params, state)
             for name, g in grads.items():
                 xdl.send_gradient(name, g)
             hook.step(gstep=step)

@@ -17,10 +17,15 @@
     var e = Math.log10(Math.abs(v));
     return Math.abs(e - Math.round(e)) < 1e-9;
   }
-  // On a log axis, ticks and grid lines at powers of ten only (when there are two or more).
+  // On a log axis, labels, ticks and grid lines at powers of ten only (when there are two or
+  // more), and at every k-th power where all of them would crowd the axis (16 px a label).
   function decades(u, splits) {
     var n = splits.filter(function (v) { return v != null && isDecade(v); }).length;
-    return n >= 2 ? splits.map(function (v) { return v != null && isDecade(v) ? v : null; }) : splits;
+    if (n < 2) return splits;
+    var every = Math.max(1, Math.ceil(n * 16 / (u.bbox.height / uPlot.pxRatio)));
+    return splits.map(function (v) {
+      return v != null && isDecade(v) && Math.round(Math.log10(Math.abs(v))) % every == 0 ? v : null;
+    });
   }
   function tooltip(spec) {
     var tip;
@@ -59,6 +64,15 @@
                  grid: {stroke: '#eef0f4'}, label: spec.ylabel || undefined, labelSize: 16,
                  labelFont: labelFont};
     if (spec.log) {
+      // Powers of ten as 1e12, 1e-6 where fmt would write 1.00e+12.
+      yAxis.values = function (u, v) {
+        return v.map(function (x) {
+          var a = Math.abs(x);
+          return x != null && isDecade(x) && (a >= 1e5 || a < 1e-3) ?
+              (x < 0 ? '-' : '') + '1e' + Math.round(Math.log10(a)) : fmt(x);
+        });
+      };
+      yAxis.filter = decades;
       yAxis.grid.filter = decades;
       yAxis.ticks = {filter: decades};
     }
