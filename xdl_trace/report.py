@@ -223,29 +223,11 @@ def build_report(
     }
 
 
-def write_report(
-    paths,
-    output,
-    png_dir=None,
-    keys=None,
-    gsteps=None,
-    ranks=None,
-    prefix="train",
-    name="trace",
-    on_progress=None,
-    run=None,
-    selection=None,
-):
+def write_report(paths, output, png_dir=None, **build_options):
     """Writes the HTML report of the runs at `paths` to `output` (and PNGs to `png_dir`).
-    selection and keys, gsteps, ranks, run: as ``build_report``.
-    Returns the model's summary: {"output", "charts", "alerts", "pngs"}."""
-    model = build_report(
-        paths,
-        prefix=prefix,
-        name=name,
-        on_progress=on_progress,
-        selection=Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run),
-    )
+    build_options: ``build_report``'s (selection or keys, gsteps, ranks, run; prefix, name,
+    on_progress). Returns the model's summary: {"output", "charts", "alerts", "pngs"}."""
+    model = build_report(paths, **build_options)
     page = render_html(model)
     with open(output, "w", encoding="utf-8") as f:
         f.write(page)
