@@ -130,7 +130,7 @@ struct TraceConfig {
 // binding derives TraceConfig's Python attributes and _core.config_keys() from it, hook.py its
 // key names, type checks and defaults, and Validate checks each number's range, naming the key.
 struct ConfigKey {
-  // What a number must be besides finite (kAny: any value, inf and NaN included).
+  // What a number must be: anything, finite, finite and > 0, finite and >= 0.
   enum class Range { kAny, kFinite, kPositive, kNonNegative };
   using Field =
       std::variant<std::string TraceConfig::*, bool TraceConfig::*, int32_t TraceConfig::*,
