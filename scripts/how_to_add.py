@@ -135,7 +135,7 @@ ITEMS = {
         # wire_test static_asserts every row of the kind table against the generated enum.
         "targets": ["_core", "wire_test"],
         "check": """
-            import json, os, sys, tempfile
+            import os, sys, tempfile
             sys.path.insert(0, os.path.join("tests", "python"))
             import trace_file_maker as tm
             from xdl_trace import timeline
@@ -149,7 +149,7 @@ ITEMS = {
                             if event.kind == dt.DEVICE_EVENT_KERNEL:
                                 event.kind = dt.DEVICE_EVENT_HOW_TO_ADD_PROBE
             tm.write_file(os.path.join(out, "train.trace.0.1"), [], records)
-            events = json.loads(timeline.build_timeline(out))["traceEvents"]
+            events = timeline.build_timeline(out)["traceEvents"]
             probes = [e for e in events if e.get("cat") == "probe"]
             assert len(probes) == 4, [e.get("cat") for e in events]
             assert dt.DeviceEventKind.Name(11) == "DEVICE_EVENT_HOW_TO_ADD_PROBE"
