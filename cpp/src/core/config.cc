@@ -1,4 +1,4 @@
-// The config keys' table and the range checks of TraceConfig: every impossible value is refused
+// The config keys' table (ConfigKeys) and TraceConfig's range checks, each error naming its key.
 // here, naming its key.
 #include "xdl_trace/config.h"
 
