@@ -20,7 +20,7 @@ export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
 
 .PHONY: setup build test test-cpp test-python demo bench lint format clean \
-        sanitize sanitize-cpp sanitize-python tsan fuzz
+        sanitize sanitize-cpp sanitize-python tsan fuzz how-to-add
 
 setup:
 	@bash scripts/setup.sh
@@ -100,6 +100,12 @@ bench: build
 	$(PYTHON) bench/overhead.py $(BENCH_FLAGS)
 	$(IO_CORE_ENV) $(PYTHON) bench/overhead.py $(BENCH_FLAGS)
 	$(PYTHON) bench/read.py $(READ_BENCH_FLAGS)
+
+# docs/design.md "How to add": a Meta field, a dtype, a device event kind and a config key, each
+# added in a scratch copy (build/how-to-add/) by editing only the places listed there, built and
+# checked. Not part of `make test` (four builds of the core).
+how-to-add: setup
+	$(PYTHON) scripts/how_to_add.py
 
 lint: setup
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc' '*.c')

@@ -29,9 +29,10 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     """Configures the project with tests and examples off, builds it, and copies the _core
-    module, the protoc-generated _proto/*_pb2.py modules and the device-tracer plugins it built
-    (e.g. CUPTI, where CUDA is present) into the wheel: _core finds built-in plugins in the
-    plugins/ folder beside itself (dladdr), with no path into this build compiled in."""
+    module, the protoc-generated _proto/*_pb2.py modules, tools/read_trace.py's descriptor set
+    and the device-tracer plugins it built (e.g. CUPTI, where CUDA is present) into the wheel:
+    _core finds built-in plugins in the plugins/ folder beside itself (dladdr), with no path
+    into this build compiled in."""
 
     def build_extension(self, ext):
         ext_path = os.path.abspath(self.get_ext_fullpath(ext.name))
@@ -69,6 +70,12 @@ class CMakeBuild(build_ext):
         os.makedirs(os.path.join(package_dir, "_proto"), exist_ok=True)
         for name in modules:
             shutil.copy2(os.path.join(generated, name), os.path.join(package_dir, "_proto", name))
+        # The descriptor set tools/read_trace.py reads its messages from, beside the script.
+        protoset = os.path.join(staging, "tools", "xdl_trace.protoset")
+        if not os.path.exists(protoset):
+            raise RuntimeError(f"xdl_trace: CMake did not produce {protoset}")
+        os.makedirs(os.path.join(package_dir, "tools"), exist_ok=True)
+        shutil.copy2(protoset, os.path.join(package_dir, "tools"))
         plugins = os.path.join(cmake_dir, "plugins")
         if os.path.isdir(plugins):
             dest = os.path.join(package_dir, "plugins")

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "status.h"
 #include "xdl_trace/dtype.h"
@@ -53,6 +54,19 @@ bool DTypeFromNumpy(const py::dtype& dtype, DType* out) {
     }
   }
   return false;
+}
+
+// "int8, int16, ...; bfloat16 from torch": the dtypes DTypeFromNumpy accepts, for messages.
+const std::string& SupportedNumpyDTypes() {
+  static const std::string* names = [] {
+    std::vector<absl::string_view> numpy;
+    for (int32_t value = 0; value < kNumDTypes; ++value) {
+      const DTypeInfo& info = GetDTypeInfo(static_cast<DType>(value));
+      if (absl::string_view(info.name) == info.numpy_name) numpy.push_back(info.name);
+    }
+    return new std::string(absl::StrCat(absl::StrJoin(numpy, ", "), "; bfloat16 from torch"));
+  }();
+  return *names;
 }
 
 // A numpy copy of `view` for a Python summary.
@@ -112,8 +126,7 @@ absl::StatusOr<CapturedTensor> CaptureArray(py::handle object, int dtype_overrid
   if (!DTypeFromNumpy(dtype, &wire)) {
     return TypeErrorStatus(absl::StrCat("key '", key, "': unsupported dtype ",
                                         std::string(py::str(py::handle(dtype))),
-                                        " (supported: bool, int8..int64, uint8..uint64, "
-                                        "float16, bfloat16, float32, float64)"));
+                                        " (supported: ", SupportedNumpyDTypes(), ")"));
   }
   if (dtype_override != kDTypeFromArray) {
     if (!IsValidDType(dtype_override) ||

@@ -7,7 +7,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/cord.h"
@@ -25,6 +27,29 @@ namespace py = pybind11;
 namespace xdl_trace {
 namespace python {
 namespace {
+
+// The name hook.py knows a config field's type by ("number", "strings", "choice", ...).
+template <typename T>
+const char* ConfigTypeName() {
+  if constexpr (std::is_same_v<T, std::string>) return "string";
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  if constexpr (std::is_same_v<T, int32_t>) return "int";
+  if constexpr (std::is_same_v<T, double>) return "number";
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) return "strings";
+  return "choice";  // An enum: its values' names come from ConfigChoices.
+}
+
+// The names of an enum field's values in enumerator order; empty for any other field.
+template <typename T>
+py::tuple ConfigChoices() {
+  py::list names;
+  if constexpr (std::is_same_v<T, OverflowPolicy>) {
+    for (const char* name : kOverflowPolicyNames) names.append(name);
+  } else if constexpr (std::is_same_v<T, WriteMode>) {
+    for (const char* name : kWriteModeNames) names.append(name);
+  }
+  return py::tuple(names);
+}
 
 using ProtoSource = xdl::proto::ColumnDescriptor;
 static_assert(ProtoSource::TENSOR == static_cast<int>(EntryKind::kTensor) + 1);
@@ -180,26 +205,32 @@ void RegisterTracerBindings(py::module_& m) {
       .def_readwrite("version", &RunInfo::version)
       .def_readwrite("metadata_json", &RunInfo::metadata_json);
 
-  py::class_<TraceConfig>(m, "TraceConfig")
-      .def(py::init<>())
-      .def_readwrite("output_dir", &TraceConfig::output_dir)
-      .def_readwrite("output_file_name", &TraceConfig::output_file_name)
+  py::class_<TraceConfig> config(m, "TraceConfig");
+  config.def(py::init<>())
       .def_readwrite("is_training", &TraceConfig::is_training)
-      .def_readwrite("rank", &TraceConfig::rank)
-      .def_readwrite("max_file_m_size", &TraceConfig::max_file_m_size)
-      .def_readwrite("max_pending_mb", &TraceConfig::max_pending_mb)
-      .def_readwrite("overflow", &TraceConfig::overflow)
-      .def_readwrite("write_mode", &TraceConfig::write_mode)
       .def_readwrite("missing_gradient", &TraceConfig::missing_gradient)
-      .def_readwrite("fsync", &TraceConfig::fsync)
-      .def_readwrite("meta_interval_s", &TraceConfig::meta_interval_s)
       .def_readwrite("run_id", &TraceConfig::run_id)
-      .def_readwrite("device_tracers", &TraceConfig::device_tracers)
-      .def_readwrite("device_collect_interval_s", &TraceConfig::device_collect_interval_s)
-      .def_readwrite("device_plugin_config", &TraceConfig::device_plugin_config)
       .def_readwrite("run", &TraceConfig::run)
       .def("validate", [](const TraceConfig& c) { ThrowIfError(c.Validate()); })
       .def("prefix", &TraceConfig::Prefix);
+  // Each user key of the table is an attribute of its field's type; config_keys() lists them
+  // with that type's name and, for an enum, its values' names (hook.py checks and converts).
+  py::list config_keys;
+  for (const ConfigKey& key : ConfigKeys()) {
+    std::visit(
+        [&](auto field) {
+          using T = std::decay_t<decltype(std::declval<TraceConfig&>().*field)>;
+          config.def_property(
+              key.name, [field](const TraceConfig& c) { return c.*field; },
+              [field](TraceConfig& c, const T& value) { c.*field = value; });
+          config_keys.append(py::make_tuple(key.name, ConfigTypeName<T>(), ConfigChoices<T>()));
+        },
+        key.field);
+  }
+  m.def(
+      "config_keys", [config_keys] { return config_keys; },
+      "[(name, type, enum value names)] of the user config keys, in documentation order "
+      "(TraceConfig's table, cpp/src/core/config.cc).");
 
   py::class_<Registry, std::shared_ptr<Registry>>(m, "Registry")
       .def(py::init<>())

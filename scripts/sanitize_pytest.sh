@@ -24,8 +24,9 @@ git ls-files -co --exclude-standard -z |
   tar --null -T - -cf - | tar -xf - -C "$tree"
 rm -f "$tree"/xdl_trace/_core*.so
 cp "${ext[0]}" "$tree/xdl_trace/"
-# The generated protobuf modules are build outputs (git-ignored), placed beside _core.
+# The generated protobuf modules and read_trace.py's descriptor set are build outputs (git-ignored), placed beside _core.
 cp "$build_dir"/python/_proto/*_pb2.py "$tree/xdl_trace/_proto/"
+cp "$build_dir"/python/tools/*.protoset "$tree/xdl_trace/tools/"
 
 libasan=$(${CC:-gcc} -print-file-name=libasan.so)
 [ -f "$libasan" ] || { echo "sanitize_pytest: libasan not found ($libasan)" >&2; exit 1; }

@@ -30,10 +30,11 @@ def is_module(obj):
 
 
 def check_dtype(key, tensor):
-    if tensor.dtype not in _supported(_torch()):
+    torch = _torch()
+    if tensor.dtype not in _supported(torch):
         raise TypeError(
             f"xdl_trace: key '{key}': unsupported torch dtype {tensor.dtype} "
-            "(supported: bool, int8..int64, uint8, float16, bfloat16, float32, float64)"
+            f"(supported: {', '.join(str(d).replace('torch.', '') for d in _supported(torch))})"
         )
 
 
@@ -41,22 +42,11 @@ _SUPPORTED = None
 
 
 def _supported(torch):
+    """The torch dtypes of the dtype table's rows (by name; "byte" is torch.uint8), in its order."""
     global _SUPPORTED
     if _SUPPORTED is None:
-        _SUPPORTED = frozenset(
-            (
-                torch.bool,
-                torch.int8,
-                torch.int16,
-                torch.int32,
-                torch.int64,
-                torch.uint8,
-                torch.float16,
-                torch.bfloat16,
-                torch.float32,
-                torch.float64,
-            )
-        )
+        found = (getattr(torch, name, None) for _, name, _, _ in _core.dtype_table())
+        _SUPPORTED = tuple(dict.fromkeys(d for d in found if isinstance(d, torch.dtype)))
     return _SUPPORTED
 
 

@@ -16,22 +16,11 @@ from ._run import RANK_ENV_VARS, detect_rank
 
 __all__ = ["TraceHook", "CONFIG_KEYS", "detect_rank"]
 
-# Config keys (issue 3), in documentation order.
-CONFIG_KEYS = (
-    "output_dir",
-    "max_file_m_size",
-    "output_file_name",
-    "rank",
-    "max_pending_mb",
-    "overflow",
-    "write_mode",
-    "on_error",
-    "fsync",
-    "meta_interval_s",
-    "device_tracers",
-    "device_collect_interval_s",
-    "device_plugin_config",
-)
+# The core's config keys (its table, cpp/src/core/config.cc): {name: (type, enum value names)}.
+_CORE_KEYS = {name: (kind, choices) for name, kind, choices in _core.config_keys()}
+# Config keys (issue 3), in documentation order: the core's, and on_error (this module's own).
+_AT = list(_CORE_KEYS).index("write_mode") + 1
+CONFIG_KEYS = (*list(_CORE_KEYS)[:_AT], "on_error", *list(_CORE_KEYS)[_AT:])
 
 
 def _bad(key, value, expected):
@@ -40,20 +29,42 @@ def _bad(key, value, expected):
     )
 
 
-def _number(config, key, default, positive=True):
-    value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _bad(key, value, "a number")
-    if positive and not value > 0:
-        raise _bad(key, value, "a number > 0")
-    return float(value)
+def _is_number(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _choice(config, key, default, choices):
-    value = config.get(key, default)
-    if value not in choices:
-        raise _bad(key, value, " or ".join(repr(c) for c in choices))
-    return value
+# How a value of each core field type is checked and converted (the ranges are checked once,
+# by the core's TraceConfig.validate(), naming the key): type -> (accepts, expected, convert).
+_FIELD_TYPES = {
+    "number": (_is_number, "a number", float),
+    "int": (
+        lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
+        "an integer",
+        int,
+    ),
+    "bool": (lambda v: isinstance(v, bool), "True or False", bool),
+    "string": (lambda v: isinstance(v, str), "a string", str),
+    "strings": (
+        lambda v: isinstance(v, (list, tuple)) and all(isinstance(s, str) for s in v),
+        "a list of strings",
+        list,
+    ),
+}
+
+
+def _set_field(cfg, key, value):
+    """cfg.<key> = value, checked against the key's type (a ValueError naming the key)."""
+    kind, choices = _CORE_KEYS[key]
+    if kind == "choice":
+        if value not in choices:
+            raise _bad(key, value, " or ".join(repr(c) for c in choices))
+        value = type(getattr(cfg, key))(choices.index(value))
+    else:
+        accepts, expected, convert = _FIELD_TYPES[kind]
+        if not accepts(value):
+            raise _bad(key, value, expected)
+        value = convert(value)
+    setattr(cfg, key, value)
 
 
 def _plugin_config(value):
@@ -88,13 +99,6 @@ def _output_dir(value):
     return value
 
 
-_WRITE_MODES = {
-    "auto": _core.WriteMode.AUTO,
-    "io_thread": _core.WriteMode.IO_THREAD,
-    "inline": _core.WriteMode.INLINE,
-}
-
-
 def write_mode_reason(requested):
     """Why a tracer configured with write mode `requested` writes in the mode its stats()
     report (the core resolves "auto"; docs/design.md, "Write modes")."""
@@ -125,40 +129,21 @@ def build_config(config, is_training=True):
     if "output_dir" not in config:
         raise errors.InvalidArgumentError("xdl_trace: config 'output_dir' is required")
     cfg = _core.TraceConfig()  # Its fields start at the defaults, defined once in C++ (config.h).
-    cfg.output_dir = _output_dir(config["output_dir"])
     cfg.is_training = bool(is_training)
-    cfg.max_file_m_size = _number(config, "max_file_m_size", cfg.max_file_m_size)
-    name = config.get("output_file_name", cfg.output_file_name)
-    if not isinstance(name, str) or not name or "/" in name:
-        raise _bad("output_file_name", name, "a non-empty file name without '/'")
-    cfg.output_file_name = name
+    # Keys whose Python spelling differs from the core's field: converted first.
+    given = dict(config)
+    given["output_dir"] = _output_dir(config["output_dir"])
     # Detected again at begin(), when torch.distributed may have been initialized since.
-    cfg.rank = _run.detect_placement(config.get("rank")).rank
-    cfg.max_pending_mb = _number(config, "max_pending_mb", cfg.max_pending_mb)
-    policies = {"block": _core.OverflowPolicy.BLOCK, "drop": _core.OverflowPolicy.DROP}
-    default_overflow = next(k for k, v in policies.items() if v == cfg.overflow)
-    cfg.overflow = policies[_choice(config, "overflow", default_overflow, tuple(policies))]
-    default_mode = next(k for k, v in _WRITE_MODES.items() if v == cfg.write_mode)
-    cfg.write_mode = _WRITE_MODES[_choice(config, "write_mode", default_mode, tuple(_WRITE_MODES))]
-    on_error = _choice(config, "on_error", "warn", ("warn", "raise"))
-    fsync = config.get("fsync", cfg.fsync)
-    if not isinstance(fsync, bool):
-        raise _bad("fsync", fsync, "True or False")
-    cfg.fsync = fsync
-    cfg.meta_interval_s = _number(config, "meta_interval_s", cfg.meta_interval_s, positive=False)
-    tracers = config.get("device_tracers", list(cfg.device_tracers))
-    if isinstance(tracers, str):
-        tracers = [tracers]
-    if not isinstance(tracers, (list, tuple)) or not all(isinstance(t, str) for t in tracers):
-        raise _bad("device_tracers", tracers, "a list of tracer names or plugin paths")
-    cfg.device_tracers = list(tracers)
-    # The range (>= 0, finite) is checked by cfg.validate() below, naming the key.
-    cfg.device_collect_interval_s = _number(
-        config, "device_collect_interval_s", cfg.device_collect_interval_s, positive=False
-    )
-    cfg.device_plugin_config = _plugin_config(
-        config.get("device_plugin_config", cfg.device_plugin_config)
-    )
+    given["rank"] = _run.detect_placement(config.get("rank")).rank
+    if isinstance(given.get("device_tracers"), str):
+        given["device_tracers"] = [given["device_tracers"]]
+    if "device_plugin_config" in given:
+        given["device_plugin_config"] = _plugin_config(given["device_plugin_config"])
+    on_error = given.pop("on_error", "warn")
+    if on_error not in ("warn", "raise"):
+        raise _bad("on_error", on_error, "'warn' or 'raise'")
+    for key, value in given.items():
+        _set_field(cfg, key, value)
     cfg.validate()
     return cfg, on_error
 
@@ -195,7 +180,7 @@ def _unwritable(output_dir):
 
 
 def _mode_name(mode):
-    return next(k for k, v in _WRITE_MODES.items() if v == mode)
+    return _CORE_KEYS["write_mode"][1][int(mode)]
 
 
 # Hooks begun and not yet ended; flushed and closed at interpreter exit.

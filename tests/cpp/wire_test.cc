@@ -2,6 +2,7 @@
 // core/device_trace_fields.h against the .proto.
 #include "core/wire.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
@@ -65,18 +66,15 @@ static_assert(Span::Kind_MAX == Span::IO_WRITE,
               "a new HostSpan.Kind: add it to core/device_trace_fields.h");
 
 constexpr int Kind(DeviceEventKind kind) { return static_cast<int>(kind); }
-static_assert(Kind(DeviceEventKind::kKernel) == xdl::proto::DEVICE_EVENT_KERNEL);
-static_assert(Kind(DeviceEventKind::kMemcpy) == xdl::proto::DEVICE_EVENT_MEMCPY);
-static_assert(Kind(DeviceEventKind::kMemset) == xdl::proto::DEVICE_EVENT_MEMSET);
-static_assert(Kind(DeviceEventKind::kRuntimeApi) == xdl::proto::DEVICE_EVENT_RUNTIME_API);
-static_assert(Kind(DeviceEventKind::kDriverApi) == xdl::proto::DEVICE_EVENT_DRIVER_API);
-static_assert(Kind(DeviceEventKind::kSynchronization) == xdl::proto::DEVICE_EVENT_SYNCHRONIZATION);
-static_assert(Kind(DeviceEventKind::kOverhead) == xdl::proto::DEVICE_EVENT_OVERHEAD);
-static_assert(Kind(DeviceEventKind::kOther) == xdl::proto::DEVICE_EVENT_OTHER);
-static_assert(Kind(DeviceEventKind::kMarker) == xdl::proto::DEVICE_EVENT_MARKER);
-static_assert(Kind(DeviceEventKind::kMemory) == xdl::proto::DEVICE_EVENT_MEMORY);
-static_assert(xdl::proto::DeviceEventKind_MAX == xdl::proto::DEVICE_EVENT_MEMORY,
-              "a new DeviceEventKind: add it to core/device_trace_fields.h");
+#define CHECK_KIND(name, proto_name, value)                                            \
+  static_assert(Kind(DeviceEventKind::name) == xdl::proto::DEVICE_EVENT_##proto_name); \
+  static_assert(value == xdl::proto::DEVICE_EVENT_##proto_name);
+XDL_DEVICE_EVENT_KINDS(CHECK_KIND)
+#undef CHECK_KIND
+#define KIND_VALUE(name, proto_name, value) value,
+static_assert(std::max({XDL_DEVICE_EVENT_KINDS(KIND_VALUE)}) == xdl::proto::DeviceEventKind_MAX,
+              "a new DeviceEventKind: add its row to core/device_trace_fields.h");
+#undef KIND_VALUE
 
 static_assert(Tag(3, kWireLengthDelimited) == 0x1A);
 static_assert(Tag(4, kWireVarint) == 0x20);

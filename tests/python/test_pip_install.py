@@ -63,6 +63,13 @@ assert hook.stats()["records_written"] == 1
 from xdl_trace import report
 page = report.render_html(report.build_report({str(out)!r}))
 assert "<script>window.addEventListener" in page and "function chart(spec, el)" in page
+# The stand-alone reader script reads the files with the descriptor set shipped beside it.
+import subprocess, sys
+tool = os.path.join(os.path.dirname(xdl.__file__), "tools")
+assert os.path.exists(os.path.join(tool, "xdl_trace.protoset"))
+shown = subprocess.run([sys.executable, os.path.join(tool, "read_trace.py"), {str(out)!r}],
+                       capture_output=True, text=True)
+assert shown.returncode == 0 and "gstep: " in shown.stdout, shown.stderr
 print(xdl.__file__)
 """
     imported = run([python, "-c", script], timeout=120, capture_output=True, text=True)

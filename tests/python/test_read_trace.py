@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -98,6 +99,35 @@ def test_script_runs_stand_alone_and_prints_like_the_xdl_reader(tmp_path):
     assert "record_count=3" in out and "closed_cleanly=True" in out
     assert "record_count=1" in out and "closed_cleanly=False" in out
     assert out.index("train.trace.0.1") < out.index("train.trace.0.2")
+
+
+def test_script_runs_anywhere_with_its_descriptor_set_and_says_when_it_is_missing(tmp_path):
+    d = tmp_path / "data"
+    d.mkdir()
+    tm.write_file(f"{d}/train.trace.0.1", KEYS, tm.simple_records(range(2)))
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    shutil.copy(SCRIPT, tool)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XDL_TRACE_PROTOSET")}
+
+    def run():
+        return subprocess.run(
+            [sys.executable, str(tool / "read_trace.py"), str(d)],
+            capture_output=True,
+            text=True,
+            cwd=str(tmp_path),
+            env=env,
+            timeout=120,
+        )
+
+    alone = run()
+    assert alone.returncode == 1 and "Traceback" not in alone.stderr, alone.stderr
+    assert alone.stderr.startswith("read_trace.py: error: cannot read the schema ")
+    assert "xdl_trace.protoset" in alone.stderr
+    shutil.copy(os.path.join(os.path.dirname(SCRIPT), "xdl_trace.protoset"), tool)
+    together = run()
+    assert together.returncode == 0, together.stderr
+    assert "keys: ['w', 'loss']" in together.stdout and "gstep: 1 lstep: 1" in together.stdout
 
 
 def test_script_options(tmp_path):

@@ -311,7 +311,7 @@ def test_cli_stats_fields_are_the_readers():
 
 
 def test_read_trace_script_names_summary_fields(cfg):
-    """The stand-alone tools/read_trace.py reads the descriptors with its own schema copy."""
+    """The stand-alone tools/read_trace.py reads the descriptors with the descriptor set beside it."""
     x = np.arange(20, dtype=np.float32) / 4
     xdl.trace_tensor("x", x, summary="stats")
     xdl.trace_tensor("v", np.arange(8, dtype=np.float64))  # A float64[8] value: not stats.

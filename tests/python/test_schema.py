@@ -8,8 +8,9 @@ the bindings). A flow-through test on a modified .proto copy could only reach Py
 protobuf classes (the C++ core is compiled against the real .proto), so it would prove that
 protobuf works, not that the tree holds no copies. Instead the scan below looks for the shape of
 a copy (many dtype names or enum value names written together, a descriptor built by hand, a
-field number spelled as a literal) and fails naming the file; a positive control (the
-stand-alone tools/read_trace.py, the one allowed copy) proves the scan finds a real copy.
+field number spelled as a literal) and fails naming the file; a positive control (a planted
+copy, in the shape the stand-alone tools/read_trace.py carried before it read the build's
+descriptor set) proves the scan finds a real copy.
 """
 
 import os
@@ -24,11 +25,13 @@ from conftest import REPO
 from xdl_trace import _core
 from xdl_trace._proto import device_trace_pb2, xdl_trace_pb2, xplane_pb2
 
-# The one stand-alone exception (numpy + protobuf only, copied anywhere): its own schema copy.
+# The stand-alone reader (numpy + protobuf only, copied anywhere with the descriptor set the
+# build writes beside it): it builds its message classes from that descriptor set, and spells
+# the Type values numpy names differently (XDL's Float, Double, Byte; bfloat16's bits).
 STANDALONE = os.path.join("xdl_trace", "tools", "read_trace.py")
-# Code (not data) with one branch per dtype: a switch over DType in which -Wswitch reports a
-# missing case, so a new dtype cannot be forgotten there silently.
-PER_DTYPE_CODE = {os.path.join("cpp", "src", "summary", "summary.cc")}
+# Code (not data) with one branch per dtype: none (the summaries read elements by the table's
+# kind and size, cpp/src/summary/summary.cc), and it stays that way.
+PER_DTYPE_CODE = set()
 # The definition itself.
 DTYPE_TABLE = os.path.join("cpp", "src", "core", "dtype.cc")
 # Copies known and not yet removed. An entry that no longer holds a copy fails the test, so the
@@ -102,13 +105,35 @@ def enum_copies(text):
     ]
 
 
-def test_the_scan_finds_the_standalone_copy():
-    """Positive control: read_trace.py carries its own dtype table and Type enum by design;
-    the scan must see both, or it proves nothing about the other files."""
-    text = dict(_sources())[STANDALONE]
-    assert dtype_table_lines(text) is not None
-    assert "xdl.proto.Type" in enum_copies(text)
+def test_the_scan_finds_a_planted_copy():
+    """Positive control: a dtype table and a Type enum spelled by hand, as read_trace.py carried
+    them before it read the descriptor set; the scan must see both, or it proves nothing about
+    the other files."""
+    planted = "DTYPES = [\n" + "".join(
+        f'    ("{v.name}", np.{numpy}),\n'
+        for v, (_, _, _, numpy) in zip(xdl_trace_pb2.Type.DESCRIPTOR.values, _DTYPES)
+    )
+    assert dtype_table_lines(planted + "]\n") is not None
+    assert "xdl.proto.Type" in enum_copies(planted)
     assert dtype_table_lines(open(os.path.join(REPO, DTYPE_TABLE)).read()) is not None
+
+
+def test_read_trace_takes_its_dtypes_from_the_descriptor_set():
+    """The stand-alone reader holds no dtype table: its Type values and numpy types, derived
+    from the build's descriptor set, are the C++ table's."""
+    text = dict(_sources())[STANDALONE]
+    assert dtype_table_lines(text) is None
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "read_trace_schema", os.path.join(REPO, STANDALONE)
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert [(v.name, v.number) for v in xdl_trace_pb2.Type.DESCRIPTOR.values] == [
+        (name, number) for number, (name, _) in enumerate(script.DTYPES)
+    ]
+    assert [np.dtype(numpy) for _, _, _, numpy in _DTYPES] == [t for _, t in script.DTYPES]
 
 
 def test_the_dtype_table_is_defined_once():
@@ -116,7 +141,7 @@ def test_the_dtype_table_is_defined_once():
     copies = {
         f"{path}:{line}"
         for path, line in found.items()
-        if line is not None and path not in PER_DTYPE_CODE | PENDING | {STANDALONE, DTYPE_TABLE}
+        if line is not None and path not in PER_DTYPE_CODE | PENDING | {DTYPE_TABLE}
     }
     assert not copies, (
         f"a second dtype table at {sorted(copies)}: derive it from the one in {DTYPE_TABLE} "

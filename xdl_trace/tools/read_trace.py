@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Stand-alone reader of XDL / xdl_trace trace files; needs only numpy and protobuf.
 
-This file can be copied anywhere: it does not import the xdl_trace package or
-its compiled extension, and it needs no generated ``*_pb2`` module. The
-messages of proto/xdl_trace.proto that a reader needs (Header, Column, Record,
-Meta; fields XDL defined plus xdl_trace's additive Meta fields) are built at
-run time from a FileDescriptorProto written out below, with the Header's
-column descriptors (what each column holds: a value, or a stats or histogram
-summary, whose fields --summary prints by name). Fields a newer writer adds
-(such as device-tracing fields of Record) are kept as unknown fields.
+This file can be copied anywhere together with xdl_trace.protoset, the descriptor
+set of proto/xdl_trace.proto that the build writes beside it (or named by the
+environment variable XDL_TRACE_PROTOSET): it does not import the xdl_trace
+package or its compiled extension, and it needs no generated ``*_pb2`` module.
+The messages a reader needs (Header, Column, Record, Meta), the dtype enum and
+the Header's column descriptors (what each column holds: a value, or a stats or
+histogram summary, whose fields --summary prints by name) are built at run time
+from that descriptor set, so a new Meta field or dtype needs no edit here.
+Record fields beyond those XDL defined (device tracing) are kept as unknown
+fields.
 
 Usage:  python3 read_trace.py PATH [PATH ...] [--keys k1,k2] [--max-records N] [--summary]
                               [--no-checksums]
@@ -42,138 +44,54 @@ import warnings
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
-# Wire dtype number -> (enum name, numpy dtype). Byte reads as uint8; bfloat16
-# has no numpy type, so its raw bits read as uint16.
-DTYPES = [
-    ("Int8", np.int8),
-    ("Int16", np.int16),
-    ("Int32", np.int32),
-    ("Int64", np.int64),
-    ("Float", np.float32),
-    ("Double", np.float64),
-    ("Bool", np.bool_),
-    ("Byte", np.uint8),
-    ("UInt8", np.uint8),
-    ("UInt16", np.uint16),
-    ("UInt32", np.uint32),
-    ("UInt64", np.uint64),
-    ("Float16", np.float16),
-    ("BFloat16", np.uint16),
-]
-
-_META_FIELDS = [  # (name, number, type) of Meta, in proto order.
-    ("lstep_begin", 1, "INT64"),
-    ("lstep_end", 2, "INT64"),
-    ("gstep_begin", 3, "INT64"),
-    ("gstep_end", 4, "INT64"),
-    ("timestamp_begin", 5, "INT64"),
-    ("timestamp_end", 6, "INT64"),
-    ("rank", 7, "INT32"),
-    ("file_index", 8, "INT64"),
-    ("record_count", 9, "INT64"),
-    ("data_bytes", 10, "INT64"),
-    ("crc32c", 11, "UINT32"),
-    ("run_id", 12, "STRING"),
-    ("format_version", 13, "INT32"),
-    ("dropped_records", 14, "INT64"),
-    ("closed_cleanly", 15, "BOOL"),
-    ("end_time_ms", 16, "INT64"),
-    ("meta_crc32c", 17, "FIXED32"),
-]
-
-_RUN_INFO_FIELDS = [  # (name, number, type, repeated) of RunInfo (Header.run), in proto order.
-    ("run_id", 1, "STRING", False),
-    ("rank", 2, "INT32", False),
-    ("world_size", 3, "INT32", False),
-    ("local_rank", 4, "INT32", False),
-    ("hostname", 5, "STRING", False),
-    ("pid", 6, "INT64", False),
-    ("argv", 7, "STRING", True),
-    ("start_time_ms", 8, "INT64", False),
-    ("version", 9, "STRING", False),
-    ("metadata_json", 10, "STRING", False),
-]
+# The schema: proto/xdl_trace.proto (with device_trace.proto) as a descriptor set that protoc writes
+# at build time beside this script (--descriptor_set_out, --include_imports). Message classes,
+# field names and numbers, the dtype enum and the column descriptors' enums all come from it.
+DESCRIPTOR_SET = "xdl_trace.protoset"
+DESCRIPTOR_SET_ENV = "XDL_TRACE_PROTOSET"  # Where to find it when the script was copied alone.
+# The Record fields this script reads; the rest (device tracing, the checksum, read by hand
+# below) stay unknown fields, kept on a round trip like any newer writer's field.
+_RECORD_FIELDS_READ = ("gstep", "lstep", "column", "timestamp")
+# numpy reads each Type value as numpy spells its name ("UInt16" -> uint16), except XDL's own
+# names and bfloat16, which numpy lacks (its raw bits read as uint16). A value numpy cannot
+# name is read as raw bytes, as a dtype newer than this script.
+_NUMPY_SPELLING = {"Float": "float32", "Double": "float64", "Byte": "uint8", "BFloat16": "uint16"}
 
 
-# ColumnDescriptor (Header.column): (name, number, type, repeated, type name), and its enums.
-_COLUMN_DESCRIPTOR_FIELDS = [
-    ("content", 1, "ENUM", False, ".xdl.proto.ColumnDescriptor.Content"),
-    ("source", 2, "ENUM", False, ".xdl.proto.ColumnDescriptor.Source"),
-    ("layout_version", 3, "INT32", False, None),
-    ("histogram_bins", 4, "INT32", False, None),
-    ("summary_name", 5, "STRING", False, None),
-    ("input", 6, "MESSAGE", False, ".xdl.proto.TensorSpec"),
-]
-_CONTENTS = ["CONTENT_UNSPECIFIED", "VALUE", "STATS", "HISTOGRAM", "USER_SUMMARY"]
-_SOURCES = ["SOURCE_UNSPECIFIED", "TENSOR", "VARIABLE", "GRADIENT", "CALLBACK", "ONCE"]
-# The stats summary's float64[8], in order (summary layout version 1, docs/format.md).
-_STATS_FIELDS = ["count", "min", "max", "mean", "std", "l2", "nan", "inf"]
+def _descriptor_set_path():
+    beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), DESCRIPTOR_SET)
+    return os.environ.get(DESCRIPTOR_SET_ENV) or beside
 
 
-def _file_descriptor():
-    """The subset of proto/xdl_trace.proto a reader needs, as a FileDescriptorProto."""
-    F = descriptor_pb2.FieldDescriptorProto
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="xdl_trace_read_trace.proto", package="xdl.proto", syntax="proto3"
-    )
-    enum = fdp.enum_type.add(name="Type")
-    for number, (name, _) in enumerate(DTYPES):
-        enum.value.add(name=name, number=number)
-
-    def message(name, fields):
-        m = fdp.message_type.add(name=name)
-        for field_name, number, type_name, repeated, ref in fields:
-            field = m.field.add(
-                name=field_name, number=number, type=getattr(F, "TYPE_" + type_name)
-            )
-            field.label = F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL
-            if ref:
-                field.type_name = ref
-
-    message(
-        "Header",
-        [
-            ("key", 1, "STRING", True, None),
-            ("column", 2, "MESSAGE", True, ".xdl.proto.ColumnDescriptor"),
-            ("run", 3, "MESSAGE", False, ".xdl.proto.RunInfo"),
-        ],
-    )
-    message("ColumnDescriptor", _COLUMN_DESCRIPTOR_FIELDS)
-    for enum_name, names in (("Content", _CONTENTS), ("Source", _SOURCES)):
-        nested = fdp.message_type[-1].enum_type.add(name=enum_name)
-        for number, value_name in enumerate(names):
-            nested.value.add(name=value_name, number=number)
-    message(
-        "TensorSpec",
-        [("dtype", 1, "ENUM", False, ".xdl.proto.Type"), ("shape", 2, "INT32", True, None)],
-    )
-    message("RunInfo", [(n, num, t, rep, None) for n, num, t, rep in _RUN_INFO_FIELDS])
-    message(
-        "Column",
-        [
-            ("dtype", 1, "ENUM", False, ".xdl.proto.Type"),
-            ("shape", 2, "INT32", True, None),
-            ("data", 3, "BYTES", False, None),
-        ],
-    )
-    message(
-        "Record",
-        [
-            ("gstep", 1, "INT64", False, None),
-            ("lstep", 2, "INT64", False, None),
-            ("column", 3, "MESSAGE", True, ".xdl.proto.Column"),
-            ("timestamp", 4, "INT64", False, None),
-        ],
-    )
-    message("Meta", [(n, num, t, False, None) for n, num, t in _META_FIELDS])
-    return fdp
+def _file_descriptors(path=None):
+    """(FileDescriptorProtos of the descriptor set at `path` (default: beside this script) with
+    Record trimmed to the fields this script reads, {Record field name: number} before that)."""
+    path = path or _descriptor_set_path()
+    try:
+        with open(path, "rb") as f:
+            files = descriptor_pb2.FileDescriptorSet.FromString(f.read()).file
+    except (OSError, message.DecodeError) as e:
+        sys.exit(
+            f"read_trace.py: error: cannot read the schema {path} ({e}): copy {DESCRIPTOR_SET} "
+            f"(built from proto/*.proto) beside the script, or name it in ${DESCRIPTOR_SET_ENV}"
+        )
+    for file_proto in files:
+        for m in file_proto.message_type:
+            if file_proto.package == "xdl.proto" and m.name == "Record":
+                record_numbers = {f.name: f.number for f in m.field}
+                kept = [f for f in m.field if f.name in _RECORD_FIELDS_READ]
+                del m.field[:]
+                m.field.extend(kept)
+    return files, record_numbers
 
 
-def message_classes(file_proto, names):
-    """Message classes by name for `names` of package xdl.proto in `file_proto` (a
-    FileDescriptorProto), built in a private pool: no clash with other xdl.proto modules."""
+def message_classes(file_protos, names):
+    """Message classes by name for `names` of package xdl.proto in `file_protos` (a list of
+    FileDescriptorProto, imports first), built in a private pool: no clash with other
+    xdl.proto modules."""
     pool = descriptor_pool.DescriptorPool()
-    pool.Add(file_proto)
+    for file_proto in file_protos:
+        pool.Add(file_proto)
     classes = {}
     for name in names:
         descriptor = pool.FindMessageTypeByName("xdl.proto." + name)
@@ -184,11 +102,32 @@ def message_classes(file_proto, names):
     return classes
 
 
-_CLASSES = message_classes(_file_descriptor(), ("Header", "Column", "Record", "Meta"))
+_FILES, _RECORD_NUMBERS = _file_descriptors()
+_CLASSES = message_classes(_FILES, ("Header", "Column", "Record", "Meta"))
 Header = _CLASSES["Header"]
 Column = _CLASSES["Column"]
 Record = _CLASSES["Record"]
 Meta = _CLASSES["Meta"]
+
+
+def _numpy_type(name):
+    try:
+        return np.dtype(_NUMPY_SPELLING.get(name, name.lower()))
+    except TypeError:
+        return None
+
+
+# Wire dtype number -> (enum name, numpy dtype) for each Type value numpy can read, in order.
+_TYPE = Column.DESCRIPTOR.fields_by_name["dtype"].enum_type
+DTYPES = []
+for _value in _TYPE.values:
+    if _value.number != len(DTYPES) or _numpy_type(_value.name) is None:
+        break
+    DTYPES.append((_value.name, _numpy_type(_value.name)))
+_COLUMN_DESCRIPTOR = Header.DESCRIPTOR.fields_by_name["column"].message_type
+_CONTENTS = [v.name for v in _COLUMN_DESCRIPTOR.enum_types_by_name["Content"].values]
+# The stats summary's float64[8], in order (summary layout version 1, docs/format.md).
+_STATS_FIELDS = ["count", "min", "max", "mean", "std", "l2", "nan", "inf"]
 
 FORMAT_VERSION = 1  # The newest Meta.format_version this script knows.
 META_MAX_BYTES = 64 * 1024  # A Meta is about 100 bytes: anything past this is not one.
@@ -519,7 +458,7 @@ def _read_regular_file(path, max_bytes=None):
 
 def _check_meta_wire(buf):
     for number, wire_type, _, payload_start, payload_end, at in _fields(buf, 0, len(buf)):
-        if number == 12:
+        if number == _META_RUN_ID_FIELD:
             if wire_type != 2:
                 raise _WireError(at, "Meta.run_id is not length-delimited")
             try:
@@ -627,14 +566,17 @@ def _only_unknown_record_fields(buf, start, end):
         return False
 
 
-_RECORD_CRC_FIELD = 16  # Record.crc32c: fixed32, the last field (docs/format.md).
-_META_CRC_FIELD = 17  # Meta.meta_crc32c: fixed32, the last field.
+# Record.crc32c and Meta.meta_crc32c: fixed32, each its message's last field (docs/format.md).
+_RECORD_CRC_FIELD = _RECORD_NUMBERS["crc32c"]
+_META_CRC_FIELD = Meta.DESCRIPTOR.fields_by_name["meta_crc32c"].number
+_META_RUN_ID_FIELD = Meta.DESCRIPTOR.fields_by_name["run_id"].number
+_RECORD_CRC_TAG = bytes([(_RECORD_CRC_FIELD << 3 | 5) & 0x7F | 0x80, _RECORD_CRC_FIELD >> 4])
 
 
 def _check_record_crc(path, data, start, end, check):
     """Record.crc32c, when the record has one: its last field, and (with `check`) the CRC-32C
     of the bytes before it. A record without one (XDL's, older writers') is not checked."""
-    if end - start < 6 or bytes(data[end - 6 : end - 4]) != b"\x85\x01":
+    if end - start < 6 or bytes(data[end - 6 : end - 4]) != _RECORD_CRC_TAG:
         fields = [f for f in _fields(data, start, end) if f[0] == _RECORD_CRC_FIELD]
         if fields:
             raise _corrupt(path, fields[0][5], "Record.crc32c is not the last field of its record")
@@ -809,9 +751,11 @@ def _format_meta(meta):
     if meta.format_version == 0:  # Written by XDL: fields 1-6, -1 where it never learnt a value.
         if meta.ByteSize() == 0:
             return "(empty: XDL writes its Meta when it finishes a file)"
-        parts = [f"{name}={getattr(meta, name)}" for name, number, _ in _META_FIELDS if number <= 6]
+        parts = [
+            f"{f.name}={getattr(meta, f.name)}" for f in Meta.DESCRIPTOR.fields if f.number <= 6
+        ]
         return "XDL " + " ".join(parts + ["record_count=unknown"])
-    return " ".join(f"{name}={getattr(meta, name)}" for name, _, _ in _META_FIELDS)
+    return " ".join(f"{f.name}={getattr(meta, f.name)}" for f in Meta.DESCRIPTOR.fields)
 
 
 def _describe_summary(descriptor, array):

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -34,6 +35,10 @@ enum class WriteMode {
   // slow disk).
   kInline,
 };
+
+// The config keys' values, in enumerator order: kOverflowPolicyNames[int(policy)].
+inline constexpr const char* kOverflowPolicyNames[] = {"block", "drop"};
+inline constexpr const char* kWriteModeNames[] = {"auto", "io_thread", "inline"};
 
 // "auto", "io_thread" or "inline": the config key's values.
 const char* WriteModeName(WriteMode mode);
@@ -120,6 +125,25 @@ struct TraceConfig {
     return write_mode == WriteMode::kInline ? WriteMode::kInline : WriteMode::kIoThread;
   }
 };
+
+// One user config key (docs/python.md, "Config"). ConfigKeys() is the one list of them: the
+// binding derives TraceConfig's Python attributes and _core.config_keys() from it, hook.py its
+// key names, type checks and defaults, and Validate checks each number's range, naming the key.
+struct ConfigKey {
+  // What a number must be: anything, finite, finite and > 0, finite and >= 0.
+  enum class Range { kAny, kFinite, kPositive, kNonNegative };
+  using Field =
+      std::variant<std::string TraceConfig::*, bool TraceConfig::*, int32_t TraceConfig::*,
+                   double TraceConfig::*, std::vector<std::string> TraceConfig::*,
+                   OverflowPolicy TraceConfig::*, WriteMode TraceConfig::*>;
+  const char* name;
+  Field field;
+  Range range = Range::kAny;
+  const char* expected = nullptr;  // The error's "expected ..." when not the range's own words.
+};
+
+// The user config keys in documentation order (hook.py adds its own "on_error").
+const std::vector<ConfigKey>& ConfigKeys();
 
 }  // namespace xdl_trace
 

@@ -32,6 +32,11 @@ inline constexpr int32_t kNumDTypes = 14;
 // True when `value` names one of the enumerators above.
 constexpr bool IsValidDType(int32_t value) { return value >= 0 && value < kNumDTypes; }
 
+// How a dtype's elements are read as numbers (the built-in summaries): with its size, this is
+// all the summaries need, so a dtype of a known kind needs no code of its own. kOpaque: no
+// built-in summary (a stats or histogram of it is refused, naming the dtype).
+enum class DTypeKind { kInt, kUInt, kFloat, kBool, kBFloat16, kOpaque };
+
 // One row of the dtype table: the only place a dtype's properties are written
 // down (cpp/src/core/dtype.cc, checked against xdl.proto.Type at compile time).
 // The Python binding exports it as xdl_trace._core.dtype_table().
@@ -40,6 +45,7 @@ struct DTypeInfo {
   const char* name;        // Wire name, lower case: "float32", "byte", "bfloat16".
   size_t size;             // Bytes per element.
   const char* numpy_name;  // numpy dtype the reader returns ("uint16" for bfloat16 bits).
+  DTypeKind kind;          // With size, how a summary reads an element (float16: kFloat, 2).
 };
 
 // The row of a valid dtype (IsValidDType); iterate 0..kNumDTypes-1 for all.

@@ -1,9 +1,13 @@
-// Range checks of TraceConfig fields: every impossible value is refused here, naming its key.
+// The config keys' table (ConfigKeys) and TraceConfig's range checks, each error naming its key.
+// here, naming its key.
 #include "xdl_trace/config.h"
 
 #include <limits.h>
 
 #include <cmath>
+#include <iterator>
+#include <variant>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -21,24 +25,58 @@ absl::Status Bad(absl::string_view key, absl::string_view value, absl::string_vi
 // `value` quoted for a message, NUL and other unprintable bytes C-escaped.
 std::string Quoted(absl::string_view value) { return absl::StrCat("'", absl::CEscape(value), "'"); }
 
-absl::Status CheckFiniteAbove(absl::string_view key, double value, bool zero_ok) {
-  const bool in_range = zero_ok ? value >= 0 : value > 0;
-  if (std::isfinite(value) && in_range) return absl::OkStatus();
-  return Bad(key, absl::StrCat(value), zero_ok ? "a finite number >= 0" : "a finite number > 0");
+// The range check of one number-valued row of ConfigKeys().
+absl::Status CheckRange(const ConfigKey& key, double value, bool integer) {
+  using Range = ConfigKey::Range;
+  const bool finite = std::isfinite(value);
+  bool ok = true;
+  const char* expected = "a finite number";
+  switch (key.range) {
+    case Range::kAny:
+      return absl::OkStatus();
+    case Range::kFinite:
+      ok = finite;
+      break;
+    case Range::kPositive:
+      ok = finite && value > 0;
+      expected = integer ? "an integer > 0" : "a finite number > 0";
+      break;
+    case Range::kNonNegative:
+      ok = finite && value >= 0;
+      expected = integer ? "an integer >= 0" : "a finite number >= 0";
+      break;
+  }
+  if (ok) return absl::OkStatus();
+  return Bad(key.name, absl::StrCat(value), key.expected != nullptr ? key.expected : expected);
 }
 
 }  // namespace
 
 const char* WriteModeName(WriteMode mode) {
-  switch (mode) {
-    case WriteMode::kAuto:
-      return "auto";
-    case WriteMode::kIoThread:
-      return "io_thread";
-    case WriteMode::kInline:
-      return "inline";
-  }
-  return "unknown";
+  const auto index = static_cast<size_t>(mode);
+  return index < std::size(kWriteModeNames) ? kWriteModeNames[index] : "unknown";
+}
+
+const std::vector<ConfigKey>& ConfigKeys() {
+  using Range = ConfigKey::Range;
+  using C = TraceConfig;
+  // Built once, never destroyed (no teardown order issues).
+  static const std::vector<ConfigKey>* keys = new std::vector<ConfigKey>{
+      {"output_dir", &C::output_dir},
+      {"max_file_m_size", &C::max_file_m_size, Range::kPositive},
+      {"output_file_name", &C::output_file_name},
+      {"rank", &C::rank, Range::kNonNegative},
+      {"max_pending_mb", &C::max_pending_mb, Range::kPositive},
+      {"overflow", &C::overflow},
+      {"write_mode", &C::write_mode},
+      {"fsync", &C::fsync},
+      {"meta_interval_s", &C::meta_interval_s, Range::kFinite,
+       "a finite number of seconds (<= 0: no timed refresh)"},
+      {"device_tracers", &C::device_tracers},
+      {"device_collect_interval_s", &C::device_collect_interval_s, Range::kNonNegative},
+      {"device_plugin_config", &C::device_plugin_config},
+  };
+  return *keys;
 }
 
 absl::Status TraceConfig::Validate() const {
@@ -64,15 +102,13 @@ absl::Status TraceConfig::Validate() const {
         "output_file_name", absl::StrCat("a name of ", name.size(), " bytes"),
         absl::StrCat("at most ", kMaxOutputFileNameBytes, " bytes (file names must fit NAME_MAX)"));
   }
-  if (rank < 0) return Bad("rank", absl::StrCat(rank), "an integer >= 0");
-  XDL_RETURN_IF_ERROR(CheckFiniteAbove("max_file_m_size", max_file_m_size, /*zero_ok=*/false));
-  XDL_RETURN_IF_ERROR(CheckFiniteAbove("max_pending_mb", max_pending_mb, /*zero_ok=*/false));
-  if (!std::isfinite(meta_interval_s)) {
-    return Bad("meta_interval_s", absl::StrCat(meta_interval_s),
-               "a finite number of seconds (<= 0: no timed refresh)");
+  for (const ConfigKey& key : ConfigKeys()) {
+    if (auto* field = std::get_if<double TraceConfig::*>(&key.field)) {
+      XDL_RETURN_IF_ERROR(CheckRange(key, this->**field, /*integer=*/false));
+    } else if (auto* field = std::get_if<int32_t TraceConfig::*>(&key.field)) {
+      XDL_RETURN_IF_ERROR(CheckRange(key, this->**field, /*integer=*/true));
+    }
   }
-  XDL_RETURN_IF_ERROR(CheckFiniteAbove("device_collect_interval_s", device_collect_interval_s,
-                                       /*zero_ok=*/true));
   if (write_mode == WriteMode::kInline && overflow == OverflowPolicy::kDrop) {
     return absl::InvalidArgumentError(
         "xdl_trace: config 'write_mode': 'inline' cannot be combined with 'overflow': 'drop' "

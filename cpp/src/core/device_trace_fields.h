@@ -60,19 +60,23 @@ inline constexpr uint32_t kRecordHostSpan = 6;
 
 }  // namespace device_trace_fields
 
-// Values of xdl.proto.DeviceEventKind.
-enum class DeviceEventKind : int {
-  kKernel = 1,
-  kMemcpy = 2,
-  kMemset = 3,
-  kRuntimeApi = 4,
-  kDriverApi = 5,
-  kSynchronization = 6,
-  kOverhead = 7,
-  kOther = 8,
-  kMarker = 9,
-  kMemory = 10,
-};
+// Values of xdl.proto.DeviceEventKind, one row each: X(enumerator, the proto value's name after
+// DEVICE_EVENT_, number). tests/cpp/wire_test.cc checks every row, and that none is missing.
+#define XDL_DEVICE_EVENT_KINDS(X)         \
+  X(kKernel, KERNEL, 1)                   \
+  X(kMemcpy, MEMCPY, 2)                   \
+  X(kMemset, MEMSET, 3)                   \
+  X(kRuntimeApi, RUNTIME_API, 4)          \
+  X(kDriverApi, DRIVER_API, 5)            \
+  X(kSynchronization, SYNCHRONIZATION, 6) \
+  X(kOverhead, OVERHEAD, 7)               \
+  X(kOther, OTHER, 8)                     \
+  X(kMarker, MARKER, 9)                   \
+  X(kMemory, MEMORY, 10)
+
+#define XDL_DEVICE_EVENT_KIND_ENUMERATOR(name, proto_name, value) name = value,
+enum class DeviceEventKind : int { XDL_DEVICE_EVENT_KINDS(XDL_DEVICE_EVENT_KIND_ENUMERATOR) };
+#undef XDL_DEVICE_EVENT_KIND_ENUMERATOR
 
 }  // namespace internal
 }  // namespace xdl_trace

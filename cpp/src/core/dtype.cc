@@ -7,6 +7,7 @@ namespace xdl_trace {
 namespace {
 
 using xdl::proto::Type;
+using K = DTypeKind;
 
 struct Row {
   Type wire;
@@ -15,20 +16,20 @@ struct Row {
 
 // Index == wire value; the static_asserts below keep it equal to xdl.proto.Type.
 constexpr Row kRows[] = {
-    {xdl::proto::Int8, {DType::kInt8, "int8", 1, "int8"}},
-    {xdl::proto::Int16, {DType::kInt16, "int16", 2, "int16"}},
-    {xdl::proto::Int32, {DType::kInt32, "int32", 4, "int32"}},
-    {xdl::proto::Int64, {DType::kInt64, "int64", 8, "int64"}},
-    {xdl::proto::Float, {DType::kFloat32, "float32", 4, "float32"}},
-    {xdl::proto::Double, {DType::kFloat64, "float64", 8, "float64"}},
-    {xdl::proto::Bool, {DType::kBool, "bool", 1, "bool"}},
-    {xdl::proto::Byte, {DType::kByte, "byte", 1, "uint8"}},
-    {xdl::proto::UInt8, {DType::kUInt8, "uint8", 1, "uint8"}},
-    {xdl::proto::UInt16, {DType::kUInt16, "uint16", 2, "uint16"}},
-    {xdl::proto::UInt32, {DType::kUInt32, "uint32", 4, "uint32"}},
-    {xdl::proto::UInt64, {DType::kUInt64, "uint64", 8, "uint64"}},
-    {xdl::proto::Float16, {DType::kFloat16, "float16", 2, "float16"}},
-    {xdl::proto::BFloat16, {DType::kBFloat16, "bfloat16", 2, "uint16"}},
+    {xdl::proto::Int8, {DType::kInt8, "int8", 1, "int8", K::kInt}},
+    {xdl::proto::Int16, {DType::kInt16, "int16", 2, "int16", K::kInt}},
+    {xdl::proto::Int32, {DType::kInt32, "int32", 4, "int32", K::kInt}},
+    {xdl::proto::Int64, {DType::kInt64, "int64", 8, "int64", K::kInt}},
+    {xdl::proto::Float, {DType::kFloat32, "float32", 4, "float32", K::kFloat}},
+    {xdl::proto::Double, {DType::kFloat64, "float64", 8, "float64", K::kFloat}},
+    {xdl::proto::Bool, {DType::kBool, "bool", 1, "bool", K::kBool}},
+    {xdl::proto::Byte, {DType::kByte, "byte", 1, "uint8", K::kUInt}},
+    {xdl::proto::UInt8, {DType::kUInt8, "uint8", 1, "uint8", K::kUInt}},
+    {xdl::proto::UInt16, {DType::kUInt16, "uint16", 2, "uint16", K::kUInt}},
+    {xdl::proto::UInt32, {DType::kUInt32, "uint32", 4, "uint32", K::kUInt}},
+    {xdl::proto::UInt64, {DType::kUInt64, "uint64", 8, "uint64", K::kUInt}},
+    {xdl::proto::Float16, {DType::kFloat16, "float16", 2, "float16", K::kFloat}},
+    {xdl::proto::BFloat16, {DType::kBFloat16, "bfloat16", 2, "uint16", K::kBFloat16}},
 };
 
 constexpr bool RowsMatchWire() {

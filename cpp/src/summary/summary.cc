@@ -55,40 +55,39 @@ struct BFloat {
   }
 };
 
-// Calls visitor.template Run<Loader>(data, n) with the loader of view.dtype;
-// n is view.NumElements().
+// Runs the visitor on Plain<T> of the integer type of `size` bytes (1, 2, 4, 8).
+template <typename T1, typename T2, typename T4, typename T8, typename Visitor>
+void RunBySize(size_t size, const char* data, int64_t n, Visitor& visitor) {
+  if (size == 1) return visitor.template Run<Plain<T1>>(data, n);
+  if (size == 2) return visitor.template Run<Plain<T2>>(data, n);
+  if (size == 4) return visitor.template Run<Plain<T4>>(data, n);
+  if (size == 8) return visitor.template Run<Plain<T8>>(data, n);
+}
+
+// Calls visitor.template Run<Loader>(data, n) with the loader of view.dtype's
+// kind and size (the dtype table's row); n is view.NumElements(). A kOpaque
+// dtype (no built-in summary) runs nothing.
 template <typename Visitor>
 void Dispatch(const TensorView& view, int64_t n, Visitor& visitor) {
   const char* data = static_cast<const char*>(view.data);
-  if (n <= 0) return;
-  switch (view.dtype) {
-    case DType::kInt8:
-      return visitor.template Run<Plain<int8_t>>(data, n);
-    case DType::kInt16:
-      return visitor.template Run<Plain<int16_t>>(data, n);
-    case DType::kInt32:
-      return visitor.template Run<Plain<int32_t>>(data, n);
-    case DType::kInt64:
-      return visitor.template Run<Plain<int64_t>>(data, n);
-    case DType::kFloat32:
-      return visitor.template Run<Plain<float>>(data, n);
-    case DType::kFloat64:
-      return visitor.template Run<Plain<double>>(data, n);
-    case DType::kBool:
+  if (n <= 0 || !IsValidDType(static_cast<int32_t>(view.dtype))) return;
+  const DTypeInfo& info = GetDTypeInfo(view.dtype);
+  switch (info.kind) {
+    case DTypeKind::kInt:
+      return RunBySize<int8_t, int16_t, int32_t, int64_t>(info.size, data, n, visitor);
+    case DTypeKind::kUInt:
+      return RunBySize<uint8_t, uint16_t, uint32_t, uint64_t>(info.size, data, n, visitor);
+    case DTypeKind::kFloat:
+      if (info.size == 2) return visitor.template Run<Half>(data, n);
+      if (info.size == 4) return visitor.template Run<Plain<float>>(data, n);
+      if (info.size == 8) return visitor.template Run<Plain<double>>(data, n);
+      return;
+    case DTypeKind::kBool:
       return visitor.template Run<Bool>(data, n);
-    case DType::kByte:
-    case DType::kUInt8:
-      return visitor.template Run<Plain<uint8_t>>(data, n);
-    case DType::kUInt16:
-      return visitor.template Run<Plain<uint16_t>>(data, n);
-    case DType::kUInt32:
-      return visitor.template Run<Plain<uint32_t>>(data, n);
-    case DType::kUInt64:
-      return visitor.template Run<Plain<uint64_t>>(data, n);
-    case DType::kFloat16:
-      return visitor.template Run<Half>(data, n);
-    case DType::kBFloat16:
+    case DTypeKind::kBFloat16:
       return visitor.template Run<BFloat>(data, n);
+    case DTypeKind::kOpaque:
+      return;
   }
 }
 
@@ -643,6 +642,11 @@ std::vector<double> LogBucketEdges() {
 
 absl::Status ComputeBuiltinSummary(const Summary& summary, const TensorView& view,
                                    std::vector<double>* values) {
+  if (summary.builtin != BuiltinSummary::kNone && IsValidDType(static_cast<int32_t>(view.dtype)) &&
+      GetDTypeInfo(view.dtype).kind == DTypeKind::kOpaque) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", DTypeName(view.dtype), " has no built-in summary"));
+  }
   switch (summary.builtin) {
     case BuiltinSummary::kStats:
       values->resize(kStatsSize);
