@@ -4,7 +4,7 @@
 // The CUPTI plugin is a separate shared library: it must not link or register
 // the generated device_trace.proto a second time (docs/design.md), so it
 // writes DeviceTrace by hand through core/wire.h with these names.
-// tests/cpp/wire_test.cc checks every constant against the generated
+// tests/cpp/core/wire_test.cc checks every constant against the generated
 // kXxxFieldNumber and enum values, so the .proto stays the one source.
 #ifndef XDL_TRACE_CORE_DEVICE_TRACE_FIELDS_H_
 #define XDL_TRACE_CORE_DEVICE_TRACE_FIELDS_H_
