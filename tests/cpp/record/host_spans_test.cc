@@ -1,11 +1,12 @@
 // Host spans: the hand encoder against protobuf, the bounded log, HostSpanRecorder's step spans.
+#include "record/host_spans.h"
+
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "core/clock.h"
 #include "device_trace.pb.h"
-#include "record/host_spans.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
