@@ -33,24 +33,24 @@ void CheckOk(const absl::Status& status, const char* what) {
   std::exit(1);
 }
 
-// A record whose one float column carries `payload_bytes` bytes, framed with protobuf.
+// A record of one float column of `payload_bytes` bytes, framed ([4-byte length][body]) as the
+// writer receives it, with no checksum field to fill.
 EncodedRecord MakeRecord(int64_t gstep, size_t payload_bytes) {
+  EncodedRecord r;
+  r.gstep = gstep;
+  r.lstep = gstep * 10;
+  r.timestamp_ms = 1'700'000'000'000 + gstep;
   xdl::proto::Record record;
-  record.set_gstep(gstep);
-  record.set_lstep(gstep * 10);
-  record.set_timestamp(1'700'000'000'000 + gstep);
+  record.set_gstep(r.gstep);
+  record.set_lstep(r.lstep);
+  record.set_timestamp(r.timestamp_ms);
   xdl::proto::Column* column = record.add_column();
   column->set_dtype(xdl::proto::Float);
   column->add_shape(static_cast<int32_t>(payload_bytes / 4));
   column->set_data(std::string(payload_bytes, static_cast<char>('a' + gstep % 26)));
   const std::string body = record.SerializeAsString();
   const auto n = static_cast<uint32_t>(body.size());
-  EncodedRecord r;
-  r.gstep = gstep;
-  r.lstep = gstep * 10;
-  r.timestamp_ms = 1'700'000'000'000 + gstep;
-  r.frame.assign(4, '\0');
-  for (int i = 0; i < 4; ++i) r.frame[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  for (int i = 0; i < 4; ++i) r.frame.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
   r.frame += body;
   return r;
 }

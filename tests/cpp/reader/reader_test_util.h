@@ -1,6 +1,7 @@
 // Helpers shared by the reader's tests (trace_file_test.cc, trace_cursor_test.cc,
 // trace_reader_test.cc): data files and Metas written with protobuf's own serialization (not the
-// writer), and the records or cursor events read back from them.
+// writer), and the records or cursor events read back from them. They live in namespace xdl_trace,
+// beside the types they return, so a test names them as its own.
 #ifndef XDL_TRACE_TESTS_CPP_READER_READER_TEST_UTIL_H_
 #define XDL_TRACE_TESTS_CPP_READER_READER_TEST_UTIL_H_
 
@@ -19,12 +20,11 @@
 #include "xdl_trace/reader.h"
 
 namespace xdl_trace {
-namespace test {
 
 inline std::string HeaderFrame(const std::vector<std::string>& keys) {
   xdl::proto::Header header;
   for (const auto& k : keys) header.add_key(k);
-  return Frame(header.SerializeAsString());
+  return test::Frame(header.SerializeAsString());
 }
 
 // A simple record: gstep, lstep = gstep / 2, timestamp, columns "w" (2x3
@@ -35,9 +35,9 @@ inline xdl::proto::Record SimpleRecord(int64_t gstep) {
   record.set_lstep(gstep / 2);
   record.set_timestamp(1700000000000 + gstep);
   const float g = static_cast<float>(gstep);
-  AddColumn(&record, xdl::proto::Float, {2, 3},
-            Bytes<float>({g, g + 1, g + 2, g + 3, g + 4, g + 5}));
-  AddColumn(&record, xdl::proto::Float, {}, Bytes<float>({g * 0.5f}));
+  test::AddColumn(&record, xdl::proto::Float, {2, 3},
+                  test::Bytes<float>({g, g + 1, g + 2, g + 3, g + 4, g + 5}));
+  test::AddColumn(&record, xdl::proto::Float, {}, test::Bytes<float>({g * 0.5f}));
   return record;
 }
 
@@ -76,10 +76,11 @@ inline xdl::proto::Meta MetaFor(const std::string& data, int64_t records, int64_
 inline std::string WriteSimpleFile(const std::string& path, int64_t first, int count,
                                    bool with_meta = true) {
   std::string data = HeaderFrame({"w", "loss"});
-  for (int i = 0; i < count; ++i) data += Frame(SimpleRecord(first + i).SerializeAsString());
-  WriteFile(path, data);
+  for (int i = 0; i < count; ++i) data += test::Frame(SimpleRecord(first + i).SerializeAsString());
+  test::WriteFile(path, data);
   if (with_meta) {
-    WriteFile(path + ".meta", MetaFor(data, count, first, first + count - 1).SerializeAsString());
+    test::WriteFile(path + ".meta",
+                    MetaFor(data, count, first, first + count - 1).SerializeAsString());
   }
   return data;
 }
@@ -114,13 +115,13 @@ inline std::vector<RecordView> ReadAllOk(const std::shared_ptr<TraceFile>& file)
 inline std::string WriteSteps(const std::string& path, const std::vector<int64_t>& gsteps,
                               bool with_meta = true) {
   std::string data = HeaderFrame({"w", "loss"});
-  for (int64_t g : gsteps) data += Frame(SimpleRecord(g).SerializeAsString());
-  WriteFile(path, data);
+  for (int64_t g : gsteps) data += test::Frame(SimpleRecord(g).SerializeAsString());
+  test::WriteFile(path, data);
   if (with_meta) {
     const auto [lo, hi] = std::minmax_element(gsteps.begin(), gsteps.end());
-    WriteFile(path + ".meta", MetaFor(data, static_cast<int64_t>(gsteps.size()),
-                                      gsteps.empty() ? 0 : *lo, gsteps.empty() ? 0 : *hi)
-                                  .SerializeAsString());
+    test::WriteFile(path + ".meta", MetaFor(data, static_cast<int64_t>(gsteps.size()),
+                                            gsteps.empty() ? 0 : *lo, gsteps.empty() ? 0 : *hi)
+                                        .SerializeAsString());
   }
   return data;
 }
@@ -165,7 +166,6 @@ inline Drained Drain(TraceCursor cursor) {
   }
 }
 
-}  // namespace test
 }  // namespace xdl_trace
 
 #endif  // XDL_TRACE_TESTS_CPP_READER_READER_TEST_UTIL_H_

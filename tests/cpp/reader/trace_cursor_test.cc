@@ -19,17 +19,9 @@ namespace xdl_trace {
 namespace {
 
 using test::Bytes;
-using test::Drain;
-using test::Drained;
 using test::Frame;
-using test::HeaderFrame;
-using test::MetaFor;
-using test::MustOpen;
-using test::MustOpenTrace;
-using test::SimpleRecord;
 using test::TempDir;
 using test::WriteFile;
-using test::WriteSteps;
 
 TEST_CASE("the cursor merges ranks by gstep, each rank in file order", "[reader]") {
   TempDir dir;

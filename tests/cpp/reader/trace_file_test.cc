@@ -26,20 +26,9 @@ namespace {
 
 using test::AddColumn;
 using test::Bytes;
-using test::Drain;
-using test::Drained;
 using test::Frame;
-using test::HeaderFrame;
-using test::MetaFor;
-using test::MustOpen;
-using test::MustOpenTrace;
-using test::ReadAll;
-using test::ReadAllOk;
-using test::SimpleRecord;
 using test::TempDir;
 using test::WriteFile;
-using test::WriteSimpleFile;
-using test::WriteSteps;
 
 absl::string_view AsView(const std::string& s) { return s; }
 

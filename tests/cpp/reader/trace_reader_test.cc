@@ -14,12 +14,8 @@ namespace xdl_trace {
 namespace {
 
 using test::Frame;
-using test::MustOpen;
-using test::ReadAllOk;
-using test::SimpleRecord;
 using test::TempDir;
 using test::WriteFile;
-using test::WriteSimpleFile;
 
 TEST_CASE("reader groups a directory by prefix, name and rank in index order", "[reader]") {
   TempDir dir;
