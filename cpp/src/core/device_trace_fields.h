@@ -4,7 +4,7 @@
 // The CUPTI plugin is a separate shared library: it must not link or register
 // the generated device_trace.proto a second time (docs/design.md), so it
 // writes DeviceTrace by hand through core/wire.h with these names.
-// tests/cpp/wire_test.cc checks every constant against the generated
+// tests/cpp/core/wire_test.cc checks every constant against the generated
 // kXxxFieldNumber and enum values, so the .proto stays the one source.
 #ifndef XDL_TRACE_CORE_DEVICE_TRACE_FIELDS_H_
 #define XDL_TRACE_CORE_DEVICE_TRACE_FIELDS_H_
@@ -61,7 +61,7 @@ inline constexpr uint32_t kRecordHostSpan = 6;
 }  // namespace device_trace_fields
 
 // Values of xdl.proto.DeviceEventKind, one row each: X(enumerator, the proto value's name after
-// DEVICE_EVENT_, number). tests/cpp/wire_test.cc checks every row, and that none is missing.
+// DEVICE_EVENT_, number). tests/cpp/core/wire_test.cc checks every row, and that none is missing.
 #define XDL_DEVICE_EVENT_KINDS(X)         \
   X(kKernel, KERNEL, 1)                   \
   X(kMemcpy, MEMCPY, 2)                   \

@@ -9,7 +9,7 @@
 // Tag(field, kWireVarint), never as a literal such as 0x1A. Field numbers come
 // from the generated kXxxFieldNumber constants where the caller may include
 // them, else from core/device_trace_fields.h (checked against them in
-// tests/cpp/wire_test.cc).
+// tests/cpp/core/wire_test.cc).
 #ifndef XDL_TRACE_CORE_WIRE_H_
 #define XDL_TRACE_CORE_WIRE_H_
 

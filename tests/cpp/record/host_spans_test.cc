@@ -1,13 +1,12 @@
 // Host spans: the hand encoder against protobuf, the bounded log, HostSpanRecorder's step spans.
+#include "record/host_spans.h"
+
 #include <catch2/catch.hpp>
-#include <chrono>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "core/clock.h"
 #include "device_trace.pb.h"
-#include "record/host_spans.h"
 #include "xdl_trace.pb.h"
 
 namespace xdl_trace {
@@ -126,43 +125,6 @@ TEST_CASE("HostSpanRecorder (correlated): every step the hook saw takes the next
   CHECK(spans[3].correlation_id() == 3);
   CHECK(spans[3].start_ns() == 400);  // Where the not-traced step ended.
   CHECK(spans[3].gstep() == 12);
-}
-
-// Figures, not a test: what host spans add to a step (run with "[bench]").
-TEST_CASE("host span cost figures", "[.][bench]") {
-  using Clock = std::chrono::steady_clock;
-  constexpr int kSteps = 1000000;
-  HostSpanRecorder extras;
-  size_t bytes = 0;
-  auto begin = Clock::now();
-  for (int i = 0; i < kSteps; ++i) {
-    extras.OnStepCalled(i, i);
-    bytes += extras.TakeTrailingFields().size();
-    const int64_t t = extras.SpanClockNs();
-    extras.OnStepEncoded(t, extras.SpanClockNs());
-    const int64_t u = extras.SpanClockNs();
-    extras.OnStepReturned(u, extras.SpanClockNs());
-  }
-  const double traced_ns =
-      std::chrono::duration<double, std::nano>(Clock::now() - begin).count() / kSteps;
-  BoundedSpanLog log(4096);
-  std::vector<HostSpanInfo> out;
-  begin = Clock::now();
-  for (int i = 0; i < kSteps; ++i) {
-    const int64_t now = WallClockNs();
-    log.Add(HostSpanInfo{HostSpanKind::kStepNotTraced, now, now, i, i});
-    if (i % 1000 == 999) {
-      out.clear();
-      log.TakeInto(&out);
-    }
-  }
-  const double untraced_ns =
-      std::chrono::duration<double, std::nano>(Clock::now() - begin).count() / kSteps;
-  std::printf(
-      "host spans: %.0f ns and %.0f bytes per traced step (STEP, CAPTURE_ENCODE, QUEUE_WAIT: "
-      "5 clock reads, encode); %.0f ns per not-traced step noted\n",
-      traced_ns, static_cast<double>(bytes) / kSteps, untraced_ns);
-  CHECK(bytes > 0);
 }
 
 }  // namespace

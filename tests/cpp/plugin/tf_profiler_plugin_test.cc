@@ -1,5 +1,7 @@
 // TensorFlow pluggable-profiler plugins: the XSpace conversion, the loader, struct_size rules,
 // errors.
+#include "plugin/tf_profiler_plugin.h"
+
 #include <dlfcn.h>
 
 #include <catch2/catch.hpp>
@@ -12,7 +14,6 @@
 #include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
 #include "plugin/plugin_loader.h"
-#include "plugin/tf_profiler_plugin.h"
 #include "plugin/xspace_to_device_trace.h"
 #include "xplane.pb.h"
 

@@ -1,5 +1,7 @@
-"""Issue 24 ("Hardening, second pass"): damage the readers used to serve as data, a callback
-that ended its own hook, and key names printed raw. Each test was written before its fix."""
+"""Damage found, never served as data: a Header cut short under a closed Meta, a flipped bit
+(record checksums), a damaged Meta, a rank's missing, absent or copied files and restarted attempts
+(verify, info); also a callback that ends its own hook, and key names the CLI prints escaped.
+Issue 24 ("Hardening, second pass"); each test was written before its fix."""
 
 import glob
 import os

@@ -1,4 +1,6 @@
 // The RFC's requirements for device-tracer plugins, via DeviceTracerSet and the fake C plugin.
+#include "plugin/device_tracer_set.h"
+
 #include <stdlib.h>
 
 #include <atomic>
@@ -14,7 +16,6 @@
 #include "absl/strings/match.h"
 #include "core/clock.h"
 #include "device_trace.pb.h"
-#include "plugin/device_tracer_set.h"
 #include "plugin/device_tracing.h"
 #include "record/record_encoder.h"
 #include "xdl_trace.pb.h"

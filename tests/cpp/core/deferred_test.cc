@@ -1,5 +1,7 @@
 // Deferred captures (xdl_trace/deferred.h): columns whose bytes land after Step, with a fake
 // device.
+#include "xdl_trace/deferred.h"
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -17,7 +19,6 @@
 #include "summary/summary.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/deferred.h"
 #include "xdl_trace/tracer.h"
 
 namespace xdl_trace {

@@ -1,7 +1,8 @@
-"""Issue 24 ("Hardening, second pass"), rows 2, 4, 5, 11 and the `report --png` part of 12: time
-linear in the number of keys, the report page safe against key and run names, device traces
-with names that are not UTF-8 or stats of the wrong type, histogram summaries not read as the
-tensor, key names that look like mathtext. Each test was written before its fix and seen failing.
+"""The report, find-nan, export and the timeline on unusual keys and names: time linear in the
+number of keys, the report page safe against key and run names, device traces with names that are
+not UTF-8 or stats of the wrong type, histogram summaries not read as the tensor, key names that
+look like mathtext. Issue 24 ("Hardening, second pass"), rows 2, 4, 5, 11 and the `report --png`
+part of 12; each test was written before its fix and seen failing.
 """
 
 import glob

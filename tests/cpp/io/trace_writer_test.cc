@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,10 +12,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -41,8 +38,6 @@
 namespace xdl_trace {
 namespace internal {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // ---- Helpers ----
 
@@ -744,124 +739,6 @@ TEST_CASE("stats can be read from another thread while writing", "[writer][lifec
 namespace xdl_trace {
 namespace internal {
 namespace {
-
-// ---- Figures (hidden: run with `trace_writer_test "[bench]"`); prints, never asserts on time ----
-
-TEST_CASE("writer throughput figures", "[.][bench]") {
-  for (const size_t payload : {size_t{1024}, size_t{64 * 1024}, size_t{1024 * 1024}}) {
-    for (const bool fsync : {false, true}) {
-      TempDir dir;
-      TraceConfig config = SmallConfig(dir.path());
-      config.fsync = fsync;
-      config.max_file_m_size = 64;
-      config.max_pending_mb = 64;
-      const int64_t total_bytes = int64_t{256} << 20;
-      const int64_t records = total_bytes / static_cast<int64_t>(payload);
-      std::vector<EncodedRecord> prepared;
-      prepared.reserve(static_cast<size_t>(records));
-      for (int64_t i = 0; i < records; ++i) prepared.push_back(MakeRecord(i, payload));
-      auto writer = OpenOrDie(config);
-      const auto t0 = Clock::now();
-      double submit_s = 0;
-      for (auto& r : prepared) {
-        const auto s0 = Clock::now();
-        REQUIRE(writer->Submit(std::move(r)).ok());
-        submit_s += std::chrono::duration<double>(Clock::now() - s0).count();
-      }
-      REQUIRE(writer->Close().ok());
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      const TraceStats stats = writer->stats();
-      std::printf(
-          "payload %7zu B fsync=%d: %6lld records, %.0f MB in %.3f s = %7.1f MB/s end to end; "
-          "Submit mean %.2f us (incl. waits when full); files %lld\n",
-          payload, fsync ? 1 : 0, static_cast<long long>(stats.records_written),
-          stats.bytes_written / 1e6, s, stats.bytes_written / 1e6 / s,
-          submit_s / static_cast<double>(records) * 1e6,
-          static_cast<long long>(stats.files_written));
-    }
-  }
-  std::vector<char> buf(64 << 20, 'x');
-  for (int hw = 0; hw < 2; ++hw) {
-    const auto t0 = Clock::now();
-    uint32_t crc = 0;
-    for (int i = 0; i < 4; ++i) {
-      crc = hw ? crc32c::ExtendHardware(crc, buf.data(), buf.size())
-               : crc32c::ExtendPortable(crc, buf.data(), buf.size());
-    }
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf("crc32c %s: %.0f MB/s (crc %08x)\n", hw ? "sse4.2 " : "table  ",
-                4 * buf.size() / 1e6 / s, crc);
-  }
-}
-
-// CPU time of the calling thread, in milliseconds.
-double ThreadCpuMs() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
-}
-
-// What the ways of putting one benchmark record (6.31 MB) into a file cost in
-// CPU time, in the directory $XDL_TRACE_BENCH_DIR (default /dev/shm): the
-// capture copy the training thread makes, the write() the IO thread makes, and
-// the alternative of copying into an mmap'd, pre-allocated file region (no
-// kernel copy, but the page-table work moves to whoever populates the mapping).
-// docs/benchmarks.md explains why the writer keeps write().
-TEST_CASE("page cache ingest figures", "[.][bench]") {
-  constexpr size_t kBytes = 6310000;
-  constexpr int kRounds = 20;
-  const char* env_dir = std::getenv("XDL_TRACE_BENCH_DIR");
-  const std::string dir = env_dir != nullptr ? env_dir : "/dev/shm";
-  const std::string path = dir + "/xdl_trace_page_cache_bench." + std::to_string(::getpid());
-  std::vector<char> source(kBytes, 1);
-  std::vector<char> heap(kBytes, 0);
-  const size_t span = (kBytes * kRounds + 4095) & ~size_t{4095};
-  for (int repeat = 0; repeat < 3; ++repeat) {
-    double t = ThreadCpuMs();
-    for (int i = 0; i < kRounds; ++i) {
-      source[static_cast<size_t>(i)] = static_cast<char>(i);
-      std::memcpy(heap.data(), source.data(), kBytes);
-    }
-    const double copy_ms = (ThreadCpuMs() - t) / kRounds;
-
-    int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0644);
-    REQUIRE(fd >= 0);
-    t = ThreadCpuMs();
-    for (int i = 0; i < kRounds; ++i) REQUIRE(::write(fd, heap.data(), kBytes) == kBytes);
-    const double write_ms = (ThreadCpuMs() - t) / kRounds;
-    ::close(fd);
-    ::unlink(path.c_str());
-
-    fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0644);
-    REQUIRE(fd >= 0);
-    REQUIRE(::ftruncate(fd, static_cast<off_t>(span)) == 0);
-    void* mapped = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    REQUIRE(mapped != MAP_FAILED);
-    char* base = static_cast<char*>(mapped);
-    double allocate_ms = 0, map_ms = 0, fill_ms = 0;
-    for (int i = 0; i < kRounds; ++i) {
-      const size_t begin = (kBytes * static_cast<size_t>(i)) & ~size_t{4095};
-      const size_t length = kBytes * static_cast<size_t>(i + 1) - begin;
-      t = ThreadCpuMs();
-      REQUIRE(::fallocate(fd, 0, static_cast<off_t>(begin), static_cast<off_t>(length)) == 0);
-      allocate_ms += ThreadCpuMs() - t;
-      t = ThreadCpuMs();
-      REQUIRE(::madvise(base + begin, length, MADV_POPULATE_WRITE) == 0);
-      map_ms += ThreadCpuMs() - t;
-      t = ThreadCpuMs();
-      std::memcpy(base + kBytes * static_cast<size_t>(i), source.data(), kBytes);
-      fill_ms += ThreadCpuMs() - t;
-    }
-    ::munmap(mapped, span);
-    ::close(fd);
-    ::unlink(path.c_str());
-    std::printf(
-        "%s, per %.2f MB: capture memcpy %.3f ms | write() %.3f ms | mmap path: fallocate %.3f + "
-        "populate %.3f + memcpy %.3f = %.3f ms\n",
-        dir.c_str(), kBytes / 1e6, copy_ms, write_ms, allocate_ms / kRounds, map_ms / kRounds,
-        fill_ms / kRounds, (allocate_ms + map_ms + fill_ms) / kRounds);
-  }
-}
 
 // ---- Hostile configuration and file names (issue 9) ----
 

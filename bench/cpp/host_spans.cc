@@ -1,0 +1,53 @@
+// Host-span figures: what host spans add to a traced step (HostSpanRecorder: STEP,
+// CAPTURE_ENCODE, QUEUE_WAIT) and what noting a not-traced step costs (BoundedSpanLog). Prints
+// figures and never judges them (docs/design.md, "Host spans for every run"):
+//   build/bench/xdl_trace_bench_host_spans
+#include "record/host_spans.h"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "core/clock.h"
+
+int main() {
+  using xdl_trace::internal::BoundedSpanLog;
+  using xdl_trace::internal::HostSpanInfo;
+  using xdl_trace::internal::HostSpanKind;
+  using xdl_trace::internal::HostSpanRecorder;
+  using xdl_trace::internal::WallClockNs;
+  using Clock = std::chrono::steady_clock;
+  constexpr int kSteps = 1000000;
+  HostSpanRecorder extras;
+  size_t bytes = 0;
+  auto begin = Clock::now();
+  for (int i = 0; i < kSteps; ++i) {
+    extras.OnStepCalled(i, i);
+    bytes += extras.TakeTrailingFields().size();
+    const int64_t t = extras.SpanClockNs();
+    extras.OnStepEncoded(t, extras.SpanClockNs());
+    const int64_t u = extras.SpanClockNs();
+    extras.OnStepReturned(u, extras.SpanClockNs());
+  }
+  const double traced_ns =
+      std::chrono::duration<double, std::nano>(Clock::now() - begin).count() / kSteps;
+  BoundedSpanLog log(4096);
+  std::vector<HostSpanInfo> out;
+  begin = Clock::now();
+  for (int i = 0; i < kSteps; ++i) {
+    const int64_t now = WallClockNs();
+    log.Add(HostSpanInfo{HostSpanKind::kStepNotTraced, now, now, i, i});
+    if (i % 1000 == 999) {
+      out.clear();
+      log.TakeInto(&out);
+    }
+  }
+  const double untraced_ns =
+      std::chrono::duration<double, std::nano>(Clock::now() - begin).count() / kSteps;
+  std::printf(
+      "host spans: %.0f ns and %.0f bytes per traced step (STEP, CAPTURE_ENCODE, QUEUE_WAIT: "
+      "5 clock reads, encode); %.0f ns per not-traced step noted\n",
+      traced_ns, static_cast<double>(bytes) / kSteps, untraced_ns);
+  return bytes > 0 ? 0 : 1;
+}
