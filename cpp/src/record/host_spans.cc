@@ -51,8 +51,7 @@ void BoundedSpanLog::TakeInto(std::vector<HostSpanInfo>* out) {
 int64_t CurrentThreadId() { return static_cast<int64_t>(::syscall(SYS_gettid)); }
 
 HostSpanRecorder::HostSpanRecorder(bool correlated)
-    : RecordExtras(/*timed=*/true),
-      correlated_(correlated),
+    : correlated_(correlated),
       thread_id_(CurrentThreadId()),
       step_id_(correlated ? 1 : 0),
       step_begin_ns_(WallClockNs()) {}

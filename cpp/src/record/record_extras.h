@@ -37,9 +37,9 @@ namespace internal {
 // Between traced steps, OnStepNotTraced(gstep, lstep, begin_ns, end_ns) tells
 // of each step the hook saw but did not trace (Tracer::NoteStepNotTraced): the
 // next STEP span starts at its end, so no span covers several steps.
-// The span times come from SpanClockNs(), which reads the clock only for
-// extras constructed with `timed` (record/host_spans.h's HostSpanRecorder, the
-// default, and DeviceTracing, which extends it, both are). At Close(), Finish() returns the fields
+// The span times come from SpanClockNs(). The tracer's extras are
+// record/host_spans.h's HostSpanRecorder, or DeviceTracing, which extends it.
+// At Close(), Finish() returns the fields
 // not yet taken; when non-empty the tracer writes them in one last,
 // device-only record (the last step's gstep/lstep, no column) before closing
 // the writer.
@@ -60,27 +60,8 @@ class RecordExtras {
   virtual std::string Finish() = 0;
   virtual void FillStats(TraceStats* stats) const = 0;
 
-  // WallClockNs() when these extras use span times, else 0 (no clock read).
-  int64_t SpanClockNs() const { return timed_ ? WallClockNs() : 0; }
-
- protected:
-  explicit RecordExtras(bool timed = true) : timed_(timed) {}
-
- private:
-  const bool timed_;
-};
-
-// Extras with no fields and no clock reads (tests; tracers default to
-// record/host_spans.h's HostSpanRecorder).
-class NoRecordExtras final : public RecordExtras {
- public:
-  NoRecordExtras() : RecordExtras(/*timed=*/false) {}
-  void OnStepCalled(int64_t, int64_t) override {}
-  std::string TakeTrailingFields() override { return std::string(); }
-  void OnStepEncoded(int64_t, int64_t) override {}
-  void OnStepReturned(int64_t, int64_t) override {}
-  std::string Finish() override { return std::string(); }
-  void FillStats(TraceStats*) const override {}
+  // The clock span times are read from.
+  static int64_t SpanClockNs() { return WallClockNs(); }
 };
 
 }  // namespace internal
