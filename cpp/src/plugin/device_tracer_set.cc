@@ -485,7 +485,7 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
           absl::StrCat("device_tracers: '", tracer.entry, "': collect announced ", size,
                        " bytes, above the cap of ", cap, " (4 x max_buffer_bytes); not taken"));
     }
-    // Not zero-filled: the plugin writes every byte it reports.
+    // resize zero-fills what the plugin then overwrites.
     bytes.resize(size);
     rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get());
     if (rc != XDL_TRACE_PLUGIN_OK || size > bytes.size()) {
