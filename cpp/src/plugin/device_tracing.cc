@@ -166,10 +166,10 @@ void DeviceTracing::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
   StepBegan();
 }
 
-void DeviceTracing::OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns,
-                                    int64_t end_ns) {
+void DeviceTracing::OnStepNotTraced(int64_t gstep, int64_t lstep) {
+  const int64_t now = WallClockNs();
   set_->StepEnd(CurrentCorrelationId());
-  HostSpanRecorder::OnStepNotTraced(gstep, lstep, begin_ns, end_ns);
+  StepNotTracedAt(gstep, lstep, now);
   StepBegan();
 }
 

@@ -78,7 +78,7 @@ class DeviceTracing final : public HostSpanRecorder {
   void OnStepReturned(int64_t begin_ns, int64_t end_ns) override;
   // The not-traced step ends: its device work keeps its own correlation id
   // (on its STEP_NOT_TRACED span), and the next STEP span starts at its end.
-  void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) override;
+  void OnStepNotTraced(int64_t gstep, int64_t lstep) override;
   // Stops the collector thread and the tracers, collects once more and returns
   // the fields not yet taken ("" when no device events are left: host spans
   // alone do not justify a record).

@@ -8,6 +8,7 @@
 #include "core/wire.h"
 #include "device_trace.pb.h"
 #include "xdl_trace.pb.h"
+#include "xdl_trace/tracer.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -54,7 +55,8 @@ HostSpanRecorder::HostSpanRecorder(bool correlated)
     : correlated_(correlated),
       thread_id_(CurrentThreadId()),
       step_id_(correlated ? 1 : 0),
-      step_begin_ns_(WallClockNs()) {}
+      step_begin_ns_(WallClockNs()),
+      not_traced_(Tracer::kMaxNotTracedSpans) {}
 
 void HostSpanRecorder::AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns) {
   spans_.push_back(HostSpanInfo{kind, start_ns, end_ns, gstep_, lstep_, step_id_, thread_id_});
@@ -66,7 +68,13 @@ void HostSpanRecorder::MoveSpans(std::vector<HostSpanInfo>* spans) {
 }
 
 void HostSpanRecorder::TakeSpansInto(std::string* out) {
+  not_traced_.TakeInto(&spans_);
   AppendHostSpanFields(spans_, out);
+  spans_.clear();
+}
+
+void HostSpanRecorder::DropSpans() {
+  not_traced_.TakeInto(&spans_);
   spans_.clear();
 }
 
@@ -100,8 +108,14 @@ void HostSpanRecorder::OnStepReturned(int64_t begin_ns, int64_t end_ns) {
   EndStep(end_ns);
 }
 
-void HostSpanRecorder::OnStepNotTraced(int64_t, int64_t, int64_t, int64_t end_ns) {
-  EndStep(end_ns);
+void HostSpanRecorder::StepNotTracedAt(int64_t gstep, int64_t lstep, int64_t now_ns) {
+  not_traced_.Add(HostSpanInfo{HostSpanKind::kStepNotTraced, step_begin_ns_, now_ns, gstep, lstep,
+                               step_id_, thread_id_});
+  EndStep(now_ns);
+}
+
+void HostSpanRecorder::OnStepNotTraced(int64_t gstep, int64_t lstep) {
+  StepNotTracedAt(gstep, lstep, WallClockNs());
 }
 
 }  // namespace internal

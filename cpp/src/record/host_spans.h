@@ -74,14 +74,18 @@ class BoundedSpanLog {
 //
 // STEP runs from the previous step's end (Step() returned, a step the hook
 // did not trace ended, or construction) to this Step() call; CAPTURE_ENCODE
-// and QUEUE_WAIT are a Step()'s own work and ride in the next record. Every
-// span carries the gstep/lstep of the last Step() call, the thread that
-// constructed the recorder and the step's correlation id: with `correlated`
-// the steps are numbered 1, 2, ... (device tracers attach the number to the
-// work launched meanwhile), each step the hook saw, traced or not, taking the
-// next; without it every id is 0. Costs a few clock reads and about 30 bytes
-// a span. Threading: the training thread, as RecordExtras (the protected
-// helpers too).
+// and QUEUE_WAIT are a Step()'s own work and ride in the next record.
+// STEP_NOT_TRACED runs from the previous step's end to OnStepNotTraced, with
+// that step's gstep/lstep; at most Tracer::kMaxNotTracedSpans wait for a
+// record, the rest counted (spans_dropped on the last kept), and they follow
+// the other spans in it. Every other span carries the gstep/lstep of the last
+// Step() call. All carry the thread that constructed the recorder and the
+// step's correlation id: with `correlated` the steps are numbered 1, 2, ...
+// (device tracers attach the number to the work launched meanwhile), each
+// step the hook saw, traced or not, taking the next; without it every id is 0.
+// Costs a few clock reads and about 30 bytes a span. Threading: one thread at
+// a time, as RecordExtras (the protected helpers too): the tracer calls it
+// under its step mutex.
 class HostSpanRecorder : public RecordExtras {
  public:
   explicit HostSpanRecorder(bool correlated = false);
@@ -91,8 +95,9 @@ class HostSpanRecorder : public RecordExtras {
   std::string TakeTrailingFields() override;
   void OnStepEncoded(int64_t begin_ns, int64_t end_ns) override;
   void OnStepReturned(int64_t begin_ns, int64_t end_ns) override;
-  void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) override;
-  uint64_t CurrentCorrelationId() const override { return step_id_; }
+  void OnStepNotTraced(int64_t gstep, int64_t lstep) override;
+  // Correlation id of the step in progress (0: uncorrelated).
+  uint64_t CurrentCorrelationId() const { return step_id_; }
   // Spans alone do not justify a record of their own: the last step's
   // capture/encode and queue-wait spans are not written.
   std::string Finish() override { return std::string(); }
@@ -101,13 +106,17 @@ class HostSpanRecorder : public RecordExtras {
  protected:
   // OnStepCalled with the STEP span's end read by the caller.
   void StepCalledAt(int64_t gstep, int64_t lstep, int64_t now_ns);
+  // OnStepNotTraced with the STEP_NOT_TRACED span's end read by the caller.
+  void StepNotTracedAt(int64_t gstep, int64_t lstep, int64_t now_ns);
   // A span of the step in progress (its steps, correlation id and thread).
   void AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns);
   // Spans made elsewhere, after those noted so far; `spans` is left empty.
   void MoveSpans(std::vector<HostSpanInfo>* spans);
-  // Appends the spans noted so far to `out` (Record field 6 each) and forgets them.
+  // Appends the spans noted so far, the not-traced ones last, to `out` (Record
+  // field 6 each) and forgets them.
   void TakeSpansInto(std::string* out);
-  void DropSpans() { spans_.clear(); }
+  // Forgets the spans noted so far, the not-traced ones too.
+  void DropSpans();
 
  private:
   // The step ended at `end_ns`: the next STEP span starts there, with the next id.
@@ -120,6 +129,7 @@ class HostSpanRecorder : public RecordExtras {
   int64_t lstep_ = 0;
   int64_t step_begin_ns_;            // End of the previous step the hook saw (or construction).
   std::vector<HostSpanInfo> spans_;  // Finished, not yet in a record.
+  BoundedSpanLog not_traced_;        // STEP_NOT_TRACED spans, not yet in a record.
 };
 
 // The OS thread id of the calling thread (gettid).

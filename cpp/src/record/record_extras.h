@@ -17,9 +17,10 @@ namespace internal {
 // HostSpanRecorder (the traced steps' host spans) when device tracing is off,
 // plugin/device_tracing.h's DeviceTracing (that recorder extended: the same
 // spans with correlation ids, plus device events) when it is on. The tracer itself appends the
-// not-traced step and IO-write spans after what TakeTrailingFields returns.
-// Threading: every method runs on the training thread inside
-// Step()/StepAt()/Close(), except FillStats (any thread).
+// IO-write spans after what TakeTrailingFields (or Finish) returns.
+// Threading: every method runs on the training thread, under the tracer's
+// step mutex (inside Step()/StepAt()/Close()/NoteStepNotTraced()), except
+// FillStats (any thread).
 //
 // Per Step() the tracer calls, in order:
 //   OnStepCalled(gstep, lstep)           before any entry is captured;
@@ -34,12 +35,11 @@ namespace internal {
 //   OnStepReturned(begin_ns, end_ns)     queue wait (Submit) span, then Step()
 //                                        returns; also called when the step
 //                                        failed, with begin_ns == end_ns.
-// Between traced steps, OnStepNotTraced(gstep, lstep, begin_ns, end_ns) tells
-// of each step the hook saw but did not trace (Tracer::NoteStepNotTraced): the
-// next STEP span starts at its end, so no span covers several steps.
-// The span times come from SpanClockNs(). The tracer's extras are
-// record/host_spans.h's HostSpanRecorder, or DeviceTracing, which extends it.
-// At Close(), Finish() returns the fields
+// Between traced steps, OnStepNotTraced(gstep, lstep) tells of each step the
+// hook saw but did not trace (Tracer::NoteStepNotTraced): HostSpanRecorder
+// notes its STEP_NOT_TRACED span (from the previous step's end) for the next
+// record and starts the next STEP span at its end, so no span covers several
+// steps. The span times come from SpanClockNs(). At Close(), Finish() returns the fields
 // not yet taken; when non-empty the tracer writes them in one last,
 // device-only record (the last step's gstep/lstep, no column) before closing
 // the writer.
@@ -51,12 +51,7 @@ class RecordExtras {
   virtual std::string TakeTrailingFields() = 0;
   virtual void OnStepEncoded(int64_t begin_ns, int64_t end_ns) = 0;
   virtual void OnStepReturned(int64_t begin_ns, int64_t end_ns) = 0;
-  virtual void OnStepNotTraced(int64_t gstep, int64_t lstep, int64_t begin_ns, int64_t end_ns) {
-    (void)gstep, (void)lstep, (void)begin_ns, (void)end_ns;
-  }
-  // The correlation id device tracers attach to work launched in the step now
-  // running (0: none); the tracer puts it on STEP_NOT_TRACED spans.
-  virtual uint64_t CurrentCorrelationId() const { return 0; }
+  virtual void OnStepNotTraced(int64_t gstep, int64_t lstep) = 0;
   virtual std::string Finish() = 0;
   virtual void FillStats(TraceStats* stats) const = 0;
 

@@ -87,9 +87,9 @@ absl::StatusOr<std::unique_ptr<Tracer>> TracerFactory::Start(const TraceConfig& 
 }  // namespace internal
 
 // The session behind a Tracer. Threading as documented on Tracer: step_mu_
-// guards the step state (held by Step, Flush and Close); the atomics are read
-// by stats() from any thread; the writer and extras are thread-safe as
-// documented.
+// guards the step state and the extras (held by Step, Flush, Close and
+// NoteStepNotTraced); the atomics are read by stats() from any thread; the
+// writer is thread-safe as documented.
 class Tracer::Impl {
  public:
   Impl(TraceConfig config, std::shared_ptr<Registry> registry, std::vector<EntrySpec> entries,
@@ -141,9 +141,14 @@ class Tracer::Impl {
   }
   // The error every call but stats() returns in a forked child.
   absl::Status ForkedChildError(absl::string_view call) const;
-  // Appends the not-traced step spans and the IO thread's write spans
-  // gathered since the previous record to `fields` (Record field 6).
-  void AppendTracerSpans(std::string* fields) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // Appends the IO thread's write spans gathered since the previous record to
+  // `fields` (Record field 6).
+  void AppendIoSpans(std::string* fields) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // The extras for stats(): FillStats is the one method any thread may call
+  // (record/record_extras.h).
+  const internal::RecordExtras& StatsExtras() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return *extras_;
+  }
 
   // Inline write mode: column data of at least this many bytes is written
   // from the tensor's memory; smaller columns are copied into the framing
@@ -175,16 +180,14 @@ class Tracer::Impl {
   std::vector<internal::DeferredSource> deferred_ ABSL_GUARDED_BY(step_mu_);
   int64_t last_gstep_ ABSL_GUARDED_BY(step_mu_) = 0;
   int64_t last_lstep_ ABSL_GUARDED_BY(step_mu_) = 0;
-  // When the last step the hook saw ended (or Start).
-  int64_t last_step_end_ns_ ABSL_GUARDED_BY(step_mu_);
-  const int64_t thread_id_;  // The thread that started the tracer.
-  internal::BoundedSpanLog not_traced_ ABSL_GUARDED_BY(step_mu_){Tracer::kMaxNotTracedSpans};
-  // Capacity reused per record.
+  // The IO spans of a record (capacity reused).
   std::vector<internal::HostSpanInfo> span_scratch_ ABSL_GUARDED_BY(step_mu_);
   bool closed_ ABSL_GUARDED_BY(step_mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(step_mu_);
-  // Device tracing, or none; leaked in a forked child (see ~Impl).
-  std::unique_ptr<internal::RecordExtras> extras_;
+  // The host-span recorder (the step spans, not-traced ones included, and
+  // their timing), or DeviceTracing, which extends it; leaked in a forked
+  // child (see ~Impl).
+  std::unique_ptr<internal::RecordExtras> extras_ ABSL_PT_GUARDED_BY(step_mu_);
   // Thread-safe as documented; leaked in a forked child (see ~Impl).
   std::unique_ptr<internal::TraceWriter> writer_;
   // Any thread (stats()):
@@ -224,8 +227,6 @@ Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
       registry_(std::move(registry)),
       entries_(std::move(entries)),
       slots_(entries_.size()),
-      last_step_end_ns_(internal::WallClockNs()),
-      thread_id_(internal::CurrentThreadId()),
       extras_(std::move(extras)),
       writer_(std::move(writer)) {
   keys_.reserve(entries_.size());
@@ -387,20 +388,12 @@ void Tracer::Impl::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
   // A forked child writes nothing; a concurrent Step is refused there, so
   // this span is simply not noted.
   if (InForkedChild() || !step_mu_.TryLock()) return;
-  if (!closed_) {
-    const int64_t now = internal::WallClockNs();
-    not_traced_.Add(internal::HostSpanInfo{internal::HostSpanKind::kStepNotTraced,
-                                           last_step_end_ns_, now, gstep, lstep,
-                                           extras_->CurrentCorrelationId(), thread_id_});
-    extras_->OnStepNotTraced(gstep, lstep, last_step_end_ns_, now);
-    last_step_end_ns_ = now;
-  }
+  if (!closed_) extras_->OnStepNotTraced(gstep, lstep);
   step_mu_.Unlock();
 }
 
-void Tracer::Impl::AppendTracerSpans(std::string* fields) {
+void Tracer::Impl::AppendIoSpans(std::string* fields) {
   span_scratch_.clear();
-  not_traced_.TakeInto(&span_scratch_);
   writer_->TakeIoSpans(&span_scratch_);
   internal::AppendHostSpanFields(span_scratch_, fields);
 }
@@ -463,7 +456,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   if (status.ok()) {
     std::vector<std::string> device_traces = extras_->TakeDeviceTraces();
     std::string trailing = extras_->TakeTrailingFields();
-    AppendTracerSpans(&trailing);
+    AppendIoSpans(&trailing);
     // Encode into a recycled buffer: no allocation, no page faults per step.
     // Inline, large columns stay where they are and the buffer holds the rest.
     internal::TraceWriter* writer = writer_.get();
@@ -486,7 +479,6 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   if (!status.ok()) {
     const int64_t now = internal::WallClockNs();
     extras_->OnStepReturned(now, now);
-    last_step_end_ns_ = now;
     return status;
   }
 
@@ -508,7 +500,6 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   }
   const int64_t returned_ns = internal::WallClockNs();
   extras_->OnStepReturned(submit_begin_ns, returned_ns);
-  last_step_end_ns_ = returned_ns;
 
   // The record was produced: counted even when the writer dropped it.
   steps_traced_.fetch_add(1, std::memory_order_relaxed);
@@ -541,7 +532,7 @@ absl::Status Tracer::Impl::Close() {
   absl::Status extras_status;
   std::string trailing = extras_->Finish();
   if (!trailing.empty()) {
-    AppendTracerSpans(&trailing);
+    AppendIoSpans(&trailing);
     // One last, device-only record carrying what device tracing collected
     // since the last step: the last step's gstep/lstep, no column at all (no
     // fake values for code that stacks a key), fields 5/6. Readers skip it
@@ -570,7 +561,7 @@ TraceStats Tracer::Impl::stats() const {
   stats.write_mode = config_.ResolvedWriteMode();
   stats.steps_traced = steps_traced_.load(std::memory_order_relaxed);
   stats.missing_gradients = missing_gradients_.load(std::memory_order_relaxed);
-  extras_->FillStats(&stats);
+  StatsExtras().FillStats(&stats);
   return stats;
 }
 

@@ -622,6 +622,9 @@ class FakeExtras : public internal::RecordExtras {
   void OnStepReturned(int64_t begin_ns, int64_t end_ns) override {
     calls_->push_back(begin_ns <= end_ns ? "returned" : "returned backwards");
   }
+  void OnStepNotTraced(int64_t gstep, int64_t lstep) override {
+    calls_->push_back("not traced " + std::to_string(gstep));
+  }
   std::string Finish() override {
     calls_->push_back("finish");
     return std::string(
@@ -655,11 +658,13 @@ TEST_CASE("record extras supply trailing fields and a final device-only record",
   CHECK_FALSE((*tracer)->StepAt(2, 2, 2).ok());  // Missing gradient: no fields taken.
   REQUIRE(registry->SendGradient("g", OwnedScalar(1)).ok());
   REQUIRE((*tracer)->StepAt(3, 3, 3).ok());
+  (*tracer)->NoteStepNotTraced(4, 4);
   CHECK((*tracer)->stats().device_tracer_status == "fake: ok");
   REQUIRE((*tracer)->Close().ok());
+  (*tracer)->NoteStepNotTraced(5, 5);  // After Close: not passed on.
   CHECK(calls == std::vector<std::string>{"called 1", "take", "encoded", "returned", "called 2",
                                           "returned", "called 3", "take", "encoded", "returned",
-                                          "finish"});
+                                          "not traced 4", "finish"});
 
   const DataFile file = ReadDataFile(FirstDataFile(config));
   REQUIRE(file.records.size() == 3);
