@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The GPU machine's one prepared script: build there, run the GPU tests, then bench/gpu.py.
+# The GPU machine's one prepared script: build there, run the GPU tests, then bench/gpu.py (issue
+# 19's figures) and GPU_DIR's cupti_stall.py and cupti_cost.py (issue 20's).
 #   bash bench/gpu_check.sh GPU_DIR OUT     (GPU_DIR: a git-ignored copy of ../shared/gpu holding
 #                                           pfx/ from prepare_prefix.sh; OUT: where figures go)
-# Prints each part's outcome; the figures land in OUT/gpu.json and OUT/*.log.
+# Prints each part's outcome; the figures land in OUT/{gpu,cupti_stall,cupti_cost}.json and OUT/*.log.
 set -u
 gpu=${1:?GPU_DIR}; out=${2:?OUT}
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,3 +18,7 @@ python3 -m pytest -m gpu -q tests/python/test_device_capture.py tests/python/tes
   tests/python/test_device_tracing.py > "$out/pytest_gpu.log" 2>&1
 echo "pytest -m gpu: exit $? ($(tail -1 "$out/pytest_gpu.log"))"
 python3 bench/gpu.py --json "$out/gpu.json" 2>&1 | tee "$out/bench_gpu.log"
+python3 "$gpu/bench/cupti_stall.py" "$out/cupti_stall.json" > "$out/cupti_stall.log" 2>&1
+echo "cupti_stall.py: exit $? ($(tail -1 "$out/cupti_stall.log"))"
+python3 "$gpu/bench/cupti_cost.py" "$out/cupti_cost.json" > "$out/cupti_cost.log" 2>&1
+echo "cupti_cost.py: exit $? ($(tail -1 "$out/cupti_cost.log"))"
