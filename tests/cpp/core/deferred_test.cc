@@ -110,11 +110,13 @@ std::vector<float> Floats(const xdl::proto::Column& column) {
 }
 
 // One traced value read from a fake device: the provider captures it as
-// deferred; after Step, Launch enqueues the copy and arms the step's bytes.
+// deferred; after Step, Launch enqueues the copy into fresh staging memory
+// (kept alive by the record, as the binding's staging lease) and arms the
+// step's bytes.
 struct DeviceValue {
   std::vector<float> device = std::vector<float>(4, 0.0f);  // "Device memory".
-  std::vector<float> staging = std::vector<float>(4, -2.0f);
   std::unique_ptr<PendingBytes> pending;
+  std::atomic<int> copies{0};  // Copies the stream has completed.
 
   TensorProvider Provider() {
     return [this]() -> absl::StatusOr<CapturedTensor> {
@@ -127,12 +129,14 @@ struct DeviceValue {
   }
   void Launch(FakeStream* stream, absl::Status fence_status = absl::OkStatus()) {
     auto fence = std::make_shared<FakeFence>();
-    stream->Enqueue([this, fence, fence_status] {
-      std::memcpy(staging.data(), device.data(), sizeof(float) * 4);
+    auto staging = std::make_shared<std::vector<float>>(4, -2.0f);
+    stream->Enqueue([this, staging, fence, fence_status] {
+      std::memcpy(staging->data(), device.data(), sizeof(float) * 4);
+      ++copies;
       fence->Complete(fence_status);
     });
     pending->Arm(
-        reinterpret_cast<const char*>(staging.data()), [fence] { return fence->Wait(); }, nullptr);
+        reinterpret_cast<const char*>(staging->data()), [fence] { return fence->Wait(); }, staging);
     pending.reset();
   }
 };
@@ -172,7 +176,7 @@ TEST_CASE("a deferred column holds the values of its step, not updates enqueued 
     stream.Enqueue([&w, step] { std::fill(w.device.begin(), w.device.end(), float(step)); });
     REQUIRE(t.tracer->Step(step, step).ok());
     w.Launch(&stream);
-    copies_before_step_returned += w.staging[0] == float(step) ? 1 : 0;
+    copies_before_step_returned += w.copies == step + 1 ? 1 : 0;
     stream.Enqueue([&w] { std::fill(w.device.begin(), w.device.end(), -1.0f); });  // An update.
   }
   REQUIRE(t.tracer->Close().ok());
