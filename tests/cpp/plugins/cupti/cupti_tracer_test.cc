@@ -400,7 +400,7 @@ TEST_CASE("the serializer orders a line by start, stable, also far out of order"
     e.correlation_id = static_cast<uint64_t>(1 + i % 2);
     e.line = 1;
     e.AddStat(grid, EventStat::Type::kText, text);
-    e.AddStat(bytes, EventStat::Type::kInt, -int64_t{1} << 40);
+    e.AddStat(bytes, EventStat::Type::kInt, -(int64_t{1} << 40));
     e.AddStat(grid, EventStat::Type::kNameIndex, kernel);
     for (int k = 3; k < static_cast<int>(kMaxEventStats) + 2; ++k) {
       e.AddStat(bytes, EventStat::Type::kInt, k);  // The last two are over the limit.
@@ -431,7 +431,7 @@ TEST_CASE("the serializer orders a line by start, stable, also far out of order"
   REQUIRE(stats.size() == static_cast<int>(kMaxEventStats));
   CHECK(trace.name(stats[0].name_index()) == "grid");
   CHECK(stats[0].str_value() == "128x1x1");
-  CHECK(stats[1].int64_value() == -int64_t{1} << 40);
+  CHECK(stats[1].int64_value() == -(int64_t{1} << 40));
   CHECK(trace.name(static_cast<int>(stats[2].int64_value())) == "k");
   CHECK(stats[5].int64_value() == 5);
   std::vector<int64_t> starts;
