@@ -1,4 +1,4 @@
-// Lowers a background thread's CPU priority, so a runnable training thread wins a busy core.
+// Background threads' scheduling: lower priority, no wake-up preemption; training keeps its core.
 #ifndef XDL_TRACE_CORE_THREAD_PRIORITY_H_
 #define XDL_TRACE_CORE_THREAD_PRIORITY_H_
 
