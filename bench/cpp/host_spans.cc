@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "core/clock.h"
+
 int main() {
   using xdl_trace::internal::HostSpanRecorder;
   using Clock = std::chrono::steady_clock;
@@ -18,10 +20,10 @@ int main() {
   for (int i = 0; i < kSteps; ++i) {
     extras.OnStepCalled(i, i);
     bytes += extras.TakeTrailingFields().size();
-    const int64_t t = extras.SpanClockNs();
-    extras.OnStepEncoded(t, extras.SpanClockNs());
-    const int64_t u = extras.SpanClockNs();
-    extras.OnStepReturned(u, extras.SpanClockNs());
+    const int64_t t = xdl_trace::internal::WallClockNs();
+    extras.OnStepEncoded(t, xdl_trace::internal::WallClockNs());
+    const int64_t u = xdl_trace::internal::WallClockNs();
+    extras.OnStepReturned(u, xdl_trace::internal::WallClockNs());
   }
   const double traced_ns =
       std::chrono::duration<double, std::nano>(Clock::now() - begin).count() / kSteps;

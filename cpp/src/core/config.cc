@@ -1,5 +1,4 @@
 // The config keys' table (ConfigKeys) and TraceConfig's range checks, each error naming its key.
-// here, naming its key.
 #include "xdl_trace/config.h"
 
 #include <limits.h>

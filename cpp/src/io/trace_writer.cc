@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "core/status_macros.h"
 #include "core/thread_priority.h"
 #include "io/bounded_queue.h"

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
 #include "xdl_trace/stats.h"
 
 namespace xdl_trace {
@@ -39,7 +38,7 @@ namespace internal {
 // hook saw but did not trace (Tracer::NoteStepNotTraced): HostSpanRecorder
 // notes its STEP_NOT_TRACED span (from the previous step's end) for the next
 // record and starts the next STEP span at its end, so no span covers several
-// steps. The span times come from SpanClockNs(). At Close(), Finish() returns the fields
+// steps. Span times are core/clock.h's WallClockNs(). At Close(), Finish() returns the fields
 // not yet taken; when non-empty the tracer writes them in one last,
 // device-only record (the last step's gstep/lstep, no column) before closing
 // the writer.
@@ -54,9 +53,6 @@ class RecordExtras {
   virtual void OnStepNotTraced(int64_t gstep, int64_t lstep) = 0;
   virtual std::string Finish() = 0;
   virtual void FillStats(TraceStats* stats) const = 0;
-
-  // The clock span times are read from.
-  static int64_t SpanClockNs() { return WallClockNs(); }
 };
 
 }  // namespace internal

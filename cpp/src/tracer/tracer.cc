@@ -442,7 +442,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
         "Step(gstep=", gstep, "): the tracer writing ", config_.output_dir, " is closed"));
   }
   extras_->OnStepCalled(gstep, lstep);
-  const int64_t capture_begin_ns = extras_->SpanClockNs();
+  const int64_t capture_begin_ns = internal::WallClockNs();
 
   views_.clear();
   deferred_.clear();
@@ -482,7 +482,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
     return status;
   }
 
-  const int64_t submit_begin_ns = extras_->SpanClockNs();
+  const int64_t submit_begin_ns = internal::WallClockNs();
   extras_->OnStepEncoded(capture_begin_ns, submit_begin_ns);
   absl::StatusOr<internal::SubmitResult> queued;
   if (inline_write_) {
