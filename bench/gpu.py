@@ -10,7 +10,9 @@ steps), interleaved over --rounds rounds, each block timed between two device sy
 ratio = median untraced time / median condition time (1.0 = free):
 
   untraced        the loop alone
-  xdl_watch       xdl.watch(model): stats of every parameter and gradient, every step
+  xdl_watch       xdl.watch(model): stats of every parameter and gradient, every step (the
+                  summary pass replayed as a CUDA graph, _device_graphs.py)
+  xdl_watch_eager the same with XDL_TRACE_DEVICE_GRAPHS=0 (the pass launched op by op)
   xdl_watch10     the same under filter=xdl.Every(10)
   xdl_full10      every parameter and gradient in full (trace_collection + trace_gradient),
                   under Every(10)
@@ -22,7 +24,8 @@ ratio = median untraced time / median condition time (1.0 = free):
   tb_hist10       torch.utils.tensorboard add_histogram of every parameter and gradient, every
                   10th step (only where tensorboard is installed)
 
-It also prints hook.step()'s time on the training thread under xdl_watch (median, p99, max).
+It also prints hook.step()'s time on the training thread under xdl_watch and xdl_watch_eager
+(median, p99, max) and the summary graph counters of hook.stats().
 --device cpu runs the same code on the CPU (a smoke test of the script: CPU tensors take the
 host path, so the figures say nothing about GPUs).
 """
@@ -100,24 +103,30 @@ class Loop:
 
 
 def conditions(loop, out_root):
-    step_times = []
+    step_times = {}  # condition -> hook.step() times (s) on the training thread
+    graph_stats = {}  # condition -> hook.stats()'s summary graph counters, last round
 
-    def traced(register, filt=None, record_step_times=False):
+    def traced(register, filt=None, timed_as=None, graphs=True):
         def run(n, tag):
             xdl.clear()
             register()
             cfg = {"output_dir": os.path.join(out_root, tag), "fsync": False}
+            os.environ["XDL_TRACE_DEVICE_GRAPHS"] = "1" if graphs else "0"
             with xdl.TraceHook(cfg, filter=filt) as hook:
 
                 def one(i):
                     loop.forward_backward()
                     t0 = time.perf_counter()
                     hook.step()
-                    if record_step_times and i >= loop.WARM:
-                        step_times.append(time.perf_counter() - t0)
+                    if timed_as and i >= loop.WARM:
+                        step_times.setdefault(timed_as, []).append(time.perf_counter() - t0)
                     loop.opt.step()
 
-                return loop.timed(n, one)
+                dt = loop.timed(n, one)
+            if timed_as:
+                stats = hook.stats()
+                graph_stats[timed_as] = {k: v for k, v in stats.items() if "summary_" in k}
+            return dt
 
         return run
 
@@ -161,7 +170,10 @@ def conditions(loop, out_root):
 
     out = {
         "untraced": untraced,
-        "xdl_watch": traced(lambda: xdl.watch(loop.model), record_step_times=True),
+        "xdl_watch": traced(lambda: xdl.watch(loop.model), timed_as="xdl_watch"),
+        "xdl_watch_eager": traced(
+            lambda: xdl.watch(loop.model), timed_as="xdl_watch_eager", graphs=False
+        ),
         "xdl_watch10": traced(lambda: xdl.watch(loop.model), filt=xdl.Every(10)),
         "xdl_full10": traced(full, filt=xdl.Every(10)),
         "xdl_loss": traced(lambda: xdl.trace_callback("loss", lambda: loop.loss.detach())),
@@ -191,13 +203,22 @@ def conditions(loop, out_root):
             return dt
 
         out["tb_hist10"] = tb_hist10
-    return out, step_times
+    return out, step_times, graph_stats
+
+
+def percentiles_us(times_s):
+    us = sorted(t * 1e6 for t in times_s)
+    return {
+        "median_us": statistics.median(us),
+        "p99_us": us[min(len(us) - 1, int(0.99 * len(us)))],
+        "max_us": us[-1],
+    }
 
 
 def run_workload(workload, args):
     loop = Loop(workload, args.device)
     out_root = tempfile.mkdtemp(prefix=f"xdl_gpu_{workload}_")
-    conds, step_times = conditions(loop, out_root)
+    conds, step_times, graph_stats = conditions(loop, out_root)
     times = {name: [] for name in conds}
     for _ in range(3):
         loop.forward_backward()
@@ -208,23 +229,25 @@ def run_workload(workload, args):
         shutil.rmtree(out_root, ignore_errors=True)
     base = statistics.median(times["untraced"])
     ratios = {name: base / statistics.median(t) for name, t in times.items()}
-    step_us = sorted(t * 1e6 for t in step_times)
-    step = {
-        "median_us": statistics.median(step_us),
-        "p99_us": step_us[min(len(step_us) - 1, int(0.99 * len(step_us)))],
-        "max_us": step_us[-1],
-    }
+    steps = {name: percentiles_us(t) for name, t in step_times.items()}
     ms = base / args.steps * 1e3
     print(f"\n{workload}: {ms:.2f} ms a step untraced ({args.device}, {args.rounds} rounds)")
     for name, ratio in ratios.items():
         print(f"  {name:16s} {ratio:6.3f}")
-    print(
-        f"  hook.step() under xdl_watch: median {step['median_us']:.0f} us, "
-        f"p99 {step['p99_us']:.0f} us, max {step['max_us']:.0f} us"
-    )
+    for name, step in steps.items():
+        print(
+            f"  hook.step() under {name}: median {step['median_us']:.0f} us, "
+            f"p99 {step['p99_us']:.0f} us, max {step['max_us']:.0f} us; {graph_stats[name]}"
+        )
     if "tb_hist10" not in ratios:
         print("  (tensorboard not installed: tb_hist10 left out)")
-    return {"ms_per_step": ms, "ratios": ratios, "watch_step": step, "times_s": times}
+    return {
+        "ms_per_step": ms,
+        "ratios": ratios,
+        "hook_step": steps,
+        "summary_graphs": graph_stats,
+        "times_s": times,
+    }
 
 
 def main():

@@ -21,7 +21,7 @@ A backend says which tensors are a device's and how to enqueue work, stage and f
 import sys
 import threading
 
-from . import _core
+from . import _core, _device_graphs
 
 # Wire dtype values by name, from the C++ dtype table.
 _WIRE = {name: value for value, name, _, _ in _core.dtype_table()}
@@ -37,7 +37,11 @@ def _torch():
 class CudaBackend:
     """torch CUDA tensors: work is enqueued on each device's current stream, staging memory is
     pinned, the fence is one CUDA event per device (created with blocking sync, so the IO
-    thread sleeps rather than spins while it waits)."""
+    thread sleeps rather than spins while it waits), summary passes are captured as CUDA graphs
+    (_device_graphs.py)."""
+
+    def __init__(self):
+        self._capture_streams = {}  # device -> the side stream graphs are captured on
 
     def owns(self, tensor):
         return tensor.is_cuda
@@ -49,6 +53,30 @@ class CudaBackend:
     def staging(self, nbytes):
         torch = _torch()
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+    def stream_key(self, device):
+        return _torch().cuda.current_stream(device).cuda_stream
+
+    def capture(self, device, fn):
+        """(graph, output): fn's kernels captured as a CUDA graph on a side stream, in the
+        thread-local mode (other threads' CUDA calls, the IO thread's event waits among them,
+        stay legal meanwhile). ``graph.replay()`` runs them on the current stream."""
+        torch = _torch()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.device(device):
+            stream = self._capture_streams.get(device)
+            if stream is None:
+                stream = self._capture_streams[device] = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                try:
+                    graph.capture_begin(capture_error_mode="thread_local")
+                except TypeError:  # torch < 2.1: only the global mode, which the IO thread breaks.
+                    raise RuntimeError(f"torch {torch.__version__} has no thread-local capture")
+                try:
+                    out = fn()
+                finally:
+                    graph.capture_end()
+        return graph, out
 
     def fence(self, slot, devices):
         torch = _torch()
@@ -70,7 +98,8 @@ def register_backend(backend):
     """Adds a device backend, consulted before the others (a fake device in tests, another
     accelerator). It provides ``owns(tensor)``, ``run(device, work)``, ``staging(nbytes)`` (a
     host uint8 torch tensor) and ``fence(slot, devices)`` (a _core fence completing after every
-    piece of work ``run`` enqueued so far)."""
+    piece of work ``run`` enqueued so far); optionally ``capture(device, fn)`` -> (graph,
+    output) and ``stream_key(device)`` for summary graphs (_device_graphs.py)."""
     with _backends_lock:
         _backends.insert(0, backend)
 
@@ -169,6 +198,11 @@ def pool():
     return _pool
 
 
+def stats():
+    """The process's device counters for hook.stats(): staging memory and summary graphs."""
+    return {**_pool.stats(), **_device_graphs.graphs().stats()}
+
+
 class _Item:
     """Tensors staged together: their summary rows (`kind` "stats" or "histogram") or their
     values (`kind` None), at `offset` in the step's staging buffer."""
@@ -254,18 +288,16 @@ class StepBatch:
                     devices.append(item.device)
             for device in devices:
                 mine = [item for item in items if item.device == device]
-                backend.run(device, lambda mine=mine: _enqueue(mine, slot.buffer))
+                backend.run(device, lambda mine=mine: _enqueue(mine, slot.buffer, backend))
             pending.arm(slot.buffer.data_ptr(), backend.fence(slot, devices), slot.lease)
         except BaseException as e:
             pending.fail(f"enqueueing the device copies failed: {type(e).__name__}: {e}")
             raise
 
 
-def _enqueue(items, staging):
+def _enqueue(items, staging, backend):
     """On the device's stream: the items' summaries (one pass per summary kind), then their
     bytes into `staging`: one gather and one copy per run of items adjacent in the buffer."""
-    from . import _device_summary
-
     torch = _torch()
     with torch.no_grad():
         groups = {}
@@ -275,10 +307,7 @@ def _enqueue(items, staging):
         views = {}
         for (kind, bins), group in groups.items():
             tensors = [t for item in group for t in item.tensors]
-            if kind == "stats":
-                rows = _device_summary.stats_rows(tensors)
-            else:
-                rows = _device_summary.histogram_rows(tensors, bins)
+            rows = _device_graphs.graphs().rows(kind, bins, tensors, backend)
             flat = rows.reshape(-1).view(torch.uint8)
             start = 0
             for item in group:

@@ -44,12 +44,13 @@ def _counts_tensor(device, lengths):
     return found
 
 
-def _chunks(tensors):
-    """`tensors` cut into runs of at most _CHUNK_ELEMENTS elements."""
+def _chunks(tensors, limit=None):
+    """`tensors` cut into runs of at most `limit` (_CHUNK_ELEMENTS) elements."""
+    limit = limit or _CHUNK_ELEMENTS
     chunk, size = [], 0
     for t in tensors:
         n = t.numel()
-        if chunk and size + n > _CHUNK_ELEMENTS:
+        if chunk and size + n > limit:
             yield chunk
             chunk, size = [], 0
         chunk.append(t)
@@ -109,9 +110,28 @@ class _Pass:
         return per_segment.repeat_interleave(self.counts, output_size=self.x.shape[0])
 
 
-def stats_rows(tensors):
+def rows(kind, bins, tensors, chunk=None):
+    """The `kind` ("stats" or "histogram") rows of `tensors` (all on one device), in passes of
+    at most `chunk` (_CHUNK_ELEMENTS) elements."""
+    if kind == "stats":
+        return stats_rows(tensors, chunk)
+    return histogram_rows(tensors, bins, chunk)
+
+
+def static_inputs(tensors, chunk=None):
+    """The device constants the passes over `tensors` read that were made outside them (made
+    now when missing, then cached): a graph of the passes keeps these alive and replays with no
+    host-to-device copy of its own."""
+    device = tensors[0].device
+    counts = [
+        _counts_tensor(device, tuple(t.numel() for t in part)) for part in _chunks(tensors, chunk)
+    ]
+    return counts + [_nan_columns(device)]
+
+
+def stats_rows(tensors, chunk=None):
     """float64 (len(tensors), 8): the stats row of each tensor (all on one device)."""
-    parts = [_stats_rows(chunk) for chunk in _chunks(tensors)]
+    parts = [_stats_rows(part) for part in _chunks(tensors, chunk)]
     return parts[0] if len(parts) == 1 else _torch().cat(parts)
 
 
@@ -140,9 +160,9 @@ def _stats_rows(tensors):
     return torch.where(unset, math.nan, rows)
 
 
-def histogram_rows(tensors, bins):
+def histogram_rows(tensors, bins, chunk=None):
     """float64 (len(tensors), 2 + 2 * bins): the histogram row of each tensor (one device)."""
-    parts = [_histogram_rows(chunk, bins) for chunk in _chunks(tensors)]
+    parts = [_histogram_rows(part, bins) for part in _chunks(tensors, chunk)]
     return parts[0] if len(parts) == 1 else _torch().cat(parts)
 
 

@@ -489,8 +489,10 @@ class TraceHook:
         write error, write_mode; deferred_failed and last_deferred_error: records lost to a
         failed device copy) plus the hook's: write_mode_reason (why that mode; None before
         begin), steps_seen, steps_skipped, step_errors, last_step_error, and the process's
-        device staging memory (staging_bytes, staging_high_water_bytes, staging_waits,
-        staging_dropped)."""
+        device counters: staging memory (staging_bytes, staging_high_water_bytes,
+        staging_waits, staging_dropped) and summary graphs (summary_graphs held,
+        summary_graph_captures, summary_graph_replays, summary_graph_failures,
+        summary_passes_eager, summary_graphs_off: why graphs are off, or None)."""
         if self._tracer is not None:
             out = self._tracer.stats()
         elif self._final_stats is not None:
@@ -498,7 +500,7 @@ class TraceHook:
         else:
             out = {}
         reason = write_mode_reason(_mode_name(self._config.write_mode)) if out else None
-        out.update(_device.pool().stats())
+        out.update(_device.stats())
         out.update(
             write_mode_reason=reason,
             steps_seen=self._lstep,

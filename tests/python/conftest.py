@@ -31,6 +31,12 @@ def clean_registry():
     xdl.clear()
 
 
+@pytest.fixture(autouse=True)
+def fresh_summary_graphs(monkeypatch):
+    """Summary graphs are the process's (_device_graphs.py): each test starts with none."""
+    monkeypatch.setattr(xdl._device_graphs, "_graphs", xdl._device_graphs.SummaryGraphs())
+
+
 @pytest.fixture(scope="session")
 def pb():
     """The protoc-generated xdl_trace_pb2 module the package ships (built from proto/ by CMake)."""

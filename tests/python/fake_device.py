@@ -3,9 +3,11 @@
 Work handed to the device (summaries, copies, the training code's own updates through
 ``enqueue``) runs later, in order, on a thread of its own, `delay_s` after it was enqueued, as a
 CUDA stream runs kernels after the host moved on. Its fence is a _core.ManualFence completed by
-the stream after the work before it, or failed when that work raised. Registered as a
-_device backend, it owns every torch CPU tensor, so tests compare against numpy copies of the
-same values (which take the host path).
+the stream after the work before it, or failed when that work raised. Its graphs behave as
+CUDA graphs do (_device_graphs.py): a captured pass keeps reading the tensors it was captured
+over and writes into one output at every replay. Registered as a _device backend, it owns every
+torch CPU tensor, so tests compare against numpy copies of the same values (which take the host
+path).
 """
 
 import queue
@@ -25,6 +27,8 @@ class FakeDevice:
         self._pending = 0
         self._lock = threading.Lock()
         self.fail_next_work = False
+        self.fail_capture = False
+        self.captures = 0
         self.fences_completed = 0
         self._thread = threading.Thread(target=self._stream, daemon=True)
         self._thread.start()
@@ -95,6 +99,27 @@ class FakeDevice:
 
         self.enqueue(signal)
         return fence
+
+    def stream_key(self, device):
+        return 0
+
+    def capture(self, device, fn):
+        if self.fail_capture:
+            raise RuntimeError("fake capture fault")
+        self.captures += 1
+        graph = _Graph(fn)
+        return graph, graph.out
+
+
+class _Graph:
+    """A captured pass: `fn` over the tensors it was captured with, into one output."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.out = fn()
+
+    def replay(self):
+        self.out.copy_(self.fn())
 
 
 class installed:

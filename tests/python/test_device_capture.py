@@ -297,6 +297,113 @@ def test_a_callable_summary_reads_a_device_tensor_on_the_host(cfg, read_trace):
     np.testing.assert_array_equal(trace.column("m")[0], [2.5])
 
 
+# -- summary graphs (_device_graphs.py) -----------------------------------------------------------
+
+
+def _traced_summaries(cfg, read_trace, steps, device=None, env=None):
+    """Traces "s" (stats) and "h" (histogram) of what `steps[i]()` returns at step i on a fake
+    device; returns the records' columns and hook.stats()."""
+    current = {}
+    with installed(device or FakeDevice()) as device:
+        xdl.trace_tensor("s", lambda: current["t"], summary="stats")
+        xdl.trace_tensor("h", lambda: current["t"], summary="histogram")
+        xdl.trace_tensor("v", lambda: current["t"])
+        with xdl.TraceHook(cfg) as hook:
+            for make in steps:
+                current["t"] = make()
+                hook.step()
+                device.synchronize()
+        stats = hook.stats()
+    (trace,) = read_trace(cfg["output_dir"])
+    return [rec[3] for rec in trace.records], stats
+
+
+def _assert_summaries_of_values(cols):
+    """Each record's summaries are those of its own full values (the host path's)."""
+    for step, c in enumerate(cols):
+        host = torch.from_numpy(c["v"].copy())
+        np.testing.assert_array_equal(
+            c["s"][EXACT_STATS],
+            _device_summary.stats_rows([host])[0].numpy()[EXACT_STATS],
+            err_msg=f"step {step}",
+        )
+        np.testing.assert_array_equal(
+            c["h"], _device_summary.histogram_rows([host], 30)[0].numpy(), err_msg=f"step {step}"
+        )
+
+
+def test_a_pass_over_tensors_that_stay_put_is_captured_once_and_replayed(cfg, read_trace):
+    w = torch.zeros(1000)
+
+    def step_values(k):
+        return lambda: w.copy_(torch.randn(1000, generator=torch.Generator().manual_seed(k)))
+
+    cols, stats = _traced_summaries(cfg, read_trace, [step_values(k) for k in range(6)])
+    _assert_summaries_of_values(cols)
+    # Step 0 eager (first sight), step 1 captures and replays, steps 2-5 replay: per kind.
+    assert stats["summary_passes_eager"] == 2
+    assert stats["summary_graph_captures"] == 2 and stats["summary_graphs"] == 2
+    assert stats["summary_graph_replays"] == 2 * 5
+    assert stats["summary_graph_failures"] == 0 and stats["summary_graphs_off"] is None
+
+
+def test_a_tensor_that_moved_runs_eagerly_until_its_new_place_holds(cfg, read_trace):
+    fixed = torch.arange(50.0)
+    base = torch.arange(100.0) - 30  # Views at one address with other extents: not the same.
+    makes = [
+        lambda: fixed,
+        lambda: fixed,  # Captured and replayed.
+        lambda: torch.arange(50.0) * 2,  # A new tensor: eager.
+        lambda: base[:50],
+        lambda: base[:60],  # Same address, other shape.
+        lambda: base[::2],  # Same address, other stride.
+        lambda: base[::2],  # Stable again: captured.
+        lambda: fixed,  # The first graph, still there.
+    ]
+    cols, stats = _traced_summaries(cfg, read_trace, makes)
+    _assert_summaries_of_values(cols)
+    assert [c["v"].shape[0] for c in cols] == [50, 50, 50, 50, 60, 50, 50, 50]
+    assert stats["summary_graph_captures"] == 2 * 2
+    assert stats["summary_graph_replays"] == 2 * 3
+    assert stats["summary_passes_eager"] == 2 * 5
+
+
+def test_a_failed_capture_turns_graphs_off_and_the_summaries_stay_right(cfg, read_trace):
+    w = torch.arange(10.0)
+    device = FakeDevice()
+    device.fail_capture = True
+    with pytest.warns(RuntimeWarning, match="fake capture fault"):
+        cols, stats = _traced_summaries(cfg, read_trace, [lambda: w.add_(1.0)] * 4, device)
+    _assert_summaries_of_values(cols)
+    assert stats["summary_graph_failures"] == 1 and stats["summary_graph_captures"] == 0
+    assert "fake capture fault" in stats["summary_graphs_off"]
+    assert stats["summary_passes_eager"] == 2 * 4
+
+
+def test_graphs_are_off_with_XDL_TRACE_DEVICE_GRAPHS_0(cfg, read_trace, monkeypatch):
+    monkeypatch.setenv("XDL_TRACE_DEVICE_GRAPHS", "0")
+    w = torch.arange(10.0)
+    device = FakeDevice()
+    cols, stats = _traced_summaries(cfg, read_trace, [lambda: w.add_(1.0)] * 3, device)
+    _assert_summaries_of_values(cols)
+    assert device.captures == 0 and stats["summary_passes_eager"] == 2 * 3
+
+
+def test_graphs_are_bounded_in_number_and_size(cfg, read_trace, monkeypatch):
+    monkeypatch.setattr(xdl._device_graphs, "MAX_GRAPHS", 3)
+    big = torch.zeros(200)
+    makes = []
+    for _ in range(3):  # Three tensors in turn, each twice: a graph each, one too many.
+        t = torch.randn(20)
+        makes += [lambda t=t: t, lambda t=t: t]
+    makes += [lambda: big, lambda: big]
+    monkeypatch.setattr(xdl._device_graphs, "MAX_ELEMENTS", 100)
+    cols, stats = _traced_summaries(cfg, read_trace, makes)
+    _assert_summaries_of_values(cols)
+    assert stats["summary_graphs"] == 3  # Stats, histogram of the first; stats of the second.
+    assert stats["summary_passes_eager"] == len(makes) * 2 - stats["summary_graph_replays"]
+
+
 # -- real CUDA -------------------------------------------------------------------------------------
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="SKIPPED: no CUDA device")
@@ -359,3 +466,37 @@ def test_device_records_pass_every_reader_s_checksums(cfg):
     np.testing.assert_array_equal(trace.stack("w")[2], w.numpy())
     reports = trace.verify()
     assert reports and all(r["ok"] and not r["unverifiable"] for r in reports), reports
+
+
+@pytest.mark.gpu
+@cuda
+@pytest.mark.parametrize("set_to_none", [False, True])
+def test_cuda_watch_through_summary_graphs_equals_the_host_summaries(cfg, read_trace, set_to_none):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)
+    ).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    keys = xdl.watch(model)
+    expected = []
+    with xdl.TraceHook(cfg) as hook:
+        for _ in range(6):
+            optimizer.zero_grad(set_to_none=set_to_none)  # True: gradients may move.
+            model(torch.randn(32, 64, device="cuda")).pow(2).mean().backward()
+            named = list(model.named_parameters())
+            expected.append(  # Blocking copies: only so the test knows what the record holds.
+                {n: p.detach().cpu() for n, p in named}
+                | {f"gradient/{n}": p.grad.cpu() for n, p in named}
+            )
+            hook.step()
+            optimizer.step()  # Enqueued right after: never in the record.
+        stats = hook.stats()
+    if not set_to_none:
+        assert stats["summary_graph_captures"] == 1 and stats["summary_graph_replays"] == 5
+    assert stats["summary_graph_failures"] == 0, stats["summary_graphs_off"]
+    (trace,) = read_trace(cfg["output_dir"])
+    for step, cols in enumerate(rec[3] for rec in trace.records):
+        for key in keys:
+            host = _device_summary.stats_rows([expected[step][key]])[0].numpy()
+            np.testing.assert_array_equal(cols[key][EXACT_STATS], host[EXACT_STATS], err_msg=key)
+            np.testing.assert_allclose(cols[key][SUMMED_STATS], host[SUMMED_STATS], rtol=1e-12)
