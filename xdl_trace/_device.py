@@ -134,14 +134,17 @@ class StagingPool:
     """Host staging buffers reused across steps, at most `max_bytes` in all (a step larger than
     that gets a buffer of its own once every other is free). When every buffer is busy:
     ``block`` waits (without the GIL) for the IO thread to write a record and free one; ``drop``
-    drops the step's record (counted). Counters: ``stats()``."""
+    drops the step's record (counted). Counters: ``stats()`` (the high-water mark is of the
+    bytes the pool held)."""
 
     _ROUND = 1 << 16  # Buffers are sized in 64 KiB units, so a step's size wobble reuses them.
 
     def __init__(self, max_bytes, block=True):
         self.max_bytes = int(max_bytes)
         self.block = block
-        self._slots = []
+        self._slots = []  # In the order they were made.
+        self._next = 0  # Where the search for a free slot starts: after the last one taken.
+        self._allocated = 0  # The slots' bytes.
         self.high_water_bytes = 0
         self.dropped = 0
         self.waits = 0
@@ -154,20 +157,20 @@ class StagingPool:
         """A free slot of at least `nbytes` from `backend`, or None (drop)."""
         nbytes = -(-max(nbytes, 1) // self._ROUND) * self._ROUND
         while True:
-            free = [s for s in self._slots if not s.lease.busy and s.backend is backend]
-            fitting = [s for s in free if s.nbytes >= nbytes]
-            if fitting:
-                return self._use(min(fitting, key=lambda s: s.nbytes))
-            allocated = sum(s.nbytes for s in self._slots)
-            if allocated + nbytes > self.max_bytes:
+            slot = self._free_slot(nbytes, backend)
+            if slot is not None:
+                return slot
+            if self._allocated + nbytes > self.max_bytes:
                 # Idle buffers that are too small (or another backend's) make room first.
-                for slot in [s for s in self._slots if not s.lease.busy]:
-                    self._slots.remove(slot)
-                    allocated -= slot.nbytes
-            if allocated + nbytes <= self.max_bytes or allocated == 0:
+                for idle in [s for s in self._slots if not s.lease.busy]:
+                    self._slots.remove(idle)
+                    self._allocated -= idle.nbytes
+            if self._allocated + nbytes <= self.max_bytes or self._allocated == 0:
                 slot = _Slot(backend, nbytes)
                 self._slots.append(slot)
-                return self._use(slot)
+                self._allocated += nbytes
+                self.high_water_bytes = max(self.high_water_bytes, self._allocated)
+                return slot
             if not self.block:
                 self.dropped += 1
                 return None
@@ -176,14 +179,21 @@ class StagingPool:
             if busy:
                 busy[0].lease.wait_free(0.05)
 
-    def _use(self, slot):
-        in_use = slot.nbytes + sum(s.nbytes for s in self._slots if s.lease.busy and s is not slot)
-        self.high_water_bytes = max(self.high_water_bytes, in_use)
-        return slot
+    def _free_slot(self, nbytes, backend):
+        """The first free slot that fits, searched from the one after the last taken: records
+        are written in order, so in a steady run that one is free and the search ends there."""
+        count = len(self._slots)
+        for i in range(count):
+            index = (self._next + i) % count
+            slot = self._slots[index]
+            if slot.nbytes >= nbytes and slot.backend is backend and not slot.lease.busy:
+                self._next = index + 1
+                return slot
+        return None
 
     def stats(self):
         return {
-            "staging_bytes": sum(s.nbytes for s in self._slots),
+            "staging_bytes": self._allocated,
             "staging_high_water_bytes": self.high_water_bytes,
             "staging_dropped": self.dropped,
             "staging_waits": self.waits,
@@ -297,36 +307,42 @@ class StepBatch:
 
 def _enqueue(items, staging, backend):
     """On the device's stream: the items' summaries (one pass per summary kind), then their
-    bytes into `staging`: one gather and one copy per run of items adjacent in the buffer."""
+    bytes into `staging`: one copy per run of items adjacent in the buffer, gathered first
+    unless they lie adjacent on the device too (the rows of one pass)."""
     torch = _torch()
     with torch.no_grad():
         groups = {}
         for item in items:
             if item.kind is not None:
                 groups.setdefault((item.kind, item.bins), []).append(item)
-        views = {}
+        pieces = {}  # id(item) -> (a device byte tensor, start, end): where its bytes are.
         for (kind, bins), group in groups.items():
             tensors = [t for item in group for t in item.tensors]
             rows = _device_graphs.graphs().rows(kind, bins, tensors, backend)
             flat = rows.reshape(-1).view(torch.uint8)
             start = 0
             for item in group:
-                views[id(item)] = flat[start : start + item.nbytes]
+                pieces[id(item)] = (flat, start, start + item.nbytes)
                 start += item.nbytes
-        runs = []  # [start, end, byte views] of items adjacent in the staging buffer.
+        runs = []  # [start, end, pieces] of items adjacent in the staging buffer.
         for item in items:
             if item.nbytes == 0:
                 continue
-            view = views.get(id(item))
-            if view is None:
+            piece = pieces.get(id(item))
+            if piece is None:
                 parts = [t.contiguous().reshape(-1).view(torch.uint8) for t in item.tensors]
-                view = parts[0] if len(parts) == 1 else torch.cat(parts)
+                piece = (parts[0] if len(parts) == 1 else torch.cat(parts), 0, item.nbytes)
             if runs and runs[-1][1] == item.offset:
                 runs[-1][1] += item.nbytes
-                runs[-1][2].append(view)
+                data, start, end = runs[-1][2][-1]
+                if data is piece[0] and end == piece[1]:  # Adjacent on the device too: one.
+                    runs[-1][2][-1] = (data, start, piece[2])
+                else:
+                    runs[-1][2].append(piece)
             else:
-                runs.append([item.offset, item.offset + item.nbytes, [view]])
-        for start, end, parts in runs:
+                runs.append([item.offset, item.offset + item.nbytes, [piece]])
+        for start, end, run in runs:
+            parts = [data[a:b] for data, a, b in run]
             gathered = parts[0] if len(parts) == 1 else torch.cat(parts)
             staging[start:end].copy_(gathered, non_blocking=True)
 

@@ -69,6 +69,8 @@ class SummaryGraphs:
             graph = self._graphs.get(key)
             stable = self._last.get(key[:3]) == signature
             self._last[key[:3]] = signature
+            if graph is not None:
+                self._counts["summary_graph_replays"] += 1
             wanted = (
                 graph is None
                 and stable
@@ -76,12 +78,11 @@ class SummaryGraphs:
                 and len(self._graphs) < MAX_GRAPHS
                 and sum(t.numel() for t in tensors) <= MAX_ELEMENTS
             )
-        if graph is None and wanted:
+        if wanted:
             graph = self._capture(key, capture, device, kind, bins, tensors)
         if graph is None:
             return self._eager(kind, bins, tensors)
         graph.graph.replay()
-        self._count("summary_graph_replays")
         return graph.rows
 
     def _capture(self, key, capture, device, kind, bins, tensors):
@@ -94,7 +95,7 @@ class SummaryGraphs:
             why = f"{type(e).__name__}: {e}"
             with self._lock:
                 self._off = why
-            self._count("summary_graph_failures")
+                self._counts["summary_graph_failures"] += 1
             warnings.warn(
                 f"xdl_trace: capturing a device summary graph failed ({why}); device summaries "
                 "run without graphs from now on",
@@ -105,16 +106,14 @@ class SummaryGraphs:
         made = _Graph(graph, rows, keep)
         with self._lock:
             self._graphs[key] = made
-        self._count("summary_graph_captures")
+            self._counts["summary_graph_captures"] += 1
+            self._counts["summary_graph_replays"] += 1  # The replay that follows.
         return made
 
     def _eager(self, kind, bins, tensors):
-        self._count("summary_passes_eager")
-        return _device_summary.rows(kind, bins, tensors)
-
-    def _count(self, what):
         with self._lock:
-            self._counts[what] += 1
+            self._counts["summary_passes_eager"] += 1
+        return _device_summary.rows(kind, bins, tensors)
 
     def stats(self):
         with self._lock:
