@@ -19,7 +19,7 @@ SANITIZER_FLAGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=$(PYTHON
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 export TSAN_OPTIONS ?= halt_on_error=1:second_deadlock_stack=1
 
-.PHONY: setup build test test-cpp test-python demo bench lint format clean \
+.PHONY: setup build test test-cpp test-python demo bench lint format clean gpu-prepare \
         sanitize sanitize-cpp sanitize-python tsan fuzz how-to-add
 
 setup:
@@ -106,6 +106,13 @@ bench: build
 # checked. Not part of `make test` (four builds of the core).
 how-to-add: setup
 	$(PYTHON) scripts/how_to_add.py
+
+# For a lent GPU machine (no package registry there): .gpu/ holds ../shared/gpu's scripts and a
+# prefix of Debian's protobuf, abseil and Catch2; the device call carries .gpu and runs
+# `bash bench/gpu_check.sh .gpu $$OUT` (docs/benchmarks.md "GPU training").
+gpu-prepare:
+	mkdir -p .gpu && cp -r ../shared/gpu/. .gpu/
+	test -d .gpu/pfx || bash .gpu/prepare_prefix.sh .gpu/pfx
 
 lint: setup
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc' '*.c')

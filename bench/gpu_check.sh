@@ -5,7 +5,7 @@
 #                                           pfx/ from prepare_prefix.sh; OUT: where figures go)
 # Prints each part's outcome; the figures land in OUT/{gpu,cupti_stall,cupti_cost}.json and OUT/*.log.
 set -u
-gpu=${1:?GPU_DIR}; out=${2:?OUT}
+gpu=$(cd "${1:?GPU_DIR}" && pwd); out=$(mkdir -p "${2:?OUT}" && cd "$2" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 bash "$gpu/build_on_gpu_machine.sh" "$src" "$gpu/pfx" /tmp/xdl-gpu-build > "$out/build.log" 2>&1 \

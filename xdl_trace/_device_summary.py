@@ -13,9 +13,10 @@ indexing, no host-built index per step). The rows have the host's columns and de
   finite value: lo, hi and edges NaN, counts 0.
 
 Values are widened to float64 exactly as the host does (float16/bfloat16 per element, bool as
-0/1), so counts, min, max, lo, hi, edges and histogram counts equal the host's bit for bit; sums
-(mean, std, l2) are summed in another order (a two-pass std here, a shifted one-pass on the host)
-and agree to a relative 1e-12 (tests/python/test_device_capture.py).
+0/1; floating tensors after their finite test, min and max, which widening leaves unchanged), so
+counts, min, max, lo, hi, edges and histogram counts equal the host's bit for bit; sums (mean,
+std, l2) are summed in another order (a two-pass std here, l2 from its deviations, a shifted
+one-pass on the host) and agree to a relative 1e-12 (tests/python/test_device_capture.py).
 """
 
 import functools
@@ -59,55 +60,52 @@ def _chunks(tensors, limit=None):
         yield chunk
 
 
-def _flat_float64(tensors):
-    """The tensors' elements as one float64 vector: one flatten (a single call into torch when
-    they share a dtype, as a model's parameters do), one conversion."""
+def _flat(tensors):
+    """The tensors' elements as one vector, in one flatten (a single call into torch when they
+    share a dtype, as a model's parameters do): floating tensors of one dtype stay in it (their
+    finite test, min and max are exact there, and every later widening reads 2-4 bytes an element
+    instead of 8); anything else is widened to float64 as the host widens it (bool as 0/1)."""
     torch = _torch()
-    if all(t.dtype == tensors[0].dtype for t in tensors):
+    dtype = tensors[0].dtype
+    if all(t.dtype == dtype for t in tensors):
         flatten = getattr(torch._C._nn, "flatten_dense_tensors", None)
         flat = flatten(tensors) if flatten else torch.cat([t.reshape(-1) for t in tensors])
-        return flat.to(torch.float64)
+        return flat if dtype.is_floating_point else flat.to(torch.float64)
     return torch.cat([t.reshape(-1).to(torch.float64) for t in tensors])
 
 
 def _reduce(values, how, counts):
-    """Per segment `how` ("sum", "min") of each row of `values` (k, n): (k, segments)."""
-    torch = _torch()
-    lengths = counts.expand(values.shape[0], counts.shape[0])
-    return torch.segment_reduce(values, how, lengths=lengths, axis=1, unsafe=True)
+    """Per segment `how` ("sum", "min", "max") of the vector `values`."""
+    return _torch().segment_reduce(values, how, lengths=counts, unsafe=True)
 
 
 class _Pass:
-    """Counts, finite min/max and sums of a group of tensors, one segment each."""
+    """Counts, finite min/max and the finite values widened, of a group of tensors, one segment
+    each. On a GPU the pass is bound by memory traffic, so each step reads and writes as few
+    bytes an element as it can (docs/design.md "Device tensors" counts them)."""
 
     def __init__(self, tensors):
         torch = _torch()
+        f64 = torch.float64
         lengths = tuple(t.numel() for t in tensors)
         self.segments = len(lengths)
         self.counts = _counts_tensor(tensors[0].device, lengths)
-        self.x = _flat_float64(tensors)
-        self.finite = torch.isfinite(self.x)
-        self.xf = torch.where(self.finite, self.x, 0.0)
-        f64 = torch.float64
-        sums = _reduce(
-            torch.stack(
-                [self.finite.to(f64), torch.isnan(self.x).to(f64), self.xf, self.xf * self.xf]
-            ),
-            "sum",
-            self.counts,
-        )
-        self.n_finite, self.n_nan, self.total, self.sum_sq = sums
+        x = _flat(tensors)
+        self.size = x.shape[0]
+        # Counts are summed in float32 where every partial sum is an exact integer there.
+        count_dtype = torch.float32 if max(lengths, default=0) <= 1 << 24 else f64
+        self.finite = x.abs() < math.inf  # Two kernels; torch.isfinite takes four.
+        self.n_finite = _reduce(self.finite.to(count_dtype), "sum", self.counts).to(f64)
+        self.n_nan = _reduce(torch.ne(x, x).to(count_dtype), "sum", self.counts).to(f64)
         self.n_inf = self.counts.to(f64) - self.n_finite - self.n_nan
-        low = torch.where(self.finite, self.x, math.inf)
-        extremes = _reduce(
-            torch.stack([low, torch.where(self.finite, -self.x, math.inf)]), "min", self.counts
-        )
-        self.min, self.max = extremes[0], -extremes[1]
+        self.min = _reduce(torch.where(self.finite, x, math.inf), "min", self.counts).to(f64)
+        self.max = _reduce(torch.where(self.finite, x, -math.inf), "max", self.counts).to(f64)
         self.none_finite = self.n_finite == 0
+        self.xf = torch.where(self.finite, x, 0).to(f64)  # Finite values widened, 0 elsewhere.
 
     def spread(self, per_segment):
         """A per-segment value repeated over its segment's elements."""
-        return per_segment.repeat_interleave(self.counts, output_size=self.x.shape[0])
+        return per_segment.repeat_interleave(self.counts, output_size=self.size)
 
 
 def rows(kind, bins, tensors, chunk=None):
@@ -139,17 +137,21 @@ def _stats_rows(tensors):
     torch = _torch()
     p = _Pass(tensors)
     safe_n = torch.where(p.none_finite, 1.0, p.n_finite)
-    mean = p.total / safe_n
-    deviation = torch.where(p.finite, p.x - p.spread(mean), 0.0)
-    variance = _reduce((deviation * deviation)[None], "sum", p.counts)[0] / safe_n
+    mean = _reduce(p.xf, "sum", p.counts) / safe_n
+    deviation = p.spread(mean)  # Becomes the finite values' squared deviations, in place.
+    torch.sub(p.xf, deviation, out=deviation)
+    deviation.mul_(p.finite).square_()
+    squared_deviations = _reduce(deviation, "sum", p.counts)
+    # The sum of squares from the deviations' (two non-negative terms: no cancellation).
+    sum_sq = squared_deviations + p.n_finite * mean * mean
     rows = torch.stack(
         [
             p.counts.to(torch.float64),
             p.min,
             p.max,
             mean,
-            variance.sqrt(),
-            p.sum_sq.sqrt(),
+            (squared_deviations / safe_n).sqrt(),
+            sum_sq.sqrt(),
             p.n_nan,
             p.n_inf,
         ],
@@ -173,13 +175,13 @@ def _histogram_rows(tensors, bins):
     lo = torch.where(equal, p.min - 0.5, p.min)
     hi = torch.where(equal, p.max + 0.5, p.max)
     width = hi - lo
-    steps = torch.arange(1, bins, dtype=torch.float64, device=p.x.device)
+    steps = torch.arange(1, bins, dtype=torch.float64, device=p.xf.device)
     edges = torch.cat([lo[:, None] + width[:, None] * steps[None, :] / bins, hi[:, None]], dim=1)
     scale = bins / width
-    offset = torch.where(p.finite, (p.x - p.spread(lo)) * p.spread(scale), 0.0)
+    offset = torch.where(p.finite, (p.xf - p.spread(lo)) * p.spread(scale), 0.0)
     bucket = offset.to(torch.int64).clamp_(0, bins - 1)
-    first_bucket = torch.arange(0, p.segments * bins, bins, device=p.x.device)
-    counts = torch.zeros(p.segments * bins, dtype=torch.float64, device=p.x.device)
+    first_bucket = torch.arange(0, p.segments * bins, bins, device=p.xf.device)
+    counts = torch.zeros(p.segments * bins, dtype=torch.float64, device=p.xf.device)
     counts.index_add_(0, p.spread(first_bucket) + bucket, p.finite.to(torch.float64))
     head = torch.cat([lo[:, None], hi[:, None], edges], dim=1)
     head = torch.where(p.none_finite[:, None], math.nan, head)

@@ -29,6 +29,7 @@ def _values():
     nan_inf[9] = -math.inf
     return {
         "f32": torch.randn(64, 33, generator=g) * 3 + 100,
+        "near_one": 1 + torch.randn(300, generator=g) * 1e-4,  # mean / std 1e4, as BN weights.
         "f16": torch.randn(17, generator=g).to(torch.float16),
         "bf16": torch.randn(5, 6, generator=g).to(torch.bfloat16),
         "i64": torch.arange(-5, 20),
