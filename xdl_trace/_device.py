@@ -71,7 +71,9 @@ class CudaBackend:
                 try:
                     graph.capture_begin(capture_error_mode="thread_local")
                 except TypeError:  # torch < 2.1: only the global mode, which the IO thread breaks.
-                    raise RuntimeError(f"torch {torch.__version__} has no thread-local capture")
+                    raise RuntimeError(
+                        f"torch {torch.__version__} has no thread-local capture"
+                    ) from None
                 try:
                     out = fn()
                 finally:
@@ -154,23 +156,26 @@ class StagingPool:
         self.block = block
 
     def acquire(self, nbytes, backend):
-        """A free slot of at least `nbytes` from `backend`, or None (drop)."""
+        """A free slot of at least `nbytes` from `backend`, or None (drop). A free slot of at
+        most twice the size first, searched from the one after the last taken (records are
+        written in order, so in a steady run that one is free and the search ends there); then
+        a new slot, while the pool has room; then a larger free slot (so a small step does not
+        hold the buffer that a large one, an Every(10) step of full values, needs next)."""
         nbytes = -(-max(nbytes, 1) // self._ROUND) * self._ROUND
         while True:
-            slot = self._free_slot(nbytes, backend)
-            if slot is not None:
-                return slot
-            if self._allocated + nbytes > self.max_bytes:
-                # Idle buffers that are too small (or another backend's) make room first.
-                for idle in [s for s in self._slots if not s.lease.busy]:
-                    self._slots.remove(idle)
-                    self._allocated -= idle.nbytes
+            close, loose = self._free_slots(nbytes, backend)
+            if close is not None:
+                return close
             if self._allocated + nbytes <= self.max_bytes or self._allocated == 0:
-                slot = _Slot(backend, nbytes)
-                self._slots.append(slot)
-                self._allocated += nbytes
-                self.high_water_bytes = max(self.high_water_bytes, self._allocated)
-                return slot
+                return self._new_slot(nbytes, backend)
+            if loose is not None:
+                return loose
+            # Idle buffers that are too small (or another backend's) make room first.
+            for idle in [s for s in self._slots if not s.lease.busy]:
+                self._slots.remove(idle)
+                self._allocated -= idle.nbytes
+            if self._allocated + nbytes <= self.max_bytes or self._allocated == 0:
+                return self._new_slot(nbytes, backend)
             if not self.block:
                 self.dropped += 1
                 return None
@@ -179,17 +184,27 @@ class StagingPool:
             if busy:
                 busy[0].lease.wait_free(0.05)
 
-    def _free_slot(self, nbytes, backend):
-        """The first free slot that fits, searched from the one after the last taken: records
-        are written in order, so in a steady run that one is free and the search ends there."""
+    def _free_slots(self, nbytes, backend):
+        """(a free slot of `nbytes` to twice that, the first larger free one), None where none;
+        the first ends the search, from the slot after the last taken."""
         count = len(self._slots)
+        loose = None
         for i in range(count):
             index = (self._next + i) % count
             slot = self._slots[index]
             if slot.nbytes >= nbytes and slot.backend is backend and not slot.lease.busy:
-                self._next = index + 1
-                return slot
-        return None
+                if slot.nbytes <= 2 * nbytes:
+                    self._next = index + 1
+                    return slot, None
+                loose = loose or slot
+        return None, loose
+
+    def _new_slot(self, nbytes, backend):
+        slot = _Slot(backend, nbytes)
+        self._slots.append(slot)
+        self._allocated += nbytes
+        self.high_water_bytes = max(self.high_water_bytes, self._allocated)
+        return slot
 
     def stats(self):
         return {

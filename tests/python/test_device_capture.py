@@ -274,6 +274,19 @@ def test_the_staging_pool_waits_for_or_drops_when_every_buffer_is_busy(block):
     assert pool.stats()["staging_high_water_bytes"] <= 1 << 16
 
 
+def test_the_staging_pool_reuses_buffers_in_turn_and_keeps_large_ones_for_large_steps():
+    backend = FakeDevice()
+    pool = _device.StagingPool(10 << 20)
+    big = pool.acquire(4 << 20, backend)
+    small = [pool.acquire(1000, backend) for _ in range(2)]  # Each free again once returned.
+    assert small[0] is small[1] and small[0] is not big
+    assert [pool.acquire(1000, backend) for _ in range(3)] == [small[0]] * 3
+    assert pool.acquire(4 << 20, backend) is big
+    assert pool.acquire(2 << 20, backend) is big  # Within twice the size.
+    assert pool.stats()["staging_bytes"] == (4 << 20) + (1 << 16)
+    backend.close()
+
+
 def test_send_gradient_of_a_device_tensor_holds_the_values_sent(cfg, read_trace):
     g = torch.zeros(3)
     with installed(FakeDevice(delay_s=0.01)) as device:
