@@ -38,8 +38,8 @@ def _counts_tensor(device, lengths):
     key = (str(device), lengths)
     found = _counts.get(key)
     if found is None:
-        if len(_counts) > 64:
-            _counts.clear()
+        if len(_counts) >= 64:  # The oldest goes: those just made for a graph's capture stay.
+            del _counts[next(iter(_counts))]
         torch = _torch()
         found = _counts[key] = torch.tensor(lengths, dtype=torch.int64).to(device)
     return found
