@@ -11,9 +11,8 @@ runs the pass eagerly again, and it is captured anew once its new place holds fo
 Bounds: at most MAX_GRAPHS graphs a process; passes of more than MAX_ELEMENTS elements stay
 eager (their launches are small beside their own kernels' time). A graph keeps the device memory
 of its pass's temporaries, in passes of at most CHUNK_ELEMENTS elements (~25 bytes an element
-for stats, ~42 for a histogram: ~100-175 MB a graph at most), for the life of the process: a graph is never destroyed while the
-device may still be running it.
-A capture that fails turns graphs off for the process (counted, warned once); the pass then runs
+for stats, ~42 for a histogram: ~100-175 MB a graph at most), for the life of the process: a
+graph is never destroyed while the device may still be running it. A capture that fails turns graphs off for the process (counted, warned once); the pass then runs
 eagerly, as it does with ``XDL_TRACE_DEVICE_GRAPHS=0`` or a backend that cannot capture.
 """
 
