@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/wire.h"
+#include "event_blocks.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -172,9 +173,10 @@ void DeviceTraceWriter::Encode(const DeviceEventData& e) {
   encoded_size_ += static_cast<size_t>(p - begin);
 }
 
-size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
-                               const std::vector<DeviceEventData>& events, int64_t dropped,
-                               const std::string& status, int64_t dropped_buffers) {
+template <typename Events>
+size_t DeviceTraceWriter::PlanEvents(const std::string& tracer, const NameSnapshot& names,
+                                     const Events& events, int64_t dropped,
+                                     const std::string& status, int64_t dropped_buffers) {
   Clear();
   tracer_ = tracer;
   status_ = status;
@@ -234,6 +236,18 @@ size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& na
     size_ += LengthDelimitedFieldSize(fields::kTraceName, names.name(global).size());
   }
   return size_;
+}
+
+size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
+                               const std::vector<DeviceEventData>& events, int64_t dropped,
+                               const std::string& status, int64_t dropped_buffers) {
+  return PlanEvents(tracer, names, events, dropped, status, dropped_buffers);
+}
+
+size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
+                               const EventBlocks& events, int64_t dropped,
+                               const std::string& status, int64_t dropped_buffers) {
+  return PlanEvents(tracer, names, events, dropped, status, dropped_buffers);
 }
 
 void DeviceTraceWriter::Write(char* out) const {

@@ -99,6 +99,8 @@ class NameSnapshot {
   std::vector<const std::string*> names_;
 };
 
+class EventBlocks;  // event_blocks.h
+
 // Lays out an xdl.proto.DeviceTrace of `events`, grouped by device then line
 // and sorted by start (stable: events of one start keep their order), with a
 // name table holding only the names they use. Plan reads each event once: it
@@ -116,6 +118,8 @@ class DeviceTraceWriter {
   size_t Plan(const std::string& tracer, const NameSnapshot& names,
               const std::vector<DeviceEventData>& events, int64_t dropped,
               const std::string& status, int64_t dropped_buffers = 0);
+  size_t Plan(const std::string& tracer, const NameSnapshot& names, const EventBlocks& events,
+              int64_t dropped, const std::string& status, int64_t dropped_buffers = 0);
   size_t size() const { return size_; }
   // Writes exactly size() bytes at `out`.
   void Write(char* out) const;
@@ -131,6 +135,10 @@ class DeviceTraceWriter {
     size_t payload = 0;            // Bytes of the Line message.
     size_t begin = 0, end = 0;     // Its encoded events in encoded_.
   };
+  // Plan for either kind of event sequence (indexable, size()).
+  template <typename Events>
+  size_t PlanEvents(const std::string& tracer, const NameSnapshot& names, const Events& events,
+                    int64_t dropped, const std::string& status, int64_t dropped_buffers);
   // The trace-local index of NameTable entry `global` (assigned on first use).
   int32_t Map(int32_t global);
   // Appends the Line.event field of `e` to encoded_ (names mapped in field order).
