@@ -217,7 +217,8 @@ size_t DeviceTraceWriter::PlanEvents(const std::string& tracer, const NameSnapsh
       const size_t count = line.events.size();
       for (size_t j = 0; j < count; ++j) {
         // The next events of a line are a few events apart: fetch ahead.
-        if (j + kPrefetchAhead < count) __builtin_prefetch(&events[line.events[j + kPrefetchAhead].second]);
+        if (j + kPrefetchAhead < count)
+          __builtin_prefetch(&events[line.events[j + kPrefetchAhead].second]);
         Encode(events[line.events[j].second]);
       }
       line.end = encoded_size_;

@@ -132,8 +132,8 @@ class DeviceTraceWriter {
     int64_t id;
     // (start_ns, index into the planned events), in start order.
     std::vector<std::pair<int64_t, uint32_t>> events;
-    size_t payload = 0;            // Bytes of the Line message.
-    size_t begin = 0, end = 0;     // Its encoded events in encoded_.
+    size_t payload = 0;         // Bytes of the Line message.
+    size_t begin = 0, end = 0;  // Its encoded events in encoded_.
   };
   // Plan for either kind of event sequence (indexable, size()).
   template <typename Events>
@@ -151,9 +151,9 @@ class DeviceTraceWriter {
   int64_t dropped_ = 0;
   int64_t dropped_buffers_ = 0;
   const NameSnapshot* names_ = nullptr;
-  std::vector<Line> lines_;       // In (device, line) order once planned.
-  std::vector<int32_t> local_;    // NameTable index -> trace index (-1: unused).
-  std::vector<int32_t> used_;     // Trace index -> NameTable index.
+  std::vector<Line> lines_;          // In (device, line) order once planned.
+  std::vector<int32_t> local_;       // NameTable index -> trace index (-1: unused).
+  std::vector<int32_t> used_;        // Trace index -> NameTable index.
   std::unique_ptr<char[]> encoded_;  // The lines' Line.event fields, line after line.
   size_t encoded_size_ = 0;
   size_t encoded_capacity_ = 0;

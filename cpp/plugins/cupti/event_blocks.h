@@ -50,7 +50,9 @@ class EventBlocks {
 
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  DeviceEventData& operator[](size_t i) { return blocks_[i / kEventsPerBlock][i % kEventsPerBlock]; }
+  DeviceEventData& operator[](size_t i) {
+    return blocks_[i / kEventsPerBlock][i % kEventsPerBlock];
+  }
   const DeviceEventData& operator[](size_t i) const {
     return blocks_[i / kEventsPerBlock][i % kEventsPerBlock];
   }

@@ -11,8 +11,8 @@
 #include "core/status_macros.h"
 #include "core/wire.h"
 #include "core/wire_reader.h"
-#include "plugin/collect_pages.h"
 #include "device_trace.pb.h"
+#include "plugin/collect_pages.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -121,8 +121,8 @@ bool ReadWireTrace(std::string_view bytes, WireTrace* out, DeviceTraceSummary* s
   auto event = [&](const WireField& f) {
     return f.number != DeviceEvent::kStatFieldNumber || Nested(f, stat);
   };
-  const bool read = ForEachWireField(
-      absl::string_view(bytes.data(), bytes.size()), [&](const WireField& f) {
+  const bool read =
+      ForEachWireField(absl::string_view(bytes.data(), bytes.size()), [&](const WireField& f) {
         const bool text = f.wire_type == kWireLengthDelimited;
         if (f.number == DeviceTrace::kTracerFieldNumber && text) out->tracer = StdView(f.payload);
         if (f.number == DeviceTrace::kNameFieldNumber && text)
@@ -297,7 +297,6 @@ void SplitWireTrace(const WireTrace& trace, size_t max_bytes,
     emit(std::move(part));
   }
 }
-
 
 }  // namespace
 

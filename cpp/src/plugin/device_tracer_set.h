@@ -70,7 +70,6 @@ bool SplitCollectPages(CollectPages* pages, size_t size, size_t max_bytes, std::
                        absl::FunctionRef<bool(const DeviceTraceSummary&)> on_summary,
                        absl::FunctionRef<void(DeviceTracePart)> emit);
 
-
 struct DeviceTracerSetOptions {
   // Passed to every plugin as XdlTraceProfilerOptions::max_buffer_bytes.
   uint64_t max_buffer_bytes_per_tracer = 64ull << 20;

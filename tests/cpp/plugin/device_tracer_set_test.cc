@@ -483,8 +483,9 @@ TEST_CASE("SplitCollectPages: SplitDeviceTraceBytes' parts in one walk, pages ha
   }
 }
 
-TEST_CASE("SplitCollectPages: a line with fields between its events keeps its pages, bad stats fail",
-          "[plugin]") {
+TEST_CASE(
+    "SplitCollectPages: a line with fields between its events keeps its pages, bad stats fail",
+    "[plugin]") {
   // One line whose name comes after its events (protobuf reads any order):
   // the bytes between its first and last event are not all events, so none
   // of them is handed back, and the parts are still SplitDeviceTraceBytes'.
@@ -533,8 +534,8 @@ TEST_CASE("SplitCollectPages: a line with fields between its events keeps its pa
   parts.clear();
   bool called = false;
   CHECK_FALSE(SplitCollectPages(
-      &pages, bad.size(), 1000, "fake",
-      [&](const DeviceTraceSummary&) { return called = true; }, emit));
+      &pages, bad.size(), 1000, "fake", [&](const DeviceTraceSummary&) { return called = true; },
+      emit));
   CHECK_FALSE(called);
   CHECK(parts.empty());
 }

@@ -13,8 +13,7 @@ namespace xdl_trace {
 namespace cupti {
 namespace {
 
-TEST_CASE("event blocks: events never move, blocks go back to the pool and are reused",
-          "[cupti]") {
+TEST_CASE("event blocks: events never move, blocks go back to the pool and are reused", "[cupti]") {
   EventBlockPool pool;
   EventBlocks events(&pool);
   CHECK(events.empty());
