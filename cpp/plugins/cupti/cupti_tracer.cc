@@ -583,7 +583,7 @@ size_t CuptiTracer::PrepareCollect() {
   // they reach this collect (the completion callback runs before it returns).
   if (running && options_.flush_on_collect) api_->ActivityFlushAll(0);
   if (api_ != nullptr) WaitParsed();
-  // Take what was parsed; the parse thread goes on into spare storage.
+  // Take what was parsed; the parse thread goes on into blocks from the pool.
   EventBlocks& events = collected_;
   std::vector<std::pair<uint32_t, uint64_t>>& external = collected_external_;
   int64_t total_dropped, total_buffers;
