@@ -296,7 +296,7 @@ const char* ActivityParser::KindName(CUpti_ActivityKind kind) {
   return "?";
 }
 
-void ActivityParser::Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
+void ActivityParser::Parse(const CUpti_Activity& record, EventBlocks* events,
                            std::vector<std::pair<uint32_t, uint64_t>>* external) {
   ++counters_.records;
   const size_t kind = static_cast<size_t>(record.kind);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device_trace_serializer.h"
+#include "event_blocks.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -77,7 +78,7 @@ class ActivityParser {
 
   // Appends an event for `record` to `events`, or its external correlation
   // (kStepCorrelationKind only) to `external` (correlation id, host step id).
-  void Parse(const CUpti_Activity& record, std::vector<DeviceEventData>* events,
+  void Parse(const CUpti_Activity& record, EventBlocks* events,
              std::vector<std::pair<uint32_t, uint64_t>>* external);
 
   const ParseCounters& counters() const { return counters_; }

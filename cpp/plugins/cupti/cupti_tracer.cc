@@ -583,14 +583,13 @@ size_t CuptiTracer::PrepareCollect() {
   // they reach this collect (the completion callback runs before it returns).
   if (running && options_.flush_on_collect) api_->ActivityFlushAll(0);
   if (api_ != nullptr) WaitParsed();
-  // Take what was parsed; the parse thread goes on into spare storage.
-  std::vector<DeviceEventData>& events = collected_;
+  // Take what was parsed; the parse thread goes on into blocks from the pool.
+  EventBlocks& events = collected_;
   std::vector<std::pair<uint32_t, uint64_t>>& external = collected_external_;
   int64_t total_dropped, total_buffers;
   {
     internal::MutexLock lock(&parse_mu_);
-    events.swap(events_);
-    events_.swap(spare_events_);
+    events.swap(events_);  // events_ goes on empty, taking blocks from the pool.
     external.swap(new_external_);
     collected_names_ = NameSnapshot(names_);
     total_dropped = cupti_dropped_.load() + over_cap_events_ + parser_.counters().bad_timestamps;
@@ -611,7 +610,8 @@ size_t CuptiTracer::PrepareCollect() {
   // external record may come later); the rest are compacted to the front.
   const size_t held_before = held_.size();
   size_t kept = 0;
-  for (DeviceEventData& e : events) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    DeviceEventData& e = events[i];
     if (e.external_id == 0 && e.correlation_id != 0) {
       e.external_id = lookup(static_cast<uint32_t>(e.correlation_id));
       if (e.external_id == 0 && running) {
@@ -619,10 +619,10 @@ size_t CuptiTracer::PrepareCollect() {
         continue;
       }
     }
-    if (&events[kept] != &e) events[kept] = e;
+    if (kept != i) events[kept] = e;
     ++kept;
   }
-  events.resize(kept);
+  events.shrink(kept);
   // Held events (those before this collect's): joined now, or released
   // without a step once a bound runs out (or at stop); the rest stay, oldest
   // first.
@@ -657,7 +657,10 @@ size_t CuptiTracer::PrepareCollect() {
     status = "unavailable: " + busy_reason_;
   }
   prepared_ = true;
-  return writer_.Plan("cupti", collected_names_, events, dropped_now, status, dropped_buffers_now);
+  const size_t size =
+      writer_.Plan("cupti", collected_names_, events, dropped_now, status, dropped_buffers_now);
+  events.clear();  // Encoded: the blocks go back for the parse thread to fill.
+  return size;
 }
 
 void CuptiTracer::WritePrepared(char* out) {
@@ -665,8 +668,6 @@ void CuptiTracer::WritePrepared(char* out) {
   writer_.Write(out);
   writer_.Clear();
   prepared_ = false;
-  collected_.clear();
-  spare_events_.swap(collected_);  // Storage the parse thread fills after the next collect.
 }
 
 }  // namespace cupti

@@ -32,7 +32,7 @@ struct CuptiTracerOptions {
   size_t max_buffer_bytes = 64u << 20;  // Hard cap on all buffers together.
   size_t preallocated_buffers = 2;      // Allocated at start (within the cap).
   // Parsed events held between collects (two seconds at a GPU's 1M events/s,
-  // so a 1 s collect interval keeps everything; 160 bytes each).
+  // so a 1 s collect interval keeps everything; 128 bytes each).
   size_t max_events = 2u << 20;
   // Each collect while running first calls cuptiActivityFlushAll(0), so what
   // the device finished reaches that collect rather than waiting for a
@@ -228,20 +228,23 @@ class CuptiTracer {
   bool parse_thread_stop_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread parse_thread_;  // Start/Stop thread.
 
+  // Blocks for events_ and collected_ (declared first: destroyed after them).
+  EventBlockPool event_pool_;
   // What parsing produced: written by the parse thread (or Collect's thread
   // when none runs), taken by Collect.
   mutable internal::Mutex parse_mu_;
   NameTable names_ ABSL_GUARDED_BY(parse_mu_);  // Its strings never move (NameSnapshot).
   ActivityParser parser_ ABSL_GUARDED_BY(parse_mu_);
-  std::vector<DeviceEventData> events_ ABSL_GUARDED_BY(parse_mu_);  // Parsed, not collected.
+  EventBlocks events_ ABSL_GUARDED_BY(parse_mu_){&event_pool_};  // Parsed, not collected.
   std::vector<std::pair<uint32_t, uint64_t>> new_external_ ABSL_GUARDED_BY(parse_mu_);
   int64_t over_cap_events_ ABSL_GUARDED_BY(parse_mu_) = 0;  // Parsed beyond max_events.
   int64_t aborted_buffers_ ABSL_GUARDED_BY(parse_mu_) = 0;  // Parse stopped at an unknown kind.
   std::atomic<size_t> held_count_{0};  // held_.size(), for the parse thread's cap.
 
   // Collect's thread only (one at a time):
-  std::vector<DeviceEventData> spare_events_;  // Collected, cleared: events_' next storage.
-  std::vector<DeviceEventData> collected_;     // Prepared, not yet written.
+  // Taken from events_ by a collect; its blocks go back to the pool once
+  // the writer has encoded them (PrepareCollect), before the bytes are written.
+  EventBlocks collected_{&event_pool_};
   std::vector<std::pair<uint32_t, uint64_t>> collected_external_;  // Storage, reused.
   NameSnapshot collected_names_;
   DeviceTraceWriter writer_;

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/wire.h"
+#include "event_blocks.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -38,6 +39,10 @@ char* PutVarintField(uint32_t field, uint64_t value, char* p) {
 
 using StartKey = std::pair<int64_t, uint32_t>;  // (start_ns, event index).
 
+// Events fetched ahead of the one being encoded (lines interleave, so the
+// hardware prefetcher sees no plain stride).
+constexpr size_t kPrefetchAhead = 8;
+
 // Insertion sort by start: linear on a stream's nearly ordered records (a copy
 // or memset a few places early). False past `budget` moves (`keys` is still a
 // permutation then).
@@ -58,16 +63,12 @@ bool InsertionSortByStart(std::vector<StartKey>& keys, size_t budget) {
   return true;
 }
 
-// Stable sort of `order` (indices into `events`) by start, on a copy of the
-// keys beside the indices (the events themselves are 128 bytes apart): an
-// insertion sort, else a sort of (start, index) pairs, which keeps equal
-// starts in their order too.
-void SortByStart(const std::vector<DeviceEventData>& events, std::vector<uint32_t>* order,
-                 std::vector<StartKey>* keys) {
-  keys->clear();
-  for (uint32_t i : *order) keys->emplace_back(events[i].start_ns, i);
+// Stable sort of a line's (start, index) pairs by start (the keys sit beside
+// the indices, so sorting never reads the events, which are 128 bytes apart):
+// an insertion sort, else a sort of the pairs, which keeps equal starts in
+// their order too.
+void SortByStart(std::vector<StartKey>* keys) {
   if (!InsertionSortByStart(*keys, 8 * keys->size() + 64)) std::sort(keys->begin(), keys->end());
-  for (size_t i = 0; i < keys->size(); ++i) (*order)[i] = (*keys)[i].second;
 }
 
 std::string DeviceName(int32_t device) {
@@ -109,42 +110,79 @@ int32_t DeviceTraceWriter::Map(int32_t global) {
   return slot;
 }
 
-// Traverses fields in the order Write writes them, so trace-local name
-// indices are assigned in order of first use.
-size_t DeviceTraceWriter::EventPayload(const DeviceEventData& e) {
-  size_t n = VarintFieldSize(fields::kEventNameIndex, static_cast<uint64_t>(Map(e.name))) +
+char* DeviceTraceWriter::Room(size_t bytes) {
+  if (encoded_size_ + bytes > encoded_capacity_) {
+    const size_t capacity = std::max(encoded_size_ + bytes, 2 * encoded_capacity_);
+    std::unique_ptr<char[]> grown(new char[capacity]);
+    if (encoded_size_ > 0) std::memcpy(grown.get(), encoded_.get(), encoded_size_);
+    encoded_ = std::move(grown);
+    encoded_capacity_ = capacity;
+  }
+  return encoded_.get() + encoded_size_;
+}
+
+// Maps names in the order the fields are written (name, then each stat's name
+// and name-index value), so trace-local indices follow first use.
+void DeviceTraceWriter::Encode(const DeviceEventData& e) {
+  const uint64_t name = static_cast<uint64_t>(Map(e.name));
+  size_t n = VarintFieldSize(fields::kEventNameIndex, name) +
              VarintFieldSize(fields::kEventKind, static_cast<uint64_t>(e.kind)) +
              VarintFieldSize(fields::kEventStartNs, static_cast<uint64_t>(e.start_ns)) +
              VarintFieldSize(fields::kEventEndNs, static_cast<uint64_t>(e.end_ns)) +
              VarintFieldSize(fields::kEventCorrelationId, e.correlation_id) +
              VarintFieldSize(fields::kEventExternalId, e.external_id);
+  uint64_t stat_name[kMaxEventStats], stat_value[kMaxEventStats];
+  size_t stat_bytes[kMaxEventStats];
+  const std::string* stat_text[kMaxEventStats];
   for (uint8_t k = 0; k < e.stat_count; ++k) {
     const EventStat s = e.stat(k);
-    size_t stat = VarintFieldSize(fields::kStatNameIndex, static_cast<uint64_t>(Map(s.name)));
+    stat_name[k] = static_cast<uint64_t>(Map(s.name));
+    size_t stat = VarintFieldSize(fields::kStatNameIndex, stat_name[k]);
     if (s.type == EventStat::Type::kText) {
-      stat += LengthDelimitedFieldSize(fields::kStatStrValue,
-                                       names_->name(static_cast<int32_t>(s.value)).size());
+      stat_text[k] = &names_->name(static_cast<int32_t>(s.value));
+      stat += LengthDelimitedFieldSize(fields::kStatStrValue, stat_text[k]->size());
     } else {
-      const int64_t v =
-          s.type == EventStat::Type::kNameIndex ? Map(static_cast<int32_t>(s.value)) : s.value;
+      stat_text[k] = nullptr;
+      stat_value[k] = s.type == EventStat::Type::kNameIndex
+                          ? static_cast<uint64_t>(Map(static_cast<int32_t>(s.value)))
+                          : static_cast<uint64_t>(s.value);
       // int64_value, a oneof member: written even when 0.
-      stat += TagSize(fields::kStatInt64Value) + VarintSize(static_cast<uint64_t>(v));
+      stat += TagSize(fields::kStatInt64Value) + VarintSize(stat_value[k]);
     }
+    stat_bytes[k] = stat;
     n += LengthDelimitedFieldSize(fields::kEventStat, stat);
   }
-  return n;
+  char* const begin = Room(LengthDelimitedFieldSize(fields::kLineEvent, n));
+  char* p = PutLength(fields::kLineEvent, n, begin);
+  p = PutVarintField(fields::kEventNameIndex, name, p);
+  p = PutVarintField(fields::kEventKind, static_cast<uint64_t>(e.kind), p);
+  p = PutVarintField(fields::kEventStartNs, static_cast<uint64_t>(e.start_ns), p);
+  p = PutVarintField(fields::kEventEndNs, static_cast<uint64_t>(e.end_ns), p);
+  p = PutVarintField(fields::kEventCorrelationId, e.correlation_id, p);
+  p = PutVarintField(fields::kEventExternalId, e.external_id, p);
+  for (uint8_t k = 0; k < e.stat_count; ++k) {
+    p = PutLength(fields::kEventStat, stat_bytes[k], p);
+    p = PutVarintField(fields::kStatNameIndex, stat_name[k], p);
+    if (stat_text[k] != nullptr) {
+      p = PutBytes(fields::kStatStrValue, *stat_text[k], p);
+    } else {
+      p = WriteVarint(Tag(fields::kStatInt64Value, internal::kWireVarint), p);
+      p = WriteVarint(stat_value[k], p);
+    }
+  }
+  encoded_size_ += static_cast<size_t>(p - begin);
 }
 
-size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
-                               const std::vector<DeviceEventData>& events, int64_t dropped,
-                               const std::string& status, int64_t dropped_buffers) {
+template <typename Events>
+size_t DeviceTraceWriter::PlanEvents(const std::string& tracer, const NameSnapshot& names,
+                                     const Events& events, int64_t dropped,
+                                     const std::string& status, int64_t dropped_buffers) {
   Clear();
   tracer_ = tracer;
   status_ = status;
   dropped_ = dropped;
   dropped_buffers_ = dropped_buffers;
   names_ = &names;
-  events_ = &events;
   // Group by (device, line) in arrival order: few lines, the last one hit first.
   size_t last = 0;
   for (uint32_t i = 0; i < events.size(); ++i) {
@@ -155,19 +193,18 @@ size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& na
              (lines_[last].device != e.device || lines_[last].id != e.line)) {
         ++last;
       }
-      if (last == lines_.size()) lines_.push_back({e.device, e.line, {}, 0});
+      if (last == lines_.size()) lines_.push_back({e.device, e.line, {}});
     }
-    lines_[last].events.push_back(i);
+    lines_[last].events.emplace_back(e.start_ns, i);
   }
   std::sort(lines_.begin(), lines_.end(), [](const Line& a, const Line& b) {
     return std::tie(a.device, a.id) < std::tie(b.device, b.id);
   });
-  for (Line& line : lines_) SortByStart(events, &line.events, &sort_keys_);
-  // Sizes, inside out; trace-local names in order of first use.
+  for (Line& line : lines_) SortByStart(&line.events);
+  // Each event encoded once, in writing order; trace-local names in order of first use.
   local_.assign(names.size(), -1);
   local_[0] = 0;
   used_.push_back(0);
-  event_bytes_.resize(events.size());
   size_t devices = 0;
   for (size_t l = 0; l < lines_.size();) {
     const int32_t device = lines_[l].device;
@@ -176,13 +213,18 @@ size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& na
         LengthDelimitedFieldSize(fields::kDeviceName, DeviceName(device).size());
     for (; l < lines_.size() && lines_[l].device == device; ++l) {
       Line& line = lines_[l];
-      line.payload = VarintFieldSize(fields::kLineId, static_cast<uint64_t>(line.id)) +
-                     LengthDelimitedFieldSize(fields::kLineName, LineName(device, line.id).size());
-      for (uint32_t i : line.events) {
-        const size_t bytes = EventPayload(events[i]);
-        event_bytes_[i] = static_cast<uint32_t>(bytes);
-        line.payload += LengthDelimitedFieldSize(fields::kLineEvent, bytes);
+      line.begin = encoded_size_;
+      const size_t count = line.events.size();
+      for (size_t j = 0; j < count; ++j) {
+        // The next events of a line are a few events apart: fetch ahead.
+        if (j + kPrefetchAhead < count)
+          __builtin_prefetch(&events[line.events[j + kPrefetchAhead].second]);
+        Encode(events[line.events[j].second]);
       }
+      line.end = encoded_size_;
+      line.payload = VarintFieldSize(fields::kLineId, static_cast<uint64_t>(line.id)) +
+                     LengthDelimitedFieldSize(fields::kLineName, LineName(device, line.id).size()) +
+                     (line.end - line.begin);
       device_payload += LengthDelimitedFieldSize(fields::kDeviceLine, line.payload);
     }
     devices += LengthDelimitedFieldSize(fields::kTraceDevice, device_payload);
@@ -197,15 +239,23 @@ size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& na
   return size_;
 }
 
+size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
+                               const std::vector<DeviceEventData>& events, int64_t dropped,
+                               const std::string& status, int64_t dropped_buffers) {
+  return PlanEvents(tracer, names, events, dropped, status, dropped_buffers);
+}
+
+size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
+                               const EventBlocks& events, int64_t dropped,
+                               const std::string& status, int64_t dropped_buffers) {
+  return PlanEvents(tracer, names, events, dropped, status, dropped_buffers);
+}
+
 void DeviceTraceWriter::Write(char* out) const {
-  const std::vector<DeviceEventData>& events = *events_;
   const NameSnapshot& names = *names_;
   char* p = out;
   p = PutBytes(fields::kTraceTracer, tracer_, p);
   for (int32_t global : used_) p = PutBytes(fields::kTraceName, names.name(global), p);
-  auto local = [&](int32_t global) {
-    return static_cast<uint64_t>(local_[static_cast<size_t>(global)]);
-  };
   for (size_t l = 0; l < lines_.size();) {
     const int32_t device = lines_[l].device;
     const std::string device_name = DeviceName(device);
@@ -224,40 +274,8 @@ void DeviceTraceWriter::Write(char* out) const {
       p = PutLength(fields::kDeviceLine, line.payload, p);
       p = PutVarintField(fields::kLineId, static_cast<uint64_t>(line.id), p);
       p = PutBytes(fields::kLineName, LineName(device, line.id), p);
-      for (uint32_t i : line.events) {
-        const DeviceEventData& e = events[i];
-        p = PutLength(fields::kLineEvent, event_bytes_[i], p);
-        p = PutVarintField(fields::kEventNameIndex, local(e.name), p);
-        p = PutVarintField(fields::kEventKind, static_cast<uint64_t>(e.kind), p);
-        p = PutVarintField(fields::kEventStartNs, static_cast<uint64_t>(e.start_ns), p);
-        p = PutVarintField(fields::kEventEndNs, static_cast<uint64_t>(e.end_ns), p);
-        p = PutVarintField(fields::kEventCorrelationId, e.correlation_id, p);
-        p = PutVarintField(fields::kEventExternalId, e.external_id, p);
-        for (uint8_t k = 0; k < e.stat_count; ++k) {
-          const EventStat s = e.stat(k);
-          const uint64_t name = local(s.name);
-          if (s.type == EventStat::Type::kText) {
-            const std::string& text = names.name(static_cast<int32_t>(s.value));
-            p = PutLength(fields::kEventStat,
-                          VarintFieldSize(fields::kStatNameIndex, name) +
-                              LengthDelimitedFieldSize(fields::kStatStrValue, text.size()),
-                          p);
-            p = PutVarintField(fields::kStatNameIndex, name, p);
-            p = PutBytes(fields::kStatStrValue, text, p);
-          } else {
-            const uint64_t v = s.type == EventStat::Type::kNameIndex
-                                   ? local(static_cast<int32_t>(s.value))
-                                   : static_cast<uint64_t>(s.value);
-            p = PutLength(fields::kEventStat,
-                          VarintFieldSize(fields::kStatNameIndex, name) +
-                              TagSize(fields::kStatInt64Value) + VarintSize(v),
-                          p);
-            p = PutVarintField(fields::kStatNameIndex, name, p);
-            p = WriteVarint(Tag(fields::kStatInt64Value, internal::kWireVarint), p);
-            p = WriteVarint(v, p);
-          }
-        }
-      }
+      std::memcpy(p, encoded_.get() + line.begin, line.end - line.begin);
+      p += line.end - line.begin;
     }
   }
   p = PutVarintField(fields::kTraceDroppedEvents, static_cast<uint64_t>(dropped_), p);
@@ -269,8 +287,8 @@ void DeviceTraceWriter::Clear() {
   for (Line& line : lines_) line.events.clear();
   lines_.clear();
   used_.clear();
+  encoded_size_ = 0;
   size_ = 0;
-  events_ = nullptr;
   names_ = nullptr;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -98,19 +99,27 @@ class NameSnapshot {
   std::vector<const std::string*> names_;
 };
 
+class EventBlocks;  // event_blocks.h
+
 // Lays out an xdl.proto.DeviceTrace of `events`, grouped by device then line
 // and sorted by start (stable: events of one start keep their order), with a
-// name table holding only the names they use; then writes it in one pass, at
-// its exact size, wherever the caller wants (the C ABI's buffer: no copy).
-// Events are never moved: lines hold indices, and a line already in order
-// (one stream's records arrive in order) is not sorted.
-// Threading: one thread at a time; `events` and `names` must outlive Write.
+// name table holding only the names they use. Plan reads each event once: it
+// encodes it into a buffer of the writer's own (kept from one collect to the
+// next), assigning trace-local name indices in order of first use; Write then
+// puts the header, the name table and the device and line headers around the
+// lines' encoded events, at the trace's exact size, wherever the caller wants
+// (the C ABI's buffer). Events are never moved: lines hold indices, and a line
+// already in order (one stream's records arrive in order) is not sorted.
+// Threading: one thread at a time; `names` must outlive Write (`events` need
+// only outlive Plan).
 class DeviceTraceWriter {
  public:
   // Returns the serialized size.
   size_t Plan(const std::string& tracer, const NameSnapshot& names,
               const std::vector<DeviceEventData>& events, int64_t dropped,
               const std::string& status, int64_t dropped_buffers = 0);
+  size_t Plan(const std::string& tracer, const NameSnapshot& names, const EventBlocks& events,
+              int64_t dropped, const std::string& status, int64_t dropped_buffers = 0);
   size_t size() const { return size_; }
   // Writes exactly size() bytes at `out`.
   void Write(char* out) const;
@@ -121,24 +130,33 @@ class DeviceTraceWriter {
   struct Line {
     int32_t device;
     int64_t id;
-    std::vector<uint32_t> events;  // Indices into events_, in start order.
-    size_t payload = 0;            // Bytes of the Line message.
+    // (start_ns, index into the planned events), in start order.
+    std::vector<std::pair<int64_t, uint32_t>> events;
+    size_t payload = 0;         // Bytes of the Line message.
+    size_t begin = 0, end = 0;  // Its encoded events in encoded_.
   };
+  // Plan for either kind of event sequence (indexable, size()).
+  template <typename Events>
+  size_t PlanEvents(const std::string& tracer, const NameSnapshot& names, const Events& events,
+                    int64_t dropped, const std::string& status, int64_t dropped_buffers);
   // The trace-local index of NameTable entry `global` (assigned on first use).
   int32_t Map(int32_t global);
-  size_t EventPayload(const DeviceEventData& e);
+  // Appends the Line.event field of `e` to encoded_ (names mapped in field order).
+  void Encode(const DeviceEventData& e);
+  // Room for `bytes` more at the end of encoded_ (grown by doubling, never zero-filled).
+  char* Room(size_t bytes);
 
   std::string tracer_;
   std::string status_;
   int64_t dropped_ = 0;
   int64_t dropped_buffers_ = 0;
   const NameSnapshot* names_ = nullptr;
-  const std::vector<DeviceEventData>* events_ = nullptr;
-  std::vector<Line> lines_;            // In (device, line) order once planned.
-  std::vector<uint32_t> event_bytes_;  // Event message bytes, by event index.
-  std::vector<int32_t> local_;         // NameTable index -> trace index (-1: unused).
-  std::vector<int32_t> used_;          // Trace index -> NameTable index.
-  std::vector<std::pair<int64_t, uint32_t>> sort_keys_;  // A line's (start, index), reused.
+  std::vector<Line> lines_;          // In (device, line) order once planned.
+  std::vector<int32_t> local_;       // NameTable index -> trace index (-1: unused).
+  std::vector<int32_t> used_;        // Trace index -> NameTable index.
+  std::unique_ptr<char[]> encoded_;  // The lines' Line.event fields, line after line.
+  size_t encoded_size_ = 0;
+  size_t encoded_capacity_ = 0;
   size_t size_ = 0;
 };
 

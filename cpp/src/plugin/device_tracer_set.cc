@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -11,6 +12,7 @@
 #include "core/wire.h"
 #include "core/wire_reader.h"
 #include "device_trace.pb.h"
+#include "plugin/collect_pages.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -98,6 +100,10 @@ struct WireTrace {
     uint64_t id = 0;
     std::string_view name;
     std::vector<std::string_view> events;  // Event payloads.
+    // The event fields follow one another with nothing between them, so the
+    // bytes from the first payload to the last hold events only.
+    bool packed = true;
+    const char* events_end = nullptr;  // End of the last event field read.
   };
   struct Device {
     uint64_t id = 0;
@@ -107,35 +113,62 @@ struct WireTrace {
   std::vector<Device> devices;
 };
 
-bool ReadWireTrace(std::string_view bytes, WireTrace* out) {
-  return ForEachWireField(absl::string_view(bytes.data(), bytes.size()), [&](const WireField& f) {
-    const bool text = f.wire_type == kWireLengthDelimited;
-    if (f.number == DeviceTrace::kTracerFieldNumber && text) out->tracer = StdView(f.payload);
-    if (f.number == DeviceTrace::kNameFieldNumber && text) out->names.push_back(StdView(f.payload));
-    if (f.number == DeviceTrace::kStatusFieldNumber && text) out->status = StdView(f.payload);
-    if (f.number == DeviceTrace::kDroppedEventsFieldNumber && f.wire_type == kWireVarint)
-      out->dropped_events = f.varint;
-    if (f.number == DeviceTrace::kDroppedBuffersFieldNumber && f.wire_type == kWireVarint)
-      out->dropped_buffers = f.varint;
-    if (f.number != DeviceTrace::kDeviceFieldNumber || !text) return true;
-    WireTrace::Device& device = out->devices.emplace_back();
-    return ForEachWireField(f.payload, [&](const WireField& d) {
-      if (d.number == Device::kIdFieldNumber && d.wire_type == kWireVarint) device.id = d.varint;
-      if (d.number == Device::kNameFieldNumber && d.wire_type == kWireLengthDelimited)
-        device.name = StdView(d.payload);
-      if (d.number != Device::kLineFieldNumber || d.wire_type != kWireLengthDelimited) return true;
-      WireTrace::Line& line = device.lines.emplace_back();
-      return ForEachWireField(d.payload, [&](const WireField& l) {
-        if (l.number == DeviceLine::kIdFieldNumber && l.wire_type == kWireVarint)
-          line.id = l.varint;
-        if (l.number == DeviceLine::kNameFieldNumber && l.wire_type == kWireLengthDelimited)
-          line.name = StdView(l.payload);
-        if (l.number == DeviceLine::kEventFieldNumber && l.wire_type == kWireLengthDelimited)
-          line.events.push_back(StdView(l.payload));
-        return true;
+// With `summary`, also what SummarizeDeviceTrace reads and checks (each
+// event's fields and its stats' nesting, every event field counted), in the
+// same walk.
+bool ReadWireTrace(std::string_view bytes, WireTrace* out, DeviceTraceSummary* summary = nullptr) {
+  auto stat = [](const WireField&) { return true; };
+  auto event = [&](const WireField& f) {
+    return f.number != DeviceEvent::kStatFieldNumber || Nested(f, stat);
+  };
+  const bool read =
+      ForEachWireField(absl::string_view(bytes.data(), bytes.size()), [&](const WireField& f) {
+        const bool text = f.wire_type == kWireLengthDelimited;
+        if (f.number == DeviceTrace::kTracerFieldNumber && text) out->tracer = StdView(f.payload);
+        if (f.number == DeviceTrace::kNameFieldNumber && text)
+          out->names.push_back(StdView(f.payload));
+        if (f.number == DeviceTrace::kStatusFieldNumber && text) out->status = StdView(f.payload);
+        if (f.number == DeviceTrace::kDroppedEventsFieldNumber && f.wire_type == kWireVarint)
+          out->dropped_events = f.varint;
+        if (f.number == DeviceTrace::kDroppedBuffersFieldNumber && f.wire_type == kWireVarint)
+          out->dropped_buffers = f.varint;
+        if (f.number != DeviceTrace::kDeviceFieldNumber || !text) return true;
+        WireTrace::Device& device = out->devices.emplace_back();
+        return ForEachWireField(f.payload, [&](const WireField& d) {
+          if (d.number == Device::kIdFieldNumber && d.wire_type == kWireVarint)
+            device.id = d.varint;
+          if (d.number == Device::kNameFieldNumber && d.wire_type == kWireLengthDelimited)
+            device.name = StdView(d.payload);
+          if (d.number != Device::kLineFieldNumber || d.wire_type != kWireLengthDelimited)
+            return true;
+          WireTrace::Line& line = device.lines.emplace_back();
+          return ForEachWireField(d.payload, [&](const WireField& l) {
+            if (l.number == DeviceLine::kEventFieldNumber && summary != nullptr) {
+              ++summary->events;
+              if (!Nested(l, event)) return false;
+            }
+            if (l.number == DeviceLine::kEventFieldNumber && l.wire_type == kWireLengthDelimited) {
+              if (!line.events.empty() && line.events_end != l.encoded.data()) line.packed = false;
+              line.events.push_back(StdView(l.payload));
+              line.events_end = l.encoded.data() + l.encoded.size();
+              return true;
+            }
+            if (!line.events.empty()) line.packed = false;  // Something between events.
+            if (l.number == DeviceLine::kIdFieldNumber && l.wire_type == kWireVarint)
+              line.id = l.varint;
+            if (l.number == DeviceLine::kNameFieldNumber && l.wire_type == kWireLengthDelimited)
+              line.name = StdView(l.payload);
+            return true;
+          });
+        });
       });
-    });
-  });
+  if (read && summary != nullptr) {
+    summary->tracer = std::string(out->tracer);
+    summary->status = std::string(out->status);
+    summary->dropped_events = static_cast<int64_t>(out->dropped_events);
+    summary->dropped_buffers = static_cast<int64_t>(out->dropped_buffers);
+  }
+  return read;
 }
 
 // proto3 string field: nothing when empty.
@@ -151,12 +184,12 @@ struct LineRun {
   size_t device, line, begin, end;
 };
 
-}  // namespace
-
-bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,
-                           std::vector<DeviceTracePart>* parts) {
-  WireTrace trace;
-  if (!ReadWireTrace(bytes, &trace)) return false;
+// Splits `trace` as SplitDeviceTraceBytes does, handing each part to `emit`
+// as soon as it is written, after `copied(begin, end)` for each range of the
+// trace's bytes that held only events of that part (read no more).
+void SplitWireTrace(const WireTrace& trace, size_t max_bytes,
+                    absl::FunctionRef<void(DeviceTracePart)> emit,
+                    absl::FunctionRef<void(const char*, const char*)> copied) {
   // Every part: tracer and names; the first also the drop counts and status.
   size_t base = StringFieldSize(DeviceTrace::kTracerFieldNumber, trace.tracer);
   for (std::string_view name : trace.names)
@@ -198,11 +231,9 @@ bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,
     }
   }
   // Write each part with exact lengths, copying every event once.
-  parts->clear();
-  parts->reserve(plan.size());
   for (size_t p = 0; p < plan.size(); ++p) {
     const std::vector<LineRun>& runs = plan[p];
-    DeviceTracePart& part = parts->emplace_back();
+    DeviceTracePart part;
     // Payload sizes of each line run and of each device (runs of one device are adjacent).
     std::vector<size_t> line_size(runs.size()), device_size(runs.size(), 0);
     size_t total = base + (p == 0 ? first_extra : 0);
@@ -256,7 +287,44 @@ bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,
       AppendStringField(DeviceTrace::kStatusFieldNumber, trace.status, &out);
       AppendVarintField(DeviceTrace::kDroppedBuffersFieldNumber, trace.dropped_buffers, &out);
     }
+    for (const LineRun& run : runs) {
+      const WireTrace::Line& line = trace.devices[run.device].lines[run.line];
+      if (line.packed) {
+        const std::string_view last = line.events[run.end - 1];
+        copied(line.events[run.begin].data(), last.data() + last.size());
+      }
+    }
+    emit(std::move(part));
   }
+}
+
+}  // namespace
+
+bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,
+                           std::vector<DeviceTracePart>* parts) {
+  WireTrace trace;
+  if (!ReadWireTrace(bytes, &trace)) return false;
+  parts->clear();
+  SplitWireTrace(
+      trace, max_bytes, [&](DeviceTracePart part) { parts->push_back(std::move(part)); },
+      [](const char*, const char*) {});
+  return true;
+}
+
+bool SplitCollectPages(CollectPages* pages, size_t size, size_t max_bytes, std::string_view tracer,
+                       absl::FunctionRef<bool(const DeviceTraceSummary&)> on_summary,
+                       absl::FunctionRef<void(DeviceTracePart)> emit) {
+  WireTrace trace;
+  DeviceTraceSummary summary;
+  if (size > pages->size() ||
+      !ReadWireTrace(std::string_view(pages->data(), size), &trace, &summary)) {
+    return false;
+  }
+  if (!on_summary(summary)) return true;
+  // A later occurrence of a string field wins: as if `tracer` were appended.
+  if (summary.tracer.empty()) trace.tracer = tracer;
+  SplitWireTrace(trace, max_bytes, emit,
+                 [&](const char* begin, const char* end) { pages->Release(begin, end); });
   return true;
 }
 
@@ -463,9 +531,14 @@ void DeviceTracerSet::CallStepHook(StepHook hook, const char* hook_name, uint64_
 
 absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
   const XdlTracePluginRegistration& reg = tracer.library->registration();
+  const size_t index = &tracer - tracers_.data();
   size_t size = 0;
   PluginErrorBuffer error;
+  // A collect that will be one part is written into the string that becomes
+  // it; a larger one into pages of its own, which the split hands back as it
+  // copies their events out (plugin/collect_pages.h).
   std::string bytes;
+  CollectPages pages;
   {
     std::unique_ptr<MutexLock> serial;
     if (tracer.serial != nullptr) serial = std::make_unique<MutexLock>(tracer.serial.get());
@@ -480,34 +553,57 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
     // allocated, and the collect is lost (counted as a lost buffer) and said so.
     const uint64_t cap = options_.MaxCollectBytes();
     if (size > cap) {
-      CountDrops(static_cast<size_t>(&tracer - tracers_.data()), 0, 1);
+      CountDrops(index, 0, 1);
       return absl::ResourceExhaustedError(
           absl::StrCat("device_tracers: '", tracer.entry, "': collect announced ", size,
                        " bytes, above the cap of ", cap, " (4 x max_buffer_bytes); not taken"));
     }
-    // resize zero-fills what the plugin then overwrites.
-    bytes.resize(size);
-    rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(bytes.data()), &size, error.get());
-    if (rc != XDL_TRACE_PLUGIN_OK || size > bytes.size()) {
+    const size_t announced = size;
+    char* out = nullptr;
+    if (size > options_.max_trace_part_bytes && pages.Map(size)) {
+      out = pages.data();
+    } else {
+      bytes.resize(size);  // Zero-fills what the plugin then overwrites.
+      out = bytes.data();
+    }
+    rc = reg.collect(tracer.profiler, reinterpret_cast<uint8_t*>(out), &size, error.get());
+    if (rc != XDL_TRACE_PLUGIN_OK || size > announced) {
       return absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry, "': collect of ",
-                                              bytes.size(), " bytes failed (", rc,
+                                              announced, " bytes failed (", rc,
                                               "): ", error.message()));
     }
   }
-  bytes.resize(size);
-  DeviceTraceSummary summary;
-  if (!SummarizeDeviceTrace(bytes, &summary)) {
+  auto not_a_trace = [&] {
     return absl::DataLossError(absl::StrCat("device_tracers: '", tracer.entry,
                                             "': collect returned ", size,
                                             " bytes that are not a DeviceTrace"));
+  };
+  if (pages.data() != nullptr && size <= options_.max_trace_part_bytes) {
+    bytes.assign(pages.data(), size);  // Shorter than announced: one part after all.
+    pages.Reset();
   }
-  const size_t index = &tracer - tracers_.data();
-  DeviceTracerStatus status = FromPluginStatus(tracer.type, summary.status);
-  SetStatus(index, status.state, std::move(status.message));
-  CountDrops(index, summary.dropped_events, summary.dropped_buffers);
-  if (summary.events == 0 && summary.dropped_events == 0 && summary.dropped_buffers == 0) {
+  auto admit = [&](DeviceTracePart part) {
+    Admit(index, std::move(part.bytes), part.events, wait_for_room);
+  };
+  // Status and drops are noted before any part waits for room; a trace with
+  // no events and no drops is not kept.
+  auto note = [&](const DeviceTraceSummary& summary) {
+    DeviceTracerStatus status = FromPluginStatus(tracer.type, summary.status);
+    SetStatus(index, status.state, std::move(status.message));
+    CountDrops(index, summary.dropped_events, summary.dropped_buffers);
+    return summary.events != 0 || summary.dropped_events != 0 || summary.dropped_buffers != 0;
+  };
+  if (pages.data() != nullptr) {
+    if (!SplitCollectPages(&pages, size, static_cast<size_t>(options_.max_trace_part_bytes),
+                           tracer.type, note, admit)) {
+      return not_a_trace();
+    }
     return absl::OkStatus();
   }
+  bytes.resize(size);
+  DeviceTraceSummary summary;
+  if (!SummarizeDeviceTrace(bytes, &summary)) return not_a_trace();
+  if (!note(summary)) return absl::OkStatus();
   if (summary.tracer.empty()) {
     // A later occurrence of a string field wins: appending names the trace.
     AppendLengthDelimitedField(DeviceTrace::kTracerFieldNumber, tracer.type, &bytes);
@@ -519,14 +615,10 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
   // Too large for one part: split on the wire, so the pending cap keeps what fits.
   std::vector<DeviceTracePart> parts;
   if (!SplitDeviceTraceBytes(bytes, static_cast<size_t>(options_.max_trace_part_bytes), &parts)) {
-    return absl::DataLossError(absl::StrCat("device_tracers: '", tracer.entry,
-                                            "': collect returned ", size,
-                                            " bytes that are not a DeviceTrace"));
+    return not_a_trace();
   }
   std::string().swap(bytes);  // The parts hold their own copy.
-  for (DeviceTracePart& part : parts) {
-    Admit(index, std::move(part.bytes), part.events, wait_for_room);
-  }
+  for (DeviceTracePart& part : parts) admit(std::move(part));
   return absl::OkStatus();
 }
 

@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/mutex.h"
 #include "device_trace.pb.h"
+#include "plugin/collect_pages.h"
 #include "plugin/plugin_loader.h"
 #include "xdl_trace/stats.h"
 
@@ -55,6 +57,18 @@ struct DeviceTraceSummary {
 // False when `bytes` is not well-formed DeviceTrace wire data (tags, lengths
 // and nesting checked down to the events' stats).
 bool SummarizeDeviceTrace(std::string_view bytes, DeviceTraceSummary* out);
+
+// SplitDeviceTraceBytes for a collect held in `pages` (its first `size`
+// bytes), read once with SummarizeDeviceTrace's checks: `on_summary` gets the
+// summary first and says whether to keep the trace; then `emit` gets each
+// part as soon as it is written, and the pages whose events went into parts
+// go back to the system meanwhile, so the collect and all its parts are never
+// held at once. A trace naming no tracer is named `tracer`, as if that field
+// were appended. False (nothing called) when the bytes are not DeviceTrace
+// wire data down to the events' stats.
+bool SplitCollectPages(CollectPages* pages, size_t size, size_t max_bytes, std::string_view tracer,
+                       absl::FunctionRef<bool(const DeviceTraceSummary&)> on_summary,
+                       absl::FunctionRef<void(DeviceTracePart)> emit);
 
 struct DeviceTracerSetOptions {
   // Passed to every plugin as XdlTraceProfilerOptions::max_buffer_bytes.

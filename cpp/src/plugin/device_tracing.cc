@@ -174,11 +174,21 @@ void DeviceTracing::OnStepNotTraced(int64_t gstep, int64_t lstep) {
 }
 
 std::string DeviceTracing::Finish() {
+  std::vector<std::string> traces;
+  std::string spans = FinishWithTraces(&traces);
+  if (traces.empty()) return "";
+  std::string fields = EncodeDeviceTrailingFields(traces, {});
+  fields += spans;
+  return fields;
+}
+
+std::string DeviceTracing::FinishWithTraces(std::vector<std::string>* device_traces) {
   if (finished_) return "";
   finished_ = true;
   // Parts are taken while the collector stops, so a collect waiting for room
   // ends without dropping any for want of a step to take them.
-  std::vector<std::string> traces = set_->TakePending();
+  std::vector<std::string>& traces = *device_traces;
+  for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
   StopCollector(&traces);
   set_->StepEnd(CurrentCorrelationId());
   set_->Stop().IgnoreError();
@@ -193,9 +203,9 @@ std::string DeviceTracing::Finish() {
     DropSpans();  // Spans alone do not justify a record of their own.
     return "";
   }
-  std::string fields = EncodeDeviceTrailingFields(traces, {});
-  TakeSpansInto(&fields);
-  return fields;
+  std::string spans;
+  TakeSpansInto(&spans);
+  return spans;
 }
 
 void DeviceTracing::FillStats(TraceStats* stats) const {

@@ -83,6 +83,10 @@ class DeviceTracing final : public HostSpanRecorder {
   // the fields not yet taken ("" when no device events are left: host spans
   // alone do not justify a record).
   std::string Finish() override;
+  // Finish() with the DeviceTrace parts moved into `device_traces` (the
+  // returned host spans go after them); "" and none when no device events are
+  // left.
+  std::string FinishWithTraces(std::vector<std::string>* device_traces) override;
   // device_events / device_events_dropped / device_tracer_status.
   void FillStats(TraceStats* stats) const override;
 

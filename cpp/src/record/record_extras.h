@@ -41,7 +41,11 @@ namespace internal {
 // steps. Span times are core/clock.h's WallClockNs(). At Close(), Finish() returns the fields
 // not yet taken; when non-empty the tracer writes them in one last,
 // device-only record (the last step's gstep/lstep, no column) before closing
-// the writer.
+// the writer. The tracer calls FinishWithTraces(&device_traces): the same
+// fields, with the serialized DeviceTrace parts (Record field 5, first) moved
+// into `device_traces` rather than encoded into the string, so the last
+// record moves them in as a step's record does instead of copying a whole
+// collect twice; by default all of Finish() is returned.
 class RecordExtras {
  public:
   virtual ~RecordExtras() = default;
@@ -52,6 +56,10 @@ class RecordExtras {
   virtual void OnStepReturned(int64_t begin_ns, int64_t end_ns) = 0;
   virtual void OnStepNotTraced(int64_t gstep, int64_t lstep) = 0;
   virtual std::string Finish() = 0;
+  virtual std::string FinishWithTraces(std::vector<std::string>* device_traces) {
+    (void)device_traces;
+    return Finish();
+  }
   virtual void FillStats(TraceStats* stats) const = 0;
 };
 

@@ -530,15 +530,22 @@ absl::Status Tracer::Impl::Close() {
   if (closed_) return close_status_;
   closed_ = true;
   absl::Status extras_status;
-  std::string trailing = extras_->Finish();
-  if (!trailing.empty()) {
+  std::vector<std::string> device_traces;
+  std::string trailing = extras_->FinishWithTraces(&device_traces);
+  if (!trailing.empty() || !device_traces.empty()) {
     AppendIoSpans(&trailing);
     // One last, device-only record carrying what device tracing collected
     // since the last step: the last step's gstep/lstep, no column at all (no
     // fake values for code that stacks a key), fields 5/6. Readers skip it
-    // unless they ask for no columns (docs/format.md, "Device events").
-    absl::StatusOr<internal::EncodedRecord> record =
-        internal::EncodeRecord(last_gstep_, last_lstep_, internal::WallClockMs(), {}, {}, trailing);
+    // unless they ask for no columns (docs/format.md, "Device events"). The
+    // device traces (the last collect: tens of MB at a GPU's rate) are moved
+    // in, not copied.
+    internal::EncodeOptions options;
+    options.moved_fields = &device_traces;
+    options.moved_field_number = xdl::proto::Record::kDeviceTraceFieldNumber;
+    absl::StatusOr<internal::EncodedRecord> record = internal::EncodeRecord(
+        last_gstep_, last_lstep_, internal::WallClockMs(), {}, {}, trailing,
+        [](size_t) { return std::string(); }, options);
     extras_status = record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
   }
   close_status_ = writer_->Close();

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <string>
@@ -15,7 +16,9 @@
 
 #include "absl/strings/match.h"
 #include "core/clock.h"
+#include "core/wire.h"
 #include "device_trace.pb.h"
+#include "plugin/collect_pages.h"
 #include "plugin/device_tracing.h"
 #include "record/record_encoder.h"
 #include "xdl_trace.pb.h"
@@ -419,6 +422,122 @@ TEST_CASE("SplitDeviceTraceBytes: the parts of SplitDeviceTrace, byte for byte",
   std::vector<DeviceTracePart> parts;
   CHECK_FALSE(SplitDeviceTraceBytes(bytes.substr(0, bytes.size() / 2), 1000, &parts));
   CHECK_FALSE(SplitDeviceTraceBytes(std::string("\x1a\x04\x1a\x02\x1a\x05", 6), 1000, &parts));
+}
+
+// A collect's bytes in pages of their own, as CollectOne holds a large one.
+void ToPages(const std::string& bytes, CollectPages* pages) {
+  REQUIRE(pages->Map(bytes.size()));
+  std::memcpy(pages->data(), bytes.data(), bytes.size());
+}
+
+TEST_CASE("SplitCollectPages: SplitDeviceTraceBytes' parts in one walk, pages handed back",
+          "[plugin]") {
+  xdl::proto::DeviceTrace trace = SplitInput();
+  for (auto& device : *trace.mutable_device()) {
+    for (auto& line : *device.mutable_line()) {
+      for (int e = 0; e < 4000; ++e) *line.add_event() = line.event(e % 50);  // Many pages.
+    }
+  }
+  for (const bool named : {true, false}) {
+    INFO(named);
+    xdl::proto::DeviceTrace input = trace;
+    if (!named) input.clear_tracer();
+    const std::string bytes = input.SerializeAsString();
+    DeviceTraceSummary expected_summary;
+    REQUIRE(SummarizeDeviceTrace(bytes, &expected_summary));
+    // An unnamed trace is named as if the field were appended.
+    xdl::proto::DeviceTrace named_input = input;
+    named_input.set_tracer(named ? "t" : "fake");
+    std::vector<DeviceTracePart> expected;
+    REQUIRE(SplitDeviceTraceBytes(named_input.SerializeAsString(), 64 << 10, &expected));
+    CollectPages pages;
+    ToPages(bytes, &pages);
+    DeviceTraceSummary summary;
+    std::vector<DeviceTracePart> parts;
+    REQUIRE(SplitCollectPages(
+        &pages, bytes.size(), 64 << 10, "fake",
+        [&](const DeviceTraceSummary& s) {
+          summary = s;
+          return true;
+        },
+        [&](DeviceTracePart part) { parts.push_back(std::move(part)); }));
+    CHECK(summary.tracer == expected_summary.tracer);
+    CHECK(summary.status == expected_summary.status);
+    CHECK(summary.dropped_events == expected_summary.dropped_events);
+    CHECK(summary.dropped_buffers == expected_summary.dropped_buffers);
+    CHECK(summary.events == expected_summary.events);
+    REQUIRE(parts.size() == expected.size());
+    REQUIRE(parts.size() > 10);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      CHECK(parts[i].bytes == expected[i].bytes);
+      CHECK(parts[i].events == expected[i].events);
+    }
+    CHECK(pages.released() > bytes.size() * 3 / 4);  // All but the partial pages.
+    // Told not to keep it: nothing emitted.
+    ToPages(bytes, &pages);
+    parts.clear();
+    REQUIRE(SplitCollectPages(
+        &pages, bytes.size(), 64 << 10, "fake", [](const DeviceTraceSummary&) { return false; },
+        [&](DeviceTracePart part) { parts.push_back(std::move(part)); }));
+    CHECK(parts.empty());
+  }
+}
+
+TEST_CASE(
+    "SplitCollectPages: a line with fields between its events keeps its pages, bad stats fail",
+    "[plugin]") {
+  // One line whose name comes after its events (protobuf reads any order):
+  // the bytes between its first and last event are not all events, so none
+  // of them is handed back, and the parts are still SplitDeviceTraceBytes'.
+  xdl::proto::DeviceLine line;
+  line.set_id(3);
+  for (int e = 0; e < 20000; ++e) {
+    auto* event = line.add_event();
+    event->set_name_index(1);
+    event->set_start_ns(1000 + e);
+  }
+  std::string line_bytes = line.SerializeAsString();
+  AppendLengthDelimitedField(xdl::proto::DeviceLine::kNameFieldNumber, "late", &line_bytes);
+  AppendLengthDelimitedField(xdl::proto::DeviceLine::kEventFieldNumber,
+                             line.event(7).SerializeAsString(), &line_bytes);
+  std::string device_bytes;
+  AppendLengthDelimitedField(xdl::proto::Device::kLineFieldNumber, line_bytes, &device_bytes);
+  xdl::proto::DeviceTrace head;
+  head.set_tracer("t");
+  head.add_name("");
+  head.add_name("k");
+  std::string bytes = head.SerializeAsString();
+  AppendLengthDelimitedField(xdl::proto::DeviceTrace::kDeviceFieldNumber, device_bytes, &bytes);
+  std::vector<DeviceTracePart> expected;
+  REQUIRE(SplitDeviceTraceBytes(bytes, 32 << 10, &expected));
+  CollectPages pages;
+  ToPages(bytes, &pages);
+  std::vector<DeviceTracePart> parts;
+  auto keep = [](const DeviceTraceSummary&) { return true; };
+  auto emit = [&](DeviceTracePart part) { parts.push_back(std::move(part)); };
+  REQUIRE(SplitCollectPages(&pages, bytes.size(), 32 << 10, "fake", keep, emit));
+  CHECK(pages.released() == 0);
+  REQUIRE(parts.size() == expected.size());
+  for (size_t i = 0; i < parts.size(); ++i) CHECK(parts[i].bytes == expected[i].bytes);
+  // A stat that is not a message: the split alone does not look inside
+  // events, but this walk also makes SummarizeDeviceTrace's checks.
+  std::string event_bytes;
+  AppendLengthDelimitedField(xdl::proto::DeviceEvent::kStatFieldNumber, "\xff", &event_bytes);
+  std::string bad_line, bad_device, bad;
+  AppendLengthDelimitedField(xdl::proto::DeviceLine::kEventFieldNumber, event_bytes, &bad_line);
+  AppendLengthDelimitedField(xdl::proto::Device::kLineFieldNumber, bad_line, &bad_device);
+  AppendLengthDelimitedField(xdl::proto::DeviceTrace::kDeviceFieldNumber, bad_device, &bad);
+  DeviceTraceSummary summary;
+  CHECK_FALSE(SummarizeDeviceTrace(bad, &summary));
+  CHECK(SplitDeviceTraceBytes(bad, 1000, &expected));
+  ToPages(bad, &pages);
+  parts.clear();
+  bool called = false;
+  CHECK_FALSE(SplitCollectPages(
+      &pages, bad.size(), 1000, "fake", [&](const DeviceTraceSummary&) { return called = true; },
+      emit));
+  CHECK_FALSE(called);
+  CHECK(parts.empty());
 }
 
 TEST_CASE("SplitDeviceTrace: bounds, drops and status in the first part only", "[plugin]") {

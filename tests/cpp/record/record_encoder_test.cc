@@ -302,5 +302,27 @@ TEST_CASE("moved fields: the bytes of the same fields copied, without a copy", "
   CHECK(record.FrameBytes() == copied->frame.size());
 }
 
+TEST_CASE("moved fields in a record without columns: the device-only record at close", "[record]") {
+  std::vector<std::string> payloads = {std::string(300000, 'c'), std::string(5, 'd')};
+  std::string copied_fields;
+  for (const std::string& p : payloads) AppendLengthDelimitedField(5, p, &copied_fields);
+  const std::string spans = "\x32\x02\x08\x01";
+  absl::StatusOr<EncodedRecord> copied = EncodeRecord(3, 4, 5, {}, {}, copied_fields + spans);
+  REQUIRE(copied.ok());
+  EncodeOptions options;
+  options.moved_fields = &payloads;
+  options.moved_field_number = 5;
+  absl::StatusOr<EncodedRecord> moved = EncodeRecord(
+      3, 4, 5, {}, {}, spans, [](size_t) { return std::string(); }, options);
+  REQUIRE(moved.ok());
+  std::string joined;
+  for (const FramePiece& piece : moved->pieces) {
+    joined.append(piece.external != nullptr ? piece.external : moved->frame.data() + piece.offset,
+                  piece.size);
+  }
+  CHECK(joined == copied->frame);
+  CHECK(moved->frame.size() < 1000);  // The payloads were not copied into the frame.
+}
+
 }  // namespace internal
 }  // namespace xdl_trace

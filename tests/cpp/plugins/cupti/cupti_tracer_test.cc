@@ -439,6 +439,54 @@ TEST_CASE("the serializer orders a line by start, stable, also far out of order"
   CHECK(starts == std::vector<int64_t>{4, 5, 6, 7, 8});
 }
 
+TEST_CASE("the writer writes protobuf's own bytes, also when reused for a smaller trace",
+          "[cupti]") {
+  // Plan encodes each event once into the writer's own buffer, which later
+  // plans reuse: every trace must still be the bytes protobuf writes for it
+  // (field order, trace-local names in order of first use, oneof zeros).
+  NameTable names;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(names.Intern("n" + std::to_string(i)));
+  DeviceTraceWriter writer;
+  for (size_t count : {size_t{20000}, size_t{0}, size_t{700}, size_t{1}}) {
+    std::vector<DeviceEventData> events;
+    uint64_t x = 12345 + count;
+    auto next = [&x] { return x = x * 6364136223846793005ull + 1442695040888963407ull; };
+    for (size_t i = 0; i < count; ++i) {
+      DeviceEventData& e = events.emplace_back();
+      e.start_ns = static_cast<int64_t>(1'700'000'000'000'000'000 + i * 100 - next() % 400);
+      e.end_ns = next() % 5 == 0 ? 0 : e.start_ns + static_cast<int64_t>(next() % 9000);
+      e.correlation_id = next() % 4 == 0 ? 0 : next() % 100000;
+      e.external_id = next() % 3 == 0 ? 0 : next() % 500;
+      e.device = static_cast<int32_t>(next() % 3) - 1;
+      e.line = static_cast<int64_t>(next() % 6) - 4;
+      e.name = ids[next() % ids.size()];
+      e.kind = static_cast<EventKind>(next() % 9);
+      for (int k = static_cast<int>(next() % 7); k > 0; --k) {
+        const auto type = static_cast<EventStat::Type>(next() % 3);
+        const int64_t value = type == EventStat::Type::kInt
+                                  ? static_cast<int64_t>(next() % 4 == 0 ? next() : next() % 200)
+                                  : ids[next() % ids.size()];
+        e.AddStat(ids[next() % ids.size()], type, value);
+      }
+    }
+    const NameSnapshot snapshot(names);
+    std::string bytes(writer.Plan("cupti", snapshot, events, 3, count == 1 ? "failed" : "", 2),
+                      '\xAB');
+    writer.Write(bytes.data());
+    writer.Clear();
+    xdl::proto::DeviceTrace trace;
+    REQUIRE(trace.ParseFromString(bytes));
+    int64_t parsed = 0;
+    for (const auto& device : trace.device()) {
+      for (const auto& line : device.line()) parsed += line.event_size();
+    }
+    CHECK(parsed == static_cast<int64_t>(count));
+    CHECK(trace.SerializeAsString() == bytes);
+    CHECK(SerializeDeviceTrace("cupti", names, events, 3, count == 1 ? "failed" : "", 2) == bytes);
+  }
+}
+
 TEST_CASE("kernel names are demangled once per name; the mangled one stays in the stats",
           "[cupti]") {
   REQUIRE_LIBCUPTI();
