@@ -3,7 +3,8 @@
 # 19's figures) and GPU_DIR's cupti_stall.py and cupti_cost.py (issue 20's).
 #   bash bench/gpu_check.sh GPU_DIR OUT     (GPU_DIR: a git-ignored copy of ../shared/gpu holding
 #                                           pfx/ from prepare_prefix.sh; OUT: where figures go)
-# Prints each part's outcome; the figures land in OUT/{gpu,cupti_stall,cupti_cost}.json and OUT/*.log.
+# Prints each part's outcome and the seconds since the start (the device call's limit is 600 s);
+# the figures land in OUT/{gpu,cupti_stall,cupti_cost}.json and OUT/*.log as each part ends.
 set -u
 gpu=$(cd "${1:?GPU_DIR}" && pwd); out=$(mkdir -p "${2:?OUT}" && cd "$2" && pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,13 +13,15 @@ bash "$gpu/build_on_gpu_machine.sh" "$src" "$gpu/pfx" /tmp/xdl-gpu-build > "$out
   || { tail -30 "$out/build.log"; exit 1; }
 export LD_LIBRARY_PATH=$gpu/pfx/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONPATH=$src
+said() { echo "$1: exit $2 after ${SECONDS}s ($3)"; }
 (cd /tmp/xdl-gpu-build && ctest -L gpu --output-on-failure) > "$out/ctest_gpu.log" 2>&1
-echo "ctest -L gpu: exit $? ($(tail -1 "$out/ctest_gpu.log"))"
+said "ctest -L gpu" $? "$(grep -E 'tests passed|tests failed' "$out/ctest_gpu.log")"
 python3 -m pytest -m gpu -q tests/python/test_device_capture.py tests/python/test_torch.py \
   tests/python/test_device_tracing.py > "$out/pytest_gpu.log" 2>&1
-echo "pytest -m gpu: exit $? ($(tail -1 "$out/pytest_gpu.log"))"
+said "pytest -m gpu" $? "$(tail -1 "$out/pytest_gpu.log")"
 python3 bench/gpu.py --json "$out/gpu.json" 2>&1 | tee "$out/bench_gpu.log"
+said "bench/gpu.py" "${PIPESTATUS[0]}" "$out/gpu.json"
 python3 "$gpu/bench/cupti_stall.py" "$out/cupti_stall.json" > "$out/cupti_stall.log" 2>&1
-echo "cupti_stall.py: exit $? ($(tail -1 "$out/cupti_stall.log"))"
+said "cupti_stall.py" $? "$(tail -1 "$out/cupti_stall.log")"
 python3 "$gpu/bench/cupti_cost.py" "$out/cupti_cost.json" > "$out/cupti_cost.log" 2>&1
-echo "cupti_cost.py: exit $? ($(tail -1 "$out/cupti_cost.log"))"
+said "cupti_cost.py" $? "$(tail -1 "$out/cupti_cost.log")"
