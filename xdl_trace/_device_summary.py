@@ -22,8 +22,9 @@ one-pass on the host) and agree to a relative 1e-12 (tests/python/test_device_ca
 import functools
 import math
 
-# Elements summarized in one pass: its float64 temporaries take ~40 bytes an element, so a pass
-# holds at most ~670 MB of device memory (one tensor larger than this is a pass of its own).
+# Elements summarized in one pass: its temporaries take ~25 bytes an element (~42 for a
+# histogram), so a pass holds at most ~420 MB (~700 MB) of device memory for them (one tensor
+# larger than this is a pass of its own).
 _CHUNK_ELEMENTS = 1 << 24
 _counts = {}  # (device, lengths) -> the lengths as a device tensor: made once per signature.
 
