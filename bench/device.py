@@ -3,6 +3,7 @@
     /usr/bin/python3 bench/device.py [--seconds 4] [--rates 100000,1000000]
                                      [--intervals 0.2,1] [--step-hz 1000] [--out-dir /dev/shm]
                                      [--plugin [LABEL=]PATH[@TREE][,...]]
+                                     [--plugin-config 'other_threads=0;synthetic_other_threads=500']
 
 The CUPTI plugin runs as on a GPU except for the GPU: libxdl_trace_cupti_synthetic.so (built
 with the tests, cpp/plugins/cupti/synthetic_gpu.h) is the real plugin (buffer pool, the real
@@ -89,7 +90,8 @@ def child(args):
         config.update(
             device_tracers=[args.plugin],
             device_collect_interval_s=args.interval,
-            device_plugin_config=f"synthetic_rate={args.rate}",
+            device_plugin_config=f"synthetic_rate={args.rate}"
+            + (f";{args.plugin_config}" if args.plugin_config else ""),
         )
     steps = int(args.seconds * args.step_hz)
     period = 1.0 / args.step_hz
@@ -142,6 +144,7 @@ def run_child(args, rate, interval, work, plugin="", tree=None):
     cmd = [sys.executable, script, "--child", "--child-dir", out_dir]
     cmd += ["--rate", str(rate), "--interval", str(interval), "--plugin", plugin]
     cmd += ["--seconds", str(args.seconds), "--step-hz", str(args.step_hz)]
+    cmd += ["--plugin-config", args.plugin_config]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     shutil.rmtree(out_dir, ignore_errors=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -155,6 +158,12 @@ def main(argv=None):
     parser.add_argument("--step-hz", type=int, default=1000)
     parser.add_argument("--out-dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     parser.add_argument("--plugin", default=None)
+    parser.add_argument(
+        "--plugin-config",
+        default="",
+        help="appended to device_plugin_config, e.g. 'other_threads=0;synthetic_other_threads=500'"
+        " (500 per mille of calls from a second thread, without external correlation)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-dir", help=argparse.SUPPRESS)
     parser.add_argument("--rate", type=int, default=0, help=argparse.SUPPRESS)

@@ -375,6 +375,10 @@ bool ActivityParser::ParseMemset(const CUpti_Activity& record, DeviceEventData& 
 bool ActivityParser::ParseApi(const CUpti_Activity& record, DeviceEventData& e) {
   const auto& r = reinterpret_cast<const ApiRecord&>(record);
   const bool runtime = record.kind == CUPTI_ACTIVITY_KIND_RUNTIME;
+  // Before the filter: a filtered call may still have launched device work.
+  if (keep_launches_ && r.start != 0) {
+    launches_.Record({r.correlationId, r.threadId, static_cast<int64_t>(r.start) + clock_offset_ns_});
+  }
   const ApiName& api =
       LookupApi(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, r.cbid);
   if (api.filtered) {

@@ -37,6 +37,36 @@ struct ParseCounters {
   int64_t unmatched_markers = 0;  // NVTX range ends without their start (or starts evicted).
 };
 
+// A runtime/driver API call as the join's time rule needs it (rule 2 with
+// other_threads=0, docs/device-tracing.md): the thread that made it, as CUPTI
+// reports it, and its CPU start (CLOCK_REALTIME, after the clock offset).
+struct ApiLaunch {
+  uint32_t correlation = 0;
+  uint32_t thread = 0;
+  int64_t start_ns = 0;
+};
+
+// The last kSlots API calls by correlation id, direct-mapped by the id's low
+// bits (CUPTI's ids count up; as the tracer's join table): 16 MiB, allocated
+// at the first Record, no allocation per entry.
+class LaunchTable {
+ public:
+  static constexpr size_t kSlots = 1u << 20;
+  void Record(const ApiLaunch& launch) {
+    if (slots_.empty()) slots_.resize(kSlots);
+    slots_[launch.correlation & (kSlots - 1)] = launch;
+  }
+  // The call with this correlation id, or null (never seen, or overwritten).
+  const ApiLaunch* Find(uint32_t correlation) const {
+    if (slots_.empty() || correlation == 0) return nullptr;
+    const ApiLaunch& slot = slots_[correlation & (kSlots - 1)];
+    return slot.correlation == correlation ? &slot : nullptr;
+  }
+
+ private:
+  std::vector<ApiLaunch> slots_;
+};
+
 // When the tracer enables an activity kind: always, or when the config key
 // of that name is on (CuptiTracerOptions); kParsedOnly kinds are never
 // enabled but parsed when a record comes (older CUPTI's KERNEL).
@@ -72,6 +102,10 @@ class ActivityParser {
                  std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name);
 
   void set_clock_offset_ns(int64_t offset) { clock_offset_ns_ = offset; }
+  // Keep every runtime/driver API call (also those the filter leaves out) in
+  // launches(), for the join's time rule. Off by default.
+  void set_keep_launches(bool keep) { keep_launches_ = keep; }
+  const LaunchTable& launches() const { return launches_; }
   // Runtime/driver API calls to leave out, by name without the "_vNNNN"
   // suffix ("cudaGetDevice"). Replaces the previous filter.
   void set_api_filter(const std::vector<std::string>& names);
@@ -156,6 +190,8 @@ class ActivityParser {
   NameTable* const names_;
   const std::function<std::string(CUpti_CallbackDomain, uint32_t)> callback_name_;
   int64_t clock_offset_ns_ = 0;
+  bool keep_launches_ = false;
+  LaunchTable launches_;
   ParseCounters counters_;
   std::unordered_map<uint64_t, ApiName> api_names_;
   std::vector<ApiName> api_by_cbid_[2];  // Runtime, driver: by cbid (name -1: not yet).

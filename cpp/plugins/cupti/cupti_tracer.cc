@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <utility>
 
 #include "core/clock.h"
@@ -121,6 +122,8 @@ bool ConfigValue(const std::string& config, const std::string& key, std::string*
 
 }  // namespace
 
+uint32_t CuptiThreadId() { return static_cast<uint32_t>(pthread_self()); }
+
 void ApplyConfig(const std::string& config, CuptiTracerOptions* options) {
   std::string value;
   if (ConfigValue(config, "buffer_bytes", &value))
@@ -217,6 +220,7 @@ CuptiTracer::CuptiTracer(CuptiTracerOptions options, std::unique_ptr<CuptiApi> a
         return api_ != nullptr ? api_->CallbackName(domain, cbid) : std::string();
       }) {
   parser_.set_api_filter(options_.api_filter);
+  parser_.set_keep_launches(!options_.other_threads);
 }
 
 CuptiTracer::~CuptiTracer() {
@@ -520,6 +524,14 @@ void CuptiTracer::OnApiCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cb
 void CuptiTracer::StepBegin(uint64_t step_id) {
   t_training_thread = true;
   current_step_.store(step_id, std::memory_order_relaxed);
+  if (!options_.other_threads) {
+    // Before the push: every launch this step makes starts after it.
+    const int64_t now = internal::WallClockNs();
+    training_thread_.store(CuptiThreadId(), std::memory_order_relaxed);
+    internal::MutexLock lock(&steps_mu_);
+    new_step_starts_.push_back({now, step_id});
+    if (new_step_starts_.size() > kMaxStepStarts) new_step_starts_.pop_front();
+  }
   if (state_.load() == State::kRunning) {
     api_->ActivityPushExternalCorrelationId(kStepCorrelationKind, step_id);
   }
@@ -600,50 +612,20 @@ size_t CuptiTracer::PrepareCollect() {
     join_[correlation & (kJoinSlots - 1)] = {correlation, step};
   }
   external.clear();
-  auto lookup = [&](uint32_t correlation) -> uint64_t {
-    if (join_.empty()) return uint64_t{0};
-    const JoinSlot& slot = join_[correlation & (kJoinSlots - 1)];
-    return slot.correlation == correlation ? slot.step : uint64_t{0};
-  };
-  const int64_t now = internal::WallClockNs();
-  // Join in place: events whose step is not known yet move to held_ (their
-  // external record may come later); the rest are compacted to the front.
-  const size_t held_before = held_.size();
-  size_t kept = 0;
-  for (size_t i = 0; i < events.size(); ++i) {
-    DeviceEventData& e = events[i];
-    if (e.external_id == 0 && e.correlation_id != 0) {
-      e.external_id = lookup(static_cast<uint32_t>(e.correlation_id));
-      if (e.external_id == 0 && running) {
-        held_.push_back({e, now});
-        continue;
-      }
+  if (options_.other_threads) {
+    Join(events, running, nullptr);
+  } else {
+    // The time rule reads the parser's API calls: the parse thread waits
+    // for this join. The step starts are taken after the lock, so every API
+    // call in the table finds the step_begin that preceded it.
+    internal::MutexLock lock(&parse_mu_);
+    {
+      internal::MutexLock steps_lock(&steps_mu_);
+      step_starts_.insert(step_starts_.end(), new_step_starts_.begin(), new_step_starts_.end());
+      new_step_starts_.clear();
     }
-    if (kept != i) events[kept] = e;
-    ++kept;
-  }
-  events.shrink(kept);
-  // Held events (those before this collect's): joined now, or released
-  // without a step once a bound runs out (or at stop); the rest stay, oldest
-  // first.
-  std::deque<Held> still_held;
-  size_t index = 0;
-  for (Held& h : held_) {
-    const bool earlier = index++ < held_before;
-    if (earlier) h.event.external_id = lookup(static_cast<uint32_t>(h.event.correlation_id));
-    if (earlier &&
-        (h.event.external_id != 0 || !running || now - h.since_ns >= options_.max_hold_ns)) {
-      if (h.event.external_id == 0) ++released_unjoined_;
-      events.push_back(h.event);
-    } else {
-      still_held.push_back(std::move(h));
-    }
-  }
-  held_.swap(still_held);
-  while (held_.size() > options_.max_held_events) {
-    ++released_unjoined_;
-    events.push_back(held_.front().event);
-    held_.pop_front();
+    while (step_starts_.size() > kMaxStepStarts) step_starts_.pop_front();
+    Join(events, running, &parser_.launches());
   }
   held_count_.store(held_.size(), std::memory_order_relaxed);
   const int64_t dropped_now = total_dropped - reported_dropped_;
@@ -661,6 +643,70 @@ size_t CuptiTracer::PrepareCollect() {
       writer_.Plan("cupti", collected_names_, events, dropped_now, status, dropped_buffers_now);
   events.clear();  // Encoded: the blocks go back for the parse thread to fill.
   return size;
+}
+
+void CuptiTracer::Join(EventBlocks& events, bool running, const LaunchTable* launches) {
+  auto lookup = [&](uint32_t correlation) -> uint64_t {
+    if (join_.empty()) return uint64_t{0};
+    const JoinSlot& slot = join_[correlation & (kJoinSlots - 1)];
+    return slot.correlation == correlation ? slot.step : uint64_t{0};
+  };
+  const uint32_t training = training_thread_.load(std::memory_order_relaxed);
+  // Sets e's step; false while it is not known yet. Rule 1 and 3: its
+  // external correlation. Rule 2 without the callback (`launches`): launched
+  // from another thread, the step begun last before that launch's CPU start.
+  auto attribute = [&](DeviceEventData& e) -> bool {
+    const uint32_t correlation = static_cast<uint32_t>(e.correlation_id);
+    e.external_id = lookup(correlation);
+    if (e.external_id != 0) return true;
+    const ApiLaunch* launch = launches != nullptr ? launches->Find(correlation) : nullptr;
+    if (launch == nullptr || launch->thread == training) return false;
+    e.external_id = StepAt(launch->start_ns);  // 0: launched before the first step.
+    ++time_rule_events_;
+    return true;
+  };
+  const int64_t now = internal::WallClockNs();
+  // Join in place: events whose step is not known yet move to held_ (their
+  // external record may come later); the rest are compacted to the front.
+  const size_t held_before = held_.size();
+  size_t kept = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    DeviceEventData& e = events[i];
+    if (e.external_id == 0 && e.correlation_id != 0 && !attribute(e) && running) {
+      held_.push_back({e, now});
+      continue;
+    }
+    if (kept != i) events[kept] = e;
+    ++kept;
+  }
+  events.shrink(kept);
+  // Held events (those before this collect's): joined now, or released
+  // without a step once a bound runs out (or at stop); the rest stay, oldest
+  // first.
+  std::deque<Held> still_held;
+  size_t index = 0;
+  for (Held& h : held_) {
+    const bool earlier = index++ < held_before;
+    const bool known = earlier && attribute(h.event);
+    if (earlier && (known || !running || now - h.since_ns >= options_.max_hold_ns)) {
+      if (!known) ++released_unjoined_;
+      events.push_back(h.event);
+    } else {
+      still_held.push_back(std::move(h));
+    }
+  }
+  held_.swap(still_held);
+  while (held_.size() > options_.max_held_events) {
+    ++released_unjoined_;
+    events.push_back(held_.front().event);
+    held_.pop_front();
+  }
+}
+
+uint64_t CuptiTracer::StepAt(int64_t at_ns) const {
+  auto after = std::upper_bound(step_starts_.begin(), step_starts_.end(), at_ns,
+                                [](int64_t t, const StepStart& s) { return t < s.at_ns; });
+  return after == step_starts_.begin() ? uint64_t{0} : std::prev(after)->step;
 }
 
 void CuptiTracer::WritePrepared(char* out) {

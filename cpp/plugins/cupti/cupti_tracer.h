@@ -46,9 +46,13 @@ struct CuptiTracerOptions {
   int64_t max_hold_ns = 5'000'000'000;
   size_t max_held_events = 1u << 16;
   // Launches from other threads (autograd backward threads, data loaders,
-  // NCCL's): a CUPTI callback on the launch and copy APIs pushes the current
-  // step's correlation on the launching thread for the call (config
-  // other_threads=0 turns it off).
+  // NCCL's), rule 2 of docs/device-tracing.md. true (the default): a CUPTI
+  // callback on the launch and copy APIs pushes the current step's
+  // correlation on the launching thread for the call. false (config
+  // other_threads=0): no callback; the join gives an event with no external
+  // correlation whose launching API record comes from a thread other than
+  // the training thread the step begun last before that record's CPU start
+  // (held, within the bounds above, until that record arrives).
   bool other_threads = true;
   // NVTX ranges and marks (CUPTI_ACTIVITY_KIND_MARKER); on by default.
   bool nvtx = true;
@@ -65,9 +69,14 @@ struct CuptiTracerOptions {
 
 // Parses "key=value;..." (buffer_bytes, max_buffer_bytes, max_events, driver,
 // synchronization, overhead, nvtx, memory, libcupti, flush_on_collect,
-// flush_period_ms, max_hold_ms, max_held_events, api_filter: comma-separated
-// names, "" for none) over `options`; unknown keys are ignored.
+// flush_period_ms, max_hold_ms, max_held_events, other_threads: 1 callback,
+// 0 time rule; api_filter: comma-separated names, "" for none) over
+// `options`; unknown keys are ignored.
 void ApplyConfig(const std::string& config, CuptiTracerOptions* options);
+
+// The calling thread's id as CUPTI's API records report it (threadId; CUPTI's
+// default thread-id type on Linux: pthread_self(), truncated to 32 bits).
+uint32_t CuptiThreadId();
 
 // Fixed-size, 8-byte-aligned activity buffers under a hard byte cap.
 // Threading: any thread (Acquire from CUPTI's threads, Release from the parse
@@ -106,7 +115,8 @@ class BufferPool {
 // thread that starts and stops tracing; StepBegin/StepEnd by the training
 // thread; Collect by one thread at a time (the core's collector thread while
 // running), possibly at the same time as StepBegin/StepEnd, which touch only
-// atomics and CUPTI's thread-local correlation stack (plugin ABI 1.1).
+// atomics and CUPTI's thread-local correlation stack (plugin ABI 1.1) and,
+// with other_threads=0, append the step's start under steps_mu_.
 // OnBufferRequested and OnBufferCompleted are called by CUPTI on its threads
 // (or by tests): they touch only the pool and the completed queue. The parse
 // thread (kParseThreadName, from Start to Stop) parses each completed buffer
@@ -162,6 +172,9 @@ class CuptiTracer {
   // Launch/copy APIs (runtime and driver) whose callbacks are enabled.
   static const std::vector<std::pair<CUpti_CallbackDomain, CUpti_CallbackId>>& LaunchCallbacks();
   int64_t other_thread_launches() const { return other_thread_launches_.load(); }
+  // other_threads=0: events given a step by the time rule so far (Collect's
+  // thread).
+  int64_t time_rule_events() const { return time_rule_events_; }
 
   // CUPTI's buffer callbacks (public so tests can drive them).
   void OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
@@ -202,6 +215,13 @@ class CuptiTracer {
   // Returns once every buffer completed before the call is parsed (by the
   // parse thread, or here when none runs).
   void WaitParsed();
+  // Gives `events` their steps (docs/device-tracing.md, attribution rules);
+  // those not known yet move to held_ while `running`, and the held ones
+  // known now (or past a bound) join `events`. `launches`: the parser's API
+  // calls for the time rule (other_threads=0, parse_mu_ held), else null.
+  void Join(EventBlocks& events, bool running, const LaunchTable* launches);
+  // The step begun last at or before `at_ns` (step_starts_), 0 when none.
+  uint64_t StepAt(int64_t at_ns) const;
 
   const CuptiTracerOptions options_;
   std::unique_ptr<CuptiApi> api_;  // Set by Start before any callback or the parse thread.
@@ -216,6 +236,17 @@ class CuptiTracer {
   // are tagged with; 0 before the first step.
   std::atomic<uint64_t> current_step_{0};
   std::atomic<int64_t> other_thread_launches_{0};
+  // other_threads=0: the training thread (CuptiThreadId() at StepBegin; 0
+  // before the first step), and each step's start (WallClockNs(), the clock
+  // of the parsed API records) in StepBegin order, the last kMaxStepStarts.
+  struct StepStart {
+    int64_t at_ns;
+    uint64_t step;
+  };
+  static constexpr size_t kMaxStepStarts = 4096;
+  std::atomic<uint32_t> training_thread_{0};
+  internal::Mutex steps_mu_;
+  std::deque<StepStart> new_step_starts_ ABSL_GUARDED_BY(steps_mu_);  // Not yet collected.
 
   // Completed buffers, from CUPTI's threads to the parse thread.
   internal::Mutex queue_mu_;
@@ -263,6 +294,10 @@ class CuptiTracer {
     uint64_t step = 0;
   };
   std::vector<JoinSlot> join_;
+  // other_threads=0: the step starts taken from new_step_starts_, the last
+  // kMaxStepStarts, oldest first.
+  std::deque<StepStart> step_starts_;
+  int64_t time_rule_events_ = 0;
   int64_t reported_dropped_ = 0;          // dropped() at the last Collect.
   int64_t reported_dropped_buffers_ = 0;  // dropped_buffers() at the last Collect.
 };

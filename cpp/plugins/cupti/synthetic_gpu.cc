@@ -178,7 +178,9 @@ class SyntheticGpu final : public CuptiApi {
     // Spread the mix: 379 is prime to 1000, so every 1000 calls see each share once.
     const int pick = static_cast<int>((calls_++ * 379) % 1000);
     const uint32_t stream = 7 + static_cast<uint32_t>(correlation % options_.streams);
-    if (step != 0) {
+    // Another thread's call: CUPTI writes no external record for it (no callback).
+    const bool other_thread = static_cast<int>(correlation % 1000) < options_.other_thread_per_mille;
+    if (step != 0 && !other_thread) {
       CUpti_ActivityExternalCorrelation r;
       std::memset(&r, 0, sizeof(r));
       r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
@@ -203,7 +205,7 @@ class SyntheticGpu final : public CuptiApi {
       r.start = static_cast<uint64_t>(t);
       r.end = static_cast<uint64_t>(t + 2500);
       r.processId = 1;
-      r.threadId = 4242;
+      r.threadId = other_thread ? 4343 : 4242;
       r.correlationId = correlation;
       Write(&r, sizeof(r));
     }
@@ -314,6 +316,9 @@ SyntheticGpuOptions ParseSyntheticGpuOptions(const std::string& config) {
   }
   if (ConfigNumber(config, "synthetic_streams", &value) && value >= 1) {
     options.streams = static_cast<int>(value);
+  }
+  if (ConfigNumber(config, "synthetic_other_threads", &value) && value >= 0) {
+    options.other_thread_per_mille = static_cast<int>(std::min(value, 1000.0));
   }
   return options;
 }

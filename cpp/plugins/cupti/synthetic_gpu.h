@@ -13,9 +13,14 @@ namespace cupti {
 struct SyntheticGpuOptions {
   double events_per_second = 1e6;  // Device events (API calls + device work) per second.
   int streams = 4;                 // Kernels, copies and memsets go round these streams.
+  // Calls per 1000 made from "another thread" (autograd's): a thread id of
+  // their own and no EXTERNAL_CORRELATION record, as with other_threads=0 on
+  // a GPU (0: every call is the training thread's, with its step).
+  int other_thread_per_mille = 0;
 };
 
-// Reads "synthetic_rate=N;synthetic_streams=N" (the plugin config); other keys are ignored.
+// Reads "synthetic_rate=N;synthetic_streams=N;synthetic_other_threads=N" (per
+// mille; the plugin config); other keys are ignored.
 SyntheticGpuOptions ParseSyntheticGpuOptions(const std::string& config);
 
 // A CuptiApi whose "device" is a thread writing real CUPTI activity records

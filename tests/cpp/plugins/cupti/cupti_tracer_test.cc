@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "core/clock.h"
 #include "cupti_tracer.h"
 #include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
@@ -1219,6 +1220,140 @@ TEST_CASE("launches from other threads get the current step", "[cupti]") {
   REQUIRE(h2.tracer->Start().ok);
   CHECK(h2.api->enabled_callbacks.empty());
   REQUIRE(h2.tracer->Stop().ok);
+}
+
+TEST_CASE("other_threads=0: another thread's launch gets the step begun last before it",
+          "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  CuptiTracerOptions options = Harness::Small();
+  ApplyConfig("other_threads=0", &options);
+  Harness h(options);
+  REQUIRE(h.tracer->Start().ok);
+  CHECK(h.api->enabled_callbacks.empty());  // No callback: the join decides.
+  constexpr uint32_t kOther = 4242;         // Runtime()'s thread: autograd's, say.
+  const uint32_t training = CuptiThreadId();
+  REQUIRE(training != kOther);
+  constexpr uint32_t kLaunch = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  auto on = [](uint32_t thread, CUpti_ActivityAPI r) {
+    r.threadId = thread;
+    return r;
+  };
+  // CPU times around the steps, on the clock of the parsed API records.
+  auto tick = [] {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    return internal::WallClockNs();
+  };
+  const int64_t before_first = tick();
+  tick();
+  h.tracer->StepBegin(1);
+  const int64_t in_step1 = tick();
+  h.tracer->StepEnd(1);
+  const int64_t between = tick();  // After step 1's end: still step 1 (the last begun).
+  tick();
+  h.tracer->StepBegin(2);
+  const int64_t in_step2 = tick();
+  auto step_of = [](const std::vector<FlatEvent>& events, uint64_t correlation,
+                    const std::string& line_prefix) -> int64_t {
+    for (const auto& e : events) {
+      if (e.event.correlation_id() == correlation && absl::StartsWith(e.line, line_prefix))
+        return static_cast<int64_t>(e.event.external_id());
+    }
+    return -1;  // Not emitted.
+  };
+  SECTION("between two step_begins: the earlier step; before the first: none") {
+    ActivityBuffer buffer(*h.tracer);
+    buffer.Add(on(kOther, Runtime(101, before_first, before_first + 5, kLaunch)))
+        .Add(Kernel(101, in_step2 + 10, in_step2 + 20));
+    buffer.Add(on(kOther, Runtime(102, in_step1, in_step1 + 5, kLaunch)))
+        .Add(Kernel(102, in_step2 + 30, in_step2 + 40));
+    buffer.Add(on(kOther, Runtime(103, between, between + 5, kLaunch)))
+        .Add(Memcpy(103, in_step2 + 50, in_step2 + 60, 64));
+    buffer.Add(on(kOther, Runtime(104, in_step2, in_step2 + 5, kLaunch)))
+        .Add(Kernel(104, in_step2 + 70, in_step2 + 80));
+    buffer.Complete();
+    const auto events = Flatten(h.Collect());
+    REQUIRE(events.size() == 8);  // Nothing held.
+    CHECK(step_of(events, 101, "stream") == 0);
+    CHECK(step_of(events, 102, "stream") == 1);
+    CHECK(step_of(events, 103, "stream") == 1);
+    CHECK(step_of(events, 104, "stream") == 2);
+    CHECK(step_of(events, 102, "thread") == 1);  // The call itself too.
+    CHECK(h.tracer->held() == 0);
+    CHECK(h.tracer->released_unjoined() == 0);
+    CHECK(h.tracer->time_rule_events() == 8);
+  }
+  SECTION("the API record in a later buffer than the kernel: held, then joined") {
+    ActivityBuffer device(*h.tracer);
+    device.Add(Kernel(201, in_step2 + 10, in_step2 + 20));
+    device.Complete();
+    CHECK(Flatten(h.Collect()).empty());
+    CHECK(h.tracer->held() == 1);
+    ActivityBuffer host(*h.tracer);
+    host.Add(on(kOther, Runtime(201, in_step1, in_step1 + 5, kLaunch)));
+    host.Complete();
+    const auto events = Flatten(h.Collect());
+    REQUIRE(events.size() == 2);
+    CHECK(step_of(events, 201, "stream") == 1);
+    CHECK(h.tracer->held() == 0);
+    CHECK(h.tracer->released_unjoined() == 0);
+  }
+  SECTION("a launch call the API filter leaves out still places its kernel") {
+    ActivityBuffer buffer(*h.tracer);
+    // cudaGetDevice is filtered by default; it stands in for any filtered call.
+    buffer.Add(on(kOther, Runtime(301, in_step1, in_step1 + 5,
+                                  CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020)))
+        .Add(Kernel(301, in_step2 + 10, in_step2 + 20));
+    buffer.Complete();
+    const auto events = Flatten(h.Collect());
+    REQUIRE(events.size() == 1);
+    CHECK(step_of(events, 301, "stream") == 1);
+  }
+  SECTION("a training-thread launch still needs its external correlation (rule 1)") {
+    ActivityBuffer device(*h.tracer);
+    device.Add(on(training, Runtime(401, in_step1, in_step1 + 5, kLaunch)))
+        .Add(Kernel(401, in_step2 + 10, in_step2 + 20));
+    device.Complete();
+    CHECK(Flatten(h.Collect()).empty());  // Both held: no external record yet.
+    CHECK(h.tracer->held() == 2);
+    ActivityBuffer host(*h.tracer);
+    host.Add(External(401, 1));
+    host.Complete();
+    const auto events = Flatten(h.Collect());
+    REQUIRE(events.size() == 2);
+    CHECK(step_of(events, 401, "stream") == 1);
+    CHECK(h.tracer->time_rule_events() == 0);
+  }
+  SECTION("the launch never arrives: released without a step at stop, as before") {
+    ActivityBuffer device(*h.tracer);
+    device.Add(Kernel(501, in_step2 + 10, in_step2 + 20));
+    device.Complete();
+    CHECK(Flatten(h.Collect()).empty());
+    REQUIRE(h.tracer->Stop().ok);
+    const auto events = Flatten(h.Collect());
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].event.external_id() == 0);
+    CHECK(h.tracer->released_unjoined() == 1);
+  }
+  h.tracer->StepEnd(2);
+  REQUIRE(h.tracer->Stop().ok);
+}
+
+TEST_CASE("other_threads=1 (the default): no time rule, another thread's launch waits",
+          "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  REQUIRE(h.tracer->Start().ok);
+  h.tracer->StepBegin(1);
+  const int64_t in_step1 = internal::WallClockNs() + 1000;
+  ActivityBuffer buffer(*h.tracer);
+  buffer.Add(Runtime(601, in_step1, in_step1 + 5, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000))
+      .Add(Kernel(601, in_step1 + 10, in_step1 + 20));
+  buffer.Complete();
+  CHECK(Flatten(h.Collect()).empty());  // Waits for the callback's external record.
+  CHECK(h.tracer->held() == 2);
+  CHECK(h.tracer->time_rule_events() == 0);
+  h.tracer->StepEnd(1);
+  REQUIRE(h.tracer->Stop().ok);
 }
 
 TEST_CASE("insufficient privileges become a clear message", "[cupti]") {
