@@ -179,7 +179,8 @@ class SyntheticGpu final : public CuptiApi {
     const int pick = static_cast<int>((calls_++ * 379) % 1000);
     const uint32_t stream = 7 + static_cast<uint32_t>(correlation % options_.streams);
     // Another thread's call: CUPTI writes no external record for it (no callback).
-    const bool other_thread = static_cast<int>(correlation % 1000) < options_.other_thread_per_mille;
+    const bool other_thread =
+        static_cast<int>(correlation % 1000) < options_.other_thread_per_mille;
     if (step != 0 && !other_thread) {
       CUpti_ActivityExternalCorrelation r;
       std::memset(&r, 0, sizeof(r));

@@ -1300,8 +1300,9 @@ TEST_CASE("other_threads=0: another thread's launch gets the step begun last bef
   SECTION("a launch call the API filter leaves out still places its kernel") {
     ActivityBuffer buffer(*h.tracer);
     // cudaGetDevice is filtered by default; it stands in for any filtered call.
-    buffer.Add(on(kOther, Runtime(301, in_step1, in_step1 + 5,
-                                  CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020)))
+    buffer
+        .Add(on(kOther,
+                Runtime(301, in_step1, in_step1 + 5, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020)))
         .Add(Kernel(301, in_step2 + 10, in_step2 + 20));
     buffer.Complete();
     const auto events = Flatten(h.Collect());
@@ -1338,8 +1339,7 @@ TEST_CASE("other_threads=0: another thread's launch gets the step begun last bef
   REQUIRE(h.tracer->Stop().ok);
 }
 
-TEST_CASE("other_threads=1 (the default): no time rule, another thread's launch waits",
-          "[cupti]") {
+TEST_CASE("other_threads=1 (the default): no time rule, another thread's launch waits", "[cupti]") {
   REQUIRE_LIBCUPTI();
   Harness h;
   REQUIRE(h.tracer->Start().ok);
