@@ -377,8 +377,7 @@ bool ActivityParser::ParseApi(const CUpti_Activity& record, DeviceEventData& e) 
   const bool runtime = record.kind == CUPTI_ACTIVITY_KIND_RUNTIME;
   // Before the filter: a filtered call may still have launched device work.
   if (keep_launches_ && r.start != 0) {
-    launches_.Record(
-        {r.correlationId, r.threadId, static_cast<int64_t>(r.start) + clock_offset_ns_});
+    launches_.Put({r.correlationId, r.threadId, static_cast<int64_t>(r.start) + clock_offset_ns_});
   }
   const ApiName& api =
       LookupApi(runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, r.cbid);

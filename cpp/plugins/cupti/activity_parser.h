@@ -46,26 +46,30 @@ struct ApiLaunch {
   int64_t start_ns = 0;
 };
 
-// The last kSlots API calls by correlation id, direct-mapped by the id's low
-// bits (CUPTI's ids count up; as the tracer's join table): 16 MiB, allocated
-// at the first Record, no allocation per entry.
-class LaunchTable {
+// The last kSlots entries by CUPTI correlation id (`Entry::correlation`, 0 for
+// none), direct-mapped by the id's low bits: CUPTI's ids count up, so it holds
+// the last 1 Mi of them (16 MiB for a 16-byte entry, allocated at the first
+// Put), with no allocation per entry. The parser's API calls and the tracer's
+// join (correlation id -> step) are each one.
+template <typename Entry>
+class CorrelationTable {
  public:
   static constexpr size_t kSlots = 1u << 20;
-  void Record(const ApiLaunch& launch) {
+  void Put(const Entry& entry) {
     if (slots_.empty()) slots_.resize(kSlots);
-    slots_[launch.correlation & (kSlots - 1)] = launch;
+    slots_[entry.correlation & (kSlots - 1)] = entry;
   }
-  // The call with this correlation id, or null (never seen, or overwritten).
-  const ApiLaunch* Find(uint32_t correlation) const {
+  // The entry with this correlation id, or null (never put, or overwritten).
+  const Entry* Find(uint32_t correlation) const {
     if (slots_.empty() || correlation == 0) return nullptr;
-    const ApiLaunch& slot = slots_[correlation & (kSlots - 1)];
+    const Entry& slot = slots_[correlation & (kSlots - 1)];
     return slot.correlation == correlation ? &slot : nullptr;
   }
 
  private:
-  std::vector<ApiLaunch> slots_;
+  std::vector<Entry> slots_;
 };
+using LaunchTable = CorrelationTable<ApiLaunch>;
 
 // When the tracer enables an activity kind: always, or when the config key
 // of that name is on (CuptiTracerOptions); kParsedOnly kinds are never

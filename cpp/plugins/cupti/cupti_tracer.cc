@@ -15,8 +15,7 @@ namespace xdl_trace {
 namespace cupti {
 namespace {
 
-constexpr size_t kRecordAlignment = 8;   // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
-constexpr size_t kJoinSlots = 1u << 20;  // Correlation ids the join remembers (16 MiB).
+constexpr size_t kRecordAlignment = 8;  // ACTIVITY_RECORD_ALIGNMENT in cupti_activity.h.
 
 // CUPTI's buffer callbacks carry no user data: they reach the running tracer
 // through this pointer, set by Start and cleared by Stop after the final flush.
@@ -607,10 +606,7 @@ size_t CuptiTracer::PrepareCollect() {
     total_dropped = cupti_dropped_.load() + over_cap_events_ + parser_.counters().bad_timestamps;
     total_buffers = refused_buffers_.load() + aborted_buffers_;
   }
-  if (join_.empty() && !external.empty()) join_.resize(kJoinSlots);
-  for (const auto& [correlation, step] : external) {
-    join_[correlation & (kJoinSlots - 1)] = {correlation, step};
-  }
+  for (const auto& [correlation, step] : external) join_.Put({correlation, step});
   external.clear();
   if (options_.other_threads) {
     Join(events, running, nullptr);
@@ -647,9 +643,8 @@ size_t CuptiTracer::PrepareCollect() {
 
 void CuptiTracer::Join(EventBlocks& events, bool running, const LaunchTable* launches) {
   auto lookup = [&](uint32_t correlation) -> uint64_t {
-    if (join_.empty()) return uint64_t{0};
-    const JoinSlot& slot = join_[correlation & (kJoinSlots - 1)];
-    return slot.correlation == correlation ? slot.step : uint64_t{0};
+    const StepOf* found = join_.Find(correlation);
+    return found != nullptr ? found->step : uint64_t{0};
   };
   const uint32_t training = training_thread_.load(std::memory_order_relaxed);
   // Sets e's step; false while it is not known yet. Rule 1 and 3: its

@@ -286,14 +286,12 @@ class CuptiTracer {
   };
   std::deque<Held> held_;  // Unjoined, oldest first.
   int64_t released_unjoined_ = 0;
-  // The join: correlation id -> step, direct-mapped by the id's low bits.
-  // CUPTI's ids count up, so it holds the last 1 Mi of them (16 MiB, from
-  // the first external correlation on); no allocation per entry.
-  struct JoinSlot {
+  // The join: correlation id -> step (from the first external correlation on).
+  struct StepOf {
     uint32_t correlation = 0;
     uint64_t step = 0;
   };
-  std::vector<JoinSlot> join_;
+  CorrelationTable<StepOf> join_;
   // other_threads=0: the step starts taken from new_step_starts_, the last
   // kMaxStepStarts, oldest first.
   std::deque<StepStart> step_starts_;
