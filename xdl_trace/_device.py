@@ -166,7 +166,7 @@ class StagingPool:
             close, loose = self._free_slots(nbytes, backend)
             if close is not None:
                 return close
-            if self._allocated + nbytes <= self.max_bytes or self._allocated == 0:
+            if self._has_room(nbytes):
                 return self._new_slot(nbytes, backend)
             if loose is not None:
                 return loose
@@ -174,7 +174,7 @@ class StagingPool:
             for idle in [s for s in self._slots if not s.lease.busy]:
                 self._slots.remove(idle)
                 self._allocated -= idle.nbytes
-            if self._allocated + nbytes <= self.max_bytes or self._allocated == 0:
+            if self._has_room(nbytes):
                 return self._new_slot(nbytes, backend)
             if not self.block:
                 self.dropped += 1
@@ -198,6 +198,10 @@ class StagingPool:
                     return slot, None
                 loose = loose or slot
         return None, loose
+
+    def _has_room(self, nbytes):
+        """Whether a new slot of `nbytes` fits the bound (an empty pool takes any one step)."""
+        return self._allocated + nbytes <= self.max_bytes or self._allocated == 0
 
     def _new_slot(self, nbytes, backend):
         slot = _Slot(backend, nbytes)

@@ -98,7 +98,8 @@ class _Pass:
         self.finite = x.abs() < math.inf  # Two kernels; torch.isfinite takes four.
         self.n_finite = _reduce(self.finite.to(count_dtype), "sum", self.counts).to(f64)
         self.n_nan = _reduce(torch.ne(x, x).to(count_dtype), "sum", self.counts).to(f64)
-        self.n_inf = self.counts.to(f64) - self.n_finite - self.n_nan
+        self.count = self.counts.to(f64)
+        self.n_inf = self.count - self.n_finite - self.n_nan
         self.min = _reduce(torch.where(self.finite, x, math.inf), "min", self.counts).to(f64)
         self.max = _reduce(torch.where(self.finite, x, -math.inf), "max", self.counts).to(f64)
         self.none_finite = self.n_finite == 0
@@ -147,7 +148,7 @@ def _stats_rows(tensors):
     sum_sq = squared_deviations + p.n_finite * mean * mean
     rows = torch.stack(
         [
-            p.counts.to(torch.float64),
+            p.count,
             p.min,
             p.max,
             mean,
