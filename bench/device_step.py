@@ -9,7 +9,7 @@ once on the training thread on tiny CPU tensors (so it costs next to nothing), f
 once and a graph's replay is free. Conditions alternate in one process, `--rounds` times:
 
   graphs   the summary pass replayed from a graph (what a CUDA run does from its second step)
-  eager    XDL_TRACE_DEVICE_GRAPHS=0: the pass op by op (~35 torch calls on tiny tensors)
+  eager    XDL_TRACE_DEVICE_GRAPHS=0: the pass op by op (~45 torch calls on tiny tensors)
 
 It prints hook.step()'s median, p90 and p99 in microseconds for each, and where the graphs
 condition's time goes (the step batch's parts, timed around their calls).

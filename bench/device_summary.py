@@ -1,16 +1,24 @@
-"""The device summary pass's work per element, measured on this machine's CPU as a proxy.
+"""The device summary pass's work per element: its memory traffic and kernels, and its time on
+this machine's CPU.
 
     /usr/bin/python3 bench/device_summary.py [--root OTHER_CHECKOUT] [--repeat 7]
 
-On a GPU the pass (xdl_trace/_device_summary.py) is bound by memory traffic; on a CPU its
-elementwise kernels are too, so CPU time tracks the bytes each element costs (not the GPU's
-time: a GPU moves them ~30x faster). Inputs: the "conv" workload's 60 float32 tensors (its 30
+On a GPU the pass (xdl_trace/_device_summary.py) is bound by memory traffic and by how evenly
+its kernels spread over the device. Inputs: the "conv" workload's 60 float32 tensors (its 30
 parameters and as many gradients: 7.15 M elements, bench/gpu.py). Prints, for stats and a
-30-bin histogram: the median time of one pass, and the peak temporaries in bytes per element
-(maximum RSS of a child process over 16 Mi elements, above its inputs). --root measures
-another checkout's pass (its xdl_trace package, built) in the same way, for a before/after.
-"""
+30-bin histogram:
 
+- traffic: the pass's ops as torch's dispatcher sees them (views excluded): how many, and the
+  bytes they read and write per element of input (each op's tensor inputs and outputs);
+- largest segment: the most elements a segmented op (segment_reduce, repeat_interleave) gives
+  one thread block or warp on a GPU, which then runs alone while the rest of the device idles;
+- the median time of one pass on this CPU, and its peak temporaries in bytes per element
+  (maximum RSS of a child process over 16 Mi elements, above its inputs). CPU time is a rough
+  proxy: a CPU runs some kernels (mixed dtypes, bool sums) far below its memory bandwidth.
+
+--root measures another checkout's pass (its xdl_trace package, built) in the same way, for a
+before/after.
+"""
 import argparse
 import os
 import statistics
@@ -30,12 +38,22 @@ sys.path.insert(0, sys.argv[1])
 from xdl_trace import _device_summary as ds
 torch.set_num_threads(1)
 ts = [torch.randn(1 << 22) for _ in range(4)]
-ds._counts_tensor(ts[0].device, tuple(t.numel() for t in ts))
+ds.static_inputs(ts)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 ds.stats_rows(ts) if sys.argv[2] == "stats" else ds.histogram_rows(ts, 30)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print((peak - base) * 1024 / (4 << 22))
 """
+
+
+VIEWS = {"view", "unsafe", "slice", "select", "unsqueeze", "squeeze", "expand", "alias", "t"}
+VIEWS |= {"as", "transpose", "detach", "lift", "permute", "split", "unbind", "reshape"}
+
+
+def _flatten(value):
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flatten(v)]
+    return [value]
 
 
 def main():
@@ -62,12 +80,42 @@ def main():
     tensors = [torch.randn(shape) for shape in CONV_SHAPES] * 2
     elements = sum(t.numel() for t in tensors)
     print(f"{root}: {len(tensors)} float32 tensors, {elements / 1e6:.2f} M elements")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Traffic(TorchDispatchMode):
+        """Counts the ops of a pass, their bytes and the largest segment of a segmented op."""
+
+        def __init__(self):
+            super().__init__()
+            self.ops, self.bytes, self.segment = 0, 0, 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            name = str(func).split(".")[1]
+            if name.lstrip("_").split("_")[0] in VIEWS or name in VIEWS:
+                return out
+            tensors = [a for a in _flatten(args) + _flatten(out) if isinstance(a, torch.Tensor)]
+            self.ops += 1
+            self.bytes += sum(t.numel() * t.element_size() for t in tensors)
+            lengths = (kwargs or {}).get("lengths")
+            if name == "segment_reduce" and lengths is not None:
+                self.segment = max(self.segment, int(lengths.max()))
+            if str(func) == "aten.repeat_interleave.Tensor":  # The repeats: one index each.
+                self.segment = max(self.segment, int(args[0].max()))
+            return out
+
     passes = {
         "stats": lambda: ds.stats_rows(tensors),
         "histogram": lambda: ds.histogram_rows(tensors, 30),
     }
     for name, run in passes.items():
         run()
+        with Traffic() as traffic:
+            run()
+        print(
+            f"  {name:9s} {traffic.ops:3d} ops, {traffic.bytes / elements:5.1f} bytes an element"
+            f" read and written, largest segment {traffic.segment:,} elements"
+        )
         times = []
         for _ in range(args.repeat):
             t0 = time.perf_counter()

@@ -152,8 +152,14 @@ class StagingPool:
         self.waits = 0
 
     def configure(self, max_bytes, block):
+        """A hook's bound and policy, from its begin(): the pool lets its idle buffers go (a
+        smaller bound holds from the start) and its counters start again."""
         self.max_bytes = int(max_bytes)
         self.block = block
+        self._release_idle()
+        self.high_water_bytes = self._allocated
+        self.dropped = 0
+        self.waits = 0
 
     def acquire(self, nbytes, backend):
         """A free slot of at least `nbytes` from `backend`, or None (drop). A free slot of at
@@ -170,10 +176,7 @@ class StagingPool:
                 return self._new_slot(nbytes, backend)
             if loose is not None:
                 return loose
-            # Idle buffers that are too small (or another backend's) make room first.
-            for idle in [s for s in self._slots if not s.lease.busy]:
-                self._slots.remove(idle)
-                self._allocated -= idle.nbytes
+            self._release_idle()  # Those too small (or another backend's) make room first.
             if self._has_room(nbytes):
                 return self._new_slot(nbytes, backend)
             if not self.block:
@@ -198,6 +201,12 @@ class StagingPool:
                     return slot, None
                 loose = loose or slot
         return None, loose
+
+    def _release_idle(self):
+        for idle in [s for s in self._slots if not s.lease.busy]:
+            self._slots.remove(idle)
+            self._allocated -= idle.nbytes
+        self._next = 0
 
     def _has_room(self, nbytes):
         """Whether a new slot of `nbytes` fits the bound (an empty pool takes any one step)."""

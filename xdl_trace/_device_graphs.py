@@ -1,6 +1,6 @@
-"""Summary passes replayed as device graphs: one launch a step, not ~35, while the tensors stay put.
+"""Summary passes replayed as device graphs: one launch a step, not ~45, while the tensors stay put.
 
-A summary pass (_device_summary) launches ~35 kernels; on a GPU each costs the training thread
+A summary pass (_device_summary) launches ~45 kernels; on a GPU each costs the training thread
 a few microseconds to launch, ~200 us a step in all. Once the same tensors come to a pass on two
 steps in a row (same addresses, shapes, strides and dtypes: a model's parameters always, its
 gradients while the allocator hands back the same blocks), the pass is captured once as a graph
@@ -10,10 +10,11 @@ runs the pass eagerly again, and it is captured anew once its new place holds fo
 
 Bounds: at most MAX_GRAPHS graphs a process; passes of more than MAX_ELEMENTS elements stay
 eager (their launches are small beside their own kernels' time). A graph keeps the device memory
-of its pass's temporaries, in passes of at most CHUNK_ELEMENTS elements (~25 bytes an element
-for stats, ~42 for a histogram: ~100-175 MB a graph at most), for the life of the process: a
-graph is never destroyed while the device may still be running it. A capture that fails turns graphs off for the process (counted, warned once); the pass then runs
-eagerly, as it does with ``XDL_TRACE_DEVICE_GRAPHS=0`` or a backend that cannot capture.
+of its pass's temporaries, in passes of at most CHUNK_ELEMENTS elements (~30 bytes an element:
+~125 MB a graph at most), for the life of the process: a graph is never destroyed while the
+device may still be running it. A capture that fails turns graphs off for the process (counted,
+warned once); the pass then runs eagerly, as it does with ``XDL_TRACE_DEVICE_GRAPHS=0`` or a
+backend that cannot capture.
 """
 
 import os

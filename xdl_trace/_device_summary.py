@@ -1,9 +1,16 @@
 """Built-in summaries of many torch tensors at once, computed where the tensors live (a GPU).
 
-One pass over a step's tensors with segmented reductions: a fixed number of kernels per step,
-whatever the number of tensors, and nothing waits for the device (no ``.item()``, no boolean
-indexing, no host-built index per step). The rows have the host's columns and definitions
-(cpp/include/xdl_trace/registry.h, docs/format.md "Summaries"):
+One pass over a step's tensors: a fixed number of kernels per step, whatever the number of
+tensors, and nothing waits for the device (no ``.item()``, no boolean indexing, no host-built
+index per step). The tensors are laid out in rows of TILE elements (fewer when every tensor is
+smaller), each tensor starting a row and its last row padded with NaN (which every summary skips), so every reduction is a row
+reduction: its work is spread evenly over the device whatever the tensors' sizes. Only the rows'
+partial results (a few per tensor) are combined per tensor, by segmented reductions. (Reducing
+each tensor as one segment would give one tensor's elements to one thread block: a 590 k-element
+conv weight would keep one streaming multiprocessor busy while the others idle.)
+
+The rows have the host's columns and definitions (cpp/include/xdl_trace/registry.h,
+docs/format.md "Summaries"):
 
 - stats, float64[8]: count, min, max, mean, std (population), l2, nan count, inf count; min, max,
   mean, std and l2 over finite values; with no finite value min, max, mean, std are NaN, l2 0.
@@ -16,17 +23,20 @@ Values are widened to float64 exactly as the host does (float16/bfloat16 per ele
 0/1; floating tensors after their finite test, min and max, which widening leaves unchanged), so
 counts, min, max, lo, hi, edges and histogram counts equal the host's bit for bit; sums (mean,
 std, l2) are summed in another order (a two-pass std here, l2 from its deviations, a shifted
-one-pass on the host) and agree to a relative 1e-12 (tests/python/test_device_capture.py).
+one-pass on the host) and agree to a relative 1e-12, a std of ~0 to 1e-15 of the mean (a
+constant float64 tensor, whose mean is a step off; tests/python/test_device_capture.py).
 """
 
 import functools
 import math
 
-# Elements summarized in one pass: its temporaries take ~25 bytes an element (~42 for a
-# histogram), so a pass holds at most ~420 MB (~700 MB) of device memory for them (one tensor
-# larger than this is a pass of its own).
+# Elements a row of a pass at most (every tensor pads its last row: at most TILE - 1 NaN each).
+TILE = 2048
+# Elements summarized in one pass: its temporaries take ~30 bytes an element (stats or
+# histogram), so a pass holds at most ~500 MB of device memory for them (one tensor larger than
+# this is a pass of its own).
 _CHUNK_ELEMENTS = 1 << 24
-_counts = {}  # (device, lengths) -> the lengths as a device tensor: made once per signature.
+_layouts = {}  # (device, lengths) -> _Layout: made once per signature.
 
 
 def _torch():
@@ -35,14 +45,43 @@ def _torch():
     return torch
 
 
-def _counts_tensor(device, lengths):
-    key = (str(device), lengths)
-    found = _counts.get(key)
-    if found is None:
-        if len(_counts) >= 64:  # The oldest goes: those just made for a graph's capture stay.
-            del _counts[next(iter(_counts))]
+class _Layout:
+    """Where tensors of `lengths` elements lie in a pass's rows, as device constants: made once
+    per signature (one host-to-device copy), read by every pass over it."""
+
+    def __init__(self, device, lengths):
         torch = _torch()
-        found = _counts[key] = torch.tensor(lengths, dtype=torch.int64).to(device)
+        # Rows of TILE, or of the largest tensor's size rounded up to a power of 2 where that is
+        # less: a pass over small tensors (biases alone) pads little.
+        self.tile = min(TILE, 1 << max(4, (max(lengths, default=1) - 1).bit_length()))
+        rows = [-(-n // self.tile) for n in lengths]
+        self.pads = [r * self.tile - n for r, n in zip(rows, lengths)]  # NaN after each tensor.
+        self.rows = sum(rows)
+        owner = [i for i, r in enumerate(rows) for _ in range(r)]
+        packed = torch.tensor(owner + rows + list(lengths), dtype=torch.int64).to(device)
+        self.owner = packed[: self.rows]  # Each row's tensor.
+        self.per_tensor = packed[self.rows : self.rows + len(rows)]  # Each tensor's rows.
+        self.count = packed[self.rows + len(rows) :].to(torch.float64)  # Each tensor's elements.
+        self._padding = {}  # dtype -> each tensor's padding: a view of _nan_row, or None.
+
+    def constants(self):
+        return [self.owner, self.per_tensor, self.count]
+
+    def padding(self, device, dtype):
+        found = self._padding.get(dtype)
+        if found is None:
+            nan = _nan_row(device, dtype)
+            found = self._padding[dtype] = [nan[:pad] if pad else None for pad in self.pads]
+        return found
+
+
+def _layout(device, lengths):
+    key = (str(device), lengths)
+    found = _layouts.get(key)
+    if found is None:
+        if len(_layouts) >= 64:  # The oldest goes: those just made for a graph's capture stay.
+            del _layouts[next(iter(_layouts))]
+        found = _layouts[key] = _Layout(device, lengths)
     return found
 
 
@@ -61,53 +100,82 @@ def _chunks(tensors, limit=None):
         yield chunk
 
 
-def _flat(tensors):
-    """The tensors' elements as one vector, in one flatten (a single call into torch when they
-    share a dtype, as a model's parameters do): floating tensors of one dtype stay in it (their
-    finite test, min and max are exact there, and every later widening reads 2-4 bytes an element
-    instead of 8); anything else is widened to float64 as the host widens it (bool as 0/1)."""
+def _pass_dtype(tensors):
+    """Floating tensors of one dtype stay in it (their finite test, min and max are exact there,
+    and the sums widen as they read: 2-4 bytes an element instead of 8); anything else is widened
+    to float64 as the host widens it (bool as 0/1)."""
     torch = _torch()
     dtype = tensors[0].dtype
-    if all(t.dtype == dtype for t in tensors):
-        flatten = getattr(torch._C._nn, "flatten_dense_tensors", None)
-        flat = flatten(tensors) if flatten else torch.cat([t.reshape(-1) for t in tensors])
-        return flat if dtype.is_floating_point else flat.to(torch.float64)
-    return torch.cat([t.reshape(-1).to(torch.float64) for t in tensors])
+    if dtype.is_floating_point and all(t.dtype == dtype for t in tensors):
+        return dtype
+    return torch.float64
 
 
-def _reduce(values, how, counts):
-    """Per segment `how` ("sum", "min", "max") of the vector `values`."""
-    return _torch().segment_reduce(values, how, lengths=counts, unsafe=True)
+@functools.lru_cache(maxsize=16)
+def _nan_row(device, dtype):
+    """A row of NaN: the padding every tensor's last row takes its slice of."""
+    torch = _torch()
+    return torch.full((TILE,), math.nan, dtype=dtype, device=device)
+
+
+def _tiled(tensors, layout, dtype):
+    """The tensors' elements in `layout`'s rows: (rows, tile) of `dtype`, one concatenation (one
+    call into torch, which flattens them too)."""
+    torch = _torch()
+    pieces = []
+    for t, pad in zip(tensors, layout.padding(tensors[0].device, dtype)):
+        pieces.append(t if t.dtype == dtype else t.to(dtype))
+        if pad is not None:
+            pieces.append(pad)
+    flatten = getattr(torch._C._nn, "flatten_dense_tensors", None)
+    flat = flatten(pieces) if flatten else torch.cat([p.reshape(-1) for p in pieces])
+    return flat.view(layout.rows, layout.tile)
 
 
 class _Pass:
-    """Counts, finite min/max and the finite values widened, of a group of tensors, one segment
-    each. On a GPU the pass is bound by memory traffic, so each step reads and writes as few
-    bytes an element as it can (docs/design.md "Device tensors" counts them)."""
+    """Counts, finite sums, min and max of a group of tensors, per tensor, from their rows. On a
+    GPU the pass is bound by memory traffic, so each step reads and writes as few bytes an
+    element as it can (docs/design.md "Device tensors" counts them)."""
 
     def __init__(self, tensors):
         torch = _torch()
-        f64 = torch.float64
-        lengths = tuple(t.numel() for t in tensors)
-        self.segments = len(lengths)
-        self.counts = _counts_tensor(tensors[0].device, lengths)
-        x = _flat(tensors)
-        self.size = x.shape[0]
-        # Counts are summed in float32 where every partial sum is an exact integer there.
-        count_dtype = torch.float32 if max(lengths, default=0) <= 1 << 24 else f64
-        self.finite = x.abs() < math.inf  # Two kernels; torch.isfinite takes four.
-        self.n_finite = _reduce(self.finite.to(count_dtype), "sum", self.counts).to(f64)
-        self.n_nan = _reduce(torch.ne(x, x).to(count_dtype), "sum", self.counts).to(f64)
-        self.count = self.counts.to(f64)
-        self.n_inf = self.count - self.n_finite - self.n_nan
-        self.min = _reduce(torch.where(self.finite, x, math.inf), "min", self.counts).to(f64)
-        self.max = _reduce(torch.where(self.finite, x, -math.inf), "max", self.counts).to(f64)
+        device = tensors[0].device
+        self.layout = _layout(device, tuple(t.numel() for t in tensors))
+        x = _tiled(tensors, self.layout, _pass_dtype(tensors))
+        magnitude = x.abs()
+        self.finite = magnitude < math.inf  # Two kernels; torch.isfinite takes four.
+        self.count = self.layout.count
+        self.n_finite = self.per_tensor(self.finite.sum(1), "sum")
+        self.n_inf = self.per_tensor((magnitude == math.inf).sum(1), "sum")
+        del magnitude
+        self.n_nan = self.count - self.n_finite - self.n_inf  # The padding is neither.
         self.none_finite = self.n_finite == 0
-        self.xf = torch.where(self.finite, x, 0).to(f64)  # Finite values widened, 0 elsewhere.
+        self.finite_x = torch.where(self.finite, x, 0)  # In x's dtype: widened as it is read.
+        self.sum = self.per_tensor(self.finite_x.sum(1, dtype=torch.float64), "sum")
+        self.divisor = torch.where(self.none_finite, 1.0, self.n_finite)  # Never 0.
+        self.mean = self.sum / self.divisor
+        if x.dtype == torch.float64:  # Min and max of the finite values.
+            low = torch.where(self.finite, x, math.inf)
+            high = torch.where(self.finite, x, -math.inf)
+        else:
+            # One where, not two: the non-finite values replaced by their tensor's mean rounded
+            # to x's dtype. The mean lies between min and max and, summed in float64, is off by
+            # far less than half a float32 step, so rounded it still does (rounding is
+            # monotonic). In float64 itself it can fall a step outside: the mean of [0.1] * 3
+            # is 0.10000000000000002.
+            low = high = torch.where(self.finite, x, self.per_row(self.mean).to(x.dtype))
+        self.min = self.per_tensor(low.amin(1), "min")
+        self.max = self.per_tensor(high.amax(1), "max")
 
-    def spread(self, per_segment):
-        """A per-segment value repeated over its segment's elements."""
-        return per_segment.repeat_interleave(self.counts, output_size=self.size)
+    def per_tensor(self, per_row, how):
+        """Each tensor's `how` ("sum", "min", "max") of its rows' `per_row` values (float64)."""
+        torch = _torch()
+        values = per_row.to(torch.float64)
+        return torch.segment_reduce(values, how, lengths=self.layout.per_tensor, unsafe=True)
+
+    def per_row(self, per_tensor):
+        """A per-tensor value for each row, as a column (broadcast over the row's elements)."""
+        return per_tensor.index_select(0, self.layout.owner)[:, None]
 
 
 def rows(kind, bins, tensors, chunk=None):
@@ -123,10 +191,11 @@ def static_inputs(tensors, chunk=None):
     now when missing, then cached): a graph of the passes keeps these alive and replays with no
     host-to-device copy of its own."""
     device = tensors[0].device
-    counts = [
-        _counts_tensor(device, tuple(t.numel() for t in part)) for part in _chunks(tensors, chunk)
-    ]
-    return counts + [_nan_columns(device)]
+    out = [_nan_columns(device)]
+    for part in _chunks(tensors, chunk):
+        out += _layout(device, tuple(t.numel() for t in part)).constants()
+        out.append(_nan_row(device, _pass_dtype(part)))
+    return out
 
 
 def stats_rows(tensors, chunk=None):
@@ -138,21 +207,19 @@ def stats_rows(tensors, chunk=None):
 def _stats_rows(tensors):
     torch = _torch()
     p = _Pass(tensors)
-    safe_n = torch.where(p.none_finite, 1.0, p.n_finite)
-    mean = _reduce(p.xf, "sum", p.counts) / safe_n
-    deviation = p.spread(mean)  # Becomes the finite values' squared deviations, in place.
-    torch.sub(p.xf, deviation, out=deviation)
-    deviation.mul_(p.finite).square_()
-    squared_deviations = _reduce(deviation, "sum", p.counts)
+    # The finite values' deviations from their tensor's mean (0 elsewhere), in one kernel.
+    deviations = torch.addcmul(p.finite_x, p.finite, p.per_row(p.mean), value=-1)
+    row_norms = torch.linalg.vector_norm(deviations, dim=1)
+    squared_deviations = p.per_tensor(row_norms.square(), "sum")
     # The sum of squares from the deviations' (two non-negative terms: no cancellation).
-    sum_sq = squared_deviations + p.n_finite * mean * mean
+    sum_sq = squared_deviations + p.n_finite * p.mean * p.mean
     rows = torch.stack(
         [
             p.count,
             p.min,
             p.max,
-            mean,
-            (squared_deviations / safe_n).sqrt(),
+            p.mean,
+            (squared_deviations / p.divisor).sqrt(),
             sum_sq.sqrt(),
             p.n_nan,
             p.n_inf,
@@ -173,21 +240,29 @@ def histogram_rows(tensors, bins, chunk=None):
 def _histogram_rows(tensors, bins):
     torch = _torch()
     p = _Pass(tensors)
+    segments = len(tensors)
+    device = p.finite.device
     equal = p.min == p.max
     lo = torch.where(equal, p.min - 0.5, p.min)
     hi = torch.where(equal, p.max + 0.5, p.max)
     width = hi - lo
-    steps = torch.arange(1, bins, dtype=torch.float64, device=p.xf.device)
-    edges = torch.cat([lo[:, None] + width[:, None] * steps[None, :] / bins, hi[:, None]], dim=1)
-    scale = bins / width
-    offset = torch.where(p.finite, (p.xf - p.spread(lo)) * p.spread(scale), 0.0)
+    # Divisions by a device tensor, as the host divides: CUDA divides by a host number as a
+    # multiply by its reciprocal, and `number / tensor` is one everywhere (a bit off, either).
+    bins_ = torch.full_like(width, bins)
+    steps = torch.arange(1, bins, dtype=torch.float64, device=device)
+    edges = lo[:, None] + width[:, None] * steps[None, :] / bins_[:, None]
+    edges = torch.cat([edges, hi[:, None]], dim=1)
+    # Tensors with no finite value have NaN bounds: 0 keeps their (uncounted) offsets finite.
+    scale = torch.where(p.none_finite, 0.0, bins_ / width)
+    start = torch.where(p.none_finite, 0.0, lo)
+    offset = torch.mul(p.finite_x - p.per_row(start), p.per_row(scale))
     bucket = offset.to(torch.int64).clamp_(0, bins - 1)
-    first_bucket = torch.arange(0, p.segments * bins, bins, device=p.xf.device)
-    counts = torch.zeros(p.segments * bins, dtype=torch.float64, device=p.xf.device)
-    counts.index_add_(0, p.spread(first_bucket) + bucket, p.finite.to(torch.float64))
+    bucket.add_(p.per_row(torch.arange(0, segments * bins, bins, device=device)))
+    counts = torch.zeros(segments * bins, dtype=torch.float64, device=device)
+    counts.index_add_(0, bucket.view(-1), p.finite.view(-1).to(torch.float64))
     head = torch.cat([lo[:, None], hi[:, None], edges], dim=1)
     head = torch.where(p.none_finite[:, None], math.nan, head)
-    return torch.cat([head, counts.view(p.segments, bins)], dim=1)
+    return torch.cat([head, counts.view(segments, bins)], dim=1)
 
 
 @functools.lru_cache(maxsize=8)
