@@ -54,7 +54,7 @@ class _Layout:
         # Rows of TILE, or of the largest tensor's size rounded up to a power of 2 where that is
         # less: a pass over small tensors (biases alone) pads little.
         self.tile = min(TILE, 1 << max(4, (max(lengths, default=1) - 1).bit_length()))
-        rows = [-(-n // self.tile) for n in lengths]
+        rows = [max(1, -(-n // self.tile)) for n in lengths]  # An empty tensor: a row of NaN.
         self.pads = [r * self.tile - n for r, n in zip(rows, lengths)]  # NaN after each tensor.
         self.rows = sum(rows)
         owner = [i for i, r in enumerate(rows) for _ in range(r)]

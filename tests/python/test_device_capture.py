@@ -127,6 +127,15 @@ def test_the_pass_never_waits_for_the_device_nor_divides_by_a_host_number():
             assert isinstance(args[1], torch.Tensor) and args[1].dim() > 0, (name, args[1])
 
 
+def test_a_pass_of_empty_tensors_alone_has_their_summaries():
+    """docs/format.md's rows of no value (segment_reduce refuses empty data: a pass must not)."""
+    stats = _device_summary.stats_rows([torch.zeros(0)])
+    np.testing.assert_array_equal(stats[0, EXACT_STATS], [0, np.nan, np.nan, 0, 0])
+    rows = _device_summary.histogram_rows([torch.zeros(0), torch.zeros(0, 3)], 4)
+    np.testing.assert_array_equal(rows[:, 6:], np.zeros((2, 4)))
+    assert np.isnan(rows[:, :6]).all()
+
+
 def test_full_values_of_every_dtype_arrive_as_on_the_host(cfg, read_trace):
     values = _values()
     with installed(FakeDevice()):
