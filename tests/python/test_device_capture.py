@@ -74,6 +74,36 @@ def _assert_sums_close(device, host, err_msg=""):
     assert (np.isnan(d) == np.isnan(h)).all() and (close | np.isnan(h)).all(), (d, h, err_msg)
 
 
+def _values_of(dtypes):
+    """_values(), or its floating ones in one dtype (the pass stays in it, widening as it sums)."""
+    values = _values()
+    if dtypes == "mixed":
+        return values
+    return {name: t.to(dtypes) for name, t in values.items() if t.dtype in ONE_DTYPE[:2]}
+
+
+def _assert_device_summaries_equal_the_host_s(cfg, read_trace, values):
+    """Traces each value through the device pass and from a host copy, in one step, and
+    compares the record's columns."""
+    for name, t in values.items():
+        for summary in ("stats", "histogram"):
+            xdl.trace_tensor(f"device/{summary}/{name}", lambda t=t: t, summary=summary)
+            xdl.trace_tensor(f"host/{summary}/{name}", _host_copy(t.cpu()), summary=summary)
+        xdl.trace_tensor(f"device/values/{name}", lambda t=t: t)
+    with xdl.TraceHook(cfg) as hook:
+        hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    (cols,) = [rec[3] for rec in trace.records]
+    for name, t in values.items():
+        device, host = cols[f"device/stats/{name}"], cols[f"host/stats/{name}"]
+        np.testing.assert_array_equal(device[EXACT_STATS], host[EXACT_STATS], err_msg=name)
+        _assert_sums_close(device, host, err_msg=name)
+        np.testing.assert_array_equal(
+            cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"], err_msg=name
+        )
+        np.testing.assert_array_equal(cols[f"device/values/{name}"], _bits(t.cpu()), err_msg=name)
+
+
 @pytest.mark.parametrize("dtypes", ["mixed"] + ONE_DTYPE)
 @pytest.mark.parametrize("chunk", [None, 40])
 def test_summaries_on_the_device_equal_the_host_summaries(
@@ -81,25 +111,8 @@ def test_summaries_on_the_device_equal_the_host_summaries(
 ):
     if chunk is not None:  # Passes of at most `chunk` elements: several here.
         monkeypatch.setattr(_device_summary, "_CHUNK_ELEMENTS", chunk)
-    values = _values()
-    if dtypes != "mixed":  # One floating dtype: the pass stays in it and widens as it sums.
-        values = {name: t.to(dtypes) for name, t in values.items() if t.dtype in ONE_DTYPE[:2]}
     with installed(FakeDevice()):
-        for name, t in values.items():
-            for summary in ("stats", "histogram"):
-                xdl.trace_tensor(f"device/{summary}/{name}", lambda t=t: t, summary=summary)
-                xdl.trace_tensor(f"host/{summary}/{name}", _host_copy(t), summary=summary)
-        with xdl.TraceHook(cfg) as hook:
-            hook.step()
-    (trace,) = read_trace(cfg["output_dir"])
-    (cols,) = [rec[3] for rec in trace.records]
-    for name in values:
-        device, host = cols[f"device/stats/{name}"], cols[f"host/stats/{name}"]
-        np.testing.assert_array_equal(device[EXACT_STATS], host[EXACT_STATS], err_msg=name)
-        _assert_sums_close(device, host, err_msg=name)
-        np.testing.assert_array_equal(
-            cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"], err_msg=name
-        )
+        _assert_device_summaries_equal_the_host_s(cfg, read_trace, _values_of(dtypes))
 
 
 def test_the_pass_never_waits_for_the_device_nor_divides_by_a_host_number():
@@ -520,25 +533,10 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="SKIPPED: no CUD
 
 @pytest.mark.gpu
 @cuda
-def test_cuda_summaries_equal_the_host_summaries(cfg, read_trace):
-    values = {name: t.cuda() for name, t in _values().items()}
-    for name, t in values.items():
-        for summary in ("stats", "histogram"):
-            xdl.trace_tensor(f"device/{summary}/{name}", lambda t=t: t, summary=summary)
-            xdl.trace_tensor(f"host/{summary}/{name}", _host_copy(t.cpu()), summary=summary)
-        xdl.trace_tensor(f"device/values/{name}", lambda t=t: t)
-    with xdl.TraceHook(cfg) as hook:
-        hook.step()
-    (trace,) = read_trace(cfg["output_dir"])
-    (cols,) = [rec[3] for rec in trace.records]
-    for name, t in values.items():
-        device, host = cols[f"device/stats/{name}"], cols[f"host/stats/{name}"]
-        np.testing.assert_array_equal(device[EXACT_STATS], host[EXACT_STATS], err_msg=name)
-        _assert_sums_close(device, host)
-        np.testing.assert_array_equal(
-            cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"]
-        )
-        np.testing.assert_array_equal(cols[f"device/values/{name}"], _bits(t.cpu()))
+@pytest.mark.parametrize("dtypes", ["mixed"] + ONE_DTYPE)
+def test_cuda_summaries_equal_the_host_summaries(cfg, read_trace, dtypes):
+    values = {name: t.cuda() for name, t in _values_of(dtypes).items()}
+    _assert_device_summaries_equal_the_host_s(cfg, read_trace, values)
 
 
 @pytest.mark.gpu
