@@ -2,12 +2,13 @@
 
 One pass over a step's tensors: a fixed number of kernels per step, whatever the number of
 tensors, and nothing waits for the device (no ``.item()``, no boolean indexing, no host-built
-index per step). The tensors are laid out in rows of TILE elements (fewer when every tensor is
-smaller), each tensor starting a row and its last row padded with NaN (which every summary skips), so every reduction is a row
-reduction: its work is spread evenly over the device whatever the tensors' sizes. Only the rows'
-partial results (a few per tensor) are combined per tensor, by segmented reductions. (Reducing
-each tensor as one segment would give one tensor's elements to one thread block: a 590 k-element
-conv weight would keep one streaming multiprocessor busy while the others idle.)
+index per step, no division by a host number, which CUDA does as a reciprocal multiply). The
+tensors are laid out in rows of TILE elements (fewer when every tensor is smaller), each tensor
+starting a row and its last row padded with NaN (which every summary skips), so every reduction
+is a row reduction: its work is spread evenly over the device whatever the tensors' sizes. Only
+the rows' partial results (one per row) are combined per tensor, by segmented reductions.
+(Reducing each tensor as one segment would give one tensor's elements to one thread block: a
+590 k-element conv weight would keep one streaming multiprocessor busy while the others idle.)
 
 The rows have the host's columns and definitions (cpp/include/xdl_trace/registry.h,
 docs/format.md "Summaries"):
