@@ -1,7 +1,7 @@
 """The device summary pass's work per element: its memory traffic and kernels, and its time on
 this machine's CPU.
 
-    /usr/bin/python3 bench/device_summary.py [--root OTHER_CHECKOUT] [--repeat 7]
+    /usr/bin/python3 bench/device_summary.py [--root OTHER_CHECKOUT] [--repeat 7] [--device cuda]
 
 On a GPU the pass (xdl_trace/_device_summary.py) is bound by memory traffic and by how evenly
 its kernels spread over the device. Inputs: the "conv" workload's 60 float32 tensors (its 30
@@ -15,6 +15,10 @@ parameters and as many gradients: 7.15 M elements, bench/gpu.py). Prints, for st
 - the median time of one pass on this CPU, and its peak temporaries in bytes per element
   (maximum RSS of a child process over 16 Mi elements, above its inputs). CPU time is a rough
   proxy: a CPU runs some kernels (mixed dtypes, bool sums) far below its memory bandwidth.
+- with --device cuda (a GPU machine, bench/gpu_check.sh): the pass's eager time on the GPU
+  (synchronized before and after), the bandwidth that makes of the bytes counted, its peak
+  device memory above its inputs in bytes per element, and the time of its CUDA graph's replay
+  (captured as the hook captures it, in passes of _device_graphs.CHUNK_ELEMENTS).
 
 --root measures another checkout's pass (its xdl_trace package, built) in the same way, for a
 before/after.
@@ -62,6 +66,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (see above)")
     args = parser.parse_args()
     root = os.path.abspath(args.root)
     # First, while this process is small: a child's maximum RSS starts from its parent's at fork.
@@ -72,16 +77,29 @@ def main():
             ).stdout
         )
         for name in ("stats", "histogram")
+        if args.device == "cpu"
     }
     sys.path.insert(0, root)
     import torch
 
+    from xdl_trace import _device, _device_graphs
     from xdl_trace import _device_summary as ds
 
     torch.manual_seed(0)
-    tensors = [torch.randn(shape) for shape in CONV_SHAPES] * 2
+    tensors = [torch.randn(shape, device=args.device) for shape in CONV_SHAPES] * 2
     elements = sum(t.numel() for t in tensors)
     print(f"{root}: {len(tensors)} float32 tensors, {elements / 1e6:.2f} M elements")
+    cuda = args.device != "cpu"
+
+    def timed(run):
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        run()
+        if cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Traffic(TorchDispatchMode):
@@ -118,14 +136,29 @@ def main():
             f"  {name:9s} {traffic.ops:3d} ops, {traffic.bytes / elements:5.1f} bytes an element"
             f" read and written, largest segment {traffic.segment:,} elements"
         )
-        times = []
-        for _ in range(args.repeat):
-            t0 = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t0)
+        median = statistics.median(timed(run) for _ in range(args.repeat))
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            timed(run)
+            peak = (torch.cuda.max_memory_allocated() - base) / elements
+            # As the hook runs it from its second step: captured once, replayed (_device_graphs).
+            chunk = _device_graphs.CHUNK_ELEMENTS
+            ds.static_inputs(tensors, chunk)
+            graph, _ = _device.CudaBackend().capture(
+                tensors[0].device, lambda: ds.rows(name, 30, tensors, chunk)
+            )
+            replay = statistics.median(timed(graph.replay) for _ in range(args.repeat))
+            print(
+                f"  {name:9s} {median * 1e6:7.1f} us a pass on the GPU,"
+                f" {traffic.bytes / median / 1e9:6.0f} GB/s of the bytes counted,"
+                f" peak temporaries {peak:5.1f} bytes an element; replayed as a graph"
+                f" {replay * 1e6:7.1f} us"
+            )
+            continue
         print(
-            f"  {name:9s} {statistics.median(times) * 1e3:7.1f} ms a pass"
-            f" ({statistics.median(times) / elements * 1e9:5.1f} ns an element),"
+            f"  {name:9s} {median * 1e3:7.1f} ms a pass"
+            f" ({median / elements * 1e9:5.1f} ns an element),"
             f" peak temporaries {peaks[name]:5.1f} bytes an element"
         )
 

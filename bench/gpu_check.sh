@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The GPU machine's one prepared script: build there, run the GPU tests, then bench/gpu.py (issue
-# 19's figures) and GPU_DIR's cupti_stall.py and cupti_cost.py (issue 20's).
+# The GPU machine's one prepared script: build there, run the GPU tests, then the summary pass's
+# GPU time (bench/device_summary.py) and bench/gpu.py (issue 19's figures), and GPU_DIR's
+# cupti_stall.py and cupti_cost.py (issue 20's).
 #   bash bench/gpu_check.sh GPU_DIR OUT     (GPU_DIR: a git-ignored copy of ../shared/gpu holding
 #                                           pfx/ from prepare_prefix.sh; OUT: where figures go)
 # Prints each part's outcome and the seconds since the start (the device call's limit is 600 s);
@@ -19,6 +20,8 @@ said "ctest -L gpu" $? "$(grep -E 'tests passed|tests failed' "$out/ctest_gpu.lo
 python3 -m pytest -m gpu -q tests/python/test_device_capture.py tests/python/test_torch.py \
   tests/python/test_device_tracing.py > "$out/pytest_gpu.log" 2>&1
 said "pytest -m gpu" $? "$(tail -1 "$out/pytest_gpu.log")"
+python3 bench/device_summary.py --device cuda > "$out/device_summary.log" 2>&1
+said "bench/device_summary.py" $? "$(grep -c 'on the GPU' "$out/device_summary.log") passes timed"
 python3 bench/gpu.py --json "$out/gpu.json" 2>&1 | tee "$out/bench_gpu.log"
 said "bench/gpu.py" "${PIPESTATUS[0]}" "$out/gpu.json"
 python3 "$gpu/bench/cupti_stall.py" "$out/cupti_stall.json" > "$out/cupti_stall.log" 2>&1
