@@ -74,7 +74,8 @@ DeviceTracing::DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collec
       collect_interval_ns_(static_cast<int64_t>(collect_interval_s * 1e9)) {}
 
 DeviceTracing::~DeviceTracing() {
-  if (!finished_) Finish();
+  std::vector<std::string> unwritten;  // No record takes them any more.
+  if (!finished_) Finish(&unwritten);
 }
 
 void DeviceTracing::CollectorLoop() {
@@ -173,16 +174,7 @@ void DeviceTracing::OnStepNotTraced(int64_t gstep, int64_t lstep) {
   StepBegan();
 }
 
-std::string DeviceTracing::Finish() {
-  std::vector<std::string> traces;
-  std::string spans = FinishWithTraces(&traces);
-  if (traces.empty()) return "";
-  std::string fields = EncodeDeviceTrailingFields(traces, {});
-  fields += spans;
-  return fields;
-}
-
-std::string DeviceTracing::FinishWithTraces(std::vector<std::string>* device_traces) {
+std::string DeviceTracing::Finish(std::vector<std::string>* device_traces) {
   if (finished_) return "";
   finished_ = true;
   // Parts are taken while the collector stops, so a collect waiting for room

@@ -79,14 +79,11 @@ class DeviceTracing final : public HostSpanRecorder {
   // The not-traced step ends: its device work keeps its own correlation id
   // (on its STEP_NOT_TRACED span), and the next STEP span starts at its end.
   void OnStepNotTraced(int64_t gstep, int64_t lstep) override;
-  // Stops the collector thread and the tracers, collects once more and returns
-  // the fields not yet taken ("" when no device events are left: host spans
-  // alone do not justify a record).
-  std::string Finish() override;
-  // Finish() with the DeviceTrace parts moved into `device_traces` (the
-  // returned host spans go after them); "" and none when no device events are
-  // left.
-  std::string FinishWithTraces(std::vector<std::string>* device_traces) override;
+  // Stops the collector thread and the tracers, collects once more, moves the
+  // DeviceTrace parts not yet taken into `device_traces` and returns the host
+  // spans that go after them ("" and none when no device events are left: host
+  // spans alone do not justify a record).
+  std::string Finish(std::vector<std::string>* device_traces) override;
   // device_events / device_events_dropped / device_tracer_status.
   void FillStats(TraceStats* stats) const override;
 

@@ -100,7 +100,7 @@ class HostSpanRecorder : public RecordExtras {
   uint64_t CurrentCorrelationId() const { return step_id_; }
   // Spans alone do not justify a record of their own: the last step's
   // capture/encode and queue-wait spans are not written.
-  std::string Finish() override { return std::string(); }
+  std::string Finish(std::vector<std::string>*) override { return std::string(); }
   void FillStats(TraceStats*) const override {}
 
  protected:

@@ -38,14 +38,13 @@ namespace internal {
 // hook saw but did not trace (Tracer::NoteStepNotTraced): HostSpanRecorder
 // notes its STEP_NOT_TRACED span (from the previous step's end) for the next
 // record and starts the next STEP span at its end, so no span covers several
-// steps. Span times are core/clock.h's WallClockNs(). At Close(), Finish() returns the fields
-// not yet taken; when non-empty the tracer writes them in one last,
-// device-only record (the last step's gstep/lstep, no column) before closing
-// the writer. The tracer calls FinishWithTraces(&device_traces): the same
-// fields, with the serialized DeviceTrace parts (Record field 5, first) moved
-// into `device_traces` rather than encoded into the string, so the last
-// record moves them in as a step's record does instead of copying a whole
-// collect twice; by default all of Finish() is returned.
+// steps. Span times are core/clock.h's WallClockNs(). At Close(),
+// Finish(&device_traces) returns the trailing fields not yet taken and moves
+// the serialized DeviceTrace parts (Record field 5, first) into
+// `device_traces`, as TakeDeviceTraces() does for a step's record (no whole
+// collect copied twice); when either is non-empty the tracer writes them in one
+// last, device-only record (the last step's gstep/lstep, no column) before
+// closing the writer.
 class RecordExtras {
  public:
   virtual ~RecordExtras() = default;
@@ -55,11 +54,7 @@ class RecordExtras {
   virtual void OnStepEncoded(int64_t begin_ns, int64_t end_ns) = 0;
   virtual void OnStepReturned(int64_t begin_ns, int64_t end_ns) = 0;
   virtual void OnStepNotTraced(int64_t gstep, int64_t lstep) = 0;
-  virtual std::string Finish() = 0;
-  virtual std::string FinishWithTraces(std::vector<std::string>* device_traces) {
-    (void)device_traces;
-    return Finish();
-  }
+  virtual std::string Finish(std::vector<std::string>* device_traces) = 0;
   virtual void FillStats(TraceStats* stats) const = 0;
 };
 

@@ -531,7 +531,7 @@ absl::Status Tracer::Impl::Close() {
   closed_ = true;
   absl::Status extras_status;
   std::vector<std::string> device_traces;
-  std::string trailing = extras_->FinishWithTraces(&device_traces);
+  std::string trailing = extras_->Finish(&device_traces);
   if (!trailing.empty() || !device_traces.empty()) {
     AppendIoSpans(&trailing);
     // One last, device-only record carrying what device tracing collected

@@ -115,7 +115,9 @@ TEST_CASE("HostSpanRecorder: one STEP span per traced step, starting where the l
   CHECK(second[4].start_ns() == 400);
   CHECK(second[4].end_ns() == 500);
   CHECK(second[4].spans_dropped() == 0);
-  CHECK(extras.Finish().empty());          // Spans alone make no record.
+  std::vector<std::string> traces;
+  CHECK(extras.Finish(&traces).empty());  // Spans alone make no record.
+  CHECK(traces.empty());
   CHECK(second[2].correlation_id() == 0);  // Uncorrelated: every id is 0.
   CHECK(extras.CurrentCorrelationId() == 0);
 }

@@ -625,7 +625,7 @@ class FakeExtras : public internal::RecordExtras {
   void OnStepNotTraced(int64_t gstep, int64_t lstep) override {
     calls_->push_back("not traced " + std::to_string(gstep));
   }
-  std::string Finish() override {
+  std::string Finish(std::vector<std::string>*) override {
     calls_->push_back("finish");
     return std::string(
         "\x72\x03"
