@@ -115,10 +115,13 @@ def test_summaries_on_the_device_equal_the_host_summaries(
         _assert_device_summaries_equal_the_host_s(cfg, read_trace, _values_of(dtypes))
 
 
-def test_the_pass_never_waits_for_the_device_nor_divides_by_a_host_number():
+@pytest.mark.parametrize("dtypes", ["mixed", torch.float32])
+def test_the_pass_never_waits_for_the_device_nor_divides_by_a_host_number(dtypes):
     """What a CPU run cannot show: CUDA divides by a host number as a multiply by its
-    reciprocal (a bit off the host's division), and an .item() or nonzero waits for the
-    device (and breaks a graph's capture). The pass's ops, as the dispatcher sees them."""
+    reciprocal (a bit off the host's division); an .item() or nonzero waits for the device,
+    and a tensor made from host data is a host-to-device copy: both break a graph's capture,
+    so static_inputs makes the pass's constants beforehand. The pass's ops, as the
+    dispatcher sees them."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     seen = []
@@ -128,14 +131,16 @@ def test_the_pass_never_waits_for_the_device_nor_divides_by_a_host_number():
             seen.append((str(func), args))
             return func(*args, **(kwargs or {}))
 
-    values = [t for t in _values().values() if t.dtype == torch.float32]
+    values = list(_values_of(dtypes).values())
+    _device_summary.static_inputs(values)
     with Ops():
         _device_summary.stats_rows(values)
         _device_summary.histogram_rows(values, 30)
     names = {name for name, _ in seen}
     assert "aten.div.Tensor" in names  # The check below sees divisions.
     for name, args in seen:
-        assert not name.startswith(("aten._local_scalar_dense", "aten.nonzero", "aten.reciprocal"))
+        waits = ("aten._local_scalar_dense", "aten.nonzero", "aten.lift_fresh")
+        assert not name.startswith(waits + ("aten.reciprocal",)), name
         if name.startswith("aten.div"):
             assert isinstance(args[1], torch.Tensor) and args[1].dim() > 0, (name, args[1])
 
