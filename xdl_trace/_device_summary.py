@@ -63,15 +63,16 @@ class _Layout:
         self.owner = packed[: self.rows]  # Each row's tensor.
         self.per_tensor = packed[self.rows : self.rows + len(rows)]  # Each tensor's rows.
         self.count = packed[self.rows + len(rows) :].to(torch.float64)  # Each tensor's elements.
+        self._device = device
         self._padding = {}  # dtype -> each tensor's padding: a view of _nan_row, or None.
 
     def constants(self):
         return [self.owner, self.per_tensor, self.count]
 
-    def padding(self, device, dtype):
+    def padding(self, dtype):
         found = self._padding.get(dtype)
         if found is None:
-            nan = _nan_row(device, dtype)
+            nan = _nan_row(self._device, dtype)
             found = self._padding[dtype] = [nan[:pad] if pad else None for pad in self.pads]
         return found
 
@@ -124,7 +125,7 @@ def _tiled(tensors, layout, dtype):
     call into torch, which flattens them too)."""
     torch = _torch()
     pieces = []
-    for t, pad in zip(tensors, layout.padding(tensors[0].device, dtype)):
+    for t, pad in zip(tensors, layout.padding(dtype)):
         pieces.append(t if t.dtype == dtype else t.to(dtype))
         if pad is not None:
             pieces.append(pad)
@@ -140,8 +141,7 @@ class _Pass:
 
     def __init__(self, tensors):
         torch = _torch()
-        device = tensors[0].device
-        self.layout = _layout(device, tuple(t.numel() for t in tensors))
+        self.layout = _layout(tensors[0].device, tuple(t.numel() for t in tensors))
         x = _tiled(tensors, self.layout, _pass_dtype(tensors))
         magnitude = x.abs()
         self.finite = magnitude < math.inf  # Two kernels; torch.isfinite takes four.

@@ -490,7 +490,7 @@ class TraceHook:
         failed device copy) plus the hook's: write_mode_reason (why that mode; None before
         begin), steps_seen, steps_skipped, step_errors, last_step_error, and the process's
         device counters: staging memory (staging_bytes, staging_high_water_bytes,
-        staging_waits, staging_dropped) and summary graphs (summary_graphs held,
+        staging_waits, staging_dropped; counted since this hook's begin()) and summary graphs (summary_graphs held,
         summary_graph_captures, summary_graph_replays, summary_graph_failures,
         summary_passes_eager, summary_graphs_off: why graphs are off, or None)."""
         if self._tracer is not None:
