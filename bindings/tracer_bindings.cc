@@ -15,6 +15,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "py_tensor.h"
+#include "record/host_spans.h"
 #include "status.h"
 #include "xdl_trace.pb.h"
 #include "xdl_trace/config.h"
@@ -327,7 +328,7 @@ void RegisterTracerBindings(py::module_& m) {
           py::arg("gstep"), py::arg("lstep"), py::arg("timestamp_ms"))
       .def_property_readonly_static(
           "MAX_NOT_TRACED_SPANS",
-          [](py::object) { return static_cast<int64_t>(Tracer::kMaxNotTracedSpans); })
+          [](py::object) { return static_cast<int64_t>(internal::kMaxNotTracedSpans); })
       .def("note_step_not_traced", &Tracer::NoteStepNotTraced, py::arg("gstep"),
            py::arg("lstep"))  // A clock read: cheaper with the GIL held.
       .def("flush", [](Tracer& t) { RunWithoutGil([&] { return t.Flush(); }); })

@@ -28,6 +28,9 @@ set(allowed_plugin core record plugin)
 set(allowed_analysis core summary reader analysis)
 # Single headers one layer may use from a layer it otherwise may not.
 set(allowed_reader_headers "")
+# Public headers that are one layer's face: only that layer and those above it may include
+# them (the tracer's public class is not a lower layer's constant store).
+set(public_header_layer_xdl_trace/tracer.h tracer)
 
 # Headers with no dependency beyond the C++ standard library (and POSIX): with
 # the header-only ones below, the only cpp/src headers a device-tracer plugin
@@ -67,6 +70,9 @@ foreach(layer IN LISTS layers)
     foreach(include IN LISTS includes)
       if(include STREQUAL "core/device_trace_fields.h")
         violation("${file}" "${include}" "the core takes field numbers from the generated code; the hand-written table is for plugins")
+      elseif(DEFINED public_header_layer_${include}
+             AND NOT public_header_layer_${include} IN_LIST allowed_${layer})
+        violation("${file}" "${include}" "${include} is the ${public_header_layer_${include}} layer's public header, and ${layer}/ is below it")
       elseif(include MATCHES "^([a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers)
         set(target "${CMAKE_MATCH_1}")
         if(NOT target IN_LIST allowed_${layer} AND NOT include IN_LIST allowed_${layer}_headers)

@@ -81,10 +81,9 @@ class Tracer {
   absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
   // Notes a step the caller saw but does not trace (a filter skipped it): its
   // host span (STEP_NOT_TRACED, from the end of the previous step to now)
-  // rides in the next record. One clock read; at most kMaxNotTracedSpans are
-  // kept between two records, the rest counted. No-op after Close().
+  // rides in the next record. One clock read; at most 4096 are kept between
+  // two records (record/host_spans.h), the rest counted. No-op after Close().
   void NoteStepNotTraced(int64_t gstep, int64_t lstep);
-  static constexpr size_t kMaxNotTracedSpans = 4096;
 
   // Waits until every record queued so far is written and Meta is current.
   absl::Status Flush();

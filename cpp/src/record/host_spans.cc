@@ -8,7 +8,6 @@
 #include "core/wire.h"
 #include "device_trace.pb.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/tracer.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -56,7 +55,7 @@ HostSpanRecorder::HostSpanRecorder(bool correlated)
       thread_id_(CurrentThreadId()),
       step_id_(correlated ? 1 : 0),
       step_begin_ns_(WallClockNs()),
-      not_traced_(Tracer::kMaxNotTracedSpans) {}
+      not_traced_(kMaxNotTracedSpans) {}
 
 void HostSpanRecorder::AddSpan(HostSpanKind kind, int64_t start_ns, int64_t end_ns) {
   spans_.push_back(HostSpanInfo{kind, start_ns, end_ns, gstep_, lstep_, step_id_, thread_id_});

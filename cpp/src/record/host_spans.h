@@ -3,6 +3,7 @@
 #ifndef XDL_TRACE_RECORD_HOST_SPANS_H_
 #define XDL_TRACE_RECORD_HOST_SPANS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -76,7 +77,7 @@ class BoundedSpanLog {
 // did not trace ended, or construction) to this Step() call; CAPTURE_ENCODE
 // and QUEUE_WAIT are a Step()'s own work and ride in the next record.
 // STEP_NOT_TRACED runs from the previous step's end to OnStepNotTraced, with
-// that step's gstep/lstep; at most Tracer::kMaxNotTracedSpans wait for a
+// that step's gstep/lstep; at most kMaxNotTracedSpans wait for a
 // record, the rest counted (spans_dropped on the last kept), and they follow
 // the other spans in it. Every other span carries the gstep/lstep of the last
 // Step() call. All carry the thread that constructed the recorder and the
@@ -86,6 +87,9 @@ class BoundedSpanLog {
 // Costs a few clock reads and about 30 bytes a span. Threading: one thread at
 // a time, as RecordExtras (the protected helpers too): the tracer calls it
 // under its step mutex.
+// How many STEP_NOT_TRACED spans wait for one record; the rest are counted.
+inline constexpr size_t kMaxNotTracedSpans = 4096;
+
 class HostSpanRecorder : public RecordExtras {
  public:
   explicit HostSpanRecorder(bool correlated = false);

@@ -156,10 +156,10 @@ TEST_CASE("HostSpanRecorder: not-traced spans are bounded per record and the res
           "[record][host_spans]") {
   HostSpanRecorder recorder;
   const int64_t constructed = WallClockNs();
-  const int64_t total = static_cast<int64_t>(Tracer::kMaxNotTracedSpans) + 5;
+  const int64_t total = static_cast<int64_t>(internal::kMaxNotTracedSpans) + 5;
   for (int64_t g = 0; g < total; ++g) recorder.OnStepNotTraced(g, g);
   std::vector<xdl::proto::HostSpan> spans = Parse(recorder.TakeTrailingFields());
-  REQUIRE(spans.size() == Tracer::kMaxNotTracedSpans);
+  REQUIRE(spans.size() == internal::kMaxNotTracedSpans);
   CHECK(spans.front().start_ns() <= constructed);  // The first from the recorder's start.
   CHECK(spans.front().end_ns() >= constructed);
   CHECK(spans[1].start_ns() == spans[0].end_ns());
