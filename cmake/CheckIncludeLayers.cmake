@@ -114,7 +114,7 @@ foreach(file IN LISTS plugin_sources)
   quoted_includes("${file}" includes)
   foreach(include IN LISTS includes)
     if(include MATCHES "\\.pb\\.h>?$")
-      violation("${file}" "${include}" "a plugin must not link the generated protobuf code (docs/design.md)")
+      violation("${file}" "${include}" "a plugin must not link the generated protobuf code (cpp/include/README.md)")
     elseif(include MATCHES "^([a-z_]+)/" AND CMAKE_MATCH_1 IN_LIST layers
            AND NOT include IN_LIST std_only_headers AND NOT include IN_LIST header_only_headers)
       list(JOIN std_only_headers ", " may)

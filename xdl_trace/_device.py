@@ -12,7 +12,7 @@ core has queued the record, ``StepBatch.launch`` enqueues, in the device's strea
 
 Nothing here waits for the device: ``hook.step()`` returns once the work is enqueued, and work
 enqueued after it (the optimizer's update) runs after the copy, so the record holds the values
-of the step. docs/design.md ("Device tensors") has the whole path.
+of the step. docs/device-path.md has the whole path.
 
 A backend says which tensors are a device's and how to enqueue work, stage and fence:
 ``CudaBackend`` for torch CUDA tensors; tests register a fake device (``register_backend``).

@@ -137,7 +137,7 @@ def _tiled(tensors, layout, dtype):
 class _Pass:
     """Counts, finite sums, min and max of a group of tensors, per tensor, from their rows. On a
     GPU the pass is bound by memory traffic, so each step reads and writes as few bytes an
-    element as it can (docs/design.md "Device tensors" counts them)."""
+    element as it can (docs/device-path.md "Device summaries" counts them)."""
 
     def __init__(self, tensors):
         torch = _torch()

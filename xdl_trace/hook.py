@@ -101,12 +101,12 @@ def _output_dir(value):
 
 def write_mode_reason(requested):
     """Why a tracer configured with write mode `requested` writes in the mode its stats()
-    report (the core resolves "auto"; docs/design.md, "Write modes")."""
+    report (the core resolves "auto"; docs/writer.md, "Write modes")."""
     if requested != "auto":
         return "set in config"
     return (
         "auto: the IO thread writes while training goes on (ahead of write-through on this "
-        "project's benchmark machine with and without a spare core; docs/design.md 'Write modes')"
+        "project's benchmark machine with and without a spare core; docs/writer.md 'Write modes')"
     )
 
 
@@ -439,7 +439,7 @@ class TraceHook:
             api.registry().drop_pending_gradients()
             return False
         # Device tensors met by the providers join `batch`; their copies are enqueued once the
-        # core queued the record (docs/design.md, "Device tensors").
+        # core queued the record (docs/device-path.md).
         self._stepping_thread = threading.get_ident()
         try:
             _device.run_step(tracer.step, (gstep, lstep), self._groups)

@@ -1,6 +1,6 @@
 // Host-span figures: what host spans add to a traced step (HostSpanRecorder: STEP,
 // CAPTURE_ENCODE, QUEUE_WAIT) and what noting a not-traced step costs (its STEP_NOT_TRACED span).
-// Prints figures and never judges them (docs/design.md, "Host spans for every run"):
+// Prints figures and never judges them (docs/writer.md, "Host spans"):
 //   build/bench/xdl_trace_bench_host_spans
 #include "record/host_spans.h"
 

@@ -1,4 +1,4 @@
-"""Write modes (docs/design.md, "Write modes"): what auto runs, identical records in every mode,
+"""Write modes (docs/writer.md, "Write modes"): what auto runs, identical records in every mode,
 no torn value, inline under a failing writer, inline with overflow "drop" refused, stats."""
 
 import os
@@ -32,7 +32,7 @@ def test_stats_report_the_resolved_mode_and_why(cfg):
         stats = hook.stats()
         assert stats["write_mode"] == "io_thread"  # As the core resolves "auto".
         assert stats["write_mode_reason"].startswith(AUTO_REASON_START)
-        assert "docs/design.md" in stats["write_mode_reason"]
+        assert "docs/writer.md" in stats["write_mode_reason"]
     assert hook.stats()["write_mode"] == "io_thread"  # Kept after end().
     assert hook.stats()["write_mode_reason"].startswith(AUTO_REASON_START)
     for mode in ("inline", "io_thread"):

@@ -18,7 +18,7 @@ enum class OverflowPolicy {
   kDrop,   // Drop the new record; counted in stats and in Meta.
 };
 
-// Who writes a traced step's record to the data file (docs/design.md, "Write
+// Who writes a traced step's record to the data file (docs/writer.md, "Write
 // modes"). The IO thread owns the file in every mode.
 enum class WriteMode {
   // kIoThread, on every machine (it measured ahead of kInline on this

@@ -52,8 +52,8 @@ class DeferredBytes;  // xdl_trace/deferred.h
 // Deferred (`deferred` set): the bytes are not in host memory yet, e.g. a
 // device-to-host copy in flight. `view` gives dtype and shape (view.data is
 // ignored); the bytes will be at deferred->Wait() + deferred_offset, which the
-// IO thread waits for before writing the record (docs/design.md, "Device
-// tensors"). Step returns without waiting.
+// IO thread waits for before writing the record (docs/device-path.md,
+// "Staging and fences"). Step returns without waiting.
 struct CapturedTensor {
   TensorView view;
   std::shared_ptr<const void> keep_alive;

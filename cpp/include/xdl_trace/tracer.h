@@ -57,7 +57,7 @@ class Tracer {
   // Captures every entry (one copy of each tensor's bytes into the record
   // buffer) and queues the record; under WriteMode::kInline, hands the IO
   // thread the tensors' memory itself and returns once the record is written
-  // (docs/design.md, "Write modes"). Either way the tensors are not read after
+  // (docs/writer.md, "Write modes"). Either way the tensors are not read after
   // Step returns. Returns:
   //   - an entry's own error (callback failed, missing gradient, bad dtype or
   //     shape) naming the key; no record is queued for this step;

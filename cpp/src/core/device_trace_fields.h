@@ -2,7 +2,7 @@
 // code.
 //
 // The CUPTI plugin is a separate shared library: it must not link or register
-// the generated device_trace.proto a second time (docs/design.md), so it
+// the generated device_trace.proto a second time (docs/device-path.md), so it
 // writes DeviceTrace by hand through core/wire.h with these names.
 // tests/cpp/core/wire_test.cc checks every constant against the generated
 // kXxxFieldNumber and enum values, so the .proto stays the one source.

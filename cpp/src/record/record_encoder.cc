@@ -275,7 +275,7 @@ absl::StatusOr<EncodedRecord> EncodeRecord(int64_t gstep, int64_t lstep, int64_t
   }
   out.append(trailing_fields.data(), trailing_fields.size());
   // Record.crc32c, last: of the bytes before it. Its value is the IO thread's to
-  // compute (SealFrame), off the training thread (docs/design.md) and once every
+  // compute (SealFrame), off the training thread (docs/writer.md) and once every
   // piece is in host memory.
   record.crc_at_write = true;
   AppendTag(kRecordCrc, kWireFixed32, &out);

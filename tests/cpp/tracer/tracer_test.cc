@@ -965,7 +965,7 @@ TEST_CASE("a missing gradient is counted under kError and its error carries the 
   CHECK((*tracer)->stats().missing_gradients == 10);
 }
 
-// ---- Write modes (docs/design.md, "Write modes") ----
+// ---- Write modes (docs/writer.md, "Write modes") ----
 
 namespace {
 
