@@ -102,7 +102,7 @@ struct TraceConfig {
   MissingGradientPolicy missing_gradient = MissingGradientPolicy::kError;
   bool fsync = true;            // fsync data at rollover and close.
   double meta_interval_s = 10;  // Meta refresh period; <= 0 disables, must be finite.
-  std::string run_id;           // Empty: generated at Start.
+  std::string run_id;           // Empty: TraceWriter::Open makes one (the one place).
   // Device tracers to start with the tracer: built-in names ("cupti") or
   // plugin paths (docs/device-tracing.md). Empty: none.
   std::vector<std::string> device_tracers;
