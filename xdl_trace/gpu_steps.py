@@ -213,7 +213,8 @@ def gpu_steps(columns, steps, blocking=None):
         idle_blocking = _Coverage(*_union(block_iv, busy_iv)).over(lo, hi) - c_all
         # The gaps of the device's busy union; each is closed by the op that opens the next
         # busy interval, launched at `launch` (NaN: unknown, the gap counts as "other").
-        bs, be, opener = _merge(*busy_iv)
+        # Merged in event order (s, e), the order of `launch`: `opener` indexes both.
+        bs, be, opener = _merge(s, e)
         gap_lo = np.concatenate([[min(lo[0], bs[0]) - 1.0], be])
         gap_hi = np.concatenate([bs, [max(hi[-1], be[-1]) + 1.0]])
         called = np.concatenate([launch[opener], [gap_hi[-1]]])  # Nothing launched after.

@@ -235,3 +235,45 @@ def test_gpu_section_renders_in_headless_chromium(tmp_path):
 
     assert pixels("#2ca02c") > 20_000
     assert pixels("#d62728") > 1_000 and pixels("#9467bd") > 1_000
+
+
+def _columns(events, names):
+    """Device-event columns (as ``_core.DeviceEventTable`` gives them) of `events`, tuples
+    (kind, name id, start, end, correlation id[, rank[, line]]) in event order, times in ns
+    after 1000; host calls get device -1."""
+    rows = [tuple(e) + (0, 7)[len(e) - 5 :] for e in events]
+    kind, name, start, end, corr, rank, line = (np.array(c) for c in zip(*rows))
+    return {
+        "kind": kind.astype(np.int32),
+        "name": name.astype(np.int32),
+        "rank": rank.astype(np.int64),
+        "device": np.where(np.isin(kind, (4, 5, 6)), -1, 0).astype(np.int32),
+        "line": line.astype(np.int64),
+        "start_ns": start.astype(np.int64) + 1000,
+        "end_ns": end.astype(np.int64) + 1000,
+        "correlation_id": corr.astype(np.uint64),
+        "external_id": np.zeros(len(rows), np.uint64),
+        "names": names,
+        "dropped_events": 0,
+        "dropped_buffers": 0,
+    }
+
+
+def test_a_gap_closed_by_a_kernel_after_a_memset_reads_the_kernels_launch():
+    """Issue 33 #1: a memset [10, 20) launched at 2, then a kernel [60, 70) launched at 40, in
+    event order. The gap 20..60 is closed by the kernel, launched at 40: the host was not
+    launching 20..40. Reading the memset's launch for it (the joined arrays put kernels first)
+    called the whole gap "other"."""
+    names = ["", "cudaLaunchKernel_v7000", "_Z6kernelv", "cudaMemsetAsync_v3020", "memset"]
+    events = [
+        (4, 3, 2, 4, 1),  # cudaMemsetAsync
+        (3, 4, 10, 20, 1),  # its memset
+        (4, 1, 40, 42, 2),  # cudaLaunchKernel
+        (1, 2, 60, 70, 2),  # its kernel
+    ]
+    steps = {0: (np.array([0, 1]), np.array([1000, 1100]))}
+    ((_, rows),) = gpu_steps.gpu_steps(_columns(events, names), steps).values()
+    got = dict(zip(gpu_steps.STEP_FIELDS, rows[0].tolist()))
+    assert got["idle"] == 80
+    # 0..10: launched at 2; 20..60: launched at 40; 70..100: nothing launched.
+    assert got["idle_no_launch"] == 2 + 20 + 30
