@@ -33,6 +33,7 @@ __all__ = [
     "summarize",
     "gpu_steps",
     "kernel_table",
+    "in_windows",
     "api_table",
     "launch_stats",
     "demangle",
@@ -265,15 +266,37 @@ def _is_launch(name_ids, names):
     return np.isin(name_ids, launch_ids)
 
 
-def kernel_table(columns, step_ns, top=None):
+def in_windows(columns, steps):
+    """bool per event: it belongs to a step window of its rank (``steps`` as ``gpu_steps``'s):
+    a kernel, memcpy or memset by the start of its launch call (its own start when no call is
+    found), any other event by its own start. The events a share of the windows may count."""
+    kinds, start = columns["kind"], columns["start_ns"]
+    inside = np.zeros(len(kinds), bool)
+    for rank, (_, ends) in steps.items():
+        ends = np.sort(np.asarray(ends, np.int64))
+        mine = columns["rank"] == rank
+        if len(ends) < 2 or not mine.any():
+            continue
+        when = start.copy()
+        ops = np.flatnonzero(mine & np.isin(kinds, (KERNEL, MEMCPY, MEMSET)))
+        call, _ = _launch_calls(columns, mine, ops)
+        when[ops] = np.where(call >= 0, start[call.clip(0)], start[ops])
+        # Window i is (ends[i], ends[i + 1]].
+        inside |= mine & (when > ends[0]) & (when <= ends[-1])
+    return inside
+
+
+def kernel_table(columns, step_ns, top=None, counted=None):
     """Kernels by total device time: dicts of name (demangled), mangled, count, total_ns,
-    mean_ns, share (of ``step_ns``, the summed step windows; None when 0)."""
+    mean_ns (over the whole trace), share (their time in the step windows, ``counted``: an
+    ``in_windows`` mask, every event when None, over ``step_ns``, the summed windows; None when
+    0)."""
     kinds = columns["kind"]
     mask = kinds == KERNEL
-    return _by_name(columns, mask, step_ns, top, demangled=True)
+    return _by_name(columns, mask, step_ns, top, demangled=True, counted=counted)
 
 
-def _by_name(columns, mask, step_ns, top, demangled):
+def _by_name(columns, mask, step_ns, top, demangled, counted=None):
     names = columns["names"]
     ids = columns["name"][mask]
     durations = (columns["end_ns"] - columns["start_ns"])[mask].astype(np.float64)
@@ -281,6 +304,11 @@ def _by_name(columns, mask, step_ns, top, demangled):
         return []
     counts = np.bincount(ids, minlength=len(names))
     totals = np.bincount(ids, weights=durations, minlength=len(names))
+    if counted is None:
+        in_steps = totals
+    else:
+        inside = counted[mask]
+        in_steps = np.bincount(ids[inside], weights=durations[inside], minlength=len(names))
     used = np.flatnonzero(counts)
     used = used[np.argsort(-totals[used], kind="stable")]
     if top is not None:
@@ -293,19 +321,19 @@ def _by_name(columns, mask, step_ns, top, demangled):
             "count": int(counts[i]),
             "total_ns": float(totals[i]),
             "mean_ns": float(totals[i] / counts[i]),
-            "share": float(totals[i] / step_ns) if step_ns else None,
+            "share": float(in_steps[i] / step_ns) if step_ns else None,
         }
         for j, i in enumerate(used.tolist())
     ]
 
 
-def api_table(columns, blocking, step_ns, top=None):
+def api_table(columns, blocking, step_ns, top=None, counted=None):
     """Host CUDA API calls by total host time: dicts of name (no version suffix), calls,
-    total_ns, mean_ns, share (of the summed step windows), blocking (how many calls waited)."""
+    total_ns, mean_ns, share (as ``kernel_table``'s), blocking (how many calls waited)."""
     mask = (columns["device"] == HOST_API_DEVICE) & np.isin(
         columns["kind"], API_KINDS + (SYNC_KIND,)
     )
-    rows = _by_name(columns, mask, step_ns, top, demangled=False)
+    rows = _by_name(columns, mask, step_ns, top, demangled=False, counted=counted)
     waited = np.bincount(columns["name"][mask & blocking], minlength=len(columns["names"])).tolist()
     by_id = {n: i for i, n in enumerate(columns["names"])}
     for row in rows:
@@ -363,14 +391,15 @@ def summarize(columns, steps, top=TABLE_TOP):
     for _, rows in per_step.values():
         totals += rows.sum(axis=0)
     step_ns = float(totals[0])
+    counted = in_windows(columns, steps)  # A share's numerator covers what its denominator does.
     kinds = columns["kind"]
     api_mask = (columns["device"] == HOST_API_DEVICE) & np.isin(kinds, API_KINDS + (SYNC_KIND,))
     return {
         "steps": per_step,
         "totals": dict(zip(STEP_FIELDS, totals.tolist())),
-        "kernels": kernel_table(columns, step_ns, top),
+        "kernels": kernel_table(columns, step_ns, top, counted),
         "kernel_names": int(len(np.unique(columns["name"][kinds == KERNEL]))),
-        "api": api_table(columns, blocking, step_ns, top),
+        "api": api_table(columns, blocking, step_ns, top, counted),
         "api_names": int(len(np.unique(columns["name"][api_mask]))),
         "launch": launch_stats(columns, per_step),
         "events": int(len(kinds)),

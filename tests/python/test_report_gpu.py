@@ -277,3 +277,45 @@ def test_a_gap_closed_by_a_kernel_after_a_memset_reads_the_kernels_launch():
     assert got["idle"] == 80
     # 0..10: launched at 2; 20..60: launched at 40; 70..100: nothing launched.
     assert got["idle_no_launch"] == 2 + 20 + 30
+
+
+def test_shares_count_only_the_work_of_the_step_windows():
+    """Issue 33 #2: three steps' ends at 0, 100, 200: two windows, 200 ns. A kernel of 50 ns
+    launched in each window and one launched before the first: the kernel's share is 100/200,
+    not 150/200 (the numerator covered the whole trace, the denominator only the windows)."""
+    names = ["", "cudaLaunchKernel_v7000", "_Z6kernelv"]
+    events = []
+    for n, t in enumerate((-50, 10, 110)):
+        events += [(4, 1, t, t + 2, n + 1), (1, 2, t + 20, t + 70, n + 1)]
+    columns = _columns(events, names)
+    steps = {0: (np.array([0, 1, 2]), np.array([1000, 1100, 1200]))}
+    gpu = gpu_steps.summarize(columns, steps)
+    (kernel,) = gpu["kernels"]
+    assert kernel["count"] == 3 and kernel["total_ns"] == 150  # The whole trace.
+    assert kernel["share"] == pytest.approx(0.5)
+    (call,) = gpu["api"]
+    assert call["calls"] == 3 and call["share"] == pytest.approx(4 / 200)
+
+
+def test_h100_kernel_shares_add_to_the_compute_share(scan):
+    """One stream: the kernels' shares add to at most the compute time over the windows (they
+    added to 105%)."""
+    c = scan.device_events.columns()
+    t = scan.gpu["totals"]
+    every = gpu_steps.summarize(c, _steps_of(scan), top=None)
+    total = sum(k["share"] for k in every["kernels"])
+    assert total == pytest.approx(t["kernel_time"] / t["window"], rel=1e-9)
+    assert total <= 1.0
+    copy = {a["name"]: a for a in every["api"]}["cudaMemcpyAsync"]
+    assert 0.75 < copy["share"] < 0.85  # 80.4% of the windows (87.9% before).
+
+
+def _steps_of(scan):
+    """{rank: (gsteps, ends)} of the H100 trace's STEP spans, read independently."""
+    ends = {}
+    for record in analysis.open_trace(H100).records(keys=[]):
+        for span in device_events.parse_extra(record.extra)[0]:
+            if span.kind == device_events.HostSpan.STEP:
+                ends[span.gstep] = span.end_ns
+    g = sorted(ends)
+    return {0: (np.array(g), np.array([ends[x] for x in g]))}
