@@ -10,10 +10,13 @@ Analysis (HTA) on Kineto traces is the reference for the definitions:
   report charts; a rank's first step has no previous call and no window);
 * busy: the union of the kernel, memcpy and memset intervals of the rank's device(s) inside the
   window; the breakdown gives overlaps to compute first, then memcpy, then memset; idle is the rest;
-* idle attributed: "blocking call" while a host thread of the rank is inside a blocking CUDA
-  call (a synchronize, or a call that returned only after the copy it issued finished); "host not
-  launching" from the start of a gap until the host called the launch of the work that ends it
-  (host-bound); "other" the rest (the work was queued: launch latency, dependencies);
+* idle by cause, HTA's idle_time_breakdown categories over the gaps of the busy union
+  (``_idle_by_cause``): host wait (the work that ends the gap was launched after it opened),
+  kernel wait (a shorter gap than 30 us, the work queued), other; and the part of host wait
+  in gaps that a blocking CUDA call of the host reaches into (a synchronize, or a call that
+  returned only after the copy it issued finished): the host waited for the device, then
+  launched late;
+* communication: NCCL kernels (HTA's rule); overlapped while a compute kernel runs;
 * a kernel (memcpy, memset) belongs to the step whose window holds its launch call's start
   (the CUDA correlation id links the two; its own start when no call is found), as Kineto and
   HTA assign kernels to ``ProfilerStep``.
@@ -40,6 +43,9 @@ __all__ = [
     "api_name",
     "STEP_FIELDS",
     "SHORT_KERNEL_NS",
+    "KERNEL_WAIT_NS",
+    "is_communication",
+    "stragglers",
 ]
 
 KERNEL, MEMCPY, MEMSET = pb.DEVICE_EVENT_KERNEL, pb.DEVICE_EVENT_MEMCPY, pb.DEVICE_EVENT_MEMSET
@@ -81,9 +87,12 @@ STEP_FIELDS = (
     "memcpy",
     "memset",
     "idle",
-    "idle_blocking",
-    "idle_no_launch",
+    "idle_host_wait",
+    "idle_kernel_wait",
     "idle_other",
+    "idle_blocking",
+    "comm",
+    "comm_overlap",
     "kernels",
     "kernel_time",
     "launches",
@@ -178,6 +187,7 @@ def gpu_steps(columns, steps, blocking=None):
     if blocking is None:
         blocking = blocking_calls(columns, columns["names"])
     kinds, start, end = columns["kind"], columns["start_ns"], columns["end_ns"]
+    comm_ids = is_communication(columns["names"])
     out = {}
     for rank, (gsteps, ends) in steps.items():
         order = np.argsort(ends, kind="stable")
@@ -201,29 +211,21 @@ def gpu_steps(columns, steps, blocking=None):
             return s[m], e[m]
 
         kernel, memcpy, memset = part(KERNEL), part(MEMCPY), part(MEMSET)
+        # Communication: NCCL kernels; overlapped: while a compute kernel runs (HTA's rule).
+        comm_mask = (k == KERNEL) & comm_ids[columns["name"][ops]]
+        comp_mask = (k == KERNEL) & ~comm_mask
+        c_comm = _Coverage(s[comm_mask], e[comm_mask]).over(lo, hi)
+        c_comp = _Coverage(s[comp_mask], e[comp_mask]).over(lo, hi)
         c_k = _Coverage(*kernel).over(lo, hi)
+        comm_overlap = c_comm + c_comp - c_k  # |comm ∩ compute| = |comm| + |comp| - |union|.
         c_km = _Coverage(*_union(kernel, memcpy)).over(lo, hi)
         busy_iv = _union(kernel, memcpy, memset)
         c_all = _Coverage(*busy_iv).over(lo, hi)
         window = hi - lo
         idle = window - c_all
-        # Idle by cause: the host inside a blocking call, then the host not launching.
-        host = np.flatnonzero(mine & blocking)
-        block_iv = (rel(start[host]), rel(end[host]))
-        c_block = _Coverage(*block_iv).over(lo, hi)
-        idle_blocking = _Coverage(*_union(block_iv, busy_iv)).over(lo, hi) - c_all
-        # The gaps of the device's busy union; each is closed by the op that opens the next
-        # busy interval, launched at `launch` (NaN: unknown, the gap counts as "other").
-        # Merged in event order (s, e), the order of `launch`: `opener` indexes both.
-        bs, be, opener = _merge(s, e)
-        gap_lo = np.concatenate([[min(lo[0], bs[0]) - 1.0], be])
-        gap_hi = np.concatenate([bs, [max(hi[-1], be[-1]) + 1.0]])
-        called = np.concatenate([launch[opener], [gap_hi[-1]]])  # Nothing launched after.
-        called = np.where(np.isnan(called), gap_lo, called)
-        wait_iv = (gap_lo, np.clip(called, gap_lo, gap_hi))
-        no_launch = _Coverage(*_union(wait_iv, block_iv)).over(lo, hi) - c_block
-        no_launch = np.minimum(no_launch, idle - idle_blocking)
-        other = idle - idle_blocking - no_launch
+        host_wait, kernel_wait, other, idle_blocking = _idle_by_cause(
+            s, e, launch, (rel(start[mine & blocking]), rel(end[mine & blocking])), lo, hi
+        )
         # Counts by launch time (own start when the call is unknown).
         when = np.where(np.isnan(launch), s, launch)
         step = np.searchsorted(hi, when, side="left")  # when in (lo[i], hi[i]] -> i.
@@ -248,9 +250,12 @@ def gpu_steps(columns, steps, blocking=None):
                 c_km - c_k,
                 c_all - c_km,
                 idle,
-                idle_blocking,
-                no_launch,
+                host_wait,
+                kernel_wait,
                 other,
+                idle_blocking,
+                c_comm,
+                comm_overlap,
                 kernels,
                 kernel_time,
                 launches,
@@ -259,6 +264,91 @@ def gpu_steps(columns, steps, blocking=None):
         )
         out[rank] = (gsteps[1:], rows)
     return out
+
+
+KERNEL_WAIT_NS = 30_000  # HTA's consecutive_kernel_delay (30, in its trace's microseconds).
+
+
+def _idle_by_cause(s, e, launch, block_iv, lo, hi, kernel_wait_ns=KERNEL_WAIT_NS):
+    """HTA's idle categories over the gaps of the device's busy union (the ops [s, e), in event
+    order, launched at `launch`, NaN when unknown), per window [lo, hi): (host wait, kernel
+    wait, other, host wait after a blocking call), each an array over the windows; the first
+    three add up to the windows' idle time.
+
+    A gap is closed by the op that opens the next busy interval: *host wait* when that op's
+    launch call started after the gap opened (the host had not yet asked for the work; also the
+    gaps before the first op and after the last); else *kernel wait* when the gap is shorter
+    than `kernel_wait_ns`; else *other* (the work was queued and waited: a dependency, an event).
+    *After a blocking call*: the host-wait gaps that a host call of `block_iv` (a synchronize,
+    a copy that waited) reaches into: the host waited for the device, then launched late."""
+    bs, be, opener = _merge(s, e)  # Event order: `opener` indexes `launch` too.
+    gap_lo = np.concatenate([[min(lo[0], bs[0]) - 1.0], be])
+    gap_hi = np.concatenate([bs, [max(hi[-1], be[-1]) + 1.0]])
+    called = np.concatenate([[np.inf], launch[opener[1:]], [np.inf]])  # Edges: host wait.
+    late = called > gap_lo  # NaN (no call found) compares False, as in HTA.
+    short = (gap_hi - gap_lo < kernel_wait_ns) & ~late
+    cats = [late, short, ~late & ~short]
+    covered = [_Coverage(gap_lo[m], gap_hi[m]).over(lo, hi) for m in cats]
+    cs, ce, _ = _merge(*block_iv)  # Calls that reach into a gap: end >= its start, start <= end.
+    j = np.searchsorted(ce, gap_lo, side="left")
+    reached = (
+        (j < len(ce)) & (cs[j.clip(0, max(len(cs) - 1, 0))] <= gap_hi) if len(cs) else late & False
+    )
+    after_sync = late & reached
+    return covered + [_Coverage(gap_lo[after_sync], gap_hi[after_sync]).over(lo, hi)]
+
+
+_COMMUNICATION = re.compile(r"nccl", re.IGNORECASE)  # HTA: NCCL kernels are communication.
+
+
+def is_communication(names):
+    """bool per name id: a communication kernel's name (NCCL's, mangled or not: HTA's rule)."""
+    return np.array([bool(_COMMUNICATION.search(n)) for n in names], bool)
+
+
+def stragglers(per_step):
+    """The straggler rank of each step: with several ranks, the one whose GPU computed longest
+    (busy less communication not overlapped: the others wait for it in the next collective).
+    Returns [{rank, steps (as straggler), of (steps seen on every rank), busy (its mean compute
+    ns a step over those steps), median_busy (the median rank's), excess (busy - median_busy,
+    over the median window)}], slowest first; [] with one rank."""
+    if len(per_step) < 2:
+        return []
+    f = {name: i for i, name in enumerate(STEP_FIELDS)}
+    common = None
+    for gsteps, _ in per_step.values():
+        common = set(gsteps.tolist()) if common is None else common & set(gsteps.tolist())
+    common = np.array(sorted(common), np.int64)
+    if len(common) == 0:
+        return []
+    ranks = sorted(per_step)
+    work, window = [], []
+    for r in ranks:
+        gsteps, rows = per_step[r]
+        at = np.searchsorted(gsteps, common)
+        busy = rows[at, f["busy"]] - (rows[at, f["comm"]] - rows[at, f["comm_overlap"]])
+        work.append(busy)
+        window.append(rows[at, f["window"]])
+    work, window = np.array(work), np.array(window)
+    slowest = np.argmax(work, axis=0)
+    median = np.median(work, axis=0)
+    out = []
+    for i, r in enumerate(ranks):
+        mine = slowest == i
+        if not mine.any():
+            continue
+        busy, med = float(work[i, mine].mean()), float(median[mine].mean())
+        out.append(
+            {
+                "rank": r,
+                "steps": int(mine.sum()),
+                "of": int(len(common)),
+                "busy": busy,
+                "median_busy": med,
+                "excess": (busy - med) / float(np.median(window[:, mine])),
+            }
+        )
+    return sorted(out, key=lambda s: -s["steps"])
 
 
 def _is_launch(name_ids, names):

@@ -13,7 +13,7 @@ needs no network; ``render_pngs`` (``report_png.py``) draws the same specs with 
 import datetime
 import os
 
-from . import analysis, gpu_steps, report_charts, trace_runs
+from . import analysis, gpu_advice, gpu_steps, report_charts, trace_runs
 from .alerts import find_alerts, headline
 from .alerts import (  # noqa: F401  (re-exported: the thresholds, as before the split)
     EXPLODING_FACTOR,
@@ -57,8 +57,10 @@ def _run_facts(scan, run):
 
 
 def _gpu_sections(scans):
-    """Per run with device work: its GPU time over the steps (``gpu_steps.summarize``), in ms
-    and shares, with the kernel and host CUDA API tables and the launch statistics."""
+    """Per run with device work: its GPU time over the steps (``gpu_steps.summarize``): the
+    STEP_FIELDS averaged over every step of every rank (per_step, ns) and of each rank
+    (ranks), the kernel and host CUDA API tables, the launch statistics, the straggler ranks
+    (``gpu_steps.stragglers``) and the advice lines (``gpu_advice.advise``)."""
     sections = []
     for scan in scans:
         gpu = scan.gpu
@@ -67,21 +69,28 @@ def _gpu_sections(scans):
         t = gpu["totals"]
         steps = sum(len(g) for g, _ in gpu["steps"].values())
         per_step = {f: (t[f] / steps if steps else None) for f in gpu_steps.STEP_FIELDS}
-        sections.append(
-            {
-                "run": scan.label,
-                "steps": steps,
-                "busy": t["busy"] / t["window"] if t["window"] else None,
-                "per_step": per_step,
-                "kernels": gpu["kernels"],
-                "kernel_names": gpu["kernel_names"],
-                "api": gpu["api"],
-                "api_names": gpu["api_names"],
-                "launch": gpu["launch"],
-                "events": gpu["events"],
-                "dropped": gpu["dropped"],
-            }
-        )
+        ranks = {
+            rank: dict(zip(gpu_steps.STEP_FIELDS, rows.mean(axis=0).tolist()))
+            for rank, (_, rows) in sorted(gpu["steps"].items())
+            if len(rows)
+        }
+        section = {
+            "run": scan.label,
+            "steps": steps,
+            "busy": t["busy"] / t["window"] if t["window"] else None,
+            "per_step": per_step,
+            "kernels": gpu["kernels"],
+            "kernel_names": gpu["kernel_names"],
+            "api": gpu["api"],
+            "api_names": gpu["api_names"],
+            "launch": gpu["launch"],
+            "events": gpu["events"],
+            "dropped": gpu["dropped"],
+            "ranks": {str(r): v for r, v in ranks.items()} if len(ranks) > 1 else {},
+            "stragglers": gpu_steps.stragglers(gpu["steps"]),
+        }
+        section["advice"] = gpu_advice.advise(section) if steps else []
+        sections.append(section)
     return sections
 
 

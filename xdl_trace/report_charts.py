@@ -162,8 +162,9 @@ GPU_COLORS = {
     "memcpy": "#1f77b4",
     "memset": "#17becf",
     "idle": "#c7cdd8",
-    "blocking call": "#d62728",
-    "host not launching": "#ff7f0e",
+    "host wait after a sync": "#d62728",
+    "host wait": "#ff7f0e",
+    "kernel wait": "#bcbd22",
     "other": "#9467bd",
 }
 
@@ -203,19 +204,18 @@ def gpu_charts(scans):
         idle = Chart(
             "GPU idle by cause" + suffix,
             "ms / step",
-            note="host in a blocking CUDA call; host not launching (host-bound); other",
+            note="HTA's categories: host wait (the next work launched after the GPU went idle; "
+            "after a sync: the host had waited in a blocking call), kernel wait (a gap under "
+            "30 µs, work queued), other (queued work waiting on a dependency)",
         )
+        column = {f: mean[:, fields[f]] / 1e6 for f in fields}
         causes = (
-            ("blocking call", "idle_blocking"),
-            ("host not launching", "idle_no_launch"),
-            ("other", "idle_other"),
+            ("host wait after a sync", column["idle_blocking"]),
+            ("host wait", column["idle_host_wait"] - column["idle_blocking"]),
+            ("kernel wait", column["idle_kernel_wait"]),
+            ("other", column["idle_other"]),
         )
-        _stack(
-            idle,
-            x,
-            [(name, mean[:, fields[f]] / 1e6) for name, f in causes],
-            [GPU_COLORS[name] for name, _ in causes],
-        )
+        _stack(idle, x, causes, [GPU_COLORS[name] for name, _ in causes])
         charts += [kinds, idle]
     return [c.build() for c in charts if not c.empty()]
 
