@@ -29,8 +29,13 @@ from .selection import Selection
 __all__ = ["build_report", "render_html", "render_pngs", "write_report"]
 
 
-def _run_facts(scan, run):
+def _run_facts(scan, run, selection):
+    """The Runs table's row. Its records: the run's own count (as ``xdl-trace info`` says,
+    device-only records included) when the report reads every step and rank of it; else the
+    records the selection read."""
     g = scan.gstep_range
+    whole = selection.gsteps is None and selection.ranks is None
+    records = run.records if whole and run is not None and run.records is not None else None
     t = scan.time_range
     return {
         "label": scan.label,
@@ -40,7 +45,7 @@ def _run_facts(scan, run):
         "ranks": scan.ranks,
         "files": scan.files,
         "bytes": scan.bytes,
-        "records": scan.total_records,
+        "records": scan.total_records if records is None else records,
         "gsteps": list(g) if g else None,
         "duration_s": (t[1] - t[0]) / 1000.0 if t else None,
         "start": (
@@ -222,7 +227,7 @@ def build_report(
     return {
         "title": "xdl_trace report: " + ", ".join(s.label for s in scans),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": [_run_facts(s, r) for s, r in zip(scans, runs)],
+        "runs": [_run_facts(s, r, selection) for s, r in zip(scans, runs)],
         "headline": headline(scans),
         "alerts": find_alerts(scans),
         "steps": report_charts.step_charts(scans),

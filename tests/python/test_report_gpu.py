@@ -419,3 +419,14 @@ def test_h100_idle_categories_match_htas_rule_computed_independently():
     assert per_step["idle_host_wait"] == pytest.approx(0.92, abs=0.005)
     assert per_step["idle_kernel_wait"] == pytest.approx(0.266, abs=0.005)
     assert per_step["idle_blocking"] == pytest.approx(0.405, abs=0.005)
+
+
+def test_runs_table_counts_the_records_info_counts():
+    """Issue 33 #3: the H100 run has 13 records (12 steps and a last one of device events only,
+    written at end()): `xdl-trace info` says 13, the Runs table said 12."""
+    model = report.build_report(H100)
+    (run,) = model["runs"]
+    assert run["records"] == 13
+    # A selection of steps counts what it read.
+    (run,) = report.build_report(H100, gsteps=range(0, 5))["runs"]
+    assert run["records"] == 5
