@@ -430,3 +430,16 @@ def test_runs_table_counts_the_records_info_counts():
     # A selection of steps counts what it read.
     (run,) = report.build_report(H100, gsteps=range(0, 5))["runs"]
     assert run["records"] == 5
+
+
+def test_timeline_names_api_calls_without_cuptis_suffix(tmp_path):
+    """Issue 33 #3: the timeline's API calls are named as the report names them."""
+    out = str(tmp_path / "timeline.json")
+    timeline.write_timeline(H100, out)
+    with open(out) as f:
+        events = json.load(f)["traceEvents"]
+    api = [e for e in events if e.get("cat") == "cuda_runtime"]
+    names = {e["name"] for e in api}
+    assert "cudaLaunchKernel" in names and "cudaMemcpyAsync" in names
+    assert not any(re.search(r"_v\d+$", n) for n in names)
+    assert sum(e["name"] == "cudaLaunchKernel" for e in api) == 2184
