@@ -26,7 +26,7 @@ from .report_html import render_html
 from .report_png import render_pngs
 from .selection import Selection
 
-__all__ = ["build_report", "render_html", "render_pngs", "write_report"]
+__all__ = ["build_report", "gpu_section", "render_html", "render_pngs", "write_report"]
 
 
 def _run_facts(scan, run, selection):
@@ -62,41 +62,40 @@ def _run_facts(scan, run, selection):
 
 
 def _gpu_sections(scans):
-    """Per run with device work: its GPU time over the steps (``gpu_steps.summarize``): the
-    STEP_FIELDS averaged over every step of every rank (per_step, ns) and of each rank
-    (ranks), the kernel and host CUDA API tables, the launch statistics, the straggler ranks
-    (``gpu_steps.stragglers``) and the advice lines (``gpu_advice.advise``)."""
-    sections = []
-    for scan in scans:
-        gpu = scan.gpu
-        if gpu is None:
-            continue
-        t = gpu["totals"]
-        steps = sum(len(g) for g, _ in gpu["steps"].values())
-        per_step = {f: (t[f] / steps if steps else None) for f in gpu_steps.STEP_FIELDS}
-        ranks = {
-            rank: dict(zip(gpu_steps.STEP_FIELDS, rows.mean(axis=0).tolist()))
-            for rank, (_, rows) in sorted(gpu["steps"].items())
-            if len(rows)
-        }
-        section = {
-            "run": scan.label,
-            "steps": steps,
-            "busy": t["busy"] / t["window"] if t["window"] else None,
-            "per_step": per_step,
-            "kernels": gpu["kernels"],
-            "kernel_names": gpu["kernel_names"],
-            "api": gpu["api"],
-            "api_names": gpu["api_names"],
-            "launch": gpu["launch"],
-            "events": gpu["events"],
-            "dropped": gpu["dropped"],
-            "ranks": {str(r): v for r, v in ranks.items()} if len(ranks) > 1 else {},
-            "stragglers": gpu_steps.stragglers(gpu["steps"]),
-        }
-        section["advice"] = gpu_advice.advise(section) if steps else []
-        sections.append(section)
-    return sections
+    """Per run with device work: ``gpu_section`` of its GPU time."""
+    return [gpu_section(scan.label, scan.gpu) for scan in scans if scan.gpu is not None]
+
+
+def gpu_section(label, gpu):
+    """What the report shows of one run's GPU time (``gpu_steps.summarize``'s dict `gpu`): the
+    STEP_FIELDS averaged over every step of every rank (per_step, ns) and of each rank (ranks,
+    with several), the kernel and host CUDA API tables, the launch statistics, the straggler
+    ranks (``gpu_steps.stragglers``) and the advice lines (``gpu_advice.advise``)."""
+    t = gpu["totals"]
+    steps = sum(len(g) for g, _ in gpu["steps"].values())
+    per_step = {f: (t[f] / steps if steps else None) for f in gpu_steps.STEP_FIELDS}
+    ranks = {
+        str(rank): dict(zip(gpu_steps.STEP_FIELDS, rows.mean(axis=0).tolist()))
+        for rank, (_, rows) in sorted(gpu["steps"].items())
+        if len(rows)
+    }
+    section = {
+        "run": label,
+        "steps": steps,
+        "busy": t["busy"] / t["window"] if t["window"] else None,
+        "per_step": per_step,
+        "kernels": gpu["kernels"],
+        "kernel_names": gpu["kernel_names"],
+        "api": gpu["api"],
+        "api_names": gpu["api_names"],
+        "launch": gpu["launch"],
+        "events": gpu["events"],
+        "dropped": gpu["dropped"],
+        "ranks": ranks if len(ranks) > 1 else {},
+        "stragglers": gpu_steps.stragglers(gpu["steps"]),
+    }
+    section["advice"] = gpu_advice.advise(section) if steps else []
+    return section
 
 
 def _card_meta(schema, rows):
