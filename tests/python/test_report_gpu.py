@@ -413,7 +413,7 @@ def test_h100_idle_categories_match_htas_rule_computed_independently():
     np.testing.assert_allclose(rows["idle_kernel_wait"], hta[:, 1], atol=2)
     np.testing.assert_allclose(rows["idle_other"], hta[:, 2], atol=2)
     # The figures docs/report.md quotes: of 1.19 ms idle a step, 0.92 host wait, 0.27 kernel
-    # wait; 0.41 of the host wait follows a blocking call (the traced CUDA loss in hook.step()).
+    # wait; 0.40 of the host wait follows a blocking call (the traced CUDA loss in hook.step()).
     per_step = {f: rows[f].mean() / 1e6 for f in rows}
     assert per_step["idle"] == pytest.approx(1.185, abs=0.005)
     assert per_step["idle_host_wait"] == pytest.approx(0.92, abs=0.005)
