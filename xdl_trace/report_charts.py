@@ -174,8 +174,9 @@ def gpu_charts(scans):
     (stacked, ms / step) and the idle time by cause (stacked); per run and rank."""
     fields = {f: i for i, f in enumerate(gpu_steps.STEP_FIELDS)}
     groups = _groups(scans, lambda s: set(s.gpu["steps"]) if s.gpu else set())
+    memory = _memory_chart(scans)
     if not groups:
-        return []
+        return [memory.build()] if memory is not None else []
     busy = Chart(
         "GPU busy",
         "% of the step",
@@ -217,7 +218,36 @@ def gpu_charts(scans):
         )
         _stack(idle, x, causes, [GPU_COLORS[name] for name, _ in causes])
         charts += [kinds, idle]
+    if memory is not None:
+        charts.append(memory)
     return [c.build() for c in charts if not c.empty()]
+
+
+MEMORY_DASH = {"allocated_mib": None, "reserved_mib": [6, 3], "peak_mib": [2, 2]}
+
+
+def _memory_chart(scans):
+    """GPU memory per step (``xdl.trace_gpu_memory``'s keys): allocated, reserved and the peak
+    since the previous traced step, MiB, per run and rank; None when no run traced them."""
+    keys = {k: f"gpu_memory/{k}" for k in MEMORY_DASH}
+    groups = _groups(scans, lambda s: {r for r in s.ranks if (keys["allocated_mib"], r) in s.stats})
+    if not groups:
+        return None
+    chart = Chart(
+        "GPU memory",
+        "MiB",
+        note="torch's allocator counters at each traced step (no sync): allocated (solid), "
+        "reserved (dashed), peak since the previous traced step (dotted)",
+    )
+    for scan, rank, label, color in groups:
+        for name, dash in MEMORY_DASH.items():
+            series = scan.stats.get((keys[name], rank))
+            if series is None:
+                continue
+            x, mean, _, _ = series.view()
+            what = name.replace("_mib", "")
+            chart.line(x, mean[:, analysis.MEAN], f"{label} {what}".strip(), color, dash=dash)
+    return chart
 
 
 def key_charts(scans, key):
