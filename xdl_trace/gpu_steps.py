@@ -46,6 +46,7 @@ __all__ = [
     "KERNEL_WAIT_NS",
     "is_communication",
     "stragglers",
+    "copy_table",
 ]
 
 KERNEL, MEMCPY, MEMSET = pb.DEVICE_EVENT_KERNEL, pb.DEVICE_EVENT_MEMCPY, pb.DEVICE_EVENT_MEMSET
@@ -467,6 +468,38 @@ def launch_stats(columns, per_step):
     }
 
 
+def copy_table(columns):
+    """Copies and memsets by name ("Memcpy HtoD", "Memset"...): dicts of name, count, bytes,
+    total_ns and bandwidth (bytes over their summed durations, GB/s; None without bytes or
+    time), by total time. The bytes are each event's "bytes" stat (0 when it has none)."""
+    mask = np.isin(columns["kind"], (MEMCPY, MEMSET))
+    rows = _by_name(columns, mask, None, None, demangled=False)
+    if not rows:
+        return rows
+    sizes = columns.get("bytes")
+    ids = columns["name"][mask]
+    moved = np.bincount(
+        ids,
+        weights=(sizes[mask] if sizes is not None else np.zeros(len(ids))).astype(np.float64),
+        minlength=len(columns["names"]),
+    )
+    by_id = {n: i for i, n in enumerate(columns["names"])}
+    out = []
+    for row in rows:
+        size = float(moved[by_id[row["mangled"]]])
+        total = row["total_ns"]
+        out.append(
+            {
+                "name": row["name"],
+                "count": row["count"],
+                "bytes": size,
+                "total_ns": total,
+                "bandwidth_gbs": size / total if size and total else None,  # B/ns = GB/s.
+            }
+        )
+    return out
+
+
 TABLE_TOP = 15  # Rows of the kernel and CUDA API tables.
 
 
@@ -492,6 +525,7 @@ def summarize(columns, steps, top=TABLE_TOP):
         "api": api_table(columns, blocking, step_ns, top, counted),
         "api_names": int(len(np.unique(columns["name"][api_mask]))),
         "launch": launch_stats(columns, per_step),
+        "copies": copy_table(columns),
         "events": int(len(kinds)),
         "dropped": int(columns["dropped_events"]),
         "dropped_buffers": int(columns["dropped_buffers"]),

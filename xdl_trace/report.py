@@ -89,6 +89,7 @@ def gpu_section(label, gpu):
         "api": gpu["api"],
         "api_names": gpu["api_names"],
         "launch": gpu["launch"],
+        "copies": gpu.get("copies", []),
         "events": gpu["events"],
         "dropped": gpu["dropped"],
         "ranks": ranks if len(ranks) > 1 else {},

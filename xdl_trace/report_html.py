@@ -200,6 +200,24 @@ def _ranks_rows(ranks):
     return _fill("gpu_ranks", rows=rows)
 
 
+def _copies(copies):
+    """The table of copies and memsets (``gpu_steps.copy_table``); "" when there are none."""
+    if not copies:
+        return ""
+    rows = "".join(
+        _fill(
+            "copy_row",
+            name=html.escape(c["name"]),
+            count=c["count"],
+            mb=f"{c['bytes'] / 1e6:.3f}",
+            total_ms=_ms(c["total_ns"]),
+            gbs="–" if c["bandwidth_gbs"] is None else f"{c['bandwidth_gbs']:.3g}",
+        )
+        for c in copies
+    )
+    return _fill("gpu_copies", rows=rows)
+
+
 def _percent(share):
     return "–" if share is None else f"{100 * share:.1f}%"
 
@@ -291,6 +309,7 @@ def _gpu_html(sections):
                 api_top=len(g["api"]),
                 api_names=g["api_names"],
                 api_rows=api_rows,
+                copies=_copies(g.get("copies")),
             )
         )
     return "".join(out)

@@ -443,3 +443,29 @@ def test_timeline_names_api_calls_without_cuptis_suffix(tmp_path):
     assert "cudaLaunchKernel" in names and "cudaMemcpyAsync" in names
     assert not any(re.search(r"_v\d+$", n) for n in names)
     assert sum(e["name"] == "cudaLaunchKernel" for e in api) == 2184
+
+
+def test_copy_bandwidth_from_the_bytes_of_each_copy(scan):
+    """Copies and memsets by name with their bytes (each event's "bytes" stat, read by the C++
+    table) against the records read independently."""
+    moved, time, count = {}, {}, {}
+    for record in analysis.open_trace(H100).records(keys=[]):
+        for trace in device_events.parse_extra(record.extra)[1]:
+            for device in trace.device:
+                for line in device.line:
+                    for ev in line.event:
+                        if ev.kind not in (gpu_steps.MEMCPY, gpu_steps.MEMSET):
+                            continue
+                        name = trace.name[ev.name_index]
+                        stats = {trace.name[s.name_index]: s.int64_value for s in ev.stat}
+                        moved[name] = moved.get(name, 0) + stats["bytes"]
+                        time[name] = time.get(name, 0) + ev.end_ns - ev.start_ns
+                        count[name] = count.get(name, 0) + 1
+    copies = {c["name"]: c for c in scan.gpu["copies"]}
+    assert set(copies) == {"Memset", "Memcpy DtoH"}
+    for name, c in copies.items():
+        assert c["count"] == count[name] and c["bytes"] == moved[name]
+        assert c["bandwidth_gbs"] == pytest.approx(moved[name] / time[name])
+    assert copies["Memcpy DtoH"]["bytes"] == 12 * 4  # The float32 loss, once a step.
+    page = report.render_html(report.build_report(H100))
+    assert "Copies and memsets on the device" in page and "<td>997</td>" in page
