@@ -89,6 +89,6 @@ def advise(section):
         top = kernels[0]
         lines.append(
             f"The GPU is busy {_pct(busy)} of the step: the time is in the kernels themselves; "
-            f"the top one, {top['name'][:80]}, takes {_pct(top['share'] or 0)} of the step."
+            f"the top one, {top['name'][:80] + ('…' if len(top['name']) > 80 else '')}, takes {_pct(top['share'] or 0)} of the step."
         )
     return lines

@@ -47,6 +47,7 @@ __all__ = [
     "is_communication",
     "stragglers",
     "copy_table",
+    "full_tables",
 ]
 
 KERNEL, MEMCPY, MEMSET = pb.DEVICE_EVENT_KERNEL, pb.DEVICE_EVENT_MEMCPY, pb.DEVICE_EVENT_MEMSET
@@ -500,6 +501,27 @@ def copy_table(columns):
     return out
 
 
+def full_tables(gpu, columns, grep=None):
+    """Every row of a run's tables (``xdl-trace gpu --csv``): kernels and api (``kernel_table``
+    and ``api_table``, all rows, shares of the step windows), copies (``copy_table``) and steps
+    (one row per rank and step: rank, gstep and STEP_FIELDS); grep: keep only the kernels and
+    calls whose name holds it (case-insensitive)."""
+    step_ns = gpu["totals"]["window"]
+    counted = gpu.get("counted")
+    kernels = kernel_table(columns, step_ns, None, counted)
+    api = api_table(columns, blocking_calls(columns, columns["names"]), step_ns, None, counted)
+    if grep:
+        needle = grep.lower()
+        kernels = [k for k in kernels if needle in k["name"].lower()]
+        api = [a for a in api if needle in a["name"].lower()]
+    per_step = [
+        {"rank": rank, "gstep": int(g), **dict(zip(STEP_FIELDS, row.tolist()))}
+        for rank, (gsteps, rows) in sorted(gpu["steps"].items())
+        for g, row in zip(gsteps.tolist(), rows)
+    ]
+    return {"kernels": kernels, "api": api, "copies": copy_table(columns), "steps": per_step}
+
+
 TABLE_TOP = 15  # Rows of the kernel and CUDA API tables.
 
 
@@ -507,7 +529,8 @@ def summarize(columns, steps, top=TABLE_TOP):
     """What the report shows of a run's device work: steps ({rank: (gsteps, rows)}, see
     ``gpu_steps``), totals (STEP_FIELDS summed over every step and rank), kernels and api (the
     ``top`` rows of ``kernel_table`` and ``api_table``, with kernel_names and api_names: how many
-    distinct names), launch (``launch_stats``), events and dropped (events the tracers lost)."""
+    distinct names), launch (``launch_stats``), copies (``copy_table``), counted (the
+    ``in_windows`` mask), events and dropped (events the tracers lost)."""
     blocking = blocking_calls(columns, columns["names"])
     per_step = gpu_steps(columns, steps, blocking)
     totals = np.zeros(len(STEP_FIELDS))
@@ -526,6 +549,7 @@ def summarize(columns, steps, top=TABLE_TOP):
         "api_names": int(len(np.unique(columns["name"][api_mask]))),
         "launch": launch_stats(columns, per_step),
         "copies": copy_table(columns),
+        "counted": counted,
         "events": int(len(kinds)),
         "dropped": int(columns["dropped_events"]),
         "dropped_buffers": int(columns["dropped_buffers"]),

@@ -469,3 +469,30 @@ def test_copy_bandwidth_from_the_bytes_of_each_copy(scan):
     assert copies["Memcpy DtoH"]["bytes"] == 12 * 4  # The float32 loss, once a step.
     page = report.render_html(report.build_report(H100))
     assert "Copies and memsets on the device" in page and "<td>997</td>" in page
+
+
+def test_gpu_command_writes_every_row_as_csv(tmp_path, capsys):
+    """`xdl-trace gpu --csv`: every kernel (46 names, 2568 kernels, the whole trace's time),
+    every CUDA call, the copies and one row per step; --grep keeps the names holding it;
+    --sort count orders by count."""
+    import csv
+
+    from xdl_trace import cli
+
+    out = tmp_path / "tables"
+    assert cli.main(["gpu", H100, "--csv", str(out), "--sort", "count"]) == 0
+    printed = capsys.readouterr().out
+    assert "idle 1.19 ms = host wait 0.92 (after a sync 0.40)" in printed
+    with open(out / "kernels.csv", encoding="utf-8") as f:
+        kernels = list(csv.DictReader(f))
+    assert len(kernels) == 46 and sum(int(k["count"]) for k in kernels) == 2568
+    counts = [int(k["count"]) for k in kernels]
+    assert counts == sorted(counts, reverse=True)
+    with open(out / "steps.csv", encoding="utf-8") as f:
+        steps = list(csv.DictReader(f))
+    assert [int(s["gstep"]) for s in steps] == list(range(1, 12))
+    assert set(steps[0]) == {"rank", "gstep", *gpu_steps.STEP_FIELDS}
+    assert cli.main(["gpu", H100, "--csv", str(tmp_path / "bn"), "--grep", "BN_FW"]) == 0
+    with open(tmp_path / "bn" / "kernels.csv", encoding="utf-8") as f:
+        bn = list(csv.DictReader(f))
+    assert bn and all("bn_fw" in k["name"] for k in bn)
