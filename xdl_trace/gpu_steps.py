@@ -291,11 +291,13 @@ def _idle_by_cause(s, e, launch, block_iv, lo, hi, kernel_wait_ns=KERNEL_WAIT_NS
     short = (gap_hi - gap_lo < kernel_wait_ns) & ~late
     cats = [late, short, ~late & ~short]
     covered = [_Coverage(gap_lo[m], gap_hi[m]).over(lo, hi) for m in cats]
-    cs, ce, _ = _merge(*block_iv)  # Calls that reach into a gap: end >= its start, start <= end.
-    j = np.searchsorted(ce, gap_lo, side="left")
-    reached = (
-        (j < len(ce)) & (cs[j.clip(0, max(len(cs) - 1, 0))] <= gap_hi) if len(cs) else late & False
-    )
+    # A call reaches into a gap when it ends at or after the gap's start and starts at or before
+    # its end: the first merged call ending at or after the start decides.
+    cs, ce, _ = _merge(*block_iv)
+    reached = np.zeros(len(gap_lo), bool)
+    if len(cs):
+        j = np.searchsorted(ce, gap_lo, side="left")
+        reached = (j < len(ce)) & (cs[j.clip(0, len(cs) - 1)] <= gap_hi)
     after_sync = late & reached
     return covered + [_Coverage(gap_lo[after_sync], gap_hi[after_sync]).over(lo, hi)]
 
