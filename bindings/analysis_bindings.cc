@@ -321,7 +321,7 @@ py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_
 }
 
 // columns() -> dict: the table's columns as arrays (kind, name, device int32; rank, line,
-// start_ns, end_ns int64; correlation_id, external_id uint64), names (list of str),
+// start_ns, end_ns, bytes int64; correlation_id, external_id uint64), names (list of str),
 // dropped_events, dropped_buffers. Copies: the table keeps growing if appended to.
 py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
   const auto n = static_cast<py::ssize_t>(table.size());
@@ -339,6 +339,7 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
   out["end_ns"] = copy(table.end_ns());
   out["correlation_id"] = copy(table.correlation_id());
   out["external_id"] = copy(table.external_id());
+  out["bytes"] = copy(table.bytes());
   py::list names;
   for (const std::string& name : table.names()) {
     names.append(py::reinterpret_steal<py::str>(

@@ -46,6 +46,7 @@ from .selection import Selection
 from .trace_runs import Run, runs
 from .analysis import find_nan
 from .watch import watch
+from .gpu_memory import trace_gpu_memory
 from .session import TrainSession
 
 __all__ = [
@@ -67,4 +68,5 @@ __all__ = [
     "Run",
     "find_nan",
     "watch",
+    "trace_gpu_memory",
 ]

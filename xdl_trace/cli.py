@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from . import analysis, report, report_html, timeline
+from . import analysis, gpu_steps, report, report_html, timeline
 from ._version import __version__
 from .errors import RunChoiceError, TraceError
 from .progress import Progress
@@ -640,6 +640,68 @@ def _report(args):
     )
     if result["pngs"]:
         print(f"wrote {len(result['pngs'])} PNG(s) to {args.png}")
+    return 0
+
+
+_GPU_SORT = {"total": "total_ns", "count": "count", "mean": "mean_ns"}
+
+
+def _gpu_configure(parser):
+    parser.add_argument("--csv", metavar="DIR", help="write every row as CSV files into DIR")
+    parser.add_argument(
+        "--sort", choices=sorted(_GPU_SORT), default="total", help="kernel order (default total)"
+    )
+    parser.add_argument("--grep", help="only kernels and calls whose name holds this text")
+    parser.add_argument("--top", type=int, default=15, help="rows printed per table (default 15)")
+    _selection_options(parser)
+
+
+@command(
+    "gpu",
+    "the GPU time of a run: busy, idle in HTA's categories, advice, every kernel and CUDA call",
+    _gpu_configure,
+)
+def _gpu(args):
+    scan = analysis.scan_run(
+        args.path, prefix=args.prefix, name=args.name, selection=_selection(args)
+    )
+    if scan.gpu is None:
+        print(f"xdl-trace gpu: {args.path} has no device events", file=sys.stderr)
+        return 1
+    tables = gpu_steps.full_tables(scan.gpu, scan.device_events.columns(), args.grep)
+    key = _GPU_SORT[args.sort]
+    tables["kernels"].sort(key=lambda row: -row[key])
+    section = report.gpu_section(scan.label, scan.gpu)
+    p = section["per_step"]
+    if section["steps"]:
+        print(
+            f"GPU busy {100 * section['busy']:.1f}% of {section['steps']} step(s), "
+            f"{p['window'] / 1e6:.2f} ms a step; idle {p['idle'] / 1e6:.2f} ms = host wait "
+            f"{p['idle_host_wait'] / 1e6:.2f} (after a sync {p['idle_blocking'] / 1e6:.2f}) + "
+            f"kernel wait {p['idle_kernel_wait'] / 1e6:.2f} + other {p['idle_other'] / 1e6:.2f}"
+        )
+    for line in section["advice"]:
+        print(f"- {line}")
+    for name, rows in tables.items():
+        if name == "steps":
+            continue
+        print(f"{name} ({len(rows)}):")
+        for row in rows[: args.top]:
+            total = row.get("total_ns", 0) / 1e6
+            print(
+                f"  {total:10.3f} ms  {row.get('count', row.get('calls')):>7}  {_shown(row['name'])}"
+            )
+    if args.csv:
+        os.makedirs(args.csv, exist_ok=True)
+        for name, rows in tables.items():
+            if not rows:
+                continue
+            path = os.path.join(args.csv, f"{name}.csv")
+            with open(path, "w", newline="", encoding="utf-8") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+            print(f"wrote {path} ({len(rows)} rows)")
     return 0
 
 

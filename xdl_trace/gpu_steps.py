@@ -10,10 +10,13 @@ Analysis (HTA) on Kineto traces is the reference for the definitions:
   report charts; a rank's first step has no previous call and no window);
 * busy: the union of the kernel, memcpy and memset intervals of the rank's device(s) inside the
   window; the breakdown gives overlaps to compute first, then memcpy, then memset; idle is the rest;
-* idle attributed: "blocking call" while a host thread of the rank is inside a blocking CUDA
-  call (a synchronize, or a call that returned only after the copy it issued finished); "host not
-  launching" from the start of a gap until the host called the launch of the work that ends it
-  (host-bound); "other" the rest (the work was queued: launch latency, dependencies);
+* idle by cause, HTA's idle_time_breakdown categories over the gaps of the busy union
+  (``_idle_by_cause``): host wait (the work that ends the gap was launched after it opened),
+  kernel wait (a shorter gap than 30 us, the work queued), other; and the part of host wait
+  in gaps that a blocking CUDA call of the host reaches into (a synchronize, or a call that
+  returned only after the copy it issued finished): the host waited for the device, then
+  launched late;
+* communication: NCCL kernels (HTA's rule); overlapped while a compute kernel runs;
 * a kernel (memcpy, memset) belongs to the step whose window holds its launch call's start
   (the CUDA correlation id links the two; its own start when no call is found), as Kineto and
   HTA assign kernels to ``ProfilerStep``.
@@ -33,12 +36,18 @@ __all__ = [
     "summarize",
     "gpu_steps",
     "kernel_table",
+    "in_windows",
     "api_table",
     "launch_stats",
     "demangle",
     "api_name",
     "STEP_FIELDS",
     "SHORT_KERNEL_NS",
+    "KERNEL_WAIT_NS",
+    "is_communication",
+    "stragglers",
+    "copy_table",
+    "full_tables",
 ]
 
 KERNEL, MEMCPY, MEMSET = pb.DEVICE_EVENT_KERNEL, pb.DEVICE_EVENT_MEMCPY, pb.DEVICE_EVENT_MEMSET
@@ -80,9 +89,12 @@ STEP_FIELDS = (
     "memcpy",
     "memset",
     "idle",
-    "idle_blocking",
-    "idle_no_launch",
+    "idle_host_wait",
+    "idle_kernel_wait",
     "idle_other",
+    "idle_blocking",
+    "comm",
+    "comm_overlap",
     "kernels",
     "kernel_time",
     "launches",
@@ -177,6 +189,7 @@ def gpu_steps(columns, steps, blocking=None):
     if blocking is None:
         blocking = blocking_calls(columns, columns["names"])
     kinds, start, end = columns["kind"], columns["start_ns"], columns["end_ns"]
+    comm_ids = is_communication(columns["names"])
     out = {}
     for rank, (gsteps, ends) in steps.items():
         order = np.argsort(ends, kind="stable")
@@ -200,28 +213,21 @@ def gpu_steps(columns, steps, blocking=None):
             return s[m], e[m]
 
         kernel, memcpy, memset = part(KERNEL), part(MEMCPY), part(MEMSET)
+        # Communication: NCCL kernels; overlapped: while a compute kernel runs (HTA's rule).
+        comm_mask = (k == KERNEL) & comm_ids[columns["name"][ops]]
+        comp_mask = (k == KERNEL) & ~comm_mask
+        c_comm = _Coverage(s[comm_mask], e[comm_mask]).over(lo, hi)
+        c_comp = _Coverage(s[comp_mask], e[comp_mask]).over(lo, hi)
         c_k = _Coverage(*kernel).over(lo, hi)
+        comm_overlap = c_comm + c_comp - c_k  # |comm ∩ compute| = |comm| + |comp| - |union|.
         c_km = _Coverage(*_union(kernel, memcpy)).over(lo, hi)
         busy_iv = _union(kernel, memcpy, memset)
         c_all = _Coverage(*busy_iv).over(lo, hi)
         window = hi - lo
         idle = window - c_all
-        # Idle by cause: the host inside a blocking call, then the host not launching.
-        host = np.flatnonzero(mine & blocking)
-        block_iv = (rel(start[host]), rel(end[host]))
-        c_block = _Coverage(*block_iv).over(lo, hi)
-        idle_blocking = _Coverage(*_union(block_iv, busy_iv)).over(lo, hi) - c_all
-        # The gaps of the device's busy union; each is closed by the op that opens the next
-        # busy interval, launched at `launch` (NaN: unknown, the gap counts as "other").
-        bs, be, opener = _merge(*busy_iv)
-        gap_lo = np.concatenate([[min(lo[0], bs[0]) - 1.0], be])
-        gap_hi = np.concatenate([bs, [max(hi[-1], be[-1]) + 1.0]])
-        called = np.concatenate([launch[opener], [gap_hi[-1]]])  # Nothing launched after.
-        called = np.where(np.isnan(called), gap_lo, called)
-        wait_iv = (gap_lo, np.clip(called, gap_lo, gap_hi))
-        no_launch = _Coverage(*_union(wait_iv, block_iv)).over(lo, hi) - c_block
-        no_launch = np.minimum(no_launch, idle - idle_blocking)
-        other = idle - idle_blocking - no_launch
+        host_wait, kernel_wait, other, idle_blocking = _idle_by_cause(
+            s, e, launch, (rel(start[mine & blocking]), rel(end[mine & blocking])), lo, hi
+        )
         # Counts by launch time (own start when the call is unknown).
         when = np.where(np.isnan(launch), s, launch)
         step = np.searchsorted(hi, when, side="left")  # when in (lo[i], hi[i]] -> i.
@@ -246,9 +252,12 @@ def gpu_steps(columns, steps, blocking=None):
                 c_km - c_k,
                 c_all - c_km,
                 idle,
-                idle_blocking,
-                no_launch,
+                host_wait,
+                kernel_wait,
                 other,
+                idle_blocking,
+                c_comm,
+                comm_overlap,
                 kernels,
                 kernel_time,
                 launches,
@@ -259,20 +268,129 @@ def gpu_steps(columns, steps, blocking=None):
     return out
 
 
+KERNEL_WAIT_NS = 30_000  # HTA's consecutive_kernel_delay (30, in its trace's microseconds).
+
+
+def _idle_by_cause(s, e, launch, block_iv, lo, hi, kernel_wait_ns=KERNEL_WAIT_NS):
+    """HTA's idle categories over the gaps of the device's busy union (the ops [s, e), in event
+    order, launched at `launch`, NaN when unknown), per window [lo, hi): (host wait, kernel
+    wait, other, host wait after a blocking call), each an array over the windows; the first
+    three add up to the windows' idle time.
+
+    A gap is closed by the op that opens the next busy interval: *host wait* when that op's
+    launch call started after the gap opened (the host had not yet asked for the work; also the
+    gaps before the first op and after the last); else *kernel wait* when the gap is shorter
+    than `kernel_wait_ns`; else *other* (the work was queued and waited: a dependency, an event).
+    *After a blocking call*: the host-wait gaps that a host call of `block_iv` (a synchronize,
+    a copy that waited) reaches into: the host waited for the device, then launched late."""
+    bs, be, opener = _merge(s, e)  # Event order: `opener` indexes `launch` too.
+    gap_lo = np.concatenate([[min(lo[0], bs[0]) - 1.0], be])
+    gap_hi = np.concatenate([bs, [max(hi[-1], be[-1]) + 1.0]])
+    called = np.concatenate([[np.inf], launch[opener[1:]], [np.inf]])  # Edges: host wait.
+    late = called > gap_lo  # NaN (no call found) compares False, as in HTA.
+    short = (gap_hi - gap_lo < kernel_wait_ns) & ~late
+    cats = [late, short, ~late & ~short]
+    covered = [_Coverage(gap_lo[m], gap_hi[m]).over(lo, hi) for m in cats]
+    # A call reaches into a gap when it ends at or after the gap's start and starts at or before
+    # its end: the first merged call ending at or after the start decides.
+    cs, ce, _ = _merge(*block_iv)
+    reached = np.zeros(len(gap_lo), bool)
+    if len(cs):
+        j = np.searchsorted(ce, gap_lo, side="left")
+        reached = (j < len(ce)) & (cs[j.clip(0, len(cs) - 1)] <= gap_hi)
+    after_sync = late & reached
+    return covered + [_Coverage(gap_lo[after_sync], gap_hi[after_sync]).over(lo, hi)]
+
+
+_COMMUNICATION = re.compile(r"nccl", re.IGNORECASE)  # HTA: NCCL kernels are communication.
+
+
+def is_communication(names):
+    """bool per name id: a communication kernel's name (NCCL's, mangled or not: HTA's rule)."""
+    return np.array([bool(_COMMUNICATION.search(n)) for n in names], bool)
+
+
+def stragglers(per_step):
+    """The straggler rank of each step: with several ranks, the one whose GPU computed longest
+    (busy less communication not overlapped: the others wait for it in the next collective).
+    Returns [{rank, steps (as straggler), of (steps seen on every rank), busy (its mean compute
+    ns a step over those steps), median_busy (the median rank's), excess (busy - median_busy,
+    over the median window)}], slowest first; [] with one rank."""
+    if len(per_step) < 2:
+        return []
+    f = {name: i for i, name in enumerate(STEP_FIELDS)}
+    common = None
+    for gsteps, _ in per_step.values():
+        common = set(gsteps.tolist()) if common is None else common & set(gsteps.tolist())
+    common = np.array(sorted(common), np.int64)
+    if len(common) == 0:
+        return []
+    ranks = sorted(per_step)
+    work, window = [], []
+    for r in ranks:
+        gsteps, rows = per_step[r]
+        at = np.searchsorted(gsteps, common)
+        busy = rows[at, f["busy"]] - (rows[at, f["comm"]] - rows[at, f["comm_overlap"]])
+        work.append(busy)
+        window.append(rows[at, f["window"]])
+    work, window = np.array(work), np.array(window)
+    slowest = np.argmax(work, axis=0)
+    median = np.median(work, axis=0)
+    out = []
+    for i, r in enumerate(ranks):
+        mine = slowest == i
+        if not mine.any():
+            continue
+        busy, med = float(work[i, mine].mean()), float(median[mine].mean())
+        out.append(
+            {
+                "rank": r,
+                "steps": int(mine.sum()),
+                "of": int(len(common)),
+                "busy": busy,
+                "median_busy": med,
+                "excess": (busy - med) / float(np.median(window[:, mine])),
+            }
+        )
+    return sorted(out, key=lambda s: -s["steps"])
+
+
 def _is_launch(name_ids, names):
     launch_ids = [i for i, n in enumerate(names) if "Launch" in n]
     return np.isin(name_ids, launch_ids)
 
 
-def kernel_table(columns, step_ns, top=None):
+def in_windows(columns, steps):
+    """bool per event: it belongs to a step window of its rank (``steps`` as ``gpu_steps``'s):
+    a kernel, memcpy or memset by the start of its launch call (its own start when no call is
+    found), any other event by its own start. The events a share of the windows may count."""
+    kinds, start = columns["kind"], columns["start_ns"]
+    inside = np.zeros(len(kinds), bool)
+    for rank, (_, ends) in steps.items():
+        ends = np.sort(np.asarray(ends, np.int64))
+        mine = columns["rank"] == rank
+        if len(ends) < 2 or not mine.any():
+            continue
+        when = start.copy()
+        ops = np.flatnonzero(mine & np.isin(kinds, (KERNEL, MEMCPY, MEMSET)))
+        call, _ = _launch_calls(columns, mine, ops)
+        when[ops] = np.where(call >= 0, start[call.clip(0)], start[ops])
+        # Window i is (ends[i], ends[i + 1]].
+        inside |= mine & (when > ends[0]) & (when <= ends[-1])
+    return inside
+
+
+def kernel_table(columns, step_ns, top=None, counted=None):
     """Kernels by total device time: dicts of name (demangled), mangled, count, total_ns,
-    mean_ns, share (of ``step_ns``, the summed step windows; None when 0)."""
+    mean_ns (over the whole trace), share (their time in the step windows, ``counted``: an
+    ``in_windows`` mask, every event when None, over ``step_ns``, the summed windows; None when
+    0)."""
     kinds = columns["kind"]
     mask = kinds == KERNEL
-    return _by_name(columns, mask, step_ns, top, demangled=True)
+    return _by_name(columns, mask, step_ns, top, demangled=True, counted=counted)
 
 
-def _by_name(columns, mask, step_ns, top, demangled):
+def _by_name(columns, mask, step_ns, top, demangled, counted=None):
     names = columns["names"]
     ids = columns["name"][mask]
     durations = (columns["end_ns"] - columns["start_ns"])[mask].astype(np.float64)
@@ -280,6 +398,11 @@ def _by_name(columns, mask, step_ns, top, demangled):
         return []
     counts = np.bincount(ids, minlength=len(names))
     totals = np.bincount(ids, weights=durations, minlength=len(names))
+    if counted is None:
+        in_steps = totals
+    else:
+        inside = counted[mask]
+        in_steps = np.bincount(ids[inside], weights=durations[inside], minlength=len(names))
     used = np.flatnonzero(counts)
     used = used[np.argsort(-totals[used], kind="stable")]
     if top is not None:
@@ -292,19 +415,19 @@ def _by_name(columns, mask, step_ns, top, demangled):
             "count": int(counts[i]),
             "total_ns": float(totals[i]),
             "mean_ns": float(totals[i] / counts[i]),
-            "share": float(totals[i] / step_ns) if step_ns else None,
+            "share": float(in_steps[i] / step_ns) if step_ns else None,
         }
         for j, i in enumerate(used.tolist())
     ]
 
 
-def api_table(columns, blocking, step_ns, top=None):
+def api_table(columns, blocking, step_ns, top=None, counted=None):
     """Host CUDA API calls by total host time: dicts of name (no version suffix), calls,
-    total_ns, mean_ns, share (of the summed step windows), blocking (how many calls waited)."""
+    total_ns, mean_ns, share (as ``kernel_table``'s), blocking (how many calls waited)."""
     mask = (columns["device"] == HOST_API_DEVICE) & np.isin(
         columns["kind"], API_KINDS + (SYNC_KIND,)
     )
-    rows = _by_name(columns, mask, step_ns, top, demangled=False)
+    rows = _by_name(columns, mask, step_ns, top, demangled=False, counted=counted)
     waited = np.bincount(columns["name"][mask & blocking], minlength=len(columns["names"])).tolist()
     by_id = {n: i for i, n in enumerate(columns["names"])}
     for row in rows:
@@ -348,6 +471,59 @@ def launch_stats(columns, per_step):
     }
 
 
+def copy_table(columns):
+    """Copies and memsets by name ("Memcpy HtoD", "Memset"...): dicts of name, count, bytes,
+    total_ns and bandwidth (bytes over their summed durations, GB/s; None without bytes or
+    time), by total time. The bytes are each event's "bytes" stat (0 when it has none)."""
+    mask = np.isin(columns["kind"], (MEMCPY, MEMSET))
+    rows = _by_name(columns, mask, None, None, demangled=False)
+    if not rows:
+        return rows
+    sizes = columns.get("bytes")
+    ids = columns["name"][mask]
+    moved = np.bincount(
+        ids,
+        weights=(sizes[mask] if sizes is not None else np.zeros(len(ids))).astype(np.float64),
+        minlength=len(columns["names"]),
+    )
+    by_id = {n: i for i, n in enumerate(columns["names"])}
+    out = []
+    for row in rows:
+        size = float(moved[by_id[row["mangled"]]])
+        total = row["total_ns"]
+        out.append(
+            {
+                "name": row["name"],
+                "count": row["count"],
+                "bytes": size,
+                "total_ns": total,
+                "bandwidth_gbs": size / total if size and total else None,  # B/ns = GB/s.
+            }
+        )
+    return out
+
+
+def full_tables(gpu, columns, grep=None):
+    """Every row of a run's tables (``xdl-trace gpu --csv``): kernels and api (``kernel_table``
+    and ``api_table``, all rows, shares of the step windows), copies (``copy_table``) and steps
+    (one row per rank and step: rank, gstep and STEP_FIELDS); grep: keep only the kernels and
+    calls whose name holds it (case-insensitive)."""
+    step_ns = gpu["totals"]["window"]
+    counted = gpu.get("counted")
+    kernels = kernel_table(columns, step_ns, None, counted)
+    api = api_table(columns, blocking_calls(columns, columns["names"]), step_ns, None, counted)
+    if grep:
+        needle = grep.lower()
+        kernels = [k for k in kernels if needle in k["name"].lower()]
+        api = [a for a in api if needle in a["name"].lower()]
+    per_step = [
+        {"rank": rank, "gstep": int(g), **dict(zip(STEP_FIELDS, row.tolist()))}
+        for rank, (gsteps, rows) in sorted(gpu["steps"].items())
+        for g, row in zip(gsteps.tolist(), rows)
+    ]
+    return {"kernels": kernels, "api": api, "copies": copy_table(columns), "steps": per_step}
+
+
 TABLE_TOP = 15  # Rows of the kernel and CUDA API tables.
 
 
@@ -355,23 +531,27 @@ def summarize(columns, steps, top=TABLE_TOP):
     """What the report shows of a run's device work: steps ({rank: (gsteps, rows)}, see
     ``gpu_steps``), totals (STEP_FIELDS summed over every step and rank), kernels and api (the
     ``top`` rows of ``kernel_table`` and ``api_table``, with kernel_names and api_names: how many
-    distinct names), launch (``launch_stats``), events and dropped (events the tracers lost)."""
+    distinct names), launch (``launch_stats``), copies (``copy_table``), counted (the
+    ``in_windows`` mask), events and dropped (events the tracers lost)."""
     blocking = blocking_calls(columns, columns["names"])
     per_step = gpu_steps(columns, steps, blocking)
     totals = np.zeros(len(STEP_FIELDS))
     for _, rows in per_step.values():
         totals += rows.sum(axis=0)
     step_ns = float(totals[0])
+    counted = in_windows(columns, steps)  # A share's numerator covers what its denominator does.
     kinds = columns["kind"]
     api_mask = (columns["device"] == HOST_API_DEVICE) & np.isin(kinds, API_KINDS + (SYNC_KIND,))
     return {
         "steps": per_step,
         "totals": dict(zip(STEP_FIELDS, totals.tolist())),
-        "kernels": kernel_table(columns, step_ns, top),
+        "kernels": kernel_table(columns, step_ns, top, counted),
         "kernel_names": int(len(np.unique(columns["name"][kinds == KERNEL]))),
-        "api": api_table(columns, blocking, step_ns, top),
+        "api": api_table(columns, blocking, step_ns, top, counted),
         "api_names": int(len(np.unique(columns["name"][api_mask]))),
         "launch": launch_stats(columns, per_step),
+        "copies": copy_table(columns),
+        "counted": counted,
         "events": int(len(kinds)),
         "dropped": int(columns["dropped_events"]),
         "dropped_buffers": int(columns["dropped_buffers"]),

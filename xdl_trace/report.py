@@ -13,7 +13,7 @@ needs no network; ``render_pngs`` (``report_png.py``) draws the same specs with 
 import datetime
 import os
 
-from . import analysis, gpu_steps, report_charts, trace_runs
+from . import analysis, gpu_advice, gpu_steps, report_charts, trace_runs
 from .alerts import find_alerts, headline
 from .alerts import (  # noqa: F401  (re-exported: the thresholds, as before the split)
     EXPLODING_FACTOR,
@@ -26,11 +26,16 @@ from .report_html import render_html
 from .report_png import render_pngs
 from .selection import Selection
 
-__all__ = ["build_report", "render_html", "render_pngs", "write_report"]
+__all__ = ["build_report", "gpu_section", "render_html", "render_pngs", "write_report"]
 
 
-def _run_facts(scan, run):
+def _run_facts(scan, run, selection):
+    """The Runs table's row. Its records: the run's own count (as ``xdl-trace info`` says,
+    device-only records included) when the report reads every step and rank of it; else the
+    records the selection read."""
     g = scan.gstep_range
+    whole = selection.gsteps is None and selection.ranks is None
+    records = run.records if whole and run is not None and run.records is not None else None
     t = scan.time_range
     return {
         "label": scan.label,
@@ -40,7 +45,7 @@ def _run_facts(scan, run):
         "ranks": scan.ranks,
         "files": scan.files,
         "bytes": scan.bytes,
-        "records": scan.total_records,
+        "records": scan.total_records if records is None else records,
         "gsteps": list(g) if g else None,
         "duration_s": (t[1] - t[0]) / 1000.0 if t else None,
         "start": (
@@ -57,32 +62,41 @@ def _run_facts(scan, run):
 
 
 def _gpu_sections(scans):
-    """Per run with device work: its GPU time over the steps (``gpu_steps.summarize``), in ms
-    and shares, with the kernel and host CUDA API tables and the launch statistics."""
-    sections = []
-    for scan in scans:
-        gpu = scan.gpu
-        if gpu is None:
-            continue
-        t = gpu["totals"]
-        steps = sum(len(g) for g, _ in gpu["steps"].values())
-        per_step = {f: (t[f] / steps if steps else None) for f in gpu_steps.STEP_FIELDS}
-        sections.append(
-            {
-                "run": scan.label,
-                "steps": steps,
-                "busy": t["busy"] / t["window"] if t["window"] else None,
-                "per_step": per_step,
-                "kernels": gpu["kernels"],
-                "kernel_names": gpu["kernel_names"],
-                "api": gpu["api"],
-                "api_names": gpu["api_names"],
-                "launch": gpu["launch"],
-                "events": gpu["events"],
-                "dropped": gpu["dropped"],
-            }
-        )
-    return sections
+    """Per run with device work: ``gpu_section`` of its GPU time."""
+    return [gpu_section(scan.label, scan.gpu) for scan in scans if scan.gpu is not None]
+
+
+def gpu_section(label, gpu):
+    """What the report shows of one run's GPU time (``gpu_steps.summarize``'s dict `gpu`): the
+    STEP_FIELDS averaged over every step of every rank (per_step, ns) and of each rank (ranks,
+    with several), the kernel and host CUDA API tables, the launch statistics, the straggler
+    ranks (``gpu_steps.stragglers``) and the advice lines (``gpu_advice.advise``)."""
+    t = gpu["totals"]
+    steps = sum(len(g) for g, _ in gpu["steps"].values())
+    per_step = {f: (t[f] / steps if steps else None) for f in gpu_steps.STEP_FIELDS}
+    ranks = {
+        str(rank): dict(zip(gpu_steps.STEP_FIELDS, rows.mean(axis=0).tolist()))
+        for rank, (_, rows) in sorted(gpu["steps"].items())
+        if len(rows)
+    }
+    section = {
+        "run": label,
+        "steps": steps,
+        "busy": t["busy"] / t["window"] if t["window"] else None,
+        "per_step": per_step,
+        "kernels": gpu["kernels"],
+        "kernel_names": gpu["kernel_names"],
+        "api": gpu["api"],
+        "api_names": gpu["api_names"],
+        "launch": gpu["launch"],
+        "copies": gpu.get("copies", []),
+        "events": gpu["events"],
+        "dropped": gpu["dropped"],
+        "ranks": ranks if len(ranks) > 1 else {},
+        "stragglers": gpu_steps.stragglers(gpu["steps"]),
+    }
+    section["advice"] = gpu_advice.advise(section) if steps else []
+    return section
 
 
 def _card_meta(schema, rows):
@@ -213,7 +227,7 @@ def build_report(
     return {
         "title": "xdl_trace report: " + ", ".join(s.label for s in scans),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": [_run_facts(s, r) for s, r in zip(scans, runs)],
+        "runs": [_run_facts(s, r, selection) for s, r in zip(scans, runs)],
         "headline": headline(scans),
         "alerts": find_alerts(scans),
         "steps": report_charts.step_charts(scans),

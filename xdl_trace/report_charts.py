@@ -162,8 +162,9 @@ GPU_COLORS = {
     "memcpy": "#1f77b4",
     "memset": "#17becf",
     "idle": "#c7cdd8",
-    "blocking call": "#d62728",
-    "host not launching": "#ff7f0e",
+    "host wait after a sync": "#d62728",
+    "host wait": "#ff7f0e",
+    "kernel wait": "#bcbd22",
     "other": "#9467bd",
 }
 
@@ -173,8 +174,9 @@ def gpu_charts(scans):
     (stacked, ms / step) and the idle time by cause (stacked); per run and rank."""
     fields = {f: i for i, f in enumerate(gpu_steps.STEP_FIELDS)}
     groups = _groups(scans, lambda s: set(s.gpu["steps"]) if s.gpu else set())
+    memory = _memory_chart(scans)
     if not groups:
-        return []
+        return [memory.build()] if memory is not None else []
     busy = Chart(
         "GPU busy",
         "% of the step",
@@ -203,21 +205,49 @@ def gpu_charts(scans):
         idle = Chart(
             "GPU idle by cause" + suffix,
             "ms / step",
-            note="host in a blocking CUDA call; host not launching (host-bound); other",
+            note="HTA's categories: host wait (the next work launched after the GPU went idle; "
+            "after a sync: the host had waited in a blocking call), kernel wait (a gap under "
+            "30 µs, work queued), other (queued work waiting on a dependency)",
         )
+        column = {f: mean[:, fields[f]] / 1e6 for f in fields}
         causes = (
-            ("blocking call", "idle_blocking"),
-            ("host not launching", "idle_no_launch"),
-            ("other", "idle_other"),
+            ("host wait after a sync", column["idle_blocking"]),
+            ("host wait", column["idle_host_wait"] - column["idle_blocking"]),
+            ("kernel wait", column["idle_kernel_wait"]),
+            ("other", column["idle_other"]),
         )
-        _stack(
-            idle,
-            x,
-            [(name, mean[:, fields[f]] / 1e6) for name, f in causes],
-            [GPU_COLORS[name] for name, _ in causes],
-        )
+        _stack(idle, x, causes, [GPU_COLORS[name] for name, _ in causes])
         charts += [kinds, idle]
+    if memory is not None:
+        charts.append(memory)
     return [c.build() for c in charts if not c.empty()]
+
+
+MEMORY_DASH = {"allocated_mib": None, "reserved_mib": [6, 3], "peak_mib": [2, 2]}
+
+
+def _memory_chart(scans):
+    """GPU memory per step (``xdl.trace_gpu_memory``'s keys): allocated, reserved and the peak
+    since the previous traced step, MiB, per run and rank; None when no run traced them."""
+    keys = {k: f"gpu_memory/{k}" for k in MEMORY_DASH}
+    groups = _groups(scans, lambda s: {r for r in s.ranks if (keys["allocated_mib"], r) in s.stats})
+    if not groups:
+        return None
+    chart = Chart(
+        "GPU memory",
+        "MiB",
+        note="torch's allocator counters at each traced step (no sync): allocated (solid), "
+        "reserved (dashed), peak since the previous traced step (dotted)",
+    )
+    for scan, rank, label, color in groups:
+        for name, dash in MEMORY_DASH.items():
+            series = scan.stats.get((keys[name], rank))
+            if series is None:
+                continue
+            x, mean, _, _ = series.view()
+            what = name.replace("_mib", "")
+            chart.line(x, mean[:, analysis.MEAN], f"{label} {what}".strip(), color, dash=dash)
+    return chart
 
 
 def key_charts(scans, key):

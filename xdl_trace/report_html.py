@@ -171,6 +171,53 @@ def _us(ns):
     return "–" if ns is None else f"{ns / 1e3:.1f}"
 
 
+def _duration(ns):
+    """A duration with its unit: µs under a millisecond, else ms ("6.55 ms", not "6554.8 µs")."""
+    if ns is None:
+        return "–"
+    return f"{ns / 1e3:.1f} µs" if abs(ns) < 1e6 else f"{ns / 1e6:.2f} ms"
+
+
+def _ranks_rows(ranks):
+    """The per-rank rows of a run with several ranks (ms a step): window, busy, idle by cause,
+    communication and its part not overlapped."""
+    if not ranks:
+        return ""
+    rows = "".join(
+        _fill(
+            "gpu_rank_row",
+            rank=html.escape(r),
+            window=_ms(p["window"], 2),
+            busy=_percent(p["busy"] / p["window"] if p["window"] else None),
+            host_wait=_ms(p["idle_host_wait"], 2),
+            kernel_wait=_ms(p["idle_kernel_wait"], 2),
+            other=_ms(p["idle_other"], 2),
+            comm=_ms(p["comm"], 2),
+            exposed=_ms(p["comm"] - p["comm_overlap"], 2),
+        )
+        for r, p in ranks.items()
+    )
+    return _fill("gpu_ranks", rows=rows)
+
+
+def _copies(copies):
+    """The table of copies and memsets (``gpu_steps.copy_table``); "" when there are none."""
+    if not copies:
+        return ""
+    rows = "".join(
+        _fill(
+            "copy_row",
+            name=html.escape(c["name"]),
+            count=c["count"],
+            mb=f"{c['bytes'] / 1e6:.3f}",
+            total_ms=_ms(c["total_ns"]),
+            gbs="–" if c["bandwidth_gbs"] is None else f"{c['bandwidth_gbs']:.3g}",
+        )
+        for c in copies
+    )
+    return _fill("gpu_copies", rows=rows)
+
+
 def _percent(share):
     return "–" if share is None else f"{100 * share:.1f}%"
 
@@ -228,9 +275,11 @@ def _gpu_html(sections):
                 memcpy=_ms(p["memcpy"], 3),
                 memset=_ms(p["memset"], 3),
                 idle=_ms(p["idle"], 2),
+                idle_host_wait=_ms(p["idle_host_wait"], 2),
                 idle_blocking=_ms(p["idle_blocking"], 2),
-                idle_no_launch=_ms(p["idle_no_launch"], 2),
+                idle_kernel_wait=_ms(p["idle_kernel_wait"], 2),
                 idle_other=_ms(p["idle_other"], 2),
+                ranks=_ranks_rows(g.get("ranks")),
                 kernels="–" if p["kernels"] is None else f"{p['kernels']:.1f}",
                 kernel_time=_ms(p["kernel_time"], 2),
                 launches=(
@@ -241,15 +290,26 @@ def _gpu_html(sections):
                 short_kernels=launch["short_kernels"],
                 all_kernels=launch["kernels"],
                 short_share=_percent(launch["short_share"]),
-                delay_median=_us(launch["delay_median_ns"]),
-                delay_p99=_us(launch["delay_p99_ns"]),
+                delay_median=_duration(launch["delay_median_ns"]),
+                delay_p99=_duration(launch["delay_p99_ns"]),
                 dropped=_fill("gpu_dropped", dropped=g["dropped"]) if g["dropped"] else "",
+                advice=(
+                    _fill(
+                        "gpu_advice",
+                        items="".join(
+                            _fill("gpu_advice_item", text=html.escape(a)) for a in g["advice"]
+                        ),
+                    )
+                    if g.get("advice")
+                    else ""
+                ),
                 top=len(g["kernels"]),
                 kernel_names=g["kernel_names"],
                 kernel_rows=kernel_rows,
                 api_top=len(g["api"]),
                 api_names=g["api_names"],
                 api_rows=api_rows,
+                copies=_copies(g.get("copies")),
             )
         )
     return "".join(out)

@@ -49,7 +49,7 @@ from .device_events import (
     bad_data_message,
     parse_extra,
 )
-from .gpu_steps import demangle
+from .gpu_steps import api_name, demangle
 from .reader import open_trace
 from .selection import Selection
 
@@ -285,13 +285,19 @@ class _TimelineWriter:
         windowed = self.begin is not None or self.end is not None
         step_place = f'"pid":{state.host_pid},"tid":{_SPAN_THREADS[HostSpan.STEP][0]},"ts":'
         flows, emitted, stats = self.flows, 0, self.stats
+        shown_names = {}  # id(trace) -> (kernel names, API names): JSON, and the mangled args.
         for t, pid, tid, events in lines:
-            # Kernel names as Kineto and Nsight show them; the mangled one stays in args.
-            shown = demangle(t.name)
-            names = [json.dumps(n) for n in shown]
-            mangled = [
-                f',"mangled_name":{json.dumps(n)}' if n != d else "" for n, d in zip(t.name, shown)
-            ]
+            # Kernel names as Kineto and Nsight show them (the mangled one stays in args), API
+            # calls as users know them (CUPTI's "_v7000" suffix dropped, as the report does).
+            if id(t) not in shown_names:
+                shown = demangle(t.name)
+                kernels = [json.dumps(n) for n in shown], [
+                    f',"mangled_name":{json.dumps(n)}' if n != d else ""
+                    for n, d in zip(t.name, shown)
+                ]
+                api = [json.dumps(api_name(n)) for n in t.name], [""] * len(t.name)
+                shown_names[id(t)] = (kernels, api)
+            names, mangled = shown_names[id(t)][pid == state.host_pid]
             n_names = len(names)
             tracer = t.tracer
             tracer_json = json.dumps(tracer)

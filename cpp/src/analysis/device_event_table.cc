@@ -34,6 +34,11 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
   ids.reserve(trace.name_size());
   for (const std::string& name : trace.name()) ids.push_back(Intern(name));
   const int32_t empty = Intern("");
+  // The "bytes" stat (a copy's, a memset's, an allocation's size): its index in this payload.
+  int32_t bytes_name = -1;
+  for (int i = 0; i < trace.name_size(); ++i) {
+    if (trace.name(i) == "bytes") bytes_name = i;
+  }
   for (const xdl::proto::Device& device : trace.device()) {
     for (const xdl::proto::DeviceLine& line : device.line()) {
       for (const xdl::proto::DeviceEvent& event : line.event()) {
@@ -48,6 +53,15 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
         end_ns_.push_back(std::max(event.end_ns(), event.start_ns()));
         correlation_id_.push_back(event.correlation_id());
         external_id_.push_back(event.external_id());
+        int64_t bytes = 0;
+        for (const xdl::proto::DeviceStat& stat : event.stat()) {
+          if (stat.name_index() != bytes_name) continue;
+          if (stat.value_case() == xdl::proto::DeviceStat::kInt64Value) bytes = stat.int64_value();
+          if (stat.value_case() == xdl::proto::DeviceStat::kUint64Value) {
+            bytes = static_cast<int64_t>(stat.uint64_value());
+          }
+        }
+        bytes_.push_back(bytes);
       }
     }
   }

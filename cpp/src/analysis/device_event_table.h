@@ -36,6 +36,8 @@ class DeviceEventTable {
   const std::vector<int64_t>& end_ns() const { return end_ns_; }
   const std::vector<uint64_t>& correlation_id() const { return correlation_id_; }
   const std::vector<uint64_t>& external_id() const { return external_id_; }
+  // The event's "bytes" stat when it has an int64 one (copies, memsets, allocations), else 0.
+  const std::vector<int64_t>& bytes() const { return bytes_; }
   int64_t dropped_events() const { return dropped_events_; }
   int64_t dropped_buffers() const { return dropped_buffers_; }
   // String fields that were not UTF-8, over every payload appended (RepairUtf8Strings).
@@ -47,7 +49,7 @@ class DeviceEventTable {
   std::vector<std::string> names_;
   std::unordered_map<std::string, int32_t> name_ids_;
   std::vector<int32_t> kind_, name_, device_;
-  std::vector<int64_t> rank_, line_, start_ns_, end_ns_;
+  std::vector<int64_t> rank_, line_, start_ns_, end_ns_, bytes_;
   std::vector<uint64_t> correlation_id_, external_id_;
   int64_t dropped_events_ = 0;
   int64_t dropped_buffers_ = 0;
