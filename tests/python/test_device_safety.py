@@ -56,8 +56,7 @@ def test_two_hooks_on_two_threads_each_write_their_own_values(out_dir, read_trac
         xdl.trace_tensor("v", lambda: b_val.clone() + 2000.0, scope="b")
         dirs = {s: os.path.join(str(out_dir), s) for s in "ab"}
         hooks = [
-            xdl.TraceHook(output_dir=dirs[s], scope=s, fsync=False, on_error="raise")
-            for s in "ab"
+            xdl.TraceHook(output_dir=dirs[s], scope=s, fsync=False, on_error="raise") for s in "ab"
         ]
         for hook in hooks:
             hook.begin()
@@ -80,14 +79,10 @@ def test_two_hooks_on_two_threads_each_write_their_own_values(out_dir, read_trac
             for step, cols in enumerate(rec[3] for rec in trace.records)
             if not (cols[f"{scope}/v"] == base + step).all()
         ]
-        assert (
-            wrong == []
-        ), f"hook {scope}: records holding another step's values: {wrong}"
+        assert wrong == [], f"hook {scope}: records holding another step's values: {wrong}"
 
 
-def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(
-    cfg, read_trace
-):
+def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(cfg, read_trace):
     w = torch.zeros(2000)
     stop = threading.Event()
     errors = []
@@ -106,9 +101,7 @@ def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(
         xdl.trace_tensor("w", lambda: w.clone() + 1.0)
         xdl.trace_gradient("g")
         with warnings.catch_warnings():
-            warnings.simplefilter(
-                "ignore"
-            )  # A step before the first send misses its gradient.
+            warnings.simplefilter("ignore")  # A step before the first send misses its gradient.
             with xdl.TraceHook({**cfg, "on_error": "warn"}) as hook:
                 sender.start()
                 for step in range(80):
@@ -120,13 +113,9 @@ def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(
     (trace,) = read_trace(cfg["output_dir"])
     assert len(trace.records) >= 40
     for gstep, cols in ((rec[0], rec[3]) for rec in trace.records):
-        assert (
-            cols["w"] == gstep + 1.0
-        ).all(), f"step {gstep}: w holds {cols['w'][:3]}"
+        assert (cols["w"] == gstep + 1.0).all(), f"step {gstep}: w holds {cols['w'][:3]}"
         g = cols["gradient/g"]
-        assert (g == g[0]).all() and g[
-            0
-        ] <= -1.0, f"step {gstep}: the gradient holds {g[:3]}"
+        assert (g == g[0]).all() and g[0] <= -1.0, f"step {gstep}: the gradient holds {g[:3]}"
 
 
 def test_a_hook_s_staging_bound_and_policy_are_its_own(out_dir, read_trace):
@@ -135,16 +124,10 @@ def test_a_hook_s_staging_bound_and_policy_are_its_own(out_dir, read_trace):
         xdl.trace_tensor("big", lambda: big, scope="a")
         xdl.trace_tensor("host", np.zeros(3), scope="b")
         a_dir, b_dir = os.path.join(str(out_dir), "a"), os.path.join(str(out_dir), "b")
-        with xdl.TraceHook(
-            output_dir=a_dir, scope="a", overflow="block", fsync=False
-        ) as a:
+        with xdl.TraceHook(output_dir=a_dir, scope="a", overflow="block", fsync=False) as a:
             # Another scope's hook, host keys only, with a small bound that drops.
             with xdl.TraceHook(
-                output_dir=b_dir,
-                scope="b",
-                overflow="drop",
-                max_pending_mb=1.5,
-                fsync=False,
+                output_dir=b_dir, scope="b", overflow="drop", max_pending_mb=1.5, fsync=False
             ) as b:
                 for _ in range(6):
                     a.step()
@@ -197,9 +180,7 @@ def test_a_forked_child_starts_with_no_staging_buffers(cfg, tmp_path):
             sys.exit(os.waitstatus_to_exitcode(status))
         """
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], timeout=60, capture_output=True
-    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
 
@@ -208,13 +189,49 @@ def _run_script(body, timeout_s=90):
     script = f"import sys\nsys.path.insert(0, {HERE!r})\n" + textwrap.dedent(body)
     try:
         return subprocess.run(
-            [sys.executable, "-c", script],
-            timeout=timeout_s,
-            capture_output=True,
-            text=True,
+            [sys.executable, "-c", script], timeout=timeout_s, capture_output=True, text=True
         )
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"hung (killed after {timeout_s} s): {e.stderr}")
+
+
+def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_written(
+    tmp_path, read_trace
+):
+    out = str(tmp_path / "out")
+    done = _run_script(
+        f"""
+        import json, numpy as np, torch
+        import xdl_trace as xdl
+        from fake_device import FakeDevice, installed
+
+        device = FakeDevice()
+        installed(device).__enter__()  # Never left: its stream holds a fence that never ends.
+        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
+        xdl.trace_tensor("h", np.arange(3.0))
+        hook = xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
+                             device_fence_timeout_s=0.5)
+        hook.begin()
+        device.hang_fences = True
+        hook.step()  # Its copies never complete.
+        device.hang_fences = False
+        for _ in range(3):
+            hook.step()
+        hook.flush()
+        flushed = hook.stats()
+        hook.end()
+        print(json.dumps({{k: flushed[k] for k in ("deferred_failed", "records_written")}}))
+        print(hook.stats()["last_deferred_error"])
+        """
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts, error = done.stdout.splitlines()[-2:]
+    assert counts == '{"deferred_failed": 1, "records_written": 3}'
+    assert "gstep=0" in error and "device_fence_timeout_s" in error
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [1, 2, 3]
+    meta = open(trace.path + ".meta", "rb").read()
+    assert meta  # Refreshed at close, the record count among it (read_trace checks it).
 
 
 def test_write_mode_inline_with_a_device_tensor_writes_its_values(tmp_path, read_trace):
@@ -248,9 +265,7 @@ def test_write_mode_inline_with_a_device_tensor_writes_its_values(tmp_path, read
         np.testing.assert_array_equal(cols["weight"], state["weight"].numpy())
 
 
-def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_values(
-    cfg, read_trace
-):
+def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_values(cfg, read_trace):
     torch.manual_seed(0)
     model = torch.nn.Linear(50, 4)
     model(torch.randn(2, 50)).sum().backward()
@@ -277,9 +292,7 @@ def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_value
         with xdl.TraceHook(cfg) as hook:
             assert hook.step() is True
         stats = hook.stats()
-    assert len(refused) == 1 and isinstance(
-        refused[0], xdl.errors.FailedPreconditionError
-    )
+    assert len(refused) == 1 and isinstance(refused[0], xdl.errors.FailedPreconditionError)
     assert "another thread is inside step()" in str(refused[0])
     assert stats["deferred_failed"] == 0
     (trace,) = read_trace(cfg["output_dir"])
