@@ -452,6 +452,21 @@ def _enqueue(items, staging, backend):
             staging[start:end].copy_(gathered, non_blocking=True)
 
 
+class EveryN:
+    """``xdl.watch(every=n)``'s selection, the one implementation for a per-entry provider and
+    a group: calling it counts a traced step and says whether this one is captured (the first
+    and then every n-th; every one when n is None). Driven by the stepping thread."""
+
+    def __init__(self, n):
+        self.n = n
+        self._calls = 0
+
+    def __call__(self):
+        index = self._calls
+        self._calls = index + 1
+        return self.n is None or index % self.n == 0
+
+
 class GroupCapture:
     """Entries read together at each traced step (xdl.watch's parameters, its gradients): one
     Python call per step for the whole group instead of one per entry, and on a device one
@@ -465,8 +480,7 @@ class GroupCapture:
         self._reads = list(reads)  # read() -> the member's tensor now (raises naming its key).
         self._summary = summary  # None, "stats" or "histogram".
         self._bins = bins
-        self._every = every
-        self._calls = 0
+        self._due = EveryN(every)
         self._layouts = {}  # signature -> _core.GroupLayout
         self.core = _core.ValueGroup(len(self.keys))
 
@@ -474,9 +488,7 @@ class GroupCapture:
         return self.core.member(index)
 
     def prepare(self, batch):
-        index = self._calls
-        self._calls = index + 1
-        if self._every is not None and index % self._every:
+        if not self._due():
             self.core.set_empty()
             return
         tensors = [read() for read in self._reads]

@@ -298,3 +298,30 @@ def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_value
     (trace,) = read_trace(cfg["output_dir"])
     (cols,) = [rec[3] for rec in trace.records]
     np.testing.assert_array_equal(cols["weight"], before.numpy())
+
+
+def test_every_n_selects_the_same_steps_on_a_device_and_on_the_host(out_dir, read_trace):
+    due = _device.EveryN(3)
+    assert [due() for _ in range(7)] == [True, False, False, True, False, False, True]
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    model(torch.randn(4, 3)).sum().backward()
+    counts = {}
+    for where in ("host", "device"):
+        xdl.clear()
+        directory = os.path.join(str(out_dir), where)
+        if where == "device":
+            with installed(FakeDevice()):
+                keys = xdl.watch(model, every=3)
+                with xdl.TraceHook(output_dir=directory, fsync=False) as hook:
+                    for _ in range(7):
+                        hook.step()
+        else:
+            keys = xdl.watch(model, every=3)
+            with xdl.TraceHook(output_dir=directory, fsync=False) as hook:
+                for _ in range(7):
+                    hook.step()
+        (trace,) = read_trace(directory)
+        counts[where] = [[cols[k][0] for k in keys] for cols in (r[3] for r in trace.records)]
+    assert counts["host"] == counts["device"]
+    assert [row[0] > 0 for row in counts["host"]] == [True, False, False, True, False, False, True]
