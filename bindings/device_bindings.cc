@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "device_fences.h"
+#include "core/device_fences.h"
 #include "py_tensor.h"
 #include "status.h"
 #include "xdl_trace/deferred.h"
@@ -28,11 +28,11 @@ namespace {
 PendingBytes::Fence ToFence(const py::object& fence) {
   if (py::isinstance<CudaEventFence>(fence)) {
     auto cuda = fence.cast<std::shared_ptr<CudaEventFence>>();
-    return [cuda] { return cuda->Wait(); };
+    return [cuda](PendingBytes::Deadline deadline) { return cuda->Wait(deadline); };
   }
   if (py::isinstance<ManualFence>(fence)) {
     auto manual = fence.cast<std::shared_ptr<ManualFence>>();
-    return [manual] { return manual->Wait(); };
+    return [manual](PendingBytes::Deadline deadline) { return manual->Wait(deadline); };
   }
   throw py::type_error("xdl_trace: fence must be a CudaEventFence or a ManualFence, got " +
                        std::string(py::str(fence.get_type().attr("__name__"))));

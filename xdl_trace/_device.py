@@ -18,8 +18,11 @@ A backend says which tensors are a device's and how to enqueue work, stage and f
 ``CudaBackend`` for torch CUDA tensors; tests register a fake device (``register_backend``).
 """
 
+import os
 import sys
 import threading
+import time
+import weakref
 
 from . import _core, _device_graphs
 
@@ -120,9 +123,10 @@ def backend_for(tensor):
 
 
 class _Slot:
-    """One staging buffer, with its lease (busy while records refer to it) and events."""
+    """One staging buffer, with its lease (busy while records refer to it) and events.
+    `taken`: handed out by acquire() and not yet armed (guarded by the pool's lock)."""
 
-    __slots__ = ("buffer", "lease", "events", "nbytes", "backend")
+    __slots__ = ("buffer", "lease", "events", "nbytes", "backend", "taken")
 
     def __init__(self, backend, nbytes):
         self.buffer = backend.staging(nbytes)
@@ -130,62 +134,91 @@ class _Slot:
         self.events = {}
         self.nbytes = nbytes
         self.backend = backend
+        self.taken = False
+
+    @property
+    def free(self):
+        return not self.taken and not self.lease.busy
+
+
+# Slots still busy when their pool closed (a fence that timed out: its copy may land yet), kept
+# for the life of the process so that no late copy writes into freed memory.
+_stranded = []
+_stranded_lock = threading.Lock()
 
 
 class StagingPool:
-    """Host staging buffers reused across steps, at most `max_bytes` in all (a step larger than
-    that gets a buffer of its own once every other is free). When every buffer is busy:
-    ``block`` waits (without the GIL) for the IO thread to write a record and free one; ``drop``
-    drops the step's record (counted). Counters: ``stats()`` (the high-water mark is of the
-    bytes the pool held)."""
+    """One hook's host staging buffers, reused across its steps, at most `max_bytes` in all (a
+    step larger than that gets a buffer of its own once every other is free). When every buffer
+    is busy: ``block`` waits (without the GIL) for the IO thread to write a record and free one,
+    at most `wait_bound_s` (then the step is dropped, as under ``drop``); ``drop`` drops the
+    step's record (counted). Counters: ``stats()`` (the high-water mark is of the bytes the pool
+    held), since the pool was made.
+
+    Threading: any thread may acquire() (the hook's training thread, send_gradient from an
+    autograd thread); taking a free slot and marking it taken is one step under `_lock`, and a
+    taken slot stays so until release() (after its lease was held by arm(), or on failure).
+    """
 
     _ROUND = 1 << 16  # Buffers are sized in 64 KiB units, so a step's size wobble reuses them.
 
-    def __init__(self, max_bytes, block=True):
+    def __init__(self, max_bytes, block=True, wait_bound_s=60.0):
         self.max_bytes = int(max_bytes)
         self.block = block
-        self._slots = []  # In the order they were made.
-        self._next = 0  # Where the search for a free slot starts: after the last one taken.
-        self._allocated = 0  # The slots' bytes.
-        self.high_water_bytes = 0
-        self.dropped = 0
-        self.waits = 0
-
-    def configure(self, max_bytes, block):
-        """A hook's bound and policy, from its begin(): the pool lets its idle buffers go (a
-        smaller bound holds from the start) and its counters start again."""
-        self.max_bytes = int(max_bytes)
-        self.block = block
-        self._release_idle()
-        self.high_water_bytes = self._allocated
-        self.dropped = 0
-        self.waits = 0
+        self.wait_bound_s = float(wait_bound_s)
+        self._lock = threading.Lock()
+        self._slots = []  # Guarded by _lock. In the order they were made.
+        self._next = 0  # Guarded by _lock. Where the search for a free slot starts.
+        self._allocated = 0  # Guarded by _lock. The slots' bytes.
+        self.high_water_bytes = 0  # Guarded by _lock (read unlocked by stats()).
+        self.dropped = 0  # Guarded by _lock.
+        self.waits = 0  # Guarded by _lock.
+        _live_pools.add(self)
 
     def acquire(self, nbytes, backend):
-        """A free slot of at least `nbytes` from `backend`, or None (drop). A free slot of at
-        most twice the size first, searched from the one after the last taken (records are
-        written in order, so in a steady run that one is free and the search ends there); then
-        a new slot, while the pool has room; then a larger free slot (so a small step does not
-        hold the buffer that a large one, an Every(10) step of full values, needs next)."""
+        """A free slot of at least `nbytes` from `backend`, marked taken (give it back with
+        release()), or None (drop). A free slot of at most twice the size first, searched from
+        the one after the last taken (records are written in order, so in a steady run that
+        one is free and the search ends there); then a new slot, while the pool has room; then
+        a larger free slot (so a small step does not hold the buffer that a large one, an
+        Every(10) step of full values, needs next)."""
         nbytes = -(-max(nbytes, 1) // self._ROUND) * self._ROUND
+        deadline = None
         while True:
-            close, loose = self._free_slots(nbytes, backend)
-            if close is not None:
-                return close
-            if self._has_room(nbytes):
-                return self._new_slot(nbytes, backend)
-            if loose is not None:
-                return loose
-            self._release_idle()  # Those too small (or another backend's) make room first.
-            if self._has_room(nbytes):
-                return self._new_slot(nbytes, backend)
-            if not self.block:
-                self.dropped += 1
-                return None
-            self.waits += 1
-            busy = [s for s in self._slots if s.lease.busy]
+            with self._lock:
+                slot = self._take(nbytes, backend)
+                if slot is not None:
+                    slot.taken = True
+                    return slot
+                if not self.block or (deadline is not None and time.monotonic() >= deadline):
+                    self.dropped += 1
+                    return None
+                if deadline is None:
+                    self.waits += 1
+                    deadline = time.monotonic() + self.wait_bound_s
+                busy = [s for s in self._slots if not s.free]
             if busy:
                 busy[0].lease.wait_free(0.05)
+            else:
+                time.sleep(0.001)  # Taken by another thread, armed in a moment.
+
+    def release(self, slot):
+        """Gives back a slot acquire() handed out: free once its lease is (at once if unarmed)."""
+        with self._lock:
+            slot.taken = False
+
+    def _take(self, nbytes, backend):
+        close, loose = self._free_slots(nbytes, backend)
+        if close is not None:
+            return close
+        if self._has_room(nbytes):
+            return self._new_slot(nbytes, backend)
+        if loose is not None:
+            return loose
+        self._release_idle()  # Those too small (or another backend's) make room first.
+        if self._has_room(nbytes):
+            return self._new_slot(nbytes, backend)
+        return None
 
     def _free_slots(self, nbytes, backend):
         """(a free slot of `nbytes` to twice that, the first larger free one), None where none;
@@ -195,7 +228,7 @@ class StagingPool:
         for i in range(count):
             index = (self._next + i) % count
             slot = self._slots[index]
-            if slot.nbytes >= nbytes and slot.backend is backend and not slot.lease.busy:
+            if slot.nbytes >= nbytes and slot.backend is backend and slot.free:
                 if slot.nbytes <= 2 * nbytes:
                     self._next = index + 1
                     return slot, None
@@ -203,7 +236,7 @@ class StagingPool:
         return None, loose
 
     def _release_idle(self):
-        for idle in [s for s in self._slots if not s.lease.busy]:
+        for idle in [s for s in self._slots if s.free]:
             self._slots.remove(idle)
             self._allocated -= idle.nbytes
         self._next = 0
@@ -219,26 +252,66 @@ class StagingPool:
         self.high_water_bytes = max(self.high_water_bytes, self._allocated)
         return slot
 
+    def close(self):
+        """The hook ended (every record written or dropped): its buffers go. One still busy
+        (its fence timed out) is kept for the process's life: a late copy may yet land in it."""
+        with self._lock:
+            busy = [s for s in self._slots if not s.free]
+            self._slots = []
+            self._allocated = 0
+            self._next = 0
+        if busy:
+            with _stranded_lock:
+                _stranded.extend(busy)
+
+    def _forget_after_fork(self):
+        # In a forked child: the parent's buffers and leases mean nothing here (no IO thread
+        # will free them); the lock may have been held by a parent thread at fork.
+        self._lock = threading.Lock()
+        self._slots = []
+        self._allocated = 0
+        self._next = 0
+
     def stats(self):
-        return {
-            "staging_bytes": self._allocated,
-            "staging_high_water_bytes": self.high_water_bytes,
-            "staging_dropped": self.dropped,
-            "staging_waits": self.waits,
-        }
+        with self._lock:
+            return {
+                "staging_bytes": self._allocated,
+                "staging_high_water_bytes": self.high_water_bytes,
+                "staging_dropped": self.dropped,
+                "staging_waits": self.waits,
+            }
 
 
-# One pool per process: hooks configure it at begin(); send_gradient stages through it too.
-_pool = StagingPool(256e6)
+# A hook's staging counters when it has no pool (write_mode "inline", or before begin()).
+NO_STAGING = {
+    "staging_bytes": 0,
+    "staging_high_water_bytes": 0,
+    "staging_dropped": 0,
+    "staging_waits": 0,
+}
+
+_live_pools = weakref.WeakSet()  # Every pool not yet collected: emptied in a forked child.
 
 
-def pool():
-    return _pool
+def live_pools():
+    return list(_live_pools)
 
 
-def stats():
-    """The process's device counters for hook.stats(): staging memory and summary graphs."""
-    return {**_pool.stats(), **_device_graphs.graphs().stats()}
+def _after_fork_in_child():
+    global _stranded_lock
+    _stranded_lock = threading.Lock()
+    _stranded.clear()
+    for pool in list(_live_pools):
+        pool._forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def graph_stats():
+    """The process's summary-graph counters, for hook.stats()."""
+    return _device_graphs.graphs().stats()
 
 
 class _Item:
@@ -315,6 +388,7 @@ class StepBatch:
             return
         pending, items, backend = self.pending, self._items, self.backend
         self.pending, self._items = None, []
+        slot = None
         try:
             slot = self._pool.acquire(self._size, backend)
             if slot is None:
@@ -331,6 +405,9 @@ class StepBatch:
         except BaseException as e:
             pending.fail(f"enqueueing the device copies failed: {type(e).__name__}: {e}")
             raise
+        finally:
+            if slot is not None:  # Armed: its lease keeps it busy; else free again.
+                self._pool.release(slot)
 
 
 def _enqueue(items, staging, backend):
@@ -375,6 +452,21 @@ def _enqueue(items, staging, backend):
             staging[start:end].copy_(gathered, non_blocking=True)
 
 
+class EveryN:
+    """``xdl.watch(every=n)``'s selection, the one implementation for a per-entry provider and
+    a group: calling it counts a traced step and says whether this one is captured (the first
+    and then every n-th; every one when n is None). Driven by the stepping thread."""
+
+    def __init__(self, n):
+        self.n = n
+        self._calls = 0
+
+    def __call__(self):
+        index = self._calls
+        self._calls = index + 1
+        return self.n is None or index % self.n == 0
+
+
 class GroupCapture:
     """Entries read together at each traced step (xdl.watch's parameters, its gradients): one
     Python call per step for the whole group instead of one per entry, and on a device one
@@ -388,8 +480,7 @@ class GroupCapture:
         self._reads = list(reads)  # read() -> the member's tensor now (raises naming its key).
         self._summary = summary  # None, "stats" or "histogram".
         self._bins = bins
-        self._every = every
-        self._calls = 0
+        self._due = EveryN(every)
         self._layouts = {}  # signature -> _core.GroupLayout
         self.core = _core.ValueGroup(len(self.keys))
 
@@ -397,9 +488,7 @@ class GroupCapture:
         return self.core.member(index)
 
     def prepare(self, batch):
-        index = self._calls
-        self._calls = index + 1
-        if self._every is not None and index % self._every:
+        if not self._due():
             self.core.set_empty()
             return
         tensors = [read() for read in self._reads]
@@ -467,13 +556,17 @@ def active_batch():
     return getattr(_state, "batch", None)
 
 
-def run_step(step, args, step_groups):
+def run_step(step, args, step_groups, staging_pool):
     """Runs the core's ``step(*args)`` with this step's batch open: the groups are prepared
     into it, then the core's providers add to it; once the core queued the record the batch is
-    launched. Without torch in the process there is nothing to batch."""
-    if "torch" not in sys.modules:
+    launched into `staging_pool` (the hook's). With no pool (write_mode "inline": the core
+    writes the record inside its step, before any copy could be launched) or without torch in
+    the process there is no batch: device tensors are read on the host now."""
+    if staging_pool is None or "torch" not in sys.modules:
+        for group in step_groups:
+            group.prepare(None)
         return step(*args)
-    batch = StepBatch(_pool)
+    batch = StepBatch(staging_pool)
     _state.batch = batch
     try:
         for group in step_groups:
@@ -487,10 +580,11 @@ def run_step(step, args, step_groups):
     batch.launch()
 
 
-def stage_now(tensor):
+def stage_now(tensor, staging_pool):
     """A DeferredValue of `tensor`'s values, copied asynchronously from now on (send_gradient
-    of a device tensor): a batch of its own, launched at once."""
-    batch = StepBatch(_pool)
+    of a device tensor) through `staging_pool` (a hook's): a batch of its own, launched at
+    once."""
+    batch = StepBatch(staging_pool)
     value = batch.add(tensor, None, 0, backend_for(tensor))
     batch.launch()
     return value

@@ -95,6 +95,19 @@ def hook_ended(hook):
         _running_hooks.pop(hook, None)
 
 
+def _staging_pool_for(name):
+    """The staging pool of a running hook that traces sent gradient `name` (the first begun),
+    or None (no such hook stages device tensors: the gradient is read on the host now)."""
+    with _lock:
+        scopes = {scope for (scope, _), sent in _sent_gradients.items() if sent == name}
+        hooks = [hook for hook, state in _running_hooks.items() if scopes & set(state[0])]
+    for hook in hooks:
+        pool = hook._staging
+        if pool is not None:
+            return pool
+    return None
+
+
 def _warn_if_running(scope, key):
     with _lock:
         missed = [s for s in _running_hooks.values() if scope in s[0] and not s[2]]
@@ -257,9 +270,10 @@ def send_gradient(name, value):
         )
     if _torch.is_tensor(value) and name not in _summarized_gradients:
         backend = _device.backend_for(value)
-        if backend is not None:  # Copied asynchronously from now on; nothing waits.
+        pool = _staging_pool_for(name) if backend is not None else None
+        if pool is not None:  # Copied asynchronously from now on; nothing waits.
             _torch.check_dtype(f"gradient/{name}", value)
-            _registry.send_gradient(name, _device.stage_now(value))
+            _registry.send_gradient(name, _device.stage_now(value, pool))
             return
     result = _convert.to_result(f"gradient/{name}", value, "send_gradient value")
     if isinstance(result, tuple):

@@ -269,6 +269,9 @@ class TraceHook:
         self._final_stats = None
         self._lstep = 0
         self._stepping_thread = None  # The thread inside step(), while one is.
+        self._step_lock = threading.Lock()  # Held by the thread inside a traced step().
+        self._staging = None  # This run's _device.StagingPool (None: inline, or not begun).
+        self._final_staging = None  # The staging counters of the last run, after end().
         self._steps_skipped = 0
         self._step_errors = 0
         self._last_step_error = None
@@ -318,9 +321,6 @@ class TraceHook:
         cfg.run_id = _run.shared_run_id(
             cfg.output_dir, cfg.prefix(), cfg.output_file_name, placement.rank
         )
-        _device.pool().configure(
-            cfg.max_pending_mb * 1e6, block=cfg.overflow == _core.OverflowPolicy.BLOCK
-        )
         try:
             self._tracer = _core.Tracer.start(self._config, api.registry(), self._scopes)
         except errors.TraceIOError as error:
@@ -335,6 +335,16 @@ class TraceHook:
         self._groups = _device.groups(self._scopes, self._tracer.keys)
         self._forked = False
         self._final_stats = None
+        self._final_staging = None
+        # Device tensors stage through this hook's own pool, bounded by its own config
+        # (docs/design.md, "Device tensors"). Inline writes read them on the host instead: the
+        # core writes inside its step, before a copy could be launched.
+        if cfg.write_mode != _core.WriteMode.INLINE:
+            self._staging = _device.StagingPool(
+                cfg.max_pending_mb * 1e6,
+                block=cfg.overflow == _core.OverflowPolicy.BLOCK,
+                wait_bound_s=cfg.device_fence_timeout_s,
+            )
         with _live_lock:
             _live_hooks.add(self)
         api.hook_began(self, self._scopes, cfg.output_dir)
@@ -369,6 +379,7 @@ class TraceHook:
             return
         self._tracer = None
         api.hook_ended(self)
+        staging, self._staging = self._staging, None
         if self._forked:
             # A forked child: the parent owns the tracer and its files; nothing to close here.
             self._final_stats = tracer.stats()
@@ -383,6 +394,9 @@ class TraceHook:
                 raise
             self._count_error(e)
         self._final_stats = tracer.stats()
+        if staging is not None:  # Every record is written or dropped: its buffers go.
+            staging.close()
+            self._final_staging = staging.stats()
         if self._step_errors and self._on_error == "warn":
             warnings.warn(
                 f"xdl_trace: {self._step_errors} traced step(s) failed and were not written "
@@ -438,11 +452,19 @@ class TraceHook:
             tracer.note_step_not_traced(gstep, lstep)  # Its host span (one clock read).
             api.registry().drop_pending_gradients()
             return False
+        # One thread at a time: a second one is refused here, before it prepares the value
+        # groups the first one's record refers to.
+        try:
+            self._claim_step(gstep)
+        except errors.FailedPreconditionError as e:
+            if self._on_error == "raise":
+                raise
+            self._count_error(e)
+            return False
         # Device tensors met by the providers join `batch`; their copies are enqueued once the
         # core queued the record (docs/device-path.md).
-        self._stepping_thread = threading.get_ident()
         try:
-            _device.run_step(tracer.step, (gstep, lstep), self._groups)
+            _device.run_step(tracer.step, (gstep, lstep), self._groups, self._staging)
         except Exception as e:
             if self._on_error == "raise":
                 raise
@@ -450,7 +472,25 @@ class TraceHook:
             return False
         finally:
             self._stepping_thread = None
+            self._step_lock.release()
         return True
+
+    def _claim_step(self, gstep):
+        """Makes this thread the one inside step(); FailedPreconditionError (nothing touched)
+        when a step of this hook is already running, here (a provider calling step()) or on
+        another thread."""
+        if self._stepping_thread == threading.get_ident():
+            raise errors.FailedPreconditionError(
+                f"TraceHook.step(gstep={gstep}) called from inside this hook's own step() (a "
+                "callback or provider it calls): refused; nothing was written for this step"
+            )
+        if not self._step_lock.acquire(blocking=False):
+            raise errors.FailedPreconditionError(
+                f"TraceHook.step(gstep={gstep}): another thread is inside step() of the hook "
+                f"writing {self._config.output_dir}; a hook is stepped by one thread at a time. "
+                "Nothing was written for this step."
+            )
+        self._stepping_thread = threading.get_ident()
 
     def _count_error(self, error):
         # Warned once per entry key (errors naming one entry carry it as `key`), else once per
@@ -490,7 +530,7 @@ class TraceHook:
         failed device copy) plus the hook's: write_mode_reason (why that mode; None before
         begin), steps_seen, steps_skipped, step_errors, last_step_error, and the process's
         device counters: staging memory (staging_bytes, staging_high_water_bytes,
-        staging_waits, staging_dropped; counted since this hook's begin()) and summary graphs (summary_graphs held,
+        staging_waits, staging_dropped; this hook's own pool, counted since its begin()) and summary graphs (summary_graphs held,
         summary_graph_captures, summary_graph_replays, summary_graph_failures,
         summary_passes_eager, summary_graphs_off: why graphs are off, or None)."""
         if self._tracer is not None:
@@ -500,7 +540,11 @@ class TraceHook:
         else:
             out = {}
         reason = write_mode_reason(_mode_name(self._config.write_mode)) if out else None
-        out.update(_device.stats())
+        staging = self._staging
+        out.update(
+            staging.stats() if staging is not None else self._final_staging or _device.NO_STAGING
+        )
+        out.update(_device.graph_stats())
         out.update(
             write_mode_reason=reason,
             steps_seen=self._lstep,

@@ -22,13 +22,14 @@ _SKIPPED = np.zeros(0, np.float32)  # What a skipped step writes (as trace_once 
 
 
 def _every(n, read):
-    """`read` on the first of every `n` calls, an empty float32 column on the others."""
-    calls = [0]
+    """`read` on the steps _device.EveryN(n) selects, an empty float32 column on the others;
+    `read` itself when n is None."""
+    if n is None:
+        return read
+    due = _device.EveryN(n)
 
     def provider():
-        index = calls[0]
-        calls[0] = index + 1
-        return read() if index % n == 0 else _SKIPPED
+        return read() if due() else _SKIPPED
 
     return provider
 
@@ -82,9 +83,6 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
     keys = []
     bins = _core.DEFAULT_HISTOGRAM_BINS
 
-    def maybe_every(read):
-        return read if every is None else _every(every, read)
-
     if isinstance(model, dict):
         for name, value in model.items():
             if not isinstance(value, np.ndarray):
@@ -95,7 +93,11 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
                 api.trace_variable(name, value, scope=scope, summary=summary)
             else:
                 _register(
-                    _core.EntryKind.VARIABLE, scope_s, name, maybe_every(lambda v=value: v), summary
+                    _core.EntryKind.VARIABLE,
+                    scope_s,
+                    name,
+                    _every(every, lambda v=value: v),
+                    summary,
                 )
                 api.remember_variable(scope_s, name, value)
             keys.append(api.full_key(scope_s, name))
@@ -118,7 +120,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
                 _core.EntryKind.VARIABLE,
                 scope_s,
                 name,
-                maybe_every(lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)),
+                _every(every, lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)),
                 summary,
             )
             api.remember_variable(scope_s, name, parameter)
@@ -130,7 +132,7 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
             key = f"gradient/{name}"
             full_key = api.full_key(scope_s, key)
             read = _torch.grad_provider(full_key, name, parameter, summary, bins)
-            _register(_core.EntryKind.GRADIENT, scope_s, key, maybe_every(read), summary)
+            _register(_core.EntryKind.GRADIENT, scope_s, key, _every(every, read), summary)
             api.note_gradient_read(name)
             keys.append(full_key)
     if activations:
@@ -187,9 +189,6 @@ def _watch_activations(model, summary, every, scope_s):
     bins = _core.DEFAULT_HISTOGRAM_BINS
     keys = []
 
-    def maybe_every(read):
-        return read if every is None else _every(every, read)
-
     for name, module in model.named_modules():
         if any(True for _ in module.children()):
             continue  # Not a leaf.
@@ -212,6 +211,6 @@ def _watch_activations(model, summary, every, scope_s):
                 )
             return _torch.capture(full_key, output, summary, bins)
 
-        _register(_core.EntryKind.TENSOR, scope_s, key, maybe_every(read), summary)
+        _register(_core.EntryKind.TENSOR, scope_s, key, _every(every, read), summary)
         keys.append(full_key)
     return keys

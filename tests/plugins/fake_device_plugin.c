@@ -15,6 +15,7 @@
  *                     stats "operation" ("alloc"/"free") and "bytes".
  *   announce_bytes=N  collect(NULL) announces N bytes whatever it holds (a plugin whose
  *                     size is not to be trusted, issue 24 #8).
+ *   hang_stop=1       stop never returns (a driver call that hangs, issue 36).
  *   hostile=1         what a careless plugin sends and the writer accepts (issue 24 #5):
  *                     the kernel's name is not UTF-8 ("fake_\xff\xfe_kernel") and every
  *                     "bytes" stat is a string ("4096", "1 MiB") instead of a number.
@@ -38,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fake_proto_writer.h"
 #include "xdl_trace/plugin/profiler_plugin.h"
@@ -56,6 +58,7 @@ typedef struct FakeEvent {
 
 struct XdlTraceProfiler {
   pthread_mutex_t mu; /* Guards events, n_events, dropped, snapshot, has_snapshot. */
+  int hang_stop;
   int unavailable, fail_start, events_per_step, running, nvtx, memory, lost_buffers, hostile;
   uint64_t announce_bytes; /* 0: the snapshot's own size. */
   uint64_t max_events;
@@ -186,6 +189,7 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
   const char* config = options->config ? options->config : "";
   p->unavailable = strstr(config, "unavailable=1") != NULL;
   p->fail_start = strstr(config, "fail_start=1") != NULL;
+  p->hang_stop = strstr(config, "hang_stop=1") != NULL;
   p->nvtx = strstr(config, "nvtx=1") != NULL;
   p->memory = strstr(config, "memory=1") != NULL;
   p->hostile = strstr(config, "hostile=1") != NULL;
@@ -218,6 +222,7 @@ static int32_t FakeStart(XdlTraceProfiler* p, XdlTracePluginError* error) {
 
 static int32_t FakeStop(XdlTraceProfiler* p, XdlTracePluginError* error) {
   (void)error;
+  while (p->hang_stop) sleep(1);
   p->running = 0;
   return XDL_TRACE_PLUGIN_OK;
 }

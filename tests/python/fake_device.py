@@ -28,6 +28,7 @@ class FakeDevice:
         self._lock = threading.Lock()
         self.fail_next_work = False
         self.fail_capture = False
+        self.hang_fences = False  # Fences made meanwhile never complete (a hung kernel).
         self.captures = 0
         self.fences_completed = 0
         self._thread = threading.Thread(target=self._stream, daemon=True)
@@ -88,6 +89,8 @@ class FakeDevice:
 
     def fence(self, slot, devices):
         fence = _core.ManualFence()
+        if self.hang_fences:
+            return fence
 
         def signal():
             error, self._error = self._error, None

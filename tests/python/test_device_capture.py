@@ -332,6 +332,7 @@ def test_the_staging_pool_waits_for_or_drops_when_every_buffer_is_busy(block):
     pending = _core.PendingBytes()
     fence = _core.ManualFence()
     pending.arm(first.buffer.data_ptr(), fence, first.lease)
+    pool.release(first)  # Armed: its lease keeps it busy.
     held = [pending.value(0, 0, [0])]  # A record's hold on the buffer.
     assert first.lease.busy
     release = threading.Timer(0.05, lambda: held.clear())
@@ -352,30 +353,30 @@ def test_the_staging_pool_waits_for_or_drops_when_every_buffer_is_busy(block):
 def test_the_staging_pool_reuses_buffers_in_turn_and_keeps_large_ones_for_large_steps():
     backend = FakeDevice()
     pool = _device.StagingPool(10 << 20)
-    big = pool.acquire(4 << 20, backend)
-    small = [pool.acquire(1000, backend) for _ in range(2)]  # Each free again once returned.
+
+    def use(nbytes):  # Taken and given back unarmed: free again at once.
+        slot = pool.acquire(nbytes, backend)
+        pool.release(slot)
+        return slot
+
+    big = use(4 << 20)
+    small = [use(1000) for _ in range(2)]
     assert small[0] is small[1] and small[0] is not big
-    assert [pool.acquire(1000, backend) for _ in range(3)] == [small[0]] * 3
-    assert pool.acquire(4 << 20, backend) is big
-    assert pool.acquire(2 << 20, backend) is big  # Within twice the size.
+    assert [use(1000) for _ in range(3)] == [small[0]] * 3
+    assert use(4 << 20) is big
+    assert use(2 << 20) is big  # Within twice the size.
     assert pool.stats()["staging_bytes"] == (4 << 20) + (1 << 16)
     backend.close()
 
 
-def test_a_hook_s_begin_lets_idle_staging_buffers_go_and_counts_afresh():
+def test_a_slot_taken_and_not_yet_given_back_is_never_handed_out_again():
     backend = FakeDevice()
-    pool = _device.StagingPool(10 << 20, block=False)
-    pool.acquire(4 << 20, backend)  # Idle once returned: no record holds it.
-    pool.dropped = 1
-    pool.configure(1 << 20, block=False)  # The next hook's smaller bound.
-    assert pool.stats() == {
-        "staging_bytes": 0,
-        "staging_high_water_bytes": 0,
-        "staging_dropped": 0,
-        "staging_waits": 0,
-    }
-    pool.acquire(1000, backend)
-    assert pool.stats()["staging_high_water_bytes"] == 1 << 16
+    pool = _device.StagingPool(10 << 20)
+    first = pool.acquire(1000, backend)  # Its copies being enqueued: not armed yet.
+    second = pool.acquire(1000, backend)
+    assert second is not first
+    pool.release(first)
+    assert pool.acquire(1000, backend) is first
     backend.close()
 
 

@@ -89,6 +89,7 @@ inline constexpr size_t kMaxOutputFileNameBytes = 178;
 //                     NaN are rejected, so no spelling is ambiguous). A huge
 //                     finite value saturates to "never".
 //   device_collect_interval_s   finite and >= 0.
+//   device_fence_timeout_s      finite and > 0.
 //   write_mode        kInline only with overflow kBlock.
 struct TraceConfig {
   std::string output_dir;  // Required; created if missing.
@@ -113,6 +114,11 @@ struct TraceConfig {
   // Options for every device plugin, "key=value;..." (docs/device-tracing.md).
   // Environment XDL_TRACE_PLUGIN_CONFIG overrides it.
   std::string device_plugin_config;
+  // The longest the IO thread waits for a device tensor's copies (its fence),
+  // counted from when they were enqueued, and the longest a step waits for a
+  // free staging buffer: past it the record is dropped (deferred_failed), the
+  // records behind it are written. A healthy device never comes near it.
+  double device_fence_timeout_s = 60;
   // Recorded in every file's Header (see RunInfo).
   RunInfo run;
 

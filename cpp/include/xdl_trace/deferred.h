@@ -10,6 +10,7 @@
 #ifndef XDL_TRACE_DEFERRED_H_
 #define XDL_TRACE_DEFERRED_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -24,9 +25,11 @@ class DeferredBytes {
  public:
   virtual ~DeferredBytes() = default;
   // Blocks until the bytes have landed and returns their base address (valid
-  // while this object lives), or the error that means they never will.
-  // Called on the IO thread, without the GIL; every call gets the same answer.
-  virtual absl::StatusOr<const char*> Wait() = 0;
+  // while this object lives), or the error that means they never will:
+  // DeadlineExceeded when they have not landed `timeout` after they were
+  // armed (after this call began, while they are not armed). Called on the IO
+  // thread, without the GIL; every call gets the same answer.
+  virtual absl::StatusOr<const char*> Wait(std::chrono::steady_clock::duration timeout) = 0;
 };
 
 // The producer's side: one PendingBytes per batch of copies (a traced step's
@@ -37,9 +40,12 @@ class DeferredBytes {
 // never waits on copies nobody will enqueue.
 class PendingBytes {
  public:
-  // Blocks until the copies are complete (e.g. cudaEventSynchronize); OK when
-  // the bytes are valid. Called once, on the IO thread, without the GIL.
-  using Fence = std::function<absl::Status()>;
+  using Deadline = std::chrono::steady_clock::time_point;
+  // Blocks until the copies are complete (e.g. a CUDA event) and returns OK
+  // when the bytes are valid, or DeadlineExceeded once `deadline` passed with
+  // the copies still in flight. Called once, on the IO thread, without the
+  // GIL.
+  using Fence = std::function<absl::Status(Deadline deadline)>;
 
   PendingBytes();
   ~PendingBytes();  // Fails bytes() when neither Arm nor Fail was called.
@@ -51,7 +57,8 @@ class PendingBytes {
 
   // The bytes will be at `base` once `fence` returned OK. `keep_alive` (the
   // staging memory, or a lease on it) is released when the last record
-  // referring to bytes() has been written or dropped.
+  // referring to bytes() has been written or dropped; never when the fence
+  // timed out (the copies may land yet: the memory is not reused).
   void Arm(const char* base, Fence fence, std::shared_ptr<const void> keep_alive);
   // The copies will not happen: records referring to bytes() are dropped and
   // counted (TraceStats::deferred_failed; a ResourceExhausted error, the

@@ -74,6 +74,7 @@ const std::vector<ConfigKey>& ConfigKeys() {
       {"device_tracers", &C::device_tracers},
       {"device_collect_interval_s", &C::device_collect_interval_s, Range::kNonNegative},
       {"device_plugin_config", &C::device_plugin_config},
+      {"device_fence_timeout_s", &C::device_fence_timeout_s, Range::kPositive},
   };
   return *keys;
 }

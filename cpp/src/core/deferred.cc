@@ -3,10 +3,24 @@
 #include "xdl_trace/deferred.h"
 
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/mutex.h"
 
 namespace xdl_trace {
+namespace {
+
+// What keeps the staging memory of copies whose fence timed out: held for the
+// process's life, so no late copy lands in memory handed to someone else.
+void Strand(std::shared_ptr<const void> keep_alive) {
+  static internal::Mutex* mu = new internal::Mutex();
+  static auto* stranded = new std::vector<std::shared_ptr<const void>>();
+  internal::MutexLock lock(mu);
+  stranded->push_back(std::move(keep_alive));
+}
+
+}  // namespace
 
 // Shared by the PendingBytes (producer) and every record holding bytes():
 // mu_ guards the settlement; the fence runs once, by the first waiter, outside
@@ -21,6 +35,7 @@ class PendingBytes::State : public DeferredBytes {
     base_ = base;
     fence_ = std::move(fence);
     keep_alive_ = std::move(keep_alive);
+    armed_at_ = std::chrono::steady_clock::now();
     phase_ = Phase::kArmed;
     cv_.SignalAll();
   }
@@ -33,19 +48,42 @@ class PendingBytes::State : public DeferredBytes {
     cv_.SignalAll();
   }
 
-  absl::StatusOr<const char*> Wait() override {
+  absl::StatusOr<const char*> Wait(std::chrono::steady_clock::duration timeout) override {
     Fence fence;
+    Deadline deadline;
     {
       internal::MutexLock lock(&mu_);
-      while (phase_ == Phase::kPending || phase_ == Phase::kFencing) cv_.Wait(&mu_);
+      const Deadline unarmed_deadline = std::chrono::steady_clock::now() + timeout;
+      while (phase_ == Phase::kPending || phase_ == Phase::kFencing) {
+        if (phase_ == Phase::kFencing) {  // Another waiter's fence, bounded by its deadline.
+          cv_.Wait(&mu_);
+          continue;
+        }
+        // Unarmed past the bound: nobody is enqueueing these copies.
+        if (!cv_.WaitUntil(&mu_, unarmed_deadline) && phase_ == Phase::kPending) {
+          result_ = absl::DeadlineExceededError(
+              absl::StrCat("the device copies were not enqueued within ", Seconds(timeout),
+                           " s (device_fence_timeout_s)"));
+          phase_ = Phase::kDone;
+          cv_.SignalAll();
+        }
+      }
       if (phase_ == Phase::kDone) return result_;
       phase_ = Phase::kFencing;  // This caller runs the fence; others wait for it.
       fence = std::move(fence_);
+      deadline = armed_at_ + timeout;
     }
-    absl::Status fenced = fence ? fence() : absl::OkStatus();
+    absl::Status fenced = fence ? fence(deadline) : absl::OkStatus();
     internal::MutexLock lock(&mu_);
     if (fenced.ok()) {
       result_ = base_;
+    } else if (absl::IsDeadlineExceeded(fenced)) {
+      result_ = absl::DeadlineExceededError(
+          absl::StrCat("the device copies did not complete within ", Seconds(timeout),
+                       " s of their step (device_fence_timeout_s; a hung kernel or "
+                       "collective?): ",
+                       fenced.message()));
+      Strand(std::move(keep_alive_));
     } else {
       result_ = std::move(fenced);
     }
@@ -55,12 +93,18 @@ class PendingBytes::State : public DeferredBytes {
   }
 
  private:
+  using Deadline = PendingBytes::Deadline;
   enum class Phase { kPending, kArmed, kFencing, kDone };
+
+  static double Seconds(std::chrono::steady_clock::duration d) {
+    return std::chrono::duration<double>(d).count();
+  }
 
   internal::Mutex mu_;
   internal::CondVar cv_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kPending;
   const char* base_ ABSL_GUARDED_BY(mu_) = nullptr;
+  Deadline armed_at_ ABSL_GUARDED_BY(mu_);
   Fence fence_ ABSL_GUARDED_BY(mu_);
   // Released with the last record holding this state (the staging lease).
   std::shared_ptr<const void> keep_alive_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,8 @@
 // The IO thread's loop: drains the queue into write groups for the current data file segment.
 #include "io/io_loop.h"
 
+#include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +27,8 @@ IoLoopOptions IoLoopOptionsFromConfig(const TraceConfig& config,
   segment.max_file_bytes = MegabytesToBytes(config.max_file_m_size);
   segment.header_frame = DataFileSegment::HeaderFrame(keys, columns, config);
   options.meta_interval_s = config.meta_interval_s;
+  options.device_fence_timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(std::min(config.device_fence_timeout_s, 1e9)));
   return options;
 }
 
@@ -116,7 +120,7 @@ void IoLoop::AddRecord(EncodedRecord* record) {
     // Copies in flight: what is grouped so far goes out first, then this
     // thread waits for the fence (the training thread never does).
     WriteGroup();
-    if (absl::Status s = ResolveDeferred(record); !s.ok()) {
+    if (absl::Status s = ResolveDeferred(record, options_.device_fence_timeout); !s.ok()) {
       DropDeferred(record, s);
       return;
     }

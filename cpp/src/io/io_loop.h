@@ -44,6 +44,9 @@ inline constexpr int64_t kMaxGroupBytes = int64_t{16} << 20;
 struct IoLoopOptions {
   SegmentOptions segment;       // dir_fd is set by IoLoop::Start.
   double meta_interval_s = 10;  // Meta refresh period; not > 0: never on a timer.
+  // The longest a record waits for its device copies (TraceConfig's
+  // device_fence_timeout_s).
+  std::chrono::steady_clock::duration device_fence_timeout = std::chrono::seconds(60);
 };
 
 // The one place a TraceConfig becomes the IO thread's options. `config.run_id`

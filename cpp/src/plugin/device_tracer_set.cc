@@ -436,6 +436,15 @@ void DeviceTracerSet::SetStatus(size_t index, DeviceTracerState state, std::stri
   status_[index].message = std::move(message);
 }
 
+void DeviceTracerSet::Abandon(const std::string& message) {
+  MutexLock lock(&status_mu_);
+  for (DeviceTracerStatus& status : status_) {
+    if (status.state == DeviceTracerState::kFailed) continue;
+    status.state = DeviceTracerState::kFailed;
+    status.message = message;
+  }
+}
+
 void DeviceTracerSet::CountDrops(size_t index, int64_t events, int64_t buffers) {
   if (events == 0 && buffers == 0) return;
   events_dropped_.fetch_add(events, std::memory_order_relaxed);

@@ -140,6 +140,9 @@ class DeviceTracerSet {
   std::vector<std::string> TakePending(uint64_t max_bytes = UINT64_MAX);
   // Ends any wait for room and every later one (at close).
   void StopWaiting();
+  // Marks every tracer not failed yet kFailed with `message` (DeviceTracing
+  // gave up waiting for a plugin at close). Any thread.
+  void Abandon(const std::string& message);
   uint64_t pending_bytes() const;
 
   int64_t events_collected() const { return events_collected_.load(std::memory_order_relaxed); }

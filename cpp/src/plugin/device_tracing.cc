@@ -54,7 +54,8 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
   XDL_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTracerSet> set,
                        DeviceTracerSet::Create(config.device_tracers, std::move(options)));
   XDL_RETURN_IF_ERROR(set->Start());
-  std::unique_ptr<DeviceTracing> tracing(new DeviceTracing(std::move(set), collect_interval_s));
+  std::unique_ptr<DeviceTracing> tracing(
+      new DeviceTracing(std::move(set), collect_interval_s, config.device_fence_timeout_s));
   if (tracing->set_->AnyNotOk()) {  // Logged once; stats() keeps showing it.
     std::fprintf(stderr, "xdl_trace: device tracers (rank %d): %s\n", config.rank,
                  tracing->set_->StatusSummary().c_str());
@@ -68,10 +69,12 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
   return tracing;
 }
 
-DeviceTracing::DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s)
+DeviceTracing::DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s,
+                             double stop_bound_s)
     : HostSpanRecorder(/*correlated=*/true),
       set_(std::move(set)),
-      collect_interval_ns_(static_cast<int64_t>(collect_interval_s * 1e9)) {}
+      collect_interval_ns_(static_cast<int64_t>(collect_interval_s * 1e9)),
+      stop_bound_s_(stop_bound_s) {}
 
 DeviceTracing::~DeviceTracing() {
   std::vector<std::string> unwritten;  // No record takes them any more.
@@ -177,20 +180,68 @@ void DeviceTracing::OnStepNotTraced(int64_t gstep, int64_t lstep) {
 std::string DeviceTracing::Finish(std::vector<std::string>* device_traces) {
   if (finished_) return "";
   finished_ = true;
-  // Parts are taken while the collector stops, so a collect waiting for room
-  // ends without dropping any for want of a step to take them.
+  // What the plugins' side hands back; shared with its thread, which may
+  // outlive this call (abandoned).
+  struct Handover {
+    Mutex mu;
+    CondVar done_cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    std::vector<std::string> traces ABSL_GUARDED_BY(mu);
+    int64_t collect_start ABSL_GUARDED_BY(mu) = 0;
+    int64_t collect_end ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto handover = std::make_shared<Handover>();
+  const uint64_t step_id = CurrentCorrelationId();
+  std::thread([this, handover, step_id] {
+    // Parts are taken while the collector stops, so a collect waiting for
+    // room ends without dropping any for want of a step to take them.
+    std::vector<std::string> traces = set_->TakePending();
+    StopCollector(&traces);
+    set_->StepEnd(step_id);
+    set_->Stop().IgnoreError();
+    for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
+    // The last collect goes straight into the device-only record, past the
+    // pending cap: nothing would take pending parts any more.
+    const int64_t start = WallClockNs();
+    set_->CollectAll(&traces).IgnoreError();
+    const int64_t end = WallClockNs();
+    MutexLock lock(&handover->mu);
+    handover->traces = std::move(traces);
+    handover->collect_start = start;
+    handover->collect_end = end;
+    handover->done = true;
+    handover->done_cv.SignalAll();
+  }).detach();
+  int64_t start = 0;
+  int64_t end = 0;
+  {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(std::min(stop_bound_s_, 1e9)));
+    MutexLock lock(&handover->mu);
+    while (!handover->done && handover->done_cv.WaitUntil(&handover->mu, deadline)) {
+    }
+    abandoned_ = !handover->done;
+    if (!abandoned_) {
+      for (std::string& trace : handover->traces) device_traces->push_back(std::move(trace));
+      start = handover->collect_start;
+      end = handover->collect_end;
+    }
+  }
+  if (abandoned_) {
+    std::fprintf(stderr,
+                 "xdl_trace: device tracers did not stop and hand over their last events "
+                 "within %g s (device_fence_timeout_s; a plugin's stop or collect never "
+                 "returned): abandoned, those events are lost; the trace files are complete\n",
+                 stop_bound_s_);
+    set_->Abandon(absl::StrCat("abandoned: stop or collect did not return within ", stop_bound_s_,
+                               " s at close"));
+    DropSpans();
+    return "";
+  }
   std::vector<std::string>& traces = *device_traces;
-  for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
-  StopCollector(&traces);
-  set_->StepEnd(CurrentCorrelationId());
-  set_->Stop().IgnoreError();
-  for (std::string& trace : set_->TakePending()) traces.push_back(std::move(trace));
-  // The last collect goes straight into the device-only record, past the
-  // pending cap: nothing would take pending parts any more.
-  const int64_t start = WallClockNs();
-  set_->CollectAll(&traces).IgnoreError();
   TakeCollectSpans();
-  AddSpan(HostSpanKind::kDeviceCollect, start, WallClockNs());
+  AddSpan(HostSpanKind::kDeviceCollect, start, end);
   if (traces.empty()) {
     DropSpans();  // Spans alone do not justify a record of their own.
     return "";

@@ -82,8 +82,12 @@ class DeviceTracing final : public HostSpanRecorder {
   // Stops the collector thread and the tracers, collects once more, moves the
   // DeviceTrace parts not yet taken into `device_traces` and returns the host
   // spans that go after them ("" and none when no device events are left: host
-  // spans alone do not justify a record).
+  // spans alone do not justify a record). The plugins' part runs on a thread
+  // of its own, waited for at most config.device_fence_timeout_s: a plugin
+  // whose stop or collect never returns is abandoned, said on stderr and in
+  // the tracers' status, its last events lost (Abandoned()).
   std::string Finish(std::vector<std::string>* device_traces) override;
+  bool Abandoned() const override { return abandoned_; }
   // device_events / device_events_dropped / device_tracer_status.
   void FillStats(TraceStats* stats) const override;
 
@@ -91,7 +95,8 @@ class DeviceTracing final : public HostSpanRecorder {
   int64_t collects() const { return collects_.load(std::memory_order_relaxed); }
 
  private:
-  DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s);
+  DeviceTracing(std::unique_ptr<DeviceTracerSet> set, double collect_interval_s,
+                double stop_bound_s);
   void CollectorLoop();
   // Tells the plugins and the collector that the step CurrentCorrelationId() began.
   void StepBegan();
@@ -103,8 +108,10 @@ class DeviceTracing final : public HostSpanRecorder {
 
   const std::unique_ptr<DeviceTracerSet> set_;
   const int64_t collect_interval_ns_;
+  const double stop_bound_s_;  // The longest Finish waits for the plugins.
   // Training thread only:
   bool finished_ = false;
+  bool abandoned_ = false;
   std::thread collector_;
   // Written by the training thread, read by the collector for its spans.
   std::atomic<int64_t> collect_gstep_{0};  // Of the last Step() call.

@@ -2,6 +2,7 @@
 #ifndef XDL_TRACE_RECORD_ENCODED_RECORD_H_
 #define XDL_TRACE_RECORD_ENCODED_RECORD_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -72,10 +73,11 @@ struct EncodedRecord {
   size_t FrameBytes() const { return frame.size() + external_bytes; }
 };
 
-// Waits for the record's deferred bytes (DeferredBytes::Wait) and points its
-// deferred pieces at them; the first error otherwise (the record must then be
-// dropped). On the IO thread, before the record is written.
-absl::Status ResolveDeferred(EncodedRecord* record);
+// Waits for the record's deferred bytes (DeferredBytes::Wait, each at most
+// `timeout` after it was armed) and points its deferred pieces at them; the
+// first error otherwise (the record must then be dropped). On the IO thread,
+// before the record is written.
+absl::Status ResolveDeferred(EncodedRecord* record, std::chrono::steady_clock::duration timeout);
 
 }  // namespace internal
 }  // namespace xdl_trace

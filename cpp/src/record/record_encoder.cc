@@ -140,10 +140,10 @@ size_t DeferredIndex(EncodedRecord* record, const std::shared_ptr<DeferredBytes>
 
 }  // namespace
 
-absl::Status ResolveDeferred(EncodedRecord* record) {
+absl::Status ResolveDeferred(EncodedRecord* record, std::chrono::steady_clock::duration timeout) {
   absl::InlinedVector<const char*, 2> bases;
   for (const std::shared_ptr<DeferredBytes>& bytes : record->deferred) {
-    absl::StatusOr<const char*> base = bytes->Wait();
+    absl::StatusOr<const char*> base = bytes->Wait(timeout);
     if (!base.ok()) return base.status();
     bases.push_back(*base);
   }

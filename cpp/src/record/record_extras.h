@@ -56,6 +56,10 @@ class RecordExtras {
   virtual void OnStepNotTraced(int64_t gstep, int64_t lstep) = 0;
   virtual std::string Finish(std::vector<std::string>* device_traces) = 0;
   virtual void FillStats(TraceStats* stats) const = 0;
+  // After Finish: threads of its own are still inside code it does not
+  // control (a device plugin that never returned), so its owner must never
+  // destroy it (leaked for the process's life).
+  virtual bool Abandoned() const { return false; }
 };
 
 }  // namespace internal

@@ -252,6 +252,8 @@ Tracer::Impl::~Impl() {
     return;
   }
   Close().IgnoreError();
+  // A device plugin that never returned still runs inside it: leaked.
+  if (extras_->Abandoned()) static_cast<void>(extras_.release());
 }
 
 absl::Status Tracer::Impl::ForkedChildError(absl::string_view call) const {

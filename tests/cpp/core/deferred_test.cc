@@ -77,9 +77,11 @@ struct FakeFence {
     done = true;
     cv.notify_all();
   }
-  absl::Status Wait() {
+  absl::Status Wait(PendingBytes::Deadline deadline) {
     std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [this] { return done; });
+    if (!cv.wait_until(lock, deadline, [this] { return done; })) {
+      return absl::DeadlineExceededError("fake fence still pending");
+    }
     return status;
   }
 };
@@ -127,17 +129,24 @@ struct DeviceValue {
       return captured;
     };
   }
-  void Launch(FakeStream* stream, absl::Status fence_status = absl::OkStatus()) {
+  // `hang`: the copy never completes (a hung kernel); returns the staging memory.
+  std::weak_ptr<std::vector<float>> Launch(FakeStream* stream,
+                                           absl::Status fence_status = absl::OkStatus(),
+                                           bool hang = false) {
     auto fence = std::make_shared<FakeFence>();
     auto staging = std::make_shared<std::vector<float>>(4, -2.0f);
-    stream->Enqueue([this, staging, fence, fence_status] {
-      std::memcpy(staging->data(), device.data(), sizeof(float) * 4);
-      ++copies;
-      fence->Complete(fence_status);
-    });
+    if (!hang) {
+      stream->Enqueue([this, staging, fence, fence_status] {
+        std::memcpy(staging->data(), device.data(), sizeof(float) * 4);
+        ++copies;
+        fence->Complete(fence_status);
+      });
+    }
     pending->Arm(
-        reinterpret_cast<const char*>(staging->data()), [fence] { return fence->Wait(); }, staging);
+        reinterpret_cast<const char*>(staging->data()),
+        [fence](PendingBytes::Deadline deadline) { return fence->Wait(deadline); }, staging);
     pending.reset();
+    return staging;
   }
 };
 
@@ -158,7 +167,8 @@ struct OneDeviceValue {
   TraceConfig config = Config(dir.path());
   std::unique_ptr<Tracer> tracer;
 
-  OneDeviceValue() {
+  explicit OneDeviceValue(double fence_timeout_s = 60) {
+    config.device_fence_timeout_s = fence_timeout_s;
     REQUIRE(registry->Register(Entry("w", w.Provider())).ok());
     absl::StatusOr<std::unique_ptr<Tracer>> started = Tracer::Start(config, registry);
     REQUIRE(started.ok());
@@ -208,6 +218,39 @@ TEST_CASE("a failed fence drops its record, counts it, and later records are wri
   REQUIRE(records.size() == 2);
   CHECK(records[0].gstep() == 0);
   CHECK(records[1].gstep() == 2);
+}
+
+TEST_CASE("a fence that never completes fails its record after device_fence_timeout_s",
+          "[deferred]") {
+  OneDeviceValue t(/*fence_timeout_s=*/0.2);
+  DeviceValue& w = t.w;
+  FakeStream stream(std::chrono::milliseconds(1));
+  std::weak_ptr<std::vector<float>> hung_staging;
+  for (int step = 0; step < 3; ++step) {
+    REQUIRE(t.tracer->Step(step, step).ok());
+    auto staging = w.Launch(&stream, absl::OkStatus(), /*hang=*/step == 0);
+    if (step == 0) hung_staging = staging;
+  }
+  REQUIRE(t.tracer->Close().ok());  // Returns: the wait ended at the bound.
+  const TraceStats stats = t.tracer->stats();
+  CHECK(stats.deferred_failed == 1);
+  CHECK(stats.records_written == 2);
+  CHECK(stats.last_deferred_error.message().find("gstep=0") != std::string::npos);
+  CHECK(stats.last_deferred_error.message().find("device_fence_timeout_s") != std::string::npos);
+  // The copy may land yet: its staging memory is never handed back.
+  CHECK(!hung_staging.expired());
+  const std::vector<xdl::proto::Record> records = ReadRecords(t.config);
+  REQUIRE(records.size() == 2);
+  CHECK(records[0].gstep() == 1);
+  CHECK(records[1].gstep() == 2);
+}
+
+TEST_CASE("bytes armed too late fail the record after device_fence_timeout_s", "[deferred]") {
+  OneDeviceValue t(/*fence_timeout_s=*/0.2);
+  REQUIRE(t.tracer->Step(0, 0).ok());  // t.w.pending is never armed nor dropped meanwhile.
+  REQUIRE(t.tracer->Close().ok());
+  CHECK(t.tracer->stats().deferred_failed == 1);
+  CHECK(t.tracer->stats().last_deferred_error.message().find("not enqueued") != std::string::npos);
 }
 
 TEST_CASE("bytes never armed fail the record at Close instead of hanging", "[deferred]") {

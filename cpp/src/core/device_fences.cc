@@ -1,22 +1,26 @@
 // CUDA event and manual fences, and staging leases (device_fences.h).
-#include "device_fences.h"
+#include "core/device_fences.h"
 
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace xdl_trace {
-namespace python {
 namespace {
+
+// cudaErrorNotReady and CUDA_ERROR_NOT_READY: the event has not completed yet.
+constexpr int kNotReady = 600;
 
 // The entry points a fence needs, from whichever CUDA library is loaded.
 struct CudaApi {
-  int (*synchronize)(void* event) = nullptr;  // cudaEventSynchronize or cuEventSynchronize.
-  std::string library;                        // For error messages.
+  int (*query)(void* event) = nullptr;  // cudaEventQuery or cuEventQuery.
+  std::string library;                  // For error messages.
   bool driver = false;
   const char* (*runtime_error_string)(int) = nullptr;
   int (*driver_error_string)(int, const char**) = nullptr;
@@ -25,7 +29,7 @@ struct CudaApi {
     const char* text = nullptr;
     if (runtime_error_string != nullptr) text = runtime_error_string(code);
     if (driver_error_string != nullptr) driver_error_string(code, &text);
-    return absl::StrCat(driver ? "cuEventSynchronize" : "cudaEventSynchronize",
+    return absl::StrCat(driver ? "cuEventQuery" : "cudaEventQuery",
                         " failed: ", text != nullptr ? text : "error", " (", code, ")");
   }
 };
@@ -56,21 +60,21 @@ const CudaApi* FindCudaApi() {
     if (void* handle =
             runtime.empty() ? nullptr : dlopen(runtime.c_str(), RTLD_NOW | RTLD_NOLOAD)) {
       auto* found = new CudaApi();
-      found->synchronize = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cudaEventSynchronize"));
+      found->query = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cudaEventQuery"));
       found->runtime_error_string =
           reinterpret_cast<const char* (*)(int)>(dlsym(handle, "cudaGetErrorString"));
       found->library = runtime;
-      if (found->synchronize != nullptr) return found;
+      if (found->query != nullptr) return found;
       delete found;
     }
     if (void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD)) {
       auto* found = new CudaApi();
-      found->synchronize = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cuEventSynchronize"));
+      found->query = reinterpret_cast<int (*)(void*)>(dlsym(handle, "cuEventQuery"));
       found->driver_error_string =
           reinterpret_cast<int (*)(int, const char**)>(dlsym(handle, "cuGetErrorString"));
       found->library = "libcuda.so.1";
       found->driver = true;
-      if (found->synchronize != nullptr) return found;
+      if (found->query != nullptr) return found;
       delete found;
     }
     return nullptr;
@@ -89,11 +93,20 @@ absl::StatusOr<std::shared_ptr<CudaEventFence>> CudaEventFence::Make(
   return std::shared_ptr<CudaEventFence>(new CudaEventFence(std::move(events)));
 }
 
-absl::Status CudaEventFence::Wait() const {
+absl::Status CudaEventFence::Wait(std::chrono::steady_clock::time_point deadline) const {
   const CudaApi* api = FindCudaApi();
+  std::chrono::microseconds pause(20);  // Doubles up to 1 ms while the device is busy.
   for (uintptr_t event : events_) {
-    const int code = api->synchronize(reinterpret_cast<void*>(event));
-    if (code != 0) return absl::InternalError(api->Describe(code));
+    while (true) {
+      const int code = api->query(reinterpret_cast<void*>(event));
+      if (code == 0) break;
+      if (code != kNotReady) return absl::InternalError(api->Describe(code));
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return absl::DeadlineExceededError("a CUDA event of the copies is still pending");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
   }
   return absl::OkStatus();
 }
@@ -112,9 +125,13 @@ void ManualFence::Fail(std::string message) {
   cv_.SignalAll();
 }
 
-absl::Status ManualFence::Wait() const {
+absl::Status ManualFence::Wait(std::chrono::steady_clock::time_point deadline) const {
   internal::MutexLock lock(&mu_);
-  while (!done_) cv_.Wait(&mu_);
+  while (!done_) {
+    if (!cv_.WaitUntil(&mu_, deadline) && !done_) {
+      return absl::DeadlineExceededError("the manual fence was not completed");
+    }
+  }
   return status_;
 }
 
@@ -149,5 +166,4 @@ bool StagingLease::WaitFree(double timeout_s) const {
   return true;
 }
 
-}  // namespace python
 }  // namespace xdl_trace

@@ -1,7 +1,8 @@
-// Fences the binding supplies for deferred (device) captures: CUDA events, a manual fence for fake
-// devices, and the lease that tells the staging pool a buffer is free again.
-#ifndef XDL_TRACE_BINDINGS_DEVICE_FENCES_H_
-#define XDL_TRACE_BINDINGS_DEVICE_FENCES_H_
+// Fences for deferred (device) captures (xdl_trace/deferred.h): CUDA events, a manual fence for
+// fake devices, and the lease that tells a staging pool a buffer is free again. Every wait is
+// bounded by the deadline it is given.
+#ifndef XDL_TRACE_CORE_DEVICE_FENCES_H_
+#define XDL_TRACE_CORE_DEVICE_FENCES_H_
 
 #include <chrono>
 #include <cstdint>
@@ -14,18 +15,19 @@
 #include "xdl_trace/deferred.h"
 
 namespace xdl_trace {
-namespace python {
 
 // Completes when CUDA events (cudaEvent_t handles, torch.cuda.Event.cuda_event)
-// have completed: cudaEventSynchronize through the CUDA runtime the process
-// already loaded (torch's), or cuEventSynchronize through the driver; the
+// have completed: cudaEventQuery through the CUDA runtime the process already
+// loaded (torch's), or cuEventQuery through the driver, polled with a backoff
+// up to 1 ms, so the wait ends at its deadline however the device is; the
 // core never links CUDA. Waited on the IO thread without the GIL; the events
 // must outlive the wait (the staging pool keeps them with their buffer).
 // FailedPrecondition from Make when no CUDA library is loaded.
 class CudaEventFence {
  public:
   static absl::StatusOr<std::shared_ptr<CudaEventFence>> Make(std::vector<uintptr_t> events);
-  absl::Status Wait() const;
+  // OK once every event completed; DeadlineExceeded past `deadline`.
+  absl::Status Wait(std::chrono::steady_clock::time_point deadline) const;
 
  private:
   explicit CudaEventFence(std::vector<uintptr_t> events) : events_(std::move(events)) {}
@@ -38,7 +40,8 @@ class ManualFence {
  public:
   void Complete() ABSL_LOCKS_EXCLUDED(mu_);
   void Fail(std::string message) ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Wait() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The status completed with; DeadlineExceeded past `deadline`.
+  absl::Status Wait(std::chrono::steady_clock::time_point deadline) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable internal::Mutex mu_;
@@ -66,7 +69,6 @@ class StagingLease : public std::enable_shared_from_this<StagingLease> {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace python
 }  // namespace xdl_trace
 
-#endif  // XDL_TRACE_BINDINGS_DEVICE_FENCES_H_
+#endif  // XDL_TRACE_CORE_DEVICE_FENCES_H_

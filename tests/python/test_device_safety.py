@@ -1,0 +1,360 @@
+"""Device tensors under threads and faults (issue 36): each hook's own staging pool, bounded waits.
+
+The fake device (fake_device.py) stands in for a GPU. A slow launch (``run`` sleeping, which
+releases the GIL) widens the window in which another thread may take the same staging buffer;
+a fence that never completes plays a hung kernel. Steps that could hang run in a subprocess
+with a generous timeout, so a hang fails the test instead of stalling the suite.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import xdl_trace as xdl
+from fake_device import FakeDevice, installed
+from xdl_trace import _device
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class SlowLaunch(FakeDevice):
+    """A fake device whose launch (the host side of enqueueing work) takes a while, without
+    the GIL: another thread runs meanwhile, as it does while CUDA enqueues kernels."""
+
+    def run(self, device, work):
+        time.sleep(0.002)
+        super().run(device, work)
+
+
+def _step_in_thread(hook, value, steps, errors):
+    def body():
+        try:
+            for step in range(steps):
+                value.fill_(float(step))
+                hook.step()
+        except BaseException as e:  # Reported by the test.
+            errors.append(e)
+
+    return threading.Thread(target=body)
+
+
+def test_two_hooks_on_two_threads_each_write_their_own_values(out_dir, read_trace):
+    steps = 60
+    a_val, b_val = torch.zeros(2000), torch.zeros(2000)
+    errors = []
+    with installed(SlowLaunch()):
+        # Each hook copies its tensor at step() (a fresh tensor, so a later fill_ never shows).
+        xdl.trace_tensor("v", lambda: a_val.clone() + 1000.0, scope="a")
+        xdl.trace_tensor("v", lambda: b_val.clone() + 2000.0, scope="b")
+        dirs = {s: os.path.join(str(out_dir), s) for s in "ab"}
+        hooks = [
+            xdl.TraceHook(output_dir=dirs[s], scope=s, fsync=False, on_error="raise") for s in "ab"
+        ]
+        for hook in hooks:
+            hook.begin()
+        threads = [
+            _step_in_thread(hooks[0], a_val, steps, errors),
+            _step_in_thread(hooks[1], b_val, steps, errors),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for hook in hooks:
+            hook.end()
+    assert not errors, errors
+    for scope, base in (("a", 1000.0), ("b", 2000.0)):
+        (trace,) = read_trace(dirs[scope])
+        assert trace.gsteps() == list(range(steps))
+        wrong = [
+            step
+            for step, cols in enumerate(rec[3] for rec in trace.records)
+            if not (cols[f"{scope}/v"] == base + step).all()
+        ]
+        assert wrong == [], f"hook {scope}: records holding another step's values: {wrong}"
+
+
+def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(cfg, read_trace):
+    w = torch.zeros(2000)
+    stop, first_sent = threading.Event(), threading.Event()
+    errors = []
+
+    def autograd_thread():  # Sends a gradient again and again while the hook steps.
+        sent = 0
+        try:
+            while not stop.is_set():
+                sent += 1
+                xdl.send_gradient("g", torch.full((2000,), -float(sent)))
+                first_sent.set()
+        except BaseException as e:
+            errors.append(e)
+        first_sent.set()
+
+    sender = threading.Thread(target=autograd_thread)
+    with installed(SlowLaunch()):
+        xdl.trace_tensor("w", lambda: w.clone() + 1.0)
+        xdl.trace_gradient("g")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # A step before the first send misses its gradient.
+            with xdl.TraceHook({**cfg, "on_error": "warn"}) as hook:
+                sender.start()
+                first_sent.wait()
+                for step in range(200):
+                    w.fill_(float(step))
+                    hook.step()
+                stop.set()
+                sender.join()
+    assert not errors, errors
+    (trace,) = read_trace(cfg["output_dir"])
+    # A step meeting no new gradient is not written (how many is up to the threads' timing).
+    assert len(trace.records) >= 1
+    for gstep, cols in ((rec[0], rec[3]) for rec in trace.records):
+        assert (cols["w"] == gstep + 1.0).all(), f"step {gstep}: w holds {cols['w'][:3]}"
+        g = cols["gradient/g"]
+        assert (g == g[0]).all() and g[0] <= -1.0, f"step {gstep}: the gradient holds {g[:3]}"
+
+
+def test_a_hook_s_staging_bound_and_policy_are_its_own(out_dir, read_trace):
+    big = torch.ones(300_000)  # 1.2 MB a step.
+    with installed(FakeDevice(delay_s=0.03)):
+        xdl.trace_tensor("big", lambda: big, scope="a")
+        xdl.trace_tensor("host", np.zeros(3), scope="b")
+        a_dir, b_dir = os.path.join(str(out_dir), "a"), os.path.join(str(out_dir), "b")
+        with xdl.TraceHook(output_dir=a_dir, scope="a", overflow="block", fsync=False) as a:
+            # Another scope's hook, host keys only, with a small bound that drops.
+            with xdl.TraceHook(
+                output_dir=b_dir, scope="b", overflow="drop", max_pending_mb=1.5, fsync=False
+            ) as b:
+                for _ in range(6):
+                    a.step()
+                    b.step()
+            a_stats = a.stats()
+    (trace,) = read_trace(a_dir)
+    assert trace.gsteps() == list(range(6))
+    assert a_stats["staging_dropped"] == 0
+    assert b.stats()["staging_high_water_bytes"] == 0  # B staged nothing.
+
+
+def test_end_gives_the_staging_memory_back(cfg):
+    big = torch.ones(300_000)
+    with installed(FakeDevice()):
+        xdl.trace_tensor("big", lambda: big)
+        with xdl.TraceHook(cfg) as hook:
+            hook.step()
+            held = hook.stats()["staging_bytes"]
+        after = hook.stats()
+    assert held >= 1.2e6
+    assert after["staging_bytes"] == 0 and after["staging_high_water_bytes"] == held
+
+
+def test_a_forked_child_starts_with_no_staging_buffers(cfg, tmp_path):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {HERE!r})
+        import torch
+        import xdl_trace as xdl
+        from fake_device import FakeDevice, installed
+        from xdl_trace import _device
+
+        with installed(FakeDevice(delay_s=0.5)):
+            xdl.trace_tensor("w", lambda: torch.ones(1000))
+            hook = xdl.TraceHook(output_dir={str(tmp_path / "parent")!r}, fsync=False)
+            hook.begin()
+            hook.step()  # Its buffer busy until the slow device copied it.
+            pid = os.fork()
+            if pid == 0:
+                busy = sum(len(p._slots) for p in _device.live_pools())
+                with installed(FakeDevice()):  # The parent's stream thread is not here.
+                    with xdl.TraceHook(output_dir={str(tmp_path / "child")!r}, fsync=False) as h:
+                        h.step()
+                os._exit(0 if busy == 0 and h.stats()["records_written"] == 1 else 3)
+            _, status = os.waitpid(pid, 0)
+            hook.end()
+            sys.exit(os.waitstatus_to_exitcode(status))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+
+
+def _run_script(body, timeout_s=90):
+    """Runs `body` (with fake_device importable) in a fresh interpreter; a hang fails."""
+    script = f"import sys\nsys.path.insert(0, {HERE!r})\n" + textwrap.dedent(body)
+    try:
+        return subprocess.run(
+            [sys.executable, "-c", script], timeout=timeout_s, capture_output=True, text=True
+        )
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"hung (killed after {timeout_s} s): {e.stderr}")
+
+
+def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_written(
+    tmp_path, read_trace
+):
+    out = str(tmp_path / "out")
+    done = _run_script(
+        f"""
+        import json, numpy as np, torch
+        import xdl_trace as xdl
+        from fake_device import FakeDevice, installed
+
+        device = FakeDevice()
+        installed(device).__enter__()  # Never left: its stream holds a fence that never ends.
+        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
+        xdl.trace_tensor("h", np.arange(3.0))
+        hook = xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
+                             device_fence_timeout_s=0.5)
+        hook.begin()
+        device.hang_fences = True
+        hook.step()  # Its copies never complete.
+        device.hang_fences = False
+        for _ in range(3):
+            hook.step()
+        hook.flush()
+        flushed = hook.stats()
+        hook.end()
+        print(json.dumps({{k: flushed[k] for k in ("deferred_failed", "records_written")}}))
+        print(hook.stats()["last_deferred_error"])
+        """
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts, error = done.stdout.splitlines()[-2:]
+    assert counts == '{"deferred_failed": 1, "records_written": 3}'
+    assert "gstep=0" in error and "device_fence_timeout_s" in error
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [1, 2, 3]
+    meta = open(trace.path + ".meta", "rb").read()
+    assert meta  # Refreshed at close, the record count among it (read_trace checks it).
+
+
+def test_write_mode_inline_with_a_device_tensor_writes_its_values(tmp_path, read_trace):
+    out = str(tmp_path / "out")
+    done = _run_script(
+        f"""
+        import torch
+        import xdl_trace as xdl
+        from fake_device import FakeDevice, installed
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        model(torch.randn(4, 3)).sum().backward()
+        with installed(FakeDevice(delay_s=0.01)):
+            xdl.watch(model, summary=None)
+            w = torch.zeros(5)
+            xdl.trace_tensor("w", lambda: w.clone())
+            with xdl.TraceHook(output_dir={out!r}, write_mode="inline", fsync=False) as hook:
+                for step in range(3):
+                    w.fill_(float(step))
+                    hook.step()
+        torch.save(model.state_dict(), {str(tmp_path / "model.pt")!r})
+        """
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = torch.load(str(tmp_path / "model.pt"))
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 1, 2]
+    for step, cols in enumerate(rec[3] for rec in trace.records):
+        np.testing.assert_array_equal(cols["w"], np.full(5, float(step), np.float32))
+        np.testing.assert_array_equal(cols["weight"], state["weight"].numpy())
+
+
+def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_values(cfg, read_trace):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(50, 4)
+    model(torch.randn(2, 50)).sum().backward()
+    before = model.weight.detach().clone()
+    refused = []
+
+    def from_another_thread():
+        model.weight.data.fill_(99.0)  # What a second step would read now.
+        try:
+            refused.append(hook.step())
+        except xdl.errors.FailedPreconditionError as e:
+            refused.append(e)
+        model.weight.data.copy_(before)
+
+    def provider():
+        other = threading.Thread(target=from_another_thread)
+        other.start()
+        other.join()
+        return np.zeros(1)
+
+    with installed(FakeDevice(delay_s=0.01)):
+        xdl.watch(model, summary=None, gradients=False)
+        xdl.trace_tensor("zz_second_step", provider)  # Called inside the first step.
+        with xdl.TraceHook(cfg) as hook:
+            assert hook.step() is True
+        stats = hook.stats()
+    assert len(refused) == 1 and isinstance(refused[0], xdl.errors.FailedPreconditionError)
+    assert "another thread is inside step()" in str(refused[0])
+    assert stats["deferred_failed"] == 0
+    (trace,) = read_trace(cfg["output_dir"])
+    (cols,) = [rec[3] for rec in trace.records]
+    np.testing.assert_array_equal(cols["weight"], before.numpy())
+
+
+def test_every_n_selects_the_same_steps_on_a_device_and_on_the_host(out_dir, read_trace):
+    due = _device.EveryN(3)
+    assert [due() for _ in range(7)] == [True, False, False, True, False, False, True]
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    model(torch.randn(4, 3)).sum().backward()
+    counts = {}
+    for where in ("host", "device"):
+        xdl.clear()
+        directory = os.path.join(str(out_dir), where)
+        if where == "device":
+            with installed(FakeDevice()):
+                keys = xdl.watch(model, every=3)
+                with xdl.TraceHook(output_dir=directory, fsync=False) as hook:
+                    for _ in range(7):
+                        hook.step()
+        else:
+            keys = xdl.watch(model, every=3)
+            with xdl.TraceHook(output_dir=directory, fsync=False) as hook:
+                for _ in range(7):
+                    hook.step()
+        (trace,) = read_trace(directory)
+        counts[where] = [[cols[k][0] for k in keys] for cols in (r[3] for r in trace.records)]
+    assert counts["host"] == counts["device"]
+    assert [row[0] > 0 for row in counts["host"]] == [True, False, False, True, False, False, True]
+
+
+def test_a_device_plugin_whose_stop_never_returns_is_abandoned_at_end(
+    tmp_path, fake_plugin, read_trace
+):
+    out = str(tmp_path / "out")
+    done = _run_script(
+        f"""
+        import numpy as np
+        import xdl_trace as xdl
+
+        xdl.trace_tensor("w", np.arange(4.0))
+        with xdl.TraceHook(
+            output_dir={out!r},
+            fsync=False,
+            device_tracers=[{fake_plugin!r}],
+            device_plugin_config="hang_stop=1",
+            device_fence_timeout_s=1,
+        ) as hook:
+            for _ in range(3):
+                hook.step()
+        print(hook.stats()["device_tracer_status"])
+        """
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "did not stop and hand over their last events within 1 s" in done.stderr
+    assert "abandoned" in done.stdout.splitlines()[-1]
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 1, 2]
