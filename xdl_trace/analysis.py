@@ -445,6 +445,13 @@ def histogram_percentiles(edges, counts, quantiles):
     lo = np.take_along_axis(edges[:, :-1], idx, axis=1)
     hi = np.take_along_axis(edges[:, 1:], idx, axis=1)
     out = lo + frac * (hi - lo)
+    # A constant tensor's row: the writer widens its range to value ± 0.5 (docs/format.md), so
+    # the one bin holding every value starts at the value and interpolating inside it moves every
+    # percentile up to 1/bins away (a bias of -0.00482 read as +0.0118): the value is the middle
+    # of the range, exactly.
+    range_lo, range_hi = edges[:, 0], edges[:, -1]
+    constant = ((counts > 0).sum(axis=1) == 1) & (range_hi - range_lo == 1.0)
+    out[constant] = ((range_lo + range_hi) / 2)[constant, None]
     out[totals == 0] = np.nan
     return out
 
@@ -592,7 +599,17 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
     if series and pairs:
         index = {key: k for k, key in enumerate(scan.keys)}
         for grad, var in pairs:
-            _add_ratio(scan, rank, gsteps, grid[:, index[grad], L2], grid[:, index[var], L2], var)
+            g, v = index[grad], index[var]
+            _add_ratio(
+                scan,
+                rank,
+                gsteps,
+                grid[:, g, L2],
+                grid[:, v, L2],
+                grid[:, g, COUNT],
+                grid[:, v, COUNT],
+                var,
+            )
 
 
 def _add_histograms(scan, chunk):
@@ -720,11 +737,13 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
     acc.add(gsteps[keep], np.stack([ms_per_step, per_second], axis=1))
 
 
-def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
-    """||gradient|| / ||variable|| of the records holding both (NaN where either is empty)."""
+def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, grad_count, var_count, var):
+    """||gradient|| / ||variable|| of the records holding both (a record where either column is
+    empty is not a point); NaN where either norm is not finite, so the curve has a gap there
+    rather than ending early (issue 32 #3)."""
     # Columns of the chunk's stats grid, a cache line apart: read once each.
     grad_l2, var_l2 = np.ascontiguousarray(grad_l2), np.ascontiguousarray(var_l2)
-    both = ~(np.isnan(grad_l2) | np.isnan(var_l2))
+    both = ~(np.isnan(np.asarray(grad_count)) | np.isnan(np.asarray(var_count)))
     if both.all():
         both = slice(None)  # The usual case: views, no copies.
     elif not both.any():
@@ -732,6 +751,7 @@ def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
     grad_l2, var_l2 = grad_l2[both], var_l2[both]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(var_l2 > 0, grad_l2 / var_l2, np.nan)
+    ratio[~(np.isfinite(grad_l2) & np.isfinite(var_l2))] = np.nan
     acc = scan.ratio.get((var, rank))
     if acc is None:
         acc = scan.ratio[(var, rank)] = Series(1, scan.capacity)

@@ -11,6 +11,7 @@ needs no network; ``render_pngs`` (``report_png.py``) draws the same specs with 
 """
 
 import datetime
+import json
 import os
 
 from . import analysis, gpu_steps, report_charts, trace_runs
@@ -141,6 +142,46 @@ def _only_run(path, prefix, name):
     return every[0] if len(every) == 1 else None
 
 
+def _label_by_metadata(scans, runs):
+    """Runs expanded from one directory (labelled "dir · <id prefix>") relabelled by the
+    metadata entries that differ between them: "lr 0.02" and "lr 0.2", as legends should say
+    (issue 32 #5). Labels are unchanged where no metadata tells the runs apart."""
+    groups = {}
+    for i, scan in enumerate(scans):
+        groups.setdefault(scan.path, []).append(i)
+    for members in groups.values():
+        metas = [runs[i].metadata if runs[i] is not None else {} for i in members]
+        if len(members) < 2:
+            continue
+        names = sorted({k for m in metas for k in m})
+        differ = [
+            k for k in names if len({json.dumps(m.get(k), sort_keys=True) for m in metas}) > 1
+        ]
+        if not differ:
+            continue
+        labels = [" · ".join(f"{k} {_metadata_value(m.get(k))}" for k in differ) for m in metas]
+        if len(set(labels)) < len(labels):
+            continue
+        for i, label in zip(members, labels):
+            scans[i].label = label
+
+
+def _metadata_value(value):
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _title_part(scan, run):
+    """A run in the page's title: its label, and the start of its id when its directory holds
+    other runs (two pages of one directory's runs get different titles, issue 32 #5)."""
+    base = os.path.basename(os.path.normpath(scan.path)) or scan.path
+    if run is None or not run.id or scan.label.startswith(base) and run.id[:8] in scan.label:
+        return scan.label
+    if len(trace_runs.runs(scan.path)) > 1:
+        where = f"run {run.id[:8]}"
+        return f"{base} · {where}" if scan.label == base else f"{scan.label} ({base} · {where})"
+    return scan.label
+
+
 def build_report(
     paths,
     keys=None,
@@ -174,6 +215,7 @@ def build_report(
             )
         )
         runs.append(chosen)
+    _label_by_metadata(scans, runs)
     # Every key once, in the order the runs name them, with the first run that has it: dicts,
     # never a list searched per key (linear in keys, issue 24 #2).
     first_scan, in_scans = {}, {}
@@ -193,25 +235,35 @@ def build_report(
 
     key_order.sort(key=group)
     cards = []
+    opened = {}  # (path, run id) -> Trace: read only for the values of trace_once keys.
+
+    def trace_of(scan, chosen):
+        where = (scan.path, chosen.id if chosen is not None else None)
+        if where not in opened:
+            opened[where] = analysis.open_trace(
+                scan.path, prefix=prefix, name=name, run=where[1] or None
+            )
+        return opened[where]
+
     for key in key_order:
         scan = first_scan[key]
+        schema = scan.schema.get(key)
         rows = sum(s.rows.get(key, 0) for s in scans)
-        meta = _card_meta(scan.schema.get(key), rows)
-        if rows <= 1:  # trace_once, or a single traced step: a line of text, no curve.
-            cards.append(
-                {
-                    "key": key,
-                    "meta": meta,
-                    "charts": [],
-                    "text": report_charts.once_text(scans, key),
-                }
+        meta = _card_meta(schema, rows)
+        once = getattr(schema, "source", None) == "once"
+        if rows <= 1 or once:
+            # trace_once (a config: its values, never a curve of their mean and std), or a
+            # single traced step: a line of text per run.
+            text = report_charts.once_text(
+                scans, key, lambda s: trace_of(s, runs[scans.index(s)]) if once else None
             )
+            cards.append({"key": key, "meta": meta, "charts": [], "text": text})
             continue
         charts = report_charts.key_charts(scans, key)
         if charts:
             cards.append({"key": key, "meta": meta, "charts": charts})
     return {
-        "title": "xdl_trace report: " + ", ".join(s.label for s in scans),
+        "title": "xdl_trace report: " + ", ".join(_title_part(s, r) for s, r in zip(scans, runs)),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": [_run_facts(s, r) for s, r in zip(scans, runs)],
         "headline": headline(scans),

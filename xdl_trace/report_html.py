@@ -269,8 +269,10 @@ def _card(n, card, bad):
     )
 
 
-def render_html(model):
-    """The report page as one string: styles, uPlot and the data inlined, no external URL."""
+def render_html(model, live=False):
+    """The report page as one string: styles, uPlot and the data inlined, no external URL.
+    live: the page of ``xdl-trace serve`` (report_assets/live.js polls the server for new
+    data); else a static report, complete as written."""
     data = json.dumps(model, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
@@ -281,6 +283,10 @@ def render_html(model):
         "page",
         headline=_fill("headline", items=items) if items else "",
         title=html.escape(model["title"]),
+        live="1" if live else "0",
+        live_state=_fill("live_state") if live else "",
+        live_js=_fill("live_script", js=_asset_body("live.js")) if live else "",
+        tool="serve" if live else "report",
         uplot_css=_asset("uPlot.min.css"),
         css=_asset_body("report.css"),
         runs=html.escape(", ".join(r["label"] for r in model["runs"])),
