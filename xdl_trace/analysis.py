@@ -254,6 +254,7 @@ class RunScan:
         self.gpu = None
         self.capacity = 512  # Buckets per Series / HistogramSeries.
         self.histogram_capacity = 128
+        self.last_gstep = {}  # rank -> the largest gstep of its records read so far.
         self._first_rows = {}
         self._last_time = {}  # rank -> (gstep, ms) of its last record.
         self._last_span = {}  # rank -> (lstep, end ns) of its last step span.
@@ -326,40 +327,14 @@ def scan_run(
     on_progress(n_bytes) is called as files are consumed.
     """
     selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
-    keys, ranks = selection.keys, selection.ranks
     trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)))
-    scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
+    begin_scan(scan, trace, selection, capacity, histogram_capacity)
     files = [f for f in trace.files if f.rank in scan.ranks]
     scan.files = len(files)
     scan.bytes = sum(f.size for f in files)
-    all_keys = trace.keys
-    scan.keys = select_keys(all_keys, keys)
-    if keys and not scan.keys:
-        raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
-    selected = set(scan.keys)  # Built once: membership per key stays O(1) (issue 24 row 2).
-    scan.schema = {k: v for k, v in trace.schema().items() if k in selected}
-    unchecked = [
-        (i, k)
-        for i, k in enumerate(scan.keys)
-        if getattr(scan.schema.get(k), "kind", None) == "histogram"
-    ]
-    scan.unchecked = [k for _, k in unchecked]
-    scan._unchecked_index = np.array([i for i, _ in unchecked], dtype=np.intp)
-    scan.capacity, scan.histogram_capacity = _capacities(
-        len(scan.keys), len(scan.ranks), capacity, histogram_capacity
-    )
-    pairs = [
-        (k, variable)
-        for k, variable in ((k, gradient_variable(k)) for k in scan.keys)
-        if variable in selected and variable != k
-    ]
-    dropped = {}
-    for f in files:
-        if f.meta:
-            dropped[f.rank] = max(dropped.get(f.rank, 0), f.meta.get("dropped_records", 0))
-            scan.closed_cleanly &= bool(f.meta.get("closed_cleanly", True))
-    scan.dropped = sum(dropped.values())
+    pairs = scan_pairs(scan)
+    read_meta(scan, files)
     histogram_rank = scan.ranks[0] if scan.ranks else None
     group = _histogram_group(
         [f for f in files if f.rank == histogram_rank], selection, scan.histogram_capacity
@@ -397,6 +372,65 @@ def scan_run(
         finished = cursor  # noqa: F841
         if on_progress is not None:
             on_progress(size)
+    finish_scan(scan, path, prefix, name, selection, series)
+    return scan
+
+
+def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128):
+    """Fills what a scan knows before reading records: its ranks, keys (KeyError when the
+    selection's patterns match none), schema and accumulator capacities."""
+    keys, ranks = selection.keys, selection.ranks
+    scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
+    all_keys = trace.keys
+    scan.keys = select_keys(all_keys, keys)
+    if keys and not scan.keys:
+        raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
+    selected = set(scan.keys)  # Built once: membership per key stays O(1) (issue 24 row 2).
+    scan.schema = {k: v for k, v in trace.schema().items() if k in selected}
+    unchecked = [
+        (i, k)
+        for i, k in enumerate(scan.keys)
+        if getattr(scan.schema.get(k), "kind", None) == "histogram"
+    ]
+    scan.unchecked = [k for _, k in unchecked]
+    scan._unchecked_index = np.array([i for i, _ in unchecked], dtype=np.intp)
+    scan.capacity, scan.histogram_capacity = _capacities(
+        len(scan.keys), len(scan.ranks), capacity, histogram_capacity
+    )
+
+
+def scan_pairs(scan):
+    """(gradient key, variable key) of the scanned keys, for the norm ratio."""
+    selected = set(scan.keys)
+    return [
+        (k, variable)
+        for k, variable in ((k, gradient_variable(k)) for k in scan.keys)
+        if variable in selected and variable != k
+    ]
+
+
+def read_meta(scan, files):
+    """Dropped records and whether every file was closed cleanly, from the files' Meta."""
+    dropped = {}
+    scan.closed_cleanly = True
+    for f in files:
+        if f.meta:
+            dropped[f.rank] = max(dropped.get(f.rank, 0), f.meta.get("dropped_records", 0))
+            scan.closed_cleanly &= bool(f.meta.get("closed_cleanly", True))
+    scan.dropped = sum(dropped.values())
+
+
+def scan_file(scan, rank, file_path, selection, pairs, series=True, histograms=True):
+    """Adds the records of one data file in the selection (a gstep window: the records after
+    the ones already read) to `scan`."""
+    scan.records.setdefault(rank, 0)
+    cursor = _open_scan(scan, file_path, selection, histograms, 1, series)
+    _scan_file(scan, rank, cursor, selection, pairs, series, histograms, lambda: None)
+
+
+def finish_scan(scan, path, prefix, name, selection, series=True):
+    """What a scan derives once its records are read: the step time source per rank, the
+    "histogram" summary keys' distributions and the GPU summary."""
     for rank in scan.ranks:  # Host spans where a rank has them, else record timestamps.
         for source, found in (
             ("host spans", scan._span_steps),
@@ -418,7 +452,6 @@ def scan_run(
         message = bad_data_message(scan.device_events.replaced_strings)
         if message:  # Issue 24 #5: read with U+FFFD, and said so.
             warnings.warn(f"{scan.path}: {message}", DeviceDataWarning, stacklevel=2)
-    return scan
 
 
 # Percentiles drawn of a "histogram" summary key (TensorBoard's distribution view).
@@ -563,6 +596,7 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
     n = len(gsteps)
     scan.records[rank] += n
     lo, hi = int(gsteps.min()), int(gsteps.max())
+    scan.last_gstep[rank] = max(scan.last_gstep.get(rank, hi), hi)
     g = scan.gstep_range
     scan.gstep_range = (lo, hi) if g is None else (min(g[0], lo), max(g[1], hi))
     t = scan.time_range

@@ -27,10 +27,12 @@ from .report_html import render_html
 from .report_png import render_pngs
 from .selection import Selection
 
-__all__ = ["build_report", "render_html", "render_pngs", "write_report"]
+__all__ = ["build_report", "model_of", "render_html", "render_pngs", "write_report"]
 
 
-def _run_facts(scan, run):
+def _run_facts(scan, run, writing=None):
+    """writing: under serve, whether the run's writer is alive (True: still being written;
+    False: gone, closed or not); None in a static report."""
     g = scan.gstep_range
     t = scan.time_range
     return {
@@ -53,6 +55,7 @@ def _run_facts(scan, run):
         ),
         "dropped": scan.dropped,
         "closed_cleanly": scan.closed_cleanly,
+        "writing": writing,
         "keys": len(scan.keys),
     }
 
@@ -112,7 +115,8 @@ def _card_meta(schema, rows):
     return " · ".join([tensor, kind] + ([source] if source else []) + [f"{rows} records"])
 
 
-def _labels(paths):
+def run_labels(paths):
+    """Each path's label: its base name, numbered where two paths share one."""
     labels = [os.path.basename(os.path.normpath(os.fspath(p))) or os.fspath(p) for p in paths]
     for i, label in enumerate(labels):
         if labels.count(label) > 1:
@@ -124,7 +128,7 @@ def _expand_runs(paths, run, prefix, name):
     """[(path, label, Run or None)]: one entry per path, or with run="all" one per run of a
     path that holds several (each its own series, labelled with the start of its id)."""
     out = []
-    for path, label in zip(paths, _labels(paths)):
+    for path, label in zip(paths, run_labels(paths)):
         every = trace_runs.runs(path, prefix=prefix, name=name) if run == "all" else []
         if len(every) > 1:
             out += [(path, f"{label} · {r.id[:8]}", r) for r in every]
@@ -170,13 +174,13 @@ def _metadata_value(value):
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-def _title_part(scan, run):
+def _title_part(scan, run, several):
     """A run in the page's title: its label, and the start of its id when its directory holds
     other runs (two pages of one directory's runs get different titles, issue 32 #5)."""
     base = os.path.basename(os.path.normpath(scan.path)) or scan.path
     if run is None or not run.id or scan.label.startswith(base) and run.id[:8] in scan.label:
         return scan.label
-    if len(trace_runs.runs(scan.path)) > 1:
+    if several:
         where = f"run {run.id[:8]}"
         return f"{base} · {where}" if scan.label == base else f"{scan.label} ({base} · {where})"
     return scan.label
@@ -215,7 +219,18 @@ def build_report(
             )
         )
         runs.append(chosen)
+    return model_of(scans, runs, prefix, name)
+
+
+def model_of(scans, runs, prefix="train", name="trace", writing=None):
+    """The report model of scanned runs (``analysis.RunScan``, with the ``Run`` each read, or
+    None). writing: per scan, whether its writer is alive (``xdl-trace serve``, which follows
+    one run per directory), else None."""
     _label_by_metadata(scans, runs)
+    several = {}  # path -> whether its directory holds other runs (for the title).
+    for scan in scans:
+        if writing is None and scan.path not in several:
+            several[scan.path] = len(trace_runs.runs(scan.path, prefix=prefix, name=name)) > 1
     # Every key once, in the order the runs name them, with the first run that has it: dicts,
     # never a list searched per key (linear in keys, issue 24 #2).
     first_scan, in_scans = {}, {}
@@ -263,9 +278,13 @@ def build_report(
         if charts:
             cards.append({"key": key, "meta": meta, "charts": charts})
     return {
-        "title": "xdl_trace report: " + ", ".join(_title_part(s, r) for s, r in zip(scans, runs)),
+        "title": "xdl_trace report: "
+        + ", ".join(_title_part(s, r, several.get(s.path, False)) for s, r in zip(scans, runs)),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": [_run_facts(s, r) for s, r in zip(scans, runs)],
+        "runs": [
+            _run_facts(s, r, None if writing is None else writing[i])
+            for i, (s, r) in enumerate(zip(scans, runs))
+        ],
         "headline": headline(scans),
         "alerts": find_alerts(scans),
         "steps": report_charts.step_charts(scans),

@@ -13,7 +13,7 @@ import os
 import re
 import string
 
-__all__ = ["render_html", "human_bytes"]
+__all__ = ["render_html", "runs_html", "alerts_html", "human_bytes"]
 
 _ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
 _FRAGMENT = re.compile(r"<!-- (\w+) -->")
@@ -116,6 +116,16 @@ def _metadata(metadata):
     )
 
 
+def _run_state(run):
+    """Under serve: being written, or not closed with its writer gone (killed); in a static
+    report: not closed cleanly, or nothing."""
+    if run.get("writing"):
+        return _fill("run_writing")
+    if run["closed_cleanly"]:
+        return ""
+    return _fill("run_gone" if run.get("writing") is False else "run_not_closed")
+
+
 def _runs_table(runs):
     rows = []
     for r in runs:
@@ -124,7 +134,7 @@ def _runs_table(runs):
             _fill(
                 "run_row",
                 label=html.escape(r["label"]),
-                state="" if r["closed_cleanly"] else _fill("run_not_closed"),
+                state=_run_state(r),
                 path=html.escape(r["path"]),
                 run_id=_fill("run_id", id=html.escape(r["id"])) if r.get("id") else "",
                 metadata=_metadata(r.get("metadata")),
@@ -269,7 +279,17 @@ def _card(n, card, bad):
     )
 
 
-def render_html(model, live=False):
+def runs_html(model):
+    """The runs table of a model (serve sends it with each update)."""
+    return _runs_table(model["runs"])
+
+
+def alerts_html(model):
+    """The alerts table of a model (serve sends it with each update)."""
+    return _alerts_table(model["alerts"], len(model["runs"]) > 1)
+
+
+def render_html(model, live=False, version=0):
     """The report page as one string: styles, uPlot and the data inlined, no external URL.
     live: the page of ``xdl-trace serve`` (report_assets/live.js polls the server for new
     data); else a static report, complete as written."""
@@ -284,6 +304,7 @@ def render_html(model, live=False):
         headline=_fill("headline", items=items) if items else "",
         title=html.escape(model["title"]),
         live="1" if live else "0",
+        version=version,
         live_state=_fill("live_state") if live else "",
         live_js=_fill("live_script", js=_asset_body("live.js")) if live else "",
         tool="serve" if live else "report",

@@ -45,7 +45,7 @@ class Page:
         self.driver.set_script_timeout(60)
 
     def open(self, url):
-        if not url.startswith(("http://", "https://", "file://")):
+        if not url.startswith(("http://", "https://", "file://", "about:")):
             url = "file://" + str(url)
         self.driver.get(url)
         return self

@@ -192,7 +192,7 @@
 
   // Every chart on the page: {spec, el (its plot box), plot}; redrawn when the view changes.
   var plots = [];
-  function mount(spec, container) {
+  function mount(spec, container, where) {
     var box = document.createElement('div'); box.className = 'chart';
     var bad = nonFinite(spec);
     if (bad.length) box.setAttribute('data-nonfinite', String(bad[0][0]));
@@ -201,17 +201,36 @@
     box.innerHTML = '<div class="ctitle">' + esc(spec.title) + '</div><div class="note">' +
       esc(note) + '</div><div class="plot"></div><div class="legend">' + legend(spec) + '</div>';
     container.appendChild(box);
-    var entry = {spec: spec, el: box.querySelector('.plot'), box: box};
+    var entry = {spec: spec, el: box.querySelector('.plot'), box: box, where: where};
     entry.plot = chart(spec, entry.el);
     box.setAttribute('data-scale', isLog(spec) ? 'log' : 'linear');
     plots.push(entry);
   }
-  function redraw() {
-    plots.forEach(function (p) {
-      p.plot.destroy();
-      p.plot = chart(p.spec, p.el);
-      p.box.setAttribute('data-scale', isLog(p.spec) ? 'log' : 'linear');
-    });
+  function redraw() { plots.forEach(rebuild); }
+  function rebuild(p) {
+    // The zoom a user picked outlives the redraw (a new point, a settings change).
+    var x = p.plot.scales.x, xs = p.plot.data[0];
+    var zoomed = xs.length && (x.min > xs[0] || x.max < xs[xs.length - 1]) ? [x.min, x.max] : null;
+    p.plot.destroy();
+    p.plot = chart(p.spec, p.el);
+    if (zoomed) p.plot.setScale('x', {min: zoomed[0], max: zoomed[1]});
+    p.box.setAttribute('data-scale', isLog(p.spec) ? 'log' : 'linear');
+    var bad = nonFinite(p.spec);
+    if (bad.length) p.box.setAttribute('data-nonfinite', String(bad[0][0]));
+    p.box.querySelector('.legend').innerHTML = legend(p.spec);
+  }
+  // Under serve: a chart whose spec changed gets its new data in place (the zoom a user picked
+  // is kept); the note (a NaN region) and legend follow.
+  function update(p, spec) {
+    if (p.spec === spec) return;
+    var same = spec.series.length === p.spec.series.length && spec.bands.length === p.spec.bands.length;
+    p.spec = spec;
+    if (!same) { rebuild(p); return; }
+    var x = p.plot.scales.x, xs = p.plot.data[0];
+    var zoomed = xs.length && (x.min > xs[0] || x.max < xs[xs.length - 1]);
+    p.plot.setData(chartData(spec, isLog(spec)), !zoomed);
+    var bad = nonFinite(spec);
+    if (bad.length) p.box.setAttribute('data-nonfinite', String(bad[0][0]));
   }
   function countCharts() {
     document.body.setAttribute('data-charts', String(plots.length));
@@ -220,12 +239,15 @@
   // The Steps and GPU sections, then one card per key: a card keeps the height of its charts
   // before they are drawn (the page does not grow as it scrolls), and draws them when it
   // comes near the viewport.
-  function section(id, specs) {
-    var el = document.getElementById(id);
-    if (el) (specs || []).forEach(function (spec) { mount(spec, el); });
+  function section(id, group, specs) {
+    var el = document.getElementById(id), have = 0;
+    plots.forEach(function (p) { if (p.where.group === group) have++; });
+    if (el) (specs || []).slice(have).forEach(function (spec, i) {
+      mount(spec, el, {group: group, i: have + i});
+    });
   }
-  section('steps', D.steps);
-  section('gpu-charts', D.gpu_charts);
+  section('steps', 'steps', D.steps);
+  section('gpu-charts', 'gpu', D.gpu_charts);
   var CHART_HEIGHT = 282, CHART_WIDTH = 374;  // A chart box and the grid's gap, in px.
   var cards = D.cards.map(function (card, n) {
     return {card: card, el: document.getElementById('card-' + n), drawn: false};
@@ -241,8 +263,25 @@
   function draw(c) {
     if (c.drawn || !c.el) return;
     c.drawn = true;
-    var box = c.el.querySelector('.charts');
-    c.card.charts.forEach(function (spec) { mount(spec, box); });
+    var box = c.el.querySelector('.charts'), n = +c.el.getAttribute('data-n');
+    c.card.charts.forEach(function (spec, i) { mount(spec, box, {group: 'card-' + n, i: i}); });
+    c.mounted = c.card.charts.length;
+    countCharts();
+  }
+  // Under serve: charts a model gained (a step time once two steps are in, a distribution)
+  // are added to the sections and to the cards already drawn.
+  function extend() {
+    section('steps', 'steps', D.steps);
+    section('gpu-charts', 'gpu', D.gpu_charts);
+    cards.forEach(function (c, n) {
+      if (!c.drawn || c.mounted >= c.card.charts.length) return;
+      var box = c.el.querySelector('.charts');
+      c.card.charts.slice(c.mounted).forEach(function (spec, i) {
+        mount(spec, box, {group: 'card-' + n, i: c.mounted + i});
+      });
+      c.mounted = c.card.charts.length;
+    });
+    reserve();
     countCharts();
   }
   reserve();
@@ -358,5 +397,7 @@
   countCharts();
   // For tests and the console: the charts and the settings.
   window.xdlReport = {plots: plots, view: view, redraw: redraw, data: D};
-  if (LIVE && window.xdlLive) window.xdlLive(D, {cards: cards, plots: plots, redraw: redraw});
+  if (LIVE && window.xdlLive) {
+    window.xdlLive(D, {cards: cards, plots: plots, update: update, extend: extend});
+  }
 })();
