@@ -13,7 +13,7 @@ import os
 import re
 import string
 
-__all__ = ["render_html", "runs_html", "alerts_html", "human_bytes"]
+__all__ = ["render_html", "runs_html", "alerts_html", "model_from_page", "human_bytes"]
 
 _ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
 _FRAGMENT = re.compile(r"<!-- (\w+) -->")
@@ -289,11 +289,42 @@ def alerts_html(model):
     return _alerts_table(model["alerts"], len(model["runs"]) > 1)
 
 
+# Cards whose charts travel in the page's main data block; the others' follow the scripts, one
+# block each, parsed when the card comes into view: the first charts draw before the browser
+# has read the rest of a large page (issue 32 #6).
+INLINE_CARDS = 8
+
+
+def _card_data(n, charts):
+    data = json.dumps(charts, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
+    return _fill("card_data", n=n, data=data)
+
+
+def model_from_page(page):
+    """The report model a page holds (its main data block with each card's charts put back):
+    what tests and tools read back from a written report."""
+    # The blocks hold no "<" (_SCRIPT_SAFE): each ends where the next tag begins.
+    model = json.loads(re.search(r"id='xdl-report-data'>([^<]*)", page).group(1))
+    for n, block in re.findall(r"id='cd-(\d+)'>([^<]*)", page):
+        model["cards"][int(n)]["charts"] = json.loads(block)
+    for card in model["cards"]:
+        card.pop("n_charts", None)
+    return model
+
+
 def render_html(model, live=False, version=0):
     """The report page as one string: styles, uPlot and the data inlined, no external URL.
     live: the page of ``xdl-trace serve`` (report_assets/live.js polls the server for new
     data); else a static report, complete as written."""
-    data = json.dumps(model, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
+    inline = model["cards"] if live else model["cards"][:INLINE_CARDS]
+    later = [] if live else model["cards"][INLINE_CARDS:]
+    page_model = dict(
+        model,
+        cards=[dict(c, n_charts=len(c["charts"])) for c in inline]
+        + [dict(c, charts=None, n_charts=len(c["charts"])) for c in later],
+    )
+    data = json.dumps(page_model, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
+    card_data = "".join(_card_data(n, c["charts"]) for n, c in enumerate(later, start=len(inline)))
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
     items = "".join(
@@ -322,4 +353,5 @@ def render_html(model, live=False, version=0):
         data=data,
         uplot_js=_asset("uPlot.iife.min.js"),
         js=_asset_body("report.js"),
+        card_data=card_data,
     )

@@ -66,8 +66,7 @@ def runs(tmp_path_factory):
 
 
 def _html_model(page):
-    match = re.search(r"<script type='application/json' id='xdl-report-data'>(.*?)</script>", page)
-    return json.loads(match.group(1).replace("<\\/", "</"))
+    return report_html.model_from_page(page)
 
 
 def _card(model, key):

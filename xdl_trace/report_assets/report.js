@@ -256,14 +256,25 @@
     var main = document.querySelector('main');
     var cols = Math.max(1, Math.floor((main.clientWidth - 28 + 14) / CHART_WIDTH));
     cards.forEach(function (c) {
-      var rows = Math.ceil(c.card.charts.length / cols);
+      var rows = Math.ceil((c.card.charts ? c.card.charts.length : c.card.n_charts) / cols);
       if (c.el) c.el.querySelector('.charts').style.minHeight = (rows * CHART_HEIGHT) + 'px';
     });
   }
+  // A card's charts: in the main data block, or in its own block after the scripts (a static
+  // page's later cards), parsed when first drawn; null while the browser has not read it yet.
+  function chartsOf(c, n) {
+    if (!c.card.charts) {
+      var block = document.getElementById('cd-' + n);
+      if (!block || document.readyState === 'loading') return null;
+      c.card.charts = JSON.parse(block.textContent);
+    }
+    return c.card.charts;
+  }
   function draw(c) {
     if (c.drawn || !c.el) return;
-    c.drawn = true;
     var box = c.el.querySelector('.charts'), n = +c.el.getAttribute('data-n');
+    if (!chartsOf(c, n)) return;
+    c.drawn = true;
     c.card.charts.forEach(function (spec, i) { mount(spec, box, {group: 'card-' + n, i: i}); });
     c.mounted = c.card.charts.length;
     countCharts();
@@ -289,15 +300,27 @@
   var lazy = 'IntersectionObserver' in window ? new IntersectionObserver(function (entries) {
     entries.forEach(function (e) {
       if (!e.isIntersecting) return;
-      lazy.unobserve(e.target);
-      draw(cards[+e.target.getAttribute('data-n')]);
+      var c = cards[+e.target.getAttribute('data-n')];
+      draw(c);
+      if (c.drawn) lazy.unobserve(e.target);
     });
   }, {rootMargin: '800px'}) : null;
-  cards.forEach(function (c, n) {
-    if (!c.el) return;
-    c.el.setAttribute('data-n', String(n));
-    if (n < EAGER || !lazy) draw(c); else lazy.observe(c.el);
-  });
+  function drawCards() {
+    cards.forEach(function (c, n) {
+      if (!c.el || c.drawn) return;
+      c.el.setAttribute('data-n', String(n));
+      if (n < EAGER || !lazy) draw(c);
+      if (!c.drawn && lazy) lazy.observe(c.el);
+    });
+  }
+  drawCards();
+  // The later cards' data follows the scripts: once the page is read, draw and watch again.
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', function () {
+      if (lazy) cards.forEach(function (c) { if (c.el) lazy.unobserve(c.el); });
+      drawCards();
+    });
+  }
 
   // The key tree: keys grouped by their '/' prefixes (block05/layer03/...), each group
   // collapsible, each key a link to its card and an "only" button that shows that card alone.
@@ -330,7 +353,10 @@
       return out;
     }
     tree.innerHTML = html(root);
+    var found = tree.querySelectorAll('.leaf');
+    for (var i = 0; i < found.length; i++) leaves[+found[i].getAttribute('data-n')] = found[i];
   }
+  var leaves = [];  // The tree's leaf of each card.
   var filter = document.getElementById('filter');
   var shown = document.getElementById('shown');
   var only = null;  // The card shown alone ("only"), else null.
@@ -340,7 +366,7 @@
     cards.forEach(function (c, n) {
       var show = only === null ? c.card.key.toLowerCase().indexOf(q) >= 0 : n === only;
       if (c.el) c.el.style.display = show ? '' : 'none';
-      var leaf = tree && tree.querySelector('.leaf[data-n="' + n + '"]');
+      var leaf = leaves[n];
       if (leaf) leaf.style.display = show ? '' : 'none';
       if (show) visible++;
     });
