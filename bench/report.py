@@ -208,7 +208,7 @@ def measure_pages(shapes, roots, directory):
         trace = write_page_trace(directory, keys, steps)
         print(f"{keys} keys x {steps} steps: traced in {time.perf_counter() - start:.1f} s")
         for root in roots:
-            out = os.path.join(directory, f"page_{keys}x{steps}_{abs(hash(root))}.html")
+            out = os.path.join(directory, f"page_{keys}x{steps}_{roots.index(root)}.html")
             done = subprocess.run(
                 [sys.executable, "-c", PAGE_CHILD.format(root=root, trace=trace, out=out)],
                 capture_output=True,

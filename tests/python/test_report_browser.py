@@ -264,8 +264,10 @@ def test_cards_keep_their_height_before_they_draw(tmp_path, page):
         page.js(f"window.scrollTo(0, {y})")
     after = page.js("return document.documentElement.scrollHeight")
     assert abs(after - before) < 0.03 * before, (before, after)
-    # The tree: 12 groups of 10 layers.
-    assert len(page.js("return [...document.querySelectorAll('#key-tree details')]")) == 12 + 120
+    # The tree: 12 groups of 10 leaves ("layer03/w": a group of one key is its leaf).
+    assert len(page.js("return [...document.querySelectorAll('#key-tree details')]")) == 12
+    leaves = page.js("return [...document.querySelectorAll('#key-tree .leaf a')].map(a => a.text)")
+    assert len(leaves) == 120 and leaves[3] == "layer03/w"
 
 
 def test_every_kind_of_page_opens_without_errors(nan_run, two_lr, page, tmp_path):

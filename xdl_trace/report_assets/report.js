@@ -339,17 +339,23 @@
       for (var name in node.children) k += count(node.children[name]);
       return k;
     }
+    function leaf(name, n) {
+      return '<div class=leaf data-n=' + n + '><a href="#card-' + n + '">' + esc(name) +
+        '</a><button class=only data-n=' + n + ' title="show only this key">only</button></div>';
+    }
     function html(node) {
       var out = '';
       Object.keys(node.children).forEach(function (name) {
         var child = node.children[name];
+        // A group of one key and no subgroup is that key's leaf ("layer03/w"), not a group.
+        if (!Object.keys(child.children).length && child.keys.length === 1) {
+          out += leaf(name + '/' + child.keys[0].name, child.keys[0].n);
+          return;
+        }
         out += '<details open class=group><summary>' + esc(name) + '/ <span class=count>' +
           count(child) + '</span></summary>' + html(child) + '</details>';
       });
-      node.keys.forEach(function (k) {
-        out += '<div class=leaf data-n=' + k.n + '><a href="#card-' + k.n + '">' + esc(k.name) +
-          '</a><button class=only data-n=' + k.n + ' title="show only this key">only</button></div>';
-      });
+      node.keys.forEach(function (k) { out += leaf(k.name, k.n); });
       return out;
     }
     tree.innerHTML = html(root);
