@@ -16,6 +16,7 @@ import http.server
 import json
 import os
 import socket
+import sys
 import threading
 import urllib.parse
 import warnings
@@ -122,7 +123,7 @@ class LiveReport:
         self._writing = None  # Updater thread only.
         self._stop = threading.Event()
         self._thread = None
-        self.errors = []  # Updater thread only: what an update raised, for the page's note.
+        self.errors = []  # Updater thread only: the last few errors an update raised.
 
     def refresh(self):
         """One update of every run; a new model (and version) when anything changed."""
@@ -177,9 +178,10 @@ class LiveReport:
         while not self._stop.wait(self.poll_s):
             try:
                 self.refresh()
-            except Exception as e:  # A torn Meta, a file removed: said on the page, retried.
+            except Exception as e:  # A file removed while read, a torn Meta: retried.
                 self.errors.append(f"{type(e).__name__}: {e}")
                 del self.errors[:-5]
+                print(f"xdl-trace serve: warning: {e} (retrying)", file=sys.stderr, flush=True)
 
 
 def _handler(live):
