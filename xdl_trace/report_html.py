@@ -295,9 +295,12 @@ def alerts_html(model):
 INLINE_CARDS = 8
 
 
+# One encoder for every card block (json.dumps would build one per call: 30,000 keys, 30,000).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
 def _card_data(n, charts):
-    data = json.dumps(charts, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
-    return _fill("card_data", n=n, data=data)
+    return _fill("card_data", n=n, data=_ENCODE(charts).translate(_SCRIPT_SAFE))
 
 
 def model_from_page(page):
