@@ -23,11 +23,20 @@ are measured side by side on the same files:
     /usr/bin/python3 bench/report.py --small 1000000 --dir /dev/shm/r --keep
     /usr/bin/python3 bench/report.py --trace /dev/shm/r/run --root ../old-checkout --runs 5
     /usr/bin/python3 bench/report.py --trace /dev/shm/r/run --runs 5
+
+--page KEYSxSTEPS (repeatable) measures the HTML page instead, in Chromium (chromedriver +
+selenium): a run of KEYS keys (8 floats each, grouped block<i>/layer<j>/w) over STEPS steps,
+its page built by this checkout and by each --root, then loaded three times in a fresh
+headless Chromium; it prints the page's bytes, the time to its first drawn chart and to its
+load event (median of the loads):
+
+    /usr/bin/python3 bench/report.py --page 300x2000 --page 1000x10000 --root /work/main
 """
 
 import argparse
 import json
 import os
+import statistics
 import shutil
 import subprocess
 import sys
@@ -123,6 +132,99 @@ def measure(trace_dir, out_dir, runs, root=ROOT):
     )
 
 
+# Builds a run's page with the xdl_trace of {root} and prints its size as JSON.
+PAGE_CHILD = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from xdl_trace import report
+start = time.perf_counter()
+result = report.write_report({trace!r}, {out!r})
+print("BENCH " + json.dumps({{"bytes": result["bytes"], "seconds": time.perf_counter() - start}}))
+"""
+
+# Injected before the page's scripts: when the first chart (a uPlot root) enters the DOM.
+FIRST_CHART = """
+window.__firstChart = null;
+new MutationObserver(function (m, o) {
+  if (document.querySelector('.uplot')) { window.__firstChart = performance.now(); o.disconnect(); }
+}).observe(document, {childList: true, subtree: true});
+"""
+
+
+def write_page_trace(directory, keys, steps):
+    """KEYS keys of 8 float32 values (block<i>/layer<j>/w) traced at each of STEPS steps."""
+    import xdl_trace as xdl
+
+    xdl.clear()
+    rng = np.random.default_rng(0)
+    tensors = [rng.normal(size=8).astype(np.float32) for _ in range(keys)]
+    for i, t in enumerate(tensors):
+        xdl.trace_tensor(f"block{i // 10:03d}/layer{i % 10}/w", t)
+    loss = np.zeros((), np.float32)
+    xdl.trace_tensor("loss", loss)
+    out = os.path.join(directory, f"run_{keys}x{steps}")
+    with xdl.TraceHook({"output_dir": out, "fsync": False}) as hook:
+        for step in range(steps):
+            for t in tensors[: max(1, keys // 50)]:  # A few keys move; the others keep values.
+                t += 0.01
+            loss[...] = 1.0 / (1 + step)
+            hook.step(gstep=step)
+    xdl.clear()
+    return out
+
+
+def load_page(page, loads=3):
+    """(time to the first chart, time to the load event) in ms, medians of `loads` loads of
+    `page` in a fresh headless Chromium each."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    first, loaded = [], []
+    for _ in range(loads):
+        options = webdriver.ChromeOptions()
+        options.binary_location = shutil.which("chromium")
+        for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000"):
+            options.add_argument(flag)
+        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+        try:
+            driver.set_page_load_timeout(600)
+            driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FIRST_CHART})
+            driver.get("file://" + page)
+            timing = driver.execute_script(
+                "var n = performance.getEntriesByType('navigation')[0];"
+                "return [window.__firstChart, n.loadEventEnd]"
+            )
+        finally:
+            driver.quit()
+        first.append(timing[0])
+        loaded.append(timing[1])
+    return statistics.median(first), statistics.median(loaded)
+
+
+def measure_pages(shapes, roots, directory):
+    for shape in shapes:
+        keys, steps = (int(v) for v in shape.lower().split("x"))
+        start = time.perf_counter()
+        trace = write_page_trace(directory, keys, steps)
+        print(f"{keys} keys x {steps} steps: traced in {time.perf_counter() - start:.1f} s")
+        for root in roots:
+            out = os.path.join(directory, f"page_{keys}x{steps}_{roots.index(root)}.html")
+            done = subprocess.run(
+                [sys.executable, "-c", PAGE_CHILD.format(root=root, trace=trace, out=out)],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode != 0:
+                print(f"  {root}: failed: {done.stderr[-500:]}")
+                continue
+            built = json.loads(done.stdout.split("BENCH ", 1)[1])
+            first, loaded = load_page(out)
+            print(
+                f"  {root}: page {built['bytes'] / 1e6:.2f} MB (built in {built['seconds']:.1f} s),"
+                f" first chart {first / 1000:.2f} s, load event {loaded / 1000:.2f} s"
+            )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", help="where to write the trace (default: a temp dir)")
@@ -132,7 +234,22 @@ def main():
     parser.add_argument("--trace", help="measure this trace directory instead of writing one")
     parser.add_argument("--runs", type=int, default=2, help="runs per command; the best is kept")
     parser.add_argument("--root", default=ROOT, help="run the commands from this checkout")
+    parser.add_argument(
+        "--page", action="append", metavar="KEYSxSTEPS", help="measure the HTML page (repeatable)"
+    )
     args = parser.parse_args()
+    if args.page:
+        root = os.path.abspath(args.root)
+        roots = [root] + ([ROOT] if root != ROOT else [])
+        base = args.dir or tempfile.mkdtemp(
+            prefix="xdl_page_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
+        try:
+            measure_pages(args.page, roots, base)
+        finally:
+            if not args.keep:
+                shutil.rmtree(base, ignore_errors=True)
+        return
     if args.trace:
         with tempfile.TemporaryDirectory(prefix="xdl_report_bench_") as out_dir:
             measure(args.trace, out_dir, args.runs, os.path.abspath(args.root))

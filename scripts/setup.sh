@@ -8,6 +8,7 @@ packages=(
   python3-dev python3-numpy python3-protobuf python3-pytest python3-torch
   python3-setuptools python3-wheel python3-venv python3-pip
   python3-matplotlib python3-dask python3-distributed python3-pandas python3-tqdm chromium
+  chromium-driver python3-selenium  # the report tests drive a real Chromium (browser.py)
   libopenblas0-pthread clang-format black
   python3-h5py  # bench/overhead.py's h5py peer (a per-step append, as users write)
   clang-14 libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (make fuzz, make sanitize)

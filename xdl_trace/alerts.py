@@ -3,7 +3,8 @@
 Thresholds (documented in docs/report.md):
   * NaN/Inf: any NaN or Inf element in a key (first record per key, from full tensors).
   * never changes: the key's stats (count, min, max, mean, std, l2) are the same in every record
-    (at least 2 records).
+    (at least 2 records); not for a callback's value or a trace_once key, which may rightly
+    never change (a constant learning rate).
   * exploding gradient: a gradient key's l2 norm exceeds EXPLODING_FACTOR x the median of the
     norms before it (at least 3 earlier points), or EXPLODING_NORM.
   * vanishing gradient: the median l2 norm over the last quarter of steps is below
@@ -66,6 +67,10 @@ def find_alerts(scans):
                 )
             )
         for key in scan.keys:
+            # A callback's value (a learning rate, a flag) or a trace_once config may rightly
+            # never change: the alert is for tensors that should move (issue 32 #4).
+            if getattr(scan.schema.get(key), "source", None) in ("callback", "once"):
+                continue
             if scan.constant.get(key) and scan.rows.get(key, 0) >= 2:
                 alerts.append(
                     _alert(

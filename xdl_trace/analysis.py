@@ -254,6 +254,7 @@ class RunScan:
         self.gpu = None
         self.capacity = 512  # Buckets per Series / HistogramSeries.
         self.histogram_capacity = 128
+        self.last_gstep = {}  # rank -> the largest gstep of its records read so far.
         self._first_rows = {}
         self._last_time = {}  # rank -> (gstep, ms) of its last record.
         self._last_span = {}  # rank -> (lstep, end ns) of its last step span.
@@ -326,40 +327,14 @@ def scan_run(
     on_progress(n_bytes) is called as files are consumed.
     """
     selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
-    keys, ranks = selection.keys, selection.ranks
     trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)))
-    scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
+    begin_scan(scan, trace, selection, capacity, histogram_capacity)
     files = [f for f in trace.files if f.rank in scan.ranks]
     scan.files = len(files)
     scan.bytes = sum(f.size for f in files)
-    all_keys = trace.keys
-    scan.keys = select_keys(all_keys, keys)
-    if keys and not scan.keys:
-        raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
-    selected = set(scan.keys)  # Built once: membership per key stays O(1) (issue 24 row 2).
-    scan.schema = {k: v for k, v in trace.schema().items() if k in selected}
-    unchecked = [
-        (i, k)
-        for i, k in enumerate(scan.keys)
-        if getattr(scan.schema.get(k), "kind", None) == "histogram"
-    ]
-    scan.unchecked = [k for _, k in unchecked]
-    scan._unchecked_index = np.array([i for i, _ in unchecked], dtype=np.intp)
-    scan.capacity, scan.histogram_capacity = _capacities(
-        len(scan.keys), len(scan.ranks), capacity, histogram_capacity
-    )
-    pairs = [
-        (k, variable)
-        for k, variable in ((k, gradient_variable(k)) for k in scan.keys)
-        if variable in selected and variable != k
-    ]
-    dropped = {}
-    for f in files:
-        if f.meta:
-            dropped[f.rank] = max(dropped.get(f.rank, 0), f.meta.get("dropped_records", 0))
-            scan.closed_cleanly &= bool(f.meta.get("closed_cleanly", True))
-    scan.dropped = sum(dropped.values())
+    pairs = scan_pairs(scan)
+    read_meta(scan, files)
     histogram_rank = scan.ranks[0] if scan.ranks else None
     group = _histogram_group(
         [f for f in files if f.rank == histogram_rank], selection, scan.histogram_capacity
@@ -397,6 +372,65 @@ def scan_run(
         finished = cursor  # noqa: F841
         if on_progress is not None:
             on_progress(size)
+    finish_scan(scan, path, prefix, name, selection, series)
+    return scan
+
+
+def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128):
+    """Fills what a scan knows before reading records: its ranks, keys (KeyError when the
+    selection's patterns match none), schema and accumulator capacities."""
+    keys, ranks = selection.keys, selection.ranks
+    scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
+    all_keys = trace.keys
+    scan.keys = select_keys(all_keys, keys)
+    if keys and not scan.keys:
+        raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
+    selected = set(scan.keys)  # Built once: membership per key stays O(1) (issue 24 row 2).
+    scan.schema = {k: v for k, v in trace.schema().items() if k in selected}
+    unchecked = [
+        (i, k)
+        for i, k in enumerate(scan.keys)
+        if getattr(scan.schema.get(k), "kind", None) == "histogram"
+    ]
+    scan.unchecked = [k for _, k in unchecked]
+    scan._unchecked_index = np.array([i for i, _ in unchecked], dtype=np.intp)
+    scan.capacity, scan.histogram_capacity = _capacities(
+        len(scan.keys), len(scan.ranks), capacity, histogram_capacity
+    )
+
+
+def scan_pairs(scan):
+    """(gradient key, variable key) of the scanned keys, for the norm ratio."""
+    selected = set(scan.keys)
+    return [
+        (k, variable)
+        for k, variable in ((k, gradient_variable(k)) for k in scan.keys)
+        if variable in selected and variable != k
+    ]
+
+
+def read_meta(scan, files):
+    """Dropped records and whether every file was closed cleanly, from the files' Meta."""
+    dropped = {}
+    scan.closed_cleanly = True
+    for f in files:
+        if f.meta:
+            dropped[f.rank] = max(dropped.get(f.rank, 0), f.meta.get("dropped_records", 0))
+            scan.closed_cleanly &= bool(f.meta.get("closed_cleanly", True))
+    scan.dropped = sum(dropped.values())
+
+
+def scan_file(scan, rank, file_path, selection, pairs, series=True, histograms=True):
+    """Adds the records of one data file in the selection (a gstep window: the records after
+    the ones already read) to `scan`."""
+    scan.records.setdefault(rank, 0)
+    cursor = _open_scan(scan, file_path, selection, histograms, 1, series)
+    _scan_file(scan, rank, cursor, selection, pairs, series, histograms, lambda: None)
+
+
+def finish_scan(scan, path, prefix, name, selection, series=True):
+    """What a scan derives once its records are read: the step time source per rank, the
+    "histogram" summary keys' distributions and the GPU summary."""
     for rank in scan.ranks:  # Host spans where a rank has them, else record timestamps.
         for source, found in (
             ("host spans", scan._span_steps),
@@ -418,7 +452,6 @@ def scan_run(
         message = bad_data_message(scan.device_events.replaced_strings)
         if message:  # Issue 24 #5: read with U+FFFD, and said so.
             warnings.warn(f"{scan.path}: {message}", DeviceDataWarning, stacklevel=2)
-    return scan
 
 
 # Percentiles drawn of a "histogram" summary key (TensorBoard's distribution view).
@@ -445,6 +478,13 @@ def histogram_percentiles(edges, counts, quantiles):
     lo = np.take_along_axis(edges[:, :-1], idx, axis=1)
     hi = np.take_along_axis(edges[:, 1:], idx, axis=1)
     out = lo + frac * (hi - lo)
+    # A constant tensor's row: the writer widens its range to value ± 0.5 (docs/format.md), so
+    # the one bin holding every value starts at the value and interpolating inside it moves every
+    # percentile up to 1/bins away (a bias of -0.00482 read as +0.0118): the value is the middle
+    # of the range, exactly.
+    range_lo, range_hi = edges[:, 0], edges[:, -1]
+    constant = ((counts > 0).sum(axis=1) == 1) & (range_hi - range_lo == 1.0)
+    out[constant] = ((range_lo + range_hi) / 2)[constant, None]
     out[totals == 0] = np.nan
     return out
 
@@ -556,6 +596,7 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
     n = len(gsteps)
     scan.records[rank] += n
     lo, hi = int(gsteps.min()), int(gsteps.max())
+    scan.last_gstep[rank] = max(scan.last_gstep.get(rank, hi), hi)
     g = scan.gstep_range
     scan.gstep_range = (lo, hi) if g is None else (min(g[0], lo), max(g[1], hi))
     t = scan.time_range
@@ -592,7 +633,17 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
     if series and pairs:
         index = {key: k for k, key in enumerate(scan.keys)}
         for grad, var in pairs:
-            _add_ratio(scan, rank, gsteps, grid[:, index[grad], L2], grid[:, index[var], L2], var)
+            g, v = index[grad], index[var]
+            _add_ratio(
+                scan,
+                rank,
+                gsteps,
+                grid[:, g, L2],
+                grid[:, v, L2],
+                grid[:, g, COUNT],
+                grid[:, v, COUNT],
+                var,
+            )
 
 
 def _add_histograms(scan, chunk):
@@ -720,11 +771,13 @@ def _add_step_spans(scan, rank, spans, begin, end, steps):
     acc.add(gsteps[keep], np.stack([ms_per_step, per_second], axis=1))
 
 
-def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
-    """||gradient|| / ||variable|| of the records holding both (NaN where either is empty)."""
+def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, grad_count, var_count, var):
+    """||gradient|| / ||variable|| of the records holding both (a record where either column is
+    empty is not a point); NaN where either norm is not finite, so the curve has a gap there
+    rather than ending early (issue 32 #3)."""
     # Columns of the chunk's stats grid, a cache line apart: read once each.
     grad_l2, var_l2 = np.ascontiguousarray(grad_l2), np.ascontiguousarray(var_l2)
-    both = ~(np.isnan(grad_l2) | np.isnan(var_l2))
+    both = ~(np.isnan(np.asarray(grad_count)) | np.isnan(np.asarray(var_count)))
     if both.all():
         both = slice(None)  # The usual case: views, no copies.
     elif not both.any():
@@ -732,6 +785,7 @@ def _add_ratio(scan, rank, gsteps, grad_l2, var_l2, var):
     grad_l2, var_l2 = grad_l2[both], var_l2[both]
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(var_l2 > 0, grad_l2 / var_l2, np.nan)
+    ratio[~(np.isfinite(grad_l2) & np.isfinite(var_l2))] = np.nan
     acc = scan.ratio.get((var, rank))
     if acc is None:
         acc = scan.ratio[(var, rank)] = Series(1, scan.capacity)

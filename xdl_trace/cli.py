@@ -705,6 +705,38 @@ def _gpu(args):
     return 0
 
 
+# --- serve -------------------------------------------------------------------
+
+
+def _serve_configure(parser):
+    parser.add_argument("more_runs", nargs="*", metavar="RUN", help="more runs to follow")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: local only)"
+    )
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free)")
+
+
+@command(
+    "serve",
+    "serve the report as a local web page that follows the runs as they write (the latest run "
+    "of each directory)",
+    _serve_configure,
+)
+def _serve(args):
+    from . import serve
+
+    runs = [args.path] + list(args.more_runs)
+
+    def ready(url):
+        print(f"serving {', '.join(runs)} at {url} (Ctrl-C stops)", flush=True)
+
+    try:
+        serve.serve(runs, args.host, args.port, args.prefix, args.name, on_ready=ready)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 # --- entry point -------------------------------------------------------------
 
 

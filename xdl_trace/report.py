@@ -11,6 +11,7 @@ needs no network; ``render_pngs`` (``report_png.py``) draws the same specs with 
 """
 
 import datetime
+import json
 import os
 
 from . import analysis, gpu_advice, gpu_steps, report_charts, trace_runs
@@ -26,15 +27,16 @@ from .report_html import render_html
 from .report_png import render_pngs
 from .selection import Selection
 
-__all__ = ["build_report", "gpu_section", "render_html", "render_pngs", "write_report"]
+__all__ = ["build_report", "gpu_section", "model_of", "render_html", "render_pngs", "write_report"]
 
 
-def _run_facts(scan, run, selection):
+def _run_facts(scan, run, selection, writing=None):
     """The Runs table's row. Its records: the run's own count (as ``xdl-trace info`` says,
-    device-only records included) when the report reads every step and rank of it; else the
-    records the selection read."""
+    device-only records included) when a static report reads every step and rank of it; else
+    the records read (the selection's, or under serve what the files held so far). writing: under serve, whether the run's writer is alive (True:
+    still being written; False: gone, closed or not); None in a static report."""
     g = scan.gstep_range
-    whole = selection.gsteps is None and selection.ranks is None
+    whole = selection is not None and selection.gsteps is None and selection.ranks is None
     records = run.records if whole and run is not None and run.records is not None else None
     t = scan.time_range
     return {
@@ -57,6 +59,7 @@ def _run_facts(scan, run, selection):
         ),
         "dropped": scan.dropped,
         "closed_cleanly": scan.closed_cleanly,
+        "writing": writing,
         "keys": len(scan.keys),
     }
 
@@ -125,7 +128,8 @@ def _card_meta(schema, rows):
     return " · ".join([tensor, kind] + ([source] if source else []) + [f"{rows} records"])
 
 
-def _labels(paths):
+def run_labels(paths):
+    """Each path's label: its base name, numbered where two paths share one."""
     labels = [os.path.basename(os.path.normpath(os.fspath(p))) or os.fspath(p) for p in paths]
     for i, label in enumerate(labels):
         if labels.count(label) > 1:
@@ -137,7 +141,7 @@ def _expand_runs(paths, run, prefix, name):
     """[(path, label, Run or None)]: one entry per path, or with run="all" one per run of a
     path that holds several (each its own series, labelled with the start of its id)."""
     out = []
-    for path, label in zip(paths, _labels(paths)):
+    for path, label in zip(paths, run_labels(paths)):
         every = trace_runs.runs(path, prefix=prefix, name=name) if run == "all" else []
         if len(every) > 1:
             out += [(path, f"{label} · {r.id[:8]}", r) for r in every]
@@ -153,6 +157,46 @@ def _expand_runs(paths, run, prefix, name):
 def _only_run(path, prefix, name):
     every = trace_runs.runs(path, prefix=prefix, name=name)
     return every[0] if len(every) == 1 else None
+
+
+def _label_by_metadata(scans, runs):
+    """Runs expanded from one directory (labelled "dir · <id prefix>") relabelled by the
+    metadata entries that differ between them: "lr 0.02" and "lr 0.2", as legends should say
+    (issue 32 #5). Labels are unchanged where no metadata tells the runs apart."""
+    groups = {}
+    for i, scan in enumerate(scans):
+        groups.setdefault(scan.path, []).append(i)
+    for members in groups.values():
+        metas = [runs[i].metadata if runs[i] is not None else {} for i in members]
+        if len(members) < 2:
+            continue
+        names = sorted({k for m in metas for k in m})
+        differ = [
+            k for k in names if len({json.dumps(m.get(k), sort_keys=True) for m in metas}) > 1
+        ]
+        if not differ:
+            continue
+        labels = [" · ".join(f"{k} {_metadata_value(m.get(k))}" for k in differ) for m in metas]
+        if len(set(labels)) < len(labels):
+            continue
+        for i, label in zip(members, labels):
+            scans[i].label = label
+
+
+def _metadata_value(value):
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _title_part(scan, run, several):
+    """A run in the page's title: its label, and the start of its id when its directory holds
+    other runs (two pages of one directory's runs get different titles, issue 32 #5)."""
+    base = os.path.basename(os.path.normpath(scan.path)) or scan.path
+    if run is None or not run.id or scan.label.startswith(base) and run.id[:8] in scan.label:
+        return scan.label
+    if several:
+        where = f"run {run.id[:8]}"
+        return f"{base} · {where}" if scan.label == base else f"{scan.label} ({base} · {where})"
+    return scan.label
 
 
 def build_report(
@@ -188,6 +232,18 @@ def build_report(
             )
         )
         runs.append(chosen)
+    return model_of(scans, runs, prefix, name, selection=selection)
+
+
+def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=None):
+    """The report model of scanned runs (``analysis.RunScan``, with the ``Run`` each read, or
+    None). writing: per scan, whether its writer is alive (``xdl-trace serve``, which follows
+    one run per directory), else None. selection: what a static report read (None: serve)."""
+    _label_by_metadata(scans, runs)
+    several = {}  # path -> whether its directory holds other runs (for the title).
+    for scan in scans:
+        if writing is None and scan.path not in several:
+            several[scan.path] = len(trace_runs.runs(scan.path, prefix=prefix, name=name)) > 1
     # Every key once, in the order the runs name them, with the first run that has it: dicts,
     # never a list searched per key (linear in keys, issue 24 #2).
     first_scan, in_scans = {}, {}
@@ -207,27 +263,41 @@ def build_report(
 
     key_order.sort(key=group)
     cards = []
+    opened = {}  # (path, run id) -> Trace: read only for the values of trace_once keys.
+
+    def trace_of(scan, chosen):
+        where = (scan.path, chosen.id if chosen is not None else None)
+        if where not in opened:
+            opened[where] = analysis.open_trace(
+                scan.path, prefix=prefix, name=name, run=where[1] or None
+            )
+        return opened[where]
+
     for key in key_order:
         scan = first_scan[key]
+        schema = scan.schema.get(key)
         rows = sum(s.rows.get(key, 0) for s in scans)
-        meta = _card_meta(scan.schema.get(key), rows)
-        if rows <= 1:  # trace_once, or a single traced step: a line of text, no curve.
-            cards.append(
-                {
-                    "key": key,
-                    "meta": meta,
-                    "charts": [],
-                    "text": report_charts.once_text(scans, key),
-                }
+        meta = _card_meta(schema, rows)
+        once = getattr(schema, "source", None) == "once"
+        if rows <= 1 or once:
+            # trace_once (a config: its values, never a curve of their mean and std), or a
+            # single traced step: a line of text per run.
+            text = report_charts.once_text(
+                scans, key, lambda s: trace_of(s, runs[scans.index(s)]) if once else None
             )
+            cards.append({"key": key, "meta": meta, "charts": [], "text": text})
             continue
         charts = report_charts.key_charts(scans, key)
         if charts:
             cards.append({"key": key, "meta": meta, "charts": charts})
     return {
-        "title": "xdl_trace report: " + ", ".join(s.label for s in scans),
+        "title": "xdl_trace report: "
+        + ", ".join(_title_part(s, r, several.get(s.path, False)) for s, r in zip(scans, runs)),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": [_run_facts(s, r, selection) for s, r in zip(scans, runs)],
+        "runs": [
+            _run_facts(s, r, selection, None if writing is None else writing[i])
+            for i, (s, r) in enumerate(zip(scans, runs))
+        ],
         "headline": headline(scans),
         "alerts": find_alerts(scans),
         "steps": report_charts.step_charts(scans),

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from . import analysis, gpu_steps
-from .analysis import COUNT, L2, MAX, MEAN, MIN, STD
+from .analysis import COUNT, INF, L2, MAX, MEAN, MIN, NAN, STD
 
 __all__ = ["Chart", "step_charts", "gpu_charts", "key_charts", "once_text", "rgba"]
 
@@ -116,34 +116,32 @@ def step_charts(scans):
     sources = {scan.step_source[rank] for scan, rank, _, _ in groups}
     if sources == {"host spans"}:
         note = (
-            "per step the hook saw (traced or not), from its host spans (ns): Step() to Step(); "
+            "per step the hook saw (traced or not), from its host spans: Step() to Step(); "
             "a rank's first step (from the tracer's start, setup included) is not shown"
         )
-        unit, rate_unit = "ms / step", "steps / s"
+        unit = "ms / step"
     elif sources == {"timestamps"}:
-        note = "per gstep between consecutive records, from their timestamps (ms)"
-        unit, rate_unit = "ms / gstep", "gsteps / s"
+        note = "per gstep, between consecutive records' timestamps"
+        unit = "ms / gstep"
     else:
         note = (
             "host spans (per step) where a run has them, else record timestamps (per gstep); "
             "a rank's first step is not shown"
         )
-        unit, rate_unit = "ms / step", "steps / s"
+        unit = "ms / step"
+    # No throughput chart: steps / s is 1000 / (ms / step) of the same points, and per step it
+    # swings between 0 and tens of thousands where steps are short (issue 32 #4); the smoothing
+    # slider smooths the step time.
     time = Chart("step time", unit, note=note)
-    rate = Chart("throughput", rate_unit, note=rate_unit.replace(" / s", " per second"))
-    times, rates = [], []
+    times = []
     for scan, rank, label, color in groups:
         x, mean, low, high = scan.step_time[rank].view()
         if scan.step_time[rank].span > 1:
             time.band(x, low[:, 0], high[:, 0], label, color, alpha=0.12)
-            rate.band(x, low[:, 1], high[:, 1], label, color, alpha=0.12)
         time.line(x, mean[:, 0], label, color)
-        rate.line(x, mean[:, 1], label, color)
         times.append(mean[:, 0])
-        rates.append(mean[:, 1])
     time.spec["log"] = _wants_log(*times)
-    rate.spec["log"] = _wants_log(*rates)
-    return [c.build() for c in (time, rate) if not c.empty()]
+    return [] if time.empty() else [time.build()]
 
 
 def _stack(chart, x, parts, colors):
@@ -292,6 +290,7 @@ def key_charts(scans, key):
     norms.spec["log"] = _wants_log(*norm_values)
     charts += [values.build(), norms.build()]
     colors = {(s, r): color for s, r, _, color in groups}
+    distributions = []
     for scan in scans:
         hist = scan.histograms.get(key)
         if hist is None or hist.used == 0:
@@ -300,9 +299,31 @@ def key_charts(scans, key):
         if len(scan.ranks) > 1:
             title += f" (rank {scan.ranks[0]})"
         color = colors.get((scan, scan.ranks[0]), PALETTE[0])
-        charts.append(_distribution_chart(hist, title, key, color))
+        bad = _nonfinite_gsteps(scan.stats.get((key, scan.ranks[0])))
+        distributions.append(_distribution_chart(hist, title, key, color, bad))
+    _share_y(distributions)
+    charts += distributions
     charts += _ratio_charts(scans, key)
     return charts
+
+
+def _nonfinite_gsteps(series):
+    """The gsteps of a stats Series' buckets where some record held NaN or Inf."""
+    if series is None:
+        return np.zeros(0, np.int64)
+    x, mean, _, _ = series.view()
+    return x[(np.nan_to_num(mean[:, NAN]) > 0) | (np.nan_to_num(mean[:, INF]) > 0)]
+
+
+def _share_y(specs):
+    """One y range for the charts of one quantity drawn per run (distributions): overlaid runs
+    compare on the same axis (issue 32 #5)."""
+    if len(specs) < 2:
+        return
+    values = [v for spec in specs for s in spec["series"] for v in s["values"] if v is not None]
+    if values:
+        for spec in specs:
+            spec["yrange"] = [min(values), max(values)]
 
 
 def _ratio_charts(scans, key):
@@ -311,7 +332,14 @@ def _ratio_charts(scans, key):
     groups = _groups(scans, lambda s: {r for r in s.ranks if (variable, r) in s.ratio})
     if variable is None or not groups:
         return []
-    ratio = Chart("update ratio", "ratio", log=True, note=f"||{key}|| / ||{variable}|| per record")
+    # Not the update ratio lr·||g|| / ||w|| (whose rule of thumb is ~1e-3): no learning rate
+    # is known here, so it is named for what it is (issue 32 #4).
+    ratio = Chart(
+        "gradient norm / weight norm",
+        "||g|| / ||w||",
+        log=True,
+        note=f"||{key}|| / ||{variable}|| per record; times the learning rate: the update ratio",
+    )
     for scan, rank, label, color in groups:
         x, mean, _, _ = scan.ratio[(variable, rank)].view()
         ratio.line(x, mean[:, 0], label, color)
@@ -338,8 +366,14 @@ def _summary_histogram_charts(scans, key):
 _DISTRIBUTION_NOTE = "bands: min..max, 7..93, 16..84, 31..69 percentiles; median"
 
 
-def _distribution_chart(hist, title, key, color):
+def _distribution_chart(hist, title, key, color, bad=()):
+    """bad: gsteps where the key held NaN/Inf; the log buckets count finite values only, so a
+    bucket of the distribution holding such a gstep is left empty (a gap, shaded), not drawn
+    as a normal band (issue 32 #3)."""
     x, q = hist.percentiles(DISTRIBUTION_QUANTILES)
+    if len(bad) and len(x):
+        where = np.searchsorted(x, bad, side="right") - 1
+        q[where[where >= 0]] = np.nan
     return _distribution_spec(x, q, title, color, _DISTRIBUTION_NOTE)
 
 
@@ -356,7 +390,15 @@ def _distribution_spec(x, q, title, color, note):
     return spec
 
 
-def once_text(scans, key):
+# A trace_once value shown in full up to this many elements (a config vector), else its stats.
+ONCE_VALUES = 16
+
+
+def once_text(scans, key, trace_of=lambda scan: None):
+    """A key traced once (or at a single step) as a line of text per run: its values when
+    trace_of(scan) gives the run's Trace and they are few (a trace_once config), else its
+    stats."""
+    parts = []
     for scan in scans:
         for rank in scan.ranks:
             series = scan.stats.get((key, rank))
@@ -365,10 +407,21 @@ def once_text(scans, key):
             x, mean, _, _ = series.view()
             row = mean[0]
             where = f"gstep {x[0]}" + (f", rank {rank}" if len(scan.ranks) > 1 else "")
+            if len(scans) > 1:
+                where = f"{scan.label}, {where}"
+            trace = trace_of(scan) if row[COUNT] <= ONCE_VALUES else None
+            if trace is not None:
+                values = np.asarray(trace.stack(key, gsteps=[int(x[0])], rank=rank))
+                if values.size:
+                    shown = ", ".join(f"{v:.6g}" for v in values.reshape(-1).tolist())
+                    parts.append(f"traced once ({where}): [{shown}]")
+                    break
             if row[COUNT] <= 1:
-                return f"traced once ({where}): {row[MEAN]:.6g}"
-            return (
-                f"traced once ({where}): {row[COUNT]:.0f} values, min {row[MIN]:.6g}, "
-                f"max {row[MAX]:.6g}, mean {row[MEAN]:.6g}, std {row[STD]:.6g}"
-            )
-    return "no values in the selected steps"
+                parts.append(f"traced once ({where}): {row[MEAN]:.6g}")
+            else:
+                parts.append(
+                    f"traced once ({where}): {row[COUNT]:.0f} values, min {row[MIN]:.6g}, "
+                    f"max {row[MAX]:.6g}, mean {row[MEAN]:.6g}, std {row[STD]:.6g}"
+                )
+            break
+    return "; ".join(parts) if parts else "no values in the selected steps"

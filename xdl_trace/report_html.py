@@ -13,7 +13,7 @@ import os
 import re
 import string
 
-__all__ = ["render_html", "human_bytes"]
+__all__ = ["render_html", "runs_html", "alerts_html", "model_from_page", "human_bytes"]
 
 _ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
 _FRAGMENT = re.compile(r"<!-- (\w+) -->")
@@ -116,6 +116,16 @@ def _metadata(metadata):
     )
 
 
+def _run_state(run):
+    """Under serve: being written, or not closed with its writer gone (killed); in a static
+    report: not closed cleanly, or nothing."""
+    if run.get("writing"):
+        return _fill("run_writing")
+    if run["closed_cleanly"]:
+        return ""
+    return _fill("run_gone" if run.get("writing") is False else "run_not_closed")
+
+
 def _runs_table(runs):
     rows = []
     for r in runs:
@@ -124,7 +134,7 @@ def _runs_table(runs):
             _fill(
                 "run_row",
                 label=html.escape(r["label"]),
-                state="" if r["closed_cleanly"] else _fill("run_not_closed"),
+                state=_run_state(r),
                 path=html.escape(r["path"]),
                 run_id=_fill("run_id", id=html.escape(r["id"])) if r.get("id") else "",
                 metadata=_metadata(r.get("metadata")),
@@ -329,9 +339,55 @@ def _card(n, card, bad):
     )
 
 
-def render_html(model):
-    """The report page as one string: styles, uPlot and the data inlined, no external URL."""
-    data = json.dumps(model, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
+def runs_html(model):
+    """The runs table of a model (serve sends it with each update)."""
+    return _runs_table(model["runs"])
+
+
+def alerts_html(model):
+    """The alerts table of a model (serve sends it with each update)."""
+    return _alerts_table(model["alerts"], len(model["runs"]) > 1)
+
+
+# Cards whose charts travel in the page's main data block; the others' follow the scripts, one
+# block each, parsed when the card comes into view: the first charts draw before the browser
+# has read the rest of a large page (issue 32 #6).
+INLINE_CARDS = 8
+
+
+# One encoder for every card block (json.dumps would build one per call: 30,000 keys, 30,000).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
+def _card_data(n, charts):
+    return _fill("card_data", n=n, data=_ENCODE(charts).translate(_SCRIPT_SAFE))
+
+
+def model_from_page(page):
+    """The report model a page holds (its main data block with each card's charts put back):
+    what tests and tools read back from a written report."""
+    # The blocks hold no "<" (_SCRIPT_SAFE): each ends where the next tag begins.
+    model = json.loads(re.search(r"id='xdl-report-data'>([^<]*)", page).group(1))
+    for n, block in re.findall(r"id='cd-(\d+)'>([^<]*)", page):
+        model["cards"][int(n)]["charts"] = json.loads(block)
+    for card in model["cards"]:
+        card.pop("n_charts", None)
+    return model
+
+
+def render_html(model, live=False, version=0):
+    """The report page as one string: styles, uPlot and the data inlined, no external URL.
+    live: the page of ``xdl-trace serve`` (report_assets/live.js polls the server for new
+    data); else a static report, complete as written."""
+    inline = model["cards"] if live else model["cards"][:INLINE_CARDS]
+    later = [] if live else model["cards"][INLINE_CARDS:]
+    page_model = dict(
+        model,
+        cards=[dict(c, n_charts=len(c["charts"])) for c in inline]
+        + [dict(c, charts=None, n_charts=len(c["charts"])) for c in later],
+    )
+    data = json.dumps(page_model, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
+    card_data = "".join(_card_data(n, c["charts"]) for n, c in enumerate(later, start=len(inline)))
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
     items = "".join(
@@ -341,6 +397,11 @@ def render_html(model):
         "page",
         headline=_fill("headline", items=items) if items else "",
         title=html.escape(model["title"]),
+        live="1" if live else "0",
+        version=version,
+        live_state=_fill("live_state") if live else "",
+        live_js=_fill("live_script", js=_asset_body("live.js")) if live else "",
+        tool="serve" if live else "report",
         uplot_css=_asset("uPlot.min.css"),
         css=_asset_body("report.css"),
         runs=html.escape(", ".join(r["label"] for r in model["runs"])),
@@ -355,4 +416,5 @@ def render_html(model):
         data=data,
         uplot_js=_asset("uPlot.iife.min.js"),
         js=_asset_body("report.js"),
+        card_data=card_data,
     )

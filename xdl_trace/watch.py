@@ -8,8 +8,8 @@
             hook.step()
 
 Keys: a parameter keeps its ``named_parameters()`` name, its gradient is ``gradient/<name>``
-(trace_gradient's convention, so the report pairs them into the update ratio), a leaf module's
-output is ``activation/<module name>``; all under ``scope/`` when a scope is given.
+(trace_gradient's convention, so the report pairs them into gradient norm / weight norm), a
+leaf module's output is ``activation/<module name>``; all under ``scope/`` when a scope is given.
 """
 
 import numpy as np

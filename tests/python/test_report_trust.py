@@ -88,7 +88,7 @@ def test_a_nan_is_a_gap_in_every_norm_chart_and_opens_the_page(nan_run):
     assert set(headline["keys"]) == {"loss", "w", "gradient/w"}
     assert headline["text"].startswith(f"first non-finite at gstep {NAN_AT} in 3 keys (loss, ")
     page = report.render_html(model)
-    assert page.index("first non-finite at gstep 150") < page.index("<h2>Runs</h2>")
+    assert page.index("first non-finite at gstep 150") < page.index("<h2 id=runs>Runs</h2>")
 
 
 def test_histogram_summaries_are_drawn_as_distributions(nan_run, tmp_path):
@@ -123,8 +123,9 @@ def test_two_runs_in_one_directory_are_drawn_apart_with_their_metadata(tmp_path)
         {"lr": 0.01, "model": "b"},
     ]
     assert [r["records"] for r in model["runs"]] == [30, 20]
+    # Labelled by the metadata that differs (issue 32 #5), not by their ids.
     labels = [r["label"] for r in model["runs"]]
-    assert len(set(labels)) == 2 and all(r.id[:8] in l for r, l in zip(runs, labels))
+    assert labels == ["lr 0.05 · model a", "lr 0.01 · model b"]
     (loss,) = _card(model, "loss")["charts"]
     series = {s["label"]: s for s in loss["series"] if s["tip"]}
     assert set(series) == set(labels)

@@ -18,7 +18,7 @@ import pytest
 
 import xdl_trace as xdl
 from headless_chromium import Chromium
-from xdl_trace import report
+from xdl_trace import report, report_html
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -49,8 +49,8 @@ def write_keys(out_dir, values, steps=3, summary=None):
 
 
 def page_model(page):
-    match = re.search(r"<script type='application/json' id='xdl-report-data'>(.*?)</script>", page)
-    return json.loads(match.group(1))
+    """The model a page holds, its cards' charts (some in blocks of their own) put back."""
+    return report_html.model_from_page(page)
 
 
 # --- Row 2: report, find-nan and export linear in the number of keys ---------------------------

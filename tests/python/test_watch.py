@@ -109,7 +109,7 @@ def test_report_pairs_watched_gradients_with_their_parameters(scoped_run):
     keys, _, out = scoped_run
     model = report.build_report(out)
     card = next(c for c in model["cards"] if c["key"] == "net/gradient/0.weight")
-    assert card["charts"][-1]["title"] == "update ratio"
+    assert card["charts"][-1]["title"] == "gradient norm / weight norm"
     assert "net/activation/1" in [c["key"] for c in model["cards"]]
     assert xdl.find_nan(out) == []
 

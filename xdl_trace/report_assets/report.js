@@ -1,6 +1,8 @@
-// The report page's script (draws the charts with uPlot): xdl_trace/report_html.py inlines this file, less this first line.
+// The report page's script (key tree, search, charts with uPlot, live updates under serve): xdl_trace/report_html.py inlines this file, less this first line.
 (function () {
   var D = JSON.parse(document.getElementById('xdl-report-data').textContent);
+  // Under `xdl-trace serve` the page polls its server; a static report is complete as it is.
+  var LIVE = document.body.getAttribute('data-live') === '1';
   function fmt(v) {
     if (v === null) return '';
     if (v == null || !isFinite(v)) return '–';
@@ -27,7 +29,63 @@
       return v != null && isDecade(v) && Math.round(Math.log10(Math.abs(v))) % every == 0 ? v : null;
     });
   }
-  function tooltip(spec) {
+
+  // The view's settings, the same for every chart: smoothing (TensorBoard's debiased EMA
+  // weight, 0: none) and the y scale ('auto': the chart's own choice, 'linear', 'log').
+  var view = {smooth: 0, yscale: 'auto'};
+
+  // A line's smoothed values: the EMA of its finite values (a gap restarts nothing: it is
+  // carried over), debiased as TensorBoard's scalar dashboard does.
+  function ema(values, weight) {
+    var out = new Array(values.length), last = 0, n = 0;
+    for (var i = 0; i < values.length; i++) {
+      var y = values[i];
+      if (y == null || !isFinite(y)) { out[i] = y; continue; }
+      last = last * weight + (1 - weight) * y; n++;
+      out[i] = last / (1 - Math.pow(weight, n));
+    }
+    return out;
+  }
+  // Whether a series is a line to smooth: a drawn line with a tooltip (not a band edge, not a
+  // distribution's percentile, not a tooltip-only part of a stack).
+  function smoothable(spec, s) {
+    return spec.kind !== 'distribution' && s.tip && s.width > 0 && s.draw !== false && !s.dash;
+  }
+  function isLog(spec) {
+    return view.yscale === 'log' || (view.yscale === 'auto' && spec.log);
+  }
+
+  // The gstep ranges where some line of the chart holds NaN/Inf: [first x, last x] of each run
+  // of gap indices, extended to the next point (the value is unknown up to there).
+  function nonFinite(spec) {
+    var bad = new Uint8Array(spec.x.length), any = false;
+    spec.series.forEach(function (s) {
+      (s.gaps || []).forEach(function (i) { bad[i] = 1; any = true; });
+    });
+    var ranges = [];
+    if (!any) return ranges;
+    for (var i = 0; i < bad.length; i++) {
+      if (!bad[i]) continue;
+      var j = i;
+      while (j + 1 < bad.length && bad[j + 1]) j++;
+      ranges.push([spec.x[i], spec.x[Math.min(j + 1, bad.length - 1)]]);
+      i = j;
+    }
+    return ranges;
+  }
+  function shade(ranges) {
+    return {hooks: {drawClear: function (u) {
+      if (!ranges.length) return;
+      var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+      ctx.save(); ctx.fillStyle = 'rgba(214,39,40,0.10)';
+      ranges.forEach(function (r) {
+        var a = u.valToPos(r[0], 'x', true), b = u.valToPos(r[1], 'x', true);
+        ctx.fillRect(a, top, Math.max(b - a, 2 * uPlot.pxRatio), h);
+      });
+      ctx.restore();
+    }}};
+  }
+  function tooltip(spec, bad) {
     var tip;
     return {hooks: {
       init: function (u) {
@@ -36,7 +94,11 @@
       setCursor: function (u) {
         var i = u.cursor.idx;
         if (i == null) { tip.style.display = 'none'; return; }
-        var h = '<b>gstep ' + u.data[0][i] + '</b>';
+        var x = u.data[0][i];
+        var h = '<b>gstep ' + x + '</b>';
+        bad.forEach(function (r) {
+          if (x >= r[0] && x <= r[1]) h += '<div class=tip-bad>NaN/Inf from gstep ' + r[0] + '</div>';
+        });
         spec.series.forEach(function (s, k) {
           var v = u.data[k + 1][i];
           if (!s.tip || v === undefined) return;
@@ -50,20 +112,42 @@
       }
     }};
   }
+  // uPlot's data of a spec under the view's settings: the x, each series (null: a NaN/Inf
+  // gap, which breaks the line; undefined: no point there, spanned), then the raw twins of the
+  // smoothed lines, drawn faint.
+  function chartData(spec, log) {
+    var raw = [], twins = [];
+    var data = [spec.x].concat(spec.series.map(function (s) {
+      var v = s.values.map(function (y) {
+        return y === null || (log && y <= 0) ? undefined : y;
+      });
+      (s.gaps || []).forEach(function (i) { v[i] = null; });
+      if (view.smooth > 0 && smoothable(spec, s)) { twins.push(v); return ema(v, view.smooth); }
+      return v;
+    }));
+    return data.concat(twins);
+  }
   function chart(spec, el) {
     var width = Math.max(260, el.clientWidth);
+    var log = isLog(spec);
     var series = [{label: spec.xlabel}];
     spec.series.forEach(function (s) {
-      // A gap (a NaN/Inf value) breaks the line; a gstep the series has no point at is spanned.
       series.push({label: s.label, stroke: s.color, width: s.width, dash: s.dash || undefined,
                    spanGaps: false, points: {show: false}, show: s.draw !== false});
     });
+    if (view.smooth > 0) {
+      spec.series.forEach(function (s) {
+        if (!smoothable(spec, s)) return;
+        series.push({label: s.label + ' (raw)', stroke: s.color, width: 1, alpha: 0.25,
+                     spanGaps: false, points: {show: false}});
+      });
+    }
     // Axis titles: the quantity and its unit (spec.ylabel), and gstep.
     var labelFont = '11px system-ui, sans-serif';
     var yAxis = {size: 64, values: function (u, v) { return v.map(fmt); },
                  grid: {stroke: '#eef0f4'}, label: spec.ylabel || undefined, labelSize: 16,
                  labelFont: labelFont};
-    if (spec.log) {
+    if (log) {
       // Powers of ten as 1e12, 1e-6 where fmt would write 1.00e+12.
       yAxis.values = function (u, v) {
         return v.map(function (x) {
@@ -76,25 +160,23 @@
       yAxis.grid.filter = decades;
       yAxis.ticks = {filter: decades};
     }
+    var y = log ? {distr: 3} : {};
+    // Overlaid runs share one y range (the spec's), so their charts compare at a glance.
+    if (spec.yrange) y.range = function () { return spec.yrange; };
+    var bad = nonFinite(spec);
     var opts = {
       width: width, height: 210, series: series, legend: {show: false},
       bands: spec.bands.map(function (b) { return {series: [b.hi + 1, b.lo + 1], fill: b.fill}; }),
       cursor: {sync: {key: 'gstep'}, drag: {x: true, y: false}, points: {size: 5}},
-      scales: {x: {time: false}, y: spec.log ? {distr: 3} : {}},
+      scales: {x: {time: false}, y: y},
       axes: [
         {size: 30, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'},
          label: spec.xlabel, labelSize: 16, labelFont: labelFont},
         yAxis
       ],
-      plugins: [tooltip(spec)]
+      plugins: [shade(bad), tooltip(spec, bad)]
     };
-    // uPlot breaks a line at null only: undefined marks a point to skip over.
-    var data = [spec.x].concat(spec.series.map(function (s) {
-      var v = s.values.map(function (y) { return y === null ? undefined : y; });
-      (s.gaps || []).forEach(function (i) { v[i] = null; });
-      return v;
-    }));
-    return new uPlot(opts, data, el);
+    return new uPlot(opts, chartData(spec, log), el);
   }
   function legend(spec) {
     var seen = {}, out = '';
@@ -107,47 +189,247 @@
     });
     return out;
   }
+
+  // Every chart on the page: {spec, el (its plot box), plot}; redrawn when the view changes.
   var plots = [];
-  function mount(spec, container) {
+  function mount(spec, container, where) {
     var box = document.createElement('div'); box.className = 'chart';
-    box.innerHTML = '<div class="ctitle">' + esc(spec.title) + (spec.log ? ' (log scale)' : '') +
-      '</div><div class="note">' + esc(spec.note || '') + '</div><div class="plot"></div>' +
-      '<div class="legend">' + legend(spec) + '</div>';
+    var bad = nonFinite(spec);
+    if (bad.length) box.setAttribute('data-nonfinite', String(bad[0][0]));
+    var note = (spec.note || '') + (bad.length ? (spec.note ? ' · ' : '') +
+        'shaded: NaN/Inf from gstep ' + bad[0][0] : '');
+    box.innerHTML = '<div class="ctitle">' + esc(spec.title) + '</div><div class="note">' +
+      esc(note) + '</div><div class="plot"></div><div class="legend">' + legend(spec) + '</div>';
     container.appendChild(box);
-    plots.push(chart(spec, box.querySelector('.plot')));
+    var entry = {spec: spec, el: box.querySelector('.plot'), box: box, where: where};
+    entry.plot = chart(spec, entry.el);
+    box.setAttribute('data-scale', isLog(spec) ? 'log' : 'linear');
+    plots.push(entry);
   }
-  var steps = document.getElementById('steps');
-  D.steps.forEach(function (spec) { mount(spec, steps); });
-  var gpu = document.getElementById('gpu-charts');
-  if (gpu) (D.gpu_charts || []).forEach(function (spec) { mount(spec, gpu); });
-  // The first cards are drawn at once; the others when they come near the viewport, so a
-  // report of hundreds of keys opens quickly.
+  function redraw() { plots.forEach(rebuild); }
+  function rebuild(p) {
+    // The zoom a user picked outlives the redraw (a new point, a settings change).
+    var x = p.plot.scales.x, xs = p.plot.data[0];
+    var zoomed = xs.length && (x.min > xs[0] || x.max < xs[xs.length - 1]) ? [x.min, x.max] : null;
+    p.plot.destroy();
+    p.plot = chart(p.spec, p.el);
+    if (zoomed) p.plot.setScale('x', {min: zoomed[0], max: zoomed[1]});
+    p.box.setAttribute('data-scale', isLog(p.spec) ? 'log' : 'linear');
+    var bad = nonFinite(p.spec);
+    if (bad.length) p.box.setAttribute('data-nonfinite', String(bad[0][0]));
+    p.box.querySelector('.legend').innerHTML = legend(p.spec);
+  }
+  // Under serve: a chart whose spec changed gets its new data in place (the zoom a user picked
+  // is kept); the note (a NaN region) and legend follow.
+  function update(p, spec) {
+    if (p.spec === spec) return;
+    var same = spec.series.length === p.spec.series.length && spec.bands.length === p.spec.bands.length;
+    p.spec = spec;
+    if (!same) { rebuild(p); return; }
+    var x = p.plot.scales.x, xs = p.plot.data[0];
+    var zoomed = xs.length && (x.min > xs[0] || x.max < xs[xs.length - 1]);
+    p.plot.setData(chartData(spec, isLog(spec)), !zoomed);
+    var bad = nonFinite(spec);
+    if (bad.length) p.box.setAttribute('data-nonfinite', String(bad[0][0]));
+  }
+  function countCharts() {
+    document.body.setAttribute('data-charts', String(plots.length));
+  }
+
+  // The Steps and GPU sections, then one card per key: a card keeps the height of its charts
+  // before they are drawn (the page does not grow as it scrolls), and draws them when it
+  // comes near the viewport.
+  function section(id, group, specs) {
+    var el = document.getElementById(id), have = 0;
+    plots.forEach(function (p) { if (p.where.group === group) have++; });
+    if (el) (specs || []).slice(have).forEach(function (spec, i) {
+      mount(spec, el, {group: group, i: have + i});
+    });
+  }
+  section('steps', 'steps', D.steps);
+  section('gpu-charts', 'gpu', D.gpu_charts);
+  var CHART_HEIGHT = 282, CHART_WIDTH = 374;  // A chart box and the grid's gap, in px.
+  var cards = D.cards.map(function (card, n) {
+    return {card: card, el: document.getElementById('card-' + n), drawn: false};
+  });
+  function reserve() {
+    var main = document.querySelector('main');
+    var cols = Math.max(1, Math.floor((main.clientWidth - 28 + 14) / CHART_WIDTH));
+    cards.forEach(function (c) {
+      var rows = Math.ceil((c.card.charts ? c.card.charts.length : c.card.n_charts) / cols);
+      if (c.el) c.el.querySelector('.charts').style.minHeight = (rows * CHART_HEIGHT) + 'px';
+    });
+  }
+  // A card's charts: in the main data block, or in its own block after the scripts (a static
+  // page's later cards), parsed when first drawn; null while the browser has not read it yet.
+  function chartsOf(c, n) {
+    if (!c.card.charts) {
+      var block = document.getElementById('cd-' + n);
+      if (!block || document.readyState === 'loading') return null;
+      c.card.charts = JSON.parse(block.textContent);
+    }
+    return c.card.charts;
+  }
+  function draw(c) {
+    if (c.drawn || !c.el) return;
+    var box = c.el.querySelector('.charts'), n = +c.el.getAttribute('data-n');
+    if (!chartsOf(c, n)) return;
+    c.drawn = true;
+    c.card.charts.forEach(function (spec, i) { mount(spec, box, {group: 'card-' + n, i: i}); });
+    c.mounted = c.card.charts.length;
+    countCharts();
+  }
+  // Under serve: charts a model gained (a step time once two steps are in, a distribution)
+  // are added to the sections and to the cards already drawn.
+  function extend() {
+    section('steps', 'steps', D.steps);
+    section('gpu-charts', 'gpu', D.gpu_charts);
+    cards.forEach(function (c, n) {
+      if (!c.drawn || c.mounted >= c.card.charts.length) return;
+      var box = c.el.querySelector('.charts');
+      c.card.charts.slice(c.mounted).forEach(function (spec, i) {
+        mount(spec, box, {group: 'card-' + n, i: c.mounted + i});
+      });
+      c.mounted = c.card.charts.length;
+    });
+    reserve();
+    countCharts();
+  }
+  reserve();
   var EAGER = 24;
   var lazy = 'IntersectionObserver' in window ? new IntersectionObserver(function (entries) {
     entries.forEach(function (e) {
       if (!e.isIntersecting) return;
-      lazy.unobserve(e.target);
-      draw(+e.target.getAttribute('data-n'));
+      var c = cards[+e.target.getAttribute('data-n')];
+      draw(c);
+      if (c.drawn) lazy.unobserve(e.target);
     });
   }, {rootMargin: '800px'}) : null;
-  function draw(n) {
-    var box = document.getElementById('card-' + n).querySelector('.charts');
-    D.cards[n].charts.forEach(function (spec) { mount(spec, box); });
-    document.body.setAttribute('data-charts', String(plots.length));
-  }
-  D.cards.forEach(function (card, n) {
-    var el = document.getElementById('card-' + n);
-    el.setAttribute('data-n', String(n));
-    if (n < EAGER || !lazy) draw(n); else lazy.observe(el);
-  });
-  var filter = document.getElementById('filter');
-  if (filter) {
-    filter.addEventListener('input', function () {
-      var q = filter.value.toLowerCase();
-      document.querySelectorAll('.card').forEach(function (el) {
-        el.style.display = el.getAttribute('data-key').toLowerCase().indexOf(q) >= 0 ? '' : 'none';
-      });
+  function drawCards() {
+    cards.forEach(function (c, n) {
+      if (!c.el || c.drawn) return;
+      c.el.setAttribute('data-n', String(n));
+      if (n < EAGER || !lazy) draw(c);
+      if (!c.drawn && lazy) lazy.observe(c.el);
     });
   }
-  document.body.setAttribute('data-charts', String(plots.length));
+  drawCards();
+  // The later cards' data follows the scripts: once the page is read, draw and watch again.
+  if (document.readyState === 'loading') {
+    document.addEventListener('DOMContentLoaded', function () {
+      if (lazy) cards.forEach(function (c) { if (c.el) lazy.unobserve(c.el); });
+      drawCards();
+    });
+  }
+
+  // The key tree: keys grouped by their '/' prefixes (block05/layer03/...), each group
+  // collapsible, each key a link to its card and an "only" button that shows that card alone.
+  var tree = document.getElementById('key-tree');
+  function buildTree() {
+    var root = {children: {}, keys: []};
+    cards.forEach(function (c, n) {
+      var parts = c.card.key.split('/'), node = root;
+      for (var i = 0; i < parts.length - 1; i++) {
+        node = node.children[parts[i]] || (node.children[parts[i]] = {children: {}, keys: []});
+      }
+      node.keys.push({name: parts[parts.length - 1], n: n});
+    });
+    function count(node) {
+      var k = node.keys.length;
+      for (var name in node.children) k += count(node.children[name]);
+      return k;
+    }
+    function leaf(name, n) {
+      return '<div class=leaf data-n=' + n + '><a href="#card-' + n + '">' + esc(name) +
+        '</a><button class=only data-n=' + n + ' title="show only this key">only</button></div>';
+    }
+    function html(node) {
+      var out = '';
+      Object.keys(node.children).forEach(function (name) {
+        var child = node.children[name];
+        // A group of one key and no subgroup is that key's leaf ("layer03/w"), not a group.
+        if (!Object.keys(child.children).length && child.keys.length === 1) {
+          out += leaf(name + '/' + child.keys[0].name, child.keys[0].n);
+          return;
+        }
+        out += '<details open class=group><summary>' + esc(name) + '/ <span class=count>' +
+          count(child) + '</span></summary>' + html(child) + '</details>';
+      });
+      node.keys.forEach(function (k) { out += leaf(k.name, k.n); });
+      return out;
+    }
+    tree.innerHTML = html(root);
+    var found = tree.querySelectorAll('.leaf');
+    for (var i = 0; i < found.length; i++) leaves[+found[i].getAttribute('data-n')] = found[i];
+  }
+  var leaves = [];  // The tree's leaf of each card.
+  var filter = document.getElementById('filter');
+  var shown = document.getElementById('shown');
+  var only = null;  // The card shown alone ("only"), else null.
+  function applyFilter() {
+    var q = filter ? filter.value.toLowerCase() : '';
+    var visible = 0;
+    cards.forEach(function (c, n) {
+      var show = only === null ? c.card.key.toLowerCase().indexOf(q) >= 0 : n === only;
+      if (c.el) c.el.style.display = show ? '' : 'none';
+      var leaf = leaves[n];
+      if (leaf) leaf.style.display = show ? '' : 'none';
+      if (show) visible++;
+    });
+    if (tree) {
+      // A group with no key left is hidden; a search opens the groups it matches in.
+      var groups = tree.querySelectorAll('details.group');
+      for (var i = groups.length - 1; i >= 0; i--) {
+        var any = groups[i].querySelector('.leaf:not([style*="none"])');
+        groups[i].style.display = any ? '' : 'none';
+        if ((q || only !== null) && any) groups[i].open = true;
+      }
+    }
+    if (shown) {
+      shown.textContent = visible === cards.length ? cards.length + ' keys' :
+        visible + ' of ' + cards.length + ' keys';
+    }
+    document.body.setAttribute('data-visible-cards', String(visible));
+  }
+  if (tree) {
+    buildTree();
+    tree.addEventListener('click', function (e) {
+      var t = e.target;
+      if (t.classList && t.classList.contains('only')) {
+        only = +t.getAttribute('data-n');
+        applyFilter();
+        document.getElementById('card-' + only).scrollIntoView();
+        e.preventDefault();
+      }
+    });
+  }
+  var all = document.getElementById('show-all');
+  if (all) all.addEventListener('click', function () {
+    only = null; if (filter) filter.value = ''; applyFilter();
+  });
+  var expand = document.getElementById('expand-all');
+  if (expand) expand.addEventListener('click', function () {
+    var groups = tree.querySelectorAll('details.group'), open = expand.textContent === 'expand all';
+    for (var i = 0; i < groups.length; i++) groups[i].open = open;
+    expand.textContent = open ? 'collapse all' : 'expand all';
+  });
+  if (filter) filter.addEventListener('input', function () { only = null; applyFilter(); });
+  applyFilter();
+
+  var smooth = document.getElementById('smooth');
+  if (smooth) smooth.addEventListener('input', function () {
+    view.smooth = +smooth.value;
+    document.getElementById('smooth-value').textContent = view.smooth.toFixed(2);
+    redraw();
+  });
+  var yscale = document.getElementById('yscale');
+  if (yscale) yscale.addEventListener('change', function () {
+    view.yscale = yscale.value; redraw();
+  });
+  countCharts();
+  // For tests and the console: the charts and the settings.
+  window.xdlReport = {plots: plots, view: view, redraw: redraw, data: D};
+  if (LIVE && window.xdlLive) {
+    window.xdlLive(D, {cards: cards, plots: plots, update: update, extend: extend});
+  }
 })();

@@ -1,0 +1,291 @@
+"""The report as a user drives it, in a real Chromium (browser.py: chromedriver + selenium):
+searching keys, the key tree, hovering a NaN step, zooming, log and smoothing; and the chart
+model fixes of issue 32 (constant histograms, NaN regions, honest names, runs by metadata). Every
+page opened fails its test on any JavaScript error or console error."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+from browser import page  # noqa: F401  (the fixture)
+from xdl_trace import analysis, report
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+H100 = os.path.join(HERE, "..", "data", "h100_conv", "cupti_trace")
+NAN_FROM = 150  # hidden holds a NaN from this gstep on.
+GRAD_NAN_FROM = 180  # and the gradient from this one.
+BIAS = -0.00482  # A constant bias, traced as a "histogram" summary.
+
+
+def _train(out, steps=200, lr=0.02, metadata=None, nan=True):
+    """A small model traced as a user would: a variable under block00/layer00 and its gradient,
+    a constant bias (histogram summary), an activation that turns NaN, the loss and a constant
+    learning rate (callbacks), a config vector (trace_once)."""
+    xdl.clear()
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(8, 4)).astype(np.float32)
+    b2 = np.full(1, BIAS, np.float32)
+    hidden = np.zeros(16, np.float32)
+    state = {"loss": np.float32(1)}
+    xdl.trace_variable("block00/layer00/w", w)
+    xdl.trace_gradient("block00/layer00/w")
+    xdl.trace_tensor("block00/b2", b2, summary="histogram")
+    xdl.trace_tensor("hidden", hidden)
+    xdl.trace_callback("loss", lambda: state["loss"])
+    xdl.trace_callback("lr", lambda: np.float32(lr))
+    xdl.trace_once("config/hidden_sizes", np.array([64, 32, 16], np.float32))
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    with xdl.TraceHook(config, metadata=metadata) as hook:
+        for step in range(steps):
+            grad = rng.normal(size=w.shape).astype(np.float32) * 0.1
+            hidden[:] = rng.normal(size=16)
+            if nan and step >= NAN_FROM:
+                hidden[2] = np.nan
+            if nan and step >= GRAD_NAN_FROM:
+                grad[0, 0] = np.nan
+            state["loss"] = np.float32(np.exp(-step * lr * 2.5) + 0.01 * rng.normal())
+            xdl.send_gradient("block00/layer00/w", grad)
+            hook.step(gstep=step)
+            w -= lr * grad
+    xdl.clear()
+
+
+@pytest.fixture(scope="module")
+def nan_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("nan_run") / "nan")
+    _train(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def two_lr(tmp_path_factory):
+    """One directory, two runs of different learning rates (the second shorter)."""
+    out = str(tmp_path_factory.mktemp("two_lr") / "c_lr")
+    _train(out, lr=0.02, metadata={"lr": 0.02, "seed": 0}, nan=False)
+    _train(out, steps=150, lr=0.2, metadata={"lr": 0.2, "seed": 0}, nan=False)
+    return out
+
+
+def _card(model, key):
+    return next(c for c in model["cards"] if c["key"] == key)
+
+
+def _chart(model, key, title):
+    return next(c for c in _card(model, key)["charts"] if c["title"].startswith(title))
+
+
+# --- the chart model -------------------------------------------------------------------------
+
+
+def test_a_constant_histogram_row_is_its_value(nan_run):
+    """Issue 32 #2: the writer widens a constant tensor's range to value ± 0.5; every percentile
+    is the value, not up to a bin (1/30) above it with the sign flipped."""
+    (chart,) = _card(report.build_report(nan_run), "block00/b2")["charts"]
+    for s in chart["series"]:
+        values = [v for v in s["values"] if v is not None]
+        assert values and values == pytest.approx([BIAS] * len(values), abs=1e-7), s["label"]
+    edges = np.array([[BIAS - 0.5] + [BIAS - 0.5 + (k + 1) / 30 for k in range(30)]])
+    counts = np.zeros((1, 30))
+    counts[0, 15] = 32
+    assert analysis.histogram_percentiles(edges, counts, (0.0, 0.5, 1.0))[0] == pytest.approx(
+        [BIAS] * 3, abs=1e-9
+    )
+
+
+def test_non_finite_steps_are_gaps_in_every_chart_of_the_key(nan_run):
+    """Issue 32 #3: the distribution has no band from the first NaN on (its log buckets count
+    finite values only); the norm ratio keeps its NaN steps as gaps (its axis runs to the end)."""
+    model = report.build_report(nan_run)
+    dist = _chart(model, "hidden", "distribution")
+    at = dist["x"].index(NAN_FROM)
+    median = next(s for s in dist["series"] if s["label"] == "median")
+    assert all(v is None for v in median["values"][at:])
+    assert all(v is not None for v in median["values"][:at])
+    assert set(range(at, len(dist["x"]))) <= set(median["gaps"])
+    ratio = _chart(model, "gradient/block00/layer00/w", "gradient norm / weight norm")
+    assert ratio["x"][-1] == 199
+    (line,) = ratio["series"]
+    assert set(range(ratio["x"].index(GRAD_NAN_FROM), len(ratio["x"]))) <= set(line["gaps"])
+
+
+def test_names_units_order_and_alerts_say_what_they_show(nan_run, tmp_path):
+    """Issue 32 #4: the norm ratio is not called the update ratio; no unsmoothed throughput;
+    the step time's caption has the unit of its axis; the keys come before the step timing; a
+    trace_once config is shown as its values; a constant learning rate from a callback raises
+    no "never changes" (a constant tensor still does)."""
+    model = report.build_report(nan_run)
+    titles = [c["title"] for c in _card(model, "gradient/block00/layer00/w")["charts"]]
+    assert "update ratio" not in titles and "gradient norm / weight norm" in titles
+    assert [c["title"] for c in model["steps"]] == ["step time"]
+    (step_time,) = model["steps"]
+    assert "ms" in step_time["ylabel"] and "(ns)" not in step_time["note"]
+    once = _card(model, "config/hidden_sizes")
+    assert once["charts"] == [] and "[64, 32, 16]" in once["text"]
+    never = {a["key"] for a in model["alerts"] if a["kind"] == "never changes"}
+    assert "lr" not in never and "block00/b2" in never
+    out = str(tmp_path / "page.html")
+    report.write_report(nan_run, out)
+    page_text = open(out, encoding="utf-8").read()
+    assert page_text.index("id=keys") < page_text.index("id=steps-heading")
+
+
+def test_runs_are_told_apart_by_their_metadata_on_one_y_axis(two_lr):
+    """Issue 32 #5: legends by the metadata that differs, one y range for the per-run
+    distributions of a key, and two per-run pages of one directory with different titles."""
+    model = report.build_report(two_lr, run="all")
+    assert [r["label"] for r in model["runs"]] == ["lr 0.02", "lr 0.2"]
+    (loss,) = _card(model, "loss")["charts"]
+    assert {s["label"] for s in loss["series"] if s["tip"]} == {"lr 0.02", "lr 0.2"}
+    dists = [c for c in _card(model, "block00/layer00/w")["charts"] if c.get("kind")]
+    assert len(dists) == 2 and dists[0]["yrange"] == dists[1]["yrange"]
+    titles = {report.build_report(two_lr, run=r.id)["title"] for r in xdl.runs(two_lr)}
+    assert len(titles) == 2
+
+
+# --- in Chromium -----------------------------------------------------------------------------
+
+
+def _visible_cards(page):
+    return page.js(
+        "return [...document.querySelectorAll('.card[data-key]')]"
+        ".filter(e => e.checkVisibility()).map(e => e.getAttribute('data-key'))"
+    )
+
+
+def test_search_tree_and_only_this_key(nan_run, page, tmp_path):
+    """Issue 32 #1: the search box filters the cards (it threw a TypeError on the Steps card
+    before); the tree groups keys by prefix, collapses, and shows one key alone."""
+    out = str(tmp_path / "nan.html")
+    report.write_report(nan_run, out)
+    page.open(out)
+    assert page.js("return document.title").startswith("xdl_trace report")
+    everything = _visible_cards(page)
+    assert len(everything) == 7
+    page.type("#filter", "layer00")
+    assert sorted(_visible_cards(page)) == ["block00/layer00/w", "gradient/block00/layer00/w"]
+    assert page.element("#shown").text == "2 of 7 keys"
+    page.type("#filter", "")
+    assert len(_visible_cards(page)) == 7
+    # The tree: block00/ holds layer00/ (w) and b2; collapsing hides its leaves.
+    groups = page.js(
+        "return [...document.querySelectorAll('#key-tree > details > summary')]"
+        ".map(e => e.textContent)"
+    )
+    assert "block00/ 2" in groups and "gradient/ 1" in groups
+    leaf_shown = "return document.querySelector('#key-tree > details .leaf a').checkVisibility()"
+    assert page.js(leaf_shown)
+    page.click("#key-tree > details > summary")
+    assert not page.js(leaf_shown)
+    page.click("#key-tree > details > summary")
+    assert page.js(leaf_shown)
+    page.click("#key-tree .leaf[data-n] .only")
+    assert len(_visible_cards(page)) == 1
+    page.click("#show-all")
+    assert len(_visible_cards(page)) == 7
+
+
+def test_hover_a_nan_step_zoom_log_and_smoothing(nan_run, page, tmp_path):
+    out = str(tmp_path / "nan.html")
+    report.write_report(nan_run, out)
+    page.open(out)
+    hidden = page.js(
+        "return [...document.querySelectorAll('.card[data-key]')]"
+        ".findIndex(e => e.getAttribute('data-key') == 'hidden')"
+    )
+    card = f"#card-{hidden}"
+    page.js(f"document.querySelector('{card}').scrollIntoView()")
+    page.wait(f"return document.querySelector('{card} .u-over')")
+    # The non-finite region is shaded and said so; hovering there says NaN/Inf.
+    assert page.js(f"return document.querySelector('{card} .chart').dataset.nonfinite") == str(
+        NAN_FROM
+    )
+    page.hover(f"{card} .chart .u-over", 0.95)
+    tip = page.wait(
+        f"var t = document.querySelector('{card} .chart .tip');"
+        "return t && t.style.display == 'block' && t.textContent"
+    )
+    assert f"NaN/Inf from gstep {NAN_FROM}" in tip and "NaN/Inf" in tip.split("from gstep")[1]
+    # Zoom: a drag over the middle of the loss chart narrows its x range.
+    page.drag("#card-0 .u-over", 0.3, 0.6)
+    x_range = page.js(
+        "var u = xdlReport.plots.find(p => p.box.closest('#card-0')).plot;"
+        "return [u.scales.x.min, u.scales.x.max]"
+    )
+    assert 30 < x_range[0] < x_range[1] < 150
+    # Log y: every drawn chart redrawn on a log scale.
+    page.select("#yscale", "log")
+    assert page.js("return xdlReport.view.yscale") == "log"
+    assert page.js("return document.querySelector('#card-0 .chart').dataset.scale") == "log"
+    assert page.js("return xdlReport.plots[0].plot.scales.y.distr") == 3
+    page.select("#yscale", "linear")
+    assert page.js("return xdlReport.plots[0].plot.scales.y.distr") == 1
+    # Smoothing: the loss line is the EMA, its raw values a faint twin.
+    page.js(
+        "var s = document.getElementById('smooth'); s.value = 0.9;"
+        "s.dispatchEvent(new Event('input'))"
+    )
+    loss = page.js(
+        "var p = xdlReport.plots.find(p => p.box.closest('#card-0'));"
+        "return {raw: p.spec.series[0].values, drawn: p.plot.data[1],"
+        " twin: p.plot.data[p.plot.data.length - 1], n: p.plot.series.length}"
+    )
+    assert loss["n"] == 3  # x, the smoothed line, the raw twin.
+    assert loss["twin"] == loss["raw"]
+    raw, drawn = np.array(loss["raw"]), np.array(loss["drawn"])
+    assert np.abs(np.diff(drawn)).sum() < 0.5 * np.abs(np.diff(raw)).sum()
+    assert page.element("#smooth-value").text == "0.90"
+
+
+def test_cards_keep_their_height_before_they_draw(tmp_path, page):
+    """Issue 32 #6: a page of many keys does not grow as its cards draw (each reserves the
+    height of its charts)."""
+    out = str(tmp_path / "many")
+    xdl.clear()
+    values = [np.zeros(4, np.float32) for _ in range(120)]
+    for i, v in enumerate(values):
+        xdl.trace_tensor(f"block{i // 10:02d}/layer{i % 10:02d}/w", v)
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        for step in range(20):
+            for v in values:
+                v[:] = step + np.arange(4)
+            hook.step(gstep=step)
+    xdl.clear()
+    html = str(tmp_path / "many.html")
+    report.write_report(out, html)
+    page.open(html)
+    before = page.js("return document.documentElement.scrollHeight")
+    drawn_before = int(page.js("return document.body.dataset.charts"))
+    page.js("window.scrollTo(0, document.documentElement.scrollHeight)")
+    page.wait("return +document.body.dataset.charts > %d" % drawn_before)
+    for y in range(0, before, 800):
+        page.js(f"window.scrollTo(0, {y})")
+    after = page.js("return document.documentElement.scrollHeight")
+    assert abs(after - before) < 0.03 * before, (before, after)
+    # The tree: 12 groups of 10 leaves ("layer03/w": a group of one key is its leaf).
+    assert len(page.js("return [...document.querySelectorAll('#key-tree details')]")) == 12
+    leaves = page.js("return [...document.querySelectorAll('#key-tree .leaf a')].map(a => a.text)")
+    assert len(leaves) == 120 and leaves[3] == "layer03/w"
+
+
+def test_every_kind_of_page_opens_without_errors(nan_run, two_lr, page, tmp_path):
+    """A GPU run, two runs of one directory, a NaN run: no JavaScript error on any of them (the
+    fixture checks the console), every chart drawn, legends by metadata."""
+    pages = [
+        ("gpu.html", H100, {}),
+        ("two.html", two_lr, {"run": "all"}),
+        ("nan.html", nan_run, {}),
+    ]
+    for name, path, options in pages:
+        out = str(tmp_path / name)
+        result = report.write_report(path, out, **options)
+        page.open(out)
+        assert not page.js("return document.title").startswith("ERROR")
+        page.wait("return +document.body.dataset.charts == %d" % result["charts"])
+        page.check()
+    legend = page.js("return document.querySelector('#card-0 .legend').textContent")
+    assert legend == "rank 0"
+    page.open(str(tmp_path / "two.html"))
+    assert re.fullmatch(r"lr 0\.02\s*lr 0\.2", page.element("#card-0 .legend").text)

@@ -1,0 +1,177 @@
+"""xdl-trace serve: the live report of runs being written, read incrementally (LiveRun) and
+followed by a real Chromium (browser.py) while training processes write and are killed."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import xdl_trace as xdl
+from browser import page  # noqa: F401  (the fixture)
+from xdl_trace import report, serve
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# A training process: 40 keys of 500 floats under block/layer prefixes, the loss; one step
+# every `pause` seconds for `steps` steps (then it waits to be killed), rolling over every ~25
+# records.
+_WRITER = r"""
+import sys, time
+import numpy as np
+import xdl_trace as xdl
+out, rank, steps, pause = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+rng = np.random.default_rng(rank)
+tensors = [rng.normal(size=500).astype(np.float32) for _ in range(40)]
+for i, t in enumerate(tensors):
+    xdl.trace_tensor(f"block{i // 8}/layer{i % 8}/w", t)
+loss = np.zeros((), np.float32)
+xdl.trace_tensor("loss", loss)
+config = {"output_dir": out, "rank": rank, "on_error": "raise", "fsync": False,
+          "max_file_m_size": 2, "meta_interval_s": 0.2}
+hook = xdl.TraceHook(config, metadata={"lr": 0.1})
+hook.begin()
+for step in range(steps):
+    for t in tensors:
+        t += 0.01
+    loss[...] = 1.0 / (1 + step)
+    hook.step(gstep=step)
+    print(step, flush=True)
+    with open(out + f".rank{rank}.step", "w") as f:  # The step it is at, for the page test.
+        f.write(str(step))
+    time.sleep(pause)
+time.sleep(3600)
+"""
+
+
+def _writer(out, rank, steps, pause=0.05):
+    """Rank `rank` of one run (the launcher's job id is the same for every rank)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _WRITER, out, str(rank), str(steps), str(pause)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO, TORCHELASTIC_RUN_ID="serve-test-" + out),
+    )
+
+
+def _wait_for_step(proc, step):
+    for line in proc.stdout:
+        if int(line) >= step:
+            return int(line)
+    raise AssertionError(f"the writer ended before step {step}")
+
+
+def test_live_run_reads_only_what_the_files_gained(tmp_path):
+    """Each update reads the bytes the files gained (through rollover, two ranks), and the
+    model it gives is the static report's of the same files."""
+    out = str(tmp_path / "run")
+    writers = [_writer(out, rank, steps=400, pause=0.002) for rank in (0, 1)]
+    try:
+        live = serve.LiveRun(out)
+        for w in writers:
+            _wait_for_step(w, 60)
+        assert live.update()
+        first_read = live.bytes_read
+        assert first_read > 0 and live.scan.records[0] >= 1
+        read = [first_read]
+        for w in writers:
+            _wait_for_step(w, 399)
+        time.sleep(0.5)  # The IO threads write the last records.
+        live.update()
+        read.append(live.bytes_read)
+        assert not live.update()  # Nothing gained: nothing read.
+        assert live.bytes_read == read[-1]
+    finally:
+        for w in writers:
+            w.kill()
+            w.wait()
+    files = xdl.open_trace(out).files
+    assert len([f for f in files if f.rank == 0]) > 1  # Rolled over.
+    assert live.bytes_read == sum(f.size for f in files)  # Every byte once, none twice.
+    assert live.scan.records == {0: 400, 1: 400}
+    assert live.writing() is False
+    static = report.build_report(out)
+    model = report.model_of([live.scan], [live.run], writing=[False])
+    loss = {c["key"]: c for c in model["cards"]}["loss"]["charts"][0]
+    static_loss = {c["key"]: c for c in static["cards"]}["loss"]["charts"][0]
+    assert loss["x"] == static_loss["x"] and loss["series"] == static_loss["series"]
+    assert model["runs"][0]["records"] == static["runs"][0]["records"] == 800
+
+
+def test_page_follows_the_writers_and_says_when_they_are_killed(tmp_path, page):
+    out = str(tmp_path / "run")
+    writers = [_writer(out, rank, steps=100000, pause=0.05) for rank in (0, 1)]
+    server = None
+    try:
+        for w in writers:
+            _wait_for_step(w, 5)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=REPO),
+        )
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/)", server.stdout.readline()).group(1)
+        page.open(url)
+        assert page.js("return document.body.dataset.live") == "1"
+        assert "writing" in page.element("#runs-table").text
+        assert len(page.js("return [...document.querySelectorAll('.card[data-key]')]")) == 41
+        # New steps reach the page: the loss chart's last gstep follows the writer's.
+        latencies = []
+        for _ in range(3):
+            time.sleep(0.3)
+            with open(out + ".rank0.step") as f:
+                step = int(f.read() or 0)  # Traced by now (hook.step returned).
+            start = time.monotonic()
+            page.wait(
+                "var p = xdlReport.plots.find(p => p.where.group == 'card-0');"
+                "return p && p.spec.x[p.spec.x.length - 1] >= %d" % step,
+                timeout=30,
+            )
+            latencies.append(time.monotonic() - start)
+        print(f"serve: a written step on the page after {max(latencies):.2f} s at most")
+        for w in writers:
+            w.send_signal(signal.SIGKILL)
+            w.wait()
+        page.wait(
+            "return document.getElementById('runs-table').textContent"
+            ".indexOf('its writer is gone') >= 0",
+            timeout=30,
+        )
+        assert "writing" not in page.element("#runs-table").text
+        assert "writer gone" in page.element("#live-note").text
+        page.open("about:blank")  # Its polling stops before the server does.
+        page.check()
+    finally:
+        for w in writers:
+            w.kill()
+            w.wait()
+        if server is not None:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+def test_serve_rejects_a_busy_port_with_a_clear_error(tmp_path):
+    import socket
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "xdl_trace", "serve", str(tmp_path), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, PYTHONPATH=REPO),
+        )
+    finally:
+        busy.close()
+    assert done.returncode == 1 and "Address already in use" in done.stderr

@@ -1,0 +1,48 @@
+// The live page's polling (xdl-trace serve): asks /update for a newer model twice a second and redraws; report_html.py inlines this file, less this first line, before report.js.
+window.xdlLive = function (D, page) {
+  var version = document.body.getAttribute('data-version');
+  var note = document.getElementById('live-note');
+  function keysOf(model) {
+    return model.cards.map(function (c) { return c.key; }).join('\n');
+  }
+  // Each drawn chart gets the new model's spec at the same place (the same key's n-th chart,
+  // or the n-th of a section); charts the model gained are added.
+  function apply(update) {
+    var model = update.model;
+    if (keysOf(model) !== keysOf(D) || model.runs.length !== D.runs.length) {
+      location.reload();  // New keys or runs: the page's structure changed.
+      return;
+    }
+    var fresh = {steps: model.steps, gpu: model.gpu_charts || []};
+    model.cards.forEach(function (card, n) { fresh['card-' + n] = card.charts; });
+    page.plots.forEach(function (p) {
+      var list = fresh[p.where.group];
+      if (list && list[p.where.i]) page.update(p, list[p.where.i]);
+    });
+    page.cards.forEach(function (c, n) { c.card = model.cards[n]; });
+    D.steps = model.steps; D.gpu_charts = model.gpu_charts; D.cards = model.cards;
+    D.runs = model.runs; D.alerts = model.alerts;
+    document.getElementById('runs-table').innerHTML = update.runs_html;
+    document.getElementById('alerts-table').innerHTML = update.alerts_html;
+    document.getElementById('n-alerts').textContent = String(update.n_alerts);
+    page.extend();
+  }
+  function poll() {
+    fetch('update?since=' + version, {cache: 'no-store'}).then(function (r) {
+      if (r.status === 204) return null;
+      return r.json();
+    }).then(function (update) {
+      if (update) {
+        version = String(update.version);
+        document.body.setAttribute('data-version', version);
+        apply(update);
+        note.textContent = update.state + ' · ' + update.records + ' records · updated ' +
+          new Date().toLocaleTimeString();
+        document.body.setAttribute('data-records', String(update.records));
+      }
+    }).catch(function (e) {
+      note.textContent = 'server unreachable (' + e.message + '): retrying';
+    }).then(function () { setTimeout(poll, 500); });
+  }
+  setTimeout(poll, 500);
+};

@@ -1,0 +1,240 @@
+"""``xdl-trace serve RUN...``: the report as a local web page that follows runs as they write.
+
+    serve(["/tmp/run"], port=8080)   # http://127.0.0.1:8080/
+
+A ``LiveRun`` keeps one ``analysis.RunScan`` per run and, on each ``update``, reads only what
+the run's files gained: a file whose size is unchanged is not opened again, a grown or new one
+(a rollover, a rank that started late) is scanned for the records after the last gstep its rank
+had, which are added to the same accumulators. One updater thread refreshes every run twice a
+second and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``)
+only hand out the page and that JSON, so a slow browser never slows the reading. The page
+(report.js with live.js) polls ``/update`` and redraws what changed.
+"""
+
+import html
+import http.server
+import json
+import os
+import socket
+import sys
+import threading
+import urllib.parse
+import warnings
+
+from . import analysis, report, report_html
+from .reader import TornTailWarning
+from .selection import Selection
+
+__all__ = ["LiveRun", "LiveReport", "serve"]
+
+POLL_S = 0.5  # How often the updater thread looks at the runs' files.
+
+
+def _alive(pid):
+    """Whether process `pid` runs on this host (a zombie, killed and not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+class LiveRun:
+    """One run followed as it writes (the latest run of `path` when it holds several). Not
+    thread-safe: one updater thread calls ``update``."""
+
+    def __init__(self, path, label=None, prefix="train", name="trace"):
+        self.path = os.fspath(path)
+        self.label = label or os.path.basename(os.path.normpath(self.path)) or self.path
+        self.prefix, self.name = prefix, name
+        self.scan = None  # The RunScan, once the run has a file.
+        self.run = None  # Its trace_runs.Run (ids, pids, metadata).
+        self.bytes_read = 0  # Bytes of records added so far (grows by what files gained).
+        self._sizes = {}  # data file path -> size when it was last read.
+        self._selection = Selection()
+
+    def update(self):
+        """Reads what the run's files gained since the last call; True when anything did."""
+        try:
+            trace = analysis.open_trace(self.path, prefix=self.prefix, name=self.name, run="latest")
+        except (FileNotFoundError, ValueError):
+            return False  # No file yet: the run has not started writing.
+        changed = False
+        if self.scan is None or (trace.run is not None and trace.run.id != self.run.id):
+            self.scan = analysis.RunScan(trace.path, self.label)
+            self._sizes = {}
+            self.bytes_read = 0
+            changed = True
+        self.run = trace.run
+        scan = self.scan
+        analysis.begin_scan(scan, trace, self._selection)
+        files = [f for f in trace.files if f.rank in scan.ranks]
+        scan.files, scan.bytes = len(files), sum(f.size for f in files)
+        analysis.read_meta(scan, files)
+        pairs = analysis.scan_pairs(scan)
+        grown = [f for f in files if self._sizes.get(f.path) != f.size]
+        del trace
+        histogram_rank = scan.ranks[0] if scan.ranks else None
+        scan.torn_tails = {}
+        for f in grown:
+            last = scan.last_gstep.get(f.rank)
+            window = self._selection.replace(gsteps=None if last is None else (last + 1, None))
+            with warnings.catch_warnings():
+                # The file being written ends inside the record being appended: not an error.
+                warnings.simplefilter("ignore", TornTailWarning)
+                analysis.scan_file(
+                    scan, f.rank, f.path, window, pairs, histograms=f.rank == histogram_rank
+                )
+            self.bytes_read += f.size - self._sizes.get(f.path, 0)
+            self._sizes[f.path] = f.size
+            changed = True
+        if changed:
+            analysis.finish_scan(scan, self.path, self.prefix, self.name, self._selection)
+        return changed
+
+    def writing(self):
+        """Whether a writer of this run is alive on this host (False once every one is gone)."""
+        if self.run is None:
+            return False
+        here = socket.gethostname()
+        if self.run.hosts and here not in self.run.hosts:
+            return not self.scan.closed_cleanly  # Another host's: its Meta is all we know.
+        return any(_alive(pid) for pid in self.run.pids.values())
+
+
+class LiveReport:
+    """The runs of a serve and their latest report model, refreshed by one updater thread.
+    ``state()`` is read by request threads: the model JSON and its version, under a lock."""
+
+    def __init__(self, paths, prefix="train", name="trace", poll_s=POLL_S):
+        labels = report.run_labels(paths)
+        self.runs = [LiveRun(p, label, prefix, name) for p, label in zip(paths, labels)]
+        self.prefix, self.name, self.poll_s = prefix, name, poll_s
+        self._lock = threading.Lock()
+        self._version = 0  # Guarded by _lock.
+        self._payload = None  # Guarded by _lock: the JSON of /update.
+        self._model = None  # Guarded by _lock.
+        self._writing = None  # Updater thread only.
+        self._stop = threading.Event()
+        self._thread = None
+        self.errors = []  # Updater thread only: the last few errors an update raised.
+
+    def refresh(self):
+        """One update of every run; a new model (and version) when anything changed."""
+        changed = False
+        for run in self.runs:
+            changed |= run.update()
+        writing = [run.writing() for run in self.runs if run.scan is not None]
+        if not changed and writing == self._writing and self._payload is not None:
+            return False
+        self._writing = writing
+        live = [run for run in self.runs if run.scan is not None]
+        model = report.model_of(
+            [r.scan for r in live], [r.run for r in live], self.prefix, self.name, writing
+        )
+        waiting = [r.path for r in self.runs if r.scan is None]
+        state = "; ".join(
+            f"{r['label']}: {'writing' if r['writing'] else 'writer gone'}" for r in model["runs"]
+        )
+        if waiting:
+            state += ("; " if state else "") + "waiting for " + ", ".join(waiting)
+        payload = {
+            "model": model,
+            "runs_html": report_html.runs_html(model),
+            "alerts_html": report_html.alerts_html(model),
+            "n_alerts": len(model["alerts"]),
+            "state": state,
+            "records": sum(r["records"] for r in model["runs"]),
+        }
+        with self._lock:
+            self._version += 1
+            payload["version"] = self._version
+            self._model = model
+            self._payload = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        return True
+
+    def state(self):
+        """(version, model, payload JSON) of the latest refresh."""
+        with self._lock:
+            return self._version, self._model, self._payload
+
+    def start(self):
+        self.refresh()
+        self._thread = threading.Thread(target=self._loop, name="xdl-serve-update", daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _loop(self):
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.refresh()
+            except Exception as e:  # A file removed while read, a torn Meta: retried.
+                self.errors.append(f"{type(e).__name__}: {e}")
+                del self.errors[:-5]
+                print(f"xdl-trace serve: warning: {e} (retrying)", file=sys.stderr, flush=True)
+
+
+def _handler(live):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        """GET /: the page; GET /update?since=N: the model as JSON, or 204 when its version
+        is still N. Runs on a request thread: reads ``live.state()`` only."""
+
+        def do_GET(self):
+            url = urllib.parse.urlsplit(self.path)
+            version, model, payload = live.state()
+            if url.path == "/":
+                if model is None:
+                    body = "<p>waiting for the runs' first records…</p>".encode()
+                    return self._send(200, "text/html; charset=utf-8", body, refresh=True)
+                page = report_html.render_html(model, live=True, version=version)
+                return self._send(200, "text/html; charset=utf-8", page.encode("utf-8"))
+            if url.path == "/update":
+                since = urllib.parse.parse_qs(url.query).get("since", ["-1"])[0]
+                if payload is None or since == str(version):
+                    return self._send(204, "application/json", b"")
+                return self._send(200, "application/json", payload.encode("utf-8"))
+            body = f"no page {html.escape(url.path)}".encode()
+            return self._send(404, "text/plain; charset=utf-8", body)
+
+        def _send(self, code, kind, body, refresh=False):
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            if refresh:
+                self.send_header("Refresh", "1")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format, *args):  # noqa: A002  (the base class's name)
+            pass  # One line per poll would flood the terminal.
+
+    return Handler
+
+
+def serve(paths, host="127.0.0.1", port=8080, prefix="train", name="trace", on_ready=None):
+    """Serves the live report of the runs at `paths` until interrupted. on_ready(url) is
+    called once the server listens (port 0 picks a free port)."""
+    live = LiveReport(paths, prefix, name)
+    server = http.server.ThreadingHTTPServer((host, port), _handler(live))
+    live.start()
+    server.daemon_threads = True
+    url = f"http://{host}:{server.server_address[1]}/"
+    if on_ready is not None:
+        on_ready(url)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        live.stop()
+    return url
