@@ -11,7 +11,7 @@ import threading
 import warnings
 import weakref
 
-from . import _core, _device, _run, api, errors, filters as _filters
+from . import _convert, _core, _device, _run, api, errors, filters as _filters
 from ._run import RANK_ENV_VARS, detect_rank
 
 __all__ = ["TraceHook", "CONFIG_KEYS", "detect_rank"]
@@ -271,10 +271,13 @@ class TraceHook:
         self._stepping_thread = None  # The thread inside step(), while one is.
         self._steps_skipped = 0
         self._step_errors = 0
+        self._column_errors = 0  # Keys written empty because their provider failed.
         self._last_step_error = None
         self._warned = set()  # What was warned about: (error type, entry key or message).
         self._forked = False  # Began in a parent process: the tracer is the parent's.
         self._pending_gstep = None
+        self._last_gstep = None  # The gstep of the previous step() (item 8 of issue 34).
+        self._value_keys = []  # The keys of this tracer registered with xdl.trace_value.
         self._groups = []
         self._entered = False  # Inside __enter__: the warnings of begin() point at the `with`.
 
@@ -333,6 +336,8 @@ class TraceHook:
         self._run_id = self._tracer.config.run_id
         # Groups of entries read together (xdl.watch) among what this tracer traces.
         self._groups = _device.groups(self._scopes, self._tracer.keys)
+        self._value_keys = api.value_keys(self._tracer.keys)
+        self._last_gstep = None
         self._forked = False
         self._final_stats = None
         with _live_lock:
@@ -383,13 +388,26 @@ class TraceHook:
                 raise
             self._count_error(e)
         self._final_stats = tracer.stats()
-        if self._step_errors and self._on_error == "warn":
-            warnings.warn(
-                f"xdl_trace: {self._step_errors} traced step(s) failed and were not written "
-                f"(last error: {self._last_step_error})",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        if self._on_error == "warn":
+            lost = self._losses(self._final_stats)
+            if lost:
+                warnings.warn(f"xdl_trace: {lost}", RuntimeWarning, stacklevel=3)
+
+    def _losses(self, stats):
+        """What this run lost, in one sentence for end()'s warning, or "" when nothing."""
+        parts = []
+        if self._step_errors:
+            parts.append(f"{self._step_errors} traced step(s) failed and were not written")
+        if self._column_errors:
+            parts.append(f"{self._column_errors} column(s) were written empty")
+        dropped = stats.get("records_dropped", 0)
+        if dropped:
+            why = stats.get("last_error") or "the queue was full (overflow='drop')"
+            parts.append(f"{dropped} record(s) were dropped ({why})")
+        if not parts:
+            return ""
+        last = f" (last error: {self._last_step_error})" if self._last_step_error else ""
+        return "; ".join(parts) + last
 
     def flush(self):
         """Waits until every record so far is on disk and Meta is current."""
@@ -417,14 +435,17 @@ class TraceHook:
 
     # -- steps -------------------------------------------------------------------------------
 
-    def step(self, gstep=None):
+    def step(self, gstep=None, values=None):
         """Call after each training step. Traces it if the filter selects it; returns whether
         a record was produced. gstep: this step's global step (default: the hook's fixed
-        gstep, else the local step count)."""
+        gstep, else the local step count). values: this step's values of keys registered with
+        xdl.trace_value, ``{"loss": loss}`` (as xdl.log(values) before the step)."""
         tracer = self._tracer
         if tracer is None:
             self.begin()
             tracer = self._tracer
+        if values is not None:
+            self._hand_values(values)
         lstep = self._lstep
         self._lstep = lstep + 1
         fixed = self._fixed_gstep
@@ -433,14 +454,26 @@ class TraceHook:
         else:
             gstep = lstep if gstep is None else int(gstep)
             selector = gstep
-        if self._filter is not None and not self._filter(selector):
-            self._steps_skipped += 1
-            tracer.note_step_not_traced(gstep, lstep)  # Its host span (one clock read).
-            api.registry().drop_pending_gradients()
-            return False
+            self._check_gstep_order(gstep)
+        try:
+            if self._filter is not None and not self._filter(selector):
+                self._steps_skipped += 1
+                tracer.note_step_not_traced(gstep, lstep)  # Its host span (one clock read).
+                api.registry().drop_pending_gradients()
+                return False
+            return self._trace_step(tracer, gstep, lstep)
+        finally:
+            if self._value_keys:
+                api.take_step_values(self._value_keys)
+
+    def _trace_step(self, tracer, gstep, lstep):
         # Device tensors met by the providers join `batch`; their copies are enqueued once the
-        # core queued the record (docs/design.md, "Device tensors").
+        # core queued the record (docs/design.md, "Device tensors"). Under on_error="warn" a
+        # provider that fails writes an empty column, its error counted here.
+        collect = self._on_error == "warn"
         self._stepping_thread = threading.get_ident()
+        if collect:
+            _convert.begin_column_errors()
         try:
             _device.run_step(tracer.step, (gstep, lstep), self._groups)
         except Exception as e:
@@ -450,13 +483,45 @@ class TraceHook:
             return False
         finally:
             self._stepping_thread = None
+            column_errors = _convert.end_column_errors() if collect else ()
+        for error in column_errors:
+            self._count_error(error, column=True)
         return True
 
-    def _count_error(self, error):
+    def _hand_values(self, values):
+        try:
+            api.log(values)
+        except errors.NotFoundError as error:
+            if self._on_error == "raise":
+                raise
+            self._count_error(error)
+            api.log({k: v for k, v in values.items() if api.is_value_key(k)})
+
+    def _check_gstep_order(self, gstep):
+        last = self._last_gstep
+        self._last_gstep = gstep
+        if last is None or gstep > last or "gstep order" in self._warned:
+            return
+        self._warned.add("gstep order")
+        how = "repeats" if gstep == last else f"goes back (after {last})"
+        warnings.warn(
+            f"xdl_trace: hook.step(gstep={gstep}): gstep {how}; records of one run are told "
+            "apart by gstep. Is hook.step() called twice per training step (once is enough: "
+            "after backward), or the gstep passed not the global step? (warned once)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def _count_error(self, error, column=False):
         # Warned once per entry key (errors naming one entry carry it as `key`), else once per
         # message: a gradient missing at every step warns once; step_errors counts them all.
+        # column: the step was written, with this error's key as an empty column.
         message = f"{type(error).__name__}: {error}"
-        self._step_errors += 1
+        if column:
+            self._column_errors += 1
+            message += " (its column is empty in this record; the other keys were written)"
+        else:
+            self._step_errors += 1
         key = getattr(error, "key", None)
         identity = (type(error).__name__, key if key is not None else message)
         if identity not in self._warned:
@@ -464,7 +529,7 @@ class TraceHook:
             warnings.warn(
                 f"xdl_trace: tracing failed, training continues (on_error='warn'): {message}",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=api.caller_stacklevel(),
             )
         self._last_step_error = message
 
@@ -506,6 +571,7 @@ class TraceHook:
             steps_seen=self._lstep,
             steps_skipped=self._steps_skipped,
             step_errors=self._step_errors,
+            column_errors=self._column_errors,
             last_step_error=self._last_step_error,
         )
         return out

@@ -1,0 +1,163 @@
+"""The first hour, third pass (issue 34): no silent traps. A step's values handed at the step
+(hook.step(values=...), xdl.log), warnings for registrations by reference that cannot be what
+the user meant, a failing callback that empties its own column only, a gstep that repeats or
+goes back, guessed hook arguments pointed to the right ones, SIGTERM closing the trace, a full
+disk counted and said."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+from xdl_trace import errors
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def warn_cfg(out_dir):
+    return {"output_dir": out_dir, "on_error": "warn", "fsync": False}
+
+
+# --- item 2: a step's values handed at the step ------------------------------------------------
+
+
+def test_step_values_trace_a_loss_rebound_each_step(cfg, read_trace):
+    xdl.trace_value("loss")
+    with xdl.TraceHook(cfg, filter=xdl.Every(2)) as hook:
+        for step in range(6):
+            loss = np.float32(step * 1.5)  # A new object each step: no closure needed.
+            hook.step(values={"loss": loss})
+    (trace,) = read_trace(cfg["output_dir"])
+    assert trace.gsteps() == [0, 2, 4]
+    assert [float(c) for c in trace.column("loss")] == [0.0, 3.0, 6.0]
+
+
+def test_log_hands_values_for_the_next_step_only(warn_cfg, read_trace):
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    hook = xdl.TraceHook(warn_cfg)
+    with pytest.warns(RuntimeWarning, match=r"'loss'.*no value was handed for this step"):
+        with hook:
+            xdl.log({"loss": 0.5})
+            hook.step()
+            hook.step()  # Nothing handed: an empty column, counted, never the stale 0.5.
+    (trace,) = read_trace(warn_cfg["output_dir"])
+    assert [c.tolist() for c in trace.column("loss")] == [0.5, []]
+    assert hook.stats()["column_errors"] == 1
+
+
+def test_a_value_key_not_registered_names_trace_value(cfg):
+    xdl.trace_value("loss")
+    with pytest.raises(errors.NotFoundError, match=r"'acc' not registered with xdl.trace_value"):
+        xdl.log({"acc": 1.0})
+    with xdl.TraceHook(cfg) as hook:
+        with pytest.raises(LookupError, match=r"trace_value keys: 'loss'"):
+            hook.step(values={"acc": 1.0})
+
+
+def test_a_torch_loss_handed_at_the_step_is_each_steps_value(cfg, read_trace):
+    torch = pytest.importorskip("torch")
+    w = torch.ones(3, requires_grad=True)
+    xdl.trace_value("loss")
+    with xdl.TraceHook(cfg) as hook:
+        for step in range(3):
+            loss = (w * (step + 1)).sum()
+            loss.backward()
+            hook.step(values={"loss": loss})
+    (trace,) = read_trace(cfg["output_dir"])
+    assert [float(c) for c in trace.column("loss")] == [3.0, 6.0, 9.0]
+
+
+@pytest.mark.parametrize(
+    "value, what",
+    [
+        (np.float32(0.5), r"a 0-d value \(float32\)"),
+        (np.array(0.5), r"a 0-d value \(ndarray\)"),
+        (0.5, r"a 0-d value \(float\)"),
+    ],
+)
+def test_registering_a_0d_value_by_reference_warns(value, what):
+    with pytest.warns(RuntimeWarning, match=what + r".*hook.step\(values=") as record:
+        xdl.trace_tensor("loss", value)
+    assert record[0].filename == __file__  # Points at the user's line.
+
+
+def test_registering_a_computed_torch_tensor_warns_and_a_parameter_does_not():
+    torch = pytest.importorskip("torch")
+    w = torch.nn.Parameter(torch.ones(3))
+    with pytest.warns(RuntimeWarning, match=r"'loss': a torch tensor computed by the step"):
+        xdl.trace_tensor("loss", (w * 2).sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        xdl.trace_variable("w", w)
+        xdl.trace_tensor("x", np.zeros(3))
+        xdl.trace_once("config", np.float64(3))  # Traced once: a 0-d value is what is meant.
+
+
+# --- item 6: a failing callback empties its own column -----------------------------------------
+
+
+@pytest.mark.parametrize("bad, returned", [(None, "NoneType"), ({"a": 1}, "dict")])
+def test_a_callback_returning_a_non_array_empties_its_column_only(
+    warn_cfg, read_trace, bad, returned
+):
+    xdl.trace_tensor("w", np.arange(3.0))
+    xdl.trace_callback("bad", lambda: bad)
+    xdl.trace_callback("good", lambda: np.float32(7))
+    hook = xdl.TraceHook(warn_cfg)
+    with pytest.warns(RuntimeWarning) as record:
+        with hook:
+            for _ in range(3):
+                assert hook.step() is True
+    messages = [str(w.message) for w in record]
+    assert any(f"'bad' returned {returned}" in m and "column is empty" in m for m in messages)
+    assert any("3 column(s) were written empty" in m for m in messages)  # end()'s summary
+    (trace,) = read_trace(warn_cfg["output_dir"])
+    assert trace.gsteps() == [0, 1, 2]
+    assert [c.tolist() for c in trace.column("w")] == [[0.0, 1.0, 2.0]] * 3
+    assert [c.tolist() for c in trace.column("good")] == [7.0] * 3
+    assert [c.size for c in trace.column("bad")] == [0, 0, 0]
+    stats = hook.stats()
+    assert stats["column_errors"] == 3 and stats["step_errors"] == 0
+    assert "'bad'" in stats["last_step_error"]
+
+
+def test_a_failing_callback_under_on_error_raise_still_raises(cfg, read_trace):
+    xdl.trace_callback("bad", lambda: None)
+    with xdl.TraceHook(cfg) as hook:
+        with pytest.raises(errors.CallbackError, match="'bad' returned NoneType"):
+            hook.step()
+
+
+# --- item 8: a gstep that repeats or goes back --------------------------------------------------
+
+
+def test_a_gstep_that_repeats_warns_once(cfg):
+    xdl.trace_tensor("w", np.zeros(2))
+    with xdl.TraceHook(cfg, filter=xdl.Every(10)) as hook:
+        with pytest.warns(RuntimeWarning, match=r"gstep=0\): gstep repeats.*twice per") as rec:
+            for step in range(30):
+                hook.step(gstep=step)  # Twice per iteration.
+                hook.step(gstep=step)
+    assert len([w for w in rec if "gstep" in str(w.message)]) == 1
+    assert rec[0].filename == __file__
+
+
+def test_a_gstep_that_goes_back_warns_and_a_fixed_gstep_does_not(cfg):
+    xdl.trace_tensor("w", np.zeros(2))
+    with xdl.TraceHook(cfg) as hook:
+        hook.step(gstep=5)
+        with pytest.warns(RuntimeWarning, match=r"gstep=3\): gstep goes back \(after 5\)"):
+            hook.step(gstep=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with xdl.TraceHook(dict(cfg, output_dir=cfg["output_dir"] + "-eval"), gstep=100) as hook:
+            for _ in range(3):
+                hook.step()
