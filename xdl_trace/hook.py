@@ -110,9 +110,32 @@ def write_mode_reason(requested):
     )
 
 
+# What other tracing libraries call what a TraceHook takes (issue 34): {guessed name: hint}.
+_GUESSED_ARGUMENTS = {
+    "log_dir": "output_dir=",
+    "logdir": "output_dir=",
+    "save_dir": "output_dir=",
+    "dir": "output_dir=",
+    "name": "metadata={'name': ...}",
+    "run_name": "metadata={'name': ...}",
+    "project": "metadata={'project': ...}",
+    "tags": "metadata={'tags': [...]}",
+    "flush_secs": "meta_interval_s=",
+    "flush_interval": "meta_interval_s=",
+    "max_queue": "max_pending_mb=",
+}
+# TraceHook's own keyword arguments, beside the config keys.
+HOOK_KEYWORDS = ("config", "is_training", "gstep", "filter", "scope", "metadata")
+
+
 def _with_suggestion(key):
-    """'kye' (did you mean 'key'?) for a near miss of a config key, else 'kye'."""
-    close = difflib.get_close_matches(key, CONFIG_KEYS, n=1)
+    """'kye' (did you mean 'key'?) for a near miss of a config key or a name other libraries
+    use, else 'kye'."""
+    if key.startswith(("every", "log_every", "trace_every")):
+        return f"{key!r} (did you mean filter=xdl.Every(N)?)"
+    if key in _GUESSED_ARGUMENTS:
+        return f"{key!r} (did you mean {_GUESSED_ARGUMENTS[key]}?)"
+    close = difflib.get_close_matches(key, CONFIG_KEYS + HOOK_KEYWORDS, n=1)
     return f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
 
 
@@ -124,7 +147,8 @@ def build_config(config, is_training=True):
     if unknown:
         raise errors.InvalidArgumentError(
             f"xdl_trace: unknown config key(s) {', '.join(_with_suggestion(k) for k in unknown)}; "
-            f"valid keys: {', '.join(CONFIG_KEYS)}"
+            f"valid keys: {', '.join(CONFIG_KEYS)}; TraceHook's own arguments: "
+            f"{', '.join(HOOK_KEYWORDS)}"
         )
     if "output_dir" not in config:
         raise errors.InvalidArgumentError("xdl_trace: config 'output_dir' is required")

@@ -161,3 +161,25 @@ def test_a_gstep_that_goes_back_warns_and_a_fixed_gstep_does_not(cfg):
         with xdl.TraceHook(dict(cfg, output_dir=cfg["output_dir"] + "-eval"), gstep=100) as hook:
             for _ in range(3):
                 hook.step()
+
+
+# --- item 9: guessed hook arguments ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "guess, hint",
+    [
+        ({"every": 10}, r"'every' \(did you mean filter=xdl.Every\(N\)\?\)"),
+        ({"every_n_steps": 10}, r"'every_n_steps' \(did you mean filter=xdl.Every\(N\)\?\)"),
+        ({"log_dir": "x"}, r"'log_dir' \(did you mean output_dir=\?\)"),
+        ({"name": "run1"}, r"'name' \(did you mean metadata=\{'name': ...\}\?\)"),
+        ({"flush_secs": 5}, r"'flush_secs' \(did you mean meta_interval_s=\?\)"),
+        ({"filtr": 5}, r"'filtr' \(did you mean 'filter'\?\)"),
+    ],
+)
+def test_guessed_hook_arguments_point_to_the_right_ones(out_dir, guess, hint):
+    with pytest.raises(ValueError, match=hint) as info:
+        xdl.TraceHook(output_dir=out_dir, **guess)
+    assert "TraceHook's own arguments: config, is_training, gstep, filter, scope, metadata" in str(
+        info.value
+    )
