@@ -6,6 +6,8 @@ import atexit
 import difflib
 import numbers
 import os
+import signal
+import sys
 import tempfile
 import threading
 import warnings
@@ -221,6 +223,11 @@ def _after_fork_in_child():
     for hook in list(_live_hooks):
         hook._forked = True
     _live_hooks.clear()
+    # The child traces nothing yet: its SIGTERM does what it did before the parent's begin().
+    global _sigterm_installed
+    if _sigterm_installed and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, _previous_sigterm or signal.SIG_DFL)
+    _sigterm_installed = False
 
 
 if hasattr(os, "register_at_fork"):
@@ -236,6 +243,45 @@ def _end_live_hooks():
             hook._end(at_exit=True)
         except Exception as e:  # Never raise at exit.
             warnings.warn(f"xdl_trace: closing a trace at exit failed: {e}", RuntimeWarning)
+
+
+# SIGTERM (what Slurm and Kubernetes send before a kill) closes the traces as SIGINT does: the
+# handler installed at the first begin() on the main thread flushes the live hooks, then calls
+# the handler it replaced, or (the default, which would kill the process unclosed) raises
+# SystemExit(143), which unwinds `with TraceHook` blocks and runs the exit handler above.
+# A handler set to SIG_IGN, or by C code, is left alone. Set on the main thread only.
+_previous_sigterm = None
+_sigterm_installed = False
+
+
+def _on_sigterm(signum, frame):
+    for hook in list(_live_hooks):
+        if hook._stepping_thread is None:
+            try:
+                hook.flush()  # On disk whatever follows (a SIGKILL after the grace period).
+            except Exception:
+                pass  # Closing (or the exit handler) reports it.
+    previous = _previous_sigterm
+    if callable(previous):
+        previous(signum, frame)
+        return
+    sys.stderr.write(
+        f"xdl_trace: signal {signum} (SIGTERM): closing the trace(s) and exiting with status "
+        f"{128 + signum}\n"
+    )
+    raise SystemExit(128 + signum)
+
+
+def _install_sigterm_handler():
+    global _previous_sigterm, _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    _sigterm_installed = True
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN or previous is None:
+        return
+    _previous_sigterm = None if previous is signal.SIG_DFL else previous
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class TraceHook:
@@ -366,6 +412,7 @@ class TraceHook:
         self._final_stats = None
         with _live_lock:
             _live_hooks.add(self)
+        _install_sigterm_handler()
         api.hook_began(self, self._scopes, cfg.output_dir)
         if not self._tracer.keys and not cfg.device_tracers:  # Device events alone: fine.
             scopes = ", ".join(repr(s) for s in self._scopes)

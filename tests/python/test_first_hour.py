@@ -183,3 +183,44 @@ def test_guessed_hook_arguments_point_to_the_right_ones(out_dir, guess, hint):
     assert "TraceHook's own arguments: config, is_training, gstep, filter, scope, metadata" in str(
         info.value
     )
+
+
+# --- item 5: SIGTERM closes the trace ----------------------------------------------------------
+
+_SIGTERM_SCRIPT = """
+import os, signal, sys, time
+import numpy as np
+sys.path.insert(0, {repo!r})
+import xdl_trace as xdl
+if {user_handler!r}:
+    def handler(signum, frame):
+        print("user handler ran", flush=True)
+        sys.exit(3)
+    signal.signal(signal.SIGTERM, handler)
+xdl.trace_tensor("w", np.zeros(4))
+with xdl.TraceHook(output_dir={out!r}, fsync=False) as hook:
+    for step in range(100000):
+        hook.step()
+        if step == 20:
+            print("ready", flush=True)
+        time.sleep(0.001)
+"""
+
+
+@pytest.mark.parametrize("user_handler, status", [(False, 143), (True, 3)])
+def test_sigterm_closes_the_trace_and_chains_the_users_handler(out_dir, pb, user_handler, status):
+    script = _SIGTERM_SCRIPT.format(repo=REPO, out=out_dir, user_handler=user_handler)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert ("user handler ran" in out) == user_handler
+    metas = [f for f in os.listdir(out_dir) if f.endswith(".meta")]
+    assert metas, os.listdir(out_dir)
+    for name in metas:
+        meta = pb.Meta()
+        meta.ParseFromString(open(os.path.join(out_dir, name), "rb").read())
+        assert meta.closed_cleanly, name
