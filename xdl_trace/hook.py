@@ -342,6 +342,8 @@ class TraceHook:
         self._steps_skipped = 0
         self._step_errors = 0
         self._column_errors = 0  # Keys written empty because their provider failed.
+        self._close_failed = False
+        self._io_step_errors = 0  # Step (and close) errors that were write errors.
         self._last_step_error = None
         self._warned = set()  # What was warned about: (error type, entry key or message).
         self._forked = False  # Began in a parent process: the tracer is the parent's.
@@ -457,7 +459,9 @@ class TraceHook:
             if self._on_error == "raise" and not at_exit:
                 self._final_stats = tracer.stats()
                 raise
+            self._close_failed = True
             self._count_error(e)
+            self._io_step_errors -= isinstance(e, errors.TraceIOError)
         self._final_stats = tracer.stats()
         if self._on_error == "warn":
             lost = self._losses(self._final_stats)
@@ -467,14 +471,19 @@ class TraceHook:
     def _losses(self, stats):
         """What this run lost, in one sentence for end()'s warning, or "" when nothing."""
         parts = []
-        if self._step_errors:
-            parts.append(f"{self._step_errors} traced step(s) failed and were not written")
+        # A failed close, and steps refused after a write failed (their records are among the
+        # dropped ones), count in step_errors too: said once, as what they are.
+        failed_steps = self._step_errors - self._close_failed - self._io_step_errors
+        if failed_steps:
+            parts.append(f"{failed_steps} traced step(s) failed and were not written")
+        if self._close_failed:
+            parts.append("closing the trace failed")
         if self._column_errors:
             parts.append(f"{self._column_errors} column(s) were written empty")
         dropped = stats.get("records_dropped", 0)
         if dropped:
             why = stats.get("last_error") or "the queue was full (overflow='drop')"
-            parts.append(f"{dropped} record(s) were dropped ({why})")
+            parts.append(f"{dropped} record(s) were dropped, not written ({why})")
         if not parts:
             return ""
         last = f" (last error: {self._last_step_error})" if self._last_step_error else ""
@@ -593,6 +602,7 @@ class TraceHook:
             message += " (its column is empty in this record; the other keys were written)"
         else:
             self._step_errors += 1
+            self._io_step_errors += isinstance(error, errors.TraceIOError)
         key = getattr(error, "key", None)
         identity = (type(error).__name__, key if key is not None else message)
         if identity not in self._warned:

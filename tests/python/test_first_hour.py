@@ -224,3 +224,55 @@ def test_sigterm_closes_the_trace_and_chains_the_users_handler(out_dir, pb, user
         meta = pb.Meta()
         meta.ParseFromString(open(os.path.join(out_dir, name), "rb").read())
         assert meta.closed_cleanly, name
+
+
+# --- item 3: a full disk is counted and said ---------------------------------------------------
+
+_FULL_DISK_SCRIPT = """
+import resource, signal, sys, warnings
+import numpy as np
+sys.path.insert(0, {repo!r})
+import xdl_trace as xdl
+# A file-size limit stands in for a full disk: writes past 64 KB fail (EFBIG, SIGXFSZ ignored).
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+xdl.trace_tensor("w", np.ones(4096, np.float32))  # 16 KB a record
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with xdl.TraceHook(output_dir={out!r}, fsync=False) as hook:
+        for step in range(40):
+            hook.step()
+stats = hook.stats()
+print(stats["records_written"], stats["records_dropped"])
+for w in caught:
+    print("WARNING", w.message)
+"""
+
+
+def test_a_full_disk_is_counted_in_end_and_in_the_meta(out_dir, pb, capsys):
+    script = _FULL_DISK_SCRIPT.format(repo=REPO, out=out_dir)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    written, dropped = map(int, lines[0].split())
+    assert written >= 1 and dropped >= 1 and written + dropped == 40
+    end_warning = [line for line in lines if "record(s) were dropped, not written" in line]
+    assert len(end_warning) == 1, lines
+    assert f"{dropped} record(s) were dropped, not written" in end_warning[0]
+    assert "traced step(s) failed" not in end_warning[0]  # The close failed, not a step.
+    assert "closing the trace failed" in end_warning[0]
+    # The Meta, written after the failure, says what was written and what was lost; the cut
+    # frame is cut off, so the file ends at its last complete record and verifies.
+    (data,) = [f for f in os.listdir(out_dir) if not f.endswith(".meta")]
+    meta = pb.Meta()
+    meta.ParseFromString(open(os.path.join(out_dir, data + ".meta"), "rb").read())
+    assert (meta.record_count, meta.dropped_records) == (written, dropped)
+    assert meta.data_bytes == os.path.getsize(os.path.join(out_dir, data))
+    assert not meta.closed_cleanly
+    from xdl_trace import cli
+
+    assert cli.main(["verify", out_dir]) == 0
+    assert cli.main(["info", out_dir]) == 0
+    assert f"{dropped} records dropped" in capsys.readouterr().out
