@@ -406,6 +406,7 @@ class TraceHook:
                 f"xdl_trace: config 'output_dir': '{cfg.output_dir}' is not writable ({why})"
             ) from error
         self._run_id = self._tracer.config.run_id
+        self._check_device_tracers()
         # Groups of entries read together (xdl.watch) among what this tracer traces.
         self._groups = _device.groups(self._scopes, self._tracer.keys)
         self._value_keys = api.value_keys(self._tracer.keys)
@@ -425,6 +426,30 @@ class TraceHook:
                 RuntimeWarning,
                 stacklevel=3 if self._entered else 2,
             )
+
+    def _check_device_tracers(self):
+        """A device tracer that did not start (no GPU, no driver) is a RuntimeWarning under
+        on_error="warn" (training goes on, traced without it) and an error under "raise"."""
+        tracers = self._tracer.stats().get("device_tracers") or []
+        failed = [t for t in tracers if t.get("state") not in (None, "ok")]
+        if not failed:
+            return
+        what = "; ".join(
+            f"{t['tracer']}: {t['state']}: {t['message'].removeprefix('device_tracers: ')}"
+            for t in failed
+        )
+        message = (
+            f"xdl_trace: config 'device_tracers': {what} (the run is traced without "
+            f"{'it' if len(failed) == 1 else 'them'}; stats()['device_tracers'] keeps this)"
+        )
+        if self._on_error == "raise":
+            tracer, self._tracer = self._tracer, None
+            try:
+                tracer.close()
+            except Exception:
+                pass  # The device tracer's error is the one to report.
+            raise errors.FailedPreconditionError(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=api.caller_stacklevel())
 
     def end(self, session=None):
         """Flushes and closes (idempotent). Under on_error='warn' a failure is warned about and

@@ -276,3 +276,28 @@ def test_a_full_disk_is_counted_in_end_and_in_the_meta(out_dir, pb, capsys):
     assert cli.main(["verify", out_dir]) == 0
     assert cli.main(["info", out_dir]) == 0
     assert f"{dropped} records dropped" in capsys.readouterr().out
+
+
+# --- item 7: device tracers that did not start, and typos --------------------------------------
+
+
+def test_a_device_tracer_that_did_not_start_warns_or_raises(cfg, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDL_TRACE_PLUGIN_PATH", str(tmp_path))  # Found or not: never "ok" here
+    xdl.trace_tensor("x", np.arange(3.0))
+    hook = xdl.TraceHook(dict(cfg, on_error="warn", device_tracers=["cupti"]))
+    if hook.stats().get("device_tracers"):
+        pytest.skip("a device tracer is running: this machine has a GPU")
+    with pytest.warns(RuntimeWarning, match=r"config 'device_tracers': cupti: (unavailable|error)"):
+        with hook:
+            hook.step()
+    assert hook.stats()["steps_traced"] == 1  # Traced without it.
+    with pytest.raises(errors.FailedPreconditionError, match=r"config 'device_tracers': cupti"):
+        xdl.TraceHook(dict(cfg, device_tracers=["cupti"])).begin()
+
+
+def test_a_misspelt_device_tracer_gets_did_you_mean_and_no_doubled_path(cfg):
+    with pytest.raises(errors.NotFoundError) as info:
+        xdl.TraceHook(dict(cfg, device_tracers=["cuptii"])).begin()
+    message = str(info.value)
+    assert message.startswith("device_tracers: 'cuptii' (did you mean 'cupti'?): ")
+    assert "xdl_trace/xdl_trace" not in message
