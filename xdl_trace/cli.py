@@ -683,7 +683,7 @@ def _run_choice_message(error):
     return (
         f"{head}; pick one with --run latest, --run ID (a unique prefix is enough) or read "
         "them together with --run all (oldest first):\n"
-        + "\n".join("  " + r.describe() for r in error.runs)
+        + "\n".join(r.listing() for r in error.runs)
     )
 
 

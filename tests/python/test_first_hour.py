@@ -301,3 +301,55 @@ def test_a_misspelt_device_tracer_gets_did_you_mean_and_no_doubled_path(cfg):
     message = str(info.value)
     assert message.startswith("device_tracers: 'cuptii' (did you mean 'cupti'?): ")
     assert "xdl_trace/xdl_trace" not in message
+
+
+# --- item 4: ranks started by hand ---------------------------------------------------------------
+
+_RANK_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, {repo!r})
+import xdl_trace as xdl
+xdl.trace_tensor("w", np.zeros(2))
+with xdl.TraceHook(output_dir={out!r}, fsync=False, metadata={{"lr": 0.1}}) as hook:
+    for _ in range(3):
+        hook.step()
+"""
+
+
+def _start_rank(out_dir, rank, world_size, port="29500"):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PMIX_NAMESPACE", "XDL_TRACE_RUN_ID")
+        and not k.startswith("OMPI_")
+    }
+    env.update(RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="10.0.0.1")
+    env["MASTER_PORT"] = port
+    script = _RANK_SCRIPT.format(repo=REPO, out=out_dir)
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+
+
+def test_ranks_started_by_hand_share_a_run(out_dir):
+    for rank in (0, 1):  # Two processes, no launcher job id: one run.
+        _start_rank(out_dir, rank, 2)
+    (run,) = xdl.runs(out_dir)
+    assert run.ranks == [0, 1] and run.world_size == 2
+    for rank in (0, 1):  # Started again: the second run, again shared.
+        _start_rank(out_dir, rank, 2)
+    assert [r.ranks for r in xdl.runs(out_dir)] == [[0, 1], [0, 1]]
+
+
+def test_an_incomplete_run_is_flagged_naming_xdl_trace_run_id(out_dir, capsys):
+    from xdl_trace import cli
+
+    _start_rank(out_dir, 0, 2)
+    _start_rank(out_dir, 1, 2, port="29501")  # Another rendezvous: another run.
+    assert cli.main(["info", out_dir, "--run", "latest"]) == 0
+    out = capsys.readouterr().out
+    assert "incomplete: 1 of 2 ranks" in out and "XDL_TRACE_RUN_ID" in out
+    with pytest.warns(RuntimeWarning, match=r"holds 1 of 2 ranks \(1\).*XDL_TRACE_RUN_ID"):
+        xdl.open_trace(out_dir, run="latest")
+    with pytest.raises(errors.RunChoiceError) as info:
+        xdl.open_trace(out_dir)
+    assert str(info.value).count('metadata: {"lr": 0.1}') == 2  # Item 12: each run's metadata.
