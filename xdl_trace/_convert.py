@@ -180,7 +180,11 @@ def classify(key, value, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
             return ("array", view[0], view[1])
         return ("provider", lambda: _torch.capture(key, value, summary, bins))
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"xdl_trace: key '{key}': unsupported value of type {type(value).__name__}")
+        raise TypeError(
+            f"xdl_trace: key '{key}': unsupported value of type {type(value).__name__} "
+            "(expected a numpy array, torch tensor, number, array-like or zero-argument "
+            "callable; text goes in TraceHook(metadata={...}))"
+        )
     if isinstance(value, (np.generic, numbers.Number)):
         array = np.asarray(value)  # Immutable: its bytes never change.
         check_dtype(key, array.dtype)

@@ -353,3 +353,11 @@ def test_an_incomplete_run_is_flagged_naming_xdl_trace_run_id(out_dir, capsys):
     with pytest.raises(errors.RunChoiceError) as info:
         xdl.open_trace(out_dir)
     assert str(info.value).count('metadata: {"lr": 0.1}') == 2  # Item 12: each run's metadata.
+
+
+# --- item 12: smaller ones ---------------------------------------------------------------------
+
+
+def test_a_str_value_says_what_was_expected():
+    with pytest.raises(TypeError, match=r"'note': unsupported value of type str \(expected a numpy"):
+        xdl.trace_tensor("note", "hello")
