@@ -210,7 +210,12 @@ def _info(args):
     print("files:")
     for f in files:
         steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
-        if f["records"] is not None:
+        scanned = f["scanned"]["records"] if f["scanned"] is not None else None
+        if scanned is not None and f["records"] is not None and scanned != f["records"]:
+            # A live or killed run: its Meta is behind; the scan is what the file holds.
+            records = f"{scanned} records (Meta, not final, says {f['records']})"
+            steps = "gsteps ?" if not f["records"] else steps + " (per Meta)"
+        elif f["records"] is not None:
             records = f"{f['records']} records"
         else:
             records = "records unknown (XDL Meta)" if f["xdl_meta"] else "? records"

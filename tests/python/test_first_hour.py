@@ -359,5 +359,34 @@ def test_an_incomplete_run_is_flagged_naming_xdl_trace_run_id(out_dir, capsys):
 
 
 def test_a_str_value_says_what_was_expected():
-    with pytest.raises(TypeError, match=r"'note': unsupported value of type str \(expected a numpy"):
+    with pytest.raises(
+        TypeError, match=r"'note': unsupported value of type str \(expected a numpy"
+    ):
         xdl.trace_tensor("note", "hello")
+
+
+# --- item 10: info on a live or killed run -------------------------------------------------------
+
+
+def test_info_on_a_killed_run_shows_the_scanned_records_not_the_stale_meta(out_dir, capsys):
+    from xdl_trace import cli
+
+    script = f"""
+import os, sys
+import numpy as np
+sys.path.insert(0, {REPO!r})
+import xdl_trace as xdl
+xdl.trace_tensor("w", np.ones(4))
+hook = xdl.TraceHook(output_dir={out_dir!r}, fsync=False, meta_interval_s=0, write_mode="inline")
+hook.begin()
+for step in range(30):
+    hook.step()
+    if step == 4:
+        hook.flush()  # The last Meta: 5 records.
+os._exit(0)  # Each step wrote its record (inline); the process dies unclosed.
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert cli.main(["info", out_dir]) == 0
+    out = capsys.readouterr().out
+    assert "30 records (Meta, not final, says 5)" in out, out
+    assert "scanning found 30 complete records" in out
