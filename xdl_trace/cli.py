@@ -8,6 +8,7 @@ declares; adding a subcommand is adding one decorated function here.
 
 import argparse
 import csv
+import datetime
 import json
 import os
 import sys
@@ -298,6 +299,15 @@ def _run_of_file(trace, args):
     }
 
 
+def _utc_ms(ms):
+    """Epoch milliseconds as '2026-11-28 14:19:25.123 UTC' (the raw number stays beside it)."""
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return "out of range"
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
 @command("dump", "print records (gstep, lstep, timestamp, columns)", _dump_configure)
 def _dump(args):
     trace = _open(args)
@@ -310,7 +320,7 @@ def _dump(args):
         run = f" run: {run_of[record.path]}" if run_of else ""
         print(
             f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: "
-            f"{record.timestamp}{run}"
+            f"{record.timestamp} ({_utc_ms(record.timestamp)}){run}"
         )
         for key, array in record.columns.items():
             body = _dump_column(record, key, array, args.summary)

@@ -390,3 +390,22 @@ os._exit(0)  # Each step wrote its record (inline); the process dies unclosed.
     out = capsys.readouterr().out
     assert "30 records (Meta, not final, says 5)" in out, out
     assert "scanning found 30 complete records" in out
+
+
+# --- item 11: dump shows a readable time -------------------------------------------------------
+
+
+def test_dump_shows_each_records_time_in_utc_beside_epoch_ms(cfg, capsys):
+    from xdl_trace import cli
+
+    xdl.trace_tensor("w", np.zeros(2))
+    with xdl.TraceHook(cfg) as hook:
+        hook.step()
+    assert cli.main(["dump", cfg["output_dir"]]) == 0
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("rank: ")]
+    ms = int(line.split("timestamp: ")[1].split()[0])
+    import datetime
+
+    utc = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    assert f"({utc:%Y-%m-%d %H:%M:%S}.{utc.microsecond // 1000:03d} UTC)" in line
