@@ -160,8 +160,8 @@ def _warn_if_by_reference_misses(key_name, value):
         what = "a torch tensor computed by the step (it has a grad_fn)"
     elif isinstance(value, (np.ndarray, np.generic, numbers.Number)) and np.ndim(value) == 0:
         what = f"a 0-d value ({type(value).__name__})"
-    elif _torch.is_tensor(value) and value.dim() == 0:
-        what = "a 0-d torch tensor"
+    elif _torch.is_tensor(value) and value.dim() == 0 and not value.requires_grad:
+        what = "a 0-d torch tensor"  # A 0-d parameter is updated in place: not warned.
     else:
         return
     warnings.warn(

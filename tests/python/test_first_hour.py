@@ -97,6 +97,7 @@ def test_registering_a_computed_torch_tensor_warns_and_a_parameter_does_not():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         xdl.trace_variable("w", w)
+        xdl.trace_variable("temperature", torch.nn.Parameter(torch.tensor(1.0)))  # 0-d, in place
         xdl.trace_tensor("x", np.zeros(3))
         xdl.trace_once("config", np.float64(3))  # Traced once: a 0-d value is what is meant.
 
