@@ -40,9 +40,12 @@ test-python: build
 test: test-cpp test-python
 
 # The demo needs the core and the extension only (not the tests, examples or plugins).
+# Quiet when nothing changed: no make directory lines, no "Built target" lines (what compiles,
+# and every error, still shows).
 demo: setup $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS) --target _core
-	rm -rf $(DEMO_DIR)
+	@bash -o pipefail -c 'cmake --build $(BUILD) -j $(JOBS) --target _core -- --no-print-directory \
+	  | { grep -v -E "^\[ *[0-9]+%\] Built target " || true; }'
+	@rm -rf $(DEMO_DIR)
 	$(PYTHON) examples/quickstart.py $(DEMO_DIR)
 
 $(ASAN_BUILD)/CMakeCache.txt: | setup

@@ -2,9 +2,13 @@
 
     python3 -m pip install --no-build-isolation .
 
-Works offline with Debian's setuptools/wheel. Environment:
+Works offline with Debian's setuptools/wheel. From a checkout already built by `make build` (or
+`make demo`) for this interpreter, the wheel takes that build's _core (brought up to date with
+`cmake --build build --target _core`: seconds when nothing changed) instead of building again.
+Environment:
   XDL_TRACE_BUILD_DIR   where setuptools and CMake build (default: <repo>/build-py); a
-                        persistent directory makes re-installs incremental.
+                        persistent directory makes re-installs incremental. Setting it (or
+                        XDL_TRACE_CMAKE_ARGS) builds there, never reusing <repo>/build.
   XDL_TRACE_CMAKE_ARGS  extra CMake arguments (e.g. -DXDL_TRACE_BUILD_PLUGINS=OFF).
   XDL_TRACE_JOBS        parallel build jobs (default: CPU count).
 """
@@ -22,6 +26,39 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 BUILD_DIR = os.path.abspath(os.environ.get("XDL_TRACE_BUILD_DIR", os.path.join(ROOT, "build-py")))
 
 
+def _same_interpreter(a, b):
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def reusable_build():
+    """<repo>/build when `make build` configured it for this interpreter (a venv made from it
+    included) and no build option was given, else None."""
+    if "XDL_TRACE_BUILD_DIR" in os.environ or "XDL_TRACE_CMAKE_ARGS" in os.environ:
+        return None
+    build = os.path.join(ROOT, "build")
+    try:
+        with open(os.path.join(build, "CMakeCache.txt")) as cache:
+            entries = dict(
+                line.rstrip("\n").split("=", 1) for line in cache if "=" in line and ":" in line
+            )
+    except OSError:
+        return None
+    python = entries.get("Python_EXECUTABLE:UNINITIALIZED") or entries.get(
+        "Python_EXECUTABLE:FILEPATH"
+    )
+    output = entries.get("XDL_TRACE_PYTHON_OUTPUT_DIR:PATH")
+    base = getattr(sys, "_base_executable", sys.executable)  # A venv's interpreter.
+    if (
+        not python
+        or not _same_interpreter(python, base)
+        and not _same_interpreter(python, sys.executable)
+    ):
+        return None
+    if output is None or os.path.realpath(output) != os.path.join(ROOT, "xdl_trace"):
+        return None
+    return build
+
+
 class CMakeExtension(Extension):
     def __init__(self, name):
         super().__init__(name, sources=[])
@@ -37,6 +74,12 @@ class CMakeBuild(build_ext):
     def build_extension(self, ext):
         ext_path = os.path.abspath(self.get_ext_fullpath(ext.name))
         package_dir = os.path.dirname(ext_path)
+        reused = reusable_build()
+        if reused is not None:
+            print(f"xdl_trace: reusing the build in {reused} (cmake --build --target _core)")
+            subprocess.run(["cmake", "--build", reused, "--target", "_core"], check=True)
+            self.copy_outputs(os.path.join(ROOT, "xdl_trace"), reused, ext_path, package_dir)
+            return
         staging = os.path.join(BUILD_DIR, "cmake-out")
         cmake_dir = os.path.join(BUILD_DIR, "cmake")
         os.makedirs(staging, exist_ok=True)
@@ -58,6 +101,12 @@ class CMakeBuild(build_ext):
         jobs = os.environ.get("XDL_TRACE_JOBS", str(os.cpu_count() or 1))
         subprocess.run(args, check=True)
         subprocess.run(["cmake", "--build", cmake_dir, "-j", jobs], check=True)
+        self.copy_outputs(staging, cmake_dir, ext_path, package_dir)
+
+    @staticmethod
+    def copy_outputs(staging, cmake_dir, ext_path, package_dir):
+        """Copies what the build put in `staging` (its Python output folder) and the plugins it
+        built in `cmake_dir`/plugins into the wheel's package folder."""
         built = [f for f in os.listdir(staging) if f.startswith("_core.") and f.endswith(".so")]
         if not built:
             raise RuntimeError(f"xdl_trace: CMake did not produce _core in {staging}")

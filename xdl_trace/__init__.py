@@ -31,12 +31,14 @@ from ._core import DType
 from .api import (
     clear,
     keys,
+    log,
     send_gradient,
     trace_callback,
     trace_collection,
     trace_gradient,
     trace_once,
     trace_tensor,
+    trace_value,
     trace_variable,
 )
 from .filters import Every, Range, Sample, Steps

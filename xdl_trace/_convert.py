@@ -9,6 +9,7 @@ contiguous native array at each traced step.
 """
 
 import numbers
+import threading
 
 import numpy as np
 
@@ -76,18 +77,61 @@ def to_result(key, obj, what="callback", summary=None, bins=_core.DEFAULT_HISTOG
     )
 
 
+# The column errors of the step in progress on this thread: a list while a hook under
+# on_error="warn" steps (begin_column_errors), else None (a failing provider fails the step).
+_column_errors = threading.local()
+
+# What an entry whose provider failed writes under on_error="warn": an empty float32 column, as
+# a trace_once entry after its first record (cpp/src/tracer/tracer.cc, EmptyFloatColumn).
+_EMPTY_COLUMN = np.zeros(0, np.float32)
+
+
+def begin_column_errors():
+    """From now until end_column_errors(), on this thread, a provider that fails (raises or
+    returns a non-array) writes an empty column and its error is collected instead of raised."""
+    _column_errors.errors = []
+
+
+def end_column_errors():
+    """The errors collected since begin_column_errors(), in column order; collection stops."""
+    collected = getattr(_column_errors, "errors", None) or []
+    _column_errors.errors = None
+    return collected
+
+
+def _empty_column_or_raise(error):
+    collected = getattr(_column_errors, "errors", None)
+    if collected is None:
+        raise error
+    collected.append(error)
+    return _EMPTY_COLUMN
+
+
 def wrap_callable(key, fn, what="callback", summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
     """A provider: calls fn() and converts (to_result); failures become CallbackError (a
-    TypeError)."""
+    TypeError). While a hook collects column errors (on_error="warn"), a provider without a
+    summary that fails writes an empty column instead and its error is collected: the step's
+    other keys are kept."""
 
     def provider():
         try:
             value = fn()
         except Exception as e:
-            raise errors.CallbackError(
+            error = errors.CallbackError(
                 f"xdl_trace: {what} for key '{key}' raised {type(e).__name__}: {e}"
-            ) from e
-        return to_result(key, value, what, summary, bins)
+            )
+            error.__cause__ = e
+            error.key = key
+            if summary is not None:
+                raise error
+            return _empty_column_or_raise(error)
+        if summary is not None:
+            return to_result(key, value, what, summary, bins)
+        try:
+            return to_result(key, value, what, summary, bins)
+        except (errors.CallbackError, TypeError) as error:
+            error.key = key
+            return _empty_column_or_raise(error)
 
     return provider
 
@@ -136,7 +180,11 @@ def classify(key, value, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
             return ("array", view[0], view[1])
         return ("provider", lambda: _torch.capture(key, value, summary, bins))
     if isinstance(value, (str, bytes)):
-        raise TypeError(f"xdl_trace: key '{key}': unsupported value of type {type(value).__name__}")
+        raise TypeError(
+            f"xdl_trace: key '{key}': unsupported value of type {type(value).__name__} "
+            "(expected a numpy array, torch tensor, number, array-like or zero-argument "
+            "callable; text goes in TraceHook(metadata={...}))"
+        )
     if isinstance(value, (np.generic, numbers.Number)):
         array = np.asarray(value)  # Immutable: its bytes never change.
         check_dtype(key, array.dtype)

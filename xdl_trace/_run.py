@@ -167,14 +167,32 @@ def _next_run_number(output_dir, prefix, name, rank):
     return n
 
 
+def _runs_on_disk(output_dir, prefix, name, rank):
+    """How many runs in output_dir already have files of `rank` (0 where none can be read)."""
+    try:
+        reader = _core.TraceReader.open(output_dir, prefix, name, check_record_crc=False)
+        return sum(rank in summary["ranks"] for summary in reader.runs())
+    except Exception:  # No files yet, or none readable: this is the first run here.
+        return 0
+
+
 def _job_key(environ):
-    """The launcher's job id ("VAR=value"), or None outside a launcher that gives one."""
+    """The launcher's job id ("VAR=value"); for ranks started by hand (WORLD_SIZE > 1, no
+    launcher's id) what they share: the world size and the rendezvous address
+    (MASTER_ADDR:MASTER_PORT, as torch.distributed's env:// reads them); else None."""
     for var in JOB_ID_ENV_VARS:
         value = environ.get(var, "").strip()
         if value and value != "none":
             if var == "SLURM_JOB_ID":  # Each srun step of a job is its own run.
                 value += "." + environ.get("SLURM_STEP_ID", "")
             return f"{var}={value}"
+    world = environ.get("WORLD_SIZE", "").strip()
+    if world.isdigit() and int(world) > 1:
+        # The n-th run in output_dir of each rank then shares one id (shared_run_id's n).
+        master = (
+            f"{environ.get('MASTER_ADDR', '').strip()}:{environ.get('MASTER_PORT', '').strip()}"
+        )
+        return f"WORLD_SIZE={world};MASTER={master}"
     return None
 
 
@@ -187,7 +205,8 @@ def shared_run_id(output_dir, prefix, name, rank, environ=None):
     every rank of one job gets the same id, so the ranks' files form one run. The job is, in order:
     XDL_TRACE_RUN_ID (used as is; its n-th run gets ".n" appended for n > 0); the launcher's
     job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID + SLURM_STEP_ID, PMIX_NAMESPACE,
-    OMPI_MCA_ess_base_jobid); an initialized torch.distributed of several ranks, whose first
+    OMPI_MCA_ess_base_jobid); ranks started by hand (WORLD_SIZE > 1): WORLD_SIZE, MASTER_ADDR and
+    MASTER_PORT, so their n-th runs here share an id; an initialized torch.distributed of several ranks, whose first
     rank to begin puts a fresh id in the process group's store (compare-and-set: no rank waits
     for another); else this process (ranks traced one after another in one process, or by
     processes it forks, are one run)."""
@@ -202,6 +221,10 @@ def shared_run_id(output_dir, prefix, name, rank, environ=None):
             )
         return explicit if n == 0 else f"{explicit}.{n}"
     job = _job_key(environ)
+    if job is not None and job.startswith("WORLD_SIZE="):
+        # Ranks started by hand share no launcher's id: a run of theirs is the n-th in
+        # output_dir of each rank, counted on disk, so a second launch is a second run.
+        return _hashed(job, prefix, name, _runs_on_disk(output_dir, prefix, name, rank))
     if job is not None:
         return _hashed(job, prefix, name, n)
     dist = _torch_distributed()

@@ -8,6 +8,7 @@ through a provider called at each traced step.
 """
 
 import contextlib
+import numbers
 import os
 import sys
 import threading
@@ -25,6 +26,8 @@ __all__ = [
     "trace_collection",
     "trace_callback",
     "trace_once",
+    "trace_value",
+    "log",
     "send_gradient",
     "clear",
     "keys",
@@ -41,6 +44,10 @@ _summarized_gradients = set()
 # Names whose gradient is read from a torch tensor's .grad (trace_gradient, watch): what
 # send_gradient tells a user who sends one anyway.
 _grad_read_names = set()
+# Keys registered with trace_value ({full key: scope}), and the values handed for the coming step
+# (xdl.log / hook.step(values=...)): {full key: value}, taken by that key's provider.
+_value_keys = {}
+_step_values = {}
 # Running hooks -> (the scopes they trace, their output_dir, whether they warned already), so
 # that a registration they will not see is warned about (hook_began / hook_ended).
 _running_hooks = weakref.WeakKeyDictionary()
@@ -120,11 +127,11 @@ def _warn_if_running(scope, key):
             "this key goes to the next hook begun; register before `with TraceHook(...)` (or "
             "begin())",
             RuntimeWarning,
-            stacklevel=_caller_stacklevel(),
+            stacklevel=caller_stacklevel(),
         )
 
 
-def _caller_stacklevel():
+def caller_stacklevel():
     """The warnings.warn stacklevel of the first frame outside this package (and contextlib),
     so a warning points at the user's line whichever API function registered."""
     skipped = (os.path.dirname(os.path.abspath(__file__)), contextlib.__file__)
@@ -158,10 +165,34 @@ def note_gradient_read(name):
         _grad_read_names.add(name)
 
 
+def _warn_if_by_reference_misses(key_name, value):
+    """Warns where registering `value` by reference cannot be what the user meant: a torch
+    tensor computed in the step (it has a grad_fn: a loss, an activation) or a 0-d value is
+    rebound each step, so the trace would read the first one at every step."""
+    if _torch.is_tensor(value) and getattr(value, "grad_fn", None) is not None:
+        what = "a torch tensor computed by the step (it has a grad_fn)"
+    elif isinstance(value, (np.ndarray, np.generic, numbers.Number)) and np.ndim(value) == 0:
+        what = f"a 0-d value ({type(value).__name__})"
+    elif _torch.is_tensor(value) and value.dim() == 0 and not value.requires_grad:
+        what = "a 0-d torch tensor"  # A 0-d parameter is updated in place: not warned.
+    else:
+        return
+    warnings.warn(
+        f"xdl_trace: key '{key_name}': {what} is read in place at every traced step, so a name "
+        "rebound each step (loss = ...) would be traced as this first value at every step; "
+        f"hand it at the step instead: xdl.trace_value({key_name!r}) before the hook, then "
+        f"hook.step(values={{{key_name!r}: value}}) (or pass a callable: lambda: value)",
+        RuntimeWarning,
+        stacklevel=caller_stacklevel(),
+    )
+
+
 def _register(kind, name, value, scope, summary=None):
     scope = scope_name(scope)
     key = _check_key(name)
     key_name = full_key(scope, key)
+    if kind in (_core.EntryKind.TENSOR, _core.EntryKind.VARIABLE):
+        _warn_if_by_reference_misses(key_name, value)
     requested = summary
     summary, bins = summary_spec(scope, key, summary)
     how = _convert.classify(key_name, value, requested, bins)
@@ -322,6 +353,76 @@ def trace_callback(name, callback, scope=None):
         _registry.register_provider(scope, key, _core.EntryKind.CALLBACK, provider)
 
 
+_NOT_HANDED = object()
+
+
+def _value_provider(key):
+    def value():
+        handed = _step_values.get(key, _NOT_HANDED)
+        if handed is _NOT_HANDED:
+            raise errors.NotFoundError(
+                f"no value was handed for this step (hook.step(values={{{key!r}: ...}}) or "
+                f"xdl.log({{{key!r}: ...}}) before hook.step())"
+            )
+        return handed
+
+    return value
+
+
+def trace_value(name, scope=None):
+    """Traces a value handed at each step, as wandb.log takes one: ``hook.step(values={name:
+    value})``, or ``xdl.log({name: value})`` before ``hook.step()``. Nothing is held by
+    reference, so a name rebound each step (``loss = ...``) needs no closure. A traced step
+    that was handed no value writes an empty column for it (an error counted and warned once
+    under on_error="warn")."""
+    scope = scope_name(scope)
+    key = _check_key(name)
+    key_name = full_key(scope, key)
+    provider = _convert.wrap_callable(key_name, _value_provider(key_name), what="value")
+    with registering(scope, key):
+        _registry.register_provider(scope, key, _core.EntryKind.CALLBACK, provider)
+    with _lock:
+        _value_keys[key_name] = scope
+
+
+def log(values):
+    """Hands this step's values of keys registered with trace_value (full keys: ``scope/key``
+    under a scope); the next hook.step() traces them. A key not registered with trace_value
+    raises errors.NotFoundError naming the ones that are."""
+    if not hasattr(values, "items"):
+        raise TypeError(
+            f"xdl_trace: log(values): expected a dict {{key: value}}, got {type(values).__name__}"
+        )
+    with _lock:
+        unknown = sorted(str(k) for k in values if k not in _value_keys)
+        known = sorted(_value_keys)
+    if unknown:
+        raise errors.NotFoundError(
+            f"xdl_trace: log(): {', '.join(repr(k) for k in unknown)} not registered with "
+            f"xdl.trace_value(name) (keys are fixed when the hook begins; register them "
+            f"before it); trace_value keys: {', '.join(repr(k) for k in known) or 'none'}"
+        )
+    _step_values.update(values)
+
+
+def value_keys(keys):
+    """Those of `keys` registered with trace_value."""
+    with _lock:
+        return [k for k in keys if k in _value_keys]
+
+
+def is_value_key(key):
+    return key in _value_keys
+
+
+def take_step_values(keys):
+    """Forgets the values handed for `keys` (a hook's step consumed them): a value is traced
+    at the step it was handed for, never again at a later one."""
+    if _step_values:
+        for key in keys:
+            _step_values.pop(key, None)
+
+
 def trace_once(name, value, scope=None):
     """Traces `value` once, at the first traced step; later records carry an empty float32
     column for it (as XDL does)."""
@@ -339,6 +440,8 @@ def clear(scope=None):
             _summarized_gradients.clear()
             _device.clear_groups()
             _grad_read_names.clear()
+            _value_keys.clear()
+            _step_values.clear()
         else:
             s = scope_name(scope)
             _registry.clear_scope(s)
@@ -346,6 +449,9 @@ def clear(scope=None):
             for table in (_variables, _sent_gradients):
                 for k in [k for k in table if k[0] == s]:
                     del table[k]
+            for k in [k for k, key_scope in _value_keys.items() if key_scope == s]:
+                del _value_keys[k]
+                _step_values.pop(k, None)
 
 
 def keys(scope=None):

@@ -8,6 +8,7 @@ declares; adding a subcommand is adding one decorated function here.
 
 import argparse
 import csv
+import datetime
 import json
 import os
 import sys
@@ -210,7 +211,12 @@ def _info(args):
     print("files:")
     for f in files:
         steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
-        if f["records"] is not None:
+        scanned = f["scanned"]["records"] if f["scanned"] is not None else None
+        if scanned is not None and f["records"] is not None and scanned != f["records"]:
+            # A live or killed run: its Meta is behind; the scan is what the file holds.
+            records = f"{scanned} records (Meta, not final, says {f['records']})"
+            steps = "gsteps ?" if not f["records"] else steps + " (per Meta)"
+        elif f["records"] is not None:
             records = f"{f['records']} records"
         else:
             records = "records unknown (XDL Meta)" if f["xdl_meta"] else "? records"
@@ -293,6 +299,15 @@ def _run_of_file(trace, args):
     }
 
 
+def _utc_ms(ms):
+    """Epoch milliseconds as '2026-11-28 14:19:25.123 UTC' (the raw number stays beside it)."""
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return "out of range"
+    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+
+
 @command("dump", "print records (gstep, lstep, timestamp, columns)", _dump_configure)
 def _dump(args):
     trace = _open(args)
@@ -305,7 +320,7 @@ def _dump(args):
         run = f" run: {run_of[record.path]}" if run_of else ""
         print(
             f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: "
-            f"{record.timestamp}{run}"
+            f"{record.timestamp} ({_utc_ms(record.timestamp)}){run}"
         )
         for key, array in record.columns.items():
             body = _dump_column(record, key, array, args.summary)
@@ -777,7 +792,7 @@ def _run_choice_message(error):
     return (
         f"{head}; pick one with --run latest, --run ID (a unique prefix is enough) or read "
         "them together with --run all (oldest first):\n"
-        + "\n".join("  " + r.describe() for r in error.runs)
+        + "\n".join(r.listing() for r in error.runs)
     )
 
 

@@ -6,12 +6,14 @@ import atexit
 import difflib
 import numbers
 import os
+import signal
+import sys
 import tempfile
 import threading
 import warnings
 import weakref
 
-from . import _core, _device, _run, api, errors, filters as _filters
+from . import _convert, _core, _device, _run, api, errors, filters as _filters
 from ._run import RANK_ENV_VARS, detect_rank
 
 __all__ = ["TraceHook", "CONFIG_KEYS", "detect_rank"]
@@ -110,9 +112,32 @@ def write_mode_reason(requested):
     )
 
 
+# What other tracing libraries call what a TraceHook takes (issue 34): {guessed name: hint}.
+_GUESSED_ARGUMENTS = {
+    "log_dir": "output_dir=",
+    "logdir": "output_dir=",
+    "save_dir": "output_dir=",
+    "dir": "output_dir=",
+    "name": "metadata={'name': ...}",
+    "run_name": "metadata={'name': ...}",
+    "project": "metadata={'project': ...}",
+    "tags": "metadata={'tags': [...]}",
+    "flush_secs": "meta_interval_s=",
+    "flush_interval": "meta_interval_s=",
+    "max_queue": "max_pending_mb=",
+}
+# TraceHook's own keyword arguments, beside the config keys.
+HOOK_KEYWORDS = ("config", "is_training", "gstep", "filter", "scope", "metadata")
+
+
 def _with_suggestion(key):
-    """'kye' (did you mean 'key'?) for a near miss of a config key, else 'kye'."""
-    close = difflib.get_close_matches(key, CONFIG_KEYS, n=1)
+    """'kye' (did you mean 'key'?) for a near miss of a config key or a name other libraries
+    use, else 'kye'."""
+    if key.startswith(("every", "log_every", "trace_every")):
+        return f"{key!r} (did you mean filter=xdl.Every(N)?)"
+    if key in _GUESSED_ARGUMENTS:
+        return f"{key!r} (did you mean {_GUESSED_ARGUMENTS[key]}?)"
+    close = difflib.get_close_matches(key, CONFIG_KEYS + HOOK_KEYWORDS, n=1)
     return f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
 
 
@@ -124,7 +149,8 @@ def build_config(config, is_training=True):
     if unknown:
         raise errors.InvalidArgumentError(
             f"xdl_trace: unknown config key(s) {', '.join(_with_suggestion(k) for k in unknown)}; "
-            f"valid keys: {', '.join(CONFIG_KEYS)}"
+            f"valid keys: {', '.join(CONFIG_KEYS)}; TraceHook's own arguments: "
+            f"{', '.join(HOOK_KEYWORDS)}"
         )
     if "output_dir" not in config:
         raise errors.InvalidArgumentError("xdl_trace: config 'output_dir' is required")
@@ -197,6 +223,11 @@ def _after_fork_in_child():
     for hook in list(_live_hooks):
         hook._forked = True
     _live_hooks.clear()
+    # The child traces nothing yet: its SIGTERM does what it did before the parent's begin().
+    global _sigterm_installed
+    if _sigterm_installed and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, _previous_sigterm or signal.SIG_DFL)
+    _sigterm_installed = False
 
 
 if hasattr(os, "register_at_fork"):
@@ -212,6 +243,45 @@ def _end_live_hooks():
             hook._end(at_exit=True)
         except Exception as e:  # Never raise at exit.
             warnings.warn(f"xdl_trace: closing a trace at exit failed: {e}", RuntimeWarning)
+
+
+# SIGTERM (what Slurm and Kubernetes send before a kill) closes the traces as SIGINT does: the
+# handler installed at the first begin() on the main thread flushes the live hooks, then calls
+# the handler it replaced, or (the default, which would kill the process unclosed) raises
+# SystemExit(143), which unwinds `with TraceHook` blocks and runs the exit handler above.
+# A handler set to SIG_IGN, or by C code, is left alone. Set on the main thread only.
+_previous_sigterm = None
+_sigterm_installed = False
+
+
+def _on_sigterm(signum, frame):
+    for hook in list(_live_hooks):
+        if hook._stepping_thread is None:
+            try:
+                hook.flush()  # On disk whatever follows (a SIGKILL after the grace period).
+            except Exception:
+                pass  # Closing (or the exit handler) reports it.
+    previous = _previous_sigterm
+    if callable(previous):
+        previous(signum, frame)
+        return
+    sys.stderr.write(
+        f"xdl_trace: signal {signum} (SIGTERM): closing the trace(s) and exiting with status "
+        f"{128 + signum}\n"
+    )
+    raise SystemExit(128 + signum)
+
+
+def _install_sigterm_handler():
+    global _previous_sigterm, _sigterm_installed
+    if _sigterm_installed or threading.current_thread() is not threading.main_thread():
+        return
+    _sigterm_installed = True
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_IGN or previous is None:
+        return
+    _previous_sigterm = None if previous is signal.SIG_DFL else previous
+    signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 class TraceHook:
@@ -274,10 +344,15 @@ class TraceHook:
         self._final_staging = None  # The staging counters of the last run, after end().
         self._steps_skipped = 0
         self._step_errors = 0
+        self._column_errors = 0  # Keys written empty because their provider failed.
+        self._close_failed = False
+        self._io_step_errors = 0  # Step (and close) errors that were write errors.
         self._last_step_error = None
         self._warned = set()  # What was warned about: (error type, entry key or message).
         self._forked = False  # Began in a parent process: the tracer is the parent's.
         self._pending_gstep = None
+        self._last_gstep = None  # The gstep of the previous step() (item 8 of issue 34).
+        self._value_keys = []  # The keys of this tracer registered with xdl.trace_value.
         self._groups = []
         self._entered = False  # Inside __enter__: the warnings of begin() point at the `with`.
 
@@ -331,13 +406,16 @@ class TraceHook:
                 f"xdl_trace: config 'output_dir': '{cfg.output_dir}' is not writable ({why})"
             ) from error
         self._run_id = self._tracer.config.run_id
+        self._check_device_tracers()
         # Groups of entries read together (xdl.watch) among what this tracer traces.
         self._groups = _device.groups(self._scopes, self._tracer.keys)
+        self._value_keys = api.value_keys(self._tracer.keys)
+        self._last_gstep = None
         self._forked = False
         self._final_stats = None
         self._final_staging = None
         # Device tensors stage through this hook's own pool, bounded by its own config
-        # (docs/design.md, "Device tensors"). Inline writes read them on the host instead: the
+        # (docs/device-path.md). Inline writes read them on the host instead: the
         # core writes inside its step, before a copy could be launched.
         if cfg.write_mode != _core.WriteMode.INLINE:
             self._staging = _device.StagingPool(
@@ -347,6 +425,7 @@ class TraceHook:
             )
         with _live_lock:
             _live_hooks.add(self)
+        _install_sigterm_handler()
         api.hook_began(self, self._scopes, cfg.output_dir)
         if not self._tracer.keys and not cfg.device_tracers:  # Device events alone: fine.
             scopes = ", ".join(repr(s) for s in self._scopes)
@@ -357,6 +436,30 @@ class TraceHook:
                 RuntimeWarning,
                 stacklevel=3 if self._entered else 2,
             )
+
+    def _check_device_tracers(self):
+        """A device tracer that did not start (no GPU, no driver) is a RuntimeWarning under
+        on_error="warn" (training goes on, traced without it) and an error under "raise"."""
+        tracers = self._tracer.stats().get("device_tracers") or []
+        failed = [t for t in tracers if t.get("state") not in (None, "ok")]
+        if not failed:
+            return
+        what = "; ".join(
+            f"{t['tracer']}: {t['state']}: {t['message'].removeprefix('device_tracers: ')}"
+            for t in failed
+        )
+        message = (
+            f"xdl_trace: config 'device_tracers': {what} (the run is traced without "
+            f"{'it' if len(failed) == 1 else 'them'}; stats()['device_tracers'] keeps this)"
+        )
+        if self._on_error == "raise":
+            tracer, self._tracer = self._tracer, None
+            try:
+                tracer.close()
+            except Exception:
+                pass  # The device tracer's error is the one to report.
+            raise errors.FailedPreconditionError(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=api.caller_stacklevel())
 
     def end(self, session=None):
         """Flushes and closes (idempotent). Under on_error='warn' a failure is warned about and
@@ -392,18 +495,38 @@ class TraceHook:
             if self._on_error == "raise" and not at_exit:
                 self._final_stats = tracer.stats()
                 raise
+            self._close_failed = True
             self._count_error(e)
+            self._io_step_errors -= isinstance(e, errors.TraceIOError)
         self._final_stats = tracer.stats()
         if staging is not None:  # Every record is written or dropped: its buffers go.
             staging.close()
             self._final_staging = staging.stats()
-        if self._step_errors and self._on_error == "warn":
-            warnings.warn(
-                f"xdl_trace: {self._step_errors} traced step(s) failed and were not written "
-                f"(last error: {self._last_step_error})",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        if self._on_error == "warn":
+            lost = self._losses(self._final_stats)
+            if lost:
+                warnings.warn(f"xdl_trace: {lost}", RuntimeWarning, stacklevel=3)
+
+    def _losses(self, stats):
+        """What this run lost, in one sentence for end()'s warning, or "" when nothing."""
+        parts = []
+        # A failed close, and steps refused after a write failed (their records are among the
+        # dropped ones), count in step_errors too: said once, as what they are.
+        failed_steps = self._step_errors - self._close_failed - self._io_step_errors
+        if failed_steps:
+            parts.append(f"{failed_steps} traced step(s) failed and were not written")
+        if self._close_failed:
+            parts.append("closing the trace failed")
+        if self._column_errors:
+            parts.append(f"{self._column_errors} column(s) were written empty")
+        dropped = stats.get("records_dropped", 0)
+        if dropped:
+            why = stats.get("last_error") or "the queue was full (overflow='drop')"
+            parts.append(f"{dropped} record(s) were dropped, not written ({why})")
+        if not parts:
+            return ""
+        last = f" (last error: {self._last_step_error})" if self._last_step_error else ""
+        return "; ".join(parts) + last
 
     def flush(self):
         """Waits until every record so far is on disk and Meta is current."""
@@ -431,14 +554,17 @@ class TraceHook:
 
     # -- steps -------------------------------------------------------------------------------
 
-    def step(self, gstep=None):
+    def step(self, gstep=None, values=None):
         """Call after each training step. Traces it if the filter selects it; returns whether
         a record was produced. gstep: this step's global step (default: the hook's fixed
-        gstep, else the local step count)."""
+        gstep, else the local step count). values: this step's values of keys registered with
+        xdl.trace_value, ``{"loss": loss}`` (as xdl.log(values) before the step)."""
         tracer = self._tracer
         if tracer is None:
             self.begin()
             tracer = self._tracer
+        if values is not None:
+            self._hand_values(values)
         lstep = self._lstep
         self._lstep = lstep + 1
         fixed = self._fixed_gstep
@@ -447,11 +573,19 @@ class TraceHook:
         else:
             gstep = lstep if gstep is None else int(gstep)
             selector = gstep
-        if self._filter is not None and not self._filter(selector):
-            self._steps_skipped += 1
-            tracer.note_step_not_traced(gstep, lstep)  # Its host span (one clock read).
-            api.registry().drop_pending_gradients()
-            return False
+            self._check_gstep_order(gstep)
+        try:
+            if self._filter is not None and not self._filter(selector):
+                self._steps_skipped += 1
+                tracer.note_step_not_traced(gstep, lstep)  # Its host span (one clock read).
+                api.registry().drop_pending_gradients()
+                return False
+            return self._trace_step(tracer, gstep, lstep)
+        finally:
+            if self._value_keys:
+                api.take_step_values(self._value_keys)
+
+    def _trace_step(self, tracer, gstep, lstep):
         # One thread at a time: a second one is refused here, before it prepares the value
         # groups the first one's record refers to.
         try:
@@ -462,7 +596,11 @@ class TraceHook:
             self._count_error(e)
             return False
         # Device tensors met by the providers join `batch`; their copies are enqueued once the
-        # core queued the record (docs/device-path.md).
+        # core queued the record (docs/device-path.md). Under on_error="warn" a provider that
+        # fails writes an empty column, its error counted here.
+        collect = self._on_error == "warn"
+        if collect:
+            _convert.begin_column_errors()
         try:
             _device.run_step(tracer.step, (gstep, lstep), self._groups, self._staging)
         except Exception as e:
@@ -472,8 +610,35 @@ class TraceHook:
             return False
         finally:
             self._stepping_thread = None
+            column_errors = _convert.end_column_errors() if collect else ()
             self._step_lock.release()
+        for error in column_errors:
+            self._count_error(error, column=True)
         return True
+
+    def _hand_values(self, values):
+        try:
+            api.log(values)
+        except errors.NotFoundError as error:
+            if self._on_error == "raise":
+                raise
+            self._count_error(error)
+            api.log({k: v for k, v in values.items() if api.is_value_key(k)})
+
+    def _check_gstep_order(self, gstep):
+        last = self._last_gstep
+        self._last_gstep = gstep
+        if last is None or gstep > last or "gstep order" in self._warned:
+            return
+        self._warned.add("gstep order")
+        how = "repeats" if gstep == last else f"goes back (after {last})"
+        warnings.warn(
+            f"xdl_trace: hook.step(gstep={gstep}): gstep {how}; records of one run are told "
+            "apart by gstep. Is hook.step() called twice per training step (once is enough: "
+            "after backward), or the gstep passed not the global step? (warned once)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     def _claim_step(self, gstep):
         """Makes this thread the one inside step(); FailedPreconditionError (nothing touched)
@@ -492,11 +657,17 @@ class TraceHook:
             )
         self._stepping_thread = threading.get_ident()
 
-    def _count_error(self, error):
+    def _count_error(self, error, column=False):
         # Warned once per entry key (errors naming one entry carry it as `key`), else once per
         # message: a gradient missing at every step warns once; step_errors counts them all.
+        # column: the step was written, with this error's key as an empty column.
         message = f"{type(error).__name__}: {error}"
-        self._step_errors += 1
+        if column:
+            self._column_errors += 1
+            message += " (its column is empty in this record; the other keys were written)"
+        else:
+            self._step_errors += 1
+            self._io_step_errors += isinstance(error, errors.TraceIOError)
         key = getattr(error, "key", None)
         identity = (type(error).__name__, key if key is not None else message)
         if identity not in self._warned:
@@ -504,7 +675,7 @@ class TraceHook:
             warnings.warn(
                 f"xdl_trace: tracing failed, training continues (on_error='warn'): {message}",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=api.caller_stacklevel(),
             )
         self._last_step_error = message
 
@@ -550,6 +721,7 @@ class TraceHook:
             steps_seen=self._lstep,
             steps_skipped=self._steps_skipped,
             step_errors=self._step_errors,
+            column_errors=self._column_errors,
             last_step_error=self._last_step_error,
         )
         return out

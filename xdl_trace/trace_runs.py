@@ -110,11 +110,23 @@ class Run:
             + (f"  hosts {','.join(self.hosts)}" if self.hosts else "")
             + ("" if self.closed_cleanly else "  (not closed cleanly)")
             + (
+                f"  (incomplete: {len(self.ranks)} of {self.world_size} ranks; the others wrote "
+                "elsewhere or as another run: give every rank the same XDL_TRACE_RUN_ID)"
+                if self.world_size is not None and len(self.ranks) < self.world_size
+                else ""
+            )
+            + (
                 f"  ({self.attempts} attempts under one run id: restarted; gsteps may repeat)"
                 if self.attempts > 1
                 else ""
             )
         )
+
+    def listing(self):
+        """describe(), then the run's metadata on a line of its own when it has some."""
+        if not self.metadata:
+            return "  " + self.describe()
+        return f"  {self.describe()}\n    metadata: {json.dumps(self.metadata, sort_keys=True)}"
 
     def __repr__(self):
         return (
@@ -155,11 +167,12 @@ def select_run(reader, path, run):
         return reader, (every[0] if len(every) == 1 else None), every
     if run is None:
         _warn_restarted(every[:1] if len(every) == 1 else [])
+        _warn_incomplete(every[0] if len(every) == 1 else None)
         if len(every) > 1:
             raise errors.RunChoiceError(
                 f"xdl_trace: {path} holds {len(every)} runs; pick one with run='latest', "
                 "run='<id>' (a unique prefix is enough) or read them together with run='all' "
-                "(oldest first):\n" + "\n".join("  " + r.describe() for r in every),
+                "(oldest first):\n" + "\n".join(r.listing() for r in every),
                 path,
                 run,
                 every,
@@ -173,16 +186,30 @@ def select_run(reader, path, run):
             why = "matches no run" if not matches else f"is the prefix of {len(matches)} runs"
             raise errors.RunChoiceError(
                 f"xdl_trace: run {run!r} {why} in {path}; its runs (oldest first):\n"
-                + "\n".join("  " + r.describe() for r in every),
+                + "\n".join(r.listing() for r in every),
                 path,
                 run,
                 every,
             )
         chosen = matches[0]
     _warn_restarted([chosen])
+    _warn_incomplete(chosen)
     if len(every) == 1:
         return reader, chosen, every
     return reader.of_run(chosen.id), chosen, every
+
+
+def _warn_incomplete(run):
+    """Warns when the run read lacks ranks its world size counts (ranks started by hand that
+    became separate runs, or ranks that wrote elsewhere)."""
+    if run is not None and run.world_size is not None and len(run.ranks) < run.world_size:
+        warnings.warn(
+            f"xdl_trace: run {run.id} holds {len(run.ranks)} of {run.world_size} ranks "
+            f"({', '.join(map(str, run.ranks))}); the others wrote elsewhere or as another run: "
+            "give every rank the same XDL_TRACE_RUN_ID",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _warn_restarted(read):

@@ -54,3 +54,28 @@ def test_setup_py_passes_no_unused_cmake_variable():
 def test_readme_states_how_long_the_demo_takes():
     text = open(os.path.join(REPO, "README.md")).read()
     assert re.search(r"`make demo` takes about \d+ s", text), "README: say how long make demo takes"
+
+
+def test_make_demo_is_quiet_when_nothing_changed():
+    """Issue 34 item 13: with nothing to rebuild, `make demo` prints the quick start's output
+    and the command that runs it, no make directory lines and no "Built target" lines."""
+    if shutil.which("make") is None or not os.path.exists(
+        os.path.join(REPO, "build", "CMakeCache.txt")
+    ):
+        pytest.skip("make is not installed, or build/ is not configured")
+    subprocess.run(["make", "demo"], cwd=REPO, check=True, capture_output=True, timeout=900)
+    done = subprocess.run(
+        ["make", "demo"],  # As the README prints it.
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    noise = [
+        line
+        for line in (done.stdout + done.stderr).splitlines()
+        if "Entering directory" in line or "Leaving directory" in line or "Built target" in line
+    ]
+    assert noise == [], noise
+    assert done.stdout.splitlines()[0].endswith("examples/quickstart.py build/demo")

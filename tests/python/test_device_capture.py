@@ -281,7 +281,8 @@ def test_a_step_failing_after_a_device_capture_writes_nothing_and_end_does_not_h
     w = torch.arange(4.0)
     with installed(FakeDevice(delay_s=0.01)):
         xdl.trace_tensor("w", lambda: w)
-        xdl.trace_callback("broken", lambda: 1 / 0)
+        # A failing summary fails the step (a failing callback only empties its own column).
+        xdl.trace_tensor("broken", np.ones(1), summary=lambda a: 1 / 0)
         hook = xdl.TraceHook({**cfg, "on_error": "warn"})
         with pytest.warns(RuntimeWarning, match="ZeroDivisionError"):
             hook.step()

@@ -4,6 +4,7 @@ the installed package works from outside the repository and puts `xdl-trace` on 
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -125,3 +126,57 @@ print(h.stats()["device_tracer_status"])
         assert cupti.stdout.startswith("cupti: "), cupti.stdout
         # Found beside _core (no build path is compiled into the wheel): ran, or no GPU.
         assert "not found" not in cupti.stdout and "not built" not in cupti.stdout, cupti.stdout
+
+
+def _readme_install_lines():
+    """The README's install block ("Use it from your own scripts"), as printed."""
+    text = open(os.path.join(REPO, "README.md")).read()
+    start = text.index("## Use it from your own scripts")
+    block = text[text.index("```sh\n", start) + len("```sh\n") :]
+    return block[: block.index("```")]
+
+
+@pytest.mark.slow
+def test_readme_install_works_as_printed_and_reuses_the_build(tmp_path):
+    """Issue 34: Debian 12's pip refuses the system Python (PEP 668), so the README installs
+    into a venv; from a checkout `make build` built, the install reuses that build. Runs the
+    README's lines as printed (HOME in tmp_path, so ~ is there) and prints how long they took."""
+    cache = os.path.join(REPO, "build", "CMakeCache.txt")
+    if not os.path.exists(cache) or f"Python_EXECUTABLE:UNINITIALIZED={sys.executable}\n" not in (
+        open(cache).read()
+    ):
+        pytest.skip("build/ is not a `make build` for this interpreter: nothing to reuse")
+    lines = _readme_install_lines()
+    assert "venv --system-site-packages ~/.venvs/xdl_trace" in lines
+    env = dict(os.environ, HOME=str(tmp_path), PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    for var in ("PYTHONPATH", "XDL_TRACE_BUILD_DIR", "XDL_TRACE_CMAKE_ARGS", "VIRTUAL_ENV"):
+        env.pop(var, None)
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", lines + "\n"],
+        cwd=REPO,
+        env=dict(env, PIP_VERBOSE="1"),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    print(f"README install (venv + pip install from the built checkout): {took:.1f} s")
+    assert "xdl_trace: reusing the build in " + os.path.join(REPO, "build") in done.stdout + (
+        done.stderr
+    )
+    python = str(tmp_path / ".venvs" / "xdl_trace" / "bin" / "python")
+    script = "import xdl_trace, os; print(xdl_trace.__file__); print(xdl_trace._core.__file__)"
+    imported = subprocess.run(
+        [python, "-c", script], cwd=str(tmp_path), env=env, capture_output=True, text=True
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert str(tmp_path / ".venvs") in imported.stdout  # Installed, not the checkout.
+    version = subprocess.run(
+        [str(tmp_path / ".venvs" / "xdl_trace" / "bin" / "xdl-trace"), "--version"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert version.returncode == 0 and version.stdout.strip()

@@ -291,10 +291,16 @@ def test_processes_of_one_launcher_job_are_one_run(out_dir, job_env):
         assert run.id == "my-run"
 
 
-def test_processes_without_a_job_id_are_separate_runs(out_dir):
+def test_processes_without_a_job_id_share_a_run_by_their_rendezvous(out_dir, tmp_path):
+    # Ranks started by hand (RANK, WORLD_SIZE=2, no launcher's id) are one run (issue 34)...
     for rank in (0, 1):
         run_job(out_dir, rank, {})
-    assert [r.ranks for r in xdl.runs(out_dir)] == [[0], [1]]
+    assert [r.ranks for r in xdl.runs(out_dir)] == [[0, 1]]
+    # ...unless their rendezvous (MASTER_ADDR:MASTER_PORT) differs: then separate runs.
+    other = str(tmp_path / "other")
+    for rank in (0, 1):
+        run_job(other, rank, {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": str(29500 + rank)})
+    assert [r.ranks for r in xdl.runs(other)] == [[0], [1]]
 
 
 def test_cli_lists_runs_and_takes_run(cfg, out_dir, tmp_path, capsys):

@@ -158,18 +158,28 @@ absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
       iovec_record_.push_back(i);
     }
   }
-  size_t next = 0;          // First iovec not completely written.
-  size_t pending_done = 0;  // Bytes written of the record at `next` whose CRC is pending.
+  size_t next = 0;              // First iovec not completely written.
+  size_t pending_done = 0;      // Bytes written of the record at `next` whose CRC is pending.
+  int64_t frames_end = bytes_;  // The end of the last complete frame, and the CRC up to it.
+  uint32_t frames_end_crc = crc_;
   while (next < iovecs_.size()) {
     const int count = static_cast<int>(std::min(iovecs_.size() - next, kMaxIovecs));
     const ssize_t w = writev(fd_, iovecs_.data() + next, count);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
-      // Keep crc_ the CRC of the first bytes_ bytes, a cut frame included.
-      if (pending_done > 0)
+      const int error = w < 0 ? errno : EIO;
+      const int64_t offset = bytes_;
+      if (bytes_ > frames_end && ftruncate(fd_, frames_end) == 0) {
+        // The cut frame is cut off: the file ends at its last complete frame (no torn tail),
+        // and on a full disk the blocks it took are what the final Meta needs.
+        bytes_ = frames_end;
+        crc_ = frames_end_crc;
+      } else if (pending_done > 0) {
+        // Keep crc_ the CRC of the first bytes_ bytes, a cut frame included.
         crc_ = ExtendOverPrefix(crc_, *records[iovec_record_[next]], pending_done);
-      return IoError(w < 0 ? errno : EIO, absl::StrCat("xdl_trace: write to data file '", path_,
-                                                       "' at offset ", bytes_, " failed"));
+      }
+      return IoError(error, absl::StrCat("xdl_trace: write to data file '", path_, "' at offset ",
+                                         offset, " failed"));
     }
     size_t left = static_cast<size_t>(w);
     while (left > 0) {
@@ -199,6 +209,8 @@ absl::Status DataFileSegment::Append(absl::Span<EncodedRecord* const> records) {
         pending_done = 0;
       }
       CountRecord(r);
+      frames_end = bytes_;
+      frames_end_crc = crc_;
     }
   }
   return absl::OkStatus();

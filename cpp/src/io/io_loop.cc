@@ -98,7 +98,16 @@ bool IoLoop::ProcessBatch(std::deque<WriterMessage>* batch) {
         break;
       case WriterMessage::Kind::kClose:
         WriteGroup();
-        RefreshMeta(/*closed_cleanly=*/true);
+        if (failed()) {
+          // A write failed (a full disk): the file is not closed cleanly, but its Meta still
+          // says what was written and how many records were lost. Best effort: on a full disk
+          // the Meta's temp file may not fit either; the first error stays the one reported.
+          if (segment_ != nullptr) {
+            segment_->SyncAndWriteMeta(/*closed_cleanly=*/false, dropped()).IgnoreError();
+          }
+        } else {
+          RefreshMeta(/*closed_cleanly=*/true);
+        }
         segment_.reset();
         m.done->Notify(error());
         return true;

@@ -1,12 +1,15 @@
 // Finds, dlopen()s and validates device-profiler plugins.
 #include "plugin/plugin_loader.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -65,6 +68,57 @@ size_t MinimumRegistrationSize(uint32_t minor) {
   return XDL_TRACE_PLUGIN_REGISTRATION_SIZE_V1_0;
 }
 
+// Edit distance between `a` and `b` (insertions, deletions, substitutions).
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The tracer names a `device_tracers` entry may give: "cupti" (this project's plugin, built
+// where the CUDA toolkit is) and every libxdl_trace_<name>.so in `dirs`.
+std::vector<std::string> KnownTracerNames(const std::vector<std::string>& dirs) {
+  std::vector<std::string> names = {"cupti"};
+  constexpr absl::string_view kPrefix = "libxdl_trace_", kSuffix = ".so";
+  for (const std::string& dir : dirs) {
+    DIR* listing = opendir(dir.c_str());
+    if (listing == nullptr) continue;
+    while (const dirent* entry = readdir(listing)) {
+      const absl::string_view file = entry->d_name;
+      if (!absl::StartsWith(file, kPrefix) || !absl::EndsWith(file, kSuffix)) continue;
+      std::string name(file.substr(kPrefix.size(), file.size() - kPrefix.size() - kSuffix.size()));
+      if (name != "tf_c" && std::find(names.begin(), names.end(), name) == names.end()) {
+        names.push_back(std::move(name));  // tf_c: a support library, not a tracer.
+      }
+    }
+    closedir(listing);
+  }
+  return names;
+}
+
+// " (did you mean 'cupti'?)" for a near miss of a known tracer name, else "".
+std::string DidYouMean(absl::string_view name, const std::vector<std::string>& dirs) {
+  std::string best;
+  size_t best_distance = 3;  // At most two edits away.
+  for (const std::string& known : KnownTracerNames(dirs)) {
+    const size_t distance = EditDistance(name, known);
+    if (distance > 0 && distance < best_distance) {
+      best_distance = distance;
+      best = known;
+    }
+  }
+  return best.empty() ? "" : absl::StrCat(" (did you mean '", best, "'?)");
+}
+
 }  // namespace
 
 std::string PluginFileName(absl::string_view name) {
@@ -84,8 +138,9 @@ std::vector<std::string> PluginSearchDirs() {
   if (dladdr(reinterpret_cast<void*>(&PluginSearchDirs), &info) != 0 && info.dli_fname != nullptr &&
       std::strchr(info.dli_fname, '/') != nullptr) {
     const std::string dir = DirName(info.dli_fname);
-    dirs.push_back(dir + "/plugins");            // A wheel: plugins/ beside _core.
-    dirs.push_back(dir + "/xdl_trace/plugins");  // An install: <prefix>/lib/xdl_trace/plugins.
+    dirs.push_back(dir + "/plugins");  // A wheel: plugins/ beside _core.
+    // An install: <prefix>/lib/xdl_trace/plugins (not for _core, in the package's xdl_trace/).
+    if (!absl::EndsWith(dir, "/xdl_trace")) dirs.push_back(dir + "/xdl_trace/plugins");
     dirs.push_back(dir);
   }
 #ifdef XDL_TRACE_BUILD_TREE_PLUGIN_DIR
@@ -107,7 +162,8 @@ absl::StatusOr<std::string> ResolvePlugin(absl::string_view name_or_path) {
     std::string candidate = absl::StrCat(dir, "/", file);
     if (IsRegularFile(candidate)) return candidate;
   }
-  return absl::NotFoundError(absl::StrCat("device_tracers: '", name_or_path, "': ", file,
+  return absl::NotFoundError(absl::StrCat("device_tracers: '", name_or_path, "'",
+                                          DidYouMean(name_or_path, dirs), ": ", file,
                                           " not found in [", absl::StrJoin(dirs, ", "), "] (set ",
                                           kPluginPathEnv, " or give the plugin's path)"));
 }

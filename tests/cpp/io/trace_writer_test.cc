@@ -658,6 +658,8 @@ TEST_CASE("EFBIG (RLIMIT_FSIZE) becomes a sticky error; nothing hangs", "[writer
   CheckMetaMatchesPrefix(path);
   CHECK_FALSE(ReadMeta(path).closed_cleanly());
   CHECK(ReadData(path).records.size() >= static_cast<size_t>(ReadMeta(path).record_count()));
+  // Closed after the failure: the Meta still says how many records were lost (issue 34).
+  CHECK(ReadMeta(path).dropped_records() == stats.records_dropped);
 }
 
 TEST_CASE("a removed output directory surfaces at Flush naming the file; Close never hangs",

@@ -1,0 +1,412 @@
+"""The first hour, third pass (issue 34): no silent traps. A step's values handed at the step
+(hook.step(values=...), xdl.log), warnings for registrations by reference that cannot be what
+the user meant, a failing callback that empties its own column only, a gstep that repeats or
+goes back, guessed hook arguments pointed to the right ones, SIGTERM closing the trace, a full
+disk counted and said."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+from xdl_trace import errors
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def warn_cfg(out_dir):
+    return {"output_dir": out_dir, "on_error": "warn", "fsync": False}
+
+
+# --- item 2: a step's values handed at the step ------------------------------------------------
+
+
+def test_step_values_trace_a_loss_rebound_each_step(cfg, read_trace):
+    xdl.trace_value("loss")
+    with xdl.TraceHook(cfg, filter=xdl.Every(2)) as hook:
+        for step in range(6):
+            loss = np.float32(step * 1.5)  # A new object each step: no closure needed.
+            hook.step(values={"loss": loss})
+    (trace,) = read_trace(cfg["output_dir"])
+    assert trace.gsteps() == [0, 2, 4]
+    assert [float(c) for c in trace.column("loss")] == [0.0, 3.0, 6.0]
+
+
+def test_log_hands_values_for_the_next_step_only(warn_cfg, read_trace):
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    hook = xdl.TraceHook(warn_cfg)
+    with pytest.warns(RuntimeWarning, match=r"'loss'.*no value was handed for this step"):
+        with hook:
+            xdl.log({"loss": 0.5})
+            hook.step()
+            hook.step()  # Nothing handed: an empty column, counted, never the stale 0.5.
+    (trace,) = read_trace(warn_cfg["output_dir"])
+    assert [c.tolist() for c in trace.column("loss")] == [0.5, []]
+    assert hook.stats()["column_errors"] == 1
+
+
+def test_a_value_key_not_registered_names_trace_value(cfg):
+    xdl.trace_value("loss")
+    with pytest.raises(errors.NotFoundError, match=r"'acc' not registered with xdl.trace_value"):
+        xdl.log({"acc": 1.0})
+    with xdl.TraceHook(cfg) as hook:
+        with pytest.raises(LookupError, match=r"trace_value keys: 'loss'"):
+            hook.step(values={"acc": 1.0})
+
+
+def test_a_torch_loss_handed_at_the_step_is_each_steps_value(cfg, read_trace):
+    torch = pytest.importorskip("torch")
+    w = torch.ones(3, requires_grad=True)
+    xdl.trace_value("loss")
+    with xdl.TraceHook(cfg) as hook:
+        for step in range(3):
+            loss = (w * (step + 1)).sum()
+            loss.backward()
+            hook.step(values={"loss": loss})
+    (trace,) = read_trace(cfg["output_dir"])
+    assert [float(c) for c in trace.column("loss")] == [3.0, 6.0, 9.0]
+
+
+@pytest.mark.parametrize(
+    "value, what",
+    [
+        (np.float32(0.5), r"a 0-d value \(float32\)"),
+        (np.array(0.5), r"a 0-d value \(ndarray\)"),
+        (0.5, r"a 0-d value \(float\)"),
+    ],
+)
+def test_registering_a_0d_value_by_reference_warns(value, what):
+    with pytest.warns(RuntimeWarning, match=what + r".*hook.step\(values=") as record:
+        xdl.trace_tensor("loss", value)
+    assert record[0].filename == __file__  # Points at the user's line.
+
+
+def test_registering_a_computed_torch_tensor_warns_and_a_parameter_does_not():
+    torch = pytest.importorskip("torch")
+    w = torch.nn.Parameter(torch.ones(3))
+    with pytest.warns(RuntimeWarning, match=r"'loss': a torch tensor computed by the step"):
+        xdl.trace_tensor("loss", (w * 2).sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        xdl.trace_variable("w", w)
+        xdl.trace_variable("temperature", torch.nn.Parameter(torch.tensor(1.0)))  # 0-d, in place
+        xdl.trace_tensor("x", np.zeros(3))
+        xdl.trace_once("config", np.float64(3))  # Traced once: a 0-d value is what is meant.
+
+
+# --- item 6: a failing callback empties its own column -----------------------------------------
+
+
+@pytest.mark.parametrize("bad, returned", [(None, "NoneType"), ({"a": 1}, "dict")])
+def test_a_callback_returning_a_non_array_empties_its_column_only(
+    warn_cfg, read_trace, bad, returned
+):
+    xdl.trace_tensor("w", np.arange(3.0))
+    xdl.trace_callback("bad", lambda: bad)
+    xdl.trace_callback("good", lambda: np.float32(7))
+    hook = xdl.TraceHook(warn_cfg)
+    with pytest.warns(RuntimeWarning) as record:
+        with hook:
+            for _ in range(3):
+                assert hook.step() is True
+    messages = [str(w.message) for w in record]
+    assert any(f"'bad' returned {returned}" in m and "column is empty" in m for m in messages)
+    assert any("3 column(s) were written empty" in m for m in messages)  # end()'s summary
+    (trace,) = read_trace(warn_cfg["output_dir"])
+    assert trace.gsteps() == [0, 1, 2]
+    assert [c.tolist() for c in trace.column("w")] == [[0.0, 1.0, 2.0]] * 3
+    assert [c.tolist() for c in trace.column("good")] == [7.0] * 3
+    assert [c.size for c in trace.column("bad")] == [0, 0, 0]
+    stats = hook.stats()
+    assert stats["column_errors"] == 3 and stats["step_errors"] == 0
+    assert "'bad'" in stats["last_step_error"]
+
+
+def test_a_failing_callback_under_on_error_raise_still_raises(cfg, read_trace):
+    xdl.trace_callback("bad", lambda: None)
+    with xdl.TraceHook(cfg) as hook:
+        with pytest.raises(errors.CallbackError, match="'bad' returned NoneType"):
+            hook.step()
+
+
+# --- item 8: a gstep that repeats or goes back --------------------------------------------------
+
+
+def test_a_gstep_that_repeats_warns_once(cfg):
+    xdl.trace_tensor("w", np.zeros(2))
+    with xdl.TraceHook(cfg, filter=xdl.Every(10)) as hook:
+        with pytest.warns(RuntimeWarning, match=r"gstep=0\): gstep repeats.*twice per") as rec:
+            for step in range(30):
+                hook.step(gstep=step)  # Twice per iteration.
+                hook.step(gstep=step)
+    assert len([w for w in rec if "gstep" in str(w.message)]) == 1
+    assert rec[0].filename == __file__
+
+
+def test_a_gstep_that_goes_back_warns_and_a_fixed_gstep_does_not(cfg):
+    xdl.trace_tensor("w", np.zeros(2))
+    with xdl.TraceHook(cfg) as hook:
+        hook.step(gstep=5)
+        with pytest.warns(RuntimeWarning, match=r"gstep=3\): gstep goes back \(after 5\)"):
+            hook.step(gstep=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with xdl.TraceHook(dict(cfg, output_dir=cfg["output_dir"] + "-eval"), gstep=100) as hook:
+            for _ in range(3):
+                hook.step()
+
+
+# --- item 9: guessed hook arguments ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "guess, hint",
+    [
+        ({"every": 10}, r"'every' \(did you mean filter=xdl.Every\(N\)\?\)"),
+        ({"every_n_steps": 10}, r"'every_n_steps' \(did you mean filter=xdl.Every\(N\)\?\)"),
+        ({"log_dir": "x"}, r"'log_dir' \(did you mean output_dir=\?\)"),
+        ({"name": "run1"}, r"'name' \(did you mean metadata=\{'name': ...\}\?\)"),
+        ({"flush_secs": 5}, r"'flush_secs' \(did you mean meta_interval_s=\?\)"),
+        ({"filtr": 5}, r"'filtr' \(did you mean 'filter'\?\)"),
+    ],
+)
+def test_guessed_hook_arguments_point_to_the_right_ones(out_dir, guess, hint):
+    with pytest.raises(ValueError, match=hint) as info:
+        xdl.TraceHook(output_dir=out_dir, **guess)
+    assert "TraceHook's own arguments: config, is_training, gstep, filter, scope, metadata" in str(
+        info.value
+    )
+
+
+# --- item 5: SIGTERM closes the trace ----------------------------------------------------------
+
+_SIGTERM_SCRIPT = """
+import os, signal, sys, time
+import numpy as np
+sys.path.insert(0, {repo!r})
+import xdl_trace as xdl
+if {user_handler!r}:
+    def handler(signum, frame):
+        print("user handler ran", flush=True)
+        sys.exit(3)
+    signal.signal(signal.SIGTERM, handler)
+xdl.trace_tensor("w", np.zeros(4))
+with xdl.TraceHook(output_dir={out!r}, fsync=False) as hook:
+    for step in range(100000):
+        hook.step()
+        if step == 20:
+            print("ready", flush=True)
+        time.sleep(0.001)
+"""
+
+
+@pytest.mark.parametrize("user_handler, status", [(False, 143), (True, 3)])
+def test_sigterm_closes_the_trace_and_chains_the_users_handler(out_dir, pb, user_handler, status):
+    script = _SIGTERM_SCRIPT.format(repo=REPO, out=out_dir, user_handler=user_handler)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert ("user handler ran" in out) == user_handler
+    metas = [f for f in os.listdir(out_dir) if f.endswith(".meta")]
+    assert metas, os.listdir(out_dir)
+    for name in metas:
+        meta = pb.Meta()
+        meta.ParseFromString(open(os.path.join(out_dir, name), "rb").read())
+        assert meta.closed_cleanly, name
+
+
+# --- item 3: a full disk is counted and said ---------------------------------------------------
+
+_FULL_DISK_SCRIPT = """
+import resource, signal, sys, warnings
+import numpy as np
+sys.path.insert(0, {repo!r})
+import xdl_trace as xdl
+# A file-size limit stands in for a full disk: writes past 64 KB fail (EFBIG, SIGXFSZ ignored).
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+xdl.trace_tensor("w", np.ones(4096, np.float32))  # 16 KB a record
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with xdl.TraceHook(output_dir={out!r}, fsync=False) as hook:
+        for step in range(40):
+            hook.step()
+stats = hook.stats()
+print(stats["records_written"], stats["records_dropped"])
+for w in caught:
+    print("WARNING", w.message)
+"""
+
+
+def test_a_full_disk_is_counted_in_end_and_in_the_meta(out_dir, pb, capsys):
+    script = _FULL_DISK_SCRIPT.format(repo=REPO, out=out_dir)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    written, dropped = map(int, lines[0].split())
+    assert written >= 1 and dropped >= 1 and written + dropped == 40
+    end_warning = [line for line in lines if "record(s) were dropped, not written" in line]
+    assert len(end_warning) == 1, lines
+    assert f"{dropped} record(s) were dropped, not written" in end_warning[0]
+    assert "traced step(s) failed" not in end_warning[0]  # The close failed, not a step.
+    assert "closing the trace failed" in end_warning[0]
+    # The Meta, written after the failure, says what was written and what was lost; the cut
+    # frame is cut off, so the file ends at its last complete record and verifies.
+    (data,) = [f for f in os.listdir(out_dir) if not f.endswith(".meta")]
+    meta = pb.Meta()
+    meta.ParseFromString(open(os.path.join(out_dir, data + ".meta"), "rb").read())
+    assert (meta.record_count, meta.dropped_records) == (written, dropped)
+    assert meta.data_bytes == os.path.getsize(os.path.join(out_dir, data))
+    assert not meta.closed_cleanly
+    from xdl_trace import cli
+
+    assert cli.main(["verify", out_dir]) == 0
+    assert cli.main(["info", out_dir]) == 0
+    assert f"{dropped} records dropped" in capsys.readouterr().out
+
+
+# --- item 7: device tracers that did not start, and typos --------------------------------------
+
+
+def test_a_device_tracer_that_did_not_start_warns_or_raises(cfg, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDL_TRACE_PLUGIN_PATH", str(tmp_path))  # Found or not: never "ok" here
+    xdl.trace_tensor("x", np.arange(3.0))
+    hook = xdl.TraceHook(dict(cfg, on_error="warn", device_tracers=["cupti"]))
+    if hook.stats().get("device_tracers"):
+        pytest.skip("a device tracer is running: this machine has a GPU")
+    with pytest.warns(RuntimeWarning, match=r"config 'device_tracers': cupti: (unavailable|error)"):
+        with hook:
+            hook.step()
+    assert hook.stats()["steps_traced"] == 1  # Traced without it.
+    with pytest.raises(errors.FailedPreconditionError, match=r"config 'device_tracers': cupti"):
+        xdl.TraceHook(dict(cfg, device_tracers=["cupti"])).begin()
+
+
+def test_a_misspelt_device_tracer_gets_did_you_mean_and_no_doubled_path(cfg):
+    with pytest.raises(errors.NotFoundError) as info:
+        xdl.TraceHook(dict(cfg, device_tracers=["cuptii"])).begin()
+    message = str(info.value)
+    assert message.startswith("device_tracers: 'cuptii' (did you mean 'cupti'?): ")
+    assert "xdl_trace/xdl_trace" not in message
+
+
+# --- item 4: ranks started by hand ---------------------------------------------------------------
+
+_RANK_SCRIPT = """
+import sys
+import numpy as np
+sys.path.insert(0, {repo!r})
+import xdl_trace as xdl
+xdl.trace_tensor("w", np.zeros(2))
+with xdl.TraceHook(output_dir={out!r}, fsync=False, metadata={{"lr": 0.1}}) as hook:
+    for _ in range(3):
+        hook.step()
+"""
+
+
+def _start_rank(out_dir, rank, world_size, port="29500"):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "PMIX_NAMESPACE", "XDL_TRACE_RUN_ID")
+        and not k.startswith("OMPI_")
+    }
+    env.update(RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR="10.0.0.1")
+    env["MASTER_PORT"] = port
+    script = _RANK_SCRIPT.format(repo=REPO, out=out_dir)
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+
+
+def test_ranks_started_by_hand_share_a_run(out_dir):
+    for rank in (0, 1):  # Two processes, no launcher job id: one run.
+        _start_rank(out_dir, rank, 2)
+    (run,) = xdl.runs(out_dir)
+    assert run.ranks == [0, 1] and run.world_size == 2
+    for rank in (0, 1):  # Started again: the second run, again shared.
+        _start_rank(out_dir, rank, 2)
+    assert [r.ranks for r in xdl.runs(out_dir)] == [[0, 1], [0, 1]]
+
+
+def test_an_incomplete_run_is_flagged_naming_xdl_trace_run_id(out_dir, capsys):
+    from xdl_trace import cli
+
+    _start_rank(out_dir, 0, 2)
+    _start_rank(out_dir, 1, 2, port="29501")  # Another rendezvous: another run.
+    assert cli.main(["info", out_dir, "--run", "latest"]) == 0
+    out = capsys.readouterr().out
+    assert "incomplete: 1 of 2 ranks" in out and "XDL_TRACE_RUN_ID" in out
+    with pytest.warns(RuntimeWarning, match=r"holds 1 of 2 ranks \(1\).*XDL_TRACE_RUN_ID"):
+        xdl.open_trace(out_dir, run="latest")
+    with pytest.raises(errors.RunChoiceError) as info:
+        xdl.open_trace(out_dir)
+    assert str(info.value).count('metadata: {"lr": 0.1}') == 2  # Item 12: each run's metadata.
+
+
+# --- item 12: smaller ones ---------------------------------------------------------------------
+
+
+def test_a_str_value_says_what_was_expected():
+    with pytest.raises(
+        TypeError, match=r"'note': unsupported value of type str \(expected a numpy"
+    ):
+        xdl.trace_tensor("note", "hello")
+
+
+# --- item 10: info on a live or killed run -------------------------------------------------------
+
+
+def test_info_on_a_killed_run_shows_the_scanned_records_not_the_stale_meta(out_dir, capsys):
+    from xdl_trace import cli
+
+    script = f"""
+import os, sys
+import numpy as np
+sys.path.insert(0, {REPO!r})
+import xdl_trace as xdl
+xdl.trace_tensor("w", np.ones(4))
+hook = xdl.TraceHook(output_dir={out_dir!r}, fsync=False, meta_interval_s=0, write_mode="inline")
+hook.begin()
+for step in range(30):
+    hook.step()
+    if step == 4:
+        hook.flush()  # The last Meta: 5 records.
+os._exit(0)  # Each step wrote its record (inline); the process dies unclosed.
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert cli.main(["info", out_dir]) == 0
+    out = capsys.readouterr().out
+    assert "30 records (Meta, not final, says 5)" in out, out
+    assert "scanning found 30 complete records" in out
+
+
+# --- item 11: dump shows a readable time -------------------------------------------------------
+
+
+def test_dump_shows_each_records_time_in_utc_beside_epoch_ms(cfg, capsys):
+    from xdl_trace import cli
+
+    xdl.trace_tensor("w", np.zeros(2))
+    with xdl.TraceHook(cfg) as hook:
+        hook.step()
+    assert cli.main(["dump", cfg["output_dir"]]) == 0
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if line.startswith("rank: ")]
+    ms = int(line.split("timestamp: ")[1].split()[0])
+    import datetime
+
+    utc = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    assert f"({utc:%Y-%m-%d %H:%M:%S}.{utc.microsecond // 1000:03d} UTC)" in line
