@@ -45,6 +45,7 @@ from .reader import open_trace
 from .selection import Selection
 from .trace_runs import Run, runs
 from .analysis import find_nan
+from .compare import diff
 from .watch import watch
 from .session import TrainSession
 
@@ -66,5 +67,6 @@ __all__ = [
     "runs",
     "Run",
     "find_nan",
+    "diff",
     "watch",
 ]
