@@ -366,6 +366,7 @@ TraceReader OpenRun(const std::string& path, const std::string& prefix, const st
 py::dict PointToDict(const internal::DiffPoint& point) {
   py::dict out;
   out["gstep"] = point.gstep;
+  out["basis"] = static_cast<int>(point.basis);
   out["differing"] = point.differing;
   out["elements"] = point.elements;
   out["first_index"] = point.first_index;

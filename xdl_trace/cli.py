@@ -616,18 +616,19 @@ def _diff_text(result, ranks):
         ]
         for k in differing:
             first, last = k.first, k.last
+            blind = k.structural or first["basis"] != "values"  # Digests say where, not how much.
             rows.append(
                 (
                     _shown(k.key),
                     f"{k.rank_a}:{k.rank_b}",
                     str(first["gstep"]),
-                    f"{first['differing']}/{first['elements']}" if not k.structural else "-",
-                    str(first["first_index"]) if not k.structural else "-",
-                    _g(first["max_abs"]) if not k.structural else "-",
-                    _g(first["max_rel"]) if not k.structural else "-",
-                    str(first["max_ulp"]) if not k.structural else "-",
+                    f"{first['differing']}/{first['elements']}" if not blind else "-",
+                    str(first["first_index"]) if not blind else "-",
+                    _g(first["max_abs"]) if not blind else "-",
+                    _g(first["max_rel"]) if not blind else "-",
+                    str(first["max_ulp"]) if not blind else "-",
                     str(last["gstep"]),
-                    _g(last["max_abs"]) if not k.structural else "-",
+                    _g(last["max_abs"]) if not blind else "-",
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -642,11 +643,10 @@ def _diff_text(result, ranks):
                     f"structural: {_shown(k.key)} (ranks {k.rank_a}:{k.rank_b}) from gstep "
                     f"{k.structural_gstep}: {_shown(k.structural)}"
                 )
-        summaries = sorted({k.key for k in differing if k.basis == "summaries"})
-        if summaries:
-            lines.append(
-                f"compared by summaries (not exact): {', '.join(_shown(k) for k in summaries)}"
-            )
+        for basis, note in (("digests", "exact; no magnitudes"), ("summaries", "not exact")):
+            keys = sorted({k.key for k in differing if k.first["basis"] == basis})
+            if keys:
+                lines.append(f"compared by {basis} ({note}): {', '.join(_shown(k) for k in keys)}")
     for keys, where in ((result.only_a, "A"), (result.only_b, "B")):
         if keys:
             lines.append(f"keys only in {where}: {', '.join(_shown(k) for k in keys)}")

@@ -11,9 +11,11 @@ read once, in step by gstep, each pair of records compared in place, so memory i
 largest record, not the run. Exact by default (bit for bit: the same NaN bits agree); ``rtol`` /
 ``atol`` compare as ``numpy.isclose`` with side A as the reference (any NaN agrees with any NaN).
 
-What is compared says what agreement proves (``KeyDiff.basis``): "values" (the tensors
-themselves), or "summaries" (stats, histograms, user summaries: equal summaries prove nothing
-exact).
+What is compared says what agreement proves (``KeyDiff.basis``, the weakest of its steps):
+"values" (the tensors themselves), "digests" (``summary="digest"`` columns, exact but for a 2^-64
+chance; a value column meeting a digest column is digested; a differing digest says where, not
+by how much; tolerances do not apply) or "summaries" (stats, histograms, user summaries: equal
+summaries prove nothing exact).
 
 Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared by
 default: parameters (descriptor source "variable") and gradients ("gradient", all-reduced by
@@ -34,7 +36,7 @@ __all__ = ["diff", "DiffResult", "KeyDiff", "REPLICATED_SOURCES"]
 
 # Descriptor sources that data parallelism keeps equal on every rank (the rank comparison's rule).
 REPLICATED_SOURCES = ("variable", "gradient")
-_BASES = {0: None, 1: "values", 2: "summaries"}
+_BASES = {0: None, 1: "values", 2: "digests", 3: "summaries"}
 
 
 @dataclasses.dataclass
@@ -103,9 +105,21 @@ class DiffResult:
         )
 
     def as_dict(self):
-        out = dataclasses.asdict(self)
+        """As plain JSON-ready data (what ``xdl-trace diff --json`` prints): an infinite max_abs
+        or max_rel (a NaN on one side only; a difference from a 0 of A) is the string "inf"."""
+        out = _json_safe(dataclasses.asdict(self))
         out["identical"] = self.identical
         return out
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and value == float("inf"):
+        return "inf"
+    return value
 
 
 def _matches(key, patterns):
@@ -212,6 +226,9 @@ def diff(
             }
         )
         for k in found["keys"]:
+            for point in [k["first"], k["last"], *k["growth"]]:
+                if point is not None:
+                    point["basis"] = _BASES[point["basis"]]
             results.append(
                 KeyDiff(
                     key=k["key"],

@@ -13,8 +13,8 @@ needs no network; ``render_pngs`` (``report_png.py``) draws the same specs with 
 import datetime
 import os
 
-from . import analysis, gpu_steps, report_charts, trace_runs
-from .alerts import find_alerts, headline
+from . import analysis, compare, gpu_steps, report_charts, trace_runs
+from .alerts import agreement_alerts, find_alerts, headline
 from .alerts import (  # noqa: F401  (re-exported: the thresholds, as before the split)
     EXPLODING_FACTOR,
     EXPLODING_NORM,
@@ -136,6 +136,39 @@ def _expand_runs(paths, run, prefix, name):
     return out
 
 
+def _differences(scans, runs, selection, prefix, name):
+    """Where the ranks of each multi-rank run part ways (every rank against the lowest), and with
+    several runs where each later run parts from the first (``compare.diff``, a second pass over
+    the files): per comparison its headline, alerts and the diff as a dict."""
+    out = []
+
+    def add(a, b, what):
+        run_a = runs[a].id if runs[a] is not None and runs[a].id else None
+        run_b = None if b is None or runs[b] is None or not runs[b].id else runs[b].id
+        result = compare.diff(
+            scans[a].path,
+            None if b is None else scans[b].path,
+            keys=selection.keys,
+            gsteps=selection.gsteps,
+            ranks=selection.ranks,
+            run=run_a,
+            run_b=run_b,
+            prefix=prefix,
+            name=name,
+        )
+        label = scans[a].label if b is None else f"{scans[b].label} vs {scans[a].label}"
+        headline_item, alerts = agreement_alerts(result, label, what)
+        out.append({"headline": headline_item, "alerts": alerts, "diff": result.as_dict()})
+
+    for i, scan in enumerate(scans):
+        if len(scan.ranks) > 1:
+            add(i, None, "ranks")
+    for i in range(1, len(scans)):
+        if scans[i].path != scans[0].path or runs[i] is not runs[0]:
+            add(0, i, "runs")
+    return out
+
+
 def _only_run(path, prefix, name):
     every = trace_runs.runs(path, prefix=prefix, name=name)
     return every[0] if len(every) == 1 else None
@@ -174,6 +207,7 @@ def build_report(
             )
         )
         runs.append(chosen)
+    differences = _differences(scans, runs, selection, prefix, name)
     # Every key once, in the order the runs name them, with the first run that has it: dicts,
     # never a list searched per key (linear in keys, issue 24 #2).
     first_scan, in_scans = {}, {}
@@ -214,8 +248,9 @@ def build_report(
         "title": "xdl_trace report: " + ", ".join(s.label for s in scans),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": [_run_facts(s, r) for s, r in zip(scans, runs)],
-        "headline": headline(scans),
-        "alerts": find_alerts(scans),
+        "headline": [d["headline"] for d in differences] + headline(scans),
+        "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
+        "differences": [d["diff"] for d in differences],
         "steps": report_charts.step_charts(scans),
         "gpu_charts": report_charts.gpu_charts(scans),
         "gpu": _gpu_sections(scans),

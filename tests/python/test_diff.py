@@ -156,3 +156,100 @@ def reference_digest(bits):
 
 
 PHI = np.uint64(0x9E3779B97F4A7C15)
+
+
+WIRE = {"float32": 4, "float64": 5, "float16": 12, "int8": 0, "int32": 2, "int64": 3, "uint8": 8}
+
+
+def host_digest(tensor):
+    """The host's digest (_core.digest) of a CPU torch tensor, through numpy."""
+    import torch
+
+    if tensor.dtype == torch.bfloat16:
+        return _core.digest(tensor.view(torch.int16).numpy().view(np.uint16), 13)
+    if tensor.dtype == torch.bool:
+        return _core.digest(tensor.numpy(), 6)
+    array = tensor.contiguous().numpy()
+    return _core.digest(array, WIRE[str(array.dtype)])
+
+
+def test_device_digest_pass_equals_the_host_digest():
+    """The summary pass's digest (int64 torch arithmetic, rows of the device layout, padding
+    masked) equals the host's bit for bit, for every element size and across row boundaries."""
+    torch = pytest.importorskip("torch")
+    from xdl_trace import _device_summary
+
+    g = torch.Generator().manual_seed(0)
+    tensors = [
+        torch.randn(5000, generator=g),  # Several rows of TILE.
+        torch.randn(3, generator=g),
+        torch.zeros(0),
+        torch.tensor([float("nan"), -0.0, float("inf")]),
+        torch.randn(64, 33, generator=g).t(),  # Not contiguous.
+        torch.randn(100, generator=g).double(),
+        torch.randn(100, generator=g).half(),
+        torch.randn(2049, generator=g).bfloat16(),
+        torch.randint(-128, 127, (300,), generator=g, dtype=torch.int8),
+        torch.randint(-(2**31), 2**31 - 1, (300,), generator=g, dtype=torch.int32),
+        torch.randint(-(2**62), 2**62, (70,), generator=g, dtype=torch.int64),
+        torch.rand(77, generator=g) > 0.5,
+        torch.randn(4097, generator=g),
+    ]
+    rows = _device_summary.rows("digest", 0, tensors)
+    assert rows.shape == (len(tensors), 2) and rows.dtype == torch.float64
+    for tensor, row in zip(tensors, rows.tolist()):
+        assert (int(row[0]) << 32) | int(row[1]) == host_digest(tensor), tensor.dtype
+    small = _device_summary.rows("digest", 0, tensors, chunk=100)  # Many passes: the same.
+    assert torch.equal(small, rows)
+
+
+def test_digest_summary_column_and_diff_by_digests(runs, tmp_path, capsys):
+    """summary="digest" records float64[2] per step; diff compares digests with digests and a
+    value column with a digest column by digesting the values."""
+    xdl.clear()
+
+    def write(out, change):
+        xdl.clear()
+        w = np.zeros(100, np.float32)
+        xdl.trace_variable("w", w, summary="digest")
+        xdl.trace_tensor("s", np.zeros(4), summary="stats")
+        with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
+            for step in range(STEPS):
+                w[:] = np.sin(np.arange(100) + step).astype(np.float32)
+                if change is not None and step >= change:
+                    w[7] += np.float32(1e-3) * (step - change + 1)
+                hook.step()
+        xdl.clear()
+        return str(out)
+
+    digests = write(tmp_path / "digests", None)
+    trace = xdl.open_trace(digests)
+    assert trace.schema()["w"].kind == "digest"
+    gsteps, values = trace.stack_summary("w")
+    expected = np.sin(np.arange(100) + 3).astype(np.float32)
+    assert int(values[3]) == _core.digest(expected, 4)
+    result = xdl.diff(runs["a"], digests, keys="w")  # Values against digests.
+    assert result.identical and result.keys[0].basis == "digests"
+
+    changed = write(tmp_path / "digests_changed", 150)
+    (w,) = xdl.diff(digests, changed, keys="w").differing
+    assert w.basis == "digests" and w.first["gstep"] == 150 and w.first["basis"] == "digests"
+    (w,) = xdl.diff(runs["changed"], digests, keys="w").differing
+    assert w.first["gstep"] == 150
+    assert cli.main(["diff", digests, changed, "--keys", "w"]) == 1
+    out = capsys.readouterr().out
+    assert "compared by digests (exact; no magnitudes): w" in out
+
+
+def test_report_of_two_runs_says_where_they_differ(runs):
+    from xdl_trace import report
+
+    model = report.build_report([runs["a"], runs["changed"]])
+    assert "the runs differ from gstep 150 in w" in model["headline"][0]["text"]
+    (alert,) = [a for a in model["alerts"] if a["kind"] == "runs differ"]
+    assert alert["key"] == "w" and alert["gstep"] == 150
+    assert "1 of 100 elements differ" in alert["detail"]
+    model = report.build_report([runs["a"], runs["b"]])
+    assert (
+        "the runs agree (2 keys compared by summaries and values)" in model["headline"][0]["text"]
+    )

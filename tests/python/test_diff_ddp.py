@@ -92,8 +92,9 @@ def jobs(tmp_path_factory):
     root = tmp_path_factory.mktemp("ddp")
     return {
         "bug": run_job(str(root / "bug"), lr_bug=True),
+        "bug_digests": run_job(str(root / "bug_digests"), summary="digest", lr_bug=True),
         "seeded": run_job(str(root / "seeded")),
-        "seeded_again": run_job(str(root / "seeded_again")),
+        "seeded_digests": run_job(str(root / "seeded_digests"), summary="digest"),
     }
 
 
@@ -116,11 +117,42 @@ def test_lr_bug_on_rank_0_is_found_at_its_gstep_by_full_values(jobs, capsys):
     assert f"rank 1 differs from rank 0 from gstep {BUG_STEP + 1} in 0.bias (and 3 more)" in out
 
 
+def test_lr_bug_is_found_by_digests_alone(jobs, capsys):
+    result = xdl.diff(jobs["bug_digests"])
+    differing = result.differing
+    assert {k.key for k in differing} == set(PARAMS)
+    assert all(k.basis == "digests" for k in result.keys)
+    assert all(k.first["gstep"] == BUG_STEP + 1 for k in differing)
+    assert cli.main(["diff", jobs["bug_digests"], "--ranks"]) == 1
+    out = capsys.readouterr().out
+    assert f"rank 1 differs from rank 0 from gstep {BUG_STEP + 1} in 0.bias (and 3 more)" in out
+    assert "compared by digests" in out
+
+
 def test_the_same_seeded_job_twice_is_identical(jobs, capsys):
-    assert cli.main(["diff", jobs["seeded"], jobs["seeded_again"]]) == 0
-    assert "identical" in capsys.readouterr().out
+    # One job traced full values, the other digests: the values are digested to meet them.
+    assert cli.main(["diff", jobs["seeded"], jobs["seeded_digests"]]) == 0
+    assert "identical: 9 key(s) over 240 step pair(s), compared by digests and values" in (
+        capsys.readouterr().out
+    )
     assert cli.main(["diff", jobs["seeded"], "--ranks"]) == 0
     assert "ranks agree" in capsys.readouterr().out
     # The loss is compared when asked for by name: it differs per rank from the start.
     (loss,) = xdl.diff(jobs["seeded"], keys="loss").differing
     assert loss.first["gstep"] == 0
+
+
+def test_report_opens_with_rank_agreement(jobs):
+    from xdl_trace import report
+
+    model = report.build_report([jobs["bug"]])
+    text = model["headline"][0]["text"]
+    assert f"rank 1 differs from rank 0 from gstep {BUG_STEP + 1} in 0.bias (and 3 more keys)" in (
+        text
+    )
+    differ = [a for a in model["alerts"] if a["kind"] == "ranks differ"]
+    assert {a["key"] for a in differ} == set(PARAMS)
+    assert all(a["gstep"] == BUG_STEP + 1 and a["rank"] == 1 for a in differ)
+    model = report.build_report([jobs["seeded"]])
+    assert "ranks agree (8 keys compared by values)" in model["headline"][0]["text"]
+    assert [a["kind"] for a in model["alerts"]].count("ranks agree") == 1

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
+#include "summary/digest.h"
 #include "summary/summary.h"
 #include "xdl_trace/dtype.h"
 
@@ -93,6 +94,8 @@ const char* ContentName(ColumnInfo::Content content) {
       return "a histogram summary";
     case ColumnInfo::Content::kUserSummary:
       return "a user summary";
+    case ColumnInfo::Content::kDigest:
+      return "a digest";
     default:
       return "values";
   }
@@ -159,6 +162,22 @@ void AddPoint(KeyDiff& key, const DiffPoint& point) {
   }
 }
 
+// The digest a column holds, or the digest of the values it holds.
+uint64_t DigestOf(const ColumnView& column, ColumnInfo::Content content) {
+  if (content == ColumnInfo::Content::kDigest) {
+    double values[kDigestSize] = {0, 0};
+    std::memcpy(values, column.data.data(), std::min(column.data.size(), sizeof(values)));
+    return DigestFromValues(values);
+  }
+  const ElementType type = TypeOf(column);
+  return DigestElements(column.data.data(), column.data.size() / type.size, type.size);
+}
+
+bool IsDigest(const ColumnView& column, ColumnInfo::Content content) {
+  return content == ColumnInfo::Content::kDigest && column.dtype == DType::kFloat64 &&
+         column.data.size() == kDigestSize * sizeof(double);
+}
+
 // Compares key k of the two current records into `key`.
 void CompareKey(const Side& a, const Side& b, size_t k, const DiffOptions& options, KeyDiff& key) {
   const ColumnView& ca = a.record().view.columns[k];
@@ -167,7 +186,30 @@ void CompareKey(const Side& a, const Side& b, size_t k, const DiffOptions& optio
   if (ca.empty() && cb.empty()) return;  // trace_once after its first step, on both sides.
   const ColumnInfo::Content ka = a.contents[k], kb = b.contents[k];
   std::string structural;
-  if (IsValue(ka) != IsValue(kb) || (!IsValue(ka) && ka != kb)) {
+  const bool digests = (ka == ColumnInfo::Content::kDigest || kb == ColumnInfo::Content::kDigest) &&
+                       (IsValue(ka) || ka == ColumnInfo::Content::kDigest) &&
+                       (IsValue(kb) || kb == ColumnInfo::Content::kDigest);
+  if (digests) {
+    if (ca.empty() != cb.empty()) {
+      structural = ca.empty() ? "no value vs a value" : "a value vs no value";
+    } else if ((ka == ColumnInfo::Content::kDigest && !IsDigest(ca, ka)) ||
+               (kb == ColumnInfo::Content::kDigest && !IsDigest(cb, kb))) {
+      structural = absl::StrCat("a digest column of ",
+                                ShapeText(ka == ColumnInfo::Content::kDigest ? ca : cb),
+                                " (float64[2] expected)");
+    }
+    if (structural.empty()) {
+      key.basis = std::max(key.basis, DiffBasis::kDigests);
+      ++key.steps_compared;
+      if (DigestOf(ca, ka) != DigestOf(cb, kb)) {
+        DiffPoint point;
+        point.gstep = gstep;
+        point.basis = DiffBasis::kDigests;
+        AddPoint(key, point);
+      }
+      return;
+    }
+  } else if (IsValue(ka) != IsValue(kb) || (!IsValue(ka) && ka != kb)) {
     structural = absl::StrCat(ContentName(ka), " vs ", ContentName(kb));
   } else if (ca.empty() != cb.empty()) {
     structural = ca.empty() ? "no value vs a value" : "a value vs no value";
@@ -190,6 +232,7 @@ void CompareKey(const Side& a, const Side& b, size_t k, const DiffOptions& optio
   DiffPoint point;
   if (DiffColumns(ca, cb, options, &point)) {
     point.gstep = gstep;
+    point.basis = basis;
     AddPoint(key, point);
   }
 }

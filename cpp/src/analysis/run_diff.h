@@ -25,18 +25,22 @@ struct DiffOptions {
   size_t max_named_steps = 10;  // One-sided gsteps named (all are counted).
 };
 
-// What was compared at a step: the tensors themselves, or summaries of them
-// (stats, histogram, a user summary: summaries that agree prove nothing exact).
-enum class DiffBasis { kNone = 0, kValues = 1, kSummaries = 2 };
+// What was compared at a step, strongest first: the tensors themselves; their
+// digests (summary/digest.h: exact but for a 2^-64 chance, and a digest that
+// differs says nothing of how much; a value column is digested to meet a
+// digest column); summaries (stats, histogram, a user summary: summaries that
+// agree prove nothing exact).
+enum class DiffBasis { kNone = 0, kValues = 1, kDigests = 2, kSummaries = 3 };
 
 // One step where a key differs.
 struct DiffPoint {
   int64_t gstep = 0;
-  int64_t differing = 0;    // Elements that differ.
-  int64_t elements = 0;     // Elements compared.
-  int64_t first_index = 0;  // The first differing element (C order).
-  double max_abs = 0;       // Max |b - a| over the differing elements (inf: a NaN on one side).
-  double max_rel = 0;       // Max |b - a| / |a| (inf where a is 0).
+  DiffBasis basis = DiffBasis::kNone;  // Digests: only `gstep` says more than "differs".
+  int64_t differing = 0;               // Elements that differ.
+  int64_t elements = 0;                // Elements compared.
+  int64_t first_index = 0;             // The first differing element (C order).
+  double max_abs = 0;  // Max |b - a| over the differing elements (inf: a NaN on one side).
+  double max_rel = 0;  // Max |b - a| / |a| (inf where a is 0).
   // Floats: max distance in units in the last place (representable values
   // between a and b); 0 for other dtypes or where a NaN is involved.
   uint64_t max_ulp = 0;

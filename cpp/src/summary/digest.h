@@ -26,6 +26,18 @@ uint64_t DigestElements(const void* data, size_t n, size_t element_size);
 // The digest of a tensor in place (an unknown dtype: its bytes).
 uint64_t ComputeDigest(const TensorView& view);
 
+// A digest column (BuiltinSummary::kDigest, ColumnDescriptor DIGEST) is
+// float64[kDigestSize]: the digest's high and low 32 bits, each exact in a
+// double, so the column is one more float64 summary for every reader.
+inline constexpr int kDigestSize = 2;
+inline void DigestToValues(uint64_t digest, double* out) {
+  out[0] = static_cast<double>(digest >> 32);
+  out[1] = static_cast<double>(digest & 0xFFFFFFFFULL);
+}
+inline uint64_t DigestFromValues(const double* values) {
+  return (static_cast<uint64_t>(values[0]) << 32) | static_cast<uint64_t>(values[1]);
+}
+
 // splitmix64's finalizer (Steele, Lea, Flood 2014), the per-element mix.
 inline uint64_t DigestMix(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
