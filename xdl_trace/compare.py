@@ -185,7 +185,12 @@ def diff(
     selected = list(sel.ranks) if sel.ranks is not None else None
     ranks_a = [r for r in trace_a.ranks if selected is None or r in selected]
     if same:
-        pairs = [(ranks_a[0], r) for r in ranks_a[1:]] if ranks_a else []
+        if len(ranks_a) < 2:
+            raise ValueError(
+                f"{trace_a.path}: ranks {ranks_a} selected: comparing ranks needs two or more "
+                "(or give a second run to compare with)"
+            )
+        pairs = [(ranks_a[0], r) for r in ranks_a[1:]]
         ranks_only_a = ranks_only_b = []
     else:
         ranks_b = [r for r in trace_b.ranks if selected is None or r in selected]

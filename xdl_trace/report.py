@@ -231,6 +231,10 @@ def build_report(
         scan = first_scan[key]
         rows = sum(s.rows.get(key, 0) for s in scans)
         meta = _card_meta(scan.schema.get(key), rows)
+        if getattr(scan.schema.get(key), "kind", None) == "digest":  # A checksum: no curve.
+            text = "a digest (an exact checksum of the tensor): compared by xdl-trace diff"
+            cards.append({"key": key, "meta": meta, "charts": [], "text": text})
+            continue
         if rows <= 1:  # trace_once, or a single traced step: a line of text, no curve.
             cards.append(
                 {

@@ -90,6 +90,10 @@ def test_tolerance_and_selections(runs, capsys):
     assert "from gstep 150" in capsys.readouterr().out
     with pytest.raises(ValueError, match="rtol and atol"):
         xdl.diff(runs["a"], runs["b"], rtol=-1)
+    with pytest.raises(ValueError, match=r"ranks \[0\] selected: comparing ranks needs two"):
+        xdl.diff(runs["a"])
+    assert cli.main(["diff", runs["a"], "--ranks"]) == 1
+    assert "comparing ranks needs two or more" in capsys.readouterr().err
 
 
 def test_runs_of_different_length_keys_and_dtypes(runs, tmp_path, capsys):
@@ -239,6 +243,11 @@ def test_digest_summary_column_and_diff_by_digests(runs, tmp_path, capsys):
     assert cli.main(["diff", digests, changed, "--keys", "w"]) == 1
     out = capsys.readouterr().out
     assert "compared by digests (exact; no magnitudes): w" in out
+
+    from xdl_trace import report
+
+    (card,) = [c for c in report.build_report([digests])["cards"] if c["key"] == "w"]
+    assert card["charts"] == [] and "a digest" in card["text"]  # A checksum is not a curve.
 
 
 def test_report_of_two_runs_says_where_they_differ(runs):
