@@ -16,14 +16,16 @@ from xdl_trace.reader import TornTailWarning
 STEPS = 200
 
 
-def write_run(out, steps=STEPS, change=None, nan=False, dtype=np.float32, extra_key=False):
+def write_run(
+    out, steps=STEPS, change=None, nan=False, dtype=np.float32, extra_key=False, s_summary="stats"
+):
     """w: float32[100] (a value), s: float64[4] (a stats summary). `change`: from that step on,
     element 7 of w drifts by 1e-3 per step."""
     xdl.clear()
     w = np.zeros(100, dtype)
     s = np.zeros(4, np.float64)
     xdl.trace_variable("w", w)
-    xdl.trace_tensor("s", s, summary="stats")
+    xdl.trace_tensor("s", s, summary=s_summary)
     if extra_key:
         xdl.trace_tensor("extra", np.zeros(2, np.float32))
     with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
@@ -115,6 +117,14 @@ def test_runs_of_different_length_keys_and_dtypes(runs, tmp_path, capsys):
     assert w.first["gstep"] == 0 and "float32[100] vs float16[100]" in w.structural
     assert cli.main(["diff", runs["a"], half]) == 1
     assert "structural: w" in capsys.readouterr().out
+
+
+def test_values_meet_stats_as_their_stats(runs, tmp_path):
+    values = write_run(tmp_path / "values", s_summary=None)
+    result = xdl.diff(runs["a"], values, keys="s")
+    assert result.identical and result.keys[0].basis == "summaries"
+    reverse = xdl.diff(values, runs["a"], keys="s")
+    assert reverse.identical and reverse.keys[0].basis == "summaries"
 
 
 def test_nan_agrees_with_the_same_nan(tmp_path):

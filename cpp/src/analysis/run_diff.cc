@@ -178,6 +178,20 @@ bool IsDigest(const ColumnView& column, ColumnInfo::Content content) {
          column.data.size() == kDigestSize * sizeof(double);
 }
 
+// Values of a dtype with stats on one side, a stats summary of layout 1 (float64[8]) on the
+// other, neither empty.
+bool StatsOfValues(const ColumnView& ca, ColumnInfo::Content ka, const ColumnView& cb,
+                   ColumnInfo::Content kb) {
+  const bool a_values = IsValue(ka) && kb == ColumnInfo::Content::kStats;
+  const bool b_values = IsValue(kb) && ka == ColumnInfo::Content::kStats;
+  if (!a_values && !b_values) return false;
+  const ColumnView& values = a_values ? ca : cb;
+  const ColumnView& stats = a_values ? cb : ca;
+  return !values.empty() && values.known_dtype() &&
+         GetDTypeInfo(values.dtype).kind != DTypeKind::kOpaque && stats.dtype == DType::kFloat64 &&
+         stats.data.size() == kStatsSize * sizeof(double);
+}
+
 // Compares key k of the two current records into `key`.
 void CompareKey(const Side& a, const Side& b, size_t k, const DiffOptions& options, KeyDiff& key) {
   const ColumnView& ca = a.record().view.columns[k];
@@ -209,6 +223,26 @@ void CompareKey(const Side& a, const Side& b, size_t k, const DiffOptions& optio
       }
       return;
     }
+  } else if (StatsOfValues(ca, ka, cb, kb)) {
+    // Values on one side, their stats summary on the other: the values' stats are computed
+    // here (the writer's own ComputeStats on the host) and compared as summaries.
+    const bool a_values = IsValue(ka);
+    const ColumnView& values = a_values ? ca : cb;
+    double row[kStatsSize];
+    ComputeStats(TensorView{values.dtype, values.shape, values.data.data()}, row);
+    ColumnView computed;
+    computed.dtype = DType::kFloat64;
+    computed.shape = {kStatsSize};
+    computed.data = absl::string_view(reinterpret_cast<const char*>(row), sizeof(row));
+    key.basis = std::max(key.basis, DiffBasis::kSummaries);
+    ++key.steps_compared;
+    DiffPoint point;
+    if (DiffColumns(a_values ? computed : ca, a_values ? cb : computed, options, &point)) {
+      point.gstep = gstep;
+      point.basis = DiffBasis::kSummaries;
+      AddPoint(key, point);
+    }
+    return;
   } else if (IsValue(ka) != IsValue(kb) || (!IsValue(ka) && ka != kb)) {
     structural = absl::StrCat(ContentName(ka), " vs ", ContentName(kb));
   } else if (ca.empty() != cb.empty()) {

@@ -29,7 +29,8 @@ struct DiffOptions {
 // digests (summary/digest.h: exact but for a 2^-64 chance, and a digest that
 // differs says nothing of how much; a value column is digested to meet a
 // digest column); summaries (stats, histogram, a user summary: summaries that
-// agree prove nothing exact).
+// agree prove nothing exact; a value column meets a stats column as its stats,
+// computed here as the host writer computes them).
 enum class DiffBasis { kNone = 0, kValues = 1, kDigests = 2, kSummaries = 3 };
 
 // One step where a key differs.
