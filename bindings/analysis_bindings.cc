@@ -22,10 +22,12 @@
 #include "analysis/device_event_table.h"
 #include "analysis/key_facts.h"
 #include "analysis/record_scan.h"
+#include "analysis/run_diff.h"
 #include "analysis/utf8_repair.h"
 #include "device_trace.pb.h"
 #include "status.h"
 #include "summary/column_stats.h"
+#include "summary/digest.h"
 #include "summary/summary.h"
 #include "xdl_trace/dtype.h"
 
@@ -351,6 +353,82 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
   return out;
 }
 
+// A trace at `path`, narrowed to run `run_id` when one is given.
+TraceReader OpenRun(const std::string& path, const std::string& prefix, const std::string& name,
+                    const std::optional<std::string>& run_id, bool check_record_crc) {
+  FileOptions options;
+  options.check_record_crc = check_record_crc;
+  TraceReader reader =
+      CallWithoutGil([&] { return TraceReader::Open(path, prefix, name, options); });
+  if (run_id) reader = CallWithoutGil([&] { return reader.OfRun(*run_id); });
+  return reader;
+}
+
+py::dict PointToDict(const internal::DiffPoint& point) {
+  py::dict out;
+  out["gstep"] = point.gstep;
+  out["basis"] = static_cast<int>(point.basis);
+  out["differing"] = point.differing;
+  out["elements"] = point.elements;
+  out["first_index"] = point.first_index;
+  out["max_abs"] = point.max_abs;
+  out["max_rel"] = point.max_rel;
+  out["max_ulp"] = point.max_ulp;
+  return out;
+}
+
+// diff_runs(...) -> dict: internal::DiffRuns of rank_a of one trace and rank_b of another, as
+// plain data (analysis/run_diff.h names the fields).
+py::dict DiffRunsShim(const std::string& path_a, std::optional<std::string> run_a, int32_t rank_a,
+                      const std::string& path_b, std::optional<std::string> run_b, int32_t rank_b,
+                      std::vector<std::string> keys, std::optional<int64_t> begin,
+                      std::optional<int64_t> end, std::optional<std::vector<int64_t>> steps,
+                      double rtol, double atol, const std::string& prefix, const std::string& name,
+                      bool check_record_crc) {
+  const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc);
+  const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc);
+  internal::DiffOptions options;
+  options.keys = std::move(keys);
+  options.steps = StepSelection{begin, end, std::move(steps)};
+  options.rtol = rtol;
+  options.atol = atol;
+  const internal::RunDiffResult result =
+      CallWithoutGil([&] { return internal::DiffRuns(a, rank_a, b, rank_b, options); });
+  py::list key_list;
+  for (const internal::KeyDiff& key : result.keys) {
+    py::dict k;
+    k["key"] = key.key;
+    k["basis"] = static_cast<int>(key.basis);
+    k["steps_compared"] = key.steps_compared;
+    k["steps_differing"] = key.steps_differing;
+    k["first"] = key.first ? py::object(PointToDict(*key.first)) : py::object(py::none());
+    k["last"] = key.first ? py::object(PointToDict(key.last)) : py::object(py::none());
+    py::list growth;
+    for (const internal::DiffPoint& point : key.growth) growth.append(PointToDict(point));
+    k["growth"] = std::move(growth);
+    k["structural"] = key.structural;
+    k["structural_gstep"] = key.structural_gstep;
+    key_list.append(std::move(k));
+  }
+  py::dict out;
+  out["keys"] = std::move(key_list);
+  out["steps_compared"] = result.steps_compared;
+  out["only_a"] = result.only_a;
+  out["only_b"] = result.only_b;
+  out["only_a_gsteps"] = result.only_a_gsteps;
+  out["only_b_gsteps"] = result.only_b_gsteps;
+  out["bytes_read"] = result.bytes_read;
+  out["torn_tails"] = result.torn_tails;
+  return out;
+}
+
+// digest(array, dtype) -> int: internal::ComputeDigest of the array read in place as wire dtype.
+uint64_t Digest(const py::array& array, int32_t dtype) {
+  const TensorView view = ViewOf(array, dtype, 0);
+  py::gil_scoped_release release;  // The caller holds the array.
+  return internal::ComputeDigest(view);
+}
+
 }  // namespace
 
 void RegisterAnalysisBindings(py::module_& m) {
@@ -388,6 +466,15 @@ void RegisterAnalysisBindings(py::module_& m) {
       .def("next", &NextChunk, py::arg("max_records"), py::arg("max_histogram_rows"),
            "The next chunk of records as a dict of arrays (see analysis.py).");
 
+  m.def("diff_runs", &DiffRunsShim, py::arg("path_a"), py::arg("run_a"), py::arg("rank_a"),
+        py::arg("path_b"), py::arg("run_b"), py::arg("rank_b"), py::arg("keys"),
+        py::arg("begin") = py::none(), py::arg("end") = py::none(), py::arg("steps") = py::none(),
+        py::arg("rtol") = 0.0, py::arg("atol") = 0.0, py::arg("prefix") = "train",
+        py::arg("name") = "trace", py::arg("check_record_crc") = true,
+        "Compares rank_a of one trace (run_a: a run id, None: every file) with rank_b of "
+        "another, both read in step by gstep (xdl_trace::internal::DiffRuns).");
+  m.def("digest", &Digest, py::arg("array"), py::arg("dtype"),
+        "The tensor digest (summary/digest.h) of a C-contiguous array read as wire dtype.");
   m.def("column_stats", &ColumnStats, py::arg("arrays"), py::arg("dtypes"),
         py::arg("histogram") = py::none(), py::arg("threads") = 0,
         "Stats (float64[n, 8]) of each array read in place as its wire dtype, and log-bucket "

@@ -72,7 +72,7 @@ std::string SummaryName(const py::object& fn) {
   return py::str(py::type::of(fn).attr("__name__")).cast<std::string>();
 }
 
-// summary: None, a builtin name ("stats", "histogram") or a callable.
+// summary: None, a builtin name ("stats", "histogram", "digest") or a callable.
 Summary ToSummary(py::object summary, int histogram_bins, const std::string& key) {
   Summary out;
   out.histogram_bins = histogram_bins;
@@ -83,9 +83,12 @@ Summary ToSummary(py::object summary, int histogram_bins, const std::string& key
       out.builtin = BuiltinSummary::kStats;
     } else if (name == "histogram") {
       out.builtin = BuiltinSummary::kHistogram;
+    } else if (name == "digest") {
+      out.builtin = BuiltinSummary::kDigest;
     } else {
-      ThrowIfError(absl::InvalidArgumentError(absl::StrCat(
-          "key '", key, "': unknown summary '", name, "' (built-ins: 'stats', 'histogram')")));
+      ThrowIfError(absl::InvalidArgumentError(
+          absl::StrCat("key '", key, "': unknown summary '", name,
+                       "' (built-ins: 'stats', 'histogram', 'digest')")));
     }
     return out;
   }

@@ -47,6 +47,7 @@ from .reader import open_trace
 from .selection import Selection
 from .trace_runs import Run, runs
 from .analysis import find_nan
+from .compare import diff
 from .watch import watch
 from .gpu_memory import trace_gpu_memory
 from .session import TrainSession
@@ -69,6 +70,7 @@ __all__ = [
     "runs",
     "Run",
     "find_nan",
+    "diff",
     "watch",
     "trace_gpu_memory",
 ]

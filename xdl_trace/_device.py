@@ -330,6 +330,8 @@ class _Item:
 
 
 def summary_bytes(kind, bins):
+    if kind == "digest":
+        return 16  # float64[2] (_device_summary.digest_rows).
     return _STATS_BYTES if kind == "stats" else 8 * (2 + 2 * bins)
 
 

@@ -15,6 +15,10 @@ docs/format.md "Summaries"):
 
 - stats, float64[8]: count, min, max, mean, std (population), l2, nan count, inf count; min, max,
   mean, std and l2 over finite values; with no finite value min, max, mean, std are NaN, l2 0.
+- digest, float64[2]: the tensor digest's high and low 32 bits (cpp/src/summary/digest.h: the sum
+  mod 2^64 of splitmix64's finalizer of each element's bits plus its 1-based index times
+  0x9E3779B97F4A7C15), in int64 arithmetic that wraps as the host's uint64 does, so it equals the
+  host's bit for bit (a sum of integers: any order gives the same).
 - histogram, float64[2 + 2 * bins]: lo, hi (min and max of the finite values, or min - 0.5,
   max + 0.5 when equal), the bins' right edges ``lo + width * (k + 1) / bins`` (the last is hi),
   the counts of finite values in ``floor((x - lo) * (bins / width))`` clamped to the bins; no
@@ -180,10 +184,12 @@ class _Pass:
 
 
 def rows(kind, bins, tensors, chunk=None):
-    """The `kind` ("stats" or "histogram") rows of `tensors` (all on one device), in passes of
-    at most `chunk` (_CHUNK_ELEMENTS) elements."""
+    """The `kind` ("stats", "histogram" or "digest") rows of `tensors` (all on one device), in
+    passes of at most `chunk` (_CHUNK_ELEMENTS) elements."""
     if kind == "stats":
         return stats_rows(tensors, chunk)
+    if kind == "digest":
+        return digest_rows(tensors, chunk)
     return histogram_rows(tensors, bins, chunk)
 
 
@@ -264,6 +270,67 @@ def _histogram_rows(tensors, bins):
     head = torch.cat([lo[:, None], hi[:, None], edges], dim=1)
     head = torch.where(p.none_finite[:, None], math.nan, head)
     return torch.cat([head, counts.view(segments, bins)], dim=1)
+
+
+# The digest's constants (summary/digest.h) as int64 (two's complement of the uint64 values).
+_DIGEST_STEP = 0x9E3779B97F4A7C15 - (1 << 64)
+_DIGEST_MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+_DIGEST_MIX2 = 0x94D049BB133111EB - (1 << 64)
+# Integer dtypes of each element size: a tensor's bits are read through them.
+_BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def digest_rows(tensors, chunk=None):
+    """float64 (len(tensors), 2): the digest of each tensor (all on one device), high and low 32
+    bits. A pass reads one dtype: consecutive tensors of a dtype share one."""
+    torch = _torch()
+    parts, run = [], []
+    for t in tensors:
+        if run and t.dtype != run[0].dtype:
+            parts += [_digest_rows(part) for part in _chunks(run, chunk)]
+            run = []
+        run.append(t)
+    parts += [_digest_rows(part) for part in _chunks(run, chunk)]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _shift_right(x, bits):
+    """x >> bits as uint64 does it (torch shifts int64 arithmetically)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _digest_rows(tensors):
+    torch = _torch()
+    layout = _layout(tensors[0].device, tuple(t.numel() for t in tensors))
+    device, tile, size = layout.owner.device, layout.tile, tensors[0].element_size()
+    pieces = []
+    for t, pad in zip(tensors, layout.pads):
+        pieces.append(t.reshape(-1))
+        if pad:
+            pieces.append(_zero_row(device, t.dtype)[:pad])
+    flat = torch.cat(pieces).view(getattr(torch, _BITS[size])).view(layout.rows, tile)
+    bits = flat.to(torch.int64)
+    if size < 8:  # Zero-extended, as the host reads them.
+        bits &= (1 << (8 * size)) - 1
+    # Each element's 1-based index in its tensor: its row's first element's, plus its column.
+    first_row = torch.cumsum(layout.per_tensor, 0) - layout.per_tensor
+    row_start = (torch.arange(layout.rows, device=device) - first_row[layout.owner]) * tile
+    index = row_start[:, None] + torch.arange(1, tile + 1, device=device)[None, :]
+    x = bits + index * _DIGEST_STEP
+    x = (x ^ _shift_right(x, 30)) * _DIGEST_MIX1
+    x = (x ^ _shift_right(x, 27)) * _DIGEST_MIX2
+    x = x ^ _shift_right(x, 31)
+    length = layout.count.to(torch.int64)[layout.owner]
+    x = torch.where(index <= length[:, None], x, 0)  # The padding adds nothing.
+    sums = torch.zeros(len(tensors), dtype=torch.int64, device=device)
+    sums.index_add_(0, layout.owner, x.sum(1))  # Integer sums: the same in any order.
+    return torch.stack([_shift_right(sums, 32), sums & 0xFFFFFFFF], dim=1).to(torch.float64)
+
+
+@functools.lru_cache(maxsize=16)
+def _zero_row(device, dtype):
+    """A row of zeros: the padding of a digest pass (masked out; a NaN row has no int dtype)."""
+    return _torch().zeros((TILE,), dtype=dtype, device=device)
 
 
 @functools.lru_cache(maxsize=8)

@@ -9,6 +9,9 @@ Thresholds (documented in docs/report.md):
     norms before it (at least 3 earlier points), or EXPLODING_NORM.
   * vanishing gradient: the median l2 norm over the last quarter of steps is below
     VANISHING_NORM, or below VANISHING_FACTOR x the median over the first quarter.
+  * ranks differ / runs differ (``agreement_alerts``): a replicated key (parameters, gradients:
+    ``compare.REPLICATED_SOURCES``) that differs between two ranks of a run, bit for bit where
+    values or digests are traced; a key that differs between the first run and another.
 Records holding a NaN or Inf take no part in the gradient rules (their norms are gaps, see
 ``analysis._add_records``); ``headline`` names the first of them instead.
 """
@@ -21,6 +24,7 @@ from . import analysis
 from .analysis import L2
 
 __all__ = [
+    "agreement_alerts",
     "find_alerts",
     "headline",
     "EXPLODING_FACTOR",
@@ -173,6 +177,71 @@ def _sorted_median(values):
     if len(values) % 2:
         return values[half]
     return (values[half - 1] + values[half]) / 2.0
+
+
+# Differing keys a comparison lists as alerts, the earliest first (the rest are counted).
+AGREEMENT_ALERT_KEYS = 10
+
+
+def agreement_alerts(result, label, what):
+    """A ``compare.diff`` result (`what`: "ranks" of one run, or "runs") as the page's opening line
+    ({"run", "gstep", "keys", "text"}: "ranks agree", "rank 1 differs from rank 0 from gstep 110
+    in 0.weight (and 5 more keys)") and alerts: one per differing key (the first
+    AGREEMENT_ALERT_KEYS), each naming its first differing gstep and what was compared."""
+    differing = result.differing
+    bases = sorted({k.basis for k in result.keys if k.basis})
+    how = " and ".join(bases) if bases else "nothing"
+    if not differing:
+        steps_only = sum(s["only_a"] + s["only_b"] for s in result.steps)
+        text = (
+            f"{label}: ranks agree" if what == "ranks" else f"{label}: the runs agree"
+        ) + f" ({len({k.key for k in result.keys})} keys compared by {how}"
+        text += ")" if not steps_only else f"; {steps_only} gsteps on one side only)"
+        if bases == ["summaries"]:
+            text += ": equal summaries prove nothing exact; trace summary='digest' to be sure"
+        headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
+        kind = "ranks agree" if what == "ranks" else "runs agree"
+        return headline_item, [_alert("info", kind, label, "", None, None, text)]
+    first = differing[0]
+    keys = sorted({k.key for k in differing}, key=[k.key for k in differing].index)
+    more = f" (and {len(keys) - 1} more keys)" if len(keys) > 1 else ""
+    if what == "ranks":
+        text = (
+            f"{label}: rank {first.rank_b} differs from rank {first.rank_a} from gstep "
+            f"{first.first['gstep']} in {first.key}{more}"
+        )
+    else:
+        text = f"{label}: the runs differ from gstep {first.first['gstep']} in {first.key}{more}"
+    headline_item = {"run": label, "gstep": first.first["gstep"], "keys": keys, "text": text}
+    alerts = []
+    for k in differing[:AGREEMENT_ALERT_KEYS]:
+        p = k.first
+        if k.structural:
+            detail = f"{k.structural} from gstep {k.structural_gstep}"
+        elif p["basis"] == "values":
+            detail = (
+                f"{p['differing']} of {p['elements']} elements differ (max abs "
+                f"{p['max_abs']:.3g}, rel {p['max_rel']:.3g}); {k.steps_differing} gsteps "
+                f"differ, max abs {k.last['max_abs']:.3g} at the last ({k.last['gstep']})"
+            )
+        else:
+            detail = f"by {p['basis']}; {k.steps_differing} gsteps differ"
+        kind = "ranks differ" if what == "ranks" else "runs differ"
+        rank = k.rank_b if what == "ranks" else None
+        alerts.append(_alert("warn", kind, label, k.key, rank, p["gstep"], detail))
+    if len(differing) > AGREEMENT_ALERT_KEYS:
+        alerts.append(
+            _alert(
+                "warn",
+                "ranks differ" if what == "ranks" else "runs differ",
+                label,
+                "",
+                None,
+                None,
+                f"{len(differing) - AGREEMENT_ALERT_KEYS} more differing keys: xdl-trace diff",
+            )
+        )
+    return headline_item, alerts
 
 
 def _alert(severity, kind, run, key, rank, gstep, detail):

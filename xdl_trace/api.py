@@ -86,7 +86,7 @@ def summary_spec(scope, key, summary):
         return _convert.wrap_summary(full_key(scope, key), summary), _core.DEFAULT_HISTOGRAM_BINS
     raise TypeError(
         f"xdl_trace: key '{full_key(scope, key)}': summary must be None, 'stats', "
-        f"'histogram' or a callable, got {type(summary).__name__}"
+        f"'histogram', 'digest' or a callable, got {type(summary).__name__}"
     )
 
 
@@ -209,7 +209,8 @@ def trace_tensor(name, value, scope=None, summary=None):
     value: a numpy array or torch tensor (read in place: update it in place, e.g.
     ``w -= lr * g``, rather than rebinding the name), any other array-like (converted
     at each step), or a zero-argument callable returning an array (called at each step).
-    summary: None, "stats", "histogram", or a callable (numpy array in, array out).
+    summary: None, "stats", "histogram", "digest" (the tensor digest: float64[2], docs/format.md
+    "Tensor digest"), or a callable (numpy array in, array out).
     """
     _register(_core.EntryKind.TENSOR, name, value, scope, summary)
 

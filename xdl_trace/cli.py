@@ -1,5 +1,5 @@
 """The ``xdl-trace`` command (also ``python3 -m xdl_trace``): info, dump, verify, export,
-timeline, find-nan, report, --version.
+timeline, find-nan, diff, report, --version.
 
 The top floor of the package: it imports the library (reader, analysis, timeline, report) and no
 library module imports it. Each subcommand is one ``@command`` function plus the options it
@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from . import analysis, gpu_steps, report, report_html, timeline
+from .compare import diff as diff_runs
 from ._version import __version__
 from .errors import RunChoiceError, TraceError
 from .progress import Progress
@@ -555,6 +556,154 @@ def _find_nan(args):
     if unchecked:
         print(unchecked)
     return 1 if found else 0
+
+
+# --- diff --------------------------------------------------------------------
+
+
+def _diff_configure(parser):
+    parser.add_argument(
+        "other", nargs="?", metavar="B", help="the run to compare with PATH (omit: its ranks)"
+    )
+    parser.add_argument(
+        "--ranks",
+        nargs="?",
+        const="",
+        help="compare the ranks of PATH, each against the lowest (optionally only these, "
+        "comma-separated); with B: the ranks compared, rank r with rank r",
+    )
+    parser.add_argument("--keys", help="comma-separated key globs (default: all)")
+    parser.add_argument("--gsteps", help="gstep range A:B, inclusive (A: or :B open-ended)")
+    parser.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0)")
+    parser.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
+    parser.add_argument(
+        "--per-rank",
+        metavar="GLOBS",
+        help="keys that legitimately differ per rank (not compared across ranks; activations, "
+        "losses and other non-parameter sources already are not)",
+    )
+    parser.add_argument("--run-b", help="which run of B (default: as --run)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def _g(value):
+    return "inf" if value == float("inf") else f"{value:.3g}"
+
+
+@command(
+    "diff",
+    "where two runs (or the ranks of one) first differ, key by key; exit 1 when anything does",
+    _diff_configure,
+)
+def _diff(args):
+    if args.other is not None and args.ranks == "":
+        raise ValueError("--ranks without a list compares the ranks of one run: give PATH only")
+    ranks = [int(r) for r in _parse_list(args.ranks)] if args.ranks else None
+    result = diff_runs(
+        args.path,
+        args.other,
+        keys=args.keys,
+        gsteps=_parse_gsteps(args.gsteps),
+        ranks=ranks,
+        rtol=args.rtol,
+        atol=args.atol,
+        per_rank=args.per_rank,
+        prefix=args.prefix,
+        name=args.name,
+        run=args.run,
+        run_b=args.run_b,
+    )
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2))
+        return 0 if result.identical else 1
+    print(_diff_text(result, args.other is None))
+    return 0 if result.identical else 1
+
+
+def _diff_text(result, ranks):
+    """The diff as text: the differing keys (earliest first), then what one side lacks."""
+    lines = []
+    side = "rank" if ranks else "run"
+    differing = result.differing
+    if differing:
+        rows = [
+            ("KEY", "RANKS", "FIRST", "DIFFERING", "AT", "MAX ABS", "MAX REL", "ULP", "LAST", "ABS")
+        ]
+        for k in differing:
+            first, last = k.first, k.last
+            blind = k.structural or first["basis"] != "values"  # Digests say where, not how much.
+            rows.append(
+                (
+                    _shown(k.key),
+                    f"{k.rank_a}:{k.rank_b}",
+                    str(first["gstep"]),
+                    f"{first['differing']}/{first['elements']}" if not blind else "-",
+                    str(first["first_index"]) if not blind else "-",
+                    _g(first["max_abs"]) if not blind else "-",
+                    _g(first["max_rel"]) if not blind else "-",
+                    str(first["max_ulp"]) if not blind else "-",
+                    str(last["gstep"]),
+                    _g(last["max_abs"]) if not blind else "-",
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines.append(
+            "(FIRST: the first differing gstep, with the elements that differ there, the first of "
+            "them (AT, C order), their max abs/rel difference and ULPs; LAST: the last differing gstep and its max abs)"
+        )
+        for k in differing:
+            if k.structural:
+                lines.append(
+                    f"structural: {_shown(k.key)} (ranks {k.rank_a}:{k.rank_b}) from gstep "
+                    f"{k.structural_gstep}: {_shown(k.structural)}"
+                )
+        for basis, note in (("digests", "exact; no magnitudes"), ("summaries", "not exact")):
+            keys = sorted({k.key for k in differing if k.first["basis"] == basis})
+            if keys:
+                lines.append(f"compared by {basis} ({note}): {', '.join(_shown(k) for k in keys)}")
+    for keys, where in ((result.only_a, "A"), (result.only_b, "B")):
+        if keys:
+            lines.append(f"keys only in {where}: {', '.join(_shown(k) for k in keys)}")
+    for ranks_only, where in ((result.ranks_only_a, "A"), (result.ranks_only_b, "B")):
+        if ranks_only:
+            lines.append(f"ranks only in {where}: {', '.join(map(str, ranks_only))}")
+    for s in result.steps:
+        for count, named, where in (
+            (s["only_a"], s["only_a_gsteps"], "A" if not ranks else f"rank {s['rank_a']}"),
+            (s["only_b"], s["only_b_gsteps"], "B" if not ranks else f"rank {s['rank_b']}"),
+        ):
+            if count:
+                more = f" (and {count - len(named)} more)" if count > len(named) else ""
+                lines.append(
+                    f"{count} gstep(s) only in {where}"
+                    + ("" if ranks else f" (ranks {s['rank_a']}:{s['rank_b']})")
+                    + f": {', '.join(map(str, named))}{more}"
+                )
+    if result.per_rank:
+        lines.append(
+            f"not compared across ranks (per rank: activations, losses, declared): "
+            f"{len(result.per_rank)} key(s)"
+        )
+    compared = {k.key for k in result.keys}
+    steps = sum(s["compared"] for s in result.steps)
+    bases = sorted({k.basis for k in result.keys if k.basis})
+    how = " and ".join(bases) if bases else "nothing"
+    if result.identical:
+        lines.append(
+            f"{'ranks agree' if ranks else 'identical'}: {len(compared)} key(s) over {steps} "
+            f"step pair(s), compared by {how}"
+            + ("" if bases != ["summaries"] else " (equal summaries prove nothing exact)")
+        )
+    elif differing:
+        first = differing[0]
+        lines.append(
+            f"{side} {first.rank_b if ranks else 'B'} differs from {side} "
+            f"{first.rank_a if ranks else 'A'} from gstep {first.first['gstep']} in "
+            f"{_shown(first.key)}"
+            + (f" (and {len(differing) - 1} more)" if len(differing) > 1 else "")
+        )
+    return "\n".join(lines)
 
 
 # --- timeline ----------------------------------------------------------------

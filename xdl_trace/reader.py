@@ -90,7 +90,7 @@ Histogram.__doc__ = """A "histogram" summary as ``numpy.histogram`` returns it: 
 float64[bins + 1] (``lo``, then each bin's right edge), ``counts`` int64[bins] of the
 finite values (the last bin includes its right edge). ``[steps, ...]`` over steps."""
 
-_SUMMARY_KINDS = ("stats", "histogram", "user_summary")
+_SUMMARY_KINDS = ("stats", "histogram", "user_summary", "digest")
 
 
 def _not_a_summary(key, info, where):
@@ -105,8 +105,8 @@ def _not_a_summary(key, info, where):
 def parse_summary(key, array, info, where="xdl_trace"):
     """Names the fields of summary column(s) `array` (one column, or ``stack``'s
     ``[steps, ...]``) as the column descriptor `info` (``schema()[key].descriptor``)
-    says: ``Stats`` for "stats", ``Histogram`` for "histogram", the array itself
-    for a user summary. InvalidArgumentError (a ValueError) naming the key for a
+    says: ``Stats`` for "stats", ``Histogram`` for "histogram", the digest (an int; uint64
+    over steps) for "digest", the array itself for a user summary. InvalidArgumentError (a ValueError) naming the key for a
     value column, a column without a descriptor, a layout newer than this reader
     or a column of the wrong length."""
     kind = None if info is None else info["kind"]
@@ -121,12 +121,17 @@ def parse_summary(key, array, info, where="xdl_trace"):
         )
     array = np.asarray(array)
     bins = info["histogram_bins"]
-    expected = len(STATS_FIELDS) if kind == "stats" else 2 + 2 * bins
+    expected = {"stats": len(STATS_FIELDS), "digest": 2}.get(kind, 2 + 2 * bins)
     if array.dtype != np.float64 or array.ndim < 1 or array.shape[-1] != expected:
         raise errors.InvalidArgumentError(
             f"{where}: key '{key}': a {kind} column must be float64[{expected}], "
             f"got {array.dtype}{list(array.shape)}"
         )
+    if kind == "digest":  # float64[2]: the high and low 32 bits (docs/format.md "Tensor digest").
+        digest = (array[..., 0].astype(np.uint64) << np.uint64(32)) | array[..., 1].astype(
+            np.uint64
+        )
+        return int(digest) if array.ndim == 1 else digest
     if kind == "stats":
         fields = [array[..., i] for i in range(len(STATS_FIELDS))]
         for i in (0, 6, 7):  # count, nan, inf
@@ -537,6 +542,8 @@ def _summary_width(descriptor):
         return len(STATS_FIELDS)
     if descriptor["kind"] == "histogram":
         return 2 + 2 * descriptor["histogram_bins"]
+    if descriptor["kind"] == "digest":
+        return 2
     return 0
 
 

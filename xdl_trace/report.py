@@ -14,8 +14,8 @@ import datetime
 import json
 import os
 
-from . import analysis, gpu_advice, gpu_steps, report_charts, trace_runs
-from .alerts import find_alerts, headline
+from . import analysis, compare, gpu_advice, gpu_steps, report_charts, trace_runs
+from .alerts import agreement_alerts, find_alerts, headline
 from .alerts import (  # noqa: F401  (re-exported: the thresholds, as before the split)
     EXPLODING_FACTOR,
     EXPLODING_NORM,
@@ -154,6 +154,39 @@ def _expand_runs(paths, run, prefix, name):
     return out
 
 
+def _differences(scans, runs, selection, prefix, name):
+    """Where the ranks of each multi-rank run part ways (every rank against the lowest), and with
+    several runs where each later run parts from the first (``compare.diff``, a second pass over
+    the files): per comparison its headline, alerts and the diff as a dict."""
+    out = []
+
+    def add(a, b, what):
+        run_a = runs[a].id if runs[a] is not None and runs[a].id else None
+        run_b = None if b is None or runs[b] is None or not runs[b].id else runs[b].id
+        result = compare.diff(
+            scans[a].path,
+            None if b is None else scans[b].path,
+            keys=selection.keys,
+            gsteps=selection.gsteps,
+            ranks=selection.ranks,
+            run=run_a,
+            run_b=run_b,
+            prefix=prefix,
+            name=name,
+        )
+        label = scans[a].label if b is None else f"{scans[b].label} vs {scans[a].label}"
+        headline_item, alerts = agreement_alerts(result, label, what)
+        out.append({"headline": headline_item, "alerts": alerts, "diff": result.as_dict()})
+
+    for i, scan in enumerate(scans):
+        if len(scan.ranks) > 1:
+            add(i, None, "ranks")
+    for i in range(1, len(scans)):
+        if scans[i].path != scans[0].path or runs[i] is not runs[0]:
+            add(0, i, "runs")
+    return out
+
+
 def _only_run(path, prefix, name):
     every = trace_runs.runs(path, prefix=prefix, name=name)
     return every[0] if len(every) == 1 else None
@@ -244,6 +277,9 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     for scan in scans:
         if writing is None and scan.path not in several:
             several[scan.path] = len(trace_runs.runs(scan.path, prefix=prefix, name=name)) > 1
+    # Where ranks and runs part ways: a second pass over the files, so a static report's only
+    # (serve would re-read the whole run at every update).
+    differences = [] if selection is None else _differences(scans, runs, selection, prefix, name)
     # Every key once, in the order the runs name them, with the first run that has it: dicts,
     # never a list searched per key (linear in keys, issue 24 #2).
     first_scan, in_scans = {}, {}
@@ -278,6 +314,10 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         schema = scan.schema.get(key)
         rows = sum(s.rows.get(key, 0) for s in scans)
         meta = _card_meta(schema, rows)
+        if getattr(schema, "kind", None) == "digest":  # A checksum: no curve.
+            text = "a digest (an exact checksum of the tensor): compared by xdl-trace diff"
+            cards.append({"key": key, "meta": meta, "charts": [], "text": text})
+            continue
         once = getattr(schema, "source", None) == "once"
         if rows <= 1 or once:
             # trace_once (a config: its values, never a curve of their mean and std), or a
@@ -298,8 +338,9 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
             _run_facts(s, r, selection, None if writing is None else writing[i])
             for i, (s, r) in enumerate(zip(scans, runs))
         ],
-        "headline": headline(scans),
-        "alerts": find_alerts(scans),
+        "headline": [d["headline"] for d in differences] + headline(scans),
+        "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
+        "differences": [d["diff"] for d in differences],
         "steps": report_charts.step_charts(scans),
         "gpu_charts": report_charts.gpu_charts(scans),
         "gpu": _gpu_sections(scans),

@@ -66,8 +66,9 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
         for parameters that require grad.
     activations: also trace each leaf module's latest forward output (detached; the first tensor
         when the output is a tuple, list or dict).
-    summary: "stats" (default), "histogram", None (the full tensors) or a callable, as for
-        trace_tensor.
+    summary: "stats" (default), "histogram", "digest" (an exact 64-bit checksum: what
+        ``xdl.diff`` needs to tell ranks or runs apart exactly), None (the full tensors) or a
+        callable, as for trace_tensor.
     every: None (every traced step) or N: the watched keys are captured at the first and then
         every N-th step the hook traces (counted per key; the hook's filter decides which steps
         are traced at all); on the other traced steps they hold an empty float32 column, as a

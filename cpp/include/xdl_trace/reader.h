@@ -52,6 +52,7 @@ struct ColumnInfo {
     kStats = 2,        // Built-in stats summary, float64[8].
     kHistogram = 3,    // Built-in histogram summary, float64[2 + 2 * histogram_bins].
     kUserSummary = 4,  // A user summary function's output (summary_name).
+    kDigest = 5,       // Built-in tensor digest, float64[2] (high, low 32 bits).
   };
   enum class Source : int32_t {
     kUnknown = 0,

@@ -60,7 +60,7 @@ using SummaryFn = std::function<absl::StatusOr<Tensor>(const TensorView&)>;
 //           numpy does), then `bins` right edges, then `bins` counts of the
 //           finite values (the last bin includes hi). No finite value: lo, hi
 //           and the edges are NaN, the counts 0.
-enum class BuiltinSummary { kNone, kStats, kHistogram };
+enum class BuiltinSummary { kNone, kStats, kHistogram, kDigest };
 
 struct Summary {
   BuiltinSummary builtin = BuiltinSummary::kNone;

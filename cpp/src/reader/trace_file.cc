@@ -49,6 +49,7 @@ static_assert(static_cast<int>(ColumnInfo::Content::kValue) == ProtoColumn::VALU
 static_assert(static_cast<int>(ColumnInfo::Content::kStats) == ProtoColumn::STATS);
 static_assert(static_cast<int>(ColumnInfo::Content::kHistogram) == ProtoColumn::HISTOGRAM);
 static_assert(static_cast<int>(ColumnInfo::Content::kUserSummary) == ProtoColumn::USER_SUMMARY);
+static_assert(static_cast<int>(ColumnInfo::Content::kDigest) == ProtoColumn::DIGEST);
 static_assert(static_cast<int>(ColumnInfo::Source::kTensor) == ProtoColumn::TENSOR);
 static_assert(static_cast<int>(ColumnInfo::Source::kVariable) == ProtoColumn::VARIABLE);
 static_assert(static_cast<int>(ColumnInfo::Source::kGradient) == ProtoColumn::GRADIENT);

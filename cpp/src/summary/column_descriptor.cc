@@ -41,6 +41,9 @@ ColumnDescriptor DescribeColumn(const EntrySpec& entry) {
     out.set_content(ColumnDescriptor::HISTOGRAM);
     out.set_layout_version(kSummaryLayoutVersion);
     out.set_histogram_bins(summary.histogram_bins);
+  } else if (summary.builtin == BuiltinSummary::kDigest) {
+    out.set_content(ColumnDescriptor::DIGEST);
+    out.set_layout_version(kSummaryLayoutVersion);
   } else {
     out.set_content(ColumnDescriptor::VALUE);
   }

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "summary/digest.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -642,6 +643,11 @@ std::vector<double> LogBucketEdges() {
 
 absl::Status ComputeBuiltinSummary(const Summary& summary, const TensorView& view,
                                    std::vector<double>* values) {
+  if (summary.builtin == BuiltinSummary::kDigest) {  // Any dtype: its bits.
+    values->resize(kDigestSize);
+    DigestToValues(ComputeDigest(view), values->data());
+    return absl::OkStatus();
+  }
   if (summary.builtin != BuiltinSummary::kNone && IsValidDType(static_cast<int32_t>(view.dtype)) &&
       GetDTypeInfo(view.dtype).kind == DTypeKind::kOpaque) {
     return absl::InvalidArgumentError(
@@ -661,6 +667,7 @@ absl::Status ComputeBuiltinSummary(const Summary& summary, const TensorView& vie
       ComputeHistogram(view, summary.histogram_bins, values->data());
       return absl::OkStatus();
     case BuiltinSummary::kNone:
+    case BuiltinSummary::kDigest:
       break;
   }
   return absl::InvalidArgumentError("no built-in summary selected");

@@ -22,6 +22,7 @@
 #include "record/record_extras.h"
 #include "registry/validate.h"
 #include "summary/column_descriptor.h"
+#include "summary/digest.h"
 #include "summary/summary.h"
 #include "tracer/tracer_internal.h"
 #include "xdl_trace.pb.h"
@@ -350,17 +351,21 @@ absl::Status Tracer::Impl::CheckSummaryShape(const EntrySpec& entry, const std::
   const int64_t size = kind == BuiltinSummary::kStats ? internal::kStatsSize
                        : kind == BuiltinSummary::kHistogram
                            ? internal::HistogramSize(entry.summary.histogram_bins)
-                           : -1;
+                       : kind == BuiltinSummary::kDigest ? internal::kDigestSize
+                                                         : -1;
   if (size < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(internal::EntryKindName(entry.kind), " '", key,
                      "': a value captured as its summary, but the entry has no built-in summary"));
   }
   if (view.dtype != DType::kFloat64 || view.shape.size() != 1 || view.shape[0] != size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        internal::EntryKindName(entry.kind), " '", key, "': a summary captured as ",
-        DTypeName(view.dtype), " of ", view.shape.size(), " dims; the entry's ",
-        kind == BuiltinSummary::kStats ? "stats" : "histogram", " is float64 [", size, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(internal::EntryKindName(entry.kind), " '", key, "': a summary captured as ",
+                     DTypeName(view.dtype), " of ", view.shape.size(), " dims; the entry's ",
+                     kind == BuiltinSummary::kStats       ? "stats"
+                     : kind == BuiltinSummary::kHistogram ? "histogram"
+                                                          : "digest",
+                     " is float64 [", size, "]"));
   }
   return absl::OkStatus();
 }

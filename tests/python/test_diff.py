@@ -1,0 +1,274 @@
+"""xdl.diff and `xdl-trace diff` on runs written by the tracer: identical runs, one element changed
+at step 150, tolerance, NaN bits, runs of different length, keys and dtypes, summaries, a run still
+being written, and the tensor digest (order-independent, exact)."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+from xdl_trace import _core, cli
+from xdl_trace.reader import TornTailWarning
+
+STEPS = 200
+
+
+def write_run(
+    out, steps=STEPS, change=None, nan=False, dtype=np.float32, extra_key=False, s_summary="stats"
+):
+    """w: float32[100] (a value), s: float64[4] (a stats summary). `change`: from that step on,
+    element 7 of w drifts by 1e-3 per step."""
+    xdl.clear()
+    w = np.zeros(100, dtype)
+    s = np.zeros(4, np.float64)
+    xdl.trace_variable("w", w)
+    xdl.trace_tensor("s", s, summary=s_summary)
+    if extra_key:
+        xdl.trace_tensor("extra", np.zeros(2, np.float32))
+    with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
+        for step in range(steps):
+            w[:] = np.sin(np.arange(100) + step).astype(dtype)
+            if nan:
+                w[3] = np.float32("nan")
+            if change is not None and step >= change:
+                w[7] += dtype(1e-3) * (step - change + 1)
+            s[:] = step
+            hook.step()
+    xdl.clear()
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diff")
+    return {
+        "a": write_run(root / "a"),
+        "b": write_run(root / "b"),
+        "changed": write_run(root / "changed", change=150),
+    }
+
+
+def test_same_run_twice_is_identical(runs, capsys):
+    result = xdl.diff(runs["a"], runs["b"])
+    assert result.identical
+    assert {k.key: k.basis for k in result.keys} == {"w": "values", "s": "summaries"}
+    assert all(k.steps_compared == STEPS for k in result.keys)
+    assert cli.main(["diff", runs["a"], runs["b"]]) == 0
+    assert "identical: 2 key(s) over 200 step pair(s)" in capsys.readouterr().out
+
+
+def test_one_element_changed_at_step_150_is_found_there(runs, capsys):
+    result = xdl.diff(runs["a"], runs["changed"])
+    assert not result.identical
+    (w,) = result.differing
+    assert w.key == "w" and w.basis == "values"
+    assert w.first["gstep"] == 150
+    assert w.first["differing"] == 1 and w.first["elements"] == 100
+    assert w.first["first_index"] == 7
+    assert w.first["max_abs"] == pytest.approx(1e-3, rel=1e-3)
+    assert w.first["max_ulp"] > 0
+    assert w.last["gstep"] == STEPS - 1 and w.last["max_abs"] == pytest.approx(0.05, rel=1e-3)
+    assert [p["gstep"] for p in w.growth][0] == 150 and len(w.growth) > 2  # It grows.
+    assert w.steps_differing == STEPS - 150
+    assert cli.main(["diff", runs["a"], runs["changed"]]) == 1
+    out = capsys.readouterr().out
+    assert "run B differs from run A from gstep 150 in w" in out
+    assert cli.main(["diff", runs["a"], runs["changed"], "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["identical"] is False and data["keys"][0]["first"]["gstep"] == 150
+
+
+def test_tolerance_and_selections(runs, capsys):
+    assert xdl.diff(runs["a"], runs["changed"], atol=0.06).identical
+    partly = xdl.diff(runs["a"], runs["changed"], atol=0.0105)  # Passed from step 160 on.
+    assert partly.differing[0].first["gstep"] == 160
+    assert xdl.diff(runs["a"], runs["changed"], gsteps=(0, 149)).identical
+    assert xdl.diff(runs["a"], runs["changed"], keys="s").identical
+    assert cli.main(["diff", runs["a"], runs["changed"], "--keys", "s"]) == 0
+    assert cli.main(["diff", runs["a"], runs["changed"], "--gsteps", "140:160"]) == 1
+    assert "from gstep 150" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="rtol and atol"):
+        xdl.diff(runs["a"], runs["b"], rtol=-1)
+    with pytest.raises(ValueError, match=r"ranks \[0\] selected: comparing ranks needs two"):
+        xdl.diff(runs["a"])
+    assert cli.main(["diff", runs["a"], "--ranks"]) == 1
+    assert "comparing ranks needs two or more" in capsys.readouterr().err
+
+
+def test_runs_of_different_length_keys_and_dtypes(runs, tmp_path, capsys):
+    short = write_run(tmp_path / "short", steps=150)
+    result = xdl.diff(runs["a"], short)
+    assert not result.identical and not result.differing  # Values agree where both have them.
+    (steps,) = result.steps
+    assert steps["only_a"] == 50 and steps["only_a_gsteps"][:2] == [150, 151]
+    assert cli.main(["diff", runs["a"], short]) == 1
+    assert "50 gstep(s) only in A" in capsys.readouterr().out
+
+    extra = write_run(tmp_path / "extra", extra_key=True)
+    result = xdl.diff(runs["a"], extra)
+    assert result.only_b == ["extra"] and not result.differing and not result.identical
+
+    half = write_run(tmp_path / "half", dtype=np.float16)
+    result = xdl.diff(runs["a"], half)
+    (w,) = result.differing
+    assert w.first["gstep"] == 0 and "float32[100] vs float16[100]" in w.structural
+    assert cli.main(["diff", runs["a"], half]) == 1
+    assert "structural: w" in capsys.readouterr().out
+
+
+def test_values_meet_stats_as_their_stats(runs, tmp_path):
+    values = write_run(tmp_path / "values", s_summary=None)
+    result = xdl.diff(runs["a"], values, keys="s")
+    assert result.identical and result.keys[0].basis == "summaries"
+    reverse = xdl.diff(values, runs["a"], keys="s")
+    assert reverse.identical and reverse.keys[0].basis == "summaries"
+
+
+def test_nan_agrees_with_the_same_nan(tmp_path):
+    a = write_run(tmp_path / "a", nan=True)
+    b = write_run(tmp_path / "b", nan=True)
+    assert xdl.diff(a, b).identical
+
+
+def test_a_run_being_written_compares_what_is_complete(runs, tmp_path):
+    partial = tmp_path / "partial"
+    shutil.copytree(runs["changed"], partial)
+    (data,) = [p for p in os.listdir(partial) if not p.endswith(".meta")]
+    os.remove(partial / f"{data}.meta")  # The writer has not closed it.
+    size = os.path.getsize(partial / data)
+    with open(partial / data, "r+b") as f:
+        f.truncate(size - 300)  # The writer is inside its last record.
+    with pytest.warns(TornTailWarning):
+        result = xdl.diff(runs["a"], str(partial))
+    (w,) = result.differing
+    assert w.first["gstep"] == 150
+    assert result.steps[0]["only_a"] == 1 and result.steps[0]["only_a_gsteps"] == [STEPS - 1]
+
+
+def test_digest_is_exact_and_order_independent():
+    x = np.sin(np.arange(1000, dtype=np.float32))
+    d = _core.digest(x, 4)  # Wire dtype 4: float32.
+    assert d == _core.digest(x.copy(), 4)
+    y = x.copy()
+    y[500] = np.nextafter(y[500], np.float32(2))  # One ULP.
+    assert _core.digest(y, 4) != d
+    assert _core.digest(x[::-1].copy(), 4) != d  # The index is in it: a permutation shows.
+    # The definition (docs/format.md "Tensor digest"), in numpy: a sum, so any order.
+    assert d == reference_digest(x.view(np.uint32))
+
+
+def reference_digest(bits):
+    with np.errstate(over="ignore"):
+        x = bits.astype(np.uint64) + (np.arange(1, bits.size + 1, dtype=np.uint64) * PHI)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+        return int(x.sum(dtype=np.uint64))
+
+
+PHI = np.uint64(0x9E3779B97F4A7C15)
+
+
+WIRE = {"float32": 4, "float64": 5, "float16": 12, "int8": 0, "int32": 2, "int64": 3, "uint8": 8}
+
+
+def host_digest(tensor):
+    """The host's digest (_core.digest) of a CPU torch tensor, through numpy."""
+    import torch
+
+    if tensor.dtype == torch.bfloat16:
+        return _core.digest(tensor.view(torch.int16).numpy().view(np.uint16), 13)
+    if tensor.dtype == torch.bool:
+        return _core.digest(tensor.numpy(), 6)
+    array = tensor.contiguous().numpy()
+    return _core.digest(array, WIRE[str(array.dtype)])
+
+
+def test_device_digest_pass_equals_the_host_digest():
+    """The summary pass's digest (int64 torch arithmetic, rows of the device layout, padding
+    masked) equals the host's bit for bit, for every element size and across row boundaries."""
+    torch = pytest.importorskip("torch")
+    from xdl_trace import _device_summary
+
+    g = torch.Generator().manual_seed(0)
+    tensors = [
+        torch.randn(5000, generator=g),  # Several rows of TILE.
+        torch.randn(3, generator=g),
+        torch.zeros(0),
+        torch.tensor([float("nan"), -0.0, float("inf")]),
+        torch.randn(64, 33, generator=g).t(),  # Not contiguous.
+        torch.randn(100, generator=g).double(),
+        torch.randn(100, generator=g).half(),
+        torch.randn(2049, generator=g).bfloat16(),
+        torch.randint(-128, 127, (300,), generator=g, dtype=torch.int8),
+        torch.randint(-(2**31), 2**31 - 1, (300,), generator=g, dtype=torch.int32),
+        torch.randint(-(2**62), 2**62, (70,), generator=g, dtype=torch.int64),
+        torch.rand(77, generator=g) > 0.5,
+        torch.randn(4097, generator=g),
+    ]
+    rows = _device_summary.rows("digest", 0, tensors)
+    assert rows.shape == (len(tensors), 2) and rows.dtype == torch.float64
+    for tensor, row in zip(tensors, rows.tolist()):
+        assert (int(row[0]) << 32) | int(row[1]) == host_digest(tensor), tensor.dtype
+    small = _device_summary.rows("digest", 0, tensors, chunk=100)  # Many passes: the same.
+    assert torch.equal(small, rows)
+
+
+def test_digest_summary_column_and_diff_by_digests(runs, tmp_path, capsys):
+    """summary="digest" records float64[2] per step; diff compares digests with digests and a
+    value column with a digest column by digesting the values."""
+    xdl.clear()
+
+    def write(out, change):
+        xdl.clear()
+        w = np.zeros(100, np.float32)
+        xdl.trace_variable("w", w, summary="digest")
+        xdl.trace_tensor("s", np.zeros(4), summary="stats")
+        with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
+            for step in range(STEPS):
+                w[:] = np.sin(np.arange(100) + step).astype(np.float32)
+                if change is not None and step >= change:
+                    w[7] += np.float32(1e-3) * (step - change + 1)
+                hook.step()
+        xdl.clear()
+        return str(out)
+
+    digests = write(tmp_path / "digests", None)
+    trace = xdl.open_trace(digests)
+    assert trace.schema()["w"].kind == "digest"
+    gsteps, values = trace.stack_summary("w")
+    expected = np.sin(np.arange(100) + 3).astype(np.float32)
+    assert int(values[3]) == _core.digest(expected, 4)
+    result = xdl.diff(runs["a"], digests, keys="w")  # Values against digests.
+    assert result.identical and result.keys[0].basis == "digests"
+
+    changed = write(tmp_path / "digests_changed", 150)
+    (w,) = xdl.diff(digests, changed, keys="w").differing
+    assert w.basis == "digests" and w.first["gstep"] == 150 and w.first["basis"] == "digests"
+    (w,) = xdl.diff(runs["changed"], digests, keys="w").differing
+    assert w.first["gstep"] == 150
+    assert cli.main(["diff", digests, changed, "--keys", "w"]) == 1
+    out = capsys.readouterr().out
+    assert "compared by digests (exact; no magnitudes): w" in out
+
+    from xdl_trace import report
+
+    (card,) = [c for c in report.build_report([digests])["cards"] if c["key"] == "w"]
+    assert card["charts"] == [] and "a digest" in card["text"]  # A checksum is not a curve.
+
+
+def test_report_of_two_runs_says_where_they_differ(runs):
+    from xdl_trace import report
+
+    model = report.build_report([runs["a"], runs["changed"]])
+    assert "the runs differ from gstep 150 in w" in model["headline"][0]["text"]
+    (alert,) = [a for a in model["alerts"] if a["kind"] == "runs differ"]
+    assert alert["key"] == "w" and alert["gstep"] == 150
+    assert "1 of 100 elements differ" in alert["detail"]
+    model = report.build_report([runs["a"], runs["b"]])
+    assert (
+        "the runs agree (2 keys compared by summaries and values)" in model["headline"][0]["text"]
+    )

@@ -1,0 +1,158 @@
+"""`xdl-trace diff RUN --ranks` on a real 2-rank DDP job (gloo on CPU, torch.multiprocessing.spawn,
+`xdl.watch` on each rank): rank 0 alone lowers its learning rate at step 100, and the diff names
+the first gstep where the replicated parameters part ways; the same seeded job twice is identical."""
+
+import os
+import socket
+import time
+
+import pytest
+
+import xdl_trace as xdl
+from xdl_trace import cli
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available():  # pragma: no cover - Debian's torch has it
+    pytest.skip("torch.distributed is not available", allow_module_level=True)
+
+WORLD_SIZE = 2
+STEPS = 120
+BUG_STEP = 100  # Rank 0's optimizer step at this gstep uses a lower lr: parameters differ after.
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train_rank(rank, port, out_dir, summary, lr_bug):
+    os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD_SIZE
+    )
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        xdl.watch(model, summary=summary)
+        state = {}
+        xdl.trace_callback("loss", lambda: state["loss"])  # Per rank: each sees its own shard.
+        data = torch.Generator().manual_seed(100 + rank)
+        with xdl.TraceHook({"output_dir": out_dir, "fsync": False, "on_error": "raise"}) as hook:
+            for step in range(STEPS):
+                x = torch.randn(16, 8, generator=data)
+                y = torch.randn(16, 1, generator=data)
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(ddp(x), y)
+                loss.backward()  # All-reduced gradients: equal on both ranks.
+                state["loss"] = loss.detach()
+                hook.step(gstep=step)
+                if lr_bug and rank == 0 and step == BUG_STEP:
+                    for group in opt.param_groups:
+                        group["lr"] = 0.01
+                opt.step()
+    finally:
+        dist.destroy_process_group()
+
+
+def run_job(out_dir, summary=None, lr_bug=False, timeout_s=90):
+    import torch.multiprocessing as mp
+
+    context = mp.start_processes(
+        train_rank,
+        args=(free_port(), out_dir, summary, lr_bug),
+        nprocs=WORLD_SIZE,
+        join=False,
+        start_method="spawn",
+    )
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not context.join(timeout=1):
+            if time.monotonic() > deadline:
+                pytest.fail(f"the {WORLD_SIZE}-rank job did not finish in {timeout_s} s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+    return out_dir
+
+
+@pytest.fixture(autouse=True)
+def no_rank_env(monkeypatch):
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ddp")
+    return {
+        "bug": run_job(str(root / "bug"), lr_bug=True),
+        "bug_digests": run_job(str(root / "bug_digests"), summary="digest", lr_bug=True),
+        "seeded": run_job(str(root / "seeded")),
+        "seeded_digests": run_job(str(root / "seeded_digests"), summary="digest"),
+    }
+
+
+PARAMS = ["0.weight", "0.bias", "2.weight", "2.bias"]
+
+
+def test_lr_bug_on_rank_0_is_found_at_its_gstep_by_full_values(jobs, capsys):
+    result = xdl.diff(jobs["bug"])
+    assert result.per_rank == ["loss"]  # A callback: legitimately per rank, not compared.
+    differing = result.differing
+    assert {k.key for k in differing} == set(PARAMS)  # All-reduced gradients still agree.
+    assert all(k.basis == "values" for k in result.keys)
+    assert all(k.first["gstep"] == BUG_STEP + 1 for k in differing)
+    assert all((k.rank_a, k.rank_b) == (0, 1) for k in differing)
+    gradients = [k for k in result.keys if k.key.startswith("gradient/")]
+    assert len(gradients) == 4 and not any(k.differs for k in gradients)
+
+    assert cli.main(["diff", jobs["bug"], "--ranks"]) == 1
+    out = capsys.readouterr().out
+    assert f"rank 1 differs from rank 0 from gstep {BUG_STEP + 1} in 0.bias (and 3 more)" in out
+
+
+def test_lr_bug_is_found_by_digests_alone(jobs, capsys):
+    result = xdl.diff(jobs["bug_digests"])
+    differing = result.differing
+    assert {k.key for k in differing} == set(PARAMS)
+    assert all(k.basis == "digests" for k in result.keys)
+    assert all(k.first["gstep"] == BUG_STEP + 1 for k in differing)
+    assert cli.main(["diff", jobs["bug_digests"], "--ranks"]) == 1
+    out = capsys.readouterr().out
+    assert f"rank 1 differs from rank 0 from gstep {BUG_STEP + 1} in 0.bias (and 3 more)" in out
+    assert "compared by digests" in out
+
+
+def test_the_same_seeded_job_twice_is_identical(jobs, capsys):
+    # One job traced full values, the other digests: the values are digested to meet them.
+    assert cli.main(["diff", jobs["seeded"], jobs["seeded_digests"]]) == 0
+    assert "identical: 9 key(s) over 240 step pair(s), compared by digests and values" in (
+        capsys.readouterr().out
+    )
+    assert cli.main(["diff", jobs["seeded"], "--ranks"]) == 0
+    assert "ranks agree" in capsys.readouterr().out
+    # The loss is compared when asked for by name: it differs per rank from the start.
+    (loss,) = xdl.diff(jobs["seeded"], keys="loss").differing
+    assert loss.first["gstep"] == 0
+
+
+def test_report_opens_with_rank_agreement(jobs):
+    from xdl_trace import report
+
+    model = report.build_report([jobs["bug"]])
+    text = model["headline"][0]["text"]
+    assert f"rank 1 differs from rank 0 from gstep {BUG_STEP + 1} in 0.bias (and 3 more keys)" in (
+        text
+    )
+    differ = [a for a in model["alerts"] if a["kind"] == "ranks differ"]
+    assert {a["key"] for a in differ} == set(PARAMS)
+    assert all(a["gstep"] == BUG_STEP + 1 and a["rank"] == 1 for a in differ)
+    model = report.build_report([jobs["seeded"]])
+    assert "ranks agree (8 keys compared by values)" in model["headline"][0]["text"]
+    assert [a["kind"] for a in model["alerts"]].count("ranks agree") == 1

@@ -1,0 +1,272 @@
+"""``xdl.diff``: where two runs, or two ranks of one run, part ways, key by key.
+
+    result = xdl.diff("/tmp/run_a", "/tmp/run_b")      # two runs: rank r against rank r
+    result = xdl.diff("/tmp/ddp_run")                  # one run: every rank against rank 0
+    if not result.identical:
+        first = result.keys[0]                         # sorted by first divergence
+        print(first.key, first.first["gstep"], first.first["max_abs"])
+
+The comparison itself runs in C++ (``_core.diff_runs``, cpp/src/analysis/run_diff.h): both sides
+read once, in step by gstep, each pair of records compared in place, so memory is bounded by the
+largest record, not the run. Exact by default (bit for bit: the same NaN bits agree); ``rtol`` /
+``atol`` compare as ``numpy.isclose`` with side A as the reference (any NaN agrees with any NaN).
+
+What is compared says what agreement proves (``KeyDiff.basis``, the weakest of its steps):
+"values" (the tensors themselves), "digests" (``summary="digest"`` columns, exact but for a 2^-64
+chance; a value column meeting a digest column is digested; a differing digest says where, not
+by how much; tolerances do not apply) or "summaries" (stats, histograms, user summaries: equal
+summaries prove nothing exact).
+
+Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared by
+default: parameters (descriptor source "variable") and gradients ("gradient", all-reduced by
+DDP). Activations, the loss and other per-shard values (sources "tensor", "callback", "once")
+legitimately differ per rank and are listed in ``per_rank``, not compared; ``per_rank=`` globs
+declare more keys per-rank, ``keys=`` (globs) picks what is compared whatever its source.
+"""
+
+import dataclasses
+import fnmatch
+import warnings
+
+from . import _core
+from .reader import TornTailWarning, open_trace
+from .selection import Selection
+
+__all__ = ["diff", "DiffResult", "KeyDiff", "REPLICATED_SOURCES"]
+
+# Descriptor sources that data parallelism keeps equal on every rank (the rank comparison's rule).
+REPLICATED_SOURCES = ("variable", "gradient")
+_BASES = {0: None, 1: "values", 2: "digests", 3: "summaries"}
+
+
+@dataclasses.dataclass
+class KeyDiff:
+    """One key of one pair of sides (``rank_a`` of A against ``rank_b`` of B).
+
+    ``first``/``last``: the first and last differing steps as dicts (gstep, differing, elements,
+    first_index, max_abs, max_rel, max_ulp), None when the key agrees; ``growth``: the first
+    step, then each whose max_abs passes twice the previous point's; ``structural``: a dtype,
+    shape or content that differs ("" when none) from ``structural_gstep``; ``basis``: "values",
+    "summaries" or None (no step had a value on both sides)."""
+
+    key: str
+    rank_a: int
+    rank_b: int
+    basis: object
+    steps_compared: int
+    steps_differing: int
+    first: object
+    last: object
+    growth: list
+    structural: str
+    structural_gstep: object
+
+    @property
+    def differs(self):
+        return self.steps_differing > 0
+
+    def as_dict(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class DiffResult:
+    """What ``diff`` found. ``keys``: every compared key of every rank pair, the differing ones
+    first, sorted by first divergence (the earliest first: that is where to look), then the
+    agreeing ones; ``only_a``/``only_b``: keys on one side only; ``per_rank``: keys not compared
+    across ranks (legitimately per rank); ``steps``: per rank pair, gsteps compared and those on
+    one side only (counted, the first ones named); ``ranks_only_a``/``ranks_only_b``: ranks one
+    side lacks. ``identical``: nothing differs, structurally or in value."""
+
+    a: str
+    b: str
+    keys: list
+    only_a: list
+    only_b: list
+    per_rank: list
+    steps: list
+    ranks_only_a: list
+    ranks_only_b: list
+    bytes_read: int
+
+    @property
+    def differing(self):
+        return [k for k in self.keys if k.differs]
+
+    @property
+    def identical(self):
+        return not (
+            self.differing
+            or self.only_a
+            or self.only_b
+            or self.ranks_only_a
+            or self.ranks_only_b
+            or any(s["only_a"] or s["only_b"] for s in self.steps)
+        )
+
+    def as_dict(self):
+        """As plain JSON-ready data (what ``xdl-trace diff --json`` prints): an infinite max_abs
+        or max_rel (a NaN on one side only; a difference from a 0 of A) is the string "inf"."""
+        out = _json_safe(dataclasses.asdict(self))
+        out["identical"] = self.identical
+        return out
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, float) and value == float("inf"):
+        return "inf"
+    return value
+
+
+def _matches(key, patterns):
+    return any(fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def _patterns(globs):
+    if globs is None:
+        return None
+    return [p for p in globs.split(",") if p] if isinstance(globs, str) else list(globs)
+
+
+def _run_id(trace):
+    return None if trace.run is None else trace.run.id
+
+
+def diff(
+    a,
+    b=None,
+    keys=None,
+    gsteps=None,
+    ranks=None,
+    rtol=0.0,
+    atol=0.0,
+    per_rank=None,
+    prefix="train",
+    name="trace",
+    run=None,
+    run_b=None,
+    selection=None,
+):
+    """Compares run `b` with run `a` (rank r with rank r), or with `b` None the ranks of `a`
+    (every rank of `ranks`, default all, against the lowest). Returns a ``DiffResult``.
+
+    keys: glob patterns (a list or one comma-separated string) of the keys compared; gsteps: as
+    ``Selection``; rtol/atol: a tolerance (both 0: exact); per_rank: globs of keys that
+    legitimately differ per rank (the rank comparison leaves them out; see the module
+    docstring); run/run_b: which run of each directory (as ``open_trace``; run_b defaults to
+    run)."""
+    sel = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"rtol and atol must be >= 0, not {rtol} and {atol}")
+    trace_a = open_trace(a, prefix=prefix, name=name, run=sel.run)
+    same = b is None
+    trace_b = trace_a if same else open_trace(b, prefix=prefix, name=name, run=run_b or sel.run)
+    schema_a, schema_b = trace_a.schema(), trace_b.schema()
+    patterns = _patterns(sel.keys)
+    wanted = [k for k in schema_a if patterns is None or _matches(k, patterns)]
+    wanted_b = [k for k in schema_b if patterns is None or _matches(k, patterns)]
+    only_a = [k for k in wanted if k not in schema_b]
+    only_b = [k for k in wanted_b if k not in schema_a]
+    common = [k for k in wanted if k in schema_b]
+    per_rank_keys = []
+    if same:
+        declared = _patterns(per_rank) or []
+        for key in common:
+            source = schema_a[key].source
+            if _matches(key, declared) or (
+                patterns is None and source is not None and source not in REPLICATED_SOURCES
+            ):
+                per_rank_keys.append(key)
+        left_out = set(per_rank_keys)  # A set: 100,000 keys stay linear.
+        common = [k for k in common if k not in left_out]
+    selected = list(sel.ranks) if sel.ranks is not None else None
+    ranks_a = [r for r in trace_a.ranks if selected is None or r in selected]
+    if same:
+        if len(ranks_a) < 2:
+            raise ValueError(
+                f"{trace_a.path}: ranks {ranks_a} selected: comparing ranks needs two or more "
+                "(or give a second run to compare with)"
+            )
+        pairs = [(ranks_a[0], r) for r in ranks_a[1:]]
+        ranks_only_a = ranks_only_b = []
+    else:
+        ranks_b = [r for r in trace_b.ranks if selected is None or r in selected]
+        pairs = [(r, r) for r in ranks_a if r in ranks_b]
+        ranks_only_a = [r for r in ranks_a if r not in ranks_b]
+        ranks_only_b = [r for r in ranks_b if r not in ranks_a]
+    begin, end, steps = sel.window()
+    results, step_rows, bytes_read = [], [], 0
+    for rank_a, rank_b in pairs:
+        found = _core.diff_runs(
+            trace_a.path,
+            _run_id(trace_a),
+            rank_a,
+            trace_b.path,
+            _run_id(trace_b),
+            rank_b,
+            common,
+            begin,
+            end,
+            steps,
+            float(rtol),
+            float(atol),
+            prefix,
+            name,
+        )
+        bytes_read += found["bytes_read"]
+        for torn in found["torn_tails"]:  # A run being written: what is complete is compared.
+            warnings.warn(str(torn), TornTailWarning, stacklevel=2)
+        step_rows.append(
+            {
+                "rank_a": rank_a,
+                "rank_b": rank_b,
+                "compared": found["steps_compared"],
+                "only_a": found["only_a"],
+                "only_b": found["only_b"],
+                "only_a_gsteps": list(found["only_a_gsteps"]),
+                "only_b_gsteps": list(found["only_b_gsteps"]),
+            }
+        )
+        for k in found["keys"]:
+            for point in [k["first"], k["last"], *k["growth"]]:
+                if point is not None:
+                    point["basis"] = _BASES[point["basis"]]
+            results.append(
+                KeyDiff(
+                    key=k["key"],
+                    rank_a=rank_a,
+                    rank_b=rank_b,
+                    basis=_BASES[k["basis"]],
+                    steps_compared=k["steps_compared"],
+                    steps_differing=k["steps_differing"],
+                    first=k["first"],
+                    last=k["last"],
+                    growth=list(k["growth"]),
+                    structural=k["structural"],
+                    structural_gstep=k["structural_gstep"] if k["structural"] else None,
+                )
+            )
+    results.sort(
+        key=lambda r: (
+            not r.differs,
+            (r.first or {}).get("gstep", 0) if r.differs else 0,
+            r.rank_b,
+            r.key,
+        )
+    )
+    return DiffResult(
+        a=trace_a.path,
+        b=trace_b.path,
+        keys=results,
+        only_a=only_a,
+        only_b=only_b,
+        per_rank=per_rank_keys,
+        steps=step_rows,
+        ranks_only_a=ranks_only_a,
+        ranks_only_b=ranks_only_b,
+        bytes_read=bytes_read,
+    )
