@@ -125,6 +125,10 @@ struct FileMeta {
   // checksum). kFormatVersion: ours. Anything else is refused.
   int32_t format_version = 0;
   bool closed_cleanly = false;
+  // Meta.header_crc32c: the CRC-32C of the Header frame, checked at open.
+  std::optional<uint32_t> header_crc32c;
+  // The Meta ended with its own checksum (Meta.meta_crc32c), which held.
+  bool has_meta_crc32c = false;
   std::string serialized;  // The whole xdl.proto.Meta as read.
 };
 
@@ -285,6 +289,10 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   absl::Status FrameLength(uint64_t offset, uint64_t* length, bool* torn) const;
   // ReadFrame, checking the record's checksum or not (Verify always does).
   absl::Status DecodeFrame(uint64_t offset, RecordView* record, bool* torn, bool check_crc) const;
+  // At open, under our Meta: the Header frame against Meta.header_crc32c, and
+  // a Header frame the Meta covers that does not fit the file; DataLoss
+  // naming the file and offset 0 (`zero_from`: where the zero tail begins).
+  absl::Status CheckHeader(uint64_t zero_from) const;
 
   std::string path_;
   const FileOptions options_;

@@ -298,6 +298,7 @@ FileMeta FromProto(const xdl::proto::Meta& m, absl::string_view serialized) {
   meta.file_index = m.file_index();
   meta.format_version = m.format_version();
   meta.closed_cleanly = m.closed_cleanly();
+  if (m.has_header_crc32c()) meta.header_crc32c = m.header_crc32c();
   meta.serialized = std::string(serialized);
   return meta;
 }
@@ -338,10 +339,12 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
     return absl::DataLossError("not a serialized Meta");
   }
   // Its own checksum (Meta.meta_crc32c, the last field) when it has one.
+  bool has_meta_crc = false;
   WireReader reader(bytes);
   WireField field;
   while (reader.Next(&field)) {
     if (field.number != kMetaCrcField) continue;
+    has_meta_crc = true;
     const size_t before = static_cast<size_t>(field.encoded.data() - bytes.data());
     if (field.wire_type != internal::kWireFixed32 ||
         before + field.encoded.size() != bytes.size()) {
@@ -375,7 +378,9 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
     return absl::DataLossError(absl::StrCat("impossible Meta: record_count ", meta.record_count(),
                                             ", data_bytes ", meta.data_bytes()));
   }
-  return FromProto(meta, bytes);
+  FileMeta parsed = FromProto(meta, bytes);
+  parsed.has_meta_crc32c = has_meta_crc;
+  return parsed;
 }
 
 absl::StatusOr<FileMeta> ReadFileMeta(const std::string& meta_path) {
@@ -579,7 +584,36 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
                                 " bytes) but the Meta covers ", vouching->data_bytes, " bytes and ",
                                 vouching->record_count, " records"));
   }
+  XDL_RETURN_IF_ERROR(file->CheckHeader(zero_from));
   return file;
+}
+
+absl::Status TraceFile::CheckHeader(uint64_t zero_from) const {
+  if (!meta_ || !version_error_.ok() || meta_->format_version != kFormatVersion) {
+    return absl::OkStatus();
+  }
+  const uint64_t size = bytes_.size();
+  const auto covered = static_cast<uint64_t>(meta_->data_bytes);
+  // A Header frame the Meta covers but that does not fit the file (a flipped
+  // bit in its length prefix): corruption, never a torn tail. Zeros are a
+  // power loss, and a file shorter than the Meta says is "cut short" above.
+  if (header_torn_ && covered >= kPrefixBytes && covered <= size && zero_from > 0 &&
+      !lost_block_) {
+    const uint32_t length = LoadLength(bytes_.data());
+    return Corrupt(path_, 0,
+                   absl::StrCat("the Header frame's length prefix says ", length,
+                                " bytes, which do not fit the ", size, " bytes of a file whose Meta",
+                                " covers ", covered, " (a damaged length prefix)"));
+  }
+  if (!meta_->header_crc32c || header_torn_) return absl::OkStatus();
+  const uint32_t actual = internal::crc32c::Value(bytes_.data(), first_record_offset_);
+  if (actual != *meta_->header_crc32c) {
+    return Corrupt(path_, 0,
+                   absl::StrFormat("Header checksum mismatch: crc32c of its %d-byte frame is %08x, "
+                                   "the Meta's header_crc32c says %08x (a damaged Header)",
+                                   first_record_offset_, actual, *meta_->header_crc32c));
+  }
+  return absl::OkStatus();
 }
 
 TornTail TraceFile::TornTailAt(uint64_t offset, int32_t rank) const {
