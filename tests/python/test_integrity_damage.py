@@ -110,3 +110,42 @@ def test_a_flipped_bit_in_the_header_length_prefix_is_corruption_not_a_torn_tail
     every_reader_refuses(out, "corrupt at byte offset 0")
     info = run("-m", "xdl_trace", "info", out)
     assert "closed cleanly" not in info.stdout and "torn" not in info.stderr, info
+
+
+# --- Item 3: a file cut while records() walks its mapping ---------------------------------------
+
+CUT_WHILE_READ = textwrap.dedent(
+    """
+    import glob, os, sys
+    import numpy as np
+    import xdl_trace as xdl
+    from xdl_trace import errors
+    from xdl_trace.reader import open_trace
+
+    out = sys.argv[1]
+    xdl.trace_tensor("w", np.ones((64, 64), np.float32))
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}) as hook:
+        for step in range(200):
+            hook.step(gstep=step)
+    (path,) = glob.glob(os.path.join(out, "train.trace.0.*[0-9]"))
+    walk = open_trace(out).records()
+    first = next(walk)
+    assert first.columns["w"].sum() == 64 * 64
+    # Another process cuts the file to its first 3 pages, as rsync --inplace or a cleanup can.
+    os.spawnlp(os.P_WAIT, "truncate", "truncate", "-s", "12288", path)
+    try:
+        for record in walk:
+            record.columns["w"].sum()
+    except errors.TraceIOError as e:
+        print("refused:", e)
+    print("first record after the cut:", first.columns["w"].sum())
+    """
+)
+
+
+def test_a_file_cut_while_records_walks_it_is_an_error_naming_it_not_a_sigbus(tmp_path):
+    out = str(tmp_path)
+    result = run("-c", CUT_WHILE_READ, out)
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    (path,) = glob.glob(os.path.join(out, "train.trace.0.*[0-9]"))
+    assert f"refused: {path}: the file shrank while it was read" in result.stdout, result.stdout

@@ -20,6 +20,7 @@
 #include "core/file_kind.h"
 #include "core/status_macros.h"
 #include "core/wire_reader.h"
+#include "reader/mapping_guard.h"
 #include "xdl_trace.pb.h"
 #include "xdl_trace/reader.h"
 
@@ -450,6 +451,8 @@ bool RecordCursor::Step(RecordView* record, uint64_t* frame_size) {
     return false;
   }
   if (done_ || offset_ >= file_->size()) {
+    // The walk's end: the caller read the last record's arrays, views of the mapping, since.
+    if (status_.ok()) status_ = file_->CheckNotCut();
     done_ = true;
     return false;
   }
@@ -477,10 +480,24 @@ bool RecordCursor::Step(RecordView* record, uint64_t* frame_size) {
 // --- TraceFile --------------------------------------------------------------
 
 TraceFile::TraceFile(std::string path, const char* mapping, size_t size, const FileOptions& options)
-    : path_(std::move(path)), options_(options), mapping_(mapping), bytes_(mapping, size) {}
+    : path_(std::move(path)),
+      options_(options),
+      mapping_(mapping),
+      bytes_(mapping, size),
+      guard_slot_(internal::MappingGuard::Register(mapping, size)) {}
 
 TraceFile::~TraceFile() {
+  internal::MappingGuard::Unregister(guard_slot_);
   if (mapping_ != nullptr) munmap(const_cast<char*>(mapping_), bytes_.size());
+}
+
+absl::Status TraceFile::CheckNotCut() const {
+  if (!internal::MappingGuard::Cut(guard_slot_)) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      path_, ": the file shrank while it was read (truncated by another process?): its ",
+      bytes_.size(),
+      " bytes at open are no longer all there; its bytes past the new end read as "
+      "zeros, so nothing more is served from it"));
 }
 
 absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& path,
@@ -585,6 +602,7 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
                                 vouching->record_count, " records"));
   }
   XDL_RETURN_IF_ERROR(file->CheckHeader(zero_from));
+  XDL_RETURN_IF_ERROR(file->CheckNotCut());
   return file;
 }
 
@@ -597,13 +615,13 @@ absl::Status TraceFile::CheckHeader(uint64_t zero_from) const {
   // A Header frame the Meta covers but that does not fit the file (a flipped
   // bit in its length prefix): corruption, never a torn tail. Zeros are a
   // power loss, and a file shorter than the Meta says is "cut short" above.
-  if (header_torn_ && covered >= kPrefixBytes && covered <= size && zero_from > 0 &&
-      !lost_block_) {
+  if (header_torn_ && covered >= kPrefixBytes && covered <= size && zero_from > 0 && !lost_block_) {
     const uint32_t length = LoadLength(bytes_.data());
-    return Corrupt(path_, 0,
-                   absl::StrCat("the Header frame's length prefix says ", length,
-                                " bytes, which do not fit the ", size, " bytes of a file whose Meta",
-                                " covers ", covered, " (a damaged length prefix)"));
+    return Corrupt(
+        path_, 0,
+        absl::StrCat("the Header frame's length prefix says ", length,
+                     " bytes, which do not fit the ", size, " bytes of a file whose Meta",
+                     " covers ", covered, " (a damaged length prefix)"));
   }
   if (!meta_->header_crc32c || header_torn_) return absl::OkStatus();
   const uint32_t actual = internal::crc32c::Value(bytes_.data(), first_record_offset_);
@@ -712,6 +730,7 @@ absl::Status TraceFile::DecodeFrame(uint64_t offset, RecordView* record, bool* t
   absl::Status status =
       DecodeRecord(path_, offset + kPrefixBytes, bytes_.substr(offset + kPrefixBytes, length),
                    keys_, check_crc, record);
+  XDL_RETURN_IF_ERROR(CheckNotCut());  // Before a decoding error the zeros caused.
   if (!status.ok() && lost_block_ && offset + kPrefixBytes + length > zero_from_) {
     *torn = true;  // The frame runs into a zero-filled tail.
     return absl::OkStatus();
@@ -880,6 +899,9 @@ VerifyReport TraceFile::Verify() const {
                                       " bytes follow the end of a cleanly closed file"));
       }
     }
+  }
+  if (const absl::Status cut = CheckNotCut(); !cut.ok()) {
+    report.problems.push_back(std::string(cut.message()));
   }
   report.ok = report.problems.empty();
   return report;
