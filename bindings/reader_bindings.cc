@@ -345,7 +345,8 @@ py::tuple NextBatch(PyTraceCursor& self, int64_t max_records) {
   absl::Status status;
   {
     py::gil_scoped_release release;
-    while (static_cast<int64_t>(records.size()) < max_records) {
+    status = self.cursor.CheckNotCut();  // The last batch's arrays, read since.
+    while (status.ok() && static_cast<int64_t>(records.size()) < max_records) {
       absl::StatusOr<TraceCursor::Event> event = self.cursor.Next();
       if (!event.ok()) {
         status = event.status();
@@ -508,6 +509,11 @@ void RegisterReaderBindings(py::module_& m) {
   py::class_<PyTraceCursor>(m, "TraceCursor",
                             "Records merged across ranks (xdl_trace::TraceCursor).")
       .def("next_batch", &NextBatch, py::arg("max_records"))
+      .def("check_not_cut",
+           [](PyTraceCursor& self) {
+             const absl::Status status = self.cursor.CheckNotCut();
+             if (!status.ok()) ThrowReadError(status);
+           })
       .def_property_readonly("bytes_read",
                              [](const PyTraceCursor& c) { return c.cursor.bytes_read(); });
 

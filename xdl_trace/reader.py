@@ -395,6 +395,7 @@ class Trace:
             if torn is not None:
                 self._report_torn(torn)
             if done:
+                cursor.check_not_cut()  # The last batch's arrays were read since it came.
                 return
 
     def records(

@@ -508,6 +508,20 @@ def _check_meta_crc(meta_path, content):
             )
 
 
+def _check_header_crc(path, data, end, meta):
+    """Meta.header_crc32c, when our Meta has one: the CRC-32C of the Header frame, data[:end]."""
+    if meta is None or meta.format_version < 1 or not meta.HasField("header_crc32c"):
+        return
+    actual = crc32c(memoryview(data)[:end])
+    if actual != meta.header_crc32c:
+        raise _corrupt(
+            path,
+            0,
+            f"Header checksum mismatch: crc32c of its {end}-byte frame is {actual:08x}, "
+            f"the Meta's header_crc32c says {meta.header_crc32c:08x} (a damaged Header)",
+        )
+
+
 def meta_record_count(meta):
     """The Meta's record count, or None when it has none (XDL's Meta: unknown, not zero)."""
     return meta.record_count if meta.format_version >= 1 else None
@@ -711,6 +725,7 @@ def read_file(path, meta=None, check_crc=True):
         try:
             if keys is None:
                 header = _decode_header(path, data, offset + _PREFIX_BYTES, end)
+                _check_header_crc(path, data, end, meta)
                 keys = list(header.key)
                 item = ("header", header)
             else:

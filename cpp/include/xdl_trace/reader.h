@@ -126,6 +126,10 @@ struct FileMeta {
   // checksum). kFormatVersion: ours. Anything else is refused.
   int32_t format_version = 0;
   bool closed_cleanly = false;
+  // Meta.header_crc32c: the CRC-32C of the Header frame, checked at open.
+  std::optional<uint32_t> header_crc32c;
+  // The Meta ended with its own checksum (Meta.meta_crc32c), which held.
+  bool has_meta_crc32c = false;
   std::string serialized;  // The whole xdl.proto.Meta as read.
 };
 
@@ -278,6 +282,10 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   uint64_t zero_tail_from() const { return zero_from_; }
   // The torn tail that starts at `offset` (a frame the file ends inside).
   TornTail TornTailAt(uint64_t offset, int32_t rank) const;
+  // DataLoss naming the file when it shrank while mapped: an access past its
+  // new end read zeros instead of raising SIGBUS (reader/mapping_guard.h).
+  // Every frame read and every cursor's last step check it.
+  absl::Status CheckNotCut() const;
 
  private:
   TraceFile(std::string path, const char* mapping, size_t size, const FileOptions& options);
@@ -286,11 +294,16 @@ class TraceFile : public std::enable_shared_from_this<TraceFile> {
   absl::Status FrameLength(uint64_t offset, uint64_t* length, bool* torn) const;
   // ReadFrame, checking the record's checksum or not (Verify always does).
   absl::Status DecodeFrame(uint64_t offset, RecordView* record, bool* torn, bool check_crc) const;
+  // At open, under our Meta: the Header frame against Meta.header_crc32c, and
+  // a Header frame the Meta covers that does not fit the file; DataLoss
+  // naming the file and offset 0 (`zero_from`: where the zero tail begins).
+  absl::Status CheckHeader(uint64_t zero_from) const;
 
   std::string path_;
   const FileOptions options_;
   const char* mapping_;  // nullptr for an empty file.
   absl::string_view bytes_;
+  const int guard_slot_;  // MappingGuard's slot for mapping_, -1 when unguarded.
   std::vector<std::string> keys_;
   std::vector<uint32_t> key_order_;  // Indices into keys_ sorted by key, then index.
   std::vector<ColumnInfo> columns_;  // Empty, or one per key.
@@ -427,6 +440,11 @@ class TraceCursor {
 
   // The record of the last kRecord; valid until the next call to Next().
   const TraceRecord& record() const;
+  // DataLoss naming the file of the last record returned if it shrank since it
+  // was opened (TraceFile::CheckNotCut): records handed out as views of its
+  // mapping read zeros past its new end. Returned again by every later Next().
+  // For a caller that hands records on in batches, at each batch's start.
+  absl::Status CheckNotCut();
   // The torn tail of the last kTornTail.
   const TornTail& torn_tail() const;
   // Frame bytes walked so far (including frames outside the step selection).

@@ -77,6 +77,7 @@ absl::Status DataFileSegment::WriteHeader(int64_t dropped_records) {
   const std::string& header = options_->header_frame;
   XDL_RETURN_IF_ERROR(WriteFully(fd_, header.data(), header.size(), path_, 0));
   crc_ = crc32c::Value(header.data(), header.size());
+  header_crc_ = crc_;
   bytes_ = static_cast<int64_t>(header.size());
   return WriteMeta(/*closed_cleanly=*/false, dropped_records);
 }
@@ -255,6 +256,7 @@ xdl::proto::Meta DataFileSegment::BuildMeta(bool closed_cleanly, int64_t dropped
   meta.set_record_count(records_);
   meta.set_data_bytes(bytes_);
   meta.set_crc32c(crc_);
+  meta.set_header_crc32c(header_crc_);
   meta.set_run_id(options_->run_id);
   meta.set_format_version(kFormatVersion);
   meta.set_dropped_records(dropped_records);

@@ -129,6 +129,7 @@ class DataFileSegment {
   int64_t bytes_ = 0;
   int64_t records_ = 0;
   uint32_t crc_ = 0;
+  uint32_t header_crc_ = 0;  // Of the Header frame (Meta.header_crc32c).
   int64_t lstep_begin_ = 0, lstep_end_ = 0, gstep_begin_ = 0, gstep_end_ = 0;
   int64_t ts_begin_ = 0, ts_end_ = 0;
   int64_t meta_bytes_ = -1;    // data_bytes of the last Meta written.

@@ -127,6 +127,7 @@ struct TraceCursor::Impl {
   TornTail torn_tail;
   uint64_t bytes_read = 0;
   absl::Status error;
+  std::shared_ptr<TraceFile> last_record_file;  // The file of the last record returned.
 
   enum class Step { kHead, kTorn, kDone, kBlockEnd };
 
@@ -241,7 +242,17 @@ absl::StatusOr<TraceCursor::Event> TraceCursor::Next() {
   XDL_RETURN_IF_ERROR(impl_->error);
   absl::StatusOr<Event> event = impl_->Next();
   if (!event.ok()) impl_->error = event.status();
+  if (event.ok() && *event == Event::kRecord) {
+    const std::shared_ptr<TraceFile>& file = impl_->streams[impl_->current].file;
+    if (impl_->last_record_file != file) impl_->last_record_file = file;
+  }
   return event;
+}
+
+absl::Status TraceCursor::CheckNotCut() {
+  XDL_RETURN_IF_ERROR(impl_->error);
+  if (impl_->last_record_file != nullptr) impl_->error = impl_->last_record_file->CheckNotCut();
+  return impl_->error;
 }
 
 const TraceRecord& TraceCursor::record() const { return impl_->streams[impl_->current].head; }

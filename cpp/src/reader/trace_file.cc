@@ -20,6 +20,7 @@
 #include "core/file_kind.h"
 #include "core/status_macros.h"
 #include "core/wire_reader.h"
+#include "reader/mapping_guard.h"
 #include "xdl_trace.pb.h"
 #include "xdl_trace/reader.h"
 
@@ -299,6 +300,7 @@ FileMeta FromProto(const xdl::proto::Meta& m, absl::string_view serialized) {
   meta.file_index = m.file_index();
   meta.format_version = m.format_version();
   meta.closed_cleanly = m.closed_cleanly();
+  if (m.has_header_crc32c()) meta.header_crc32c = m.header_crc32c();
   meta.serialized = std::string(serialized);
   return meta;
 }
@@ -339,10 +341,12 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
     return absl::DataLossError("not a serialized Meta");
   }
   // Its own checksum (Meta.meta_crc32c, the last field) when it has one.
+  bool has_meta_crc = false;
   WireReader reader(bytes);
   WireField field;
   while (reader.Next(&field)) {
     if (field.number != kMetaCrcField) continue;
+    has_meta_crc = true;
     const size_t before = static_cast<size_t>(field.encoded.data() - bytes.data());
     if (field.wire_type != internal::kWireFixed32 ||
         before + field.encoded.size() != bytes.size()) {
@@ -376,7 +380,9 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
     return absl::DataLossError(absl::StrCat("impossible Meta: record_count ", meta.record_count(),
                                             ", data_bytes ", meta.data_bytes()));
   }
-  return FromProto(meta, bytes);
+  FileMeta parsed = FromProto(meta, bytes);
+  parsed.has_meta_crc32c = has_meta_crc;
+  return parsed;
 }
 
 absl::StatusOr<FileMeta> ReadFileMeta(const std::string& meta_path) {
@@ -446,6 +452,8 @@ bool RecordCursor::Step(RecordView* record, uint64_t* frame_size) {
     return false;
   }
   if (done_ || offset_ >= file_->size()) {
+    // The walk's end: the caller read the last record's arrays, views of the mapping, since.
+    if (status_.ok()) status_ = file_->CheckNotCut();
     done_ = true;
     return false;
   }
@@ -473,10 +481,24 @@ bool RecordCursor::Step(RecordView* record, uint64_t* frame_size) {
 // --- TraceFile --------------------------------------------------------------
 
 TraceFile::TraceFile(std::string path, const char* mapping, size_t size, const FileOptions& options)
-    : path_(std::move(path)), options_(options), mapping_(mapping), bytes_(mapping, size) {}
+    : path_(std::move(path)),
+      options_(options),
+      mapping_(mapping),
+      bytes_(mapping, size),
+      guard_slot_(internal::MappingGuard::Register(mapping, size)) {}
 
 TraceFile::~TraceFile() {
+  internal::MappingGuard::Unregister(guard_slot_);
   if (mapping_ != nullptr) munmap(const_cast<char*>(mapping_), bytes_.size());
+}
+
+absl::Status TraceFile::CheckNotCut() const {
+  if (!internal::MappingGuard::Cut(guard_slot_)) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      path_, ": the file shrank while it was read (truncated by another process?): its ",
+      bytes_.size(),
+      " bytes at open are no longer all there; its bytes past the new end read as "
+      "zeros, so nothing more is served from it"));
 }
 
 absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& path,
@@ -580,7 +602,37 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
                                 " bytes) but the Meta covers ", vouching->data_bytes, " bytes and ",
                                 vouching->record_count, " records"));
   }
+  XDL_RETURN_IF_ERROR(file->CheckHeader(zero_from));
+  XDL_RETURN_IF_ERROR(file->CheckNotCut());
   return file;
+}
+
+absl::Status TraceFile::CheckHeader(uint64_t zero_from) const {
+  if (!meta_ || !version_error_.ok() || meta_->format_version != kFormatVersion) {
+    return absl::OkStatus();
+  }
+  const uint64_t size = bytes_.size();
+  const auto covered = static_cast<uint64_t>(meta_->data_bytes);
+  // A Header frame the Meta covers but that does not fit the file (a flipped
+  // bit in its length prefix): corruption, never a torn tail. Zeros are a
+  // power loss, and a file shorter than the Meta says is "cut short" above.
+  if (header_torn_ && covered >= kPrefixBytes && covered <= size && zero_from > 0 && !lost_block_) {
+    const uint32_t length = LoadLength(bytes_.data());
+    return Corrupt(
+        path_, 0,
+        absl::StrCat("the Header frame's length prefix says ", length,
+                     " bytes, which do not fit the ", size, " bytes of a file whose Meta",
+                     " covers ", covered, " (a damaged length prefix)"));
+  }
+  if (!meta_->header_crc32c || header_torn_) return absl::OkStatus();
+  const uint32_t actual = internal::crc32c::Value(bytes_.data(), first_record_offset_);
+  if (actual != *meta_->header_crc32c) {
+    return Corrupt(path_, 0,
+                   absl::StrFormat("Header checksum mismatch: crc32c of its %d-byte frame is %08x, "
+                                   "the Meta's header_crc32c says %08x (a damaged Header)",
+                                   first_record_offset_, actual, *meta_->header_crc32c));
+  }
+  return absl::OkStatus();
 }
 
 TornTail TraceFile::TornTailAt(uint64_t offset, int32_t rank) const {
@@ -679,6 +731,7 @@ absl::Status TraceFile::DecodeFrame(uint64_t offset, RecordView* record, bool* t
   absl::Status status =
       DecodeRecord(path_, offset + kPrefixBytes, bytes_.substr(offset + kPrefixBytes, length),
                    keys_, check_crc, record);
+  XDL_RETURN_IF_ERROR(CheckNotCut());  // Before a decoding error the zeros caused.
   if (!status.ok() && lost_block_ && offset + kPrefixBytes + length > zero_from_) {
     *torn = true;  // The frame runs into a zero-filled tail.
     return absl::OkStatus();
@@ -847,6 +900,9 @@ VerifyReport TraceFile::Verify() const {
                                       " bytes follow the end of a cleanly closed file"));
       }
     }
+  }
+  if (const absl::Status cut = CheckNotCut(); !cut.ok()) {
+    report.problems.push_back(std::string(cut.message()));
   }
   report.ok = report.problems.empty();
   return report;
