@@ -3,12 +3,11 @@
 the first gstep where the replicated parameters part ways; the same seeded job twice is identical."""
 
 import os
-import socket
-import time
 
 import pytest
 
 import xdl_trace as xdl
+from spawned_ranks import free_port, run_ranks
 from xdl_trace import cli
 
 torch = pytest.importorskip("torch")
@@ -19,12 +18,6 @@ if not dist.is_available():  # pragma: no cover - Debian's torch has it
 WORLD_SIZE = 2
 STEPS = 120
 BUG_STEP = 100  # Rank 0's optimizer step at this gstep uses a lower lr: parameters differ after.
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train_rank(rank, port, out_dir, summary, lr_bug):
@@ -60,24 +53,7 @@ def train_rank(rank, port, out_dir, summary, lr_bug):
 
 
 def run_job(out_dir, summary=None, lr_bug=False, timeout_s=90):
-    import torch.multiprocessing as mp
-
-    context = mp.start_processes(
-        train_rank,
-        args=(free_port(), out_dir, summary, lr_bug),
-        nprocs=WORLD_SIZE,
-        join=False,
-        start_method="spawn",
-    )
-    deadline = time.monotonic() + timeout_s
-    try:
-        while not context.join(timeout=1):
-            if time.monotonic() > deadline:
-                pytest.fail(f"the {WORLD_SIZE}-rank job did not finish in {timeout_s} s")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
+    run_ranks(train_rank, (free_port(), out_dir, summary, lr_bug), WORLD_SIZE, timeout_s)
     return out_dir
 
 

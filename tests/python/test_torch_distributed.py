@@ -3,13 +3,13 @@ the environment): ranks come from torch.distributed, all-reduced gradients agree
 the files, and a second job into the same directory is a second run."""
 
 import os
-import socket
 import time
 
 import numpy as np
 import pytest
 
 import xdl_trace as xdl
+from spawned_ranks import free_port, run_ranks
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -19,12 +19,6 @@ if not dist.is_available():  # pragma: no cover - Debian's torch has it
 WORLD_SIZE = 2
 STEPS = 4
 PARAMS = ["0.weight", "0.bias", "2.weight", "2.bias"]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train_rank(rank, port, out_dir, metadata):
@@ -63,25 +57,7 @@ def train_rank(rank, port, out_dir, metadata):
 
 def run_job(out_dir, metadata, timeout_s=50):
     """Starts WORLD_SIZE spawned ranks and waits for them, killing them after timeout_s."""
-    import torch.multiprocessing as mp
-
-    port = free_port()
-    context = mp.start_processes(
-        train_rank,
-        args=(port, out_dir, metadata),
-        nprocs=WORLD_SIZE,
-        join=False,
-        start_method="spawn",
-    )
-    deadline = time.monotonic() + timeout_s
-    try:
-        while not context.join(timeout=1):
-            if time.monotonic() > deadline:
-                pytest.fail(f"the {WORLD_SIZE}-rank job did not finish in {timeout_s} s")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
+    run_ranks(train_rank, (free_port(), out_dir, metadata), WORLD_SIZE, timeout_s)
 
 
 def test_two_rank_data_parallel_job(tmp_path, monkeypatch):
