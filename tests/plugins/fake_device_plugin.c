@@ -16,6 +16,10 @@
  *   announce_bytes=N  collect(NULL) announces N bytes whatever it holds (a plugin whose
  *                     size is not to be trusted, issue 24 #8).
  *   hang_stop=1       stop never returns (a driver call that hangs, issue 36).
+ *   hang_collect=N    every collect after the first N never returns (a hung driver
+ *                     call on the collector thread); with XDL_FAKE_ABI_1_0 (the plugin
+ *                     reports ABI 1.0, whose calls the core serializes) the step hooks
+ *                     would wait for it.
  *   hostile=1         what a careless plugin sends and the writer accepts (issue 24 #5):
  *                     the kernel's name is not UTF-8 ("fake_\xff\xfe_kernel") and every
  *                     "bytes" stat is a string ("4096", "1 MiB") instead of a number.
@@ -59,6 +63,8 @@ typedef struct FakeEvent {
 struct XdlTraceProfiler {
   pthread_mutex_t mu; /* Guards events, n_events, dropped, snapshot, has_snapshot. */
   int hang_stop;
+  int hang_collect; /* -1: never; else collects before collect hangs. */
+  int collects;     /* Collects begun (size queries). */
   int unavailable, fail_start, events_per_step, running, nvtx, memory, lost_buffers, hostile;
   uint64_t announce_bytes; /* 0: the snapshot's own size. */
   uint64_t max_events;
@@ -190,6 +196,8 @@ static int32_t FakeCreate(const XdlTraceProfilerOptions* options, XdlTraceProfil
   p->unavailable = strstr(config, "unavailable=1") != NULL;
   p->fail_start = strstr(config, "fail_start=1") != NULL;
   p->hang_stop = strstr(config, "hang_stop=1") != NULL;
+  const char* hang_collect = strstr(config, "hang_collect=");
+  p->hang_collect = hang_collect ? atoi(hang_collect + strlen("hang_collect=")) : -1;
   p->nvtx = strstr(config, "nvtx=1") != NULL;
   p->memory = strstr(config, "memory=1") != NULL;
   p->hostile = strstr(config, "hostile=1") != NULL;
@@ -275,6 +283,9 @@ static int32_t FakeStepEnd(XdlTraceProfiler* p, uint64_t id, XdlTracePluginError
 static int32_t FakeCollect(XdlTraceProfiler* p, uint8_t* buffer, size_t* size,
                            XdlTracePluginError* error) {
   int32_t rc = XDL_TRACE_PLUGIN_OK;
+  if (buffer == NULL && p->hang_collect >= 0 && p->collects++ >= p->hang_collect) {
+    for (;;) sleep(1);
+  }
   pthread_mutex_lock(&p->mu);
   if (buffer == NULL) {
     if (!p->has_snapshot) {
@@ -325,6 +336,9 @@ __attribute__((visibility("default"))) int32_t XdlTracePluginInit(XdlTracePlugin
   r->step_begin = FakeStepBegin;
   r->step_end = FakeStepEnd;
   r->destroy = FakeDestroy;
+#ifdef XDL_FAKE_ABI_1_0
+  r->abi_minor = 0;
+#endif
 #ifdef XDL_FAKE_BAD_MAJOR
   r->abi_major = XDL_TRACE_PLUGIN_ABI_MAJOR + 1;
 #endif

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import xdl_trace as xdl
+from conftest import compile_test_plugin
 from fake_device import FakeDevice, installed
 from xdl_trace import _device
 
@@ -358,3 +359,50 @@ def test_a_device_plugin_whose_stop_never_returns_is_abandoned_at_end(
     assert "abandoned" in done.stdout.splitlines()[-1]
     (trace,) = read_trace(out)
     assert trace.gsteps() == [0, 1, 2]
+
+
+def test_a_hung_collect_of_an_abi_1_0_plugin_holds_training_once_and_never_again(
+    tmp_path, read_trace
+):
+    # An ABI 1.0 plugin's step hooks and collect are serialized by the core: a collect that
+    # never returns (on the collector thread) held every later step forever before the bound.
+    plugin = compile_test_plugin(
+        tmp_path, "fake_device_plugin.c", "xdl_trace_fake_abi10", ["XDL_FAKE_ABI_1_0"]
+    )
+    if plugin is None:
+        pytest.skip("SKIPPED: no C compiler to build the fake device plugin")
+    out = str(tmp_path / "out")
+    done = _run_script(
+        f"""
+        import time
+        import numpy as np
+        import xdl_trace as xdl
+
+        xdl.trace_tensor("w", np.arange(4.0))
+        slowest = 0.0
+        with xdl.TraceHook(
+            output_dir={out!r},
+            fsync=False,
+            device_tracers=[{plugin!r}],
+            device_plugin_config="hang_collect=2",
+            device_collect_interval_s=0,
+            device_fence_timeout_s=1,
+        ) as hook:
+            for _ in range(20):
+                begin = time.monotonic()
+                hook.step()
+                slowest = max(slowest, time.monotonic() - begin)
+                time.sleep(0.01)
+        print(hook.stats()["device_tracer_status"])
+        print(f"slowest step {{slowest:.2f}} s")
+        """,
+        timeout_s=60,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    status, slowest = done.stdout.splitlines()[-2:]
+    assert "skipped: a collect of this ABI 1.0 plugin" in status, status
+    assert "did not return within 1 s" in status, status
+    # One step waited out the bound; none waits more than about it.
+    assert 0.9 < float(slowest.split()[2]) < 10, slowest
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == list(range(20))

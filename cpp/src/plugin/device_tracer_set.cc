@@ -1,6 +1,7 @@
 // Runs the configured device-tracer plugins: start/stop, step markers, bounded collection.
 #include "plugin/device_tracer_set.h"
 
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -401,7 +402,9 @@ absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(
     } else {
       XDL_ASSIGN_OR_RETURN(tracer.library, PluginLibrary::Load(*path));
       tracer.type = tracer.library->profiler_type();
-      if (tracer.library->registration().abi_minor < 1) tracer.serial = std::make_unique<Mutex>();
+      if (tracer.library->registration().abi_minor < 1) {
+        tracer.serial = std::make_unique<std::timed_mutex>();
+      }
       XdlTraceProfilerOptions profiler_options{};
       profiler_options.struct_size = sizeof(profiler_options);
       profiler_options.max_buffer_bytes = set->options_.max_buffer_bytes_per_tracer;
@@ -526,7 +529,8 @@ void DeviceTracerSet::CallStepHook(StepHook hook, const char* hook_name, uint64_
     PluginErrorBuffer error;
     int32_t rc;
     if (tracer.serial != nullptr) {
-      MutexLock lock(tracer.serial.get());
+      if (!LockForStep(i, hook_name)) continue;
+      std::lock_guard<std::timed_mutex> lock(*tracer.serial, std::adopt_lock);
       rc = (tracer.library->registration().*hook)(tracer.profiler, external_id, error.get());
     } else {
       rc = (tracer.library->registration().*hook)(tracer.profiler, external_id, error.get());
@@ -536,6 +540,27 @@ void DeviceTracerSet::CallStepHook(StepHook hook, const char* hook_name, uint64_
       SetStatus(i, DeviceTracerState::kFailed, absl::StrCat(hook_name, ": ", error.message()));
     }
   }
+}
+
+bool DeviceTracerSet::LockForStep(size_t index, const char* hook_name) {
+  Tracer& tracer = tracers_[index];
+  if (tracer.serial->try_lock()) {
+    tracer.collect_hung = false;  // That collect returned.
+    return true;
+  }
+  if (tracer.collect_hung) return false;
+  if (tracer.serial->try_lock_for(std::chrono::duration<double>(options_.serial_wait_s))) {
+    return true;
+  }
+  tracer.collect_hung = true;
+  if (!tracer.step_error_reported) {
+    tracer.step_error_reported = true;
+    SetStatus(index, DeviceTracerState::kFailed,
+              absl::StrCat(hook_name, " skipped: a collect of this ABI 1.0 plugin (whose calls ",
+                           "the core serializes) did not return within ", options_.serial_wait_s,
+                           " s; its step markers are skipped until it returns"));
+  }
+  return false;
 }
 
 absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
@@ -549,8 +574,8 @@ absl::Status DeviceTracerSet::CollectOne(Tracer& tracer, bool wait_for_room) {
   std::string bytes;
   CollectPages pages;
   {
-    std::unique_ptr<MutexLock> serial;
-    if (tracer.serial != nullptr) serial = std::make_unique<MutexLock>(tracer.serial.get());
+    std::unique_lock<std::timed_mutex> serial;
+    if (tracer.serial != nullptr) serial = std::unique_lock<std::timed_mutex>(*tracer.serial);
     int32_t rc = reg.collect(tracer.profiler, nullptr, &size, error.get());
     if (rc != XDL_TRACE_PLUGIN_OK) {
       return absl::InternalError(absl::StrCat("device_tracers: '", tracer.entry,

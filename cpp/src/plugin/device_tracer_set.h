@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,10 @@ struct DeviceTracerSetOptions {
   uint64_t max_trace_part_bytes = 4ull << 20;
   // XdlTraceProfilerOptions::config for every plugin.
   std::string plugin_config;
+  // The longest a step hook of an ABI 1.0 plugin waits for its collect
+  // (their calls are serialized); past it the collect counts as hung and the
+  // plugin's step markers are skipped, without waiting, until it returns.
+  double serial_wait_s = 60;
 };
 
 // Threading: Create, Start, Stop, StepBegin and StepEnd are called by the
@@ -163,8 +168,10 @@ class DeviceTracerSet {
     std::unique_ptr<PluginLibrary> library;  // Null: unavailable built-in.
     XdlTraceProfiler* profiler = nullptr;
     bool step_error_reported = false;  // Training thread.
-    // Plugins of ABI 1.0: collect and the step hooks never run at once.
-    std::unique_ptr<Mutex> serial;
+    // Plugins of ABI 1.0: collect and the step hooks never run at once. A
+    // timed mutex, so a step waits for a hung collect at most serial_wait_s.
+    std::unique_ptr<std::timed_mutex> serial;
+    bool collect_hung = false;  // Training thread: a step gave up waiting.
   };
 
   explicit DeviceTracerSet(DeviceTracerSetOptions options) : options_(std::move(options)) {}
@@ -178,6 +185,10 @@ class DeviceTracerSet {
   void Admit(size_t index, std::string bytes, int64_t events, bool wait_for_room);
   // Calls `hook` on every plugin; a tracer's first step hook failure goes into its status.
   void CallStepHook(StepHook hook, const char* hook_name, uint64_t external_id);
+  // Takes tracer `index`'s serial lock for a step hook: waits serial_wait_s
+  // the first time a collect holds it, not at all while that collect is hung.
+  // False (status kFailed, said once) when the hook is to be skipped.
+  bool LockForStep(size_t index, const char* hook_name);
   void SetStatus(size_t index, DeviceTracerState state, std::string message);
   // Adds to the totals and to tracer `index`'s status counters.
   void CountDrops(size_t index, int64_t events, int64_t buffers);

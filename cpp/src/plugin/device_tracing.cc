@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<DeviceTracing>> DeviceTracing::Start(
     }
   }
   options.plugin_config = config.device_plugin_config;
+  options.serial_wait_s = config.device_fence_timeout_s;
   if (const char* plugin_config = std::getenv(kPluginConfigEnv); plugin_config != nullptr) {
     options.plugin_config = plugin_config;
   }

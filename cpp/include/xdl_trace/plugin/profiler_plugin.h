@@ -25,7 +25,11 @@
  * (never with create, start, stop, destroy or another collect), so a step
  * never waits for a collect: a plugin reporting abi_minor >= 1 promises that
  * this is safe. The calls of a plugin reporting abi_minor 0 are serialized by
- * the core (its step hooks may then wait for its collect). A plugin may run
+ * the core (its step hooks may then wait for its collect, at most
+ * device_fence_timeout_s once: a collect that has not returned by then is
+ * taken as hung and the step hooks are skipped until it returns). step_begin
+ * and step_end run on the training thread and must return at once (no device
+ * synchronization, no waiting on the plugin's other threads). A plugin may run
  * its own threads (CUPTI's buffer callbacks arrive on CUPTI's); it must join
  * them in stop or destroy.
  *
