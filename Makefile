@@ -121,6 +121,7 @@ lint: setup
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc' '*.c')
 	@if git ls-files '*.py' | grep -q .; then black --check --quiet $$(git ls-files '*.py'); fi
 	$(PYTHON) scripts/check_python_layers.py
+	$(PYTHON) scripts/check_field_numbers.py
 
 format: setup
 	clang-format -i $$(git ls-files '*.h' '*.cc' '*.c')
