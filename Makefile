@@ -103,6 +103,7 @@ bench: build
 	$(PYTHON) bench/overhead.py $(BENCH_FLAGS)
 	$(IO_CORE_ENV) $(PYTHON) bench/overhead.py $(BENCH_FLAGS)
 	$(PYTHON) bench/read.py $(READ_BENCH_FLAGS)
+	$(PYTHON) bench/header_check.py
 
 # docs/design.md "How to add": a Meta field, a dtype, a device event kind and a config key, each
 # added in a scratch copy (build/how-to-add/) by editing only the places listed there, built and
