@@ -103,6 +103,7 @@ bench: build
 	$(PYTHON) bench/overhead.py $(BENCH_FLAGS)
 	$(IO_CORE_ENV) $(PYTHON) bench/overhead.py $(BENCH_FLAGS)
 	$(PYTHON) bench/read.py $(READ_BENCH_FLAGS)
+	$(PYTHON) bench/header_check.py
 
 # docs/design.md "How to add": a Meta field, a dtype, a device event kind and a config key, each
 # added in a scratch copy (build/how-to-add/) by editing only the places listed there, built and
@@ -121,6 +122,7 @@ lint: setup
 	clang-format --dry-run --Werror $$(git ls-files '*.h' '*.cc' '*.c')
 	@if git ls-files '*.py' | grep -q .; then black --check --quiet $$(git ls-files '*.py'); fi
 	$(PYTHON) scripts/check_python_layers.py
+	$(PYTHON) scripts/check_field_numbers.py
 
 format: setup
 	clang-format -i $$(git ls-files '*.h' '*.cc' '*.c')

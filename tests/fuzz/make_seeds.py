@@ -20,6 +20,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(0, os.path.join(REPO, "tests", "python"))
 import xdl_trace as xdl  # noqa: E402
 import trace_file_maker as tm  # noqa: E402
+from xdl_trace.tools import read_trace  # noqa: E402
 
 SEPARATOR = b"\0--xdl-fuzz-meta--\0"
 
@@ -71,10 +72,21 @@ def main():
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
-        tm.cleanup()
 
     header_end = 4 + int.from_bytes(data[:4], "little")
     second = header_end + 4 + int.from_bytes(data[header_end : header_end + 4], "little")
+    assert tm.pb2().Meta.FromString(meta).HasField("header_crc32c")  # Field 18, checked at open.
+
+    def flipped(content, offset, mask):
+        damaged = bytearray(content)
+        damaged[offset] ^= mask
+        return bytes(damaged)
+
+    # The damage of issue 37, one bit each: a Header key, the Header's length prefix, a record's
+    # Record.crc32c tag (field 16 -> 17, a record "without checksum"), the Meta's own checksum
+    # tag (17 -> 16), and a frame that claims more bytes than the file has.
+    format_number = tm.pb2().Meta.DESCRIPTOR.fields_by_name["format_version"].number
+    (format_tag,) = [f[5] for f in read_trace._fields(meta, 0, len(meta)) if f[0] == format_number]
     reader_seeds = {
         "valid_with_meta": data + SEPARATOR + meta,
         "valid_no_meta": data,
@@ -87,11 +99,20 @@ def main():
         "torn_last_record": data[:-3] + SEPARATOR + meta,
         "zero_tail": data + bytes(64) + SEPARATOR + meta,
         "meta_covers_less": data + SEPARATOR + meta[: len(meta) // 2],
+        "header_key_flipped": flipped(data, data.index(b"ids") + 2, 0x01) + SEPARATOR + meta,
+        "header_length_flipped": flipped(data, 3, 0x01) + SEPARATOR + meta,
+        "record_crc_tag_flipped": flipped(data, second - 6, 0x08) + SEPARATOR + meta,
+        "meta_crc_tag_flipped": data + SEPARATOR + flipped(meta, len(meta) - 6, 0x08),
+        "frame_longer_than_file": data + b"\xf0\xff\xff\xff\x08\x01" + SEPARATOR + meta,
     }
-    for corpus, seeds in (
-        ("reader", reader_seeds),
-        ("meta", {"xdl_trace": meta, "xdl_style": xdl_meta, "empty": b""}),
-    ):
+    meta_seeds = {
+        "xdl_trace": meta,
+        "xdl_style": xdl_meta,
+        "empty": b"",
+        "crc_tag_flipped": flipped(meta, len(meta) - 6, 0x08),
+        "format_version_tag_flipped": flipped(flipped(meta, len(meta) - 6, 0x08), format_tag, 0x08),
+    }
+    for corpus, seeds in (("reader", reader_seeds), ("meta", meta_seeds)):
         out = os.path.join(HERE, "corpus", corpus)
         os.makedirs(out, exist_ok=True)
         for name, content in seeds.items():

@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "core/crc32c.h"
 #include "fuzz_check.h"
 #include "xdl_trace/reader.h"
 
@@ -79,6 +81,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const xdl_trace::TraceFile& file = **opened;
   FUZZ_CHECK(file.first_record_offset() <= file.size());
 
+  // Checked at open (TraceFile::CheckHeader): a file opened under our Meta with header_crc32c
+  // has that Header.
+  const std::optional<xdl_trace::FileMeta>& meta = file.meta();
+  const bool ours = meta && meta->format_version == xdl_trace::kFormatVersion;
+  if (ours && meta->header_crc32c && !file.header_torn()) {
+    FUZZ_CHECK(xdl_trace::internal::crc32c::Value(
+                   file.bytes().data(), file.first_record_offset()) == *meta->header_crc32c);
+  }
+  // Under a Meta with its own checksum every record served is sealed: its frame ends in
+  // Record.crc32c (field 16, fixed32: tag bytes 0x85 0x01, then 4 bytes).
+  const bool sealed = ours && meta->has_meta_crc32c;
+
   xdl_trace::RecordCursor cursor = file.Records();
   xdl_trace::RecordView record;
   uint64_t next_offset = file.first_record_offset();
@@ -89,6 +103,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(record.offset >= next_offset);
     FUZZ_CHECK(record.frame_size > 0 && record.offset + record.frame_size <= file.size());
     next_offset = record.offset + record.frame_size;
+    if (sealed) {
+      FUZZ_CHECK(record.frame_size >= 10);
+      const char* tag = file.bytes().data() + next_offset - 6;
+      FUZZ_CHECK(static_cast<uint8_t>(tag[0]) == 0x85 && static_cast<uint8_t>(tag[1]) == 0x01);
+    }
     FUZZ_CHECK(record.columns.size() == file.keys().size() ||
                xdl_trace::IsDeviceOnlyRecord(record, file.keys().size()));
     for (const xdl_trace::ColumnView& column : record.columns) {

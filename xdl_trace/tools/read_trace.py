@@ -34,6 +34,7 @@ docs/format.md is the format; docs/reliability.md lists the inputs tested.
 """
 
 import argparse
+import errno
 import os
 import re
 import stat
@@ -420,8 +421,9 @@ def _file_kind(mode):
     return f"mode {stat.S_IFMT(mode):o}"
 
 
-def _read_regular_file(path, max_bytes=None):
+def _read_regular_file(path, max_bytes=None, sparse_tail=False):
     """The bytes of regular file `path` as a bytearray; at most `max_bytes` (else TraceFileError).
+    With `sparse_tail`, (bytes up to the file's last data extent, its size): _read_data_file.
 
     Opened with O_NONBLOCK, so a FIFO cannot make the open wait for a writer, then
     refused unless fstat says it is a regular file (a FIFO, a device such as
@@ -438,6 +440,8 @@ def _read_regular_file(path, max_bytes=None):
         raise TraceFileError(f"{path}: not a regular file ({_file_kind(info.st_mode)})")
     with os.fdopen(fd, "rb", buffering=0) as f:
         size = info.st_size
+        if sparse_tail:
+            size = _data_end(fd, size)
         if max_bytes is not None:
             if size > max_bytes:
                 raise TraceFileError(f"{path}: {size} bytes, more than a Meta can be ({max_bytes})")
@@ -453,6 +457,8 @@ def _read_regular_file(path, max_bytes=None):
         del data[got:]  # The file shrank (or a Meta is shorter than the cap).
         if max_bytes is not None and got > max_bytes:
             raise TraceFileError(f"{path}: more than {max_bytes} bytes: not a Meta")
+        if sparse_tail:
+            return data, info.st_size if got == size else got
         return data
 
 
@@ -482,7 +488,8 @@ def read_meta(path):
     try:
         _check_meta_wire(content)
         meta = Meta.FromString(bytes(content))
-        _check_meta_crc(meta_path, content)
+        _check_meta_crc(meta_path, content, meta)
+        _check_xdl_meta(meta_path, content, meta)
         return meta
     except _WireError as e:
         raise TraceFileError(
@@ -492,11 +499,14 @@ def read_meta(path):
         raise TraceFileError(f"{meta_path}: not a serialized Meta") from None
 
 
-def _check_meta_crc(meta_path, content):
-    """Meta.meta_crc32c, when the Meta has one: its last field, the CRC-32C of the bytes before."""
+def _check_meta_crc(meta_path, content, meta):
+    """Meta.meta_crc32c, when the Meta has one: its last field, the CRC-32C of the bytes before.
+    A Meta with header_crc32c must have one: the writer that writes the one writes the other."""
+    sealed = False
     for number, wire_type, _, _, payload_end, at in _fields(content, 0, len(content)):
         if number != _META_CRC_FIELD:
             continue
+        sealed = True
         if wire_type != 5 or payload_end != len(content):
             raise TraceFileError(f"{meta_path}: Meta.meta_crc32c is not the Meta's last field")
         (expected,) = struct.unpack_from("<I", content, at + 2)
@@ -506,6 +516,37 @@ def _check_meta_crc(meta_path, content):
                 f"{meta_path}: Meta checksum mismatch: crc32c of its first {at} bytes is "
                 f"{actual:08x}, its meta_crc32c says {expected:08x}"
             )
+    if meta.HasField("header_crc32c") and not sealed:
+        raise TraceFileError(
+            f"{meta_path}: the Meta has header_crc32c (field {_META_HEADER_CRC_FIELD}) but not "
+            f"its own checksum (meta_crc32c, field {_META_CRC_FIELD}), which the writer always "
+            "writes with it (a damaged Meta)"
+        )
+
+
+def _check_xdl_meta(meta_path, content, meta):
+    """XDL's Meta holds its fields 1-6 only: one without a format_version that holds another
+    lost it to a flipped bit, and would otherwise be read as XDL's, with nothing to verify."""
+    if meta.format_version != 0:
+        return
+    for number, *_ in _fields(content, 0, len(content)):
+        if number > _LAST_XDL_META_FIELD:
+            raise TraceFileError(
+                f"{meta_path}: the Meta has no format_version but holds field {number}, which "
+                f"XDL's Meta (fields 1-{_LAST_XDL_META_FIELD}) never has (a damaged Meta)"
+            )
+
+
+def _records_sealed(meta):
+    """Whether every record must carry Record.crc32c: our Meta with its own checksum (the writer
+    that seals Metas seals every record). A Meta whose checksum is 0 and that has no
+    header_crc32c (older than field 18) reads as unsealed here: protobuf keeps no presence for
+    it; the C++ reader sees the field itself."""
+    return (
+        meta is not None
+        and meta.format_version >= 1
+        and (meta.HasField("header_crc32c") or meta.meta_crc32c != 0)
+    )
 
 
 def _check_header_crc(path, data, end, meta):
@@ -537,6 +578,28 @@ def _check_format_version(path, meta):
     raise TraceFileError(
         f"{path}.meta: format_version {meta.format_version} {what}: not reading {path}"
     )
+
+
+def _data_end(fd, size):
+    """Where the file's last data extent ends (lseek SEEK_DATA / SEEK_HOLE): past it a sparse
+    file holds a hole, which reads as zeros without being stored. `size` where the filesystem
+    does not say."""
+    end = at = 0
+    while at < size:
+        try:
+            data = os.lseek(fd, at, os.SEEK_DATA)
+            at = end = os.lseek(fd, data, os.SEEK_HOLE)
+        except OSError as e:
+            end = end if e.errno == errno.ENXIO else size  # ENXIO: no data past `at`.
+            break
+    os.lseek(fd, 0, os.SEEK_SET)  # Where the caller reads from.
+    return min(end, size)
+
+
+def _read_data_file(path):
+    """(bytes, size): a data file's bytes up to the end of its last data extent, and its size.
+    A hole that ends a sparse file (what is left after `truncate -s`) is zeros, never read."""
+    return _read_regular_file(path, sparse_tail=True)
 
 
 def _zero_tail_start(data):
@@ -584,16 +647,31 @@ def _only_unknown_record_fields(buf, start, end):
 _RECORD_CRC_FIELD = _RECORD_NUMBERS["crc32c"]
 _META_CRC_FIELD = Meta.DESCRIPTOR.fields_by_name["meta_crc32c"].number
 _META_RUN_ID_FIELD = Meta.DESCRIPTOR.fields_by_name["run_id"].number
+_META_HEADER_CRC_FIELD = Meta.DESCRIPTOR.fields_by_name["header_crc32c"].number
+_LAST_XDL_META_FIELD = Meta.DESCRIPTOR.fields_by_name["timestamp_end"].number
 _RECORD_CRC_TAG = bytes([(_RECORD_CRC_FIELD << 3 | 5) & 0x7F | 0x80, _RECORD_CRC_FIELD >> 4])
 
 
-def _check_record_crc(path, data, start, end, check):
+def _check_record_crc(path, data, start, end, check, required=False):
     """Record.crc32c, when the record has one: its last field, and (with `check`) the CRC-32C
-    of the bytes before it. A record without one (XDL's, older writers') is not checked."""
+    of the bytes before it. A record without one (XDL's, older writers') is not checked, unless
+    `required` (a file whose Meta has its own checksum): then it is corruption."""
+
+    def missing():
+        if required:
+            raise _corrupt(
+                path,
+                start - _PREFIX_BYTES,
+                f"record without its checksum (Record.crc32c, field {_RECORD_CRC_FIELD}) in a "
+                "file whose Meta has its own: every record of such a file carries one "
+                "(a damaged record)",
+            )
+
     if end - start < 6 or bytes(data[end - 6 : end - 4]) != _RECORD_CRC_TAG:
         fields = [f for f in _fields(data, start, end) if f[0] == _RECORD_CRC_FIELD]
         if fields:
             raise _corrupt(path, fields[0][5], "Record.crc32c is not the last field of its record")
+        missing()
         return
     last = None
     for field in _fields(data, start, end):
@@ -601,6 +679,7 @@ def _check_record_crc(path, data, start, end, check):
         if field[0] == _RECORD_CRC_FIELD and field[4] != end:
             raise _corrupt(path, field[5], "Record.crc32c is not the last field of its record")
     if last is None or last[0] != _RECORD_CRC_FIELD or last[1] != 5:
+        missing()
         return  # The bytes 0x85 0x01 ended another field's payload.
     if check:
         (expected,) = struct.unpack_from("<I", data, end - 4)
@@ -614,7 +693,7 @@ def _check_record_crc(path, data, start, end, check):
             )
 
 
-def _decode_record(path, data, start, end, keys, check_crc=True):
+def _decode_record(path, data, start, end, keys, check_crc=True, crc_required=False):
     body = _bytes(data, start, end)
     record = Record()
     try:
@@ -639,7 +718,7 @@ def _decode_record(path, data, start, end, keys, check_crc=True):
         if not parsed:
             raise _corrupt(path, start, "the Record frame does not parse")
     try:
-        _check_record_crc(path, data, start, end, check_crc)
+        _check_record_crc(path, data, start, end, check_crc, crc_required)
     except _WireError as e:
         raise _corrupt(path, e.offset, e.what) from None
     for i, column in enumerate(record.column):
@@ -673,8 +752,8 @@ def read_file(path, meta=None, check_crc=True):
     for anything else malformed, a record whose checksum does not match included (unless
     `check_crc` is False), after yielding every record before it."""
     _check_format_version(path, meta)
-    data = _read_regular_file(path)
-    size = len(data)
+    data, size = _read_data_file(path)
+    sealed = _records_sealed(meta)
     covered = meta.data_bytes if meta is not None and meta.format_version >= 1 else 0
     zeros = _zero_tail_start(data)
     # A power loss zero-fills from where the synced data ended (a frame boundary, handled
@@ -699,6 +778,12 @@ def read_file(path, meta=None, check_crc=True):
         warnings.warn(f"{path}: empty file, no Header frame", TornTailWarning, stacklevel=2)
         yield "torn", 0
         return
+
+    def upto(end):
+        """Zeros for the hole `data` stops at, up to `end` (a frame that runs into it)."""
+        if end > len(data):
+            data.extend(bytes(end - len(data)))
+
     offset, keys = 0, None
     while offset < size:
         if offset >= zeros:
@@ -706,6 +791,7 @@ def read_file(path, meta=None, check_crc=True):
             return
         length = None
         if size - offset >= _PREFIX_BYTES:
+            upto(offset + _PREFIX_BYTES)
             (length,) = struct.unpack_from("<I", data, offset)
         end = None if length is None else offset + _PREFIX_BYTES + length
         if end is None or end > size:
@@ -722,6 +808,7 @@ def read_file(path, meta=None, check_crc=True):
                 raise _corrupt(path, offset, what)
             yield "torn", offset
             return
+        upto(end)  # Known to fit the file: a frame longer than the file is never read.
         try:
             if keys is None:
                 header = _decode_header(path, data, offset + _PREFIX_BYTES, end)
@@ -731,7 +818,9 @@ def read_file(path, meta=None, check_crc=True):
             else:
                 item = (
                     "record",
-                    _decode_record(path, data, offset + _PREFIX_BYTES, end, keys, check_crc),
+                    _decode_record(
+                        path, data, offset + _PREFIX_BYTES, end, keys, check_crc, sealed
+                    ),
                 )
         except TraceFileError:
             if lost_block and end > zeros:  # The frame runs into a zero-filled tail.

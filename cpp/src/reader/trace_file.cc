@@ -32,6 +32,21 @@ using internal::WireReader;
 
 constexpr uint64_t kPrefixBytes = 4;
 
+// Field numbers, from the generated code (the .proto is their one source).
+constexpr uint32_t kHeaderKeyField = xdl::proto::Header::kKeyFieldNumber;
+constexpr uint32_t kHeaderColumnField = xdl::proto::Header::kColumnFieldNumber;
+constexpr uint32_t kColumnDtypeField = xdl::proto::Column::kDtypeFieldNumber;
+constexpr uint32_t kColumnShapeField = xdl::proto::Column::kShapeFieldNumber;
+constexpr uint32_t kColumnDataField = xdl::proto::Column::kDataFieldNumber;
+constexpr uint32_t kRecordGstepField = xdl::proto::Record::kGstepFieldNumber;
+constexpr uint32_t kRecordLstepField = xdl::proto::Record::kLstepFieldNumber;
+constexpr uint32_t kRecordColumnField = xdl::proto::Record::kColumnFieldNumber;
+constexpr uint32_t kRecordTimestampField = xdl::proto::Record::kTimestampFieldNumber;
+constexpr uint32_t kRecordCrcField = xdl::proto::Record::kCrc32CFieldNumber;
+constexpr uint32_t kMetaCrcField = xdl::proto::Meta::kMetaCrc32CFieldNumber;
+// XDL's Meta: lstep_begin .. timestamp_end, nothing after.
+constexpr uint32_t kLastXdlMetaField = xdl::proto::Meta::kTimestampEndFieldNumber;
+
 uint32_t LoadLength(const char* p) {
   const auto* b = reinterpret_cast<const uint8_t*>(p);
   return static_cast<uint32_t>(b[0]) | (static_cast<uint32_t>(b[1]) << 8) |
@@ -106,6 +121,23 @@ absl::StatusOr<int> OpenRegularFile(const std::string& path, struct stat* st) {
   return fd;
 }
 
+// Where the file's last data extent ends: past it a sparse file holds a hole, which reads as
+// zeros without being stored or read (lseek SEEK_DATA / SEEK_HOLE). `size` where the
+// filesystem does not say. The zero-tail scan starts here, so a hole costs no page.
+uint64_t DataEnd(int fd, uint64_t size) {
+  uint64_t end = 0;
+  off_t at = 0;
+  while (static_cast<uint64_t>(at) < size) {
+    const off_t data = lseek(fd, at, SEEK_DATA);
+    if (data < 0) return errno == ENXIO ? end : size;  // ENXIO: no data past `at`.
+    const off_t hole = lseek(fd, data, SEEK_HOLE);
+    if (hole < 0) return size;
+    end = static_cast<uint64_t>(hole);
+    at = hole;
+  }
+  return std::min(end, size);
+}
+
 std::string ShapeString(const Shape& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
@@ -149,14 +181,14 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
   while (reader.Next(&field)) {
     const uint64_t at = base + static_cast<uint64_t>(field.encoded.data() - message.data());
     switch (field.number) {
-      case 1:
+      case kColumnDtypeField:
         if (field.wire_type != internal::kWireVarint)
           return Corrupt(path, at, "Column.dtype is not a varint");
         // Kept as written (int32 wire semantics): a dtype newer than this
         // reader is opaque bytes, not corruption (docs/format.md).
         column->dtype = static_cast<DType>(static_cast<int32_t>(field.varint));
         break;
-      case 2: {
+      case kColumnShapeField: {
         auto add_dim = [&](uint64_t raw) -> absl::Status {
           const auto dim = static_cast<int32_t>(raw);  // int32 wire semantics: truncate.
           if (dim < 0) return bad(at, absl::StrCat("negative dimension ", dim));
@@ -180,7 +212,7 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
         }
         break;
       }
-      case 3:
+      case kColumnDataField:
         if (field.wire_type != internal::kWireLengthDelimited) {
           return Corrupt(path, at, "Column.data is not length-delimited");
         }
@@ -208,36 +240,41 @@ absl::Status DecodeColumn(const std::string& path, uint64_t base, absl::string_v
   return absl::OkStatus();
 }
 
-constexpr uint32_t kRecordCrcField = xdl::proto::Record::kCrc32CFieldNumber;
-constexpr uint32_t kMetaCrcField = xdl::proto::Meta::kMetaCrc32CFieldNumber;
+// Whether a record must carry Record.crc32c, and whether its value is checked.
+struct CrcRule {
+  bool required = false;  // A file whose Meta has its own checksum (format 1): every record.
+  bool check = false;     // The value is the CRC-32C of the bytes before it.
+};
 
 // Decodes a Record message at file offset `base` (the body, after the prefix).
-// Its Record.crc32c, when it has one, must be its last field; with `check_crc`
-// it must also be the CRC-32C of the bytes before it.
+// Its Record.crc32c, when it has one, must be its last field; with `crc.check`
+// it must also be the CRC-32C of the bytes before it, and with `crc.required` a
+// record without one is corruption (a flipped tag bit would otherwise make it
+// an unchecked record).
 absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_view message,
-                          const std::vector<std::string>& keys, bool check_crc,
-                          RecordView* record) {
+                          const std::vector<std::string>& keys, CrcRule crc, RecordView* record) {
   record->gstep = record->lstep = record->timestamp_ms = 0;
   record->extra_fields.clear();
   size_t column_count = 0;
+  bool has_crc = false;
   WireReader reader(message);
   WireField field;
   while (reader.Next(&field)) {
     const uint64_t at = base + static_cast<uint64_t>(field.encoded.data() - message.data());
     const bool is_varint = field.wire_type == internal::kWireVarint;
     switch (field.number) {
-      case 1:
-      case 2:
-      case 4: {
+      case kRecordGstepField:
+      case kRecordLstepField:
+      case kRecordTimestampField: {
         if (!is_varint)
           return Corrupt(path, at, absl::StrCat("Record field ", field.number, " is not a varint"));
         const auto value = static_cast<int64_t>(field.varint);
-        if (field.number == 1) record->gstep = value;
-        if (field.number == 2) record->lstep = value;
-        if (field.number == 4) record->timestamp_ms = value;
+        if (field.number == kRecordGstepField) record->gstep = value;
+        if (field.number == kRecordLstepField) record->lstep = value;
+        if (field.number == kRecordTimestampField) record->timestamp_ms = value;
         break;
       }
-      case 3: {
+      case kRecordColumnField: {
         if (field.wire_type != internal::kWireLengthDelimited) {
           return Corrupt(path, at, "Record.column is not length-delimited");
         }
@@ -257,7 +294,8 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
         if (before + field.encoded.size() != message.size()) {
           return Corrupt(path, at, "Record.crc32c is not the last field of its record");
         }
-        if (check_crc) {
+        has_crc = true;
+        if (crc.check) {
           const uint32_t actual = internal::crc32c::Value(message.data(), before);
           const uint32_t expected = LoadLength(field.payload.data());
           if (actual != expected) {
@@ -277,6 +315,13 @@ absl::Status DecodeRecord(const std::string& path, uint64_t base, absl::string_v
   }
   record->columns.resize(column_count);
   if (reader.error() != nullptr) return Corrupt(path, base + reader.error_offset(), reader.error());
+  if (crc.required && !has_crc) {
+    return Corrupt(
+        path, base - kPrefixBytes,
+        absl::StrCat("record without its checksum (Record.crc32c, field ", kRecordCrcField,
+                     ") in a file whose Meta has its own: every record of such a file "
+                     "carries one (a damaged record)"));
+  }
   if (column_count != keys.size() && !IsDeviceOnlyRecord(*record, keys.size())) {
     return Corrupt(path, base - kPrefixBytes,
                    absl::StrCat("record has ", column_count, " columns but the header has ",
@@ -342,9 +387,11 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
   }
   // Its own checksum (Meta.meta_crc32c, the last field) when it has one.
   bool has_meta_crc = false;
+  uint32_t beyond_xdl = 0;  // The first field XDL's Meta never has, 0 when none.
   WireReader reader(bytes);
   WireField field;
   while (reader.Next(&field)) {
+    if (beyond_xdl == 0 && field.number > kLastXdlMetaField) beyond_xdl = field.number;
     if (field.number != kMetaCrcField) continue;
     has_meta_crc = true;
     const size_t before = static_cast<size_t>(field.encoded.data() - bytes.data());
@@ -360,6 +407,25 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
           "%08x (a damaged Meta: the file is read as without one)",
           before, actual, expected));
     }
+  }
+  // The writer that writes Meta.header_crc32c seals every Meta: without its own
+  // checksum such a Meta lost it (a flipped bit in its tag), and nothing in it
+  // can be trusted for pruning.
+  if (meta.has_header_crc32c() && !has_meta_crc) {
+    return absl::DataLossError(absl::StrCat(
+        "the Meta has header_crc32c (field ", xdl::proto::Meta::kHeaderCrc32CFieldNumber,
+        ") but not its own checksum (meta_crc32c, field ", kMetaCrcField,
+        "), which the writer always writes with it (a damaged Meta: the file is read as "
+        "without one)"));
+  }
+  // XDL's Meta holds its fields 1-6 only: a Meta without a format_version that
+  // holds another lost it to a flipped bit (a tag's wire type or number), and
+  // would otherwise be read as XDL's, with nothing to verify.
+  if (meta.format_version() == 0 && beyond_xdl != 0) {
+    return absl::DataLossError(absl::StrCat(
+        "the Meta has no format_version but holds field ", beyond_xdl,
+        ", which XDL's Meta (fields ", xdl::proto::Meta::kLstepBeginFieldNumber, "-",
+        kLastXdlMetaField, ") never has (a damaged Meta: the file is read as without one)"));
   }
   // Ranges a reader prunes by: begin <= end (XDL's -1 means unknown).
   const bool ours = meta.format_version() != 0;
@@ -517,11 +583,13 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
     madvise(m, size, MADV_SEQUENTIAL);
     mapping = static_cast<const char*>(m);
   }
+  const uint64_t data_end = size > 0 ? DataEnd(fd, size) : 0;
   ::close(fd);
   std::shared_ptr<TraceFile> file(new TraceFile(path, mapping, size, options));
 
-  // The zero run that ends the file: what a power loss leaves (see ReadFrame).
-  uint64_t zero_from = size;
+  // The zero run that ends the file: what a power loss leaves (see ReadFrame). A
+  // hole that ends a sparse file is part of it, found without touching its pages.
+  uint64_t zero_from = data_end;
   while (zero_from > 0 && mapping[zero_from - 1] == '\0') --zero_from;
   file->zero_from_ = zero_from;
   file->lost_block_ =
@@ -539,12 +607,12 @@ absl::StatusOr<std::shared_ptr<TraceFile>> TraceFile::Open(const std::string& pa
     absl::Status status;
     while (status.ok() && reader.Next(&field)) {
       const uint64_t at = kPrefixBytes + (field.encoded.data() - body.data());
-      if (field.number == 1) {
+      if (field.number == kHeaderKeyField) {
         if (field.wire_type != internal::kWireLengthDelimited) {
           status = Corrupt(path, at, "Header.key is not length-delimited");
         }
         file->keys_.emplace_back(field.payload);
-      } else if (field.number == 2) {
+      } else if (field.number == kHeaderColumnField) {
         status = AddColumnInfo(path, at, field, &file->columns_);
       }
     }
@@ -728,9 +796,12 @@ absl::Status TraceFile::DecodeFrame(uint64_t offset, RecordView* record, bool* t
   for (uint64_t at = 0; at < std::min<uint64_t>(kPrefixBytes + length, 4096); at += 64) {
     __builtin_prefetch(frame + at);
   }
+  // A format-1 Meta with its own checksum comes from a writer that seals every record.
+  const CrcRule crc{meta_ && meta_->has_meta_crc32c && meta_->format_version == kFormatVersion,
+                    check_crc};
   absl::Status status =
       DecodeRecord(path_, offset + kPrefixBytes, bytes_.substr(offset + kPrefixBytes, length),
-                   keys_, check_crc, record);
+                   keys_, crc, record);
   XDL_RETURN_IF_ERROR(CheckNotCut());  // Before a decoding error the zeros caused.
   if (!status.ok() && lost_block_ && offset + kPrefixBytes + length > zero_from_) {
     *torn = true;  // The frame runs into a zero-filled tail.

@@ -801,4 +801,154 @@ TEST_CASE("a key's Header index: O(log keys), the first of a repeated one (issue
   CHECK(MustOpen(path)->KeyIndex("layer0/w") == std::nullopt);
 }
 
+// --- Issue 37 ----------------------------------------------------------------------------------
+
+namespace {
+
+// A Meta as the writer writes it since field 18: header_crc32c (of the Header frame, the first
+// `header_bytes` of `data`), then meta_crc32c last.
+std::string SealedMetaWithHeaderCrc(xdl::proto::Meta meta, const std::string& data,
+                                    size_t header_bytes) {
+  meta.set_header_crc32c(internal::crc32c::Value(data.data(), header_bytes));
+  meta.clear_meta_crc32c();
+  std::string bytes = meta.SerializeAsString();  // Field 18 last so far.
+  const uint32_t crc = internal::crc32c::Value(bytes.data(), bytes.size());
+  bytes += "\x8d\x01";  // Field 17, fixed32, appended last as the writer does (SealedMeta
+                        // would let protobuf put it before field 18).
+  for (int shift = 0; shift < 32; shift += 8) bytes += static_cast<char>(crc >> shift);
+  return bytes;
+}
+
+// A file of sealed SimpleRecords for gsteps 0..count-1 and the Meta the writer writes for it.
+std::string WriteSealedFile(const std::string& path, int count) {
+  std::string data = HeaderFrame({"w", "loss"});
+  const size_t header_bytes = data.size();
+  for (int i = 0; i < count; ++i) data += SealedFrame(SimpleRecord(i));
+  WriteFile(path, data);
+  WriteFile(path + ".meta",
+            SealedMetaWithHeaderCrc(MetaFor(data, count, 0, count - 1), data, header_bytes));
+  return data;
+}
+
+std::string OpenError(const std::string& path) {
+  auto file = TraceFile::Open(path);
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.status().code() == absl::StatusCode::kDataLoss);
+  return std::string(file.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("CheckHeader: a Header that does not match Meta.header_crc32c is refused at open",
+          "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  std::string data = WriteSealedFile(path, 3);
+  CHECK(ReadAllOk(MustOpen(path)).size() == 3);
+  CHECK(VerifyFile(path).ok);
+
+  const size_t key = data.find("loss");
+  data[key] = static_cast<char>(data[key] ^ 0x01);  // "loss" -> "moss": a key renamed.
+  WriteFile(path, data);
+  CHECK_THAT(OpenError(path), Catch::StartsWith(path + ": corrupt at byte offset 0: Header "
+                                                       "checksum mismatch"));
+  CHECK(Drain(MustOpenTrace(dir.path()).Read({})).status.code() == absl::StatusCode::kDataLoss);
+
+  // A Meta without field 18 (XDL's, ours before it) leaves the Header to verify's checksum.
+  xdl::proto::Meta older;
+  REQUIRE(older.ParseFromString(test::ReadFile(path + ".meta")));
+  older.clear_header_crc32c();
+  WriteFile(path + ".meta", SealedMeta(older));
+  CHECK(MustOpen(path)->KeyIndex("moss").has_value());
+  CHECK_FALSE(VerifyFile(path).ok);
+}
+
+TEST_CASE("CheckHeader: a Header length prefix that does not fit a covered file is corruption",
+          "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  std::string data = WriteSealedFile(path, 3);
+  data[3] = static_cast<char>(data[3] ^ 0x01);  // Bit 24 of the Header's length.
+  WriteFile(path, data);
+  const std::string error = OpenError(path);
+  CHECK_THAT(error, Catch::StartsWith(path + ": corrupt at byte offset 0: the Header frame's "
+                                             "length prefix says "));
+  CHECK_THAT(error, Catch::Contains("(a damaged length prefix)"));
+  // Without a Meta nothing vouches for the bytes: a torn Header, as a crash leaves.
+  std::remove((path + ".meta").c_str());
+  CHECK(MustOpen(path)->header_torn());
+}
+
+TEST_CASE("a record without its checksum in a file whose Meta has one is corruption", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  std::string data = WriteSealedFile(path, 3);
+  const std::string frame1 = SealedFrame(SimpleRecord(1));
+  const size_t at = data.find(frame1);
+  const size_t tag = at + frame1.size() - 6;
+  REQUIRE(static_cast<uint8_t>(data[tag]) == 0x85);  // Field 16, fixed32.
+  data[tag] = static_cast<char>(data[tag] ^ 0x08);   // Field 17: an unknown field.
+  WriteFile(path, data);
+  const std::string expected = absl::StrCat(path, ": corrupt at byte offset ", at,
+                                            ": record without its checksum (Record.crc32c");
+  for (const bool check : {true, false}) {  // Its presence is checked even without its value.
+    FileOptions options;
+    options.check_record_crc = check;
+    auto file = TraceFile::Open(path, options);
+    REQUIRE(file.ok());
+    RecordCursor cursor = (*file)->Records();
+    CHECK(ReadAll(*file, &cursor).size() == 1);
+    CHECK_THAT(std::string(cursor.status().message()), Catch::StartsWith(expected));
+  }
+  const VerifyReport report = VerifyFile(path);
+  CHECK_FALSE(report.ok);
+
+  // A Meta without its own checksum (ours before it, XDL's): records without one read as before.
+  xdl::proto::Meta unsealed = MetaFor(data, 3, 0, 2);
+  WriteFile(path + ".meta", unsealed.SerializeAsString());
+  CHECK(ReadAllOk(MustOpen(path)).size() == 3);
+}
+
+TEST_CASE("a Meta that lost its own checksum or its format_version to a flipped bit is refused",
+          "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  WriteSealedFile(path, 3);
+  const std::string sealed = test::ReadFile(path + ".meta");
+  REQUIRE(static_cast<uint8_t>(sealed[sealed.size() - 6]) == 0x8D);  // meta_crc32c's tag.
+
+  std::string flipped = sealed;
+  flipped[flipped.size() - 6] = static_cast<char>(0x8D ^ 0x08);  // Field 17 -> 16.
+  WriteFile(path + ".meta", flipped);
+  std::shared_ptr<TraceFile> file = MustOpen(path);
+  CHECK_FALSE(file->meta().has_value());
+  CHECK_THAT(std::string(file->meta_error().message()),
+             Catch::Contains("has header_crc32c (field 18) but not its own checksum"));
+  CHECK_FALSE(VerifyFile(path).ok);
+
+  // No format_version but a field XDL's Meta never has: not read as XDL's, unverifiable.
+  xdl::proto::Meta no_version;
+  REQUIRE(no_version.ParseFromString(sealed));
+  no_version.clear_format_version();
+  no_version.clear_header_crc32c();
+  no_version.clear_meta_crc32c();
+  WriteFile(path + ".meta", no_version.SerializeAsString());
+  file = MustOpen(path);
+  CHECK_FALSE(file->meta().has_value());
+  CHECK_THAT(std::string(file->meta_error().message()),
+             Catch::Contains("has no format_version but holds field 9,"));
+  const VerifyReport report = VerifyFile(path);
+  CHECK_FALSE(report.ok);
+  CHECK_FALSE(report.unverifiable);
+
+  // XDL's own Meta (fields 1-6) stays unverifiable, not refused.
+  xdl::proto::Meta xdl;
+  xdl.set_gstep_begin(0);
+  xdl.set_gstep_end(2);
+  WriteFile(path + ".meta", xdl.SerializeAsString());
+  file = MustOpen(path);
+  CHECK(file->meta().has_value());
+  CHECK(VerifyFile(path).unverifiable);
+}
+
 }  // namespace xdl_trace
