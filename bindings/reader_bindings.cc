@@ -599,7 +599,16 @@ void RegisterReaderBindings(py::module_& m) {
             subset->files.resize(reader.files().size());
             return subset;
           },
-          py::arg("run_id"));
+          py::arg("run_id"))
+      .def(
+          "without",
+          [](const PyTraceReader& self, const std::vector<size_t>& excluded) {
+            TraceReader reader = ReadWithoutGil([&] { return self.reader.Without(excluded); });
+            auto subset = std::make_shared<PyTraceReader>(PyTraceReader{reader, {}});
+            subset->files.resize(reader.files().size());
+            return subset;
+          },
+          py::arg("excluded"));
 
   m.def(
       "read_meta",

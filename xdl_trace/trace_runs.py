@@ -10,6 +10,7 @@ reader's (``TraceReader::Runs``); this module gives it a Pythonic face.
     trace = xdl.open_trace("out", run="latest")   # or a run id (a unique prefix is enough), "all"
 """
 
+import collections
 import datetime
 import json
 import os
@@ -17,7 +18,27 @@ import warnings
 
 from . import _core, errors
 
-__all__ = ["Run", "RestartedRunWarning", "runs", "open_reader", "select_run"]
+__all__ = [
+    "Run",
+    "RestartedRunWarning",
+    "CopiedFile",
+    "CopiedFileWarning",
+    "runs",
+    "open_reader",
+    "select_run",
+    "set_aside_copies",
+]
+
+
+CopiedFile = collections.namedtuple("CopiedFile", "path rank index why")
+CopiedFile.__doc__ = """A data file left out of reading: its ``path``, the ``rank`` and ``index`` of
+its name, and ``why`` (what its Meta says instead)."""
+
+
+class CopiedFileWarning(UserWarning):
+    """A data file whose Meta names another rank or file index than its name: a copied or
+    renamed file, holding another file's records. Readers leave it out (its records would be
+    counted twice, or under a rank that never ran); ``verify`` fails it."""
 
 
 class RestartedRunWarning(UserWarning):
@@ -137,7 +158,53 @@ class Run:
 
 def runs(path, prefix="train", name="trace"):
     """The runs of the trace at ``path`` (a directory or one data file), oldest first."""
-    return [Run(s) for s in open_reader(path, prefix, name).runs()]
+    reader, _ = set_aside_copies(open_reader(path, prefix, name))
+    return [Run(s) for s in reader.runs()]
+
+
+def set_aside_copies(reader):
+    """(reader without the copied files, [CopiedFile] of those left out).
+
+    A copied or renamed file is told by its Meta (written by our writer: format_version 1): the
+    rank and file_index it records differ from the ones in the file's name, as ``verify`` finds
+    (docs/reader.md "Copied files"). Its records are another file's: read, they would be counted
+    twice (a phantom rank for a copy named after another rank). Warns once, naming each file."""
+    copies, excluded = [], []
+    for i, (path, prefix, _name, rank, index) in enumerate(reader.files):
+        if not prefix:  # A data file opened by a name that is not <prefix>.<name>.<rank>.<index>.
+            continue
+        try:
+            meta = _core.read_meta(path + ".meta")
+        except (errors.TraceError, OSError):
+            continue  # No Meta to compare with: reading or verifying the file says what is wrong.
+        meta_rank, meta_index = meta.get("rank", 0), meta.get("file_index", 0)
+        # XDL's Meta (format 0) records neither; a file_index of 0 is a Meta that never did.
+        if meta.get("format_version", 0) < 1 or meta_index == 0:
+            continue
+        if (meta_rank, meta_index) != (rank, index):
+            excluded.append(i)
+            copies.append(
+                CopiedFile(
+                    path,
+                    rank,
+                    index,
+                    f"its Meta says rank {meta_rank} file_index {meta_index} but the file is "
+                    f"named rank {rank} index {index} (a copied or renamed file: its records "
+                    "are another file's)",
+                )
+            )
+    if not copies:
+        return reader, []
+    # Asked for by its own path (or every file is one): read it, but say what it is.
+    kept = len(excluded) == len(reader.files)
+    warnings.warn(
+        ("xdl_trace: reading anyway " if kept else "xdl_trace: left out ")
+        + "; ".join(f"{os.path.basename(c.path)}: {c.why}" for c in copies)
+        + "; `xdl-trace verify` fails it: remove it, or rename it back",
+        CopiedFileWarning,
+        stacklevel=4,
+    )
+    return (reader, []) if kept else (reader.without(excluded), copies)
 
 
 def open_reader(path, prefix, name, verify_checksums=True):

@@ -409,4 +409,4 @@ def test_dump_shows_each_records_time_in_utc_beside_epoch_ms(cfg, capsys):
     import datetime
 
     utc = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-    assert f"({utc:%Y-%m-%d %H:%M:%S}.{utc.microsecond // 1000:03d} UTC)" in line
+    assert f"({utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z)" in line  # ISO 8601.

@@ -220,4 +220,20 @@ absl::StatusOr<TraceReader> TraceReader::OfRun(absl::string_view run_id) const {
   return Subset(match->files);
 }
 
+absl::StatusOr<TraceReader> TraceReader::Without(const std::vector<size_t>& excluded) const {
+  std::vector<bool> drop(files().size(), false);
+  for (size_t i : excluded) {
+    if (i >= drop.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "file index ", i, " is out of range: the reader has ", drop.size(), " files"));
+    }
+    drop[i] = true;
+  }
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < drop.size(); ++i) {
+    if (!drop[i]) kept.push_back(i);
+  }
+  return Subset(kept);
+}
+
 }  // namespace xdl_trace
