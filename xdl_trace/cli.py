@@ -180,7 +180,7 @@ def _info(args):
         "bytes": trace.nbytes,
         "gaps": trace.gaps(),
         "copies": [{"path": c.path, "why": c.why} for c in trace.copies],
-        "keys": [{"key": k, "dtype": d, "shape": list(s)} for k, (d, s) in schema.items()]
+        "keys": [_key_info(k, entry) for k, entry in schema.items()]
         or [{"key": k, "dtype": None, "shape": None} for k in trace.keys],
     }
     if args.json:
@@ -191,7 +191,14 @@ def _info(args):
         shown = "all runs" if trace.run is None else f"run {trace.run.id}"
         print(f"runs: {len(trace.runs)}, oldest first (showing {shown}; pick one with --run)")
         for run in trace.runs:
-            print(f"  {run.describe()}")
+            mine = [files[i]["scanned"] for i in run.file_indices if i < len(files)]
+            # Not closed cleanly: the scan's count, never the stale Metas' "no records".
+            scanned = (
+                sum(s["records"] for s in mine if s is not None)
+                if not run.closed_cleanly and any(s is not None for s in mine)
+                else None
+            )
+            print(f"  {run.describe(scanned)}")
             if run.metadata:
                 print(f"    metadata: {json.dumps(run.metadata, sort_keys=True)}")
     print(
@@ -238,9 +245,33 @@ def _info(args):
             print(f"    {why}; scanning found {f['scanned']['records']} complete records{torn}")
     print(f"keys ({len(info['keys'])}):")
     for k in info["keys"]:
-        shape = "?" if k["shape"] is None else "[" + ", ".join(map(str, k["shape"])) + "]"
-        print(f"  {_shown(k['key'])}  {k['dtype'] or '?'}{shape}")
+        stored = f"{k['dtype'] or '?'}{_shape_text(k['shape'])}"
+        if k.get("summary_of") is None:
+            print(f"  {_shown(k['key'])}  {stored}")
+        else:  # What the user traced, then the row the file stores per step.
+            of = k["summary_of"]
+            source = f"{of['dtype'] or '?'}{_shape_text(of['shape'])}"
+            print(f"  {_shown(k['key'])}  {k['kind']} of {source} (stored as {stored})")
     return 0
+
+
+def _shape_text(shape):
+    return "?" if shape is None else "[" + ", ".join(map(str, shape)) + "]"
+
+
+def _key_info(key, entry):
+    """A key of `info`: its stored dtype and shape, and for a summary column (stats, histogram,
+    digest, user summary) its kind and the dtype and shape of the tensor it summarises."""
+    dtype, shape = entry
+    out = {"key": key, "dtype": dtype, "shape": list(shape), "kind": entry.kind}
+    descriptor = entry.descriptor
+    if entry.kind not in (None, "value") and descriptor is not None:
+        source_shape = descriptor.get("input_shape")
+        out["summary_of"] = {
+            "dtype": descriptor.get("input_dtype") or None,
+            "shape": None if source_shape is None else list(source_shape),
+        }
+    return out
 
 
 # --- dump --------------------------------------------------------------------

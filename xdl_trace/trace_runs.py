@@ -81,6 +81,7 @@ class Run:
         "closed_cleanly",
         "infos",
         "attempts",
+        "file_indices",
     )
 
     def __init__(self, summary):
@@ -106,6 +107,7 @@ class Run:
         self.gsteps = None if summary["gsteps"] is None else tuple(summary["gsteps"])
         self.records = None if summary["records"] < 0 else summary["records"]
         self.files = len(summary["files"])
+        self.file_indices = list(summary["files"])  # Into the reader's files (Trace.files).
         self.closed_cleanly = summary["closed_cleanly"]
         self.attempts = summary.get("attempts", 1)
 
@@ -117,17 +119,28 @@ class Run:
     def end(self):
         return _datetime(self.end_ms)
 
-    def describe(self):
-        """One line: id, ranks, world size, hosts, start, gsteps, records."""
+    def describe(self, scanned=None):
+        """One line: id, ranks, world size, hosts, start, gsteps, records. `scanned`: the
+        complete records a scan of a run not closed cleanly found (its Metas are behind: their
+        counts and step ranges are not said, the scan's count is)."""
         start = self.start.strftime("%Y-%m-%d %H:%M:%S UTC") if self.start else "start unknown"
-        steps = (
-            "no records" if self.gsteps is None else f"gsteps {self.gsteps[0]}..{self.gsteps[1]}"
+        if scanned is not None:
+            counted = f"{scanned} records found by scanning (the Meta is not final; gsteps ?)"
+        else:
+            steps = (
+                "no records"
+                if self.gsteps is None
+                else f"gsteps {self.gsteps[0]}..{self.gsteps[1]}"
+            )
+            records = "?" if self.records is None else self.records
+            counted = steps if self.records == 0 else f"{steps}  {records} records"
+        # A C++-written run (or an older writer) records no world size: say so, not "of ?".
+        world = (
+            " (world size not recorded)" if self.world_size is None else f" of {self.world_size}"
         )
-        records = "?" if self.records is None else self.records
-        world = "?" if self.world_size is None else self.world_size
         return (
-            f"{self.id or '(no run id: XDL)'}  ranks {','.join(map(str, self.ranks))} of {world}"
-            f"  {start}  {steps}  {records} records"
+            f"{self.id or '(no run id: XDL)'}  ranks {','.join(map(str, self.ranks))}{world}"
+            f"  {start}  {counted}"
             + (f"  hosts {','.join(self.hosts)}" if self.hosts else "")
             + ("" if self.closed_cleanly else "  (not closed cleanly)")
             + (
