@@ -634,11 +634,27 @@ def _find_nan(args):
     for b in found:
         print(
             f"{_shown(b.key)}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
-            f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
+            f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected" + _clean_before(trace, b)
         )
     if unchecked:
         print(unchecked)
     return 1 if found else 0
+
+
+def _clean_before(trace, bad):
+    """Where a filtered run (traced every N steps) leaves the first NaN: "; last clean traced
+    gstep 151, so it appeared between 151 and 155" when the traced gstep before it is not the
+    step before; "" when it is, or when no record comes before it."""
+    before = Selection(keys=[], ranks=[bad.rank], gsteps=(None, bad.gstep - 1))
+    last = None
+    for record in trace.records(selection=before):
+        last = record.gstep if last is None else max(last, record.gstep)
+    if last is None or last == bad.gstep - 1:
+        return ""
+    return (
+        f"; last clean traced gstep {last}, so it appeared between {last} and {bad.gstep} "
+        "(the steps between were not traced)"
+    )
 
 
 # --- diff --------------------------------------------------------------------

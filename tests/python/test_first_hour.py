@@ -366,6 +366,46 @@ def test_a_str_value_says_what_was_expected():
         xdl.trace_tensor("note", "hello")
 
 
+def test_find_nan_on_a_filtered_run_says_the_last_clean_traced_gstep(cfg, capsys):
+    from xdl_trace import cli
+
+    w = np.ones(3)
+    xdl.trace_tensor("w", w)
+    with xdl.TraceHook(cfg, filter=xdl.Every(4)) as hook:
+        for step in range(20):
+            if step == 10:
+                w[0] = np.nan  # Between the traced gsteps 8 and 12.
+            hook.step(gstep=step)
+    assert cli.main(["find-nan", cfg["output_dir"]]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "w: first at gstep 12 (rank 0, lstep 12): 1 NaN, 0 Inf; 2 record(s) affected; last "
+        "clean traced gstep 8, so it appeared between 8 and 12" in out
+    ), out
+
+
+def test_find_nan_on_an_unfiltered_run_names_no_range(cfg, capsys):
+    from xdl_trace import cli
+
+    w = np.ones(3)
+    xdl.trace_tensor("w", w)
+    with xdl.TraceHook(cfg) as hook:
+        for step in range(6):
+            if step == 3:
+                w[0] = np.inf
+            hook.step(gstep=step)
+    assert cli.main(["find-nan", cfg["output_dir"]]) == 1
+    out = capsys.readouterr().out
+    assert "first at gstep 3" in out and "last clean" not in out, out
+
+
+def test_the_docs_say_both_command_forms_once_per_page():
+    for page in ("report.md", "device-tracing.md", "python.md"):
+        text = open(os.path.join(REPO, "docs", page)).read()
+        assert "xdl-trace " in text
+        assert "python3 -m xdl_trace" in text, page
+
+
 # --- item 10: info on a live or killed run -------------------------------------------------------
 
 
