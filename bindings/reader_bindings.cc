@@ -602,13 +602,13 @@ void RegisterReaderBindings(py::module_& m) {
           py::arg("run_id"))
       .def(
           "without",
-          [](const PyTraceReader& self, const std::vector<size_t>& excluded) {
-            TraceReader reader = ReadWithoutGil([&] { return self.reader.Without(excluded); });
+          [](const PyTraceReader& self, const std::vector<std::string>& paths) {
+            TraceReader reader = self.reader.Without(paths);  // No IO: the Subset of a list.
             auto subset = std::make_shared<PyTraceReader>(PyTraceReader{reader, {}});
             subset->files.resize(reader.files().size());
             return subset;
           },
-          py::arg("excluded"));
+          py::arg("paths"));
 
   m.def(
       "read_meta",

@@ -263,10 +263,11 @@ def _key_info(key, entry):
     """A key of `info`: its stored dtype and shape, and for a summary column (stats, histogram,
     digest, user summary) its kind and the dtype and shape of the tensor it summarises."""
     dtype, shape = entry
-    out = {"key": key, "dtype": dtype, "shape": list(shape), "kind": entry.kind}
+    out = {"key": key, "dtype": dtype, "shape": list(shape)}
     descriptor = entry.descriptor
     if entry.kind not in (None, "value") and descriptor is not None:
         source_shape = descriptor.get("input_shape")
+        out["kind"] = entry.kind
         out["summary_of"] = {
             "dtype": descriptor.get("input_dtype") or None,
             "shape": None if source_shape is None else list(source_shape),

@@ -182,8 +182,8 @@ def set_aside_copies(reader):
     rank and file_index it records differ from the ones in the file's name, as ``verify`` finds
     (docs/reader.md "Copied files"). Its records are another file's: read, they would be counted
     twice (a phantom rank for a copy named after another rank). Warns once, naming each file."""
-    copies, excluded = [], []
-    for i, (path, prefix, _name, rank, index) in enumerate(reader.files):
+    copies = []
+    for path, prefix, _name, rank, index in reader.files:
         if not prefix:  # A data file opened by a name that is not <prefix>.<name>.<rank>.<index>.
             continue
         try:
@@ -195,7 +195,6 @@ def set_aside_copies(reader):
         if meta.get("format_version", 0) < 1 or meta_index == 0:
             continue
         if (meta_rank, meta_index) != (rank, index):
-            excluded.append(i)
             copies.append(
                 CopiedFile(
                     path,
@@ -209,7 +208,7 @@ def set_aside_copies(reader):
     if not copies:
         return reader, []
     # Asked for by its own path (or every file is one): read it, but say what it is.
-    kept = len(excluded) == len(reader.files)
+    kept = len(copies) == len(reader.files)
     warnings.warn(
         ("xdl_trace: reading anyway " if kept else "xdl_trace: left out ")
         + "; ".join(f"{os.path.basename(c.path)}: {c.why}" for c in copies)
@@ -217,7 +216,7 @@ def set_aside_copies(reader):
         CopiedFileWarning,
         stacklevel=4,
     )
-    return (reader, []) if kept else (reader.without(excluded), copies)
+    return (reader, []) if kept else (reader.without([c.path for c in copies]), copies)
 
 
 def open_reader(path, prefix, name, verify_checksums=True):

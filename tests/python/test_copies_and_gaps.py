@@ -115,3 +115,14 @@ def test_the_report_alerts_on_missing_files_ranks_and_copies(tmp_path, monkeypat
     page = cli("report", copied, "-o", str(tmp_path / "r.html"))
     assert page.returncode == 0, page.stderr
     assert "copied file left out" in open(tmp_path / "r.html").read()
+
+
+def test_diff_leaves_a_copied_file_out_as_the_reader_does(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    write_rolled(a, steps=6)
+    files = write_rolled(b, steps=6)
+    assert cli("diff", a, b).returncode == 0
+    copy(files, 0, b, "train.trace.0.9")  # Rank 0's gstep 0 once more, after its last file.
+    result = cli("diff", a, b)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "train.trace.0.9: its Meta says rank 0 file_index 1" in result.stderr

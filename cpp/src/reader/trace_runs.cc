@@ -220,18 +220,11 @@ absl::StatusOr<TraceReader> TraceReader::OfRun(absl::string_view run_id) const {
   return Subset(match->files);
 }
 
-absl::StatusOr<TraceReader> TraceReader::Without(const std::vector<size_t>& excluded) const {
-  std::vector<bool> drop(files().size(), false);
-  for (size_t i : excluded) {
-    if (i >= drop.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "file index ", i, " is out of range: the reader has ", drop.size(), " files"));
-    }
-    drop[i] = true;
-  }
+TraceReader TraceReader::Without(const std::vector<std::string>& paths) const {
+  const std::set<std::string> excluded(paths.begin(), paths.end());
   std::vector<size_t> kept;
-  for (size_t i = 0; i < drop.size(); ++i) {
-    if (!drop[i]) kept.push_back(i);
+  for (size_t i = 0; i < files().size(); ++i) {
+    if (excluded.count(files()[i].path) == 0) kept.push_back(i);
   }
   return Subset(kept);
 }
