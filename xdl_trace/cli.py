@@ -7,6 +7,7 @@ declares; adding a subcommand is adding one decorated function here.
 """
 
 import argparse
+import bisect
 import contextlib
 import csv
 import datetime
@@ -421,7 +422,7 @@ def npz_member(key):
     """The array name of `key` under rank<R>/keys/ (docs/reader.md "export")."""
     member = urllib.parse.quote(key, safe="").replace("~", "%7E")  # "~" marks a hashed name.
     if not member.strip("."):  # "", "." or "..": never a path segment of its own.
-        member = member.replace(".", "%2E") or "%00"
+        member = member.replace(".", "%2E") or "%"  # A lone "%" encodes no character.
     if len(member) <= _MEMBER_MAX:
         return member
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -632,28 +633,39 @@ def _find_nan(args):
         return 1 if found else 0
     if not found:
         print(f"no NaN or Inf in {checked} keys over {scan.total_records} records")
+    traced = _traced_gsteps(trace, found)
     for b in found:
         print(
             f"{_shown(b.key)}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
-            f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected" + _clean_before(trace, b)
+            f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
+            + _clean_before(traced[b.rank], b.gstep)
         )
     if unchecked:
         print(unchecked)
     return 1 if found else 0
 
 
-def _clean_before(trace, bad):
-    """Where a filtered run (traced every N steps) leaves the first NaN: "; last clean traced
-    gstep 151, so it appeared between 151 and 155" when the traced gstep before it is not the
-    step before; "" when it is, or when no record comes before it."""
-    before = Selection(keys=[], ranks=[bad.rank], gsteps=(None, bad.gstep - 1))
-    last = None
-    for record in trace.records(selection=before):
-        last = record.gstep if last is None else max(last, record.gstep)
-    if last is None or last == bad.gstep - 1:
+def _traced_gsteps(trace, found):
+    """{rank: sorted gsteps of its records up to its last first-NaN gstep}, read once (no
+    column decoded) for every rank in `found`."""
+    traced = {}
+    for rank in {b.rank for b in found}:
+        last = max(b.gstep for b in found if b.rank == rank)
+        upto = Selection(keys=[], ranks=[rank], gsteps=(None, last))
+        traced[rank] = sorted({r.gstep for r in trace.records(selection=upto)})
+    return traced
+
+
+def _clean_before(traced, gstep):
+    """Where a filtered run (traced every N steps) leaves a first NaN at `gstep`: "; last clean
+    traced gstep 151, so it appeared between 151 and 155 (...)" when the traced gstep before it
+    (in `traced`, sorted) is not the step before; "" when it is, or when none comes before."""
+    i = bisect.bisect_left(traced, gstep)
+    if i == 0 or traced[i - 1] == gstep - 1:
         return ""
+    last = traced[i - 1]
     return (
-        f"; last clean traced gstep {last}, so it appeared between {last} and {bad.gstep} "
+        f"; last clean traced gstep {last}, so it appeared between {last} and {gstep} "
         "(the steps between were not traced)"
     )
 
