@@ -242,7 +242,9 @@ def _end_live_hooks():
         try:
             hook._end(at_exit=True)
         except Exception as e:  # Never raise at exit.
-            warnings.warn(f"xdl_trace: closing a trace at exit failed: {e}", RuntimeWarning)
+            warnings.warn(
+                errors.printable(f"xdl_trace: closing a trace at exit failed: {e}"), RuntimeWarning
+            )
 
 
 # SIGTERM (what Slurm and Kubernetes send before a kill) closes the traces as SIGINT does: the
