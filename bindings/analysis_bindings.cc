@@ -353,13 +353,16 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
   return out;
 }
 
-// A trace at `path`, narrowed to run `run_id` when one is given.
+// A trace at `path` less the files at `excluded` (copies the Python reader set aside), narrowed
+// to run `run_id` when one is given.
 TraceReader OpenRun(const std::string& path, const std::string& prefix, const std::string& name,
-                    const std::optional<std::string>& run_id, bool check_record_crc) {
+                    const std::optional<std::string>& run_id, bool check_record_crc,
+                    const std::vector<std::string>& excluded) {
   FileOptions options;
   options.check_record_crc = check_record_crc;
   TraceReader reader =
       CallWithoutGil([&] { return TraceReader::Open(path, prefix, name, options); });
+  reader = reader.Without(excluded);
   if (run_id) reader = CallWithoutGil([&] { return reader.OfRun(*run_id); });
   return reader;
 }
@@ -384,9 +387,10 @@ py::dict DiffRunsShim(const std::string& path_a, std::optional<std::string> run_
                       std::vector<std::string> keys, std::optional<int64_t> begin,
                       std::optional<int64_t> end, std::optional<std::vector<int64_t>> steps,
                       double rtol, double atol, const std::string& prefix, const std::string& name,
-                      bool check_record_crc) {
-  const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc);
-  const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc);
+                      bool check_record_crc, const std::vector<std::string>& excluded_a,
+                      const std::vector<std::string>& excluded_b) {
+  const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc, excluded_a);
+  const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc, excluded_b);
   internal::DiffOptions options;
   options.keys = std::move(keys);
   options.steps = StepSelection{begin, end, std::move(steps)};
@@ -471,8 +475,11 @@ void RegisterAnalysisBindings(py::module_& m) {
         py::arg("begin") = py::none(), py::arg("end") = py::none(), py::arg("steps") = py::none(),
         py::arg("rtol") = 0.0, py::arg("atol") = 0.0, py::arg("prefix") = "train",
         py::arg("name") = "trace", py::arg("check_record_crc") = true,
+        py::arg("excluded_a") = std::vector<std::string>{},
+        py::arg("excluded_b") = std::vector<std::string>{},
         "Compares rank_a of one trace (run_a: a run id, None: every file) with rank_b of "
-        "another, both read in step by gstep (xdl_trace::internal::DiffRuns).");
+        "another, both read in step by gstep (xdl_trace::internal::DiffRuns); excluded_a/_b: "
+        "paths of files left out (Trace.copies).");
   m.def("digest", &Digest, py::arg("array"), py::arg("dtype"),
         "The tensor digest (summary/digest.h) of a C-contiguous array read as wire dtype.");
   m.def("column_stats", &ColumnStats, py::arg("arrays"), py::arg("dtypes"),

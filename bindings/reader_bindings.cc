@@ -599,7 +599,16 @@ void RegisterReaderBindings(py::module_& m) {
             subset->files.resize(reader.files().size());
             return subset;
           },
-          py::arg("run_id"));
+          py::arg("run_id"))
+      .def(
+          "without",
+          [](const PyTraceReader& self, const std::vector<std::string>& paths) {
+            TraceReader reader = self.reader.Without(paths);  // No IO: the Subset of a list.
+            auto subset = std::make_shared<PyTraceReader>(PyTraceReader{reader, {}});
+            subset->files.resize(reader.files().size());
+            return subset;
+          },
+          py::arg("paths"));
 
   m.def(
       "read_meta",

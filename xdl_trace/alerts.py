@@ -1,6 +1,9 @@
 """The report's alert rules: what in a scanned run (``analysis.RunScan``) deserves a look.
 
 Thresholds (documented in docs/report.md):
+  * missing file / copied file left out: what ``xdl-trace verify`` fails besides damage: a
+    rank's file missing from its sequence, a rank absent from its run's world size, a copied or
+    renamed data file (its Meta names another rank or index) that the readers leave out.
   * NaN/Inf: any NaN or Inf element in a key (first record per key, from full tensors).
   * never changes: the key's stats (count, min, max, mean, std, l2) are the same in every record
     (at least 2 records); not for a callback's value or a trace_once key, which may rightly
@@ -41,10 +44,15 @@ VANISHING_FACTOR = 1e-4
 
 def find_alerts(scans):
     """The alerts of the scanned runs (dicts: severity, kind, run, key, rank, gstep, detail), in a
-    fixed order: per run, dropped records, NaN/Inf by gstep, constant keys, gradient norms."""
+    fixed order: per run, missing and copied files, dropped records, NaN/Inf by gstep, constant keys, gradient norms.
+    """
     alerts = []
     for scan in scans:
         run = scan.label
+        for gap in scan.gaps:  # What `verify` fails, the report says too (issue 37 #6).
+            alerts.append(_alert("error", "missing file", run, "", None, None, gap))
+        for copy in scan.copies:
+            alerts.append(_alert("error", "copied file left out", run, "", None, None, copy))
         if scan.dropped:
             alerts.append(
                 _alert(

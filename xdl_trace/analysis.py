@@ -206,7 +206,8 @@ class RunScan:
 
     label, path; ranks; files; bytes; keys (scanned, in file order); schema {key: (dtype, shape)};
     records {rank: n}; gstep_range (min, max) and time_range (ms) over the records read;
-    dropped (records dropped while tracing, from Meta); stats {(key, rank): Series(8)};
+    dropped (records dropped while tracing, from Meta); gaps [lines]: missing files and ranks
+    (``Trace.gaps``); copies [lines]: copied or renamed files left out (``Trace.copies``); stats {(key, rank): Series(8)};
     histograms {key: HistogramSeries} (first rank only); ratio {(variable, rank): Series(1)}
     (||gradient|| / ||variable||); step_time {rank: Series(2)} (ms per step, steps per s) and
     step_source {rank: "host spans" or "timestamps"} (what it was measured from, see
@@ -235,6 +236,8 @@ class RunScan:
         self.gstep_range = None
         self.time_range = None
         self.dropped = 0
+        self.gaps = []
+        self.copies = []
         self.closed_cleanly = True
         self.stats = {}
         self.histograms = {}
@@ -330,6 +333,8 @@ def scan_run(
     trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)))
     begin_scan(scan, trace, selection, capacity, histogram_capacity)
+    scan.gaps = trace.gaps()  # What `verify` fails besides damage (issue 37 #6).
+    scan.copies = [f"{os.path.basename(c.path)}: {c.why}" for c in trace.copies]
     files = [f for f in trace.files if f.rank in scan.ranks]
     scan.files = len(files)
     scan.bytes = sum(f.size for f in files)

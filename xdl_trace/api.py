@@ -122,10 +122,12 @@ def _warn_if_running(scope, key):
             state[2] = True
     for _, output_dir, _ in missed:
         warnings.warn(
-            f"xdl_trace: key '{full_key(scope, key)}' was registered after TraceHook.begin(): "
-            f"the running hook (output_dir '{output_dir}') traces the keys it began with, so "
-            "this key goes to the next hook begun; register before `with TraceHook(...)` (or "
-            "begin())",
+            errors.printable(
+                f"xdl_trace: key '{full_key(scope, key)}' was registered after "
+                f"TraceHook.begin(): the running hook (output_dir '{output_dir}') traces the "
+                "keys it began with, so this key goes to the next hook begun; register before "
+                "`with TraceHook(...)` (or begin())"
+            ),
             RuntimeWarning,
             stacklevel=caller_stacklevel(),
         )
@@ -178,10 +180,12 @@ def _warn_if_by_reference_misses(key_name, value):
     else:
         return
     warnings.warn(
-        f"xdl_trace: key '{key_name}': {what} is read in place at every traced step, so a name "
-        "rebound each step (loss = ...) would be traced as this first value at every step; "
-        f"hand it at the step instead: xdl.trace_value({key_name!r}) before the hook, then "
-        f"hook.step(values={{{key_name!r}: value}}) (or pass a callable: lambda: value)",
+        errors.printable(
+            f"xdl_trace: key '{key_name}': {what} is read in place at every traced step, so a "
+            "name rebound each step (loss = ...) would be traced as this first value at every "
+            f"step; hand it at the step instead: xdl.trace_value({key_name!r}) before the hook, "
+            f"then hook.step(values={{{key_name!r}: value}}) (or pass a callable: lambda: value)"
+        ),
         RuntimeWarning,
         stacklevel=caller_stacklevel(),
     )

@@ -7,19 +7,24 @@ declares; adding a subcommand is adding one decorated function here.
 """
 
 import argparse
+import bisect
+import contextlib
 import csv
 import datetime
+import hashlib
 import json
 import os
 import sys
+import urllib.parse
 import warnings
+import zipfile
 
 import numpy as np
 
 from . import analysis, gpu_steps, report, report_html, timeline
 from .compare import diff as diff_runs
 from ._version import __version__
-from .errors import RunChoiceError, TraceError
+from .errors import RunChoiceError, TraceError, printable
 from .progress import Progress
 from .reader import STATS_FIELDS, open_trace  # STATS_FIELDS: the stats layout, from _core.
 from .selection import Selection
@@ -96,18 +101,10 @@ def _selection(args):
     )
 
 
-# Control characters (C0, DEL, C1), line and paragraph separators and bidi controls, as escapes:
-# a key, path or message from a trace is printed on one line as it is, never as terminal escape
-# sequences or forged lines (issue 24).
-_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
-_ESCAPES.update(
-    {c: f"\\u{c:04x}" for c in [0x200E, 0x200F, *range(0x2028, 0x202F), *range(0x2066, 0x206A)]}
-)
-
-
 def _shown(text):
-    """`text` (a key, path or message from a trace) with control characters escaped."""
-    return str(text).translate(_ESCAPES)
+    """`text` (a key, path or message from a trace) on one line, control characters escaped
+    (errors.printable: C0, DEL, C1, line separators, bidi controls; issue 24)."""
+    return printable(text)
 
 
 def _human(n):
@@ -183,7 +180,8 @@ def _info(args):
         "files": files,
         "bytes": trace.nbytes,
         "gaps": trace.gaps(),
-        "keys": [{"key": k, "dtype": d, "shape": list(s)} for k, (d, s) in schema.items()]
+        "copies": [{"path": c.path, "why": c.why} for c in trace.copies],
+        "keys": [_key_info(k, entry) for k, entry in schema.items()]
         or [{"key": k, "dtype": None, "shape": None} for k in trace.keys],
     }
     if args.json:
@@ -194,7 +192,14 @@ def _info(args):
         shown = "all runs" if trace.run is None else f"run {trace.run.id}"
         print(f"runs: {len(trace.runs)}, oldest first (showing {shown}; pick one with --run)")
         for run in trace.runs:
-            print(f"  {run.describe()}")
+            mine = [files[i]["scanned"] for i in run.file_indices if i < len(files)]
+            # Not closed cleanly: the scan's count, never the stale Metas' "no records".
+            scanned = (
+                sum(s["records"] for s in mine if s is not None)
+                if not run.closed_cleanly and any(s is not None for s in mine)
+                else None
+            )
+            print(f"  {run.describe(scanned)}")
             if run.metadata:
                 print(f"    metadata: {json.dumps(run.metadata, sort_keys=True)}")
     print(
@@ -209,6 +214,8 @@ def _info(args):
         print(f"  rank {r['rank']}: {state}; {r['dropped_records']} records dropped")
     for gap in info["gaps"]:
         print(f"  missing: {_shown(gap)}")
+    for copy in trace.copies:
+        print(f"  left out: {_shown(os.path.basename(copy.path))}: {_shown(copy.why)}")
     print("files:")
     for f in files:
         steps = "gsteps ?" if f["gsteps"] is None else f"gsteps {f['gsteps'][0]}..{f['gsteps'][1]}"
@@ -239,9 +246,34 @@ def _info(args):
             print(f"    {why}; scanning found {f['scanned']['records']} complete records{torn}")
     print(f"keys ({len(info['keys'])}):")
     for k in info["keys"]:
-        shape = "?" if k["shape"] is None else "[" + ", ".join(map(str, k["shape"])) + "]"
-        print(f"  {_shown(k['key'])}  {k['dtype'] or '?'}{shape}")
+        stored = f"{k['dtype'] or '?'}{_shape_text(k['shape'])}"
+        if k.get("summary_of") is None:
+            print(f"  {_shown(k['key'])}  {stored}")
+        else:  # What the user traced, then the row the file stores per step.
+            of = k["summary_of"]
+            source = f"{of['dtype'] or '?'}{_shape_text(of['shape'])}"
+            print(f"  {_shown(k['key'])}  {k['kind']} of {source} (stored as {stored})")
     return 0
+
+
+def _shape_text(shape):
+    return "?" if shape is None else "[" + ", ".join(map(str, shape)) + "]"
+
+
+def _key_info(key, entry):
+    """A key of `info`: its stored dtype and shape, and for a summary column (stats, histogram,
+    digest, user summary) its kind and the dtype and shape of the tensor it summarises."""
+    dtype, shape = entry
+    out = {"key": key, "dtype": dtype, "shape": list(shape)}
+    descriptor = entry.descriptor
+    if entry.kind not in (None, "value") and descriptor is not None:
+        source_shape = descriptor.get("input_shape")
+        out["kind"] = entry.kind
+        out["summary_of"] = {
+            "dtype": descriptor.get("input_dtype") or None,
+            "shape": None if source_shape is None else list(source_shape),
+        }
+    return out
 
 
 # --- dump --------------------------------------------------------------------
@@ -300,13 +332,14 @@ def _run_of_file(trace, args):
     }
 
 
-def _utc_ms(ms):
-    """Epoch milliseconds as '2026-11-28 14:19:25.123 UTC' (the raw number stays beside it)."""
+def _iso_utc(ms):
+    """Epoch milliseconds as ISO 8601 UTC with milliseconds, '2026-11-28T14:19:25.123Z' (the
+    raw number stays beside it in dump and CSV); "" when out of range."""
     try:
         moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
     except (OverflowError, OSError, ValueError):
-        return "out of range"
-    return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC"
+        return ""
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 @command("dump", "print records (gstep, lstep, timestamp, columns)", _dump_configure)
@@ -321,7 +354,7 @@ def _dump(args):
         run = f" run: {run_of[record.path]}" if run_of else ""
         print(
             f"rank: {record.rank} gstep: {record.gstep} lstep: {record.lstep} timestamp: "
-            f"{record.timestamp} ({_utc_ms(record.timestamp)}){run}"
+            f"{record.timestamp} ({_iso_utc(record.timestamp) or 'out of range'}){run}"
         )
         for key, array in record.columns.items():
             body = _dump_column(record, key, array, args.summary)
@@ -377,18 +410,41 @@ def _export_configure(parser):
     )
 
 
+# The npz layout (docs/reader.md "export"), one for one rank or many: each rank's index arrays
+# (gstep, lstep, timestamp) and its keys' arrays live apart, under rank<R>/ and rank<R>/keys/,
+# so no key can take an index array's name; a key's array name is the key percent-encoded into
+# one path segment (never "..", never a "/"), and a key too long for a zip member name is cut
+# and hashed. The top-level arrays `keys` and `members` map every key to its array name.
+_MEMBER_MAX = 200  # Characters of an array name (a file name once unzipped: at most 255 bytes).
+
+
+def npz_member(key):
+    """The array name of `key` under rank<R>/keys/ (docs/reader.md "export")."""
+    member = urllib.parse.quote(key, safe="").replace("~", "%7E")  # "~" marks a hashed name.
+    if not member.strip("."):  # "", "." or "..": never a path segment of its own.
+        member = member.replace(".", "%2E") or "%"  # A lone "%" encodes no character.
+    if len(member) <= _MEMBER_MAX:
+        return member
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{member[:_MEMBER_MAX - 17]}~{digest}"
+
+
 def _export_npz(trace, args, selection):
     keys, ranks = selection.keys, selection.ranks
-    # A stats key is a structured array: one named field per statistic (z["loss"]["max"]).
+    # A stats key is a structured array: one named field per statistic (z[...]["max"]).
     schema = trace.schema()  # Once: schema() builds a dict of every key.
     stats = {key for key in keys if _is_stats(schema.get(key))}
     stats_dtype = np.dtype([(field, np.float64) for field in STATS_FIELDS])
-    arrays = {}
-    multi = len(ranks) > 1
+    members = {key: npz_member(key) for key in keys}
+    arrays = {
+        "ranks": np.asarray(ranks, dtype=np.int32),
+        "keys": np.asarray(keys, dtype=str),
+        "members": np.asarray([members[k] for k in keys], dtype=str),
+    }
     total = sum(f.size for f in trace.files if f.rank in ranks)
     with Progress(total * 2, "export") as progress:
         for rank in ranks:
-            prefix = f"rank{rank}/" if multi else ""
+            prefix = f"rank{rank}/"
             steps, lsteps, stamps = [], [], []
             steps_only = selection.replace(keys=[], ranks=[rank])
             for r in trace.records(on_progress=progress, selection=steps_only):
@@ -403,11 +459,30 @@ def _export_npz(trace, args, selection):
             for key, (key_steps, values) in stacked.items():
                 if key in stats:
                     values = np.ascontiguousarray(values).view(stats_dtype)[..., 0]
-                arrays[prefix + key] = values
+                arrays[prefix + "keys/" + members[key]] = values
                 if len(key_steps) != len(steps) or not np.array_equal(key_steps, steps):
-                    arrays[prefix + key + "@gstep"] = key_steps
-    np.savez(args.output, **arrays)
-    print(f"wrote {args.output}: {len(arrays)} arrays")
+                    arrays[prefix + "gstep_of/" + members[key]] = key_steps
+    output = args.output if args.output.endswith(".npz") else args.output + ".npz"  # As np.savez.
+    with _replaced_when_complete(output, "wb") as out:
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+            for name, array in arrays.items():
+                with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+    print(f"wrote {_shown(output)}: {len(arrays)} arrays ({len(keys)} keys x {len(ranks)} ranks)")
+
+
+@contextlib.contextmanager
+def _replaced_when_complete(path, mode, **kwargs):
+    """A file object writing beside `path` (as `timeline` does), renamed to it once the body has
+    run: a failure (a full disk, an error, ^C) leaves no partial file and any older `path`."""
+    partial = f"{path}.partial-{os.getpid()}"
+    try:
+        with open(partial, mode, **kwargs) as out:
+            yield out
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
 
 
 def _is_stats(entry):
@@ -450,17 +525,21 @@ def _export_csv(trace, args, selection):
         )
         return 2
     if skipped:
-        print(f"csv: skipping non-scalar keys: {', '.join(skipped)} (use npz)", file=sys.stderr)
+        names = _shown(", ".join(skipped))
+        print(f"csv: skipping non-scalar keys: {names} (use npz)", file=sys.stderr)
     total = sum(f.size for f in trace.files if f.rank in selection.ranks)
     rows = 0
-    with open(args.output, "w", newline="") as out, Progress(total, "export") as progress:
+    with _replaced_when_complete(args.output, "w", newline="") as out, Progress(
+        total, "export"
+    ) as progress:
         writer = csv.writer(out)
         writer.writerow(
-            ["rank", "gstep", "lstep", "timestamp"] + [h for _, hs in columns for h in hs]
+            ["rank", "gstep", "lstep", "timestamp", "time_utc"]
+            + [_csv_text(h) for _, hs in columns for h in hs]
         )
         selected = [k for k, _ in columns]
         for r in trace.records(on_progress=progress, selection=selection.replace(keys=selected)):
-            row = [r.rank, r.gstep, r.lstep, r.timestamp]
+            row = [r.rank, r.gstep, r.lstep, r.timestamp, _iso_utc(r.timestamp)]
             for key, headers in columns:
                 values = r.columns[key].reshape(-1)
                 if values.size == 0:  # Empty (trace_once) column.
@@ -471,6 +550,12 @@ def _export_csv(trace, args, selection):
             rows += 1
     print(f"wrote {args.output}: {rows} rows, {len(columns)} keys")
     return 0
+
+
+def _csv_text(text):
+    """A text cell that a spreadsheet shows as text: one starting with = + - @, a tab or a CR is
+    prefixed with ' (OWASP, "CSV Injection"), so a key named =HYPERLINK(...) is no formula."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _npz_name(output):
@@ -548,14 +633,41 @@ def _find_nan(args):
         return 1 if found else 0
     if not found:
         print(f"no NaN or Inf in {checked} keys over {scan.total_records} records")
+    traced = _traced_gsteps(trace, found)
     for b in found:
         print(
             f"{_shown(b.key)}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
             f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
+            + _clean_before(traced[b.rank], b.gstep)
         )
     if unchecked:
         print(unchecked)
     return 1 if found else 0
+
+
+def _traced_gsteps(trace, found):
+    """{rank: sorted gsteps of its records up to its last first-NaN gstep}, read once (no
+    column decoded) for every rank in `found`."""
+    traced = {}
+    for rank in {b.rank for b in found}:
+        last = max(b.gstep for b in found if b.rank == rank)
+        upto = Selection(keys=[], ranks=[rank], gsteps=(None, last))
+        traced[rank] = sorted({r.gstep for r in trace.records(selection=upto)})
+    return traced
+
+
+def _clean_before(traced, gstep):
+    """Where a filtered run (traced every N steps) leaves a first NaN at `gstep`: "; last clean
+    traced gstep 151, so it appeared between 151 and 155 (...)" when the traced gstep before it
+    (in `traced`, sorted) is not the step before; "" when it is, or when none comes before."""
+    i = bisect.bisect_left(traced, gstep)
+    if i == 0 or traced[i - 1] == gstep - 1:
+        return ""
+    last = traced[i - 1]
+    return (
+        f"; last clean traced gstep {last}, so it appeared between {last} and {gstep} "
+        "(the steps between were not traced)"
+    )
 
 
 # --- diff --------------------------------------------------------------------

@@ -216,6 +216,8 @@ def diff(
             float(atol),
             prefix,
             name,
+            excluded_a=[c.path for c in trace_a.copies],  # As the Python reader: left out.
+            excluded_b=[c.path for c in trace_b.copies],
         )
         bytes_read += found["bytes_read"]
         for torn in found["torn_tails"]:  # A run being written: what is complete is compared.

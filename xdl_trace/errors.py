@@ -16,7 +16,21 @@ __all__ = [
     "TraceIOError",
     "InternalError",
     "CallbackError",
+    "printable",
 ]
+
+# A key, path or message from a trace or a user is shown on one line as it is, never as terminal
+# escape sequences, forged lines or reordered text (issue 24; issue 37 #5 for the writer's
+# warnings): C0 and C1 controls, DEL and the bidirectional marks are escaped.
+_ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
+_ESCAPES.update(
+    {c: f"\\u{c:04x}" for c in [0x200E, 0x200F, *range(0x2028, 0x202F), *range(0x2066, 0x206A)]}
+)
+
+
+def printable(text):
+    """`text` (a key, path or message) with control characters escaped as \\xNN / \\uNNNN."""
+    return str(text).translate(_ESCAPES)
 
 
 class TraceError(Exception):

@@ -242,7 +242,9 @@ def _end_live_hooks():
         try:
             hook._end(at_exit=True)
         except Exception as e:  # Never raise at exit.
-            warnings.warn(f"xdl_trace: closing a trace at exit failed: {e}", RuntimeWarning)
+            warnings.warn(
+                errors.printable(f"xdl_trace: closing a trace at exit failed: {e}"), RuntimeWarning
+            )
 
 
 # SIGTERM (what Slurm and Kubernetes send before a kill) closes the traces as SIGINT does: the
@@ -459,7 +461,7 @@ class TraceHook:
             except Exception:
                 pass  # The device tracer's error is the one to report.
             raise errors.FailedPreconditionError(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=api.caller_stacklevel())
+        warnings.warn(errors.printable(message), RuntimeWarning, stacklevel=api.caller_stacklevel())
 
     def end(self, session=None):
         """Flushes and closes (idempotent). Under on_error='warn' a failure is warned about and
@@ -505,7 +507,7 @@ class TraceHook:
         if self._on_error == "warn":
             lost = self._losses(self._final_stats)
             if lost:
-                warnings.warn(f"xdl_trace: {lost}", RuntimeWarning, stacklevel=3)
+                warnings.warn(errors.printable(f"xdl_trace: {lost}"), RuntimeWarning, stacklevel=3)
 
     def _losses(self, stats):
         """What this run lost, in one sentence for end()'s warning, or "" when nothing."""
@@ -673,7 +675,9 @@ class TraceHook:
         if identity not in self._warned:
             self._warned.add(identity)
             warnings.warn(
-                f"xdl_trace: tracing failed, training continues (on_error='warn'): {message}",
+                errors.printable(
+                    f"xdl_trace: tracing failed, training continues (on_error='warn'): {message}"
+                ),
                 RuntimeWarning,
                 stacklevel=api.caller_stacklevel(),
             )

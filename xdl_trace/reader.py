@@ -316,9 +316,13 @@ class Trace:
         self.torn_tails = {}  # path -> byte offset of the torn frame, as found while reading.
         self._unknown_dtypes = set()  # (path, dtype) already warned about.
         # The run read (a trace_runs.Run; None for run="all" over several) and every run there.
-        self._reader, self.run, self.runs = trace_runs.select_run(
-            trace_runs.open_reader(path, prefix, name, verify_checksums), path, run
+        reader, copies = trace_runs.set_aside_copies(
+            trace_runs.open_reader(path, prefix, name, verify_checksums)
         )
+        # Copied or renamed files (CopiedFile: path, rank, index, why): left out of reading,
+        # failed by verify().
+        self.copies = copies
+        self._reader, self.run, self.runs = trace_runs.select_run(reader, path, run)
         self.files = [
             TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))
             for i, info in enumerate(self._reader.files)
@@ -515,9 +519,13 @@ class Trace:
         A file with nothing to check against (XDL's Meta has no checksum; no
         Meta and no record is what a crash before the first Meta leaves) is
         ``ok`` and ``unverifiable``, with a ``note`` saying why. A file that
-        cannot be opened (not a regular file, ...) fails, naming it."""
+        cannot be opened (not a regular file, ...) fails, naming it. The copied files that
+        reading leaves out (``copies``) are checked too: they fail."""
         reports = []
-        for info in self.files:
+        copies = [
+            TraceFileInfo(c.path, self.prefix, self.name, c.rank, c.index) for c in self.copies
+        ]
+        for info in sorted(self.files + copies, key=lambda f: (f.rank, f.index)):
             try:
                 report = info.open().verify()
             except (errors.TraceError, OSError) as error:

@@ -10,6 +10,7 @@ reader's (``TraceReader::Runs``); this module gives it a Pythonic face.
     trace = xdl.open_trace("out", run="latest")   # or a run id (a unique prefix is enough), "all"
 """
 
+import collections
 import datetime
 import json
 import os
@@ -17,7 +18,27 @@ import warnings
 
 from . import _core, errors
 
-__all__ = ["Run", "RestartedRunWarning", "runs", "open_reader", "select_run"]
+__all__ = [
+    "Run",
+    "RestartedRunWarning",
+    "CopiedFile",
+    "CopiedFileWarning",
+    "runs",
+    "open_reader",
+    "select_run",
+    "set_aside_copies",
+]
+
+
+CopiedFile = collections.namedtuple("CopiedFile", "path rank index why")
+CopiedFile.__doc__ = """A data file left out of reading: its ``path``, the ``rank`` and ``index`` of
+its name, and ``why`` (what its Meta says instead)."""
+
+
+class CopiedFileWarning(UserWarning):
+    """A data file whose Meta names another rank or file index than its name: a copied or
+    renamed file, holding another file's records. Readers leave it out (its records would be
+    counted twice, or under a rank that never ran); ``verify`` fails it."""
 
 
 class RestartedRunWarning(UserWarning):
@@ -60,6 +81,7 @@ class Run:
         "closed_cleanly",
         "infos",
         "attempts",
+        "file_indices",
     )
 
     def __init__(self, summary):
@@ -85,6 +107,7 @@ class Run:
         self.gsteps = None if summary["gsteps"] is None else tuple(summary["gsteps"])
         self.records = None if summary["records"] < 0 else summary["records"]
         self.files = len(summary["files"])
+        self.file_indices = list(summary["files"])  # Into the reader's files (Trace.files).
         self.closed_cleanly = summary["closed_cleanly"]
         self.attempts = summary.get("attempts", 1)
 
@@ -96,17 +119,28 @@ class Run:
     def end(self):
         return _datetime(self.end_ms)
 
-    def describe(self):
-        """One line: id, ranks, world size, hosts, start, gsteps, records."""
+    def describe(self, scanned=None):
+        """One line: id, ranks, world size, hosts, start, gsteps, records. `scanned`: the
+        complete records a scan of a run not closed cleanly found (its Metas are behind: their
+        counts and step ranges are not said, the scan's count is)."""
         start = self.start.strftime("%Y-%m-%d %H:%M:%S UTC") if self.start else "start unknown"
-        steps = (
-            "no records" if self.gsteps is None else f"gsteps {self.gsteps[0]}..{self.gsteps[1]}"
+        if scanned is not None:
+            counted = f"{scanned} records found by scanning (the Meta is not final; gsteps ?)"
+        else:
+            steps = (
+                "no records"
+                if self.gsteps is None
+                else f"gsteps {self.gsteps[0]}..{self.gsteps[1]}"
+            )
+            records = "?" if self.records is None else self.records
+            counted = steps if self.records == 0 else f"{steps}  {records} records"
+        # A C++-written run (or an older writer) records no world size: say so, not "of ?".
+        world = (
+            " (world size not recorded)" if self.world_size is None else f" of {self.world_size}"
         )
-        records = "?" if self.records is None else self.records
-        world = "?" if self.world_size is None else self.world_size
         return (
-            f"{self.id or '(no run id: XDL)'}  ranks {','.join(map(str, self.ranks))} of {world}"
-            f"  {start}  {steps}  {records} records"
+            f"{self.id or '(no run id: XDL)'}  ranks {','.join(map(str, self.ranks))}{world}"
+            f"  {start}  {counted}"
             + (f"  hosts {','.join(self.hosts)}" if self.hosts else "")
             + ("" if self.closed_cleanly else "  (not closed cleanly)")
             + (
@@ -137,7 +171,52 @@ class Run:
 
 def runs(path, prefix="train", name="trace"):
     """The runs of the trace at ``path`` (a directory or one data file), oldest first."""
-    return [Run(s) for s in open_reader(path, prefix, name).runs()]
+    reader, _ = set_aside_copies(open_reader(path, prefix, name))
+    return [Run(s) for s in reader.runs()]
+
+
+def set_aside_copies(reader):
+    """(reader without the copied files, [CopiedFile] of those left out).
+
+    A copied or renamed file is told by its Meta (written by our writer: format_version 1): the
+    rank and file_index it records differ from the ones in the file's name, as ``verify`` finds
+    (docs/reader.md "Copied files"). Its records are another file's: read, they would be counted
+    twice (a phantom rank for a copy named after another rank). Warns once, naming each file."""
+    copies = []
+    for path, prefix, _name, rank, index in reader.files:
+        if not prefix:  # A data file opened by a name that is not <prefix>.<name>.<rank>.<index>.
+            continue
+        try:
+            meta = _core.read_meta(path + ".meta")
+        except (errors.TraceError, OSError):
+            continue  # No Meta to compare with: reading or verifying the file says what is wrong.
+        meta_rank, meta_index = meta.get("rank", 0), meta.get("file_index", 0)
+        # XDL's Meta (format 0) records neither; a file_index of 0 is a Meta that never did.
+        if meta.get("format_version", 0) < 1 or meta_index == 0:
+            continue
+        if (meta_rank, meta_index) != (rank, index):
+            copies.append(
+                CopiedFile(
+                    path,
+                    rank,
+                    index,
+                    f"its Meta says rank {meta_rank} file_index {meta_index} but the file is "
+                    f"named rank {rank} index {index} (a copied or renamed file: its records "
+                    "are another file's)",
+                )
+            )
+    if not copies:
+        return reader, []
+    # Asked for by its own path (or every file is one): read it, but say what it is.
+    kept = len(copies) == len(reader.files)
+    warnings.warn(
+        ("xdl_trace: reading anyway " if kept else "xdl_trace: left out ")
+        + "; ".join(f"{os.path.basename(c.path)}: {c.why}" for c in copies)
+        + "; `xdl-trace verify` fails it: remove it, or rename it back",
+        CopiedFileWarning,
+        stacklevel=4,
+    )
+    return (reader, []) if kept else (reader.without([c.path for c in copies]), copies)
 
 
 def open_reader(path, prefix, name, verify_checksums=True):

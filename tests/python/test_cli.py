@@ -86,15 +86,16 @@ def test_export_npz(trace_dir, tmp_path, capsys):
     code, out, _ = run(capsys, "export", trace_dir, "-o", out_path, "--ranks", "0")
     assert code == 0
     z = np.load(out_path)
-    np.testing.assert_array_equal(z["gstep"], np.arange(8))
-    assert z["w"].shape == (8, 2, 3)
-    np.testing.assert_array_equal(z["loss"], np.arange(8) * 0.5)
+    np.testing.assert_array_equal(z["rank0/gstep"], np.arange(8))
+    assert z["rank0/keys/w"].shape == (8, 2, 3)
+    np.testing.assert_array_equal(z["rank0/keys/loss"], np.arange(8) * 0.5)
     code, _, _ = run(capsys, "export", trace_dir, "-o", out_path, "--keys", "loss")
     z = np.load(out_path)
     assert sorted(z.files) == sorted(
-        [f"rank{r}/{n}" for r in (0, 1) for n in ("gstep", "lstep", "timestamp", "loss")]
+        ["ranks", "keys", "members"]
+        + [f"rank{r}/{n}" for r in (0, 1) for n in ("gstep", "lstep", "timestamp", "keys/loss")]
     )
-    np.testing.assert_array_equal(z["rank1/loss"], np.arange(0, 8, 2) * 0.5 + 1)
+    np.testing.assert_array_equal(z["rank1/keys/loss"], np.arange(0, 8, 2) * 0.5 + 1)
 
 
 def test_export_csv_scalar_and_stats_columns(tmp_path, capsys):
@@ -109,10 +110,10 @@ def test_export_csv_scalar_and_stats_columns(tmp_path, capsys):
     code, _, err = run(capsys, "export", path, "-o", out_path)
     assert code == 0 and "skipping non-scalar keys: x" in err
     rows = list(csv.reader(open(out_path)))
-    assert rows[0][:5] == ["rank", "gstep", "lstep", "timestamp", "loss"]
-    assert rows[0][5:] == [f"x/stats.{f}" for f in cli.STATS_FIELDS]
+    assert rows[0][:6] == ["rank", "gstep", "lstep", "timestamp", "time_utc", "loss"]
+    assert rows[0][6:] == [f"x/stats.{f}" for f in cli.STATS_FIELDS]
     assert len(rows) == 4
-    assert float(rows[3][4]) == 2.0 and float(rows[3][7]) == 5.0  # loss, x/stats.max at gstep 2
+    assert float(rows[3][5]) == 2.0 and float(rows[3][8]) == 5.0  # loss, x/stats.max at gstep 2
 
 
 def test_errors_are_one_line_and_non_zero(tmp_path, capsys):

@@ -366,6 +366,46 @@ def test_a_str_value_says_what_was_expected():
         xdl.trace_tensor("note", "hello")
 
 
+def test_find_nan_on_a_filtered_run_says_the_last_clean_traced_gstep(cfg, capsys):
+    from xdl_trace import cli
+
+    w = np.ones(3)
+    xdl.trace_tensor("w", w)
+    with xdl.TraceHook(cfg, filter=xdl.Every(4)) as hook:
+        for step in range(20):
+            if step == 10:
+                w[0] = np.nan  # Between the traced gsteps 8 and 12.
+            hook.step(gstep=step)
+    assert cli.main(["find-nan", cfg["output_dir"]]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "w: first at gstep 12 (rank 0, lstep 12): 1 NaN, 0 Inf; 2 record(s) affected; last "
+        "clean traced gstep 8, so it appeared between 8 and 12" in out
+    ), out
+
+
+def test_find_nan_on_an_unfiltered_run_names_no_range(cfg, capsys):
+    from xdl_trace import cli
+
+    w = np.ones(3)
+    xdl.trace_tensor("w", w)
+    with xdl.TraceHook(cfg) as hook:
+        for step in range(6):
+            if step == 3:
+                w[0] = np.inf
+            hook.step(gstep=step)
+    assert cli.main(["find-nan", cfg["output_dir"]]) == 1
+    out = capsys.readouterr().out
+    assert "first at gstep 3" in out and "last clean" not in out, out
+
+
+def test_the_docs_say_both_command_forms_once_per_page():
+    for page in ("report.md", "device-tracing.md", "python.md"):
+        text = open(os.path.join(REPO, "docs", page)).read()
+        assert "xdl-trace " in text
+        assert "python3 -m xdl_trace" in text, page
+
+
 # --- item 10: info on a live or killed run -------------------------------------------------------
 
 
@@ -391,6 +431,80 @@ os._exit(0)  # Each step wrote its record (inline); the process dies unclosed.
     out = capsys.readouterr().out
     assert "30 records (Meta, not final, says 5)" in out, out
     assert "scanning found 30 complete records" in out
+    (run_line,) = [line for line in out.splitlines() if "not closed cleanly" in line]
+    # One statement: the scan's count, not the stale Meta's "gsteps 0..4  5 records".
+    assert "30 records found by scanning (the Meta is not final; gsteps ?)" in run_line, out
+    assert "5 records" not in run_line and "gsteps 0..4" not in run_line
+
+
+def test_info_on_a_run_killed_before_its_first_meta_says_no_no_records(out_dir, capsys):
+    from xdl_trace import cli
+
+    script = f"""
+import os, sys
+import numpy as np
+sys.path.insert(0, {REPO!r})
+import xdl_trace as xdl
+xdl.trace_tensor("w", np.ones(4))
+hook = xdl.TraceHook(output_dir={out_dir!r}, fsync=False, write_mode="inline")
+hook.begin()
+for step in range(12):
+    hook.step()
+os._exit(0)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert cli.main(["info", out_dir]) == 0
+    out = capsys.readouterr().out
+    (run_line,) = [line for line in out.splitlines() if "not closed cleanly" in line]
+    assert "no records" not in run_line and "0 records" not in run_line, out
+    assert "12 records found by scanning" in run_line, out
+
+
+def test_info_shows_a_summary_column_as_what_it_summarises(cfg, capsys):
+    from xdl_trace import cli
+
+    xdl.trace_tensor("0.weight", np.ones((8, 1, 3, 3), np.float32), summary="stats")
+    with xdl.TraceHook(cfg) as hook:
+        hook.step()
+    assert cli.main(["info", cfg["output_dir"]]) == 0
+    out = capsys.readouterr().out
+    assert "  0.weight  stats of float32[8, 1, 3, 3] (stored as float64[8])" in out, out
+    assert cli.main(["info", cfg["output_dir"], "--json"]) == 0
+    import json
+
+    (key,) = json.loads(capsys.readouterr().out)["keys"]
+    assert key["kind"] == "stats" and key["summary_of"] == {
+        "dtype": "float32",
+        "shape": [8, 1, 3, 3],
+    }
+
+
+def test_a_run_without_a_world_size_says_so_not_of_question_mark():
+    from xdl_trace.trace_runs import Run
+
+    info = {
+        "world_size": 0,
+        "hostname": "h",
+        "pid": 1,
+        "argv": [],
+        "version": "",
+        "metadata_json": "",
+    }
+    run = Run(
+        {
+            "run_id": "cpp",
+            "ranks": [0],
+            "run_infos": [info],
+            "start_time_ms": 0,
+            "end_time_ms": 0,
+            "gsteps": (0, 9),
+            "records": 10,
+            "files": [0],
+            "closed_cleanly": True,
+        }
+    )
+    line = run.describe()
+    assert "ranks 0 (world size not recorded)" in line and "of ?" not in line, line
 
 
 # --- item 11: dump shows a readable time -------------------------------------------------------
@@ -409,4 +523,4 @@ def test_dump_shows_each_records_time_in_utc_beside_epoch_ms(cfg, capsys):
     import datetime
 
     utc = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-    assert f"({utc:%Y-%m-%d %H:%M:%S}.{utc.microsecond // 1000:03d} UTC)" in line
+    assert f"({utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z)" in line  # ISO 8601.

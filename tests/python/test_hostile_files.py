@@ -279,7 +279,7 @@ def test_every_reader_path_returns_every_selected_record_of_xdl_files(xdl_dir, t
     out = str(tmp_path / "x.npz")
     exported = cli("export", xdl_dir, "--gsteps", "100:106", "-o", out)
     assert exported.returncode == 0, exported.stderr
-    assert np.load(out)["gstep"].tolist() == list(range(100, 107))
+    assert np.load(out)["rank0/gstep"].tolist() == list(range(100, 107))
 
 
 def test_info_does_not_call_an_xdl_file_empty(xdl_dir):

@@ -414,7 +414,7 @@ def test_export_csv_of_vector_keys_is_refused_before_writing(out_dir, tmp_path, 
     assert code == 2 and "'v'" in err and not output.exists()  # Asked for: refused.
     code, _, err = run_cli(capsys, "export", out_dir, "-o", output)  # All keys: those that fit.
     assert code == 0 and "skipping non-scalar keys: v, m (use npz)" in err
-    assert next(csv.reader(open(output)))[4:] == ["loss"]
+    assert next(csv.reader(open(output)))[5:] == ["loss"]
     os.remove(output)
     xdl.clear()
     vectors_only = os.path.join(str(tmp_path), "vectors")
@@ -430,9 +430,9 @@ def test_export_npz_names_the_fields_of_stats_keys(out_dir, tmp_path, capsys):
     code, _, _ = run_cli(capsys, "export", out_dir, "-o", output)
     assert code == 0
     with np.load(output) as z:
-        stats = z["x"]
+        stats = z["rank0/keys/x"]
         assert stats.shape == (3,)
         assert stats.dtype.names == tuple(cli.STATS_FIELDS)
         np.testing.assert_array_equal(stats["max"], [3.0, 3.0, 3.0])
         np.testing.assert_array_equal(stats["count"], [4, 4, 4])
-        assert z["raw"].shape == (3, 4) and z["raw"].dtype.names is None
+        assert z["rank0/keys/raw"].shape == (3, 4) and z["rank0/keys/raw"].dtype.names is None

@@ -82,7 +82,7 @@ def test_report_find_nan_and_export_are_linear_in_the_number_of_keys(tmp_path):
         assert result.returncode == 0, (command, result.stderr[-2000:])
         assert time.perf_counter() - start < BUDGET_S
     with np.load(str(tmp_path / "x.npz")) as z:
-        assert len(z.files) == KEYS + 3
+        assert len(z.files) == KEYS + 6  # gstep, lstep, timestamp; ranks, keys, members.
 
 
 # --- Row 4: the report page against hostile key, scope and run names ----------------------------

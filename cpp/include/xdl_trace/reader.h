@@ -568,6 +568,10 @@ class TraceReader {
   // exactly one). NotFound naming the runs there are when none matches,
   // InvalidArgument when a prefix matches several.
   absl::StatusOr<TraceReader> OfRun(absl::string_view run_id) const;
+  // A reader over files() less those whose path is one of `paths` (as in
+  // files()): the files a reader sets aside, such as a copy whose Meta names
+  // another rank or file index. A path that is not one of files() is ignored.
+  TraceReader Without(const std::vector<std::string>& paths) const;
 
  private:
   struct Shared;

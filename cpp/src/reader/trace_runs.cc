@@ -220,4 +220,13 @@ absl::StatusOr<TraceReader> TraceReader::OfRun(absl::string_view run_id) const {
   return Subset(match->files);
 }
 
+TraceReader TraceReader::Without(const std::vector<std::string>& paths) const {
+  const std::set<std::string> excluded(paths.begin(), paths.end());
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < files().size(); ++i) {
+    if (excluded.count(files()[i].path) == 0) kept.push_back(i);
+  }
+  return Subset(kept);
+}
+
 }  // namespace xdl_trace

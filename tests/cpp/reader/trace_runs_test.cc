@@ -120,5 +120,20 @@ TEST_CASE("a data file without Meta or RunInfo is in the run without an id", "[r
   CHECK(!(*runs)[0].closed_cleanly);
 }
 
+TEST_CASE("Without leaves the files at the given paths out", "[runs]") {
+  TempDir dir;
+  WriteRank(dir.path(), "aaaa", 0, 1'000, {0, 1});
+  WriteRank(dir.path(), "aaaa", 1, 1'001, {0, 1});
+  auto reader = TraceReader::Open(dir.path());
+  REQUIRE(reader.ok());
+  REQUIRE(reader->files().size() == 2);
+  const std::string rank1 = reader->files()[1].path;
+  const TraceReader without = reader->Without({rank1, "/no/such/file"});
+  REQUIRE(without.files().size() == 1);
+  CHECK(without.files()[0].rank == 0);
+  CHECK(without.ranks() == std::vector<int32_t>{0});
+  CHECK(reader->Without({}).files().size() == 2);
+}
+
 }  // namespace
 }  // namespace xdl_trace
