@@ -48,6 +48,8 @@ __all__ = [
     "stragglers",
     "copy_table",
     "full_tables",
+    "launching_ranges",
+    "module_table",
 ]
 
 KERNEL, MEMCPY, MEMSET = pb.DEVICE_EVENT_KERNEL, pb.DEVICE_EVENT_MEMCPY, pb.DEVICE_EVENT_MEMSET
@@ -380,6 +382,97 @@ def in_windows(columns, steps):
     return inside
 
 
+def _innermost(starts, ends, at):
+    """For each time of `at`: the index of the innermost of the intervals [starts, ends] (nested
+    or disjoint, one thread's ranges) holding it, else -1."""
+    if len(starts) == 0:
+        return np.full(len(at), -1, np.int64)
+    order = np.lexsort((-ends, starts))  # By start; of two starting together, the outer first.
+    s, e = starts[order], ends[order]
+    parent = np.full(len(s), -1, np.int64)  # The range holding each one's start.
+    stack = []
+    for i, lo in enumerate(s.tolist()):
+        while stack and e[stack[-1]] < lo:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    j = np.searchsorted(s, at, side="right") - 1  # The last range starting at or before.
+    while True:
+        outside = (j >= 0) & (e[j.clip(0)] < at)
+        if not outside.any():
+            break
+        j[outside] = parent[j[outside]]
+    return np.where(j >= 0, order[j.clip(0)], -1)
+
+
+def launching_ranges(columns, ops):
+    """For each device op of `ops` (indices): the index (into ``columns["ranges"]``) of the
+    innermost host range that launched it: on the rank and OS thread of its launch call, holding
+    the call's start; -1 when no call or no range is found."""
+    out = np.full(len(ops), -1, np.int64)
+    ranges = columns.get("ranges")
+    if ranges is None or len(ranges["name"]) == 0 or len(ops) == 0:
+        return out
+    start = columns["start_ns"]
+    for rank in np.unique(columns["rank"][ops]).tolist():
+        mine = columns["rank"] == rank
+        here = np.flatnonzero(columns["rank"][ops] == rank)
+        call, _ = _launch_calls(columns, mine, ops[here])
+        has_call = call >= 0
+        threads = columns["line"][call.clip(0)]
+        for thread in np.unique(threads[has_call]).tolist():
+            pick = np.flatnonzero(has_call & (threads == thread))
+            rows = np.flatnonzero((ranges["rank"] == rank) & (ranges["thread"] == thread))
+            if len(rows) == 0:
+                continue
+            found = _innermost(ranges["start_ns"][rows], ranges["end_ns"][rows], start[call[pick]])
+            out[here[pick]] = np.where(found >= 0, rows[found.clip(0)], -1)
+    return out
+
+
+def module_table(columns, step_ns, counted=None, steps=1):
+    """Device time by the host range that launched it (``launching_ranges``: a module's
+    forward or backward, the optimizer step, a range of the user's): dicts of module (the
+    range's name; None for work no range launched), phase (its category), kernels (ops: kernels,
+    copies, memsets), time_ns (their summed device time in the step windows: ``counted``, an
+    ``in_windows`` mask, every op when None), per_step_ns (over `steps` windows) and share (of
+    ``step_ns``, the summed windows), by time_ns; [] when the run has no ranges."""
+    ranges = columns.get("ranges")
+    if ranges is None or len(ranges["name"]) == 0:
+        return []
+    ops = np.flatnonzero(np.isin(columns["kind"], (KERNEL, MEMCPY, MEMSET)))
+    if counted is not None:
+        ops = ops[counted[ops]]
+    owner = launching_ranges(columns, ops)
+    durations = (columns["end_ns"] - columns["start_ns"])[ops].astype(np.float64)
+    names = columns["names"]
+    # One row per (name, category) pair; -1 for the unattributed ops.
+    pair = np.where(
+        owner >= 0,
+        ranges["name"][owner.clip(0)].astype(np.int64) * len(names)
+        + ranges["category"][owner.clip(0)],
+        -1,
+    )
+    keys, inverse = np.unique(pair, return_inverse=True)
+    counts = np.bincount(inverse, minlength=len(keys))
+    totals = np.bincount(inverse, weights=durations, minlength=len(keys))
+    rows = []
+    for key, count, total in zip(keys.tolist(), counts.tolist(), totals.tolist()):
+        rows.append(
+            {
+                "module": None if key < 0 else names[key // len(names)],
+                "phase": None if key < 0 else names[key % len(names)],
+                "kernels": int(count),
+                "time_ns": float(total),
+                "per_step_ns": float(total / max(steps, 1)),
+                "share": float(total / step_ns) if step_ns else None,
+            }
+        )
+    rows.sort(key=lambda row: -row["time_ns"])
+    return rows
+
+
 def kernel_table(columns, step_ns, top=None, counted=None):
     """Kernels by total device time: dicts of name (demangled), mangled, count, total_ns,
     mean_ns (over the whole trace), share (their time in the step windows, ``counted``: an
@@ -521,7 +614,15 @@ def full_tables(gpu, columns, grep=None):
         for rank, (gsteps, rows) in sorted(gpu["steps"].items())
         for g, row in zip(gsteps.tolist(), rows)
     ]
-    return {"kernels": kernels, "api": api, "copies": copy_table(columns), "steps": per_step}
+    windows = sum(len(gsteps) for gsteps, _ in gpu["steps"].values())
+    modules = module_table(columns, step_ns, counted, windows)
+    return {
+        "kernels": kernels,
+        "api": api,
+        "copies": copy_table(columns),
+        "steps": per_step,
+        "modules": modules,
+    }
 
 
 TABLE_TOP = 15  # Rows of the kernel and CUDA API tables.
@@ -532,7 +633,8 @@ def summarize(columns, steps, top=TABLE_TOP):
     ``gpu_steps``), totals (STEP_FIELDS summed over every step and rank), kernels and api (the
     ``top`` rows of ``kernel_table`` and ``api_table``, with kernel_names and api_names: how many
     distinct names), launch (``launch_stats``), copies (``copy_table``), counted (the
-    ``in_windows`` mask), events and dropped (events the tracers lost)."""
+    ``in_windows`` mask), modules (``module_table``: device time by the layer and phase that
+    launched it), events and dropped (events the tracers lost)."""
     blocking = blocking_calls(columns, columns["names"])
     per_step = gpu_steps(columns, steps, blocking)
     totals = np.zeros(len(STEP_FIELDS))
@@ -542,8 +644,10 @@ def summarize(columns, steps, top=TABLE_TOP):
     counted = in_windows(columns, steps)  # A share's numerator covers what its denominator does.
     kinds = columns["kind"]
     api_mask = (columns["device"] == HOST_API_DEVICE) & np.isin(kinds, API_KINDS + (SYNC_KIND,))
+    windows = sum(len(gsteps) for gsteps, _ in per_step.values())
     return {
         "steps": per_step,
+        "modules": module_table(columns, step_ns, counted, windows),
         "totals": dict(zip(STEP_FIELDS, totals.tolist())),
         "kernels": kernel_table(columns, step_ns, top, counted),
         "kernel_names": int(len(np.unique(columns["name"][kinds == KERNEL]))),
