@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _core
 from ._proto import device_trace_pb2 as pb
+from .device_events import API_CALLS, DEVICE_WORK
 
 __all__ = [
     "summarize",
@@ -53,7 +54,11 @@ __all__ = [
 ]
 
 KERNEL, MEMCPY, MEMSET = pb.DEVICE_EVENT_KERNEL, pb.DEVICE_EVENT_MEMCPY, pb.DEVICE_EVENT_MEMSET
-API_KINDS = (pb.DEVICE_EVENT_RUNTIME_API, pb.DEVICE_EVENT_DRIVER_API)
+# By role, from the one table of kinds (device_events.KINDS): the device work (busy time,
+# windows, launches), its compute part (every work kind but copies and memsets) and the calls.
+WORK_KINDS = DEVICE_WORK
+COMPUTE_KINDS = tuple(k for k in DEVICE_WORK if k not in (MEMCPY, MEMSET))
+API_KINDS = API_CALLS
 SYNC_KIND = pb.DEVICE_EVENT_SYNCHRONIZATION
 HOST_API_DEVICE = -1  # Device id of the host threads calling the CUDA API.
 SHORT_KERNEL_NS = 10_000  # "Short" kernels: under 10 us (launch overhead dominates them).
@@ -178,7 +183,7 @@ def blocking_calls(columns, names):
     blocking |= columns["kind"] == SYNC_KIND
     for rank in np.unique(columns["rank"]).tolist():
         mine = columns["rank"] == rank
-        ops = np.flatnonzero(mine & np.isin(columns["kind"], (KERNEL, MEMCPY, MEMSET)))
+        ops = np.flatnonzero(mine & np.isin(columns["kind"], WORK_KINDS))
         blocking |= _launch_calls(columns, mine, ops)[1]
     return blocking
 
@@ -197,7 +202,7 @@ def gpu_steps(columns, steps, blocking=None):
         order = np.argsort(ends, kind="stable")
         gsteps, ends = np.asarray(gsteps)[order], np.asarray(ends)[order]
         mine = columns["rank"] == rank
-        ops = np.flatnonzero(mine & np.isin(kinds, (KERNEL, MEMCPY, MEMSET)))
+        ops = np.flatnonzero(mine & np.isin(kinds, WORK_KINDS))
         if len(ends) < 2 or len(ops) == 0:
             continue
         origin = int(ends[0])  # Times relative to it, in float64: exact to the ns for days.
@@ -214,7 +219,7 @@ def gpu_steps(columns, steps, blocking=None):
             m = np.isin(k, which)
             return s[m], e[m]
 
-        kernel, memcpy, memset = part(KERNEL), part(MEMCPY), part(MEMSET)
+        kernel, memcpy, memset = part(*COMPUTE_KINDS), part(MEMCPY), part(MEMSET)
         # Communication: NCCL kernels; overlapped: while a compute kernel runs (HTA's rule).
         comm_mask = (k == KERNEL) & comm_ids[columns["name"][ops]]
         comp_mask = (k == KERNEL) & ~comm_mask
@@ -374,7 +379,7 @@ def in_windows(columns, steps):
         if len(ends) < 2 or not mine.any():
             continue
         when = start.copy()
-        ops = np.flatnonzero(mine & np.isin(kinds, (KERNEL, MEMCPY, MEMSET)))
+        ops = np.flatnonzero(mine & np.isin(kinds, WORK_KINDS))
         call, _ = _launch_calls(columns, mine, ops)
         when[ops] = np.where(call >= 0, start[call.clip(0)], start[ops])
         # Window i is (ends[i], ends[i + 1]].
@@ -441,7 +446,7 @@ def module_table(columns, step_ns, counted=None, steps=1):
     ranges = columns.get("ranges")
     if ranges is None or len(ranges["name"]) == 0:
         return []
-    ops = np.flatnonzero(np.isin(columns["kind"], (KERNEL, MEMCPY, MEMSET)))
+    ops = np.flatnonzero(np.isin(columns["kind"], WORK_KINDS))
     if counted is not None:
         ops = ops[counted[ops]]
     owner = launching_ranges(columns, ops)

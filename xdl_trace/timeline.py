@@ -43,6 +43,8 @@ import warnings
 
 from ._proto import device_trace_pb2
 from .device_events import (
+    API_CALLS,
+    DEVICE_WORK,
     EVENT_CATEGORY,
     OTHER_CATEGORY,
     DeviceDataWarning,
@@ -73,14 +75,10 @@ _SPAN_THREADS = {  # HostSpan.Kind -> (tid in the host process, thread name)
 _OTHER_SPAN_THREAD = (9, "other")
 _STEP_KINDS = {HostSpan.STEP, HostSpan.STEP_NOT_TRACED}  # Sources of step flows.
 NOT_TRACED_CATEGORY = "step (not traced)"
-# Kernels, copies, memsets: the targets of step flows.
-_DEVICE_WORK = {
-    device_trace_pb2.DEVICE_EVENT_KERNEL,
-    device_trace_pb2.DEVICE_EVENT_MEMCPY,
-    device_trace_pb2.DEVICE_EVENT_MEMSET,
-}
-# CUDA API calls: the sources of launch flows (matched by correlation id).
-_API_CALLS = {device_trace_pb2.DEVICE_EVENT_RUNTIME_API, device_trace_pb2.DEVICE_EVENT_DRIVER_API}
+# Device work (kernels, copies, memsets): the targets of step flows; CUDA API calls: the sources
+# of launch flows (matched by correlation id). By role, from device_events.KINDS.
+_DEVICE_WORK = set(DEVICE_WORK)
+_API_CALLS = set(API_CALLS)
 # Host-process tids of an OS thread's tracks: its named ranges (xdl.watch's modules) at
 # base + 2k and its CUDA API calls just below at base + 2k + 1, k the thread's slot, so a
 # launch sits under the range that made it.
