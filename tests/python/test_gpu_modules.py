@@ -188,7 +188,7 @@ def _synthetic_run(tmp_path, rate=40_000):
     return status
 
 
-def test_kernels_attributed_through_the_cupti_plugin_over_the_synthetic_gpu(tmp_path):
+def test_kernels_attributed_through_the_cupti_plugin_over_the_synthetic_gpu(tmp_path, capsys):
     _synthetic_run(tmp_path)
     scan = analysis.scan_run(str(tmp_path))
     if scan.gpu is None:
@@ -224,6 +224,17 @@ def test_kernels_attributed_through_the_cupti_plugin_over_the_synthetic_gpu(tmp_
     got = {(row["phase"], row["module"]): row["kernels"] for row in scan.gpu["modules"]}
     assert got == expected
     assert got[("forward", "conv")] > 0 and got[("backward", "conv")] > 0
+    # xdl-trace gpu prints the table and writes every (module, phase) row as CSV.
+    import csv
+
+    from xdl_trace import cli
+
+    assert cli.main(["gpu", str(tmp_path), "--csv", str(tmp_path / "csv")]) == 0
+    with open(tmp_path / "csv" / "modules.csv", encoding="utf-8") as f:
+        rows = {
+            (r["phase"] or None, r["module"] or None): int(r["kernels"]) for r in csv.DictReader(f)
+        }
+    assert rows == expected
 
 
 def test_timeline_puts_a_threads_ranges_above_its_api_calls(tmp_path):
