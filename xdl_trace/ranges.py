@@ -37,6 +37,7 @@ __all__ = [
     "mark_modules",
     "mark_optimizer",
     "mark_every_optimizer",
+    "unmark",
     "FORWARD",
     "BACKWARD",
     "OPTIMIZER",
@@ -45,7 +46,9 @@ __all__ = [
 FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"  # The categories watch uses.
 _MAX_OPEN = 64  # Forward starts kept per module (a forward that raised leaves one behind).
 
-_marked = weakref.WeakSet()  # Modules and optimizers already marked (marks are idempotent).
+# Modules and optimizers marked (marks are idempotent) -> what unmark() undoes: a module's hook
+# handles, an optimizer's original step.
+_marked = weakref.WeakKeyDictionary()
 _global_optimizer_hooks = False
 # OS thread id -> the open backward range (id, start ns) of that thread. Autograd's hooks and its
 # end-of-pass callback may run on different threads; the GIL guards the dict.
@@ -74,7 +77,6 @@ def mark_modules(model):
     for name, module in model.named_modules():
         if module in _marked:
             continue
-        _marked.add(module)
         label = _module_label(name, module)
         forward_id = _core.range_id(label, FORWARD)
         starts = []
@@ -102,8 +104,10 @@ def mark_modules(model):
                 if tensor is not None:
                     tensor.register_hook(hook)
 
-        module.register_forward_pre_hook(before)
-        module.register_forward_hook(after)
+        _marked[module] = [
+            module.register_forward_pre_hook(before),
+            module.register_forward_hook(after),
+        ]
 
 
 def _first_grad_tensor(tensor_type, output):
@@ -147,7 +151,6 @@ def mark_optimizer(optimizer):
     """Marks ``optimizer.step()`` as an "optimizer" range named by its class."""
     if optimizer in _marked:
         return
-    _marked.add(optimizer)
     rid = _core.range_id(type(optimizer).__name__, OPTIMIZER)
     step = optimizer.step
 
@@ -159,6 +162,19 @@ def mark_optimizer(optimizer):
             _core.note_range(rid, start)
 
     optimizer.step = types.MethodType(marked_step, optimizer)
+    _marked[optimizer] = True  # Not the step: a bound method would keep the optimizer alive.
+
+
+def unmark(obj):
+    """Takes back the marks of a model (every module of it) or an optimizer; a module's open
+    forward ranges are dropped. Marks made by torch's global optimizer hooks stay."""
+    for item in obj.modules() if hasattr(obj, "modules") else (obj,):
+        undo = _marked.pop(item, None)
+        if isinstance(undo, list):
+            for handle in undo:
+                handle.remove()
+        elif undo is not None and "step" in vars(item):
+            del item.step  # The class's step again.
 
 
 def mark_every_optimizer():

@@ -82,6 +82,18 @@ def test_watch_marks_every_module_forward_leaf_backward_and_the_optimizer(tmp_pa
         "2",
         "Sequential",
     ]
+    # unmark takes them back: no hook left, the optimizer's own step again.
+    from xdl_trace import ranges as ranges_module
+
+    ranges_module.unmark(model)
+    ranges_module.unmark(opt)
+    assert "step" not in vars(opt)
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+    with xdl.TraceHook({"output_dir": str(tmp_path / "c"), "fsync": False}, scope="marks2") as h:
+        model(torch.randn(4, 8, dtype=torch.float64)).sum().backward()
+        opt.step()
+        h.step()
+    assert _ranges(tmp_path / "c") == []
 
 
 def test_no_range_is_kept_while_no_tracer_is_live():
