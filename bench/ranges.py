@@ -92,6 +92,7 @@ def marks(args, directory, run):
     # torch's own hook machinery: the same hooks doing nothing (a forward pre-hook and hook per
     # module, a tensor hook per leaf output), no tracer.
     empty = model_step(torch, args.layers)
+    xdl.watch(empty, scope=f"empty{run}", marks=False)  # Traced as the other two are.
 
     def tensor_hook(_module, _inputs, output):
         if output.grad_fn is not None:
