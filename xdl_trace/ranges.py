@@ -47,7 +47,7 @@ FORWARD, BACKWARD, OPTIMIZER = "forward", "backward", "optimizer"  # The categor
 _MAX_OPEN = 64  # Forward starts kept per module (a forward that raised leaves one behind).
 
 # Modules and optimizers marked (marks are idempotent) -> what unmark() undoes: a module's hook
-# handles, an optimizer's original step.
+# handles; True for an optimizer (its wrapped step is an instance attribute).
 _marked = weakref.WeakKeyDictionary()
 _global_optimizer_hooks = False
 # OS thread id -> the open backward range (id, start ns) of that thread. Autograd's hooks and its
