@@ -13,6 +13,8 @@ ratio = median untraced time / median condition time (1.0 = free):
   xdl_watch       xdl.watch(model): stats of every parameter and gradient, every step (the
                   summary pass replayed as a CUDA graph, _device_graphs.py)
   xdl_watch_eager the same with XDL_TRACE_DEVICE_GRAPHS=0 (the pass launched op by op)
+  xdl_watch_marks xdl_watch with its module and optimizer marks (host ranges: each kernel's
+                  layer and phase; the other xdl_watch conditions leave them out)
   xdl_watch10     the same under filter=xdl.Every(10)
   xdl_full10      every parameter and gradient in full (trace_collection + trace_gradient),
                   under Every(10)
@@ -42,6 +44,7 @@ import torch
 import torch.nn as nn
 
 import xdl_trace as xdl
+from xdl_trace import ranges
 
 
 def conv_model(width=256):
@@ -106,7 +109,7 @@ def conditions(loop, out_root):
     step_times = {}  # condition -> hook.step() times (s) on the training thread
     graph_stats = {}  # condition -> hook.stats()'s summary graph counters, last round
 
-    def traced(register, filt=None, timed_as=None, graphs=True):
+    def traced(register, filt=None, timed_as=None, graphs=True, teardown=None):
         def run(n, tag):
             xdl.clear()
             register()
@@ -126,6 +129,8 @@ def conditions(loop, out_root):
             if timed_as:
                 stats = hook.stats()
                 graph_stats[timed_as] = {k: v for k, v in stats.items() if "summary_" in k}
+            if teardown is not None:
+                teardown()
             return dt
 
         return run
@@ -170,11 +175,15 @@ def conditions(loop, out_root):
 
     out = {
         "untraced": untraced,
-        "xdl_watch": traced(lambda: xdl.watch(loop.model), timed_as="xdl_watch"),
+        "xdl_watch": traced(lambda: xdl.watch(loop.model, marks=False), timed_as="xdl_watch"),
         "xdl_watch_eager": traced(
-            lambda: xdl.watch(loop.model), timed_as="xdl_watch_eager", graphs=False
+            lambda: xdl.watch(loop.model, marks=False), timed_as="xdl_watch_eager", graphs=False
         ),
-        "xdl_watch10": traced(lambda: xdl.watch(loop.model), filt=xdl.Every(10)),
+        "xdl_watch_marks": traced(
+            lambda: xdl.watch(loop.model, optimizer=loop.opt),
+            teardown=lambda: (ranges.unmark(loop.model), ranges.unmark(loop.opt)),
+        ),
+        "xdl_watch10": traced(lambda: xdl.watch(loop.model, marks=False), filt=xdl.Every(10)),
         "xdl_full10": traced(full, filt=xdl.Every(10)),
         "xdl_loss": traced(lambda: xdl.trace_callback("loss", lambda: loop.loss.detach())),
         "xdl_host_float": traced(lambda: xdl.trace_callback("t", time.perf_counter)),

@@ -348,6 +348,21 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
         PyUnicode_DecodeUTF8(name.data(), static_cast<py::ssize_t>(name.size()), "replace")));
   }
   out["names"] = std::move(names);
+  const internal::DeviceEventTable::Ranges& ranges = table.ranges();
+  const auto r = static_cast<py::ssize_t>(ranges.name.size());
+  auto range_copy = [r](const auto& values) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    return ToArray(std::vector<T>(values), {r});
+  };
+  py::dict range_columns;
+  range_columns["name"] = range_copy(ranges.name);
+  range_columns["category"] = range_copy(ranges.category);
+  range_columns["rank"] = range_copy(ranges.rank);
+  range_columns["thread"] = range_copy(ranges.thread);
+  range_columns["start_ns"] = range_copy(ranges.start_ns);
+  range_columns["end_ns"] = range_copy(ranges.end_ns);
+  range_columns["dropped"] = ranges.dropped;
+  out["ranges"] = std::move(range_columns);
   out["dropped_events"] = table.dropped_events();
   out["dropped_buffers"] = table.dropped_buffers();
   return out;
@@ -521,7 +536,8 @@ void RegisterAnalysisBindings(py::module_& m) {
       .def_property_readonly("replaced_strings", &internal::DeviceEventTable::replaced_strings,
                              "Names that were not UTF-8 (read with U+FFFD for their bad bytes).")
       .def("columns", &DeviceEventColumns,
-           "The columns as a dict of arrays, with names, dropped_events, dropped_buffers.");
+           "The columns as a dict of arrays, with names, ranges (a dict of the range columns), "
+           "dropped_events, dropped_buffers.");
   m.def(
       "repair_device_trace",
       [](const py::bytes& payload) -> py::tuple {

@@ -14,7 +14,9 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "core/clock.h"
 #include "py_tensor.h"
+#include "record/host_ranges.h"
 #include "record/host_spans.h"
 #include "status.h"
 #include "xdl_trace.pb.h"
@@ -231,6 +233,23 @@ void RegisterTracerBindings(py::module_& m) {
         },
         key.field);
   }
+  m.def(
+      "range_id",
+      [](const std::string& name, const std::string& category) {
+        return internal::HostRanges::Global().Intern(name, category);
+      },
+      py::arg("name"), py::arg("category"),
+      "The id of a named host range (HostSpan RANGE, record/host_ranges.h), interned once.");
+  m.def(
+      "note_range",
+      [](int id, int64_t start_ns, int64_t thread_id, int64_t end_ns) {
+        return internal::HostRanges::Global().Add(
+            id, start_ns, end_ns != 0 ? end_ns : internal::WallClockNs(), thread_id);
+      },
+      py::arg("id"), py::arg("start_ns"), py::arg("thread_id") = 0, py::arg("end_ns") = 0,
+      "A range of `id` from start_ns (time.time_ns()) to end_ns (0: now) on OS thread "
+      "thread_id (0: the calling thread), for the next record of a live tracer; False when "
+      "no tracer listens.");
   m.def(
       "config_keys", [config_keys] { return config_keys; },
       "[(name, type, enum value names)] of the user config keys, in documentation order "

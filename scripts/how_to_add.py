@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
-"""Proves docs/design.md "How to add": adds a Meta field, a dtype, a device event kind and a config
-key, each in its own scratch copy of the tree, editing only the places listed there, builds, and
-checks that the new thing flows through.
+"""Proves docs/design.md "How to add": adds a Meta field, a dtype, two device event kinds (one
+that is device work) and a config key, each in its own scratch copy of the tree, editing only the
+places listed there, builds, and checks that the new thing flows through.
 
-    python3 scripts/how_to_add.py [--only meta,dtype,device_event_kind,config_key] [--keep]
+    python3 scripts/how_to_add.py [--only meta,dtype,device_event_kind,device_work_kind,config_key]
+                                  [--keep]
     make how-to-add
 
 Each scratch copy is the checkout's tracked and new files under build/how-to-add/<item>, built in
 its own build/ folder with the checkout's CMake flags (ccache, when present, makes the unchanged
 sources hits). Prints the places each item edited and PASS or FAIL; exits non-zero on a FAIL.
-Not part of `make test`: it builds the core four times.
+Not part of `make test`: it builds the core five times.
 """
 
 import argparse
@@ -127,8 +128,8 @@ ITEMS = {
             ),
             (
                 "xdl_trace/device_events.py",
-                '    device_trace_pb2.DEVICE_EVENT_MEMORY: "memory",',
-                '    device_trace_pb2.DEVICE_EVENT_HOW_TO_ADD_PROBE: "probe",\n',
+                '    device_trace_pb2.DEVICE_EVENT_MEMORY: ("memory", OTHER),',
+                '    device_trace_pb2.DEVICE_EVENT_HOW_TO_ADD_PROBE: ("probe", OTHER),\n',
                 "before",
             ),
         ],
@@ -155,6 +156,63 @@ ITEMS = {
             assert dt.DeviceEventKind.Name(11) == "DEVICE_EVENT_HOW_TO_ADD_PROBE"
             print(f"{len(probes)} events of the new kind in the timeline as category 'probe'; "
                   "wire_test built (its static_asserts cover the new row)")
+        """,
+    },
+    "device_work_kind": {
+        "what": "a device event kind that is device work (DEVICE_EVENT_HOW_TO_ADD_WORK, role WORK)",
+        "edits": [
+            (
+                "proto/device_trace.proto",
+                "  DEVICE_EVENT_MEMORY = 10;",
+                "  DEVICE_EVENT_HOW_TO_ADD_WORK = 11;  // how_to_add.py's probe.\n",
+                "before",
+            ),
+            (
+                "cpp/src/core/device_trace_fields.h",
+                "  X(kMemory, MEMORY, 10)\n",
+                "  X(kMemory, MEMORY, 10) \\\n  X(kHowToAddWork, HOW_TO_ADD_WORK, 11)\n",
+                "replace",
+            ),
+            (
+                "xdl_trace/device_events.py",
+                '    device_trace_pb2.DEVICE_EVENT_MEMORY: ("memory", OTHER),',
+                '    device_trace_pb2.DEVICE_EVENT_HOW_TO_ADD_WORK: ("probe_work", WORK),\n',
+                "before",
+            ),
+        ],
+        "targets": ["_core", "wire_test"],
+        # Every kernel of a constructed run becomes the new kind: the timeline's step and launch
+        # flows reach it and the GPU summary counts its time as busy, as it did the kernels'.
+        "check": """
+            import os, sys, tempfile
+            sys.path.insert(0, os.path.join("tests", "python"))
+            import trace_file_maker as tm
+            from xdl_trace import analysis, timeline
+            from xdl_trace._proto import device_trace_pb2 as dt
+
+            def run(kind):
+                out = tempfile.mkdtemp()
+                records = list(tm.device_records(3, 4))
+                for record in records:
+                    for device in record.device_trace[0].device:
+                        for line in device.line:
+                            for event in line.event:
+                                if event.kind == dt.DEVICE_EVENT_KERNEL:
+                                    event.kind = kind
+                tm.write_file(os.path.join(out, "train.trace.0.1"), [], records)
+                return timeline.build_timeline(out), analysis.scan_run(out).gpu
+
+            (kernels, kernel_gpu), (probes, probe_gpu) = (
+                run(dt.DEVICE_EVENT_KERNEL), run(dt.DEVICE_EVENT_HOW_TO_ADD_WORK))
+            work = [e for e in probes["traceEvents"] if e.get("cat") == "probe_work"]
+            assert len(work) == 12, len(work)
+            flows = probes["otherData"]["flows"]
+            assert flows == kernels["otherData"]["flows"] == 24, flows
+            busy = probe_gpu["totals"]["busy"]
+            assert busy == kernel_gpu["totals"]["busy"] > 0, (busy, kernel_gpu["totals"])
+            assert probe_gpu["totals"]["compute"] == busy
+            print(f"{len(work)} events of the new kind, {flows} flows (step and launch) as for "
+                  f"kernels; GPU busy {busy / 1e6:.2f} ms as the kernels'; wire_test built")
         """,
     },
     "config_key": {

@@ -49,6 +49,7 @@ from .trace_runs import Run, runs
 from .analysis import find_nan
 from .compare import diff
 from .watch import watch
+from .ranges import host_range
 from .gpu_memory import trace_gpu_memory
 from .session import TrainSession
 
@@ -72,5 +73,6 @@ __all__ = [
     "find_nan",
     "diff",
     "watch",
+    "host_range",
     "trace_gpu_memory",
 ]

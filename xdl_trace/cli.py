@@ -959,13 +959,22 @@ def _gpu(args):
     for line in section["advice"]:
         print(f"- {line}")
     for name, rows in tables.items():
-        if name == "steps":
+        if name in ("steps", "modules"):
             continue
         print(f"{name} ({len(rows)}):")
         for row in rows[: args.top]:
             total = row.get("total_ns", 0) / 1e6
             print(
                 f"  {total:10.3f} ms  {row.get('count', row.get('calls')):>7}  {_shown(row['name'])}"
+            )
+    if tables["modules"]:
+        print(
+            f"modules: GPU time by the layer and phase that launched it ({len(tables['modules'])}):"
+        )
+        for row in tables["modules"][: args.top]:
+            where = "(no range)" if row["module"] is None else f"{row['phase']} {row['module']}"
+            print(
+                f"  {row['per_step_ns'] / 1e6:10.3f} ms/step  {row['kernels']:>7}  {_shown(where)}"
             )
     if args.csv:
         os.makedirs(args.csv, exist_ok=True)

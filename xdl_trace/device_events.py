@@ -15,7 +15,13 @@ __all__ = [
     "HostSpan",
     "DEVICE_TRACE_FIELD",
     "HOST_SPAN_FIELD",
+    "KINDS",
+    "WORK",
+    "API_CALL",
+    "OTHER",
     "EVENT_CATEGORY",
+    "DEVICE_WORK",
+    "API_CALLS",
     "category",
     "parse_extra",
     "parse_device_trace",
@@ -27,17 +33,28 @@ DEVICE_TRACE_FIELD = xdl_trace_pb2.Record.DEVICE_TRACE_FIELD_NUMBER
 HOST_SPAN_FIELD = xdl_trace_pb2.Record.HOST_SPAN_FIELD_NUMBER
 _LENGTH_DELIMITED = 2  # Wire type of a message field.
 
-EVENT_CATEGORY = {  # DeviceEventKind -> the event's category (timeline "cat", report "kind")
-    device_trace_pb2.DEVICE_EVENT_KERNEL: "kernel",
-    device_trace_pb2.DEVICE_EVENT_MEMCPY: "memcpy",
-    device_trace_pb2.DEVICE_EVENT_MEMSET: "memset",
-    device_trace_pb2.DEVICE_EVENT_RUNTIME_API: "cuda_runtime",
-    device_trace_pb2.DEVICE_EVENT_DRIVER_API: "cuda_driver",
-    device_trace_pb2.DEVICE_EVENT_SYNCHRONIZATION: "synchronization",
-    device_trace_pb2.DEVICE_EVENT_OVERHEAD: "overhead",
-    device_trace_pb2.DEVICE_EVENT_MARKER: "nvtx",  # A range on the thread that opened it.
-    device_trace_pb2.DEVICE_EVENT_MEMORY: "memory",  # The timeline adds a counter.
+# The roles of a kind, which the readers act on:
+WORK = "work"  # Device work: GPU busy time, step windows, the targets of step and launch flows,
+#                joined to the host range of its launch call (gpu_steps, timeline).
+API_CALL = "api_call"  # A host call that may launch work (matched to it by correlation id).
+OTHER = "other"  # Anything else (drawn on its line, counted nowhere).
+
+# The one table of device event kinds: DeviceEventKind -> (category: the timeline's "cat" and
+# the report's "kind"; role, above). Everything that lists kinds by role derives from it.
+KINDS = {
+    device_trace_pb2.DEVICE_EVENT_KERNEL: ("kernel", WORK),
+    device_trace_pb2.DEVICE_EVENT_MEMCPY: ("memcpy", WORK),
+    device_trace_pb2.DEVICE_EVENT_MEMSET: ("memset", WORK),
+    device_trace_pb2.DEVICE_EVENT_RUNTIME_API: ("cuda_runtime", API_CALL),
+    device_trace_pb2.DEVICE_EVENT_DRIVER_API: ("cuda_driver", API_CALL),
+    device_trace_pb2.DEVICE_EVENT_SYNCHRONIZATION: ("synchronization", OTHER),
+    device_trace_pb2.DEVICE_EVENT_OVERHEAD: ("overhead", OTHER),
+    device_trace_pb2.DEVICE_EVENT_MARKER: ("nvtx", OTHER),  # A range on its host thread.
+    device_trace_pb2.DEVICE_EVENT_MEMORY: ("memory", OTHER),  # The timeline adds a counter.
 }
+EVENT_CATEGORY = {kind: category for kind, (category, _) in KINDS.items()}
+DEVICE_WORK = tuple(kind for kind, (_, role) in KINDS.items() if role == WORK)
+API_CALLS = tuple(kind for kind, (_, role) in KINDS.items() if role == API_CALL)
 OTHER_CATEGORY = "device"  # A kind newer than this table.
 
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _core
 from ._proto import device_trace_pb2 as pb
+from .device_events import API_CALLS, DEVICE_WORK
 
 __all__ = [
     "summarize",
@@ -48,10 +49,16 @@ __all__ = [
     "stragglers",
     "copy_table",
     "full_tables",
+    "launching_ranges",
+    "module_table",
 ]
 
 KERNEL, MEMCPY, MEMSET = pb.DEVICE_EVENT_KERNEL, pb.DEVICE_EVENT_MEMCPY, pb.DEVICE_EVENT_MEMSET
-API_KINDS = (pb.DEVICE_EVENT_RUNTIME_API, pb.DEVICE_EVENT_DRIVER_API)
+# By role, from the one table of kinds (device_events.KINDS): the device work (busy time,
+# windows, launches), its compute part (every work kind but copies and memsets) and the calls.
+WORK_KINDS = DEVICE_WORK
+COMPUTE_KINDS = tuple(k for k in DEVICE_WORK if k not in (MEMCPY, MEMSET))
+API_KINDS = API_CALLS
 SYNC_KIND = pb.DEVICE_EVENT_SYNCHRONIZATION
 HOST_API_DEVICE = -1  # Device id of the host threads calling the CUDA API.
 SHORT_KERNEL_NS = 10_000  # "Short" kernels: under 10 us (launch overhead dominates them).
@@ -176,7 +183,7 @@ def blocking_calls(columns, names):
     blocking |= columns["kind"] == SYNC_KIND
     for rank in np.unique(columns["rank"]).tolist():
         mine = columns["rank"] == rank
-        ops = np.flatnonzero(mine & np.isin(columns["kind"], (KERNEL, MEMCPY, MEMSET)))
+        ops = np.flatnonzero(mine & np.isin(columns["kind"], WORK_KINDS))
         blocking |= _launch_calls(columns, mine, ops)[1]
     return blocking
 
@@ -195,7 +202,7 @@ def gpu_steps(columns, steps, blocking=None):
         order = np.argsort(ends, kind="stable")
         gsteps, ends = np.asarray(gsteps)[order], np.asarray(ends)[order]
         mine = columns["rank"] == rank
-        ops = np.flatnonzero(mine & np.isin(kinds, (KERNEL, MEMCPY, MEMSET)))
+        ops = np.flatnonzero(mine & np.isin(kinds, WORK_KINDS))
         if len(ends) < 2 or len(ops) == 0:
             continue
         origin = int(ends[0])  # Times relative to it, in float64: exact to the ns for days.
@@ -212,7 +219,7 @@ def gpu_steps(columns, steps, blocking=None):
             m = np.isin(k, which)
             return s[m], e[m]
 
-        kernel, memcpy, memset = part(KERNEL), part(MEMCPY), part(MEMSET)
+        kernel, memcpy, memset = part(*COMPUTE_KINDS), part(MEMCPY), part(MEMSET)
         # Communication: NCCL kernels; overlapped: while a compute kernel runs (HTA's rule).
         comm_mask = (k == KERNEL) & comm_ids[columns["name"][ops]]
         comp_mask = (k == KERNEL) & ~comm_mask
@@ -372,12 +379,103 @@ def in_windows(columns, steps):
         if len(ends) < 2 or not mine.any():
             continue
         when = start.copy()
-        ops = np.flatnonzero(mine & np.isin(kinds, (KERNEL, MEMCPY, MEMSET)))
+        ops = np.flatnonzero(mine & np.isin(kinds, WORK_KINDS))
         call, _ = _launch_calls(columns, mine, ops)
         when[ops] = np.where(call >= 0, start[call.clip(0)], start[ops])
         # Window i is (ends[i], ends[i + 1]].
         inside |= mine & (when > ends[0]) & (when <= ends[-1])
     return inside
+
+
+def _innermost(starts, ends, at):
+    """For each time of `at`: the index of the innermost of the intervals [starts, ends] (nested
+    or disjoint, one thread's ranges) holding it, else -1."""
+    if len(starts) == 0:
+        return np.full(len(at), -1, np.int64)
+    order = np.lexsort((-ends, starts))  # By start; of two starting together, the outer first.
+    s, e = starts[order], ends[order]
+    parent = np.full(len(s), -1, np.int64)  # The range holding each one's start.
+    stack = []
+    for i, lo in enumerate(s.tolist()):
+        while stack and e[stack[-1]] < lo:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    j = np.searchsorted(s, at, side="right") - 1  # The last range starting at or before.
+    while True:
+        outside = (j >= 0) & (e[j.clip(0)] < at)
+        if not outside.any():
+            break
+        j[outside] = parent[j[outside]]
+    return np.where(j >= 0, order[j.clip(0)], -1)
+
+
+def launching_ranges(columns, ops):
+    """For each device op of `ops` (indices): the index (into ``columns["ranges"]``) of the
+    innermost host range that launched it: on the rank and OS thread of its launch call, holding
+    the call's start; -1 when no call or no range is found."""
+    out = np.full(len(ops), -1, np.int64)
+    ranges = columns.get("ranges")
+    if ranges is None or len(ranges["name"]) == 0 or len(ops) == 0:
+        return out
+    start = columns["start_ns"]
+    for rank in np.unique(columns["rank"][ops]).tolist():
+        mine = columns["rank"] == rank
+        here = np.flatnonzero(columns["rank"][ops] == rank)
+        call, _ = _launch_calls(columns, mine, ops[here])
+        has_call = call >= 0
+        threads = columns["line"][call.clip(0)]
+        for thread in np.unique(threads[has_call]).tolist():
+            pick = np.flatnonzero(has_call & (threads == thread))
+            rows = np.flatnonzero((ranges["rank"] == rank) & (ranges["thread"] == thread))
+            if len(rows) == 0:
+                continue
+            found = _innermost(ranges["start_ns"][rows], ranges["end_ns"][rows], start[call[pick]])
+            out[here[pick]] = np.where(found >= 0, rows[found.clip(0)], -1)
+    return out
+
+
+def module_table(columns, step_ns, counted=None, steps=1):
+    """Device time by the host range that launched it (``launching_ranges``: a module's
+    forward or backward, the optimizer step, a range of the user's): dicts of module (the
+    range's name; None for work no range launched), phase (its category), kernels (ops: kernels,
+    copies, memsets), time_ns (their summed device time in the step windows: ``counted``, an
+    ``in_windows`` mask, every op when None), per_step_ns (over `steps` windows) and share (of
+    ``step_ns``, the summed windows), by time_ns; [] when the run has no ranges."""
+    ranges = columns.get("ranges")
+    if ranges is None or len(ranges["name"]) == 0:
+        return []
+    ops = np.flatnonzero(np.isin(columns["kind"], WORK_KINDS))
+    if counted is not None:
+        ops = ops[counted[ops]]
+    owner = launching_ranges(columns, ops)
+    durations = (columns["end_ns"] - columns["start_ns"])[ops].astype(np.float64)
+    names = columns["names"]
+    # One row per (name, category) pair; -1 for the unattributed ops.
+    pair = np.where(
+        owner >= 0,
+        ranges["name"][owner.clip(0)].astype(np.int64) * len(names)
+        + ranges["category"][owner.clip(0)],
+        -1,
+    )
+    keys, inverse = np.unique(pair, return_inverse=True)
+    counts = np.bincount(inverse, minlength=len(keys))
+    totals = np.bincount(inverse, weights=durations, minlength=len(keys))
+    rows = []
+    for key, count, total in zip(keys.tolist(), counts.tolist(), totals.tolist()):
+        rows.append(
+            {
+                "module": None if key < 0 else names[key // len(names)],
+                "phase": None if key < 0 else names[key % len(names)],
+                "kernels": int(count),
+                "time_ns": float(total),
+                "per_step_ns": float(total / max(steps, 1)),
+                "share": float(total / step_ns) if step_ns else None,
+            }
+        )
+    rows.sort(key=lambda row: -row["time_ns"])
+    return rows
 
 
 def kernel_table(columns, step_ns, top=None, counted=None):
@@ -521,7 +619,15 @@ def full_tables(gpu, columns, grep=None):
         for rank, (gsteps, rows) in sorted(gpu["steps"].items())
         for g, row in zip(gsteps.tolist(), rows)
     ]
-    return {"kernels": kernels, "api": api, "copies": copy_table(columns), "steps": per_step}
+    windows = sum(len(gsteps) for gsteps, _ in gpu["steps"].values())
+    modules = module_table(columns, step_ns, counted, windows)
+    return {
+        "kernels": kernels,
+        "api": api,
+        "copies": copy_table(columns),
+        "steps": per_step,
+        "modules": modules,
+    }
 
 
 TABLE_TOP = 15  # Rows of the kernel and CUDA API tables.
@@ -532,7 +638,8 @@ def summarize(columns, steps, top=TABLE_TOP):
     ``gpu_steps``), totals (STEP_FIELDS summed over every step and rank), kernels and api (the
     ``top`` rows of ``kernel_table`` and ``api_table``, with kernel_names and api_names: how many
     distinct names), launch (``launch_stats``), copies (``copy_table``), counted (the
-    ``in_windows`` mask), events and dropped (events the tracers lost)."""
+    ``in_windows`` mask), modules (``module_table``: device time by the layer and phase that
+    launched it), events and dropped (events the tracers lost)."""
     blocking = blocking_calls(columns, columns["names"])
     per_step = gpu_steps(columns, steps, blocking)
     totals = np.zeros(len(STEP_FIELDS))
@@ -542,8 +649,10 @@ def summarize(columns, steps, top=TABLE_TOP):
     counted = in_windows(columns, steps)  # A share's numerator covers what its denominator does.
     kinds = columns["kind"]
     api_mask = (columns["device"] == HOST_API_DEVICE) & np.isin(kinds, API_KINDS + (SYNC_KIND,))
+    windows = sum(len(gsteps) for gsteps, _ in per_step.values())
     return {
         "steps": per_step,
+        "modules": module_table(columns, step_ns, counted, windows),
         "totals": dict(zip(STEP_FIELDS, totals.tolist())),
         "kernels": kernel_table(columns, step_ns, top, counted),
         "kernel_names": int(len(np.unique(columns["name"][kinds == KERNEL]))),

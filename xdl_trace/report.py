@@ -66,14 +66,82 @@ def _run_facts(scan, run, selection, writing=None):
 
 def _gpu_sections(scans):
     """Per run with device work: ``gpu_section`` of its GPU time."""
-    return [gpu_section(scan.label, scan.gpu) for scan in scans if scan.gpu is not None]
+    return [
+        gpu_section(scan.label, scan.gpu, module_norms(scan))
+        for scan in scans
+        if scan.gpu is not None
+    ]
 
 
-def gpu_section(label, gpu):
+def _module_of(key):
+    """The module of a parameter's key ("scope/gradient/layer1.0.conv1.weight" ->
+    "layer1.0.conv1"): torch names parameters <module path>.<name>; None for the root's own."""
+    param = key.rsplit("/", 1)[-1]
+    return param.rsplit(".", 1)[0] if "." in param else None
+
+
+def module_norms(scan):
+    """{module: (||gradient|| of its parameters, the largest ||gradient|| / ||variable|| of them)}
+    at the last bucket of the first rank's curves (xdl.watch's gradient/<parameter> keys)."""
+    if not scan.ranks:
+        return {}
+    rank, l2 = scan.ranks[0], analysis.STATS_FIELDS.index("l2")
+    squares, ratios = {}, {}
+    for (key, r), series in scan.stats.items():
+        module = _module_of(key)
+        if r != rank or module is None or "gradient/" not in key or not series.used:
+            continue
+        last = float(series.view()[1][-1, l2])
+        squares[module] = squares.get(module, 0.0) + last * last
+    for (var, r), series in scan.ratio.items():
+        module = _module_of(var)
+        if r == rank and module is not None and series.used:
+            last = float(series.view()[1][-1, 0])
+            ratios[module] = max(ratios.get(module, last), last)
+    return {m: (squares[m] ** 0.5, ratios.get(m)) for m in squares}
+
+
+MODULE_ROWS = 20  # Rows of the GPU-time-by-module table.
+
+
+def module_rows(modules, steps, norms=None, top=MODULE_ROWS):
+    """The GPU section's rows of device time by module (``gpu_steps.module_table``'s rows
+    folded per module): module (None: launched by no range), per phase ns a step (forward,
+    backward, other: the optimizer's and the user's ranges), kernels, share of the step
+    windows, and from `norms` (``module_norms``) grad_norm and ratio; by total, `top` rows."""
+    rows = {}
+    for m in modules:
+        row = rows.setdefault(
+            m["module"],
+            {
+                "module": m["module"],
+                "forward": 0.0,
+                "backward": 0.0,
+                "other": 0.0,
+                "kernels": 0,
+                "share": 0.0,
+                "phases": [],
+            },
+        )
+        phase = m["phase"] if m["phase"] in ("forward", "backward") else "other"
+        row[phase] += m["time_ns"] / max(steps, 1)
+        row["kernels"] += m["kernels"]
+        row["share"] += m["share"] or 0.0
+        if phase == "other" and m["phase"] is not None:
+            row["phases"].append(m["phase"])
+    out = sorted(rows.values(), key=lambda r: -(r["forward"] + r["backward"] + r["other"]))
+    for row in out:
+        norm = (norms or {}).get(row["module"])
+        row["grad_norm"], row["ratio"] = norm if norm else (None, None)
+    return out[:top]
+
+
+def gpu_section(label, gpu, norms=None):
     """What the report shows of one run's GPU time (``gpu_steps.summarize``'s dict `gpu`): the
     STEP_FIELDS averaged over every step of every rank (per_step, ns) and of each rank (ranks,
     with several), the kernel and host CUDA API tables, the launch statistics, the straggler
-    ranks (``gpu_steps.stragglers``) and the advice lines (``gpu_advice.advise``)."""
+    ranks (``gpu_steps.stragglers``), the advice lines (``gpu_advice.advise``) and the device time
+    by module and phase (``module_rows``, beside each module's gradient norm from `norms`)."""
     t = gpu["totals"]
     steps = sum(len(g) for g, _ in gpu["steps"].values())
     per_step = {f: (t[f] / steps if steps else None) for f in gpu_steps.STEP_FIELDS}
@@ -97,6 +165,7 @@ def gpu_section(label, gpu):
         "dropped": gpu["dropped"],
         "ranks": ranks if len(ranks) > 1 else {},
         "stragglers": gpu_steps.stragglers(gpu["steps"]),
+        "modules": module_rows(gpu.get("modules", []), steps, norms),
     }
     section["advice"] = gpu_advice.advise(section) if steps else []
     return section

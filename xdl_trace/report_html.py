@@ -228,6 +228,34 @@ def _copies(copies):
     return _fill("gpu_copies", rows=rows)
 
 
+def _modules(rows):
+    """The table of device time by module (``report.module_rows``); "" when the run has no
+    ranges. Times are ms a step."""
+    if not rows:
+        return ""
+
+    def number(value):
+        return "–" if value is None else f"{value:.3g}"
+
+    body = "".join(
+        _fill(
+            "module_row",
+            module=html.escape("(no range)" if r["module"] is None else r["module"]),
+            phases=html.escape(", ".join(sorted(set(r["phases"]))), quote=True),
+            forward=_ms(r["forward"], 3),
+            backward=_ms(r["backward"], 3),
+            other=_ms(r["other"], 3),
+            kernels=r["kernels"],
+            bar=_bar(r["share"]),
+            share=_percent(r["share"]),
+            grad_norm=number(r["grad_norm"]),
+            ratio=number(r["ratio"]),
+        )
+        for r in rows
+    )
+    return _fill("gpu_modules", rows=body)
+
+
 def _percent(share):
     return "–" if share is None else f"{100 * share:.1f}%"
 
@@ -320,6 +348,7 @@ def _gpu_html(sections):
                 api_names=g["api_names"],
                 api_rows=api_rows,
                 copies=_copies(g.get("copies")),
+                modules=_modules(g.get("modules")),
             )
         )
     return "".join(out)

@@ -9,9 +9,11 @@ collected); proto/device_trace.proto defines both. ``xdl-trace timeline PATH
 Perfetto UI (ui.perfetto.dev) and chrome://tracing open:
 
 - one process per rank's host, with a thread per span kind (steps,
-  capture/encode, queue wait, IO write, device collect) and one per host
-  thread that called the CUDA API; steps the hook saw but did not trace are
-  slices of their own on the steps track, category ``step (not traced)``;
+  capture/encode, queue wait, IO write, device collect), and per OS thread its
+  named ranges (xdl.watch's module forward/backward and optimizer step, category
+  the phase) with its CUDA API calls on the track just below; steps the hook saw
+  but did not trace are slices of their own on the steps track, category
+  ``step (not traced)``;
 - one process per (rank, device), with one thread per stream;
 - complete ("X") events for steps, API calls, kernels, copies and memsets,
   with args naming gstep/lstep, correlation ids, bytes, grid and block;
@@ -41,6 +43,8 @@ import warnings
 
 from ._proto import device_trace_pb2
 from .device_events import (
+    API_CALLS,
+    DEVICE_WORK,
     EVENT_CATEGORY,
     OTHER_CATEGORY,
     DeviceDataWarning,
@@ -71,15 +75,15 @@ _SPAN_THREADS = {  # HostSpan.Kind -> (tid in the host process, thread name)
 _OTHER_SPAN_THREAD = (9, "other")
 _STEP_KINDS = {HostSpan.STEP, HostSpan.STEP_NOT_TRACED}  # Sources of step flows.
 NOT_TRACED_CATEGORY = "step (not traced)"
-# Kernels, copies, memsets: the targets of step flows.
-_DEVICE_WORK = {
-    device_trace_pb2.DEVICE_EVENT_KERNEL,
-    device_trace_pb2.DEVICE_EVENT_MEMCPY,
-    device_trace_pb2.DEVICE_EVENT_MEMSET,
-}
-# CUDA API calls: the sources of launch flows (matched by correlation id).
-_API_CALLS = {device_trace_pb2.DEVICE_EVENT_RUNTIME_API, device_trace_pb2.DEVICE_EVENT_DRIVER_API}
-_API_TID_BASE = 1000  # Host-process tids for CUDA API threads: base + index.
+# Device work (kernels, copies, memsets): the targets of step flows; CUDA API calls: the sources
+# of launch flows (matched by correlation id). By role, from device_events.KINDS.
+_DEVICE_WORK = set(DEVICE_WORK)
+_API_CALLS = set(API_CALLS)
+# Host-process tids of an OS thread's tracks: its named ranges (xdl.watch's modules) at
+# base + 2k and its CUDA API calls just below at base + 2k + 1, k the thread's slot, so a
+# launch sits under the range that made it.
+_THREAD_TID_BASE = 1000
+_OTHER_API_TID_BASE = 100_000  # A second tracer's API line of a thread already placed.
 # How many traced steps / unmatched API calls a rank remembers for flows. Device
 # events arrive at most a collect interval after their step, and a kernel in
 # the same collect as its launch call, so these cover any sane interval.
@@ -122,6 +126,7 @@ class _Rank:
         self.launches = _BoundedMap(_LAUNCH_MEMORY)  # (tracer, correlation id) -> (pid, tid, ts)
         self.device_pids = {}  # (tracer, device id) -> pid
         self.api_tids = {}  # (tracer, line id) -> tid
+        self.thread_slots = {}  # OS thread id -> slot (its range and API tracks)
         self.memory = {}  # device pid -> bytes allocated since tracing started
         self.past_window = False  # A record beyond the gstep window was read.
 
@@ -147,6 +152,7 @@ class _TimelineWriter:
             "bad_stats": 0,  # Stats not a number where one is needed (treated as absent).
             "dropped_buffers": 0,  # Activity buffers lost whole: their events are unknown.
             "spans_dropped": 0,
+            "ranges": 0,  # Named host ranges (xdl.watch's modules, the optimizer step).
         }
         out.write('{"traceEvents":[\n')
 
@@ -191,11 +197,34 @@ class _TimelineWriter:
         elif record.timestamp > 0:
             self.origin = record.timestamp * 1_000_000
 
+    def _thread_slot(self, state, os_tid):
+        slot = state.thread_slots.get(os_tid)
+        if slot is None:
+            slot = state.thread_slots[os_tid] = len(state.thread_slots)
+        return _THREAD_TID_BASE + 2 * slot
+
+    def _range(self, state, span):
+        """A named host range (HostSpan RANGE) on its thread's range track."""
+        pid = state.host_pid
+        tid = self._thread_slot(state, span.thread_id)
+        self.meta("thread_name", pid, tid, f"ranges (tid {span.thread_id})", sort=tid)
+        self.stats["ranges"] += 1
+        self.emit(
+            f'{{"ph":"X","name":{json.dumps(span.name)},"cat":{json.dumps(span.category)},'
+            f'"pid":{pid},"tid":{tid},"ts":{self.us(span.start_ns)},'
+            f'"dur":{max(0, span.end_ns - span.start_ns) / 1000.0:.3f},'
+            f'"args":{{"gstep":{span.gstep},"os_thread_id":{span.thread_id}}}}}'
+        )
+
     def host_spans(self, state, spans):
         pid = state.host_pid
         self.meta("process_name", pid, 0, f"rank {state.rank} host", sort=pid)
         for span in spans:
             self.stats["spans_dropped"] += span.spans_dropped
+            if span.kind == HostSpan.RANGE:
+                if self.in_window(span.gstep):
+                    self._range(state, span)
+                continue
             if span.correlation_id and span.kind in _STEP_KINDS:
                 # Remembered even outside the window: its device work is left out by it.
                 state.steps.put(span.correlation_id, (span.start_ns, span.gstep, span.lstep))
@@ -235,7 +264,10 @@ class _TimelineWriter:
             key = (t.tracer, line.id)
             tid = state.api_tids.get(key)
             if tid is None:
-                tid = state.api_tids[key] = _API_TID_BASE + len(state.api_tids)
+                tid = self._thread_slot(state, line.id) + 1
+                if tid in state.api_tids.values():
+                    tid = _OTHER_API_TID_BASE + len(state.api_tids)
+                state.api_tids[key] = tid
                 self.meta("thread_name", host_pid, tid, f"{t.tracer}: {line.name}", sort=tid)
             return host_pid, tid
         key = (t.tracer, device.id)

@@ -14,7 +14,7 @@ leaf module's output is ``activation/<module name>``; all under ``scope/`` when 
 
 import numpy as np
 
-from . import _core, _device, _torch, api, errors
+from . import _core, _device, _torch, api, errors, ranges as _ranges
 
 __all__ = ["watch"]
 
@@ -56,7 +56,16 @@ def _first_tensor(output):
     return None
 
 
-def watch(model, gradients=True, activations=False, summary="stats", every=None, scope=None):
+def watch(
+    model,
+    gradients=True,
+    activations=False,
+    summary="stats",
+    every=None,
+    scope=None,
+    optimizer=None,
+    marks=True,
+):
     """Registers a model's tensors for tracing and returns their full keys.
 
     model: a torch ``nn.Module`` (parameters, their gradients, and with `activations` the output
@@ -77,6 +86,11 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
         a skipped step holds the summary of an empty tensor (a stats row with count 0 and NaN
         min/max/mean/std), which find-nan reads as NaN until columns describe themselves.
     scope: register under this scope (keys become ``scope/<key>``).
+    optimizer: its ``step()`` is marked as an "optimizer" range (with `marks`; torch >= 2.0
+        marks every optimizer's step without it).
+    marks: mark each module's forward and each leaf module's backward as host ranges
+        (xdl_trace/ranges.py), so the report gives each kernel the layer and phase that
+        launched it (docs/report.md "GPU time by module"); a torch model only.
     """
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise errors.InvalidArgumentError(f"xdl_trace: watch(every=): {every!r} is not an int >= 1")
@@ -108,6 +122,12 @@ def watch(model, gradients=True, activations=False, summary="stats", every=None,
             "xdl_trace: watch expects a torch nn.Module or a dict of numpy arrays, "
             f"got {type(model).__name__}"
         )
+    if marks:
+        _ranges.mark_modules(model)
+        if optimizer is not None:
+            _ranges.mark_optimizer(optimizer)
+        else:
+            _ranges.mark_every_optimizer()
     parameters = _torch.named_parameters(model)
     if parameters and _device_group_fits(parameters, summary):
         return keys + _watch_on_device(

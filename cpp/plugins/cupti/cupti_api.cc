@@ -14,7 +14,8 @@ struct CuptiFunctions {
   decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
   decltype(&cuptiActivityRegisterTimestampCallback) register_timestamp = nullptr;
   decltype(&cuptiActivityFlushAll) flush_all = nullptr;
-  decltype(&cuptiActivityFlushPeriod) flush_period = nullptr;  // Optional (CUDA 11.1+).
+  decltype(&cuptiActivityFlushPeriod) flush_period = nullptr;    // Optional (CUDA 11.1+).
+  decltype(&cuptiSetThreadIdType) set_thread_id_type = nullptr;  // Optional.
   decltype(&cuptiActivityGetNextRecord) next_record = nullptr;
   decltype(&cuptiActivityGetNumDroppedRecords) num_dropped = nullptr;
   decltype(&cuptiActivityPushExternalCorrelationId) push_external = nullptr;
@@ -64,6 +65,10 @@ class DlopenCuptiApi final : public CuptiApi {
     return f_.pop_external(kind, id);
   }
   CUptiResult GetTimestamp(uint64_t* timestamp) override { return f_.timestamp(timestamp); }
+  CUptiResult SetThreadIdType(CUpti_ActivityThreadIdType type) override {
+    return f_.set_thread_id_type != nullptr ? f_.set_thread_id_type(type)
+                                            : CUPTI_ERROR_NOT_SUPPORTED;
+  }
   CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                         void* userdata) override {
     return f_.subscribe(subscriber, callback, userdata);
@@ -134,6 +139,8 @@ std::unique_ptr<CuptiApi> LoadCuptiApi(const std::vector<std::string>& libraries
     Resolve(handle, "cuptiGetCallbackName", &f.callback_name, &missing);
     f.flush_period =
         reinterpret_cast<decltype(f.flush_period)>(::dlsym(handle, "cuptiActivityFlushPeriod"));
+    f.set_thread_id_type =
+        reinterpret_cast<decltype(f.set_thread_id_type)>(::dlsym(handle, "cuptiSetThreadIdType"));
     if (!missing.empty()) {
       reasons += (reasons.empty() ? "" : "; ") + library + ": no symbol " + missing;
       ::dlclose(handle);

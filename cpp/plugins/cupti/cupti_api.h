@@ -34,6 +34,12 @@ class CuptiApi {
   virtual CUptiResult ActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
                                                        uint64_t* id) = 0;
   virtual CUptiResult GetTimestamp(uint64_t* timestamp) = 0;
+  // What API records' threadId holds (SYSTEM: the OS thread id, gettid on Linux; DEFAULT:
+  // pthread_self()); CUPTI_ERROR_NOT_SUPPORTED where the library (or a stand-in) cannot set it.
+  virtual CUptiResult SetThreadIdType(CUpti_ActivityThreadIdType type) {
+    (void)type;
+    return CUPTI_ERROR_NOT_SUPPORTED;
+  }
   // CUPTI allows one subscriber per process: another CUPTI user (torch.profiler,
   // Nsight) makes this return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED.
   virtual CUptiResult Subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,

@@ -2,6 +2,8 @@
 #include "cupti_tracer.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -122,6 +124,8 @@ bool ConfigValue(const std::string& config, const std::string& key, std::string*
 }  // namespace
 
 uint32_t CuptiThreadId() { return static_cast<uint32_t>(pthread_self()); }
+
+uint32_t SystemThreadId() { return static_cast<uint32_t>(::syscall(SYS_gettid)); }
 
 void ApplyConfig(const std::string& config, CuptiTracerOptions* options) {
   std::string value;
@@ -417,6 +421,11 @@ CuptiTracer::Result CuptiTracer::Start() {
       api_->EnableCallback(1, subscriber_, domain, cbid);
     }
   }
+  // OS thread ids in API records: the ids host spans carry and /proc names, so a launch
+  // lines up with the host range of its thread (best effort: older CUPTI keeps pthread_self).
+  system_thread_ids_.store(
+      api_->SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) == CUPTI_SUCCESS,
+      std::memory_order_relaxed);
   result = api_->ActivityRegisterCallbacks(RequestTrampoline, CompleteTrampoline);
   if (result != CUPTI_SUCCESS) {
     Unsubscribe();
@@ -526,7 +535,9 @@ void CuptiTracer::StepBegin(uint64_t step_id) {
   if (!options_.other_threads) {
     // Before the push: every launch this step makes starts after it.
     const int64_t now = internal::WallClockNs();
-    training_thread_.store(CuptiThreadId(), std::memory_order_relaxed);
+    training_thread_.store(
+        system_thread_ids_.load(std::memory_order_relaxed) ? SystemThreadId() : CuptiThreadId(),
+        std::memory_order_relaxed);
     internal::MutexLock lock(&steps_mu_);
     new_step_starts_.push_back({now, step_id});
     if (new_step_starts_.size() > kMaxStepStarts) new_step_starts_.pop_front();

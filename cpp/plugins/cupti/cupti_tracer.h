@@ -74,9 +74,12 @@ struct CuptiTracerOptions {
 // `options`; unknown keys are ignored.
 void ApplyConfig(const std::string& config, CuptiTracerOptions* options);
 
-// The calling thread's id as CUPTI's API records report it (threadId; CUPTI's
-// default thread-id type on Linux: pthread_self(), truncated to 32 bits).
+// The calling thread's id as CUPTI's API records report it with its default
+// thread-id type (threadId; on Linux pthread_self(), truncated to 32 bits).
 uint32_t CuptiThreadId();
+// ... and with the SYSTEM type the tracer asks for at Start (the OS thread id,
+// gettid: what host spans and /proc name), where the library can set it.
+uint32_t SystemThreadId();
 
 // Fixed-size, 8-byte-aligned activity buffers under a hard byte cap.
 // Threading: any thread (Acquire from CUPTI's threads, Release from the parse
@@ -245,6 +248,8 @@ class CuptiTracer {
   };
   static constexpr size_t kMaxStepStarts = 4096;
   std::atomic<uint32_t> training_thread_{0};
+  // API records' threadId is the OS thread id (SetThreadIdType(SYSTEM) succeeded at Start).
+  std::atomic<bool> system_thread_ids_{false};
   internal::Mutex steps_mu_;
   std::deque<StepStart> new_step_starts_ ABSL_GUARDED_BY(steps_mu_);  // Not yet collected.
 

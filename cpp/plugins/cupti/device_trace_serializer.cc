@@ -2,7 +2,9 @@
 #include "device_trace_serializer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <tuple>
 
 #include "core/wire.h"
@@ -71,6 +73,20 @@ void SortByStart(std::vector<StartKey>* keys) {
   if (!InsertionSortByStart(*keys, 8 * keys->size() + 64)) std::sort(keys->begin(), keys->end());
 }
 
+// The name of thread `tid` of this process (/proc/self/task/<tid>/comm), "" when there is none.
+std::string ThreadComm(int64_t tid) {
+  if (tid <= 0) return "";
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/comm";
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  char buf[64] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  std::string name(buf, n);
+  while (!name.empty() && (name.back() == '\n' || name.back() == '\0')) name.pop_back();
+  return name;
+}
+
 std::string DeviceName(int32_t device) {
   return device == kHostApiDevice ? std::string("CUDA API (host threads)")
                                   : "GPU " + std::to_string(device);
@@ -82,6 +98,10 @@ std::string LineName(int32_t device, int64_t line) {
   }
   if (line == -2) return "synchronization";
   if (line == -3) return "profiler overhead";
+  // An OS thread id (CUPTI's SYSTEM thread-id type) of a live thread: named as the OS
+  // names it ("python3", autograd's "pt_autograd_0"), which /proc says.
+  const std::string comm = ThreadComm(line);
+  if (!comm.empty()) return comm + " (tid " + std::to_string(line) + ")";
   return "thread " + std::to_string(line);
 }
 
@@ -222,8 +242,9 @@ size_t DeviceTraceWriter::PlanEvents(const std::string& tracer, const NameSnapsh
         Encode(events[line.events[j].second]);
       }
       line.end = encoded_size_;
+      line.name = LineName(device, line.id);
       line.payload = VarintFieldSize(fields::kLineId, static_cast<uint64_t>(line.id)) +
-                     LengthDelimitedFieldSize(fields::kLineName, LineName(device, line.id).size()) +
+                     LengthDelimitedFieldSize(fields::kLineName, line.name.size()) +
                      (line.end - line.begin);
       device_payload += LengthDelimitedFieldSize(fields::kDeviceLine, line.payload);
     }
@@ -273,7 +294,7 @@ void DeviceTraceWriter::Write(char* out) const {
       const Line& line = lines_[l];
       p = PutLength(fields::kDeviceLine, line.payload, p);
       p = PutVarintField(fields::kLineId, static_cast<uint64_t>(line.id), p);
-      p = PutBytes(fields::kLineName, LineName(device, line.id), p);
+      p = PutBytes(fields::kLineName, line.name, p);
       std::memcpy(p, encoded_.get() + line.begin, line.end - line.begin);
       p += line.end - line.begin;
     }

@@ -134,6 +134,7 @@ class DeviceTraceWriter {
     std::vector<std::pair<int64_t, uint32_t>> events;
     size_t payload = 0;         // Bytes of the Line message.
     size_t begin = 0, end = 0;  // Its encoded events in encoded_.
+    std::string name;           // Read once at Plan (a thread's name may change or go).
   };
   // Plan for either kind of event sequence (indexable, size()).
   template <typename Events>

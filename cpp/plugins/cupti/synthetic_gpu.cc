@@ -2,6 +2,8 @@
 #include "synthetic_gpu.h"
 
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -100,6 +102,15 @@ class SyntheticGpu final : public CuptiApi {
   CUptiResult ActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind,
                                                 uint64_t id) override {
     step_.store(id, std::memory_order_relaxed);
+    // The pushing (training) thread makes the calls from now on, under its id as CUPTI
+    // writes it: the OS id once asked for, else pthread_self's.
+    training_thread_.store(system_thread_ids_.load() ? static_cast<uint32_t>(::syscall(SYS_gettid))
+                                                     : static_cast<uint32_t>(pthread_self()),
+                           std::memory_order_relaxed);
+    return CUPTI_SUCCESS;
+  }
+  CUptiResult SetThreadIdType(CUpti_ActivityThreadIdType type) override {
+    system_thread_ids_.store(type == CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
     return CUPTI_SUCCESS;
   }
   CUptiResult ActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind,
@@ -206,7 +217,7 @@ class SyntheticGpu final : public CuptiApi {
       r.start = static_cast<uint64_t>(t);
       r.end = static_cast<uint64_t>(t + 2500);
       r.processId = 1;
-      r.threadId = other_thread ? 4343 : 4242;
+      r.threadId = other_thread ? 4343 : training_thread_.load(std::memory_order_relaxed);
       r.correlationId = correlation;
       Write(&r, sizeof(r));
     }
@@ -287,6 +298,8 @@ class SyntheticGpu final : public CuptiApi {
   const std::unique_ptr<CuptiApi> real_;
   std::vector<const char*> kernel_names_;
   std::atomic<uint64_t> step_{0};
+  std::atomic<uint32_t> training_thread_{4242};  // Who calls; 4242 before the first step.
+  std::atomic<bool> system_thread_ids_{false};
   std::atomic<int64_t> dropped_{0};
 
   std::mutex thread_mu_;  // Starting and stopping the generator.

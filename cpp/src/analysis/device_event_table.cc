@@ -68,5 +68,26 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
   return absl::OkStatus();
 }
 
+absl::Status DeviceEventTable::AppendRange(absl::string_view payload, int64_t rank) {
+  std::string repaired;
+  const int64_t replaced =
+      RepairUtf8Strings(*xdl::proto::HostSpan::descriptor(), payload, &repaired);
+  if (replaced > 0) payload = repaired;
+  xdl::proto::HostSpan span;
+  if (!span.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return absl::InvalidArgumentError("a host span payload does not parse");
+  }
+  if (span.kind() != xdl::proto::HostSpan::RANGE) return absl::OkStatus();
+  replaced_strings_ += replaced;
+  ranges_.name.push_back(Intern(span.name()));
+  ranges_.category.push_back(Intern(span.category()));
+  ranges_.rank.push_back(rank);
+  ranges_.thread.push_back(span.thread_id());
+  ranges_.start_ns.push_back(span.start_ns());
+  ranges_.end_ns.push_back(std::max(span.end_ns(), span.start_ns()));
+  ranges_.dropped += span.spans_dropped();
+  return absl::OkStatus();
+}
+
 }  // namespace internal
 }  // namespace xdl_trace

@@ -23,6 +23,10 @@ class DeviceEventTable {
   // counted (replaced_strings()), not refused. InvalidArgument when the payload does not parse
   // otherwise (nothing is appended then).
   absl::Status Append(absl::string_view payload, int64_t rank);
+  // Parses one serialized xdl.proto.HostSpan (a Record field 6) written by `rank` and appends it
+  // to the range columns when it is a RANGE (other kinds are skipped); its name and category
+  // are interned with the event names. InvalidArgument when it does not parse.
+  absl::Status AppendRange(absl::string_view payload, int64_t rank);
 
   size_t size() const { return kind_.size(); }
   // Interned event names, in order of first appearance; name_ indexes them.
@@ -38,6 +42,14 @@ class DeviceEventTable {
   const std::vector<uint64_t>& external_id() const { return external_id_; }
   // The event's "bytes" stat when it has an int64 one (copies, memsets, allocations), else 0.
   const std::vector<int64_t>& bytes() const { return bytes_; }
+  // The named host ranges (HostSpan RANGE: a module's forward or backward, the optimizer
+  // step), one row each: name and category index names(); thread: the OS thread that ran it.
+  struct Ranges {
+    std::vector<int32_t> name, category;
+    std::vector<int64_t> rank, thread, start_ns, end_ns;
+    int64_t dropped = 0;  // Ranges the writer did not keep (its per-record bound).
+  };
+  const Ranges& ranges() const { return ranges_; }
   int64_t dropped_events() const { return dropped_events_; }
   int64_t dropped_buffers() const { return dropped_buffers_; }
   // String fields that were not UTF-8, over every payload appended (RepairUtf8Strings).
@@ -51,6 +63,7 @@ class DeviceEventTable {
   std::vector<int32_t> kind_, name_, device_;
   std::vector<int64_t> rank_, line_, start_ns_, end_ns_, bytes_;
   std::vector<uint64_t> correlation_id_, external_id_;
+  Ranges ranges_;
   int64_t dropped_events_ = 0;
   int64_t dropped_buffers_ = 0;
   int64_t replaced_strings_ = 0;

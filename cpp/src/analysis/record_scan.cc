@@ -64,6 +64,14 @@ bool IsStepKind(int64_t kind) {
          kind == static_cast<int64_t>(HostSpan::STEP_NOT_TRACED);
 }
 
+// Whether a HostSpan message is a RANGE (the writer puts its kind first).
+bool IsRangeSpan(absl::string_view message) {
+  WireReader reader(message);
+  WireField field;
+  return reader.Next(&field) && field.number == HostSpan::kKindFieldNumber &&
+         field.wire_type == kWireVarint && field.varint == HostSpan::RANGE;
+}
+
 // A STEP or STEP_NOT_TRACED span parsed from a HostSpan message; false for
 // other kinds, as soon as the kind is read (the writer puts it first: most
 // spans are of other kinds, and their rest goes unread). DataLoss naming the
@@ -168,6 +176,8 @@ struct RecordScan::Batch {
   // (rank, serialized DeviceTrace) of each Record field 5 (when the options
   // have a table), in record order: views of the mapping, like `views`.
   std::vector<std::pair<int32_t, absl::string_view>> device_traces;
+  // (rank, serialized HostSpan) of each RANGE span, likewise.
+  std::vector<std::pair<int32_t, absl::string_view>> range_spans;
   std::vector<TornTail> torn_tails;
   std::vector<std::pair<std::string, int32_t>> unknown_dtypes;
   size_t bytes = 0;     // Column bytes of `views`.
@@ -255,6 +265,10 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
       append(chunk->step_spans, batch->step_spans);
       for (const auto& [rank, payload] : batch->device_traces) {
         error_ = options_.device_events->Append(payload, rank);
+        if (!error_.ok()) return error_;
+      }
+      for (const auto& [rank, payload] : batch->range_spans) {
+        error_ = options_.device_events->AppendRange(payload, rank);
         if (!error_.ok()) return error_;
       }
       append(chunk->torn_tails, batch->torn_tails);
@@ -460,7 +474,11 @@ absl::Status RecordScan::AddFields(const Lane& lane, const TraceRecord& record, 
     } else if (field.number == Record::kHostSpanFieldNumber) {
       StepSpan span;
       XDL_ASSIGN_OR_RETURN(const bool step, ParseStepSpan(field.payload, record, path, &span));
-      if (step) batch->step_spans.push_back(span);
+      if (step) {
+        batch->step_spans.push_back(span);
+      } else if (options_.device_events != nullptr && IsRangeSpan(field.payload)) {
+        batch->range_spans.emplace_back(record.rank, field.payload);
+      }
     }
   }
   return absl::OkStatus();

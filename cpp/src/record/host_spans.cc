@@ -34,8 +34,19 @@ void AppendHostSpanFields(absl::Span<const HostSpanInfo> spans, std::string* out
     field(HostSpan::kThreadIdFieldNumber, SignExtend(span.thread_id));
     field(HostSpan::kSpansDroppedFieldNumber, SignExtend(span.spans_dropped));
     field(HostSpan::kRecordsFieldNumber, SignExtend(span.records));
-    AppendLengthDelimitedField(Record::kHostSpanFieldNumber,
-                               std::string_view(payload, static_cast<size_t>(p - payload)), out);
+    const std::string_view numbers(payload, static_cast<size_t>(p - payload));
+    if (span.name == nullptr && span.category == nullptr) {
+      AppendLengthDelimitedField(Record::kHostSpanFieldNumber, numbers, out);
+      continue;
+    }
+    std::string message(numbers);  // A RANGE: its strings follow the numbers.
+    if (span.name != nullptr && !span.name->empty()) {
+      AppendLengthDelimitedField(HostSpan::kNameFieldNumber, *span.name, &message);
+    }
+    if (span.category != nullptr && !span.category->empty()) {
+      AppendLengthDelimitedField(HostSpan::kCategoryFieldNumber, *span.category, &message);
+    }
+    AppendLengthDelimitedField(Record::kHostSpanFieldNumber, message, out);
   }
 }
 

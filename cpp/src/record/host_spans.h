@@ -23,6 +23,7 @@ enum class HostSpanKind : int {
   kDeviceCollect = xdl::proto::HostSpan::DEVICE_COLLECT,
   kStepNotTraced = xdl::proto::HostSpan::STEP_NOT_TRACED,
   kIoWrite = xdl::proto::HostSpan::IO_WRITE,
+  kRange = xdl::proto::HostSpan::RANGE,
 };
 
 // One xdl.proto.HostSpan (proto/device_trace.proto), kept as a plain struct
@@ -37,6 +38,9 @@ struct HostSpanInfo {
   int64_t thread_id = 0;
   int64_t spans_dropped = 0;  // Spans of this kind not kept since the previous record.
   int64_t records = 0;        // kIoWrite: records in the write.
+  // kRange: its name and category, interned for the process (record/host_ranges.h).
+  const std::string* name = nullptr;
+  const std::string* category = nullptr;
 };
 
 // Appends each span as a Record field 6 (length-delimited HostSpan), exactly

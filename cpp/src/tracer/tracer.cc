@@ -17,6 +17,7 @@
 #include "core/status_macros.h"
 #include "io/run_info.h"
 #include "io/trace_writer.h"
+#include "record/host_ranges.h"
 #include "record/host_spans.h"
 #include "record/record_encoder.h"
 #include "record/record_extras.h"
@@ -142,9 +143,11 @@ class Tracer::Impl {
   }
   // The error every call but stats() returns in a forked child.
   absl::Status ForkedChildError(absl::string_view call) const;
-  // Appends the IO thread's write spans gathered since the previous record to
-  // `fields` (Record field 6).
-  void AppendIoSpans(std::string* fields) ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
+  // Appends the spans other threads gathered since the previous record to
+  // `fields` (Record field 6): the IO thread's writes, then the process's named
+  // ranges (record/host_ranges.h) with the record's gstep/lstep.
+  void AppendIoSpans(int64_t gstep, int64_t lstep, std::string* fields)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // The extras for stats(): FillStats is the one method any thread may call
   // (record/record_extras.h).
   const internal::RecordExtras& StatsExtras() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -241,6 +244,7 @@ Tracer::Impl::Impl(TraceConfig config, std::shared_ptr<Registry> registry,
         sent ? first_with_name.try_emplace(entry.gradient_name, i).first->second : i);
   }
   views_.reserve(entries_.size());
+  internal::HostRanges::Global().Listen();  // Until Close.
 }
 
 Tracer::Impl::~Impl() {
@@ -399,9 +403,10 @@ void Tracer::Impl::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
   step_mu_.Unlock();
 }
 
-void Tracer::Impl::AppendIoSpans(std::string* fields) {
+void Tracer::Impl::AppendIoSpans(int64_t gstep, int64_t lstep, std::string* fields) {
   span_scratch_.clear();
   writer_->TakeIoSpans(&span_scratch_);
+  internal::HostRanges::Global().TakeInto(gstep, lstep, &span_scratch_);
   internal::AppendHostSpanFields(span_scratch_, fields);
 }
 
@@ -463,7 +468,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   if (status.ok()) {
     std::vector<std::string> device_traces = extras_->TakeDeviceTraces();
     std::string trailing = extras_->TakeTrailingFields();
-    AppendIoSpans(&trailing);
+    AppendIoSpans(gstep, lstep, &trailing);
     // Encode into a recycled buffer: no allocation, no page faults per step.
     // Inline, large columns stay where they are and the buffer holds the rest.
     internal::TraceWriter* writer = writer_.get();
@@ -540,7 +545,7 @@ absl::Status Tracer::Impl::Close() {
   std::vector<std::string> device_traces;
   std::string trailing = extras_->Finish(&device_traces);
   if (!trailing.empty() || !device_traces.empty()) {
-    AppendIoSpans(&trailing);
+    AppendIoSpans(last_gstep_, last_lstep_, &trailing);
     // One last, device-only record carrying what device tracing collected
     // since the last step: the last step's gstep/lstep, no column at all (no
     // fake values for code that stacks a key), fields 5/6. Readers skip it
@@ -555,6 +560,7 @@ absl::Status Tracer::Impl::Close() {
         [](size_t) { return std::string(); }, options);
     extras_status = record.ok() ? writer_->Submit(std::move(*record)).status() : record.status();
   }
+  internal::HostRanges::Global().Unlisten();  // The last record has taken what was pending.
   close_status_ = writer_->Close();
   if (close_status_.ok()) close_status_ = extras_status;
   return close_status_;
