@@ -24,6 +24,7 @@ __all__ = [
     "human_bytes",
     "pack_charts",
     "unpack_charts",
+    "charts_json",
 ]
 
 _ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
@@ -516,6 +517,13 @@ def pack_charts(charts, styles):
 _DATA = ("values", "gaps")
 
 
+def charts_json(charts):
+    """A card's charts as serve's /card sends them: {"styles": [...], "charts": [packed]}."""
+    styles = {}
+    packed = pack_charts(charts, styles)
+    return _ENCODE({"styles": list(styles), "charts": packed}).translate(_SCRIPT_SAFE)
+
+
 def _unpack_values(values):
     if isinstance(values, list):
         return values
@@ -565,15 +573,17 @@ def render_html(model, live=False, version=0):
     """The report page as one string: styles, uPlot and the data inlined, no external URL.
     live: the page of ``xdl-trace serve`` (report_assets/live.js polls the server for new
     data); else a static report, complete as written."""
-    inline = model["cards"] if live else model["cards"][:INLINE_CARDS]
-    later = [] if live else model["cards"][INLINE_CARDS:]
+    # serve's page (live) holds no chart data: its cards fetch their charts (live.js).
+    inline = [] if live else model["cards"][:INLINE_CARDS]
+    later = model["cards"] if live else model["cards"][INLINE_CARDS:]
     # What the page's script does not read (the alerts, drawn here as a table; the differences)
     # follows the scripts in a block of its own: the first charts draw before it is read.
     rest = {} if live else {k: model[k] for k in ("alerts", "differences") if k in model}
     styles = {}  # The page's table of styles (pack_charts): JSON -> index.
     packed = [dict(c, charts=pack_charts(c["charts"], styles)) for c in inline]
     card_data = "".join(
-        _card_data(n, c["charts"], styles) for n, c in enumerate(later, start=len(inline))
+        _card_data(n, c["charts"], styles)
+        for n, c in enumerate([] if live else later, start=len(inline))
     )
     page_model = dict(
         {k: v for k, v in model.items() if k not in rest},

@@ -269,6 +269,10 @@
   // A card's charts: in the main data block, or in its own block after the scripts (a static
   // page's later cards), parsed when first drawn; null while the browser has not read it yet.
   function chartsOf(c, n) {
+    if (!c.card.charts && LIVE) {
+      fetchCard(c, n);
+      return null;
+    }
     if (!c.card.charts) {
       var block = document.getElementById('cd-' + n);
       if (!block || document.readyState === 'loading') return null;
@@ -296,10 +300,11 @@
     for (i = 0; i < f.length; i++) out[i] = f[i] !== f[i] ? null : f[i];
     return out;
   }
-  function unpackCharts(charts) {
+  function unpackCharts(charts, table) {
+    table = table || styles;
     charts.forEach(function (packed, k) {
       if (packed.h === undefined) return;
-      var spec = Object.assign({}, styles[packed.h]), x = packed.x;
+      var spec = Object.assign({}, table[packed.h]), x = packed.x;
       if (!Array.isArray(x)) {
         spec.x = new Array(x.n);
         for (var i = 0; i < x.n; i++) spec.x[i] = x.a + i * x.d;
@@ -307,11 +312,38 @@
         spec.x = x;
       }
       spec.series = packed.series.map(function (s) {
-        return Object.assign({}, styles[s.s], {values: unpackValues(s.v), gaps: s.g || []});
+        return Object.assign({}, table[s.s], {values: unpackValues(s.v), gaps: s.g || []});
       });
       charts[k] = spec;
     });
     return charts;
+  }
+  // Under serve: a card's charts come from the server (/card?n=N, packed with their own
+  // styles) when it is first drawn, and again when an update says they changed; a drawn card
+  // gets the new data in its charts (the zoom kept) and the charts it gained.
+  function fetchCard(c, n) {
+    if (c.fetching) return;
+    c.fetching = true;
+    fetch('card?n=' + n, {cache: 'no-store'}).then(function (r) {
+      if (!r.ok) throw new Error('card ' + n + ': HTTP ' + r.status);
+      return r.json();
+    }).then(function (d) {
+      c.fetching = false;
+      var table = d.charts.styles.map(function (s) { return JSON.parse(s); });
+      c.card.charts = unpackCharts(d.charts.charts, table);
+      c.version = d.version;
+      if (!c.drawn) { draw(c); return; }
+      plots.forEach(function (p) {
+        if (p.where.group === 'card-' + n && c.card.charts[p.where.i]) {
+          update(p, c.card.charts[p.where.i]);
+        }
+      });
+      extend();
+    }).catch(function (e) {
+      c.fetching = false;
+      var note = document.getElementById('live-note');
+      if (note) note.textContent = 'server unreachable (' + e.message + '): retrying';
+    });
   }
   function draw(c) {
     if (c.drawn || !c.el) return;
@@ -475,6 +507,7 @@
   // For tests and the console: the charts and the settings.
   window.xdlReport = {plots: plots, view: view, redraw: redraw, data: D};
   if (LIVE && window.xdlLive) {
-    window.xdlLive(D, {cards: cards, plots: plots, update: update, extend: extend});
+    window.xdlLive(D, {cards: cards, plots: plots, update: update, extend: extend,
+                       fetchCard: fetchCard});
   }
 })();
