@@ -245,7 +245,9 @@ def _differences(scans, runs, selection, prefix, name):
         )
         label = scans[a].label if b is None else f"{scans[b].label} vs {scans[a].label}"
         headline_item, alerts = agreement_alerts(result, label, what)
-        out.append({"headline": headline_item, "alerts": alerts, "diff": result.as_dict()})
+        diff = dict(result.as_dict(), label=label, what=what)
+        chart = report_charts.divergence_chart(result, label, what)
+        out.append({"headline": headline_item, "alerts": alerts, "diff": diff, "chart": chart})
 
     for i, scan in enumerate(scans):
         if len(scan.ranks) > 1:
@@ -410,6 +412,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         "headline": [d["headline"] for d in differences] + headline(scans),
         "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
         "differences": [d["diff"] for d in differences],
+        "difference_charts": [d["chart"] for d in differences if d["chart"] is not None],
         "steps": report_charts.step_charts(scans),
         "gpu_charts": report_charts.gpu_charts(scans),
         "gpu": _gpu_sections(scans),
@@ -429,6 +432,7 @@ def write_report(paths, output, png_dir=None, **build_options):
     charts = (
         len(model["steps"])
         + len(model["gpu_charts"])
+        + len(model.get("difference_charts", ()))
         + sum(len(c["charts"]) for c in model["cards"])
     )
     return {

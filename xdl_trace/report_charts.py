@@ -14,7 +14,15 @@ import numpy as np
 from . import analysis, gpu_steps
 from .analysis import COUNT, INF, L2, MAX, MEAN, MIN, NAN, STD
 
-__all__ = ["Chart", "step_charts", "gpu_charts", "key_charts", "once_text", "rgba"]
+__all__ = [
+    "Chart",
+    "step_charts",
+    "gpu_charts",
+    "key_charts",
+    "once_text",
+    "rgba",
+    "divergence_chart",
+]
 
 # TensorBoard's distribution view: percentiles at these fractions, drawn as nested bands.
 DISTRIBUTION_QUANTILES = (0.0, 0.0668, 0.1587, 0.3085, 0.5, 0.6915, 0.8413, 0.9332, 1.0)
@@ -425,3 +433,42 @@ def once_text(scans, key, trace_of=lambda scan: None):
                 )
             break
     return "; ".join(parts) if parts else "no values in the selected steps"
+
+
+# The differing keys whose divergence the "where the runs differ" chart draws (the earliest).
+DIVERGENCE_KEYS = 6
+
+
+def divergence_chart(result, label, what):
+    """How the first differing keys of a ``compare.diff`` result part ways over gsteps: the
+    largest absolute difference at the first differing step, at each step where it passed
+    twice the previous point's (``KeyDiff.growth``) and at the last; log y. None when no key
+    differs by a number (identical runs; digests and structural differences say where, not by
+    how much)."""
+    chart = Chart(
+        f"divergence · {label}",
+        "max |a - b|",
+        log=True,
+        note=(
+            "per key (the earliest to differ): the largest absolute difference at its first "
+            "differing gstep, where it doubled, and at the last"
+            + ("; rank against rank" if what == "ranks" else "")
+        ),
+    )
+    drawn = 0
+    for k in result.differing:
+        points = {}
+        for p in [k.first, *k.growth, k.last]:
+            if p is not None and p.get("max_abs") is not None:
+                points[p["gstep"]] = p["max_abs"]
+        finite = {g: v for g, v in points.items() if math.isfinite(v) and v > 0}
+        if not finite:
+            continue
+        gsteps = sorted(points)
+        name = k.key if what != "ranks" else f"{k.key} (rank {k.rank_b})"
+        color = PALETTE[drawn % len(PALETTE)]
+        chart.line(gsteps, [points[g] for g in gsteps], name, color, points=True)
+        drawn += 1
+        if drawn == DIVERGENCE_KEYS:
+            break
+    return None if chart.empty() else chart.build()

@@ -6,6 +6,7 @@ Every piece of markup is a fragment of the template; this module only escapes va
 fragments. The model travels as JSON in the page; report.js draws the charts from it.
 """
 
+import base64
 import functools
 import html
 import json
@@ -13,7 +14,18 @@ import os
 import re
 import string
 
-__all__ = ["render_html", "runs_html", "alerts_html", "model_from_page", "human_bytes"]
+import numpy as np
+
+__all__ = [
+    "render_html",
+    "runs_html",
+    "alerts_html",
+    "model_from_page",
+    "human_bytes",
+    "pack_charts",
+    "unpack_charts",
+    "charts_json",
+]
 
 _ASSETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_assets")
 _FRAGMENT = re.compile(r"<!-- (\w+) -->")
@@ -354,6 +366,96 @@ def _gpu_html(sections):
     return "".join(out)
 
 
+# Rows of each comparison's table in "where the runs differ" (the earliest differing keys).
+DIFFER_ROWS = 20
+
+
+def _number(v):
+    """A difference as the table shows it: "inf" (as_dict's string), 3 significant digits."""
+    if v is None:
+        return "–"
+    return v if isinstance(v, str) else f"{v:.3g}"
+
+
+def _differ_summary(d):
+    """What one comparison found, in a line: how many keys differ of how many, and what exists
+    on one side only (keys, ranks, gsteps)."""
+    keys = {k["key"] for k in d["keys"]}
+    differing = [k for k in d["keys"] if k["steps_differing"]]
+    bases = sorted({k["basis"] for k in d["keys"] if k["basis"]})
+    how = " and ".join(bases) or "nothing"
+    if differing:
+        parts = [
+            f"{len({k['key'] for k in differing})} of {len(keys)} keys differ (compared by "
+            f"{how}; the earliest first)"
+        ]
+    else:
+        parts = [f"all {len(keys)} keys compared agree (by {how})"]
+    if d["only_a"] or d["only_b"]:
+        parts.append(f"keys on one side only: {len(d['only_a'])} + {len(d['only_b'])}")
+    if d["ranks_only_a"] or d["ranks_only_b"]:
+        parts.append(f"ranks on one side only: {d['ranks_only_a'] + d['ranks_only_b']}")
+    only = sum(s["only_a"] + s["only_b"] for s in d["steps"])
+    if only:
+        parts.append(f"{only} gsteps on one side only")
+    if d["per_rank"]:
+        parts.append(f"{len(d['per_rank'])} per-rank keys not compared (activations, loss)")
+    return " · ".join(parts)
+
+
+def _differences_html(differences):
+    """The "where the runs differ" section (issue 31): per comparison (the ranks of a run, or a
+    later run against the first) its summary and the table of its differing keys, sorted by
+    first divergence; the chart of their growth is report.js's (D.difference_charts)."""
+    if not differences:
+        return ""
+    items = []
+    for d in differences:
+        differing = [k for k in d["keys"] if k["steps_differing"]]
+        rows = []
+        for k in differing[:DIFFER_ROWS]:
+            p = k["first"] or {}
+            rows.append(
+                _fill(
+                    "differ_row",
+                    link=_fill("key_link", anchor=_anchor(k["key"]), key=html.escape(k["key"])),
+                    ranks=f"{k['rank_a']} / {k['rank_b']}",
+                    gstep=(k["structural_gstep"] if k["structural"] else p.get("gstep", "–")),
+                    basis=html.escape(
+                        k["structural"] if k["structural"] else p.get("basis") or "–"
+                    ),
+                    elements=(
+                        f"{p['differing']} of {p['elements']}"
+                        if p.get("elements") and p.get("basis") == "values"
+                        else "–"
+                    ),
+                    max_abs=_number(p.get("max_abs")) if p.get("basis") == "values" else "–",
+                    max_rel=_number(p.get("max_rel")) if p.get("basis") == "values" else "–",
+                    ulps=_number(p.get("max_ulp")) if p.get("basis") == "values" else "–",
+                    steps=f"{k['steps_differing']} of {k['steps_compared']}",
+                )
+            )
+        table = _fill("differ_table", rows="".join(rows)) if rows else ""
+        if len(differing) > DIFFER_ROWS:
+            table += _fill("differ_more", more=len(differing) - DIFFER_ROWS)
+        label = d.get("label", "")
+        if d.get("what") == "ranks":
+            label = (
+                f"ranks of {label} (each against rank {d['steps'][0]['rank_a']})"
+                if d["steps"]
+                else f"ranks of {label}"
+            )
+        items.append(
+            _fill(
+                "differ_item",
+                label=html.escape(label),
+                summary=html.escape(_differ_summary(d)),
+                table=table,
+            )
+        )
+    return _fill("differ_section", items="".join(items))
+
+
 def _card(n, card, bad):
     key = card["key"]
     return _fill(
@@ -388,8 +490,94 @@ INLINE_CARDS = 8
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
 
 
-def _card_data(n, charts):
-    return _fill("card_data", n=n, data=_ENCODE(charts).translate(_SCRIPT_SAFE))
+def _card_data(n, charts, styles):
+    data = _ENCODE(pack_charts(charts, styles)).translate(_SCRIPT_SAFE)
+    return _fill("card_data", n=n, data=data)
+
+
+# A key's charts travel packed (issue 32 #6: a 1,000 keys x 10,000 steps page was 14 MB of JSON
+# numbers and of the same titles, notes, labels and colours repeated in every card): what
+# describes a chart or a series (all but its data) once per page in a table of styles, each
+# chart and series naming its entry ("h", "s"); an x that steps evenly as {"a": first, "d":
+# step, "n": count}; a series' values (at least PACK_MIN of them) as {"c": value, "n": count}
+# where they are all one value (a key that never moves), else as the base64 of their float32
+# bytes, little-endian, NaN for None (5.3 characters a value, where JSON takes 8 to 11 for 5
+# significant digits). report.js unpacks a card's charts (unpackCharts) when it draws them.
+PACK_MIN = 16
+
+
+def _pack_x(x):
+    if len(x) >= 3 and all(b - a == x[1] - x[0] for a, b in zip(x, x[1:])):
+        return {"a": x[0], "d": x[1] - x[0], "n": len(x)}
+    return x
+
+
+def _pack_values(values):
+    if len(values) < PACK_MIN:
+        return values
+    if all(v == values[0] for v in values):
+        return {"c": values[0], "n": len(values)}
+    floats = np.array([np.nan if v is None else v for v in values], dtype="<f4")
+    return base64.b64encode(floats.tobytes()).decode("ascii")
+
+
+def _style(styles, described):
+    """The index of `described` (a dict) in the page's table of styles (JSON -> index)."""
+    return styles.setdefault(_ENCODE(described), len(styles))
+
+
+def pack_charts(charts, styles):
+    """Chart specs (``report_charts``) as the page holds them; styles: the page's table (a dict
+    of JSON -> index, filled here; the page writes its keys in order)."""
+    out = []
+    for spec in charts:
+        series = []
+        for s in spec["series"]:
+            packed = {"s": _style(styles, {k: v for k, v in s.items() if k not in _DATA})}
+            packed["v"] = _pack_values(s["values"])
+            if s.get("gaps"):
+                packed["g"] = s["gaps"]
+            series.append(packed)
+        head = {k: v for k, v in spec.items() if k not in ("x", "series")}
+        out.append({"h": _style(styles, head), "x": _pack_x(spec["x"]), "series": series})
+    return out
+
+
+_DATA = ("values", "gaps")
+
+
+def charts_json(charts):
+    """A card's charts as serve's /card sends them: {"styles": [...], "charts": [packed]}."""
+    styles = {}
+    packed = pack_charts(charts, styles)
+    return _ENCODE({"styles": list(styles), "charts": packed}).translate(_SCRIPT_SAFE)
+
+
+def _unpack_values(values):
+    if isinstance(values, list):
+        return values
+    if isinstance(values, dict):
+        return [values["c"]] * values["n"]
+    floats = np.frombuffer(base64.b64decode(values), dtype="<f4").tolist()
+    # The values were rounded to 5 significant digits before packing (report_charts): rounded
+    # again, the float32 gives them back exactly.
+    return [None if v != v else float(f"{v:.5g}") for v in floats]
+
+
+def unpack_charts(charts, styles):
+    """``pack_charts`` undone: the specs as ``report_charts`` built them. styles: the page's
+    table, as a list."""
+    out = []
+    for packed in charts:
+        x = packed["x"]
+        if not isinstance(x, list):
+            x = [x["a"] + i * x["d"] for i in range(x["n"])]
+        series = [
+            dict(styles[s["s"]], values=_unpack_values(s["v"]), gaps=s.get("g", []))
+            for s in packed["series"]
+        ]
+        out.append(dict(styles[packed["h"]], x=x, series=series))
+    return out
 
 
 def model_from_page(page):
@@ -397,10 +585,16 @@ def model_from_page(page):
     what tests and tools read back from a written report."""
     # The blocks hold no "<" (_SCRIPT_SAFE): each ends where the next tag begins.
     model = json.loads(re.search(r"id='xdl-report-data'>([^<]*)", page).group(1))
+    rest = re.search(r"id='xdl-report-rest'>([^<]*)", page)
+    if rest:
+        model.update(json.loads(rest.group(1)))
     for n, block in re.findall(r"id='cd-(\d+)'>([^<]*)", page):
         model["cards"][int(n)]["charts"] = json.loads(block)
+    styles = [json.loads(s) for s in model.pop("styles", [])]
     for card in model["cards"]:
         card.pop("n_charts", None)
+        if card["charts"] is not None:
+            card["charts"] = unpack_charts(card["charts"], styles)
     return model
 
 
@@ -408,15 +602,27 @@ def render_html(model, live=False, version=0):
     """The report page as one string: styles, uPlot and the data inlined, no external URL.
     live: the page of ``xdl-trace serve`` (report_assets/live.js polls the server for new
     data); else a static report, complete as written."""
-    inline = model["cards"] if live else model["cards"][:INLINE_CARDS]
-    later = [] if live else model["cards"][INLINE_CARDS:]
+    # serve's page (live) holds no chart data: its cards fetch their charts (live.js).
+    inline = [] if live else model["cards"][:INLINE_CARDS]
+    later = model["cards"] if live else model["cards"][INLINE_CARDS:]
+    # What the page's script does not read (the alerts, drawn here as a table; the differences)
+    # follows the scripts in a block of its own: the first charts draw before it is read.
+    rest = {} if live else {k: model[k] for k in ("alerts", "differences") if k in model}
+    styles = {}  # The page's table of styles (pack_charts): JSON -> index.
+    packed = [dict(c, charts=pack_charts(c["charts"], styles)) for c in inline]
+    card_data = "".join(
+        _card_data(n, c["charts"], styles)
+        for n, c in enumerate([] if live else later, start=len(inline))
+    )
     page_model = dict(
-        model,
-        cards=[dict(c, n_charts=len(c["charts"])) for c in inline]
+        {k: v for k, v in model.items() if k not in rest},
+        cards=[dict(c, n_charts=len(c["charts"])) for c in packed]
         + [dict(c, charts=None, n_charts=len(c["charts"])) for c in later],
+        styles=list(styles),
     )
     data = json.dumps(page_model, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
-    card_data = "".join(_card_data(n, c["charts"]) for n, c in enumerate(later, start=len(inline)))
+    if rest:
+        card_data = _fill("rest_data", data=_ENCODE(rest).translate(_SCRIPT_SAFE)) + card_data
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
     items = "".join(
@@ -441,6 +647,7 @@ def render_html(model, live=False, version=0):
         steps=_fill("steps" if model["steps"] else "no_steps"),
         gpu=_gpu_html(model["gpu"]),
         n_cards=len(model["cards"]),
+        differ=_differences_html(model.get("differences")),
         cards="".join(cards),
         data=data,
         uplot_js=_asset("uPlot.iife.min.js"),

@@ -38,6 +38,7 @@ def _draw(plt, model, directory, dpi):
     charts = [("steps", spec) for spec in model["steps"]]
     charts += [("steps", spec) for spec in model.get("gpu_charts", ())]
     charts += [(card["key"], spec) for card in model["cards"] for spec in card["charts"]]
+    charts += [("steps", spec) for spec in model.get("difference_charts", ())]
     paths = []
     for n, (key, spec) in enumerate(charts):
         fig, ax = plt.subplots(figsize=(8, 3.2), dpi=dpi)

@@ -8,7 +8,9 @@ the run's files gained: a file whose size is unchanged is not opened again, a gr
 had, which are added to the same accumulators. One updater thread refreshes every run twice a
 second and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``)
 only hand out the page and that JSON, so a slow browser never slows the reading. The page
-(report.js with live.js) polls ``/update`` and redraws what changed.
+(report.js with live.js) holds no chart data: each card fetches its charts (``/card``) when it
+comes into view; it polls ``/update`` (the model less the cards' charts, with per card the
+version that last changed them) and fetches again the drawn cards that changed.
 """
 
 import html
@@ -120,6 +122,7 @@ class LiveReport:
         self._version = 0  # Guarded by _lock.
         self._payload = None  # Guarded by _lock: the JSON of /update.
         self._model = None  # Guarded by _lock.
+        self._cards = []  # Guarded by _lock: per card (key, its charts' JSON, version changed).
         self._writing = None  # Updater thread only.
         self._stop = threading.Event()
         self._thread = None
@@ -144,8 +147,23 @@ class LiveReport:
         )
         if waiting:
             state += ("; " if state else "") + "waiting for " + ", ".join(waiting)
+        # Each key's charts are fetched by the page when its card comes into view (/card?n=N),
+        # packed; the update carries the cards without them and, per card, the version of the
+        # refresh that last changed its charts, so the page fetches again only what changed.
+        cards, versions = [], []
+        for n, card in enumerate(model["cards"]):
+            charts = report_html.charts_json(card["charts"])
+            previous = self._cards[n] if n < len(self._cards) else None
+            same = previous is not None and previous[0] == card["key"] and previous[1] == charts
+            cards.append(previous if same else (card["key"], charts, self._version + 1))
+            versions.append(cards[-1][2])
+        index = dict(
+            model,
+            cards=[dict(c, charts=None, n_charts=len(c["charts"])) for c in model["cards"]],
+            card_versions=versions,
+        )
         payload = {
-            "model": model,
+            "model": index,
             "runs_html": report_html.runs_html(model),
             "alerts_html": report_html.alerts_html(model),
             "n_alerts": len(model["alerts"]),
@@ -156,6 +174,7 @@ class LiveReport:
             self._version += 1
             payload["version"] = self._version
             self._model = model
+            self._cards = cards
             self._payload = json.dumps(payload, separators=(",", ":"), allow_nan=False)
         return True
 
@@ -163,6 +182,15 @@ class LiveReport:
         """(version, model, payload JSON) of the latest refresh."""
         with self._lock:
             return self._version, self._model, self._payload
+
+    def card(self, n):
+        """The JSON of card `n`'s charts (packed, ``report_html.charts_json``) and the version
+        that last changed them; None past the last card."""
+        with self._lock:
+            if not 0 <= n < len(self._cards):
+                return None
+            _, charts, version = self._cards[n]
+            return charts, version
 
     def start(self):
         self.refresh()
@@ -186,8 +214,9 @@ class LiveReport:
 
 def _handler(live):
     class Handler(http.server.BaseHTTPRequestHandler):
-        """GET /: the page; GET /update?since=N: the model as JSON, or 204 when its version
-        is still N. Runs on a request thread: reads ``live.state()`` only."""
+        """GET /: the page; GET /update?since=N: the model as JSON (its cards without their
+        charts), or 204 when its version is still N; GET /card?n=N: card N's charts. Runs on a
+        request thread: reads ``live.state()`` and ``live.card()`` only."""
 
         def do_GET(self):
             url = urllib.parse.urlsplit(self.path)
@@ -198,6 +227,14 @@ def _handler(live):
                     return self._send(200, "text/html; charset=utf-8", body, refresh=True)
                 page = report_html.render_html(model, live=True, version=version)
                 return self._send(200, "text/html; charset=utf-8", page.encode("utf-8"))
+            if url.path == "/card":
+                n = urllib.parse.parse_qs(url.query).get("n", [""])[0]
+                found = live.card(int(n)) if n.isdigit() else None
+                if found is None:
+                    return self._send(404, "text/plain; charset=utf-8", b"no such card")
+                charts, changed = found
+                body = f'{{"version":{changed},"charts":{charts}}}'.encode("utf-8")
+                return self._send(200, "application/json", body)
             if url.path == "/update":
                 since = urllib.parse.parse_qs(url.query).get("since", ["-1"])[0]
                 if payload is None or since == str(version):

@@ -280,7 +280,8 @@ def test_html_is_self_contained(runs, tmp_path):
     assert "@import" not in page
     model = _html_model(page)
     assert model["runs"][0]["label"] == "run_a"
-    assert result["charts"] == len(model["steps"]) + sum(len(c["charts"]) for c in model["cards"])
+    charts = sum(len(c["charts"]) for c in model["cards"]) + len(model["difference_charts"])
+    assert result["charts"] == len(model["steps"]) + charts
     # The RUNS table says how many ranks and which: run_a has ranks 0 and 1, run_b rank 0 only
     # (a bare "0" would read as no rank at all).
     cells = re.findall(
@@ -326,8 +327,9 @@ def test_pngs_one_per_chart(runs, tmp_path):
     model = report.build_report([runs["a"], runs["b"]], keys="loss,gradient/*")
     paths = report.render_pngs(model, str(tmp_path / "png"))
     # step time (1: no throughput chart), loss (1), gradient/w (4: no norm ratio, w is not
-    # selected).
-    assert len(paths) == 1 + 1 + 4
+    # selected), then where the ranks of run_a and run_b against run_a differ (2).
+    assert len(paths) == 1 + 1 + 4 + 2
+    assert os.path.basename(paths[-1]).startswith("007_divergence")
     assert os.path.basename(paths[1]) == "001_loss_value.png"  # Scalars first.
     for path in paths:
         image = matplotlib.imread(path)
@@ -406,8 +408,11 @@ def test_report_command(runs, tmp_path):
     assert result.returncode == 0, result.stderr
     model = _html_model(open(out, encoding="utf-8").read())
     # w: mean/std, l2, a distribution per run; loss: value; step time.
-    charts = len(model["steps"]) + sum(len(c["charts"]) for c in model["cards"])
-    assert charts == len(model["steps"]) + 5 and model["steps"]
+    cards = sum(len(c["charts"]) for c in model["cards"])
+    assert cards == 5 and model["steps"]
+    # And where run_b parts from run_a (its loss is scaled): one divergence chart.
+    assert len(model["difference_charts"]) == 1
+    charts = len(model["steps"]) + cards + 1
     assert f"wrote {out}: {charts} charts" in result.stdout
     assert f"wrote {charts} PNG(s)" in result.stdout
     assert len(os.listdir(png)) == charts
@@ -579,3 +584,41 @@ def test_histogram_rows_summed_in_groups_match_a_row_per_record(tmp_path, monkey
     np.testing.assert_array_equal(a.gstep[: a.used], b.gstep[: b.used])
     np.testing.assert_array_equal(a.counts[: a.used], b.counts[: b.used])
     np.testing.assert_array_equal(a.min[: a.used], b.min[: b.used])
+
+
+def test_page_packs_each_cards_charts(tmp_path):
+    """A key's charts travel packed (issue 32 #6): styles once per page, values as float32
+    bytes in base64 (or one constant), an even x as its start and step; read back, the page
+    holds the model exactly. Before: 40 moving keys of 300 steps took 10 characters a value."""
+    xdl.clear()
+    rng = np.random.default_rng(3)
+    tensors = [rng.normal(size=16).astype(np.float32) for _ in range(40)]
+    for i, t in enumerate(tensors):
+        xdl.trace_tensor(f"block{i // 10}/layer{i % 10}/w", t)
+    frozen = np.full(4, 0.25, np.float32)
+    xdl.trace_tensor("frozen", frozen)
+    out = str(tmp_path / "run")
+    with xdl.TraceHook({"output_dir": out, "fsync": False}) as hook:
+        for step in range(300):
+            for t in tensors:
+                t += rng.normal(size=t.size).astype(np.float32)
+            hook.step(gstep=step)
+    xdl.clear()
+    model = report.build_report(out)
+    page = report_html.render_html(model)
+    back = report_html.model_from_page(page)
+    assert back["cards"] == model["cards"] and back["alerts"] == model["alerts"]
+    blocks = re.findall(r"id='cd-\d+'>([^<]*)", page)
+    assert len(blocks) == len(model["cards"]) - report_html.INLINE_CARDS
+    values = sum(
+        len(s["values"])
+        for c in model["cards"][report_html.INLINE_CARDS :]
+        for chart in c["charts"]
+        for s in chart["series"]
+    )
+    # Under 6 characters a value, titles, labels and notes included (float32 in base64: 5.33).
+    assert sum(len(b) for b in blocks) / values < 6.0
+    n = [c["key"] for c in model["cards"]].index("frozen")
+    packed = json.loads(re.search(rf"id='cd-{n}'>([^<]*)", page).group(1))[0]
+    assert packed["x"] == {"a": 0, "d": 1, "n": 300}
+    assert all(isinstance(s["v"], dict) and s["v"]["n"] == 300 for s in packed["series"])

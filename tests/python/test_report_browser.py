@@ -289,3 +289,34 @@ def test_every_kind_of_page_opens_without_errors(nan_run, two_lr, page, tmp_path
     assert legend == "rank 0"
     page.open(str(tmp_path / "two.html"))
     assert re.fullmatch(r"lr 0\.02\s*lr 0\.2", page.element("#card-0 .legend").text)
+
+
+def test_where_the_runs_differ(tmp_path, page):
+    """Issue 31: `report A B` has a "where the runs differ" section: its table sorted by first
+    divergence (the learning rate at gstep 0, then the parameter and the loss it moves from
+    gstep 1; the gradients, drawn from the same generator, agree), a divergence chart that
+    hovers, and key links that jump to the cards."""
+    a, b = str(tmp_path / "lr_a"), str(tmp_path / "lr_b")
+    _train(a, steps=60, lr=0.02, nan=False)
+    _train(b, steps=60, lr=0.021, nan=False)
+    out = str(tmp_path / "ab.html")
+    result = report.write_report([a, b], out)
+    page.open(out)
+    page.wait("return +document.body.dataset.charts == %d" % result["charts"])
+    rows = page.js(
+        "return [...document.querySelectorAll('#differ ~ table.differ tbody tr')]"
+        ".map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert [r[0] for r in rows] == ["lr", "block00/layer00/w", "loss"], rows
+    assert [int(r[2]) for r in rows] == [0, 1, 1]
+    assert all(r[3] == "values" for r in rows)
+    assert "3 of 7 keys differ" in page.element("#differ ~ p.caption").text
+    page.hover("#differ-charts .u-over", 0.5)
+    tip = page.wait(
+        "var t = document.querySelector('#differ-charts .tip');"
+        "return t && t.style.display == 'block' && t.textContent"
+    )
+    assert "gstep" in tip and "block00/layer00/w" in tip
+    page.click("#differ ~ table.differ a[href='#key-loss']")
+    top = page.js("return document.getElementById('key-loss').getBoundingClientRect().top")
+    assert abs(top) < 50

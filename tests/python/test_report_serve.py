@@ -175,3 +175,67 @@ def test_serve_rejects_a_busy_port_with_a_clear_error(tmp_path):
     finally:
         busy.close()
     assert done.returncode == 1 and "Address already in use" in done.stderr
+
+
+def test_serve_page_fetches_each_card_as_it_comes_into_view(tmp_path, page):
+    """Issue 32 #6 under serve: the page and its updates carry no chart data (the cards'
+    index only, with per card the version that last changed it); each card fetches its
+    charts (/card?n=N) when drawn: the first ones on load, the last one once scrolled to."""
+    import json
+    import urllib.request
+
+    import numpy as np
+
+    out = str(tmp_path / "run")
+    xdl.clear()
+    values = [np.zeros(4, np.float32) for _ in range(60)]
+    for i, v in enumerate(values):
+        xdl.trace_tensor(f"block{i // 10}/layer{i % 10}/w", v)
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        for step in range(30):
+            for i, v in enumerate(values):
+                v[:] = step * (i + 1) + np.arange(4)
+            hook.step(gstep=step)
+    xdl.clear()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    try:
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/)", server.stdout.readline()).group(1)
+        html = urllib.request.urlopen(url).read().decode()
+        data = re.search(r"id='xdl-report-data'>([^<]*)", html).group(1)
+        assert all(c["charts"] is None for c in json.loads(data)["cards"])
+        assert "id='cd-" not in html
+        update = json.loads(urllib.request.urlopen(url + "update?since=-1").read())
+        assert all(c["charts"] is None for c in update["model"]["cards"])
+        assert len(update["model"]["card_versions"]) == 60
+        card = json.loads(urllib.request.urlopen(url + "card?n=59").read())
+        assert card["version"] == update["model"]["card_versions"][59]
+        page.open(url)
+        fetched = (
+            "return performance.getEntriesByType('resource').map(e => e.name)"
+            ".filter(n => n.indexOf('/card?n=') >= 0).map(n => +n.split('=')[1])"
+        )
+        page.wait("return document.querySelector('#card-0 .uplot')")
+        assert 59 not in page.js(fetched)
+        page.js("document.getElementById('card-59').scrollIntoView()")
+        page.wait("return document.querySelector('#card-59 .uplot')")
+        assert 59 in page.js(fetched)
+        last = page.js(
+            "return xdlReport.plots.find(p => p.where.group == 'card-59').spec.series"
+            ".find(s => s.label.endsWith('mean')).values"
+        )
+        assert last[-1] == 29 * 60 + 1.5  # The mean of 29 * 60 + [0, 1, 2, 3].
+        page.open("about:blank")
+        page.check()
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

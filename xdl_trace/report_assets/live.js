@@ -1,12 +1,14 @@
-// The live page's polling (xdl-trace serve): asks /update for a newer model twice a second and redraws; report_html.py inlines this file, less this first line, before report.js.
+// The live page's polling (xdl-trace serve): asks /update for a newer model twice a second, redraws and fetches the changed cards; report_html.py inlines this file, less this first line, before report.js.
 window.xdlLive = function (D, page) {
   var version = document.body.getAttribute('data-version');
   var note = document.getElementById('live-note');
   function keysOf(model) {
     return model.cards.map(function (c) { return c.key; }).join('\n');
   }
-  // Each drawn chart gets the new model's spec at the same place (the same key's n-th chart,
-  // or the n-th of a section); charts the model gained are added.
+  // Each drawn chart of a section gets the new model's spec at the same place (its n-th);
+  // the model's cards come without their charts: a drawn card whose charts changed since it
+  // fetched them (card_versions) fetches them again; the others fetch when drawn. Charts the
+  // model gained are added.
   function apply(update) {
     var model = update.model;
     if (keysOf(model) !== keysOf(D) || model.runs.length !== D.runs.length) {
@@ -14,12 +16,16 @@ window.xdlLive = function (D, page) {
       return;
     }
     var fresh = {steps: model.steps, gpu: model.gpu_charts || []};
-    model.cards.forEach(function (card, n) { fresh['card-' + n] = card.charts; });
     page.plots.forEach(function (p) {
       var list = fresh[p.where.group];
       if (list && list[p.where.i]) page.update(p, list[p.where.i]);
     });
-    page.cards.forEach(function (c, n) { c.card = model.cards[n]; });
+    page.cards.forEach(function (c, n) {
+      var charts = c.drawn ? c.card.charts : null;
+      c.card = model.cards[n];
+      c.card.charts = charts;
+      if (c.drawn && c.version !== model.card_versions[n]) page.fetchCard(c, n);
+    });
     D.steps = model.steps; D.gpu_charts = model.gpu_charts; D.cards = model.cards;
     D.runs = model.runs; D.alerts = model.alerts;
     document.getElementById('runs-table').innerHTML = update.runs_html;

@@ -133,7 +133,7 @@
     var series = [{label: spec.xlabel}];
     spec.series.forEach(function (s) {
       series.push({label: s.label, stroke: s.color, width: s.width, dash: s.dash || undefined,
-                   spanGaps: false, points: {show: false}, show: s.draw !== false});
+                   spanGaps: false, points: {show: !!s.points}, show: s.draw !== false});
     });
     if (view.smooth > 0) {
       spec.series.forEach(function (s) {
@@ -248,7 +248,9 @@
   }
   section('steps', 'steps', D.steps);
   section('gpu-charts', 'gpu', D.gpu_charts);
+  section('differ-charts', 'differ', D.difference_charts);
   var CHART_HEIGHT = 282, CHART_WIDTH = 374;  // A chart box and the grid's gap, in px.
+  var CARD_HEAD = 46;  // A card's title, its text line and padding, in px.
   var cards = D.cards.map(function (card, n) {
     return {card: card, el: document.getElementById('card-' + n), drawn: false};
   });
@@ -257,18 +259,91 @@
     var cols = Math.max(1, Math.floor((main.clientWidth - 28 + 14) / CHART_WIDTH));
     cards.forEach(function (c) {
       var rows = Math.ceil((c.card.charts ? c.card.charts.length : c.card.n_charts) / cols);
-      if (c.el) c.el.querySelector('.charts').style.minHeight = (rows * CHART_HEIGHT) + 'px';
+      if (!c.el) return;
+      c.el.querySelector('.charts').style.minHeight = (rows * CHART_HEIGHT) + 'px';
+      // A card off screen is not laid out (content-visibility: auto in report.css): it takes
+      // this height until it has been drawn once, so the page keeps its length as it scrolls.
+      c.el.style.containIntrinsicSize = 'auto ' + (rows * CHART_HEIGHT + CARD_HEAD) + 'px';
     });
   }
   // A card's charts: in the main data block, or in its own block after the scripts (a static
   // page's later cards), parsed when first drawn; null while the browser has not read it yet.
   function chartsOf(c, n) {
+    if (!c.card.charts && LIVE) {
+      fetchCard(c, n);
+      return null;
+    }
     if (!c.card.charts) {
       var block = document.getElementById('cd-' + n);
       if (!block || document.readyState === 'loading') return null;
       c.card.charts = JSON.parse(block.textContent);
     }
-    return c.card.charts;
+    return unpackCharts(c.card.charts);
+  }
+  // A card's charts as report_html.py packs them (pack_charts): each chart and series names
+  // its description in the page's table of styles (D.styles, JSON strings); an even x is
+  // {a, d, n}; values are {c, n} (all one value) or the base64 of their float32 bytes (NaN: no
+  // value). Unpacked in place, once; a chart already unpacked (serve's updates) is left as is.
+  var styles = (D.styles || []).map(function (s) { return JSON.parse(s); });
+  function unpackValues(v) {
+    if (Array.isArray(v)) return v;
+    var out, i;
+    if (typeof v !== 'string') {
+      out = new Array(v.n);
+      for (i = 0; i < v.n; i++) out[i] = v.c;
+      return out;
+    }
+    var bin = atob(v), bytes = new Uint8Array(bin.length);
+    for (i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var f = new Float32Array(bytes.buffer);
+    out = new Array(f.length);
+    for (i = 0; i < f.length; i++) out[i] = f[i] !== f[i] ? null : f[i];
+    return out;
+  }
+  function unpackCharts(charts, table) {
+    table = table || styles;
+    charts.forEach(function (packed, k) {
+      if (packed.h === undefined) return;
+      var spec = Object.assign({}, table[packed.h]), x = packed.x;
+      if (!Array.isArray(x)) {
+        spec.x = new Array(x.n);
+        for (var i = 0; i < x.n; i++) spec.x[i] = x.a + i * x.d;
+      } else {
+        spec.x = x;
+      }
+      spec.series = packed.series.map(function (s) {
+        return Object.assign({}, table[s.s], {values: unpackValues(s.v), gaps: s.g || []});
+      });
+      charts[k] = spec;
+    });
+    return charts;
+  }
+  // Under serve: a card's charts come from the server (/card?n=N, packed with their own
+  // styles) when it is first drawn, and again when an update says they changed; a drawn card
+  // gets the new data in its charts (the zoom kept) and the charts it gained.
+  function fetchCard(c, n) {
+    if (c.fetching) return;
+    c.fetching = true;
+    fetch('card?n=' + n, {cache: 'no-store'}).then(function (r) {
+      if (!r.ok) throw new Error('card ' + n + ': HTTP ' + r.status);
+      return r.json();
+    }).then(function (d) {
+      c.fetching = false;
+      var table = d.charts.styles.map(function (s) { return JSON.parse(s); });
+      c.card.charts = unpackCharts(d.charts.charts, table);
+      c.version = d.version;
+      if (!c.drawn) { draw(c); return; }
+      plots.forEach(function (p) {
+        if (p.where.group === 'card-' + n && c.card.charts[p.where.i]) {
+          update(p, c.card.charts[p.where.i]);
+        }
+      });
+      extend();
+    }).catch(function (e) {
+      c.fetching = false;
+      var note = document.getElementById('live-note');
+      if (note) note.textContent = 'server unreachable (' + e.message + '): retrying';
+    });
   }
   function draw(c) {
     if (c.drawn || !c.el) return;
@@ -296,7 +371,9 @@
     countCharts();
   }
   reserve();
-  var EAGER = 24;
+  // Cards drawn at once, before they scroll into view: FIRST while the browser still reads the
+  // page (the first charts show, the rest of a large page goes on loading), EAGER once it has.
+  var FIRST = 2, EAGER = 24;
   var lazy = 'IntersectionObserver' in window ? new IntersectionObserver(function (entries) {
     entries.forEach(function (e) {
       if (!e.isIntersecting) return;
@@ -305,20 +382,20 @@
       if (c.drawn) lazy.unobserve(e.target);
     });
   }, {rootMargin: '800px'}) : null;
-  function drawCards() {
+  function drawCards(eager) {
     cards.forEach(function (c, n) {
       if (!c.el || c.drawn) return;
       c.el.setAttribute('data-n', String(n));
-      if (n < EAGER || !lazy) draw(c);
+      if (n < eager || !lazy) draw(c);
       if (!c.drawn && lazy) lazy.observe(c.el);
     });
   }
-  drawCards();
+  drawCards(document.readyState === 'loading' ? FIRST : EAGER);
   // The later cards' data follows the scripts: once the page is read, draw and watch again.
   if (document.readyState === 'loading') {
     document.addEventListener('DOMContentLoaded', function () {
       if (lazy) cards.forEach(function (c) { if (c.el) lazy.unobserve(c.el); });
-      drawCards();
+      drawCards(EAGER);
     });
   }
 
@@ -430,6 +507,7 @@
   // For tests and the console: the charts and the settings.
   window.xdlReport = {plots: plots, view: view, redraw: redraw, data: D};
   if (LIVE && window.xdlLive) {
-    window.xdlLive(D, {cards: cards, plots: plots, update: update, extend: extend});
+    window.xdlLive(D, {cards: cards, plots: plots, update: update, extend: extend,
+                       fetchCard: fetchCard});
   }
 })();
