@@ -25,7 +25,7 @@ internal::EncodedRecord Record(int64_t gstep) {
   internal::EncodedRecord r;
   r.gstep = gstep;
   r.timestamp_ms = 1'700'000'000'000 + gstep;
-  r.frame = test::Frame(record.SerializeAsString());
+  r.frame = test::Sealed(test::Frame(record.SerializeAsString()));  // As the encoder seals it.
   return r;
 }
 
