@@ -28,9 +28,10 @@ are measured side by side on the same files:
 selenium): a run of KEYS keys (8 floats each, grouped block<i>/layer<j>/w) over STEPS steps,
 its page built by this checkout and by each --root, then loaded three times in a fresh
 headless Chromium; it prints the page's bytes, the time to its first drawn chart and to its
-load event (median of the loads):
+load event (median of the loads). With --serve, the page of `xdl-trace serve` of the same run
+as well (each root's): the page's bytes, those of one /update, its first chart and load event:
 
-    /usr/bin/python3 bench/report.py --page 300x2000 --page 1000x10000 --root /work/main
+    /usr/bin/python3 bench/report.py --page 300x2000 --page 1000x10000 --root /work/main --serve
 """
 
 import argparse
@@ -189,7 +190,7 @@ def load_page(page, loads=3):
         try:
             driver.set_page_load_timeout(600)
             driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FIRST_CHART})
-            driver.get("file://" + page)
+            driver.get(page if page.startswith("http") else "file://" + page)
             timing = driver.execute_script(
                 "var n = performance.getEntriesByType('navigation')[0];"
                 "return [window.__firstChart, n.loadEventEnd]"
@@ -201,7 +202,39 @@ def load_page(page, loads=3):
     return statistics.median(first), statistics.median(loaded)
 
 
-def measure_pages(shapes, roots, directory):
+def serve_page(root, trace):
+    """Starts `xdl-trace serve` of this trace with the xdl_trace of `root`; (process, URL)."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "xdl_trace", "serve", trace, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=root,
+        env=dict(os.environ, PYTHONPATH=root),
+    )
+    line = server.stdout.readline()
+    return server, line[line.index("http://") :].split()[0]
+
+
+def measure_served(trace, root):
+    """The page of `xdl-trace serve` (its bytes and the first /update's), loaded in Chromium."""
+    import urllib.request
+
+    server, url = serve_page(root, trace)
+    try:
+        page = len(urllib.request.urlopen(url).read())
+        update = len(urllib.request.urlopen(url + "update?since=-1").read())
+        first, loaded = load_page(url)
+    finally:
+        server.terminate()
+        server.wait()
+    print(
+        f"  {root} serve: page {page / 1e6:.2f} MB, an update {update / 1e6:.2f} MB,"
+        f" first chart {first / 1000:.2f} s, load event {loaded / 1000:.2f} s"
+    )
+
+
+def measure_pages(shapes, roots, directory, served=False):
     for shape in shapes:
         keys, steps = (int(v) for v in shape.lower().split("x"))
         start = time.perf_counter()
@@ -223,6 +256,8 @@ def measure_pages(shapes, roots, directory):
                 f"  {root}: page {built['bytes'] / 1e6:.2f} MB (built in {built['seconds']:.1f} s),"
                 f" first chart {first / 1000:.2f} s, load event {loaded / 1000:.2f} s"
             )
+            if served:
+                measure_served(trace, root)
 
 
 def main():
@@ -237,6 +272,9 @@ def main():
     parser.add_argument(
         "--page", action="append", metavar="KEYSxSTEPS", help="measure the HTML page (repeatable)"
     )
+    parser.add_argument(
+        "--serve", action="store_true", help="with --page: the page of xdl-trace serve as well"
+    )
     args = parser.parse_args()
     if args.page:
         root = os.path.abspath(args.root)
@@ -245,7 +283,7 @@ def main():
             prefix="xdl_page_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
         )
         try:
-            measure_pages(args.page, roots, base)
+            measure_pages(args.page, roots, base, args.serve)
         finally:
             if not args.keep:
                 shutil.rmtree(base, ignore_errors=True)

@@ -8,6 +8,7 @@ series).
 """
 
 import math
+import weakref
 
 import numpy as np
 
@@ -348,10 +349,52 @@ def _ratio_charts(scans, key):
         log=True,
         note=f"||{key}|| / ||{variable}|| per record; times the learning rate: the update ratio",
     )
+    update = None
     for scan, rank, label, color in groups:
         x, mean, _, _ = scan.ratio[(variable, rank)].view()
         ratio.line(x, mean[:, 0], label, color)
-    return [] if ratio.empty() else [ratio.build()]
+        lr_key, lr = _learning_rate(scan, rank, x)
+        if lr_key is None:
+            continue
+        if update is None:
+            # Where the learning rate is traced: the update ratio itself (issue 32 #4).
+            update = Chart(
+                "update ratio",
+                "lr · ||g|| / ||w||",
+                log=True,
+                note=f"{lr_key} × ||{key}|| / ||{variable}|| per record (the learning rate "
+                "in force at the record's gstep); rule of thumb: ~1e-3",
+            )
+        update.line(x, lr * mean[:, 0], label, color)
+    charts = [] if ratio.empty() else [ratio.build()]
+    return charts + ([] if update is None or update.empty() else [update.build()])
+
+
+# Keys read as the learning rate (a scalar, traced by a callback or as a value): the first of
+# a run's keys named so, or ending in "/" and one of these names.
+LEARNING_RATE_KEYS = ("lr", "learning_rate")
+_LR_CANDIDATES = weakref.WeakKeyDictionary()  # RunScan -> its learning-rate keys.
+
+
+def _learning_rate(scan, rank, x):
+    """(key, its value at each gstep of `x`: the last point at or before it, NaN before the
+    first) of the run's learning rate on `rank`; (None, None) when none is traced."""
+    if scan not in _LR_CANDIDATES:  # Once per scan: a walk over its keys per gradient key
+        # would be quadratic in keys (30,000 keys, issue 24 #2).
+        _LR_CANDIDATES[scan] = [
+            k
+            for k in scan.keys
+            if k.rsplit("/", 1)[-1] in LEARNING_RATE_KEYS and scan.elements.get(k, 0) <= 1
+        ]
+    for key in _LR_CANDIDATES[scan]:
+        series = scan.stats.get((key, rank))
+        if series is None or series.used == 0:
+            continue
+        lr_x, mean, _, _ = series.view()
+        at = np.searchsorted(lr_x, x, side="right") - 1
+        values = np.where(at >= 0, mean[np.clip(at, 0, None), MEAN], np.nan)
+        return key, values
+    return None, None
 
 
 def _summary_histogram_charts(scans, key):

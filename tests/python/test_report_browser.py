@@ -117,8 +117,17 @@ def test_names_units_order_and_alerts_say_what_they_show(nan_run, tmp_path):
     trace_once config is shown as its values; a constant learning rate from a callback raises
     no "never changes" (a constant tensor still does)."""
     model = report.build_report(nan_run)
-    titles = [c["title"] for c in _card(model, "gradient/block00/layer00/w")["charts"]]
-    assert "update ratio" not in titles and "gradient norm / weight norm" in titles
+    charts = _card(model, "gradient/block00/layer00/w")["charts"]
+    titles = [c["title"] for c in charts]
+    assert "gradient norm / weight norm" in titles
+    # The lr is traced: the update ratio is lr times the norm ratio, named so (issue 32 #4).
+    norm_ratio, update = (_chart(model, "gradient/block00/layer00/w", t) for t in titles[-2:])
+    assert titles[-2:] == ["gradient norm / weight norm", "update ratio"]
+    assert update["x"] == norm_ratio["x"] and "lr ×" in update["note"]
+    for mine, theirs in zip(update["series"][0]["values"], norm_ratio["series"][0]["values"]):
+        assert (mine is None) == (theirs is None)
+        if mine is not None:
+            assert mine == pytest.approx(0.02 * theirs, rel=1e-4)
     assert [c["title"] for c in model["steps"]] == ["step time"]
     (step_time,) = model["steps"]
     assert "ms" in step_time["ylabel"] and "(ns)" not in step_time["note"]
