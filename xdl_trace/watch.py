@@ -64,7 +64,7 @@ def watch(
     every=None,
     scope=None,
     optimizer=None,
-    marks=True,
+    marks=None,
 ):
     """Registers a model's tensors for tracing and returns their full keys.
 
@@ -90,7 +90,9 @@ def watch(
         marks every optimizer's step without it).
     marks: mark each module's forward and each leaf module's backward as host ranges
         (xdl_trace/ranges.py), so the report gives each kernel the layer and phase that
-        launched it (docs/report.md "GPU time by module"); a torch model only.
+        launched it (docs/report.md "GPU time by module"); a torch model only. None (default):
+        marked when the model has a parameter on a device (a CPU model launches no kernels to
+        attribute, and on a small one the hooks cost more than its step); True or False forces.
     """
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise errors.InvalidArgumentError(f"xdl_trace: watch(every=): {every!r} is not an int >= 1")
@@ -122,6 +124,8 @@ def watch(
             "xdl_trace: watch expects a torch nn.Module or a dict of numpy arrays, "
             f"got {type(model).__name__}"
         )
+    if marks is None:
+        marks = any(p.device.type != "cpu" for p in model.parameters())
     if marks:
         _ranges.mark_modules(model)
         if optimizer is not None:

@@ -39,7 +39,7 @@ def test_watch_marks_every_module_forward_leaf_backward_and_the_optimizer(tmp_pa
         torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1)
     ).double()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    xdl.watch(model, optimizer=opt, scope="marks")
+    xdl.watch(model, optimizer=opt, scope="marks", marks=True)
     main = threading.get_native_id()
     autograd = []
 
@@ -72,7 +72,7 @@ def test_watch_marks_every_module_forward_leaf_backward_and_the_optimizer(tmp_pa
         assert a[4] <= b[3]
     assert [r[1] for r in ranges if r[0] == "optimizer"] == ["SGD"] * 3
     # Marks are idempotent: a second watch adds no second range per module.
-    xdl.watch(model, optimizer=opt, scope="marks2")
+    xdl.watch(model, optimizer=opt, scope="marks2", marks=True)
     with xdl.TraceHook({"output_dir": str(tmp_path / "b"), "fsync": False}, scope="marks2") as h:
         model(torch.randn(4, 8, dtype=torch.float64)).sum().backward()
         h.step()
@@ -94,6 +94,19 @@ def test_watch_marks_every_module_forward_leaf_backward_and_the_optimizer(tmp_pa
         opt.step()
         h.step()
     assert _ranges(tmp_path / "c") == []
+
+
+def test_watch_of_a_cpu_model_marks_nothing_unless_asked(tmp_path):
+    # A CPU model launches no kernels to attribute; its marks would only cost hooks.
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+    xdl.watch(model, scope="cpu")
+    assert not model._forward_pre_hooks and not model[0]._forward_pre_hooks
+    with xdl.TraceHook({"output_dir": str(tmp_path), "fsync": False}, scope="cpu") as hook:
+        for _ in range(2):
+            model(torch.randn(2, 4)).sum().backward()
+            hook.step()
+    assert _ranges(tmp_path) == []
 
 
 def test_no_range_is_kept_while_no_tracer_is_live():
@@ -288,7 +301,7 @@ def test_report_shows_gpu_time_by_module_beside_its_gradient(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(Slow(4, 0.004), Slow(4, 0.008))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    xdl.watch(model, optimizer=opt, scope="report_modules")
+    xdl.watch(model, optimizer=opt, scope="report_modules", marks=True)
     config = {
         "output_dir": str(tmp_path),
         "fsync": False,
