@@ -41,7 +41,7 @@ class InlineDevice(FakeDevice):
         work()
 
     def fence(self, slot, devices):
-        fence = _core.ManualFence()
+        fence = _core.ManualFenceForTesting()
         fence.complete()
         return fence
 

@@ -30,12 +30,13 @@ PendingBytes::Fence ToFence(const py::object& fence) {
     auto cuda = fence.cast<std::shared_ptr<CudaEventFence>>();
     return [cuda](PendingBytes::Deadline deadline) { return cuda->Wait(deadline); };
   }
-  if (py::isinstance<ManualFence>(fence)) {
-    auto manual = fence.cast<std::shared_ptr<ManualFence>>();
+  if (py::isinstance<ManualFenceForTesting>(fence)) {
+    auto manual = fence.cast<std::shared_ptr<ManualFenceForTesting>>();
     return [manual](PendingBytes::Deadline deadline) { return manual->Wait(deadline); };
   }
-  throw py::type_error("xdl_trace: fence must be a CudaEventFence or a ManualFence, got " +
-                       std::string(py::str(fence.get_type().attr("__name__"))));
+  throw py::type_error(
+      "xdl_trace: fence must be a CudaEventFence or a ManualFenceForTesting, got " +
+      std::string(py::str(fence.get_type().attr("__name__"))));
 }
 
 // A GroupLayout: each member's value as a deferred capture template (dtype,
@@ -159,10 +160,11 @@ void RegisterDeviceBindings(py::module_& m) {
            }),
            py::arg("events"), "cudaEvent_t handles (torch.cuda.Event.cuda_event), all waited on.");
 
-  py::class_<ManualFence, std::shared_ptr<ManualFence>>(m, "ManualFence")
+  py::class_<ManualFenceForTesting, std::shared_ptr<ManualFenceForTesting>>(m,
+                                                                            "ManualFenceForTesting")
       .def(py::init<>())
-      .def("complete", &ManualFence::Complete)
-      .def("fail", &ManualFence::Fail, py::arg("message"));
+      .def("complete", &ManualFenceForTesting::Complete)
+      .def("fail", &ManualFenceForTesting::Fail, py::arg("message"));
 
   py::class_<StagingLease, std::shared_ptr<StagingLease>>(m, "StagingLease")
       .def(py::init<>())

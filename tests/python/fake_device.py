@@ -2,8 +2,8 @@
 
 Work handed to the device (summaries, copies, the training code's own updates through
 ``enqueue``) runs later, in order, on a thread of its own, `delay_s` after it was enqueued, as a
-CUDA stream runs kernels after the host moved on. Its fence is a _core.ManualFence completed by
-the stream after the work before it, or failed when that work raised. Its graphs behave as
+CUDA stream runs kernels after the host moved on. Its fence is a _core.ManualFenceForTesting
+completed by the stream after the work before it, or failed when that work raised. Its graphs behave as
 CUDA graphs do (_device_graphs.py): a captured pass keeps reading the tensors it was captured
 over and writes into one output at every replay. Registered as a _device backend, it owns every
 torch CPU tensor, so tests compare against numpy copies of the same values (which take the host
@@ -88,7 +88,7 @@ class FakeDevice:
         return torch.empty(nbytes, dtype=torch.uint8)
 
     def fence(self, slot, devices):
-        fence = _core.ManualFence()
+        fence = _core.ManualFenceForTesting()
         if self.hang_fences:
             return fence
 

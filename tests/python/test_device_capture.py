@@ -331,7 +331,7 @@ def test_the_staging_pool_waits_for_or_drops_when_every_buffer_is_busy(block):
     pool = _device.StagingPool(1 << 16, block=block)
     first = pool.acquire(1000, backend)
     pending = _core.PendingBytes()
-    fence = _core.ManualFence()
+    fence = _core.ManualFenceForTesting()
     pending.arm(first.buffer.data_ptr(), fence, first.lease)
     pool.release(first)  # Armed: its lease keeps it busy.
     held = [pending.value(0, 0, [0])]  # A record's hold on the buffer.

@@ -18,6 +18,7 @@
 
 #include "activity_parser.h"
 #include "core/clock.h"
+#include "testing/activity_records.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -193,12 +194,7 @@ class SyntheticGpu final : public CuptiApi {
     const bool other_thread =
         static_cast<int>(correlation % 1000) < options_.other_thread_per_mille;
     if (step != 0 && !other_thread) {
-      CUpti_ActivityExternalCorrelation r;
-      std::memset(&r, 0, sizeof(r));
-      r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-      r.externalKind = kStepCorrelationKind;
-      r.externalId = step;
-      r.correlationId = correlation;
+      const auto r = testing::ExternalRecord(correlation, step, kStepCorrelationKind);
       Write(&r, sizeof(r));
     }
     uint32_t cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
@@ -210,53 +206,30 @@ class SyntheticGpu final : public CuptiApi {
       cbid = CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020;
     }
     {
-      CUpti_ActivityAPI r;
-      std::memset(&r, 0, sizeof(r));
-      r.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-      r.cbid = cbid;
-      r.start = static_cast<uint64_t>(t);
-      r.end = static_cast<uint64_t>(t + 2500);
-      r.processId = 1;
-      r.threadId = other_thread ? 4343 : training_thread_.load(std::memory_order_relaxed);
-      r.correlationId = correlation;
+      const auto r = testing::RuntimeRecord(
+          correlation, static_cast<uint64_t>(t), static_cast<uint64_t>(t + 2500), cbid,
+          /*thread=*/other_thread ? 4343 : training_thread_.load(std::memory_order_relaxed));
       Write(&r, sizeof(r));
     }
     if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
-      CUpti_ActivityKernel10 r;
-      std::memset(&r, 0, sizeof(r));
-      r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-      r.start = static_cast<uint64_t>(t + 5000);
-      r.end = static_cast<uint64_t>(t + 5000 + 1000 + (correlation % 7) * 3000);
-      r.streamId = stream;
-      r.correlationId = correlation;
-      r.name = kernel_names_[kernels_++ % kernel_names_.size()];
-      r.gridX = 128 + (correlation % 3) * 128, r.gridY = 1, r.gridZ = 1;
-      r.blockX = 256, r.blockY = 1, r.blockZ = 1;
+      auto r =
+          testing::KernelRecord(correlation, static_cast<uint64_t>(t + 5000),
+                                static_cast<uint64_t>(t + 5000 + 1000 + (correlation % 7) * 3000),
+                                stream, kernel_names_[kernels_++ % kernel_names_.size()]);
+      r.gridX = 128 + (correlation % 3) * 128;
       r.registersPerThread = 32 + (correlation % 4) * 8;
       r.staticSharedMemory = 1024;
       Write(&r, sizeof(r));
     } else if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020) {
-      CUpti_ActivityMemset4 r;
-      std::memset(&r, 0, sizeof(r));
-      r.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-      r.start = static_cast<uint64_t>(t + 4000);
-      r.end = static_cast<uint64_t>(t + 6000);
-      r.bytes = 4096;
-      r.streamId = stream;
-      r.correlationId = correlation;
+      const auto r = testing::MemsetRecord(correlation, static_cast<uint64_t>(t + 4000),
+                                           static_cast<uint64_t>(t + 6000), 4096, stream);
       Write(&r, sizeof(r));
     } else if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020) {
-      CUpti_ActivityMemcpy6 r;
-      std::memset(&r, 0, sizeof(r));
-      r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-      r.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
+      auto r = testing::MemcpyRecord(correlation, static_cast<uint64_t>(t + 4000),
+                                     static_cast<uint64_t>(t + 9000), /*bytes=*/4, stream,
+                                     CUPTI_ACTIVITY_MEMCPY_KIND_DTOH);
       r.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
       r.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-      r.start = static_cast<uint64_t>(t + 4000);
-      r.end = static_cast<uint64_t>(t + 9000);
-      r.bytes = 4;
-      r.streamId = stream;
-      r.correlationId = correlation;
       Write(&r, sizeof(r));
     } else {
       return 1;  // An API call that launched nothing.

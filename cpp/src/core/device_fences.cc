@@ -111,13 +111,13 @@ absl::Status CudaEventFence::Wait(std::chrono::steady_clock::time_point deadline
   return absl::OkStatus();
 }
 
-void ManualFence::Complete() {
+void ManualFenceForTesting::Complete() {
   internal::MutexLock lock(&mu_);
   done_ = true;
   cv_.SignalAll();
 }
 
-void ManualFence::Fail(std::string message) {
+void ManualFenceForTesting::Fail(std::string message) {
   internal::MutexLock lock(&mu_);
   if (done_) return;
   status_ = absl::InternalError(std::move(message));
@@ -125,7 +125,7 @@ void ManualFence::Fail(std::string message) {
   cv_.SignalAll();
 }
 
-absl::Status ManualFence::Wait(std::chrono::steady_clock::time_point deadline) const {
+absl::Status ManualFenceForTesting::Wait(std::chrono::steady_clock::time_point deadline) const {
   internal::MutexLock lock(&mu_);
   while (!done_) {
     if (!cv_.WaitUntil(&mu_, deadline) && !done_) {

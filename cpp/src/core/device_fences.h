@@ -34,9 +34,9 @@ class CudaEventFence {
   const std::vector<uintptr_t> events_;
 };
 
-// A fence completed by a call: a fake device's copy engine (tests, and
-// producers that copy on threads of their own). Thread-safe.
-class ManualFence {
+// A fence completed by a call: a fake device's copy engine (tests and the
+// device benchmark only; the product waits on CudaEventFence). Thread-safe.
+class ManualFenceForTesting {
  public:
   void Complete() ABSL_LOCKS_EXCLUDED(mu_);
   void Fail(std::string message) ABSL_LOCKS_EXCLUDED(mu_);

@@ -42,12 +42,6 @@ DeviceTracerStatus FromPluginStatus(const std::string& tracer, absl::string_view
   return out;
 }
 
-// Bytes a length-delimited field of `n` payload bytes takes beyond the payload
-// (a one- or two-byte tag, at most five bytes of length).
-constexpr size_t kFieldOverhead = 7;
-// An int64 varint field, at most.
-constexpr size_t kIntFieldBytes = 11;
-
 // A field of a message that must itself parse as a message (when it is
 // length-delimited) with `inner` called for each of its fields.
 template <typename F>
@@ -199,21 +193,22 @@ void SplitWireTrace(const WireTrace& trace, size_t max_bytes,
       VarintFieldSize(DeviceTrace::kDroppedEventsFieldNumber, trace.dropped_events) +
       StringFieldSize(DeviceTrace::kStatusFieldNumber, trace.status) +
       VarintFieldSize(DeviceTrace::kDroppedBuffersFieldNumber, trace.dropped_buffers);
-  // Plan with SplitDeviceTrace's size bounds, so both split at the same events.
+  // Plan with the size bounds of device_tracer_set.h, so every split agrees.
   std::vector<std::vector<LineRun>> plan(1);
   size_t size = base + first_extra;
   size_t events_in_part = 0;
   for (size_t d = 0; d < trace.devices.size(); ++d) {
     const WireTrace::Device& device = trace.devices[d];
     const size_t device_bytes =
-        kFieldOverhead + kIntFieldBytes + kFieldOverhead + device.name.size();
+        kPartFieldOverhead + kPartIntFieldBytes + kPartFieldOverhead + device.name.size();
     bool device_open = false;
     for (size_t l = 0; l < device.lines.size(); ++l) {
       const WireTrace::Line& line = device.lines[l];
-      const size_t line_bytes = kFieldOverhead + kIntFieldBytes + kFieldOverhead + line.name.size();
+      const size_t line_bytes =
+          kPartFieldOverhead + kPartIntFieldBytes + kPartFieldOverhead + line.name.size();
       bool line_open = false;
       for (size_t e = 0; e < line.events.size(); ++e) {
-        const size_t event_bytes = kFieldOverhead + line.events[e].size();
+        const size_t event_bytes = kPartFieldOverhead + line.events[e].size();
         size_t needed =
             event_bytes + (line_open ? 0 : line_bytes) + (device_open ? 0 : device_bytes);
         if (events_in_part > 0 && size + needed > max_bytes) {
@@ -327,59 +322,6 @@ bool SplitCollectPages(CollectPages* pages, size_t size, size_t max_bytes, std::
   SplitWireTrace(trace, max_bytes, emit,
                  [&](const char* begin, const char* end) { pages->Release(begin, end); });
   return true;
-}
-
-std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
-                                                      size_t max_bytes) {
-  xdl::proto::DeviceTrace base;
-  base.set_tracer(trace.tracer());
-  *base.mutable_name() = trace.name();
-  std::vector<xdl::proto::DeviceTrace> parts;
-  parts.push_back(base);
-  parts.back().set_dropped_events(trace.dropped_events());
-  parts.back().set_dropped_buffers(trace.dropped_buffers());
-  parts.back().set_status(trace.status());
-  // Upper bound of the current part's serialized size, and where its
-  // device and line for the event being placed are (null: not opened yet).
-  size_t size = parts.back().ByteSizeLong();
-  size_t events_in_part = 0;
-  for (const xdl::proto::Device& device : trace.device()) {
-    const size_t device_bytes =
-        kFieldOverhead + kIntFieldBytes + kFieldOverhead + device.name().size();
-    xdl::proto::Device* part_device = nullptr;
-    for (const xdl::proto::DeviceLine& line : device.line()) {
-      const size_t line_bytes =
-          kFieldOverhead + kIntFieldBytes + kFieldOverhead + line.name().size();
-      xdl::proto::DeviceLine* part_line = nullptr;
-      for (const xdl::proto::DeviceEvent& event : line.event()) {
-        const size_t event_bytes = kFieldOverhead + event.ByteSizeLong();
-        size_t needed = event_bytes + (part_line == nullptr ? line_bytes : 0) +
-                        (part_device == nullptr ? device_bytes : 0);
-        if (events_in_part > 0 && size + needed > max_bytes) {
-          parts.push_back(base);
-          size = parts.back().ByteSizeLong();
-          events_in_part = 0;
-          part_device = nullptr;
-          part_line = nullptr;
-          needed = event_bytes + line_bytes + device_bytes;
-        }
-        if (part_device == nullptr) {
-          part_device = parts.back().add_device();
-          part_device->set_id(device.id());
-          part_device->set_name(device.name());
-        }
-        if (part_line == nullptr) {
-          part_line = part_device->add_line();
-          part_line->set_id(line.id());
-          part_line->set_name(line.name());
-        }
-        *part_line->add_event() = event;
-        size += needed;
-        ++events_in_part;
-      }
-    }
-  }
-  return parts;
 }
 
 absl::StatusOr<std::unique_ptr<DeviceTracerSet>> DeviceTracerSet::Create(

@@ -24,12 +24,12 @@
 namespace xdl_trace {
 namespace internal {
 
-// Splits `trace` into parts whose serialized size is at most `max_bytes` (a
-// single event larger than that gets a part of its own). Events keep their
-// order; each part carries the tracer, the whole name table and the ids and
-// names of its devices and lines; dropped counts and status ride in the first.
-std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
-                                                      size_t max_bytes);
+// The size bounds a collected trace is split by (SplitDeviceTraceBytes; the
+// tests' message-level model of the split uses the same): the bytes a
+// length-delimited field of `n` payload bytes takes beyond the payload (a one-
+// or two-byte tag, at most five bytes of length), and an int64 varint field.
+inline constexpr size_t kPartFieldOverhead = 7;
+inline constexpr size_t kPartIntFieldBytes = 11;
 
 // One part of a collected trace, as SplitDeviceTraceBytes makes it.
 struct DeviceTracePart {
@@ -37,9 +37,14 @@ struct DeviceTracePart {
   int64_t events = 0;
 };
 
-// SplitDeviceTrace on the wire bytes, without building messages: the same
-// parts, byte for byte, as serializing SplitDeviceTrace(parsed) when `bytes`
-// is protobuf's own serialization; events are copied as they are. False when
+// Splits a serialized DeviceTrace into parts whose serialized size is at most
+// `max_bytes` (a single event larger than that gets a part of its own), on the
+// wire bytes, without building messages. Events keep their order; each part
+// carries the tracer, the whole name table and the ids and names of its
+// devices and lines; dropped counts and status ride in the first. The parts
+// are byte for byte the tests' message-level model of the split
+// (device_tracer_set_test.cc) when `bytes` is protobuf's own serialization;
+// events are copied as they are. False when
 // `bytes` is not DeviceTrace wire data down to the events (their insides are
 // not read).
 bool SplitDeviceTraceBytes(std::string_view bytes, size_t max_bytes,

@@ -85,6 +85,62 @@ std::string FinishedFields(DeviceTracing& t) {
   return EncodeDeviceTrailingFields(traces, {}) + spans;
 }
 
+// The split as a message-level model (test-only): `trace` cut into parts
+// whose serialized size is at most `max_bytes`, by the bounds
+// SplitDeviceTraceBytes uses; its parts must equal SplitDeviceTraceBytes'.
+std::vector<xdl::proto::DeviceTrace> SplitDeviceTrace(const xdl::proto::DeviceTrace& trace,
+                                                      size_t max_bytes) {
+  xdl::proto::DeviceTrace base;
+  base.set_tracer(trace.tracer());
+  *base.mutable_name() = trace.name();
+  std::vector<xdl::proto::DeviceTrace> parts;
+  parts.push_back(base);
+  parts.back().set_dropped_events(trace.dropped_events());
+  parts.back().set_dropped_buffers(trace.dropped_buffers());
+  parts.back().set_status(trace.status());
+  // Upper bound of the current part's serialized size, and where its
+  // device and line for the event being placed are (null: not opened yet).
+  size_t size = parts.back().ByteSizeLong();
+  size_t events_in_part = 0;
+  for (const xdl::proto::Device& device : trace.device()) {
+    const size_t device_bytes =
+        kPartFieldOverhead + kPartIntFieldBytes + kPartFieldOverhead + device.name().size();
+    xdl::proto::Device* part_device = nullptr;
+    for (const xdl::proto::DeviceLine& line : device.line()) {
+      const size_t line_bytes =
+          kPartFieldOverhead + kPartIntFieldBytes + kPartFieldOverhead + line.name().size();
+      xdl::proto::DeviceLine* part_line = nullptr;
+      for (const xdl::proto::DeviceEvent& event : line.event()) {
+        const size_t event_bytes = kPartFieldOverhead + event.ByteSizeLong();
+        size_t needed = event_bytes + (part_line == nullptr ? line_bytes : 0) +
+                        (part_device == nullptr ? device_bytes : 0);
+        if (events_in_part > 0 && size + needed > max_bytes) {
+          parts.push_back(base);
+          size = parts.back().ByteSizeLong();
+          events_in_part = 0;
+          part_device = nullptr;
+          part_line = nullptr;
+          needed = event_bytes + line_bytes + device_bytes;
+        }
+        if (part_device == nullptr) {
+          part_device = parts.back().add_device();
+          part_device->set_id(device.id());
+          part_device->set_name(device.name());
+        }
+        if (part_line == nullptr) {
+          part_line = part_device->add_line();
+          part_line->set_id(line.id());
+          part_line->set_name(line.name());
+        }
+        *part_line->add_event() = event;
+        size += needed;
+        ++events_in_part;
+      }
+    }
+  }
+  return parts;
+}
+
 }  // namespace
 
 TEST_CASE("no device: start and stop do nothing and collect returns nothing", "[plugin]") {

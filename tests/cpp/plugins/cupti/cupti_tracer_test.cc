@@ -22,6 +22,7 @@
 #include "cupti_tracer.h"
 #include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
+#include "testing/activity_records.h"
 #include "xdl_trace/reader.h"
 
 namespace xdl_trace {
@@ -144,59 +145,25 @@ class FakeCuptiApi final : public CuptiApi {
 
 constexpr int64_t kT0 = 1700000000000000000;  // Some CLOCK_REALTIME ns.
 
+// The test's records: testing/activity_records.h's, with the defaults the cases share.
 CUpti_ActivityKernel10 Kernel(uint32_t correlation, int64_t start, int64_t end, uint32_t stream = 7,
                               const char* name = "gemm_kernel") {
-  CUpti_ActivityKernel10 r;
-  std::memset(&r, 0, sizeof(r));
-  r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  r.start = start;
-  r.end = end;
-  r.deviceId = 0;
-  r.streamId = stream;
-  r.correlationId = correlation;
-  r.name = name;
-  r.gridX = 128, r.gridY = 1, r.gridZ = 1;
-  r.blockX = 256, r.blockY = 1, r.blockZ = 1;
-  r.registersPerThread = 32;
-  return r;
+  return testing::KernelRecord(correlation, start, end, stream, name);
 }
 
 CUpti_ActivityMemcpy6 Memcpy(uint32_t correlation, int64_t start, int64_t end, uint64_t bytes) {
-  CUpti_ActivityMemcpy6 r;
-  std::memset(&r, 0, sizeof(r));
-  r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-  r.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-  r.start = start;
-  r.end = end;
-  r.bytes = bytes;
-  r.streamId = 8;
-  r.correlationId = correlation;
-  return r;
+  return testing::MemcpyRecord(correlation, start, end, bytes, /*stream=*/8,
+                               CUPTI_ACTIVITY_MEMCPY_KIND_HTOD);
 }
 
 CUpti_ActivityAPI Runtime(uint32_t correlation, int64_t start, int64_t end, uint32_t cbid) {
-  CUpti_ActivityAPI r;
-  std::memset(&r, 0, sizeof(r));
-  r.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-  r.cbid = cbid;
-  r.start = start;
-  r.end = end;
-  r.threadId = 4242;
-  r.processId = 1;
-  r.correlationId = correlation;
-  return r;
+  return testing::RuntimeRecord(correlation, start, end, cbid, /*thread=*/4242);
 }
 
 CUpti_ActivityExternalCorrelation External(
     uint32_t correlation, uint64_t step,
     CUpti_ExternalCorrelationKind kind = kStepCorrelationKind) {
-  CUpti_ActivityExternalCorrelation r;
-  std::memset(&r, 0, sizeof(r));
-  r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-  r.externalKind = kind;
-  r.externalId = step;
-  r.correlationId = correlation;
-  return r;
+  return testing::ExternalRecord(correlation, step, kind);
 }
 
 // A buffer obtained through the tracer's request callback, filled with
@@ -273,9 +240,7 @@ std::vector<FlatEvent> Flatten(const xdl::proto::DeviceTrace& trace) {
 CUpti_ActivityMarker2 Marker(uint32_t id, CUpti_ActivityFlag flags, int64_t at,
                              const char* name = nullptr, const char* domain = nullptr,
                              uint32_t thread = 4242) {
-  CUpti_ActivityMarker2 r;
-  std::memset(&r, 0, sizeof(r));
-  r.kind = CUPTI_ACTIVITY_KIND_MARKER;
+  auto r = testing::ZeroedRecord<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
   r.flags = flags;
   r.timestamp = at;
   r.id = id;
@@ -289,9 +254,7 @@ CUpti_ActivityMarker2 Marker(uint32_t id, CUpti_ActivityFlag flags, int64_t at,
 
 CUpti_ActivityMemory4 Memory(uint32_t correlation, CUpti_ActivityMemoryOperationType op, int64_t at,
                              uint64_t bytes, uint64_t address) {
-  CUpti_ActivityMemory4 r;
-  std::memset(&r, 0, sizeof(r));
-  r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  auto r = testing::ZeroedRecord<CUpti_ActivityMemory4>(CUPTI_ACTIVITY_KIND_MEMORY2);
   r.memoryOperationType = op;
   r.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
   r.correlationId = correlation;

@@ -1,0 +1,93 @@
+// Test support: CUPTI activity records as CUPTI writes them, for the tests and the synthetic GPU.
+#ifndef XDL_TRACE_PLUGINS_CUPTI_TESTING_ACTIVITY_RECORDS_H_
+#define XDL_TRACE_PLUGINS_CUPTI_TESTING_ACTIVITY_RECORDS_H_
+
+#include <cupti.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace xdl_trace {
+namespace cupti {
+namespace testing {
+
+// A record of type T, zeroed as CUPTI leaves unused fields, of kind `kind`.
+template <typename T>
+T ZeroedRecord(CUpti_ActivityKind kind) {
+  T r;
+  std::memset(&r, 0, sizeof(r));
+  r.kind = kind;
+  return r;
+}
+
+// Work on a stream of device 0: [start, end) for `correlation`.
+template <typename T>
+T StreamWork(CUpti_ActivityKind kind, uint32_t correlation, uint64_t start, uint64_t end,
+             uint32_t stream) {
+  T r = ZeroedRecord<T>(kind);
+  r.start = start;
+  r.end = end;
+  r.streamId = stream;
+  r.correlationId = correlation;
+  return r;
+}
+
+// A kernel of a 128x1x1 grid of 256x1x1 blocks, 32 registers a thread.
+inline CUpti_ActivityKernel10 KernelRecord(uint32_t correlation, uint64_t start, uint64_t end,
+                                           uint32_t stream, const char* name) {
+  auto r = StreamWork<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, correlation,
+                                              start, end, stream);
+  r.name = name;
+  r.gridX = 128, r.gridY = 1, r.gridZ = 1;
+  r.blockX = 256, r.blockY = 1, r.blockZ = 1;
+  r.registersPerThread = 32;
+  return r;
+}
+
+inline CUpti_ActivityMemcpy6 MemcpyRecord(uint32_t correlation, uint64_t start, uint64_t end,
+                                          uint64_t bytes, uint32_t stream,
+                                          CUpti_ActivityMemcpyKind copy_kind) {
+  auto r = StreamWork<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY, correlation, start, end,
+                                             stream);
+  r.copyKind = copy_kind;
+  r.bytes = bytes;
+  return r;
+}
+
+inline CUpti_ActivityMemset4 MemsetRecord(uint32_t correlation, uint64_t start, uint64_t end,
+                                          uint64_t bytes, uint32_t stream) {
+  auto r = StreamWork<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET, correlation, start, end,
+                                             stream);
+  r.bytes = bytes;
+  return r;
+}
+
+// A CUDA runtime API call `cbid` on thread `thread` of process 1.
+inline CUpti_ActivityAPI RuntimeRecord(uint32_t correlation, uint64_t start, uint64_t end,
+                                       uint32_t cbid, uint32_t thread) {
+  auto r = ZeroedRecord<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  r.cbid = cbid;
+  r.start = start;
+  r.end = end;
+  r.processId = 1;
+  r.threadId = thread;
+  r.correlationId = correlation;
+  return r;
+}
+
+// The external id (a step, for the tracer's own kind) pushed around call `correlation`.
+inline CUpti_ActivityExternalCorrelation ExternalRecord(uint32_t correlation, uint64_t external_id,
+                                                        CUpti_ExternalCorrelationKind kind) {
+  auto r =
+      ZeroedRecord<CUpti_ActivityExternalCorrelation>(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  r.externalKind = kind;
+  r.externalId = external_id;
+  r.correlationId = correlation;
+  return r;
+}
+
+}  // namespace testing
+}  // namespace cupti
+}  // namespace xdl_trace
+
+#endif  // XDL_TRACE_PLUGINS_CUPTI_TESTING_ACTIVITY_RECORDS_H_
