@@ -31,7 +31,8 @@ sys.path.insert(
 
 import xdl_trace as xdl  # noqa: E402
 from fake_device import FakeDevice  # noqa: E402
-from xdl_trace import _core, _device, _device_graphs  # noqa: E402
+from xdl_trace import _core
+from xdl_trace.write import _device, _device_graphs  # noqa: E402
 
 
 class InlineDevice(FakeDevice):

@@ -3,7 +3,7 @@ this machine's CPU.
 
     /usr/bin/python3 bench/device_summary.py [--root OTHER_CHECKOUT] [--repeat 7] [--device cuda]
 
-On a GPU the pass (xdl_trace/_device_summary.py) is bound by memory traffic and by how evenly
+On a GPU the pass (xdl_trace/write/_device_summary.py) is bound by memory traffic and by how evenly
 its kernels spread over the device. Inputs: the "conv" workload's 60 float32 tensors (its 30
 parameters and as many gradients: 7.15 M elements, bench/gpu.py). Prints, for stats and a
 30-bin histogram:
@@ -40,7 +40,7 @@ CONV_SHAPES = (
 PEAK = """
 import resource, sys, torch
 sys.path.insert(0, sys.argv[1])
-from xdl_trace import _device_summary as ds
+from xdl_trace.write import _device_summary as ds
 torch.set_num_threads(1)
 ts = [torch.randn(1 << 22) for _ in range(4)]
 ds.static_inputs(ts)
@@ -82,8 +82,8 @@ def main():
     sys.path.insert(0, root)
     import torch
 
-    from xdl_trace import _device, _device_graphs
-    from xdl_trace import _device_summary as ds
+    from xdl_trace.write import _device, _device_graphs
+    from xdl_trace.write import _device_summary as ds
 
     torch.manual_seed(0)
     tensors = [torch.randn(shape, device=args.device) for shape in CONV_SHAPES] * 2

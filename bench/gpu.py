@@ -44,7 +44,7 @@ import torch
 import torch.nn as nn
 
 import xdl_trace as xdl
-from xdl_trace import ranges
+from xdl_trace.write import ranges
 
 
 def conv_model(width=256):

@@ -40,7 +40,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import xdl_trace as xdl  # noqa: E402
-from xdl_trace.hook import write_mode_reason  # noqa: E402
+from xdl_trace.write.hook import write_mode_reason  # noqa: E402
 
 LAYERS = 7
 

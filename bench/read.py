@@ -28,7 +28,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.append(ROOT)  # A checkout without an installed package.
 
-from xdl_trace.reader import open_trace  # noqa: E402
+from xdl_trace.read.reader import open_trace  # noqa: E402
 from xdl_trace.tools import read_trace as script  # noqa: E402  (message classes, no extension)
 
 

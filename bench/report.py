@@ -137,7 +137,7 @@ def measure(trace_dir, out_dir, runs, root=ROOT):
 PAGE_CHILD = """
 import json, sys, time
 sys.path.insert(0, {root!r})
-from xdl_trace import report
+from xdl_trace.read import report
 start = time.perf_counter()
 result = report.write_report({trace!r}, {out!r})
 print("BENCH " + json.dumps({{"bytes": result["bytes"], "seconds": time.perf_counter() - start}}))

@@ -62,7 +62,7 @@ static_assert(ProtoSource::CALLBACK == static_cast<int>(EntryKind::kCallback) + 
 static_assert(ProtoSource::ONCE == static_cast<int>(EntryKind::kOnce) + 1);
 
 // The name a user summary is recorded under in the Header: the wrapper's
-// __xdl_name__ (xdl_trace._convert.wrap_summary), else the callable's
+// __xdl_name__ (xdl_trace.write._convert.wrap_summary), else the callable's
 // __qualname__ or __name__, else its type's name.
 std::string SummaryName(const py::object& fn) {
   for (const char* attr : {"__xdl_name__", "__qualname__", "__name__"}) {

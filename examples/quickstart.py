@@ -104,7 +104,7 @@ def main(argv=None):
 
     # Something to look at: curves, distributions and alerts in one self-contained HTML page
     # (the same as `xdl-trace report OUT_DIR -o OUT_DIR/report.html`).
-    from xdl_trace.report import write_report
+    from xdl_trace.read.report import write_report
 
     page = write_report(out_dir, os.path.join(out_dir, "report.html"))
     print(f"report: {page['output']} ({page['charts']} charts; open it in a browser)")

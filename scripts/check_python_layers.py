@@ -7,6 +7,10 @@ cmake/CheckIncludeLayers.cmake checks the C++ include rules of cpp/include/READM
 The rules:
 - The CLI (xdl_trace/cli.py, xdl_trace/__main__.py) is the top floor: it imports the library;
   no other module imports it.
+- Two wings: the write side (xdl_trace/write/: what a training script calls, the capture) and the
+  read side (xdl_trace/read/: reader, analysis, report, timeline) never import each other; both
+  stand on the top's shared modules (errors, _core, _proto, _version), and the package's
+  __init__, the CLI and the integrations (dask) stand on them.
 - No import circles: the graph of imports between xdl_trace's own modules has no cycle.
 - No private names across modules: no module takes another's ``_name`` (``from .reader import
   _x`` or ``reader._x``); what two modules share has a public name in the lower one. Private
@@ -25,6 +29,7 @@ import sys
 
 PACKAGE = "xdl_trace"
 CLI = {"xdl_trace.cli", "xdl_trace.__main__"}
+WINGS = ("xdl_trace.write", "xdl_trace.read")
 _IMPORTERS = {"import_module", "__import__"}  # importlib.import_module, __import__
 
 
@@ -88,6 +93,11 @@ def _targets(module, modules, node):
         if name and name != module and not module.startswith(name + "."):
             found.append(name)
     return found
+
+
+def _wing(module):
+    """The wing (xdl_trace.write or xdl_trace.read) that `module` belongs to, or None."""
+    return next((w for w in WINGS if module == w or module.startswith(w + ".")), None)
 
 
 def _private(name):
@@ -207,6 +217,15 @@ def check(root):
                 problems.append(
                     f"{os.path.relpath(modules[module], root)}:{line}: {module} imports "
                     f"{target}: the CLI is the top floor, no library module imports it"
+                )
+    for module, edges in sorted(graph.items()):
+        for target, line in sorted(edges.items()):
+            here, there = _wing(module), _wing(target)
+            if here and there and here != there:
+                problems.append(
+                    f"{os.path.relpath(modules[module], root)}:{line}: {module} imports "
+                    f"{target}: the write and read wings never import each other; what both "
+                    "need lives at the top of the package (errors, _core, _proto)"
                 )
     for component in _circles(graph):
         cycle = _cycle(graph, component)

@@ -25,7 +25,7 @@ sys.path[:0] = [REPO, os.path.join(REPO, "tests", "python")]
 
 _RENDER = r"""
 import json, sys
-from xdl_trace import report
+from xdl_trace.read import report
 for out, paths, kwargs in json.loads(sys.argv[1]):
     report.write_report(paths, out, **kwargs)
 """

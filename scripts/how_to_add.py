@@ -127,7 +127,7 @@ ITEMS = {
                 "replace",
             ),
             (
-                "xdl_trace/device_events.py",
+                "xdl_trace/read/device_events.py",
                 '    device_trace_pb2.DEVICE_EVENT_MEMORY: ("memory", OTHER),',
                 '    device_trace_pb2.DEVICE_EVENT_HOW_TO_ADD_PROBE: ("probe", OTHER),\n',
                 "before",
@@ -139,7 +139,7 @@ ITEMS = {
             import os, sys, tempfile
             sys.path.insert(0, os.path.join("tests", "python"))
             import trace_file_maker as tm
-            from xdl_trace import timeline
+            from xdl_trace.read import timeline
             from xdl_trace._proto import device_trace_pb2 as dt
             out = tempfile.mkdtemp()
             records = list(tm.device_records(2, 2))
@@ -174,7 +174,7 @@ ITEMS = {
                 "replace",
             ),
             (
-                "xdl_trace/device_events.py",
+                "xdl_trace/read/device_events.py",
                 '    device_trace_pb2.DEVICE_EVENT_MEMORY: ("memory", OTHER),',
                 '    device_trace_pb2.DEVICE_EVENT_HOW_TO_ADD_WORK: ("probe_work", WORK),\n',
                 "before",
@@ -187,7 +187,7 @@ ITEMS = {
             import os, sys, tempfile
             sys.path.insert(0, os.path.join("tests", "python"))
             import trace_file_maker as tm
-            from xdl_trace import analysis, timeline
+            from xdl_trace.read import analysis, timeline
             from xdl_trace._proto import device_trace_pb2 as dt
 
             def run(kind):

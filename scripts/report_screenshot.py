@@ -23,7 +23,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 import xdl_trace as xdl  # noqa: E402
 from quickstart import gradients, register  # noqa: E402
-from xdl_trace.report import write_report  # noqa: E402
+from xdl_trace.read.report import write_report  # noqa: E402
 
 
 def train(out_dir, rank, rising, steps=300):

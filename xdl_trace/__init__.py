@@ -26,9 +26,10 @@ except ImportError as _error:
         f"`make build PYTHON={sys.executable} BUILD=build-mine`."
     ) from _error
 
-from . import api, errors, filters
+from .write import api, filters
+from . import errors
 from ._core import DType
-from .api import (
+from .write.api import (
     clear,
     keys,
     log,
@@ -41,17 +42,18 @@ from .api import (
     trace_value,
     trace_variable,
 )
-from .filters import Every, Range, Sample, Steps
-from .hook import CONFIG_KEYS, TraceHook, detect_rank
-from .reader import open_trace
-from .selection import Selection
-from .trace_runs import Run, runs
-from .analysis import find_nan
-from .compare import diff
-from .watch import watch
-from .ranges import host_range
-from .gpu_memory import trace_gpu_memory
-from .session import TrainSession
+from .write.filters import Every, Range, Sample, Steps
+from .write.hook import CONFIG_KEYS, TraceHook, detect_rank
+from .read import reader  # xdl.reader: the summary helpers docs/python.md names.
+from .read.reader import open_trace
+from .read.selection import Selection
+from .read.trace_runs import Run, runs
+from .read.analysis import find_nan
+from .read.compare import diff
+from .write.watch import watch
+from .write.ranges import host_range
+from .write.gpu_memory import trace_gpu_memory
+from .write.session import TrainSession
 
 __all__ = [
     "errors",

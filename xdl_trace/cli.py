@@ -21,13 +21,13 @@ import zipfile
 
 import numpy as np
 
-from . import analysis, gpu_steps, report, report_html, timeline
-from .compare import diff as diff_runs
+from .read import analysis, gpu_steps, report, report_html, timeline
+from .read.compare import diff as diff_runs
 from ._version import __version__
 from .errors import RunChoiceError, TraceError, printable
-from .progress import Progress
-from .reader import STATS_FIELDS, open_trace  # STATS_FIELDS: the stats layout, from _core.
-from .selection import Selection
+from .read.progress import Progress
+from .read.reader import STATS_FIELDS, open_trace  # STATS_FIELDS: the stats layout, from _core.
+from .read.selection import Selection
 
 __all__ = ["main", "command", "Progress"]
 
@@ -1008,7 +1008,7 @@ def _serve_configure(parser):
     _serve_configure,
 )
 def _serve(args):
-    from . import serve
+    from .read import serve
 
     runs = [args.path] + list(args.more_runs)
 

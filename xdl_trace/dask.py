@@ -28,13 +28,14 @@ except ImportError as error:  # pragma: no cover - exercised only without dask
         "python3-distributed python3-pandas"
     ) from error
 
-from . import _core, reader as _reader
-from .selection import Selection
+from . import _core
+from .read import reader as _reader
+from .read.selection import Selection
 
 __all__ = ["STATS", "plan", "to_dataframe", "to_array", "records"]
 
 # The statistics of each column, as the built-in "stats" summary defines them (docs/format.md;
-# the names come from _core through xdl_trace.reader).
+# the names come from _core through xdl_trace.read.reader).
 STATS = _reader.STATS_FIELDS
 
 _COLUMNS = {

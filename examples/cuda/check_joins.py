@@ -28,7 +28,7 @@ def main(binary, output_dir):
     if run.returncode != 0:
         print(run.stderr, end="", file=sys.stderr)
         return run.returncode  # 77: no GPU, reported as skipped.
-    from xdl_trace import timeline
+    from xdl_trace.read import timeline
 
     events = timeline.build_timeline(output_dir)["traceEvents"]
     steps = {

@@ -19,6 +19,7 @@ if REPO not in sys.path:
 import xdl_trace as xdl  # noqa: E402
 
 from xdl_trace._proto import xdl_trace_pb2  # noqa: E402
+from xdl_trace.write import _device_graphs  # noqa: E402
 
 # Wire dtype -> numpy dtype, from the C++ dtype table (bfloat16 reads as its uint16 bits).
 NUMPY_DTYPES = {value: np.dtype(numpy) for value, _, _, numpy in xdl._core.dtype_table()}
@@ -34,7 +35,7 @@ def clean_registry():
 @pytest.fixture(autouse=True)
 def fresh_summary_graphs(monkeypatch):
     """Summary graphs are the process's (_device_graphs.py): each test starts with none."""
-    monkeypatch.setattr(xdl._device_graphs, "_graphs", xdl._device_graphs.SummaryGraphs())
+    monkeypatch.setattr(_device_graphs, "_graphs", _device_graphs.SummaryGraphs())
 
 
 @pytest.fixture(scope="session")

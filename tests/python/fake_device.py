@@ -16,7 +16,8 @@ import time
 
 import torch
 
-from xdl_trace import _core, _device
+from xdl_trace import _core
+from xdl_trace.write import _device
 
 
 class FakeDevice:

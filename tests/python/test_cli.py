@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import trace_file_maker as tm
-import xdl_trace.reader
+import xdl_trace.read.reader
 from xdl_trace import cli
 
 KEYS = ["w", "loss"]
@@ -139,7 +139,7 @@ def test_progress_bar_draws_only_on_a_terminal():
 
 
 def test_python_dash_m_entry_point(trace_dir, tmp_path):
-    package_root = os.path.dirname(os.path.dirname(xdl_trace.reader.__file__))
+    package_root = os.path.dirname(os.path.dirname(xdl_trace.__file__))
     env = dict(os.environ, PYTHONPATH=package_root)
     result = subprocess.run(
         [sys.executable, "-m", "xdl_trace", "verify", trace_dir],
@@ -169,7 +169,7 @@ def test_dump_of_a_torn_file_warns_once_with_the_offset(tmp_path):
     full = tm.write_file(path, KEYS, recs, meta=False)
     last = len(full) - len(tm.frame(recs[-1].SerializeToString()))
     open(path, "wb").write(full[: last + 2])
-    package_root = os.path.dirname(os.path.dirname(xdl_trace.reader.__file__))
+    package_root = os.path.dirname(os.path.dirname(xdl_trace.__file__))
     result = subprocess.run(
         [sys.executable, "-m", "xdl_trace", "dump", str(tmp_path), "--keys", "loss"],
         capture_output=True,

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import alerts, analysis
-from xdl_trace.reader import open_trace
-from xdl_trace import trace_runs
+from xdl_trace.read import alerts, analysis
+from xdl_trace.read.reader import open_trace
+from xdl_trace.read import trace_runs
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

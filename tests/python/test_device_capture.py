@@ -14,7 +14,8 @@ import torch
 
 import xdl_trace as xdl
 from fake_device import FakeDevice, installed
-from xdl_trace import _core, _device, _device_summary
+from xdl_trace import _core
+from xdl_trace.write import _device, _device_graphs, _device_summary
 
 STATS = list(_core.STATS_FIELDS)
 EXACT_STATS = [STATS.index(f) for f in ("count", "min", "max", "nan", "inf")]
@@ -456,7 +457,7 @@ def test_a_pass_over_tensors_that_stay_put_is_captured_once_and_replayed(cfg, re
 
 
 def test_a_graph_of_a_pass_in_several_chunks_equals_the_eager_pass(cfg, read_trace, monkeypatch):
-    monkeypatch.setattr(xdl._device_graphs, "CHUNK_ELEMENTS", 100)
+    monkeypatch.setattr(_device_graphs, "CHUNK_ELEMENTS", 100)
     values = _values()
     tensors = [values[name] for name in ("f32", "near_one", "nan_inf", "empty", "constant")]
     with installed(FakeDevice()) as device:
@@ -519,14 +520,14 @@ def test_graphs_are_off_with_XDL_TRACE_DEVICE_GRAPHS_0(cfg, read_trace, monkeypa
 
 
 def test_graphs_are_bounded_in_number_and_size(cfg, read_trace, monkeypatch):
-    monkeypatch.setattr(xdl._device_graphs, "MAX_GRAPHS", 3)
+    monkeypatch.setattr(_device_graphs, "MAX_GRAPHS", 3)
     big = torch.zeros(200)
     makes = []
     for _ in range(3):  # Three tensors in turn, each twice: a graph each, one too many.
         t = torch.randn(20)
         makes += [lambda t=t: t, lambda t=t: t]
     makes += [lambda: big, lambda: big]
-    monkeypatch.setattr(xdl._device_graphs, "MAX_ELEMENTS", 100)
+    monkeypatch.setattr(_device_graphs, "MAX_ELEMENTS", 100)
     cols, stats = _traced_summaries(cfg, read_trace, makes)
     _assert_summaries_of_values(cols)
     assert stats["summary_graphs"] == 3  # Stats, histogram of the first; stats of the second.

@@ -21,7 +21,7 @@ import torch
 import xdl_trace as xdl
 from conftest import compile_test_plugin
 from fake_device import FakeDevice, installed
-from xdl_trace import _device
+from xdl_trace.write import _device
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -166,7 +166,7 @@ def test_a_forked_child_starts_with_no_staging_buffers(cfg, tmp_path):
         import torch
         import xdl_trace as xdl
         from fake_device import FakeDevice, installed
-        from xdl_trace import _device
+        from xdl_trace.write import _device
 
         with installed(FakeDevice(delay_s=0.5)):
             xdl.trace_tensor("w", lambda: torch.ones(1000))

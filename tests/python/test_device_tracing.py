@@ -42,7 +42,7 @@ def test_device_drops_are_counted_in_events_and_shown(tmp_path, fake_plugin):
     assert tracer["events_dropped"] == 2 * steps
     assert tracer["buffers_dropped"] == 0
     assert stats["device_tracer_status"] == "fake: ok (dropped %d events)" % (2 * steps)
-    from xdl_trace import timeline
+    from xdl_trace.read import timeline
 
     other = timeline.build_timeline(str(tmp_path / "run"))["otherData"]
     assert other["dropped_events"] == 2 * steps
@@ -59,7 +59,7 @@ def test_device_lost_buffers_are_counted_apart(tmp_path, fake_plugin):
     assert stats["device_tracer_status"] == (
         "fake: ok (dropped 0 events, %d buffers of unknown events)" % (2 * collects)
     )
-    from xdl_trace import timeline
+    from xdl_trace.read import timeline
 
     other = timeline.build_timeline(str(tmp_path / "run"))["otherData"]
     assert other["dropped_buffers"] == 2 * collects
@@ -73,7 +73,7 @@ def test_device_no_drops_means_plain_ok(tmp_path, fake_plugin):
 
 
 def test_device_nvtx_ranges_and_memory_counters_in_the_timeline(tmp_path, fake_plugin):
-    from xdl_trace import timeline
+    from xdl_trace.read import timeline
 
     run = tmp_path / "run"
     stats = _run(run, fake_plugin, 3, "nvtx=1;memory=1")

@@ -11,7 +11,7 @@ import pytest
 
 import xdl_trace as xdl
 from xdl_trace import _core, cli
-from xdl_trace.reader import TornTailWarning
+from xdl_trace.read.reader import TornTailWarning
 
 STEPS = 200
 
@@ -191,7 +191,7 @@ def test_device_digest_pass_equals_the_host_digest():
     """The summary pass's digest (int64 torch arithmetic, rows of the device layout, padding
     masked) equals the host's bit for bit, for every element size and across row boundaries."""
     torch = pytest.importorskip("torch")
-    from xdl_trace import _device_summary
+    from xdl_trace.write import _device_summary
 
     g = torch.Generator().manual_seed(0)
     tensors = [
@@ -254,14 +254,14 @@ def test_digest_summary_column_and_diff_by_digests(runs, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "compared by digests (exact; no magnitudes): w" in out
 
-    from xdl_trace import report
+    from xdl_trace.read import report
 
     (card,) = [c for c in report.build_report([digests])["cards"] if c["key"] == "w"]
     assert card["charts"] == [] and "a digest" in card["text"]  # A checksum is not a curve.
 
 
 def test_report_of_two_runs_says_where_they_differ(runs):
-    from xdl_trace import report
+    from xdl_trace.read import report
 
     model = report.build_report([runs["a"], runs["changed"]])
     assert "the runs differ from gstep 150 in w" in model["headline"][0]["text"]

@@ -119,7 +119,7 @@ def test_the_same_seeded_job_twice_is_identical(jobs, capsys):
 
 
 def test_report_opens_with_rank_agreement(jobs):
-    from xdl_trace import report
+    from xdl_trace.read import report
 
     model = report.build_report([jobs["bug"]])
     text = model["headline"][0]["text"]

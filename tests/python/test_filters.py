@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import filters
+from xdl_trace.write import filters
 
 
 def selected(f, n=30):

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import _core, analysis
+from xdl_trace import _core
+from xdl_trace.read import analysis
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WIRE = {name: value for value, name, _, _ in _core.dtype_table()}

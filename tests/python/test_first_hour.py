@@ -480,7 +480,7 @@ def test_info_shows_a_summary_column_as_what_it_summarises(cfg, capsys):
 
 
 def test_a_run_without_a_world_size_says_so_not_of_question_mark():
-    from xdl_trace.trace_runs import Run
+    from xdl_trace.read.trace_runs import Run
 
     info = {
         "world_size": 0,

@@ -4,7 +4,7 @@ traces: each line appears when, and only when, the figure it quotes passes its t
 import numpy as np
 import pytest
 
-from xdl_trace import gpu_advice, gpu_steps, report
+from xdl_trace.read import gpu_advice, gpu_steps, report
 
 US = 1000
 NAMES = [

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import report
+from xdl_trace.read import report
+from xdl_trace.write import gpu_memory
 
 torch = pytest.importorskip("torch")
 MIB = 1 << 20
@@ -46,7 +47,7 @@ def test_allocated_reserved_and_the_peak_of_each_step(cfg, monkeypatch, tmp_path
     allocator.install(monkeypatch)
     xdl.clear()
     keys = xdl.trace_gpu_memory()
-    assert keys == list(xdl.gpu_memory.MEMORY_KEYS)
+    assert keys == list(gpu_memory.MEMORY_KEYS)
     with xdl.TraceHook(cfg) as hook:
         for n in range(1, 6):
             allocator.step(n)

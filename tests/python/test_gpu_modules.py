@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import _core, analysis, gpu_steps, timeline
+from xdl_trace import _core
+from xdl_trace.read import analysis, gpu_steps, timeline
 from xdl_trace._proto import device_trace_pb2 as pb
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -83,7 +84,7 @@ def test_watch_marks_every_module_forward_leaf_backward_and_the_optimizer(tmp_pa
         "Sequential",
     ]
     # unmark takes them back: no hook left, the optimizer's own step again.
-    from xdl_trace import ranges as ranges_module
+    from xdl_trace.write import ranges as ranges_module
 
     ranges_module.unmark(model)
     ranges_module.unmark(opt)
@@ -318,7 +319,7 @@ def test_report_shows_gpu_time_by_module_beside_its_gradient(tmp_path):
     scan = analysis.scan_run(str(tmp_path))
     if scan.gpu is None:
         pytest.skip("SKIPPED: the synthetic GPU gave no events (libcupti does not load here)")
-    from xdl_trace import report
+    from xdl_trace.read import report
 
     rows = {
         r["module"]: r

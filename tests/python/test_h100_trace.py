@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import timeline
-from xdl_trace.device_events import HostSpan, parse_extra
+from xdl_trace.read import timeline
+from xdl_trace.read.device_events import HostSpan, parse_extra
 
 _DATA = os.path.join(os.path.dirname(__file__), "..", "data", "h100_conv")
 _KERNEL = 1  # DEVICE_EVENT_KERNEL

@@ -168,7 +168,7 @@ def test_omitted_keys_take_the_cpp_defaults_which_the_docs_state(out_dir):
     output_dir gets exactly the fields of a default-constructed core TraceConfig, and the
     default column of docs/python.md's key table states those values."""
     from xdl_trace import _core
-    from xdl_trace.hook import build_config
+    from xdl_trace.write.hook import build_config
 
     built, on_error = build_config({"output_dir": out_dir})
     default = _core.TraceConfig()

@@ -17,13 +17,13 @@ import pytest
 
 import trace_file_maker as tm
 import xdl_files as xf
-import xdl_trace.reader
+import xdl_trace.read.reader
 from test_read_trace import GOOD, HEADER, column_bytes, limit_memory, record_bytes, write
 from xdl_trace import errors
-from xdl_trace.reader import TornTailWarning, UnknownDTypeWarning, open_trace
+from xdl_trace.read.reader import TornTailWarning, UnknownDTypeWarning, open_trace
 
 KEYS = ["w", "loss"]
-PACKAGE_ROOT = os.path.dirname(os.path.dirname(xdl_trace.reader.__file__))
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(xdl_trace.__file__))
 
 
 def cli(*args, timeout=60):

@@ -14,7 +14,7 @@ import pytest
 
 import xdl_trace as xdl
 from xdl_trace import errors
-from xdl_trace.reader import open_trace
+from xdl_trace.read.reader import open_trace
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 READ_TRACE = os.path.join(REPO, "xdl_trace", "tools", "read_trace.py")
@@ -287,7 +287,7 @@ def test_restarted_attempts_under_one_run_id_are_detected_and_warned(tmp_path):
     (run,) = xdl.runs(out)
     assert run.attempts == 2, run
     assert "2 attempts under one run id" in run.describe()
-    from xdl_trace.trace_runs import RestartedRunWarning
+    from xdl_trace.read.trace_runs import RestartedRunWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -15,7 +15,7 @@ import pytest
 
 import xdl_trace as xdl
 from xdl_trace import errors
-from xdl_trace.reader import open_trace
+from xdl_trace.read.reader import open_trace
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 READ_TRACE = os.path.join(REPO, "xdl_trace", "tools", "read_trace.py")
@@ -120,7 +120,7 @@ CUT_WHILE_READ = textwrap.dedent(
     import numpy as np
     import xdl_trace as xdl
     from xdl_trace import errors
-    from xdl_trace.reader import open_trace
+    from xdl_trace.read.reader import open_trace
 
     out = sys.argv[1]
     xdl.trace_tensor("w", np.ones((64, 64), np.float32))

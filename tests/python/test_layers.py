@@ -1,6 +1,7 @@
 """scripts/check_python_layers.py (run by `make lint`): this tree passes, and a scratch copy of
 xdl_trace/ with one break planted fails: a library module importing the CLI, a circle closed by a
-lazy import inside a function, the CLI named to importlib, a private name taken across modules."""
+lazy import inside a function, the CLI named to importlib, a private name taken across modules, one
+wing importing the other."""
 
 import os
 import shutil
@@ -16,29 +17,39 @@ CHECK = os.path.join(REPO, "scripts", "check_python_layers.py")
 # case -> (file of xdl_trace/, text appended to it, what the check must say)
 PLANTED = {
     "a library module imports the CLI": (
-        "analysis.py",
-        "\nfrom .cli import command\n",
-        "xdl_trace/analysis.py:",
+        "read/analysis.py",
+        "\nfrom ..cli import command\n",
+        "xdl_trace/read/analysis.py:",
     ),
     "a lazy import closes a circle": (
-        "selection.py",
+        "read/selection.py",
         "\n\ndef _planted():\n    from . import reader\n\n    return reader\n",
-        "import circle: xdl_trace.reader -> xdl_trace.selection -> xdl_trace.reader",
+        "import circle: xdl_trace.read.reader -> xdl_trace.read.selection -> xdl_trace.read.reader",
     ),
     "a module takes another's private name": (
         "dask.py",
         "\n_PLANTED = _reader._BATCH\n",
-        "xdl_trace.dask takes xdl_trace.reader._BATCH",
+        "xdl_trace.dask takes xdl_trace.read.reader._BATCH",
     ),
     "a module imports another's private name": (
-        "report.py",
+        "read/report.py",
         "\nfrom .report_html import _anchor\n",
-        "xdl_trace.report takes xdl_trace.report_html._anchor",
+        "xdl_trace.read.report takes xdl_trace.read.report_html._anchor",
     ),
     "importlib names the CLI": (
-        "timeline.py",
+        "read/timeline.py",
         '\nimport importlib\n\n_cli = importlib.import_module("xdl_trace.cli")\n',
-        "xdl_trace.timeline imports xdl_trace.cli",
+        "xdl_trace.read.timeline imports xdl_trace.cli",
+    ),
+    "the read wing imports the write wing": (
+        "read/timeline.py",
+        "\n\ndef _planted():\n    from ..write import hook\n\n    return hook\n",
+        "xdl_trace.read.timeline imports xdl_trace.write.hook: the write and read wings never",
+    ),
+    "the write wing imports the read wing": (
+        "write/watch.py",
+        "\nfrom ..read.reader import open_trace\n",
+        "xdl_trace.write.watch imports xdl_trace.read.reader: the write and read wings never",
     ),
 }
 

@@ -19,7 +19,8 @@ import pytest
 
 import trace_file_maker as tm
 import xdl_trace as xdl
-from xdl_trace import cli, progress
+from xdl_trace import cli
+from xdl_trace.read import progress
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

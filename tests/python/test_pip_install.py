@@ -61,7 +61,7 @@ with xdl.TraceHook({{"output_dir": {str(out)!r}}}) as hook:
     hook.step()
 assert hook.stats()["records_written"] == 1
 # The report's page template, styles and script are package data (report_assets/).
-from xdl_trace import report
+from xdl_trace.read import report
 page = report.render_html(report.build_report({str(out)!r}))
 assert "<script>window.addEventListener" in page and "function chart(spec, el)" in page
 # The stand-alone reader script reads the files with the descriptor set shipped beside it.

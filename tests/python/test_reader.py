@@ -1,4 +1,4 @@
-"""Tests of xdl_trace.reader on files written with protobuf directly (and by the real tracer when built)."""
+"""Tests of xdl_trace.read.reader on files written with protobuf directly (and by the real tracer when built)."""
 
 import gc
 import os
@@ -9,7 +9,7 @@ import pytest
 
 import trace_file_maker as tm
 from xdl_trace import errors
-from xdl_trace.reader import TornTailWarning, bfloat16_to_float32, open_trace
+from xdl_trace.read.reader import TornTailWarning, bfloat16_to_float32, open_trace
 
 KEYS = ["w", "loss"]
 

@@ -15,7 +15,7 @@ import xdl_trace as xdl
 from conftest import REPO
 from xdl_trace import errors
 from xdl_trace._proto import xdl_trace_pb2
-from xdl_trace.reader import STATS_FIELDS, Histogram, Stats, open_trace
+from xdl_trace.read.reader import STATS_FIELDS, Histogram, Stats, open_trace
 
 BINS = xdl._core.DEFAULT_HISTOGRAM_BINS
 

@@ -13,8 +13,8 @@ import pytest
 
 import xdl_trace as xdl
 from headless_chromium import Chromium
-from xdl_trace import alerts, analysis, device_events, gpu_steps, report, report_html
-from xdl_trace.selection import Selection
+from xdl_trace.read import alerts, analysis, device_events, gpu_steps, report, report_html
+from xdl_trace.read.selection import Selection
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -303,7 +303,7 @@ def test_html_is_self_contained(runs, tmp_path):
 def test_markup_styles_and_script_live_in_the_assets():
     """The page's HTML, CSS and JavaScript are files of report_assets/ (report.html, report.css,
     report.js), never string literals of the report's Python."""
-    from xdl_trace import report_charts, report_png
+    from xdl_trace.read import report_charts, report_png
 
     tag = re.compile(
         r"<(/?)(html|head|body|main|header|footer|div|span|table|thead|tbody|tr|td|th|p|a|b|i|"
@@ -431,7 +431,7 @@ def test_report_command(runs, tmp_path):
 def test_device_tables_match_the_timeline(tmp_path, fake_plugin):
     """With a device tracer (the fake C plugin, conftest's fake_plugin), the report's kernel
     table and host CUDA API table sum the same events the timeline draws, each kind apart."""
-    from xdl_trace import timeline
+    from xdl_trace.read import timeline
 
     run = str(tmp_path / "run")
     xdl.trace_tensor("w", np.arange(8, dtype=np.float32))

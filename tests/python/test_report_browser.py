@@ -11,7 +11,7 @@ import pytest
 
 import xdl_trace as xdl
 from browser import page  # noqa: F401  (the fixture)
-from xdl_trace import analysis, report
+from xdl_trace.read import analysis, report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 H100 = os.path.join(HERE, "..", "data", "h100_conv", "cupti_trace")

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from headless_chromium import Chromium
-from xdl_trace import _core, analysis, device_events, gpu_steps, report, timeline
+from xdl_trace import _core
+from xdl_trace.read import analysis, device_events, gpu_steps, report, timeline
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data", "h100_conv")

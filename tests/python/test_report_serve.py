@@ -10,7 +10,7 @@ import time
 
 import xdl_trace as xdl
 from browser import page  # noqa: F401  (the fixture)
-from xdl_trace import report, serve
+from xdl_trace.read import report, serve
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

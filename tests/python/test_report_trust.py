@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import report
+from xdl_trace.read import report
 
 NAN_AT = 150
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import _run
+from xdl_trace.write import _run
 
 from conftest import REPO
 

@@ -1,4 +1,4 @@
-"""Tests of xdl_trace.selection: the one Selection value and the readers that take it.
+"""Tests of xdl_trace.read.selection: the one Selection value and the readers that take it.
 
 Checked when made, keywords turned into it by Selection.of, and each reader given a Selection
 reads what its keywords read."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import analysis, report, timeline
-from xdl_trace.selection import Selection, gstep_window
+from xdl_trace.read import analysis, report, timeline
+from xdl_trace.read.selection import Selection, gstep_window
 
 
 def test_selection_is_checked_and_normalized_when_made():

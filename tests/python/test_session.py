@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace.session import SessionRunContext, SessionRunValues
+from xdl_trace.write.session import SessionRunContext, SessionRunValues
 
 
 def test_train_session_runs_hooks_and_returns_results(cfg, read_trace):

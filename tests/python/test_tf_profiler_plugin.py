@@ -11,7 +11,7 @@ import pytest
 from collector_wait import wait_collected
 
 import xdl_trace as xdl
-from xdl_trace import timeline
+from xdl_trace.read import timeline
 from xdl_trace._proto import device_trace_pb2
 
 from conftest import compile_test_plugin

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import cli, timeline
+from xdl_trace import cli
+from xdl_trace.read import timeline
 from collector_wait import wait_collected
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

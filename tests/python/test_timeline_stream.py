@@ -8,7 +8,8 @@ import sys
 
 
 import trace_file_maker as tm
-from xdl_trace import cli, timeline
+from xdl_trace import cli
+from xdl_trace.read import timeline
 from xdl_trace._proto import device_trace_pb2 as dt
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -172,7 +173,7 @@ def test_device_events_flows_and_the_size_warning(tmp_path, monkeypatch, capsys)
 _RSS_CHILD = """
 import resource, sys
 sys.path.insert(0, sys.argv[1])
-from xdl_trace import reader, timeline
+from xdl_trace.read import reader, timeline
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 info = timeline.write_timeline(sys.argv[2], sys.argv[3])
 print(info["device_events"], before, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

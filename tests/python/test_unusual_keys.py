@@ -18,7 +18,7 @@ import pytest
 
 import xdl_trace as xdl
 from headless_chromium import Chromium
-from xdl_trace import report, report_html
+from xdl_trace.read import report, report_html
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

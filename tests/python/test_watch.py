@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import analysis, report
+from xdl_trace.read import analysis, report
 
 torch = pytest.importorskip("torch", reason="python3-torch is not installed")
 

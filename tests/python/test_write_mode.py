@@ -155,7 +155,7 @@ def test_inline_under_a_failing_writer_returns_the_error_and_never_hangs(tmp_pat
 
 def test_defaults_are_the_cpp_ones_which_the_docs_state(out_dir):
     from xdl_trace import _core
-    from xdl_trace.hook import build_config
+    from xdl_trace.write.hook import build_config
 
     from conftest import REPO
 

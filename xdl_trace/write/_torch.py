@@ -9,7 +9,8 @@ import sys
 
 import numpy as np
 
-from . import _core, _device, errors
+from .. import _core, errors
+from . import _device
 
 # The wire value of bfloat16, from the C++ dtype table.
 _BFLOAT16 = next(value for value, name, _, _ in _core.dtype_table() if name == "bfloat16")

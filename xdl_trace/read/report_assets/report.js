@@ -1,4 +1,4 @@
-// The report page's script (key tree, search, charts with uPlot, live updates under serve): xdl_trace/report_html.py inlines this file, less this first line.
+// The report page's script (key tree, search, charts with uPlot, live updates under serve): xdl_trace/read/report_html.py inlines this file, less this first line.
 (function () {
   var D = JSON.parse(document.getElementById('xdl-report-data').textContent);
   // Under `xdl-trace serve` the page polls its server; a static report is complete as it is.

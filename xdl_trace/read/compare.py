@@ -28,7 +28,7 @@ import dataclasses
 import fnmatch
 import warnings
 
-from . import _core
+from .. import _core
 from .reader import TornTailWarning, open_trace
 from .selection import Selection
 

@@ -16,12 +16,7 @@ import os
 
 from . import analysis, compare, gpu_advice, gpu_steps, report_charts, trace_runs
 from .alerts import agreement_alerts, find_alerts, headline
-from .alerts import (  # noqa: F401  (re-exported: the thresholds, as before the split)
-    EXPLODING_FACTOR,
-    EXPLODING_NORM,
-    VANISHING_FACTOR,
-    VANISHING_NORM,
-)
+from .alerts import EXPLODING_FACTOR, EXPLODING_NORM, VANISHING_FACTOR, VANISHING_NORM
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
 from .report_html import render_html
 from .report_png import render_pngs

@@ -1,5 +1,5 @@
 """The report page: fills the template report_assets/report.html with a report model (see
-``xdl_trace.report.build_report``), its styles and script (report.css, report.js) and the
+``xdl_trace.read.report.build_report``), its styles and script (report.css, report.js) and the
 vendored uPlot, into one HTML string that needs no network.
 
 Every piece of markup is a fragment of the template; this module only escapes values and picks

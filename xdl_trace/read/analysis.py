@@ -30,14 +30,15 @@ import warnings
 
 import numpy as np
 
-from . import _core, gpu_steps
+from .. import _core
+from . import gpu_steps
 from .device_events import DeviceDataWarning, bad_data_message
 from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
 from .selection import Selection
 
 __all__ = ["scan_run", "find_nan", "RunScan", "Series", "HistogramSeries", "STATS_FIELDS"]
 
-# STATS_FIELDS: the stats layout's field names, from _core (via xdl_trace.reader).
+# STATS_FIELDS: the stats layout's field names, from _core (via xdl_trace.read.reader).
 COUNT, MIN, MAX, MEAN, STD, L2, NAN, INF = range(len(STATS_FIELDS))
 LOG_BUCKET_EDGES = np.asarray(_core.LOG_BUCKET_EDGES)
 
@@ -321,7 +322,7 @@ def scan_run(
 ):
     """Reads a run once and returns a ``RunScan``.
 
-    selection: a ``Selection`` (xdl_trace/selection.py) of keys (glob patterns: a list or
+    selection: a ``Selection`` (xdl_trace/read/selection.py) of keys (glob patterns: a list or
     "a,b*"), gsteps, ranks and run (which run of a directory that holds several, as
     ``open_trace``); the keywords keys, gsteps, ranks and run stand for its fields.
     series/histograms False skip the curves (find-nan needs neither). capacity and

@@ -33,11 +33,12 @@ import warnings
 
 import numpy as np
 
-from . import errors, trace_runs
+from .. import errors
+from . import trace_runs
 from .selection import Selection, gstep_window
 
 try:
-    from . import _core
+    from .. import _core
 except ImportError as error:  # pragma: no cover - exercised only without a build
     raise ImportError(
         "xdl_trace._core is not built: run `make build` at the repository root "
@@ -408,7 +409,7 @@ class Trace:
         """Iterates records of the selected ranks (default all), merged by gstep
         across ranks (ties in rank order).
 
-        ``selection``: a ``Selection`` (xdl_trace/selection.py); the keywords
+        ``selection``: a ``Selection`` (xdl_trace/read/selection.py); the keywords
         keys, gsteps and ranks stand for its fields, and its run is the
         Trace's (``open_trace``'s). ``keys``: a list of keys (default all).
         ``gsteps``: ``(begin, end)`` inclusive (either may be None), a

@@ -17,7 +17,8 @@ import weakref
 
 import numpy as np
 
-from . import _convert, _core, _device, _torch, errors
+from . import _convert, _device, _torch
+from .. import _core, errors
 
 __all__ = [
     "trace_tensor",
@@ -136,7 +137,9 @@ def _warn_if_running(scope, key):
 def caller_stacklevel():
     """The warnings.warn stacklevel of the first frame outside this package (and contextlib),
     so a warning points at the user's line whichever API function registered."""
-    skipped = (os.path.dirname(os.path.abspath(__file__)), contextlib.__file__)
+    # The package root (both wings and the top), not this wing alone.
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    skipped = (package, contextlib.__file__)
     frame, level = sys._getframe(1), 1
     while frame is not None and frame.f_code.co_filename.startswith(skipped):
         frame, level = frame.f_back, level + 1

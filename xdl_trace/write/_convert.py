@@ -13,7 +13,8 @@ import threading
 
 import numpy as np
 
-from . import _core, _torch, errors
+from .. import _core, errors
+from . import _torch
 
 # [(wire value, name, itemsize, numpy dtype name)] in wire order: the C++ dtype table.
 DTYPE_TABLE = tuple(_core.dtype_table())

@@ -13,7 +13,8 @@ import threading
 import warnings
 import weakref
 
-from . import _convert, _core, _device, _run, api, errors, filters as _filters
+from . import _convert, _device, _run, api, filters as _filters
+from .. import _core, errors
 from ._run import RANK_ENV_VARS, detect_rank
 
 __all__ = ["TraceHook", "CONFIG_KEYS", "detect_rank"]

@@ -41,7 +41,7 @@ import numbers
 import os
 import warnings
 
-from ._proto import device_trace_pb2
+from .._proto import device_trace_pb2
 from .device_events import (
     API_CALLS,
     DEVICE_WORK,
@@ -59,7 +59,7 @@ from .selection import Selection
 
 __all__ = ["DeviceTrace", "HostSpan", "build_timeline", "write_timeline", "BROWSER_LIMIT_BYTES"]
 
-# DeviceTrace, HostSpan and their field numbers: xdl_trace.device_events (from protoc's output).
+# DeviceTrace, HostSpan and their field numbers: xdl_trace.read.device_events (from protoc's output).
 HOST_API_DEVICE = -1  # Device id of the host threads calling the CUDA API.
 # Browsers' JSON viewers (Perfetto UI, chrome://tracing) struggle above this size.
 BROWSER_LIMIT_BYTES = 256 * 1024 * 1024

@@ -6,8 +6,8 @@ proto/device_trace.proto defines both messages; the classes and field numbers co
 output (xdl_trace._proto), never from a table written here.
 """
 
-from . import _core
-from ._proto import device_trace_pb2, xdl_trace_pb2
+from .. import _core
+from .._proto import device_trace_pb2, xdl_trace_pb2
 
 __all__ = [
     "DeviceDataWarning",

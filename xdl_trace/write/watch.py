@@ -14,7 +14,8 @@ leaf module's output is ``activation/<module name>``; all under ``scope/`` when 
 
 import numpy as np
 
-from . import _core, _device, _torch, api, errors, ranges as _ranges
+from .. import _core, errors
+from . import _device, _torch, api, ranges as _ranges
 
 __all__ = ["watch"]
 
@@ -89,7 +90,7 @@ def watch(
     optimizer: its ``step()`` is marked as an "optimizer" range (with `marks`; torch >= 2.0
         marks every optimizer's step without it).
     marks: mark each module's forward and each leaf module's backward as host ranges
-        (xdl_trace/ranges.py), so the report gives each kernel the layer and phase that
+        (xdl_trace/write/ranges.py), so the report gives each kernel the layer and phase that
         launched it (docs/report.md "GPU time by module"); a torch model only. None (default):
         marked when the model has a parameter on a device (a CPU model launches no kernels to
         attribute, and on a small one the hooks cost more than its step); True or False forces.

@@ -30,7 +30,7 @@ import time
 import types
 import weakref
 
-from . import _core
+from .. import _core
 
 __all__ = [
     "host_range",

@@ -16,7 +16,7 @@ import json
 import os
 import warnings
 
-from . import _core, errors
+from .. import _core, errors
 
 __all__ = [
     "Run",

@@ -336,7 +336,7 @@ def _zero_row(device, dtype):
 @functools.lru_cache(maxsize=8)
 def _nan_columns(device):
     """The columns of a stats row that are NaN when no value is finite: min, max, mean, std."""
-    from . import _core
+    from .. import _core
 
     nan = [field in ("min", "max", "mean", "std") for field in _core.STATS_FIELDS]
     return _torch().tensor(nan, device=device)

@@ -10,7 +10,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from . import _core, errors
+from .. import _core, errors
 
 RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_SIZE_ENV_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
@@ -148,7 +148,7 @@ def metadata_json(metadata):
 
 def run_info(placement, metadata_string):
     """The core RunInfo of a run starting now (the core fills hostname, pid and start time)."""
-    from ._version import __version__
+    from .._version import __version__
 
     run = _core.RunInfo()
     run.world_size = placement.world_size

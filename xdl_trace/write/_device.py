@@ -24,7 +24,8 @@ import threading
 import time
 import weakref
 
-from . import _core, _device_graphs
+from .. import _core
+from . import _device_graphs
 
 # Wire dtype values by name, from the C++ dtype table.
 _WIRE = {name: value for value, name, _, _ in _core.dtype_table()}

@@ -29,8 +29,8 @@ import re
 
 import numpy as np
 
-from . import _core
-from ._proto import device_trace_pb2 as pb
+from .. import _core
+from .._proto import device_trace_pb2 as pb
 from .device_events import API_CALLS, DEVICE_WORK
 
 __all__ = [
