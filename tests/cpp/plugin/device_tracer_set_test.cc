@@ -814,7 +814,11 @@ TEST_CASE("CUPTI over the synthetic GPU: every event kept and in a step, all thr
   config.output_dir = "/unused";
   config.device_tracers = {plugin};
   config.device_collect_interval_s = 0.02;
-  config.device_plugin_config = "synthetic_rate=200000";
+  // 20,000 events a second (synthetic_rate): enough to keep every thread busy at
+  // once, and little enough that the collector and parse threads, which run at a lowered
+  // priority, keep up on a loaded machine (at 200,000, with four busy processes on two cores,
+  // they did not: no collect for 60 s, or the plugin's buffers dropped).
+  config.device_plugin_config = "synthetic_rate=20000";
   absl::StatusOr<std::unique_ptr<DeviceTracing>> tracing = DeviceTracing::Start(config);
   REQUIRE(tracing.ok());
   DeviceTracing& t = **tracing;
@@ -870,7 +874,7 @@ TEST_CASE("CUPTI over the synthetic GPU: every event kept and in a step, all thr
     }
   }
   CHECK(events == stats.device_events);
-  CHECK(events > 10000);  // ~0.2 s at 200k events/s, at the least.
+  CHECK(events > 2000);  // ~0.2 s at 20k events/s, at the least.
   CHECK(kernels > 0);
   CHECK(out_of_range == 0);
 }
