@@ -1,7 +1,7 @@
-// The report's downsampled curves over gstep (xdl_trace.read.analysis.Series and HistogramSeries): rows
-// of consecutive records share a bucket that keeps the sum, count, min and max of each field (or a
-// distribution's summed counts and its min and max); when every bucket is full, neighbours merge
-// pairwise and a bucket spans twice as many records.
+// The report's downsampled curves over gstep (xdl_trace.read.analysis.Series and HistogramSeries):
+// rows of consecutive records share a bucket that keeps the sum, count, min and max of each field
+// (or a distribution's summed counts and its min and max); when every bucket is full, neighbours
+// merge pairwise and a bucket spans twice as many records.
 #ifndef XDL_TRACE_ANALYSIS_CURVE_BUCKETS_H_
 #define XDL_TRACE_ANALYSIS_CURVE_BUCKETS_H_
 
