@@ -408,6 +408,13 @@ absl::StatusOr<FileMeta> ParseFileMeta(absl::string_view bytes) {
           before, actual, expected));
     }
   }
+  // protobuf reads a tag's varint as 32 bits and skips what it does not know;
+  // a Meta that the field walker refuses (an overlong tag, a bad wire type) was
+  // written by no writer, and would hide its fields from the checks below.
+  if (reader.error() != nullptr) {
+    return absl::DataLossError(absl::StrCat("the Meta does not parse as protobuf wire data: ",
+                                            reader.error(), " at byte ", reader.error_offset()));
+  }
   // The writer that writes Meta.header_crc32c seals every Meta: without its own
   // checksum such a Meta lost it (a flipped bit in its tag), and nothing in it
   // can be trusted for pruning.
