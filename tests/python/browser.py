@@ -5,6 +5,8 @@ import shutil
 
 import pytest
 
+from headless_chromium import HEADLESS_FLAGS
+
 # Console lines the browser itself writes about things that are not the page's (none so far).
 _NOT_THE_PAGE = ("favicon.ico",)
 
@@ -27,13 +29,7 @@ class Page:
         options = webdriver.ChromeOptions()
         options.binary_location = binary
         for flag in (
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+            *HEADLESS_FLAGS,
             "--disable-dev-shm-usage",
             f"--window-size={width},{height}",
             f"--user-data-dir={tmp_path / 'selenium-profile'}",

@@ -7,6 +7,18 @@ import subprocess
 import pytest
 
 
+# The flags every headless Chromium of the tests runs with (browser.py's selenium window too).
+HEADLESS_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
 class Chromium:
     """The system's Chromium with a profile of its own under `tmp_path`; skips the test
     (reported) where none is installed (scripts/setup.sh installs it)."""
@@ -26,13 +38,7 @@ class Chromium:
             )
         self._common = [
             self.binary,
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
+            *HEADLESS_FLAGS,
             f"--user-data-dir={tmp_path / 'profile'}",
             "--enable-logging=stderr",
             "--v=0",
