@@ -25,6 +25,18 @@ from xdl_trace.write import _device_graphs  # noqa: E402
 NUMPY_DTYPES = {value: np.dtype(numpy) for value, _, _, numpy in xdl._core.dtype_table()}
 
 
+def run_python(*args, timeout=120):
+    """`python3 ARGS...` with this checkout's package first on the path (a hang past `timeout`
+    fails the test)."""
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+
+
 @pytest.fixture(autouse=True)
 def clean_registry():
     xdl.clear()

@@ -13,21 +13,12 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
+from conftest import run_python as run
 from xdl_trace import errors
 from xdl_trace.read.reader import open_trace
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 READ_TRACE = os.path.join(REPO, "xdl_trace", "tools", "read_trace.py")
-
-
-def run(*args, timeout=60):
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ, PYTHONPATH=REPO),
-    )
 
 
 def cli(*args):

@@ -6,7 +6,6 @@ before its fix."""
 import glob
 import os
 import resource
-import subprocess
 import sys
 import textwrap
 
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
+from conftest import run_python as run
 from xdl_trace import errors
 from xdl_trace.read.reader import open_trace
 
@@ -27,16 +27,6 @@ READERS = {
     "export": ["-o", "{out}/x.npz"],
     "timeline": ["-o", "{out}/t.json"],
 }
-
-
-def run(*args, timeout=120):
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ, PYTHONPATH=REPO),
-    )
 
 
 def write_steps(out_dir, steps=5, key="layer0"):
