@@ -107,50 +107,30 @@ def watch(
                 raise TypeError(
                     f"xdl_trace: watch: '{name}' is a {type(value).__name__}, not a numpy array"
                 )
-            if every is None:
-                api.trace_variable(name, value, scope=scope, summary=summary)
-            else:
-                _register(
-                    _core.EntryKind.VARIABLE,
-                    scope_s,
-                    name,
-                    _every(every, lambda v=value: v),
-                    summary,
-                )
-                api.remember_variable(scope_s, name, value)
-            keys.append(api.full_key(scope_s, name))
+            read = lambda v=value: v  # noqa: E731
+            keys.append(_watch_variable(name, value, read, scope, scope_s, summary, every))
         return keys
     if not _torch.is_module(model):
         raise TypeError(
             "xdl_trace: watch expects a torch nn.Module or a dict of numpy arrays, "
             f"got {type(model).__name__}"
         )
+    parameters = _torch.named_parameters(model)
     if marks is None:
-        marks = any(p.device.type != "cpu" for p in model.parameters())
+        marks = any(p.device.type != "cpu" for _, p in parameters)
     if marks:
         _ranges.mark_modules(model)
         if optimizer is not None:
             _ranges.mark_optimizer(optimizer)
         else:
             _ranges.mark_every_optimizer()
-    parameters = _torch.named_parameters(model)
     if parameters and _device_group_fits(parameters, summary):
         return keys + _watch_on_device(
             model, parameters, gradients, activations, summary, every, scope_s
         )
     for name, parameter in parameters:
-        if every is None:
-            api.trace_variable(name, parameter, scope=scope, summary=summary)
-        else:
-            _register(
-                _core.EntryKind.VARIABLE,
-                scope_s,
-                name,
-                _every(every, lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)),
-                summary,
-            )
-            api.remember_variable(scope_s, name, parameter)
-        keys.append(api.full_key(scope_s, name))
+        read = lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)  # noqa: E731
+        keys.append(_watch_variable(name, parameter, read, scope, scope_s, summary, every))
     if gradients:
         for name, parameter in parameters:
             if not parameter.requires_grad:
@@ -164,6 +144,17 @@ def watch(
     if activations:
         keys += _watch_activations(model, summary, every, scope_s)
     return keys
+
+
+def _watch_variable(name, value, read, scope, scope_s, summary, every):
+    """Registers one parameter: by reference at every traced step, or with `every` through
+    `read` (its host value) every N-th; returns its full key."""
+    if every is None:
+        api.trace_variable(name, value, scope=scope, summary=summary)
+    else:
+        _register(_core.EntryKind.VARIABLE, scope_s, name, _every(every, read), summary)
+        api.remember_variable(scope_s, name, value)
+    return api.full_key(scope_s, name)
 
 
 def _device_group_fits(parameters, summary):
