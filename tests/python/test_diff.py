@@ -265,6 +265,10 @@ def test_report_of_two_runs_says_where_they_differ(runs):
 
     model = report.build_report([runs["a"], runs["changed"]])
     assert "the runs differ from gstep 150 in w" in model["headline"][0]["text"]
+    # The page's banner says what it is: no "NaN/Inf" tag on a difference (it had one).
+    page = report.render_html(model)
+    assert "<p class='news warn'><span class='tag warn'>runs differ</span>" in page
+    assert "<span class='tag error'>NaN/Inf</span>" not in page
     (alert,) = [a for a in model["alerts"] if a["kind"] == "runs differ"]
     assert alert["key"] == "w" and alert["gstep"] == 150
     assert "1 of 100 elements differ" in alert["detail"]

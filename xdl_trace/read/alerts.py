@@ -116,8 +116,8 @@ HEADLINE_KEYS = 4  # Keys named in the headline; the others are counted.
 
 def headline(scans):
     """What the page opens with: per run holding NaN/Inf, the first gstep holding one and the
-    keys that do at that gstep, as {"run", "gstep", "keys", "text"}: "first non-finite at gstep
-    150 in 13 keys (loss, gradient/w, ...)"."""
+    keys that do at that gstep, as {"run", "gstep", "keys", "text", "tag", "severity"}: "first
+    non-finite at gstep 150 in 13 keys (loss, gradient/w, ...)"."""
     out = []
     for scan in scans:
         bad = sorted(scan.first_bad.values(), key=lambda b: (b.gstep, b.rank, b.key))
@@ -138,6 +138,8 @@ def headline(scans):
                 "gstep": gstep,
                 "keys": keys,
                 "text": f"{where}first non-finite at gstep {gstep} in {count} ({named})",
+                "tag": "NaN/Inf",
+                "severity": "error",
             }
         )
     return out
@@ -193,7 +195,7 @@ AGREEMENT_ALERT_KEYS = 10
 
 def agreement_alerts(result, label, what):
     """A ``compare.diff`` result (`what`: "ranks" of one run, or "runs") as the page's opening line
-    ({"run", "gstep", "keys", "text"}: "ranks agree", "rank 1 differs from rank 0 from gstep 110
+    ({"run", "gstep", "keys", "text", "tag", "severity"}: "ranks agree", "rank 1 differs from rank 0 from gstep 110
     in 0.weight (and 5 more keys)") and alerts: one per differing key (the first
     AGREEMENT_ALERT_KEYS), each naming its first differing gstep and what was compared."""
     differing = result.differing
@@ -207,10 +209,12 @@ def agreement_alerts(result, label, what):
         text += ")" if not steps_only else f"; {steps_only} gsteps on one side only)"
         if bases == ["summaries"]:
             text += ": equal summaries prove nothing exact; trace summary='digest' to be sure"
-        headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
         kind = "ranks agree" if what == "ranks" else "runs agree"
+        headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
+        headline_item.update(tag=kind, severity="info")
         return headline_item, [_alert("info", kind, label, "", None, None, text)]
     first = differing[0]
+    kind = "ranks differ" if what == "ranks" else "runs differ"
     keys = sorted({k.key for k in differing}, key=[k.key for k in differing].index)
     more = f" (and {len(keys) - 1} more keys)" if len(keys) > 1 else ""
     if what == "ranks":
@@ -221,6 +225,7 @@ def agreement_alerts(result, label, what):
     else:
         text = f"{label}: the runs differ from gstep {first.first['gstep']} in {first.key}{more}"
     headline_item = {"run": label, "gstep": first.first["gstep"], "keys": keys, "text": text}
+    headline_item.update(tag=kind, severity="warn")
     alerts = []
     for k in differing[:AGREEMENT_ALERT_KEYS]:
         p = k.first
@@ -234,14 +239,13 @@ def agreement_alerts(result, label, what):
             )
         else:
             detail = f"by {p['basis']}; {k.steps_differing} gsteps differ"
-        kind = "ranks differ" if what == "ranks" else "runs differ"
         rank = k.rank_b if what == "ranks" else None
         alerts.append(_alert("warn", kind, label, k.key, rank, p["gstep"], detail))
     if len(differing) > AGREEMENT_ALERT_KEYS:
         alerts.append(
             _alert(
                 "warn",
-                "ranks differ" if what == "ranks" else "runs differ",
+                kind,
                 label,
                 "",
                 None,

@@ -626,7 +626,13 @@ def render_html(model, live=False, version=0):
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
     items = "".join(
-        _fill("headline_item", text=html.escape(h["text"])) for h in model.get("headline", ())
+        _fill(
+            "headline_item",
+            severity=h["severity"],
+            tag=html.escape(h["tag"]),
+            text=html.escape(h["text"]),
+        )
+        for h in model.get("headline", ())
     )
     return _fill(
         "page",
