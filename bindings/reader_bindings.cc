@@ -19,7 +19,16 @@
 
 #include "status.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/errors.h"
+#include "xdl_trace/reader/file_meta.h"
+#include "xdl_trace/reader/file_names.h"
+#include "xdl_trace/reader/options.h"
+#include "xdl_trace/reader/record_view.h"
+#include "xdl_trace/reader/runs.h"
+#include "xdl_trace/reader/stack.h"
+#include "xdl_trace/reader/trace_cursor.h"
+#include "xdl_trace/reader/trace_file.h"
+#include "xdl_trace/reader/trace_reader.h"
 
 namespace py = pybind11;
 

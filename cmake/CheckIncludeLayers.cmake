@@ -32,6 +32,30 @@ set(allowed_reader_headers "")
 # them (the tracer's public class is not a lower layer's constant store).
 set(public_header_layer_xdl_trace/tracer.h tracer)
 
+# The parts of the public reader API (cpp/include/xdl_trace/reader/, one header per concept) and
+# the xdl_trace/ headers each may include besides std and absl: a part includes only the parts
+# below it, so the record views never pull in the reader. A header there without a row is
+# reported (a new part says here what it may include).
+set(reader_parts errors file_meta file_names options record_view runs stack trace_cursor
+    trace_file trace_reader)
+set(public_allowed_errors "")
+set(public_allowed_file_meta "")
+set(public_allowed_file_names "")
+set(public_allowed_options "")
+set(public_allowed_runs "")
+set(public_allowed_record_view xdl_trace/dtype.h xdl_trace/tensor.h)
+set(public_allowed_trace_cursor xdl_trace/reader/errors.h xdl_trace/reader/record_view.h)
+set(public_allowed_trace_file xdl_trace/reader/errors.h xdl_trace/reader/file_meta.h
+    xdl_trace/reader/options.h xdl_trace/reader/record_view.h)
+set(public_allowed_stack xdl_trace/dtype.h xdl_trace/tensor.h xdl_trace/reader/errors.h
+    xdl_trace/reader/trace_file.h)
+set(public_allowed_trace_reader xdl_trace/dtype.h xdl_trace/tensor.h)
+foreach(part IN LISTS reader_parts)
+  if(NOT part STREQUAL "trace_reader")
+    list(APPEND public_allowed_trace_reader xdl_trace/reader/${part}.h)
+  endif()
+endforeach()
+
 # Headers with no dependency beyond the C++ standard library (and POSIX): with
 # the header-only ones below, the only cpp/src headers a device-tracer plugin
 # (a separate shared library) may include.
@@ -156,6 +180,17 @@ foreach(file IN LISTS public_headers)
       violation("${file}" "${include}" "public headers never include generated or CUDA headers")
     elseif(NOT include MATCHES "^<" AND NOT include MATCHES "^(xdl_trace|absl)/")
       violation("${file}" "${include}" "public headers include only std, absl and xdl_trace/")
+    elseif(include MATCHES "^xdl_trace/" AND file MATCHES "/xdl_trace/reader/([^/]+)\\.h$")
+      set(part "${CMAKE_MATCH_1}")  # The last MATCHES sets it.
+      if(NOT part IN_LIST reader_parts)
+        violation("${file}" "${include}" "a reader part not in CheckIncludeLayers.cmake's reader_parts: add its row")
+      elseif(NOT include IN_LIST public_allowed_${part})
+        list(JOIN public_allowed_${part} ", " may)
+        if(may STREQUAL "")
+          set(may "no xdl_trace/ header")
+        endif()
+        violation("${file}" "${include}" "the reader part ${part}.h may include ${may}")
+      endif()
     endif()
   endforeach()
 endforeach()

@@ -5,7 +5,7 @@
 
 #include "absl/strings/string_view.h"
 #include "fuzz_check.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/file_meta.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::StatusOr<xdl_trace::FileMeta> meta =

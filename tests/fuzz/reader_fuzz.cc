@@ -12,7 +12,9 @@
 #include "absl/strings/string_view.h"
 #include "core/crc32c.h"
 #include "fuzz_check.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/file_meta.h"
+#include "xdl_trace/reader/record_view.h"
+#include "xdl_trace/reader/trace_file.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Traces one tensor for three steps through the installed package, with the CUPTI tracer when
-// installed.
+// installed, and reads the records back through an installed reader part (xdl_trace/reader/).
 //
 // Usage: consumer OUT_DIR [cupti]
 // With "cupti", device_tracers = {"cupti"} is found by name in the installed
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "xdl_trace/reader/trace_reader.h"
 #include "xdl_trace/registry.h"
 #include "xdl_trace/tracer.h"
 #include "xdl_trace/version.h"
@@ -37,6 +38,21 @@ int main(int argc, char** argv) {
   const xdl_trace::TraceStats stats = (*tracer)->stats();
   std::printf("records_written=%lld\n", static_cast<long long>(stats.records_written));
   if (stats.records_written != 3) return 7;
+  auto reader = xdl_trace::TraceReader::Open(argv[1]);
+  if (!reader.ok()) {
+    std::printf("read: %s\n", reader.status().ToString().c_str());
+    return 9;
+  }
+  xdl_trace::TraceCursor cursor = reader->Read({});
+  int records_read = 0;
+  for (;;) {
+    auto event = cursor.Next();
+    if (!event.ok()) return 10;
+    if (*event == xdl_trace::TraceCursor::Event::kEnd) break;
+    if (*event == xdl_trace::TraceCursor::Event::kRecord) ++records_read;
+  }
+  std::printf("records_read=%d\n", records_read);
+  if (records_read != 3) return 11;
   if (cupti) {
     const std::string& status = stats.device_tracer_status;
     std::printf("device_tracer_status=%s\n", status.c_str());

@@ -19,7 +19,11 @@
 #include "absl/status/statusor.h"
 #include "analysis/device_event_table.h"
 #include "core/mutex.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/errors.h"
+#include "xdl_trace/reader/options.h"
+#include "xdl_trace/reader/trace_cursor.h"
+#include "xdl_trace/reader/trace_file.h"
+#include "xdl_trace/reader/trace_reader.h"
 #include "xdl_trace/tensor.h"
 
 namespace xdl_trace {

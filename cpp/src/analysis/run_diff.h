@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/errors.h"
+#include "xdl_trace/reader/options.h"
+#include "xdl_trace/reader/record_view.h"
+#include "xdl_trace/reader/trace_reader.h"
 
 namespace xdl_trace {
 namespace internal {

@@ -1,5 +1,7 @@
 // Reading across a trace's files: step selection, Meta-based file skipping, the cursor that merges
 // ranks by gstep, torn-tail events, and stacking keys over steps.
+#include "xdl_trace/reader/trace_cursor.h"
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -8,7 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/errors.h"
+#include "xdl_trace/reader/file_meta.h"
+#include "xdl_trace/reader/options.h"
+#include "xdl_trace/reader/record_view.h"
+#include "xdl_trace/reader/stack.h"
+#include "xdl_trace/reader/trace_file.h"
+#include "xdl_trace/reader/trace_reader.h"
 
 namespace xdl_trace {
 namespace {

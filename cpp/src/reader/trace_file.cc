@@ -1,5 +1,7 @@
 // One mmap'd data file: opening regular files only, Header parsing, zero-copy Record decoding with
 // checked shapes, torn-tail (and zero-filled tail) detection, Meta reading and verification.
+#include "xdl_trace/reader/trace_file.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -22,7 +24,11 @@
 #include "core/wire_reader.h"
 #include "reader/mapping_guard.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/errors.h"
+#include "xdl_trace/reader/file_meta.h"
+#include "xdl_trace/reader/file_names.h"
+#include "xdl_trace/reader/options.h"
+#include "xdl_trace/reader/record_view.h"
 
 namespace xdl_trace {
 namespace {

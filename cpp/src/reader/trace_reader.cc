@@ -1,5 +1,7 @@
 // A trace's data files: "{prefix}.{name}.{rank}.{index}" grouped by rank, each rank in index order,
 // mapped once and shared; its keys and schema.
+#include "xdl_trace/reader/trace_reader.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -12,7 +14,10 @@
 #include "absl/strings/str_split.h"
 #include "core/mutex.h"
 #include "core/status_macros.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/file_names.h"
+#include "xdl_trace/reader/options.h"
+#include "xdl_trace/reader/record_view.h"
+#include "xdl_trace/reader/trace_file.h"
 
 namespace xdl_trace {
 namespace {

@@ -11,7 +11,10 @@
 #include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/file_meta.h"
+#include "xdl_trace/reader/file_names.h"
+#include "xdl_trace/reader/runs.h"
+#include "xdl_trace/reader/trace_reader.h"
 
 namespace xdl_trace {
 namespace {

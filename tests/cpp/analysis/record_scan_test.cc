@@ -17,7 +17,9 @@
 #include "summary/summary.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/errors.h"
+#include "xdl_trace/reader/trace_file.h"
+#include "xdl_trace/reader/trace_reader.h"
 
 namespace xdl_trace {
 namespace {

@@ -17,7 +17,7 @@
 #include "io/trace_writer.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/file_names.h"
 
 namespace xdl_trace {
 namespace internal {

@@ -1,6 +1,8 @@
 // TraceCursor and TraceReader::Read/Stack (cpp/src/reader/trace_cursor.cc) against files written
 // with protobuf's own serialization: ranks merged by gstep, key and gstep selection, Meta-based
 // file skipping, interleaved lanes, torn-tail events, stacking.
+#include "xdl_trace/reader/trace_cursor.h"
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -13,7 +15,11 @@
 #include "reader/reader_test_util.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/errors.h"
+#include "xdl_trace/reader/options.h"
+#include "xdl_trace/reader/stack.h"
+#include "xdl_trace/reader/trace_file.h"
+#include "xdl_trace/reader/trace_reader.h"
 
 namespace xdl_trace {
 namespace {

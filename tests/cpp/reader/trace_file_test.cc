@@ -1,5 +1,7 @@
 // TraceFile and RecordCursor (cpp/src/reader/trace_file.cc) against files written with protobuf's
 // own serialization (not the writer): decoding, torn tails, corruption, Meta and verification.
+#include "xdl_trace/reader/trace_file.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,7 +21,11 @@
 #include "reader/reader_test_util.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/errors.h"
+#include "xdl_trace/reader/file_meta.h"
+#include "xdl_trace/reader/options.h"
+#include "xdl_trace/reader/record_view.h"
+#include "xdl_trace/reader/trace_reader.h"
 
 namespace xdl_trace {
 namespace {

@@ -1,5 +1,7 @@
 // TraceReader (cpp/src/reader/trace_reader.cc): a trace's files grouped by prefix, name and rank,
 // and its schema.
+#include "xdl_trace/reader/trace_reader.h"
+
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <string>
@@ -8,7 +10,9 @@
 #include "reader/reader_test_util.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/file_names.h"
+#include "xdl_trace/reader/record_view.h"
+#include "xdl_trace/reader/trace_file.h"
 
 namespace xdl_trace {
 namespace {

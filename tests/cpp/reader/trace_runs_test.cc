@@ -7,7 +7,10 @@
 #include "io/trace_writer.h"
 #include "test_util.h"
 #include "xdl_trace.pb.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/file_names.h"
+#include "xdl_trace/reader/runs.h"
+#include "xdl_trace/reader/trace_cursor.h"
+#include "xdl_trace/reader/trace_reader.h"
 
 namespace xdl_trace {
 namespace {

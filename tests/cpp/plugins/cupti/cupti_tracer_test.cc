@@ -23,7 +23,8 @@
 #include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
 #include "testing/activity_records.h"
-#include "xdl_trace/reader.h"
+#include "xdl_trace/reader/record_view.h"
+#include "xdl_trace/reader/trace_file.h"
 
 namespace xdl_trace {
 namespace cupti {
