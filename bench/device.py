@@ -6,7 +6,7 @@
                                      [--plugin-config 'other_threads=0;synthetic_other_threads=500']
 
 The CUPTI plugin runs as on a GPU except for the GPU: libxdl_trace_cupti_synthetic.so (built
-with the tests, cpp/plugins/cupti/synthetic_gpu.h) is the real plugin (buffer pool, the real
+with the tests, tests/plugins/cupti/synthetic_gpu.h) is the real plugin (buffer pool, the real
 libcupti record walk, ActivityParser, the join, the DeviceTrace writer) over a "device" thread
 that fills CUPTI activity buffers as an H100 does, in the mix of the H100 "conv" run
 (../shared/gpu/h100-conv-2026-11-26/cupti_trace): per API call an EXTERNAL_CORRELATION record

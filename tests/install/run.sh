@@ -16,6 +16,13 @@ cmake --build "$work/build" >/dev/null
 ls "$work/prefix/include/xdl_trace/tracer.h" "$work/prefix/include/xdl_trace/version.h"
 # TensorFlow's status functions for TensorFlow profiler plugins, beside the plugins.
 ls "$work/prefix/lib/xdl_trace/plugins/libxdl_trace_tf_c.so"
+# Test support never ships: the plugins folder holds the product plugins only (no synthetic GPU).
+for shipped in "$work/prefix/lib/xdl_trace/plugins"/*; do
+  case "$(basename "$shipped")" in
+    libxdl_trace_tf_c.so | libxdl_trace_cupti.so) ;;
+    *) echo "the install ships $shipped, which is not a product plugin" >&2; exit 1 ;;
+  esac
+done
 plugin="$work/prefix/lib/xdl_trace/plugins/libxdl_trace_cupti.so"
 if [[ -e "$plugin" ]]; then
   # Nothing points into the build tree: the library finds the plugin beside itself.

@@ -116,6 +116,8 @@ except Exception as error:
 import numpy as np, xdl_trace as xdl, os
 plugin = os.path.join(os.path.dirname(xdl.__file__), "plugins", "libxdl_trace_cupti.so")
 assert os.path.exists(plugin), plugin
+# Test support (the synthetic GPU, tests/plugins/cupti) never ships.
+assert sorted(os.listdir(os.path.dirname(plugin))) == ["libxdl_trace_cupti.so", "libxdl_trace_tf_c.so"]
 xdl.trace_tensor("x", np.arange(3.0))
 with xdl.TraceHook({{"output_dir": {str(tmp_path / "cupti")!r}, "device_tracers": ["cupti"]}}) as h:
     h.step()

@@ -798,7 +798,7 @@ TEST_CASE("the collector thread collects while the training thread is elsewhere"
   FinishedFields(t);
 }
 
-// The CUPTI plugin itself over the synthetic GPU (cpp/plugins/cupti/synthetic_gpu.h): its
+// The CUPTI plugin itself over the synthetic GPU (tests/plugins/cupti/synthetic_gpu.h): its
 // "device" thread completes buffers, the plugin's parse thread parses them, the collector
 // thread joins and encodes, the training thread steps and takes parts, all at once (the
 // threads TSan checks here).

@@ -19,10 +19,10 @@
 
 #include "absl/strings/match.h"
 #include "core/clock.h"
+#include "cupti/activity_records.h"
 #include "cupti_tracer.h"
 #include "device_trace.pb.h"
 #include "plugin/device_tracer_set.h"
-#include "testing/activity_records.h"
 #include "xdl_trace/reader/record_view.h"
 #include "xdl_trace/reader/trace_file.h"
 
@@ -146,7 +146,7 @@ class FakeCuptiApi final : public CuptiApi {
 
 constexpr int64_t kT0 = 1700000000000000000;  // Some CLOCK_REALTIME ns.
 
-// The test's records: testing/activity_records.h's, with the defaults the cases share.
+// The test's records: cupti/activity_records.h's, with the defaults the cases share.
 CUpti_ActivityKernel10 Kernel(uint32_t correlation, int64_t start, int64_t end, uint32_t stream = 7,
                               const char* name = "gemm_kernel") {
   return testing::KernelRecord(correlation, start, end, stream, name);

@@ -1,6 +1,6 @@
 // Test support: CUPTI activity records as CUPTI writes them, for the tests and the synthetic GPU.
-#ifndef XDL_TRACE_PLUGINS_CUPTI_TESTING_ACTIVITY_RECORDS_H_
-#define XDL_TRACE_PLUGINS_CUPTI_TESTING_ACTIVITY_RECORDS_H_
+#ifndef XDL_TRACE_TESTS_PLUGINS_CUPTI_ACTIVITY_RECORDS_H_
+#define XDL_TRACE_TESTS_PLUGINS_CUPTI_ACTIVITY_RECORDS_H_
 
 #include <cupti.h>
 
@@ -90,4 +90,4 @@ inline CUpti_ActivityExternalCorrelation ExternalRecord(uint32_t correlation, ui
 }  // namespace cupti
 }  // namespace xdl_trace
 
-#endif  // XDL_TRACE_PLUGINS_CUPTI_TESTING_ACTIVITY_RECORDS_H_
+#endif  // XDL_TRACE_TESTS_PLUGINS_CUPTI_ACTIVITY_RECORDS_H_

@@ -1,5 +1,5 @@
 // A stand-in for the GPU and driver side of CUPTI: fills activity buffers shaped like an H100's.
-#include "synthetic_gpu.h"
+#include "cupti/synthetic_gpu.h"
 
 #include <pthread.h>
 #include <sys/syscall.h>
@@ -18,7 +18,7 @@
 
 #include "activity_parser.h"
 #include "core/clock.h"
-#include "testing/activity_records.h"
+#include "cupti/activity_records.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -30,7 +30,7 @@ struct WeightedName {
 };
 
 constexpr WeightedName kH100Kernels[] = {
-#include "h100_kernel_names.inc"
+#include "cupti/h100_kernel_names.inc"
 };
 
 // Per 1000 API calls of the H100 "conv" step (213 kernels, 16 memsets, 1 copy,

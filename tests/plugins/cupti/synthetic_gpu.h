@@ -1,6 +1,6 @@
 // A stand-in for the GPU and driver side of CUPTI: fills activity buffers shaped like an H100's.
-#ifndef XDL_TRACE_PLUGINS_CUPTI_SYNTHETIC_GPU_H_
-#define XDL_TRACE_PLUGINS_CUPTI_SYNTHETIC_GPU_H_
+#ifndef XDL_TRACE_TESTS_PLUGINS_CUPTI_SYNTHETIC_GPU_H_
+#define XDL_TRACE_TESTS_PLUGINS_CUPTI_SYNTHETIC_GPU_H_
 
 #include <memory>
 #include <string>
@@ -41,4 +41,4 @@ std::unique_ptr<CuptiApi> MakeSyntheticGpu(const SyntheticGpuOptions& options, s
 }  // namespace cupti
 }  // namespace xdl_trace
 
-#endif  // XDL_TRACE_PLUGINS_CUPTI_SYNTHETIC_GPU_H_
+#endif  // XDL_TRACE_TESTS_PLUGINS_CUPTI_SYNTHETIC_GPU_H_
