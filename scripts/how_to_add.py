@@ -15,6 +15,7 @@ Not part of `make test`: it builds the core five times.
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,24 @@ SCRATCH = os.path.join(REPO, "build", "how-to-add")
 PYTHON = os.environ.get("PYTHON", sys.executable)
 JOBS = os.environ.get("JOBS", "2")
 
+
+def next_field_number(proto, message):
+    """One past the highest field number (or reserved number) of `message` in `proto`: the
+    number a new field takes, as the .proto's author would pick it."""
+    with open(os.path.join(REPO, proto)) as f:
+        text = f.read()
+    start = text.index(f"message {message} {{")
+    body = text[start : text.index("\n}\n", start)]
+    body = re.sub(r"//[^\n]*", "", body)
+    numbers = [int(n) for n in re.findall(r"=\s*(\d+)\s*[;\[]", body)]
+    for reserved in re.findall(r"reserved\s+([^;]+);", body):
+        numbers += [int(n) for n in re.findall(r"\d+", reserved)]
+    return max(numbers) + 1
+
+
+# The Meta field the "meta" item adds: the next free number (Meta grows; a fixed one collides).
+META_PROBE_NUMBER = next_field_number("proto/xdl_trace.proto", "Meta")
+
 # Each item: the places it edits, as (path, anchor, text, where) with where "after" or "before"
 # the anchor (which must occur once), the targets to build and the check to run in the copy.
 ITEMS = {
@@ -34,7 +53,7 @@ ITEMS = {
             (
                 "proto/xdl_trace.proto",
                 "  fixed32 meta_crc32c = 17;",
-                "  int64 how_to_add_probe = 18;  // how_to_add.py's probe.\n",
+                f"  int64 how_to_add_probe = {META_PROBE_NUMBER};  // how_to_add.py's probe.\n",
                 "before",
             ),
             (
