@@ -2,8 +2,8 @@
 
     serve(["/tmp/run"], port=8080)   # http://127.0.0.1:8080/
 
-A ``LiveRun`` keeps one ``analysis.RunScan`` per run and, on each ``update``, reads only what
-the run's files gained: a file whose size is unchanged is not opened again, a grown or new one
+A ``LiveRun`` keeps one ``analysis.RunScan`` per run, made by the static report's scan at the
+first ``update``; each later one reads only what the run's files gained: a file whose size is unchanged is not opened again, a grown or new one
 (a rollover, a rank that started late) is scanned for the records after the last gstep its rank
 had, which are added to the same accumulators. One updater thread refreshes every run twice a
 second and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``)
@@ -67,12 +67,9 @@ class LiveRun:
             trace = analysis.open_trace(self.path, prefix=self.prefix, name=self.name, run="latest")
         except (FileNotFoundError, ValueError):
             return False  # No file yet: the run has not started writing.
-        changed = False
         if self.scan is None or (trace.run is not None and trace.run.id != self.run.id):
-            self.scan = analysis.RunScan(trace.path, self.label)
-            self._sizes = {}
-            self.bytes_read = 0
-            changed = True
+            return self._first_read(trace)
+        changed = False
         self.run = trace.run
         scan = self.scan
         analysis.begin_scan(scan, trace, self._selection)
@@ -99,6 +96,24 @@ class LiveRun:
         if changed:
             analysis.finish_scan(scan, self.path, self.prefix, self.name, self._selection)
         return changed
+
+    def _first_read(self, trace):
+        """Reads a run seen for the first time as the static report does (``scan_run``: the
+        distributions' rows grouped in C++, the next file's walkers reading while this one ends),
+        so a large finished run serves as fast as ``report`` reads it. The sizes are taken
+        before: what a file gains meanwhile is read again by the next update, from the gstep after
+        the last one read, so no record counts twice."""
+        self.run = trace.run
+        self._sizes = {f.path: f.size for f in trace.files}
+        run = "latest" if trace.run is None else trace.run.id
+        del trace
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TornTailWarning)  # A file being written.
+            self.scan = analysis.scan_run(
+                self.path, self.label, prefix=self.prefix, name=self.name, run=run
+            )
+        self.bytes_read = sum(self._sizes.values())
+        return True
 
     def writing(self):
         """Whether a writer of this run is alive on this host (False once every one is gone)."""
