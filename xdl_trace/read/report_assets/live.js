@@ -30,6 +30,7 @@ window.xdlLive = function (D, page) {
     D.runs = model.runs; D.alerts = model.alerts;
     document.getElementById('runs-table').innerHTML = update.runs_html;
     document.getElementById('alerts-table').innerHTML = update.alerts_html;
+    page.enhanceTables(document.getElementById('alerts-table'));
     document.getElementById('n-alerts').textContent = String(update.n_alerts);
     page.extend();
   }
