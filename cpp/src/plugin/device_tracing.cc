@@ -239,14 +239,15 @@ std::string DeviceTracing::Finish(std::vector<std::string>* device_traces) {
     const std::string why =
         interrupted ? std::string("the close was interrupted (Ctrl-C)")
                     : absl::StrCat("stop or collect did not return within ", stop_bound_s_, " s");
+    const std::string when =
+        interrupted ? std::string("before the close was interrupted (Ctrl-C)")
+                    : absl::StrCat("within ", stop_bound_s_,
+                                   " s (device_fence_timeout_s; a plugin's stop or collect never "
+                                   "returned)");
     std::fprintf(stderr,
                  "xdl_trace: device tracers did not stop and hand over their last events %s: "
                  "abandoned, those events are lost; the trace files are complete\n",
-                 interrupted ? "before the close was interrupted (Ctrl-C)"
-                             : absl::StrCat("within ", stop_bound_s_,
-                                            " s (device_fence_timeout_s; a plugin's stop or "
-                                            "collect never returned)")
-                                   .c_str());
+                 when.c_str());
     set_->Abandon(absl::StrCat("abandoned: ", why, " at close"));
     DropSpans();
     return "";
