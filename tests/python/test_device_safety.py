@@ -240,9 +240,9 @@ def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_wr
     assert meta  # Refreshed at close, the record count among it (read_trace checks it).
 
 
-def _interrupt_end(body):
-    """Runs `body`, which prints "ending" before its hook.end() waits, and sends it SIGINT
-    (Ctrl-C) a second later; its stdout. The script must exit 0 within 60 s (else: hung)."""
+def _interrupt_end(body, signum=signal.SIGINT):
+    """Runs `body`, which prints "ending" before its hook.end() waits, and sends it `signum`
+    (SIGINT: Ctrl-C) a second later; its stdout. The script must exit 0 within 60 s (else: hung)."""
     script = f"import sys\nsys.path.insert(0, {HERE!r})\n" + textwrap.dedent(body)
     child = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -250,7 +250,7 @@ def _interrupt_end(body):
     try:
         assert child.stdout.readline() == "ending\n", child.stderr.read()[-3000:]
         time.sleep(1.0)  # end() is waiting by now.
-        child.send_signal(signal.SIGINT)
+        child.send_signal(signum)
         stdout, stderr = child.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         child.kill()
@@ -421,6 +421,51 @@ def test_a_device_plugin_whose_stop_never_returns_is_abandoned_at_end(
     assert "abandoned" in done.stdout.splitlines()[-1]
     (trace,) = read_trace(out)
     assert trace.gsteps() == [0, 1, 2]
+
+
+def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exiting(
+    tmp_path, read_trace
+):
+    # SIGTERM (Slurm, Kubernetes) while end() waits for a hung kernel's copies: the hook's
+    # SIGTERM handler raises SystemExit(143) in end()'s wait. Leaving then, with the close still
+    # running on its helper thread, exited the process under the IO thread: the host records
+    # behind the stuck one were lost and the Meta never closed. It abandons the waits as
+    # Ctrl-C does, and SystemExit goes on once the trace is closed.
+    out = str(tmp_path / "out")
+    stdout = _interrupt_end(
+        f"""
+        import json, numpy as np, torch
+        import xdl_trace as xdl
+        from fake_device import FakeDevice, installed
+
+        device = FakeDevice()
+        installed(device).__enter__()
+        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
+        xdl.trace_tensor("h", np.arange(3.0))
+        hook = xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
+                             device_fence_timeout_s=300)
+        hook.begin()  # Installs the SIGTERM handler (main thread).
+        hook.step()
+        device.hang_fences = True
+        hook.step()  # Its copies never complete.
+        device.hang_fences = False
+        for _ in range(2):
+            hook.step()
+        print("ending", flush=True)
+        try:
+            hook.end()
+        except SystemExit as e:
+            stats = hook.stats()
+            print(e.code, json.dumps({{k: stats[k] for k in ("deferred_failed",
+                                                               "records_written")}}))
+        """,
+        signum=signal.SIGTERM,
+    )
+    assert stdout.splitlines()[-1] == '143 {"deferred_failed": 1, "records_written": 3}'
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 2, 3]
+    assert trace.meta.closed_cleanly and trace.meta.record_count == 3
+    assert trace.meta.dropped_records == 1
 
 
 def test_ctrl_c_during_end_abandons_a_device_plugin_whose_stop_never_returns(

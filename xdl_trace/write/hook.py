@@ -287,13 +287,20 @@ def _install_sigterm_handler():
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+# What a signal raises on the main thread: Ctrl-C, and SIGTERM through _on_sigterm. Either one
+# during end() abandons the close's waits and waits for the close: leaving while it runs on its
+# daemon thread would exit the process under the IO thread (no final Meta, records lost).
+_INTERRUPTS = (KeyboardInterrupt, SystemExit)
+
+
 def _wait_interruptibly(call, on_interrupt=None):
     """Runs `call` (a tracer's close or flush, which waits without the GIL for device copies and
     device tracers, each wait bounded by device_fence_timeout_s) so that Ctrl-C ends the wait: on
     the main thread the call runs on a helper thread joined in 0.1 s slices, where a
-    KeyboardInterrupt can land. Then `on_interrupt` runs (a close abandons its waits: it returns
-    within 50 ms, the records still waiting for copies dropped and counted) and the call is waited
-    for when it was given, before the KeyboardInterrupt goes on; a flush goes on in the background,
+    KeyboardInterrupt (or SIGTERM's SystemExit) can land. Then `on_interrupt` runs (a close
+    abandons its waits: it returns within 50 ms, the records still waiting for copies dropped and
+    counted) and the call is waited for when it was given, before the interrupt goes on; a flush
+    goes on in the background,
     within its bound. Elsewhere (signals reach the main thread only) `call` runs here."""
     if threading.current_thread() is not threading.main_thread():
         return call()
@@ -314,13 +321,13 @@ def _wait_interruptibly(call, on_interrupt=None):
     try:
         while not returned.wait(0.1):
             pass
-    except KeyboardInterrupt:
+    except _INTERRUPTS:
         if on_interrupt is not None:
             on_interrupt()
             while not returned.is_set():  # Ends within the abandon's poll and the last writes.
                 try:
                     returned.wait(0.1)
-                except KeyboardInterrupt:
+                except _INTERRUPTS:
                     pass  # Already leaving; the close finishes what it wrote.
         raise
     if failure:
@@ -535,7 +542,7 @@ class TraceHook:
         interrupted = None
         try:
             _wait_interruptibly(tracer.close, on_interrupt=tracer.abandon_waits)
-        except KeyboardInterrupt as e:  # The close ended early; it is reported below, then raised.
+        except _INTERRUPTS as e:  # The close ended early; it is reported below, then raised.
             interrupted = e
         except Exception as e:
             if self._on_error == "raise" and not at_exit:
