@@ -423,6 +423,51 @@ def test_a_device_plugin_whose_stop_never_returns_is_abandoned_at_end(
     assert trace.gsteps() == [0, 1, 2]
 
 
+def test_an_uncaught_ctrl_c_during_end_ends_the_process_by_sigint_with_the_trace_closed(
+    tmp_path, read_trace
+):
+    # What a user sees: nothing catches the KeyboardInterrupt. The process ends as Python ends
+    # on Ctrl-C (killed by SIGINT), after the close finished on its helper thread: no crash at
+    # exit, no second close by the exit handler, the trace final.
+    out = str(tmp_path / "out")
+    script = f"import sys\nsys.path.insert(0, {HERE!r})\n" + textwrap.dedent(
+        f"""
+        import numpy as np, torch
+        import xdl_trace as xdl
+        from fake_device import FakeDevice, installed
+
+        device = FakeDevice()
+        installed(device).__enter__()
+        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
+        xdl.trace_tensor("h", np.arange(3.0))
+        with xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
+                           device_fence_timeout_s=300) as hook:
+            hook.step()
+            device.hang_fences = True
+            hook.step()  # Its copies never complete.
+            device.hang_fences = False
+            hook.step()
+            print("ending", flush=True)
+        """
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline() == "ending\n", child.stderr.read()[-3000:]
+        time.sleep(1.0)  # __exit__'s end() is waiting by now.
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        pytest.fail(f"Ctrl-C did not end the wait (killed after 60 s): {child.communicate()[1]}")
+    assert child.returncode == -signal.SIGINT, stderr[-3000:]
+    assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr[-3000:]
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 2]
+    assert trace.meta.closed_cleanly and trace.meta.dropped_records == 1
+
+
 def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exiting(
     tmp_path, read_trace
 ):
