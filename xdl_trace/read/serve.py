@@ -2,8 +2,8 @@
 
     serve(["/tmp/run"], port=8080)   # http://127.0.0.1:8080/
 
-A ``LiveRun`` keeps one ``analysis.RunScan`` per run and, on each ``update``, reads only what
-the run's files gained: a file whose size is unchanged is not opened again, a grown or new one
+A ``LiveRun`` keeps one ``analysis.RunScan`` per run: its first read is the static report's
+(``analysis.scan_run``); each later ``update`` reads only what the run's files gained: a file whose size is unchanged is not opened again, a grown or new one
 (a rollover, a rank that started late) is scanned for the records after the last gstep its rank
 had, which are added to the same accumulators. One updater thread refreshes every run twice a
 second and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``)
@@ -67,12 +67,10 @@ class LiveRun:
             trace = analysis.open_trace(self.path, prefix=self.prefix, name=self.name, run="latest")
         except (FileNotFoundError, ValueError):
             return False  # No file yet: the run has not started writing.
-        changed = False
         if self.scan is None or (trace.run is not None and trace.run.id != self.run.id):
-            self.scan = analysis.RunScan(trace.path, self.label)
-            self._sizes = {}
-            self.bytes_read = 0
-            changed = True
+            self._first_read(trace)
+            return True
+        changed = False
         self.run = trace.run
         scan = self.scan
         analysis.begin_scan(scan, trace, self._selection)
@@ -99,6 +97,25 @@ class LiveRun:
         if changed:
             analysis.finish_scan(scan, self.path, self.prefix, self.name, self._selection)
         return changed
+
+    def _first_read(self, trace):
+        """Reads the run as the static report does (``analysis.scan_run``: one file after the
+        other with the next one's walkers reading ahead, histogram rows summed to the size the
+        distributions' buckets will have), not file by file as ``update`` reads what files
+        gained: a finished run of 10,000 records took 150 s that way and 4 s this way. The sizes
+        are taken before the scan, so a file that grows meanwhile is read again from the record
+        after its rank's last gstep (by gstep, never twice)."""
+        self._sizes = {f.path: f.size for f in trace.files}
+        self.bytes_read = sum(self._sizes.values())
+        self.run = trace.run
+        selection = self._selection.replace(run="latest" if trace.run is None else trace.run.id)
+        del trace
+        with warnings.catch_warnings():
+            # A file being written ends inside the record being appended: not an error.
+            warnings.simplefilter("ignore", TornTailWarning)
+            self.scan = analysis.scan_run(
+                self.path, self.label, prefix=self.prefix, name=self.name, selection=selection
+            )
 
     def writing(self):
         """Whether a writer of this run is alive on this host (False once every one is gone)."""
