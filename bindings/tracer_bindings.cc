@@ -355,6 +355,10 @@ void RegisterTracerBindings(py::module_& m) {
            py::arg("lstep"))  // A clock read: cheaper with the GIL held.
       .def("flush", [](Tracer& t) { RunWithoutGil([&] { return t.Flush(); }); })
       .def("close", [](Tracer& t) { RunWithoutGil([&] { return t.Close(); }); })
+      .def("abandon_waits", &Tracer::AbandonWaits,
+           "From another thread while flush() or close() wait (Ctrl-C): they stop waiting "
+           "for device copies and device tracers; incomplete device records are dropped and "
+           "counted.")
       .def_property_readonly("keys", &Tracer::keys)
       .def_property_readonly("config", &Tracer::config)
       .def("stats", [](const Tracer& t) { return StatsToDict(t.stats()); });

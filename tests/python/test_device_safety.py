@@ -7,6 +7,7 @@ with a generous timeout, so a hang fails the test instead of stalling the suite.
 """
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -239,6 +240,67 @@ def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_wr
     assert meta  # Refreshed at close, the record count among it (read_trace checks it).
 
 
+def _interrupt_end(body):
+    """Runs `body`, which prints "ending" before its hook.end() waits, and sends it SIGINT
+    (Ctrl-C) a second later; its stdout. The script must exit 0 within 60 s (else: hung)."""
+    script = f"import sys\nsys.path.insert(0, {HERE!r})\n" + textwrap.dedent(body)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline() == "ending\n", child.stderr.read()[-3000:]
+        time.sleep(1.0)  # end() is waiting by now.
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        pytest.fail(f"Ctrl-C did not end the wait (killed after 60 s): {child.communicate()[1]}")
+    assert child.returncode == 0, stderr[-3000:]
+    return stdout
+
+
+def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(tmp_path, read_trace):
+    # A hung kernel under a generous bound: end() would wait 300 s for its copies. Ctrl-C ends
+    # the wait: the stuck record is dropped and counted, the host records around it written,
+    # the Meta final, and the KeyboardInterrupt reaches the script.
+    out = str(tmp_path / "out")
+    stdout = _interrupt_end(
+        f"""
+        import json, numpy as np, torch
+        import xdl_trace as xdl
+        from fake_device import FakeDevice, installed
+
+        device = FakeDevice()
+        installed(device).__enter__()
+        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
+        xdl.trace_tensor("h", np.arange(3.0))
+        hook = xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
+                             device_fence_timeout_s=300)
+        hook.begin()
+        hook.step()
+        device.hang_fences = True
+        hook.step()  # Its copies never complete.
+        device.hang_fences = False
+        for _ in range(2):
+            hook.step()
+        print("ending", flush=True)
+        try:
+            hook.end()
+        except KeyboardInterrupt:
+            stats = hook.stats()
+            print(json.dumps({{k: stats[k] for k in ("deferred_failed", "records_written")}}))
+            print(stats["last_deferred_error"])
+        """
+    )
+    counts, error = stdout.splitlines()[-2:]
+    assert counts == '{"deferred_failed": 1, "records_written": 3}'
+    assert "gstep=1" in error and "abandoned" in error, error
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 2, 3]
+    assert trace.meta.closed_cleanly and trace.meta.record_count == 3
+    assert trace.meta.dropped_records == 1
+
+
 def test_write_mode_inline_with_a_device_tensor_writes_its_values(tmp_path, read_trace):
     out = str(tmp_path / "out")
     done = _run_script(
@@ -359,6 +421,34 @@ def test_a_device_plugin_whose_stop_never_returns_is_abandoned_at_end(
     assert "abandoned" in done.stdout.splitlines()[-1]
     (trace,) = read_trace(out)
     assert trace.gsteps() == [0, 1, 2]
+
+
+def test_ctrl_c_during_end_abandons_a_device_plugin_whose_stop_never_returns(
+    tmp_path, fake_plugin, read_trace
+):
+    out = str(tmp_path / "out")
+    stdout = _interrupt_end(
+        f"""
+        import numpy as np
+        import xdl_trace as xdl
+
+        xdl.trace_tensor("w", np.arange(4.0))
+        hook = xdl.TraceHook(output_dir={out!r}, fsync=False, device_tracers=[{fake_plugin!r}],
+                             device_plugin_config="hang_stop=1", device_fence_timeout_s=300)
+        hook.begin()
+        for _ in range(3):
+            hook.step()
+        print("ending", flush=True)
+        try:
+            hook.end()
+        except KeyboardInterrupt:
+            print(hook.stats()["device_tracer_status"])
+        """
+    )
+    assert "abandoned: the close was interrupted" in stdout.splitlines()[-1]
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 1, 2]
+    assert trace.meta.closed_cleanly
 
 
 def test_a_hung_collect_of_an_abi_1_0_plugin_holds_training_once_and_never_again(

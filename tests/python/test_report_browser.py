@@ -329,3 +329,44 @@ def test_where_the_runs_differ(tmp_path, page):
     page.click("#differ ~ table.differ a[href='#key-loss']")
     top = page.js("return document.getElementById('key-loss').getBoundingClientRect().top")
     assert abs(top) < 50
+
+
+def test_gpu_tables_hold_every_row_and_sort_and_search_as_a_user_clicks_and_types(tmp_path, page):
+    """The kernel table holds every kernel of the H100 trace (not a top 15); a click on a
+    column's head sorts by it (numbers largest first, a second click smallest first; names
+    alphabetically), and its search box keeps the rows holding what is typed."""
+    out = str(tmp_path / "gpu.html")
+    report.write_report(H100, out)
+    names = analysis.scan_run(H100).gpu["kernel_names"]
+    page.open(out)
+    table = "document.querySelector('table.kernels')"
+    column = (
+        "return Array.from(%s.tBodies[0].rows).filter(r => r.style.display != 'none')"
+        ".map(r => r.cells[arguments[0]].textContent.trim())" % table
+    )
+    assert len(page.js(column, 0)) == names > 15
+    before = [float(v) for v in page.js(column, 3)]  # By total time, as the page comes.
+    assert before != sorted(before, reverse=True)
+    page.click("table.kernels th:nth-child(4)")  # mean µs
+    means = [float(v) for v in page.js(column, 3)]
+    assert means == sorted(before, reverse=True)
+    page.click("table.kernels th:nth-child(4)")
+    assert [float(v) for v in page.js(column, 3)] == sorted(means)
+    page.click("table.kernels th:nth-child(1)")
+    kernels = page.js(column, 0)
+    assert kernels == sorted(kernels, key=str.lower)
+    word = "gemm" if any("gemm" in k.lower() for k in kernels) else kernels[0].split("<")[0][:8]
+    box = page.js(
+        "var t = %s, e = t.parentNode.classList.contains('table-scroll') ? t.parentNode : t;"
+        "return e.previousElementSibling.className" % table
+    )
+    assert box == "table-search"
+    page.js(
+        "var t = %s; (t.parentNode.classList.contains('table-scroll') ? t.parentNode : t)"
+        ".previousElementSibling.id = 'kernel-search'" % table
+    )
+    page.type("#kernel-search", word)
+    shown = page.js(column, 0)
+    assert shown and len(shown) == sum(word.lower() in k.lower() for k in kernels) < len(kernels)
+    assert all(word.lower() in k.lower() for k in shown)
+    page.check()

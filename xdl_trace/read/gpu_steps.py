@@ -630,7 +630,9 @@ def full_tables(gpu, columns, grep=None):
     }
 
 
-TABLE_TOP = 15  # Rows of the kernel and CUDA API tables.
+# Rows of the kernel and CUDA API tables on the page (each sortable and searchable there);
+# `xdl-trace gpu --csv` writes every one.
+TABLE_TOP = 500
 
 
 def summarize(columns, steps, top=TABLE_TOP):

@@ -96,7 +96,7 @@ def module_norms(scan):
     return {m: (squares[m] ** 0.5, ratios.get(m)) for m in squares}
 
 
-MODULE_ROWS = 20  # Rows of the GPU-time-by-module table.
+MODULE_ROWS = 500  # Rows of the GPU-time-by-module table (sortable and searchable on the page).
 
 
 def module_rows(modules, steps, norms=None, top=MODULE_ROWS):

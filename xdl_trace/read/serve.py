@@ -2,10 +2,10 @@
 
     serve(["/tmp/run"], port=8080)   # http://127.0.0.1:8080/
 
-A ``LiveRun`` keeps one ``analysis.RunScan`` per run: its first read is the static report's
-(``analysis.scan_run``); each later ``update`` reads only what the run's files gained: a file
-whose size is unchanged is not opened again, a grown or new one (a rollover, a rank that started
-late) is scanned for the records after the last gstep its rank had, which are added to the same
+A ``LiveRun`` keeps one ``analysis.RunScan`` per run, made by the static report's scan at the
+first ``update``; each later one reads only what the run's files gained: a file whose size is
+unchanged is not opened again, a grown or new one (a rollover, a rank that started late) is
+scanned for the records after the last gstep its rank had, which are added to the same
 accumulators. One updater thread refreshes every run twice a
 second and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``)
 only hand out the page and that JSON, so a slow browser never slows the reading. The page
@@ -69,8 +69,7 @@ class LiveRun:
         except (FileNotFoundError, ValueError):
             return False  # No file yet: the run has not started writing.
         if self.scan is None or (trace.run is not None and trace.run.id != self.run.id):
-            self._first_read(trace)
-            return True
+            return self._first_read(trace)
         changed = False
         self.run = trace.run
         scan = self.scan
@@ -100,23 +99,22 @@ class LiveRun:
         return changed
 
     def _first_read(self, trace):
-        """Reads the run as the static report does (``analysis.scan_run``: one file after the
-        other with the next one's walkers reading ahead, histogram rows summed to the size the
-        distributions' buckets will have), not file by file as ``update`` reads what files
-        gained: a finished run of 10,000 records took 150 s that way and 4 s this way. The sizes
-        are taken before the scan, so a file that grows meanwhile is read again from the record
-        after its rank's last gstep (by gstep, never twice)."""
-        self._sizes = {f.path: f.size for f in trace.files}
-        self.bytes_read = sum(self._sizes.values())
+        """Reads a run seen for the first time as the static report does (``scan_run``: the
+        distributions' rows grouped in C++, the next file's walkers reading while this one ends),
+        so a large finished run serves as fast as ``report`` reads it. The sizes are taken
+        before: what a file gains meanwhile is read again by the next update, from the gstep after
+        the last one read, so no record counts twice."""
         self.run = trace.run
-        selection = self._selection.replace(run="latest" if trace.run is None else trace.run.id)
+        self._sizes = {f.path: f.size for f in trace.files}
+        run = "latest" if trace.run is None else trace.run.id
         del trace
         with warnings.catch_warnings():
-            # A file being written ends inside the record being appended: not an error.
-            warnings.simplefilter("ignore", TornTailWarning)
+            warnings.simplefilter("ignore", TornTailWarning)  # A file being written.
             self.scan = analysis.scan_run(
-                self.path, self.label, prefix=self.prefix, name=self.name, selection=selection
+                self.path, self.label, prefix=self.prefix, name=self.name, run=run
             )
+        self.bytes_read = sum(self._sizes.values())
+        return True
 
     def writing(self):
         """Whether a writer of this run is alive on this host (False once every one is gone)."""

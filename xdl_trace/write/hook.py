@@ -287,6 +287,46 @@ def _install_sigterm_handler():
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+def _wait_interruptibly(call, on_interrupt=None):
+    """Runs `call` (a tracer's close or flush, which waits without the GIL for device copies and
+    device tracers, each wait bounded by device_fence_timeout_s) so that Ctrl-C ends the wait: on
+    the main thread the call runs on a helper thread joined in 0.1 s slices, where a
+    KeyboardInterrupt can land. Then `on_interrupt` runs (a close abandons its waits: it returns
+    within 50 ms, the records still waiting for copies dropped and counted) and the call is waited
+    for when it was given, before the KeyboardInterrupt goes on; a flush goes on in the background,
+    within its bound. Elsewhere (signals reach the main thread only) `call` runs here."""
+    if threading.current_thread() is not threading.main_thread():
+        return call()
+    failure = []
+    # Set when `call` returned. Not Thread.is_alive(): a KeyboardInterrupt inside Thread.join
+    # can mark a running thread stopped (CPython 3.11, bpo-45274's fix).
+    returned = threading.Event()
+
+    def run():
+        try:
+            call()
+        except BaseException as e:  # Raised on the caller's thread below.
+            failure.append(e)
+        finally:
+            returned.set()
+
+    threading.Thread(target=run, name="xdl_trace wait", daemon=True).start()
+    try:
+        while not returned.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt()
+            while not returned.is_set():  # Ends within the abandon's poll and the last writes.
+                try:
+                    returned.wait(0.1)
+                except KeyboardInterrupt:
+                    pass  # Already leaving; the close finishes what it wrote.
+        raise
+    if failure:
+        raise failure[0]
+
+
 class TraceHook:
     """Traces the registered entries of `scope` at the steps `filter` selects.
 
@@ -492,8 +532,11 @@ class TraceHook:
             return
         with _live_lock:
             _live_hooks.discard(self)
+        interrupted = None
         try:
-            tracer.close()
+            _wait_interruptibly(tracer.close, on_interrupt=tracer.abandon_waits)
+        except KeyboardInterrupt as e:  # The close ended early; it is reported below, then raised.
+            interrupted = e
         except Exception as e:
             if self._on_error == "raise" and not at_exit:
                 self._final_stats = tracer.stats()
@@ -509,6 +552,8 @@ class TraceHook:
             lost = self._losses(self._final_stats)
             if lost:
                 warnings.warn(errors.printable(f"xdl_trace: {lost}"), RuntimeWarning, stacklevel=3)
+        if interrupted is not None:
+            raise interrupted
 
     def _losses(self, stats):
         """What this run lost, in one sentence for end()'s warning, or "" when nothing."""
@@ -524,7 +569,11 @@ class TraceHook:
             parts.append(f"{self._column_errors} column(s) were written empty")
         dropped = stats.get("records_dropped", 0)
         if dropped:
-            why = stats.get("last_error") or "the queue was full (overflow='drop')"
+            why = (
+                stats.get("last_error")
+                or stats.get("last_deferred_error")
+                or "the queue was full (overflow='drop')"
+            )
             parts.append(f"{dropped} record(s) were dropped, not written ({why})")
         if not parts:
             return ""
@@ -535,7 +584,7 @@ class TraceHook:
         """Waits until every record so far is on disk and Meta is current."""
         self._refuse_inside_step("flush")
         if self._tracer is not None:
-            self._tracer.flush()
+            _wait_interruptibly(self._tracer.flush)
 
     def __enter__(self):
         self._entered = True

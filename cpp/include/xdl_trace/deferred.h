@@ -10,6 +10,7 @@
 #ifndef XDL_TRACE_DEFERRED_H_
 #define XDL_TRACE_DEFERRED_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -27,9 +28,15 @@ class DeferredBytes {
   // Blocks until the bytes have landed and returns their base address (valid
   // while this object lives), or the error that means they never will:
   // DeadlineExceeded when they have not landed `timeout` after they were
-  // armed (after this call began, while they are not armed). Called on the IO
-  // thread, without the GIL; every call gets the same answer.
-  virtual absl::StatusOr<const char*> Wait(std::chrono::steady_clock::duration timeout) = 0;
+  // armed (after this call began, while they are not armed); Cancelled soon
+  // (within kAbandonPoll) after `*abandon` turns true, when given: the owner
+  // gave up waiting (Ctrl-C during close). Called on the IO thread, without
+  // the GIL; every call gets the same answer.
+  virtual absl::StatusOr<const char*> Wait(std::chrono::steady_clock::duration timeout,
+                                           const std::atomic<bool>* abandon = nullptr) = 0;
+
+  // How often a wait looks at its abandon flag.
+  static constexpr std::chrono::milliseconds kAbandonPoll{50};
 };
 
 // The producer's side: one PendingBytes per batch of copies (a traced step's
@@ -43,8 +50,9 @@ class PendingBytes {
   using Deadline = std::chrono::steady_clock::time_point;
   // Blocks until the copies are complete (e.g. a CUDA event) and returns OK
   // when the bytes are valid, or DeadlineExceeded once `deadline` passed with
-  // the copies still in flight. Called once, on the IO thread, without the
-  // GIL.
+  // the copies still in flight. Called on the IO thread, without the GIL;
+  // called again with a later deadline after a DeadlineExceeded when the
+  // waiter watches an abandon flag (it waits in slices of kAbandonPoll).
   using Fence = std::function<absl::Status(Deadline deadline)>;
 
   PendingBytes();

@@ -90,6 +90,13 @@ class Tracer {
   // Flushes, writes final Meta (closed_cleanly), joins the IO thread.
   // Idempotent: later calls (and Flush) return the first call's status.
   absl::Status Close();
+  // Any thread, meant for while Flush or Close wait (Ctrl-C): they stop waiting
+  // for device copies and device tracers within 50 ms. Records whose device
+  // copies are not complete are dropped (stats().deferred_failed and
+  // last_deferred_error say so), a plugin still stopping is abandoned; every
+  // other record is written and the final Meta too. For the rest of the
+  // session: later fences are looked at once, not waited for.
+  void AbandonWaits();
 
   const std::vector<std::string>& keys() const;
   const TraceConfig& config() const;

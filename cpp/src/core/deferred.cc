@@ -2,6 +2,8 @@
 // thread.
 #include "xdl_trace/deferred.h"
 
+#include <algorithm>
+#include <atomic>
 #include <utility>
 #include <vector>
 
@@ -48,7 +50,8 @@ class PendingBytes::State : public DeferredBytes {
     cv_.SignalAll();
   }
 
-  absl::StatusOr<const char*> Wait(std::chrono::steady_clock::duration timeout) override {
+  absl::StatusOr<const char*> Wait(std::chrono::steady_clock::duration timeout,
+                                   const std::atomic<bool>* abandon) override {
     Fence fence;
     Deadline deadline;
     {
@@ -59,8 +62,15 @@ class PendingBytes::State : public DeferredBytes {
           cv_.Wait(&mu_);
           continue;
         }
+        if (Abandoned(abandon)) {
+          result_ = AbandonedError();
+          phase_ = Phase::kDone;
+          cv_.SignalAll();
+          break;
+        }
         // Unarmed past the bound: nobody is enqueueing these copies.
-        if (!cv_.WaitUntil(&mu_, unarmed_deadline) && phase_ == Phase::kPending) {
+        if (!cv_.WaitUntil(&mu_, SliceEnd(unarmed_deadline, abandon)) &&
+            phase_ == Phase::kPending && std::chrono::steady_clock::now() >= unarmed_deadline) {
           result_ = absl::DeadlineExceededError(
               absl::StrCat("the device copies were not enqueued within ", Seconds(timeout),
                            " s (device_fence_timeout_s)"));
@@ -73,10 +83,24 @@ class PendingBytes::State : public DeferredBytes {
       fence = std::move(fence_);
       deadline = armed_at_ + timeout;
     }
-    absl::Status fenced = fence ? fence(deadline) : absl::OkStatus();
+    absl::Status fenced = absl::OkStatus();
+    while (fence) {
+      // Once abandoned, one look at the fence (copies already done still count).
+      const Deadline end =
+          Abandoned(abandon) ? std::chrono::steady_clock::now() : SliceEnd(deadline, abandon);
+      fenced = fence(end);
+      if (!absl::IsDeadlineExceeded(fenced) || std::chrono::steady_clock::now() >= deadline) break;
+      if (Abandoned(abandon)) {
+        fenced = AbandonedError();
+        break;
+      }
+    }
     internal::MutexLock lock(&mu_);
     if (fenced.ok()) {
       result_ = base_;
+    } else if (absl::IsCancelled(fenced)) {
+      result_ = std::move(fenced);
+      Strand(std::move(keep_alive_));  // The copies may land yet.
     } else if (absl::IsDeadlineExceeded(fenced)) {
       result_ = absl::DeadlineExceededError(
           absl::StrCat("the device copies did not complete within ", Seconds(timeout),
@@ -96,6 +120,19 @@ class PendingBytes::State : public DeferredBytes {
   using Deadline = PendingBytes::Deadline;
   enum class Phase { kPending, kArmed, kFencing, kDone };
 
+  static bool Abandoned(const std::atomic<bool>* abandon) {
+    return abandon != nullptr && abandon->load(std::memory_order_acquire);
+  }
+  static absl::Status AbandonedError() {
+    return absl::CancelledError(
+        "the wait for the device copies was abandoned (interrupted: Ctrl-C during close)");
+  }
+  // Where one slice of a wait ends: `deadline`, or sooner while an abandon
+  // flag is watched.
+  static Deadline SliceEnd(Deadline deadline, const std::atomic<bool>* abandon) {
+    if (abandon == nullptr) return deadline;
+    return std::min(deadline, std::chrono::steady_clock::now() + kAbandonPoll);
+  }
   static double Seconds(std::chrono::steady_clock::duration d) {
     return std::chrono::duration<double>(d).count();
   }

@@ -129,7 +129,8 @@ void IoLoop::AddRecord(EncodedRecord* record) {
     // Copies in flight: what is grouped so far goes out first, then this
     // thread waits for the fence (the training thread never does).
     WriteGroup();
-    if (absl::Status s = ResolveDeferred(record, options_.device_fence_timeout); !s.ok()) {
+    if (absl::Status s = ResolveDeferred(record, options_.device_fence_timeout, &abandon_waits_);
+        !s.ok()) {
       DropDeferred(record, s);
       return;
     }

@@ -101,6 +101,11 @@ class IoLoop {
   // of the writes since the previous call (at most kMaxIoSpans, the rest
   // counted on the last one) to `out`.
   void TakeIoSpans(std::vector<HostSpanInfo>* out) ABSL_LOCKS_EXCLUDED(io_spans_mu_);
+  // Any thread (Ctrl-C during a close or flush): the IO thread stops waiting
+  // for device copies (within DeferredBytes::kAbandonPoll); records whose
+  // copies are not complete are dropped and counted as deferred_failed, and
+  // everything else is written as usual. For good: later fences get one look.
+  void AbandonWaits() { abandon_waits_.store(true, std::memory_order_release); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -135,7 +140,8 @@ class IoLoop {
   std::atomic<int64_t> bytes_written_{0};
   std::atomic<int64_t> records_dropped_{0};
   std::atomic<int64_t> files_written_{0};
-  std::atomic<bool> failed_{false};  // Fast path copy of !error_.ok().
+  std::atomic<bool> failed_{false};         // Fast path copy of !error_.ok().
+  std::atomic<bool> abandon_waits_{false};  // Set by AbandonWaits, read by the fence waits.
   mutable Mutex error_mu_;
   absl::Status error_ ABSL_GUARDED_BY(error_mu_);
   std::atomic<int64_t> deferred_failed_{0};

@@ -181,6 +181,7 @@ class FileTraceWriter final : public TraceWriter {
   std::string TakeBuffer(size_t min_capacity) override { return pool_.Take(min_capacity); }
   const std::string& run_id() const override { return run_id_; }
   void TakeIoSpans(std::vector<HostSpanInfo>* out) override { loop_.TakeIoSpans(out); }
+  void AbandonWaits() override { loop_.AbandonWaits(); }
 
   TraceStats stats() const override {
     const IoLoop::Counters c = loop_.counters();

@@ -102,6 +102,9 @@ class TraceWriter {
   // Training thread: appends the IO thread's IO_WRITE spans since the
   // previous call to `out` (bounded: io/io_loop.h kMaxIoSpans).
   virtual void TakeIoSpans(std::vector<HostSpanInfo>* out) { (void)out; }
+  // Any thread, also while Flush or Close wait: stop waiting for device
+  // copies (IoLoop::AbandonWaits), so that wait ends promptly.
+  virtual void AbandonWaits() {}
 };
 
 }  // namespace internal

@@ -19,6 +19,7 @@
 #include "core/wire.h"
 #include "device_trace.pb.h"
 #include "xdl_trace.pb.h"
+#include "xdl_trace/deferred.h"
 
 namespace xdl_trace {
 namespace internal {
@@ -220,7 +221,11 @@ std::string DeviceTracing::Finish(std::vector<std::string>* device_traces) {
                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                               std::chrono::duration<double>(std::min(stop_bound_s_, 1e9)));
     MutexLock lock(&handover->mu);
-    while (!handover->done && handover->done_cv.WaitUntil(&handover->mu, deadline)) {
+    while (!handover->done && !abandon_waits_.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < deadline) {
+      handover->done_cv.WaitUntil(
+          &handover->mu,
+          std::min(deadline, std::chrono::steady_clock::now() + DeferredBytes::kAbandonPoll));
     }
     abandoned_ = !handover->done;
     if (!abandoned_) {
@@ -230,13 +235,20 @@ std::string DeviceTracing::Finish(std::vector<std::string>* device_traces) {
     }
   }
   if (abandoned_) {
+    const bool interrupted = abandon_waits_.load(std::memory_order_acquire);
+    const std::string why =
+        interrupted ? std::string("the close was interrupted (Ctrl-C)")
+                    : absl::StrCat("stop or collect did not return within ", stop_bound_s_, " s");
+    const std::string when =
+        interrupted ? std::string("before the close was interrupted (Ctrl-C)")
+                    : absl::StrCat("within ", stop_bound_s_,
+                                   " s (device_fence_timeout_s; a plugin's stop or collect never "
+                                   "returned)");
     std::fprintf(stderr,
-                 "xdl_trace: device tracers did not stop and hand over their last events "
-                 "within %g s (device_fence_timeout_s; a plugin's stop or collect never "
-                 "returned): abandoned, those events are lost; the trace files are complete\n",
-                 stop_bound_s_);
-    set_->Abandon(absl::StrCat("abandoned: stop or collect did not return within ", stop_bound_s_,
-                               " s at close"));
+                 "xdl_trace: device tracers did not stop and hand over their last events %s: "
+                 "abandoned, those events are lost; the trace files are complete\n",
+                 when.c_str());
+    set_->Abandon(absl::StrCat("abandoned: ", why, " at close"));
     DropSpans();
     return "";
   }

@@ -88,6 +88,8 @@ class DeviceTracing final : public HostSpanRecorder {
   // the tracers' status, its last events lost (Abandoned()).
   std::string Finish(std::vector<std::string>* device_traces) override;
   bool Abandoned() const override { return abandoned_; }
+  // Finish stops waiting for the plugins within DeferredBytes::kAbandonPoll.
+  void AbandonWaits() override { abandon_waits_.store(true, std::memory_order_release); }
   // device_events / device_events_dropped / device_tracer_status.
   void FillStats(TraceStats* stats) const override;
 
@@ -118,6 +120,7 @@ class DeviceTracing final : public HostSpanRecorder {
   std::atomic<int64_t> collect_lstep_{0};
   std::atomic<uint64_t> collect_step_id_{1};
   std::atomic<int64_t> collects_{0};
+  std::atomic<bool> abandon_waits_{false};   // Set by AbandonWaits (any thread), read by Finish.
   std::atomic<bool> collector_done_{false};  // CollectorLoop returned.
 
   Mutex mu_;

@@ -2,6 +2,7 @@
 #ifndef XDL_TRACE_RECORD_ENCODED_RECORD_H_
 #define XDL_TRACE_RECORD_ENCODED_RECORD_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -77,7 +78,9 @@ struct EncodedRecord {
 // `timeout` after it was armed) and points its deferred pieces at them; the
 // first error otherwise (the record must then be dropped). On the IO thread,
 // before the record is written.
-absl::Status ResolveDeferred(EncodedRecord* record, std::chrono::steady_clock::duration timeout);
+// Cancelled soon after `*abandon` turns true (DeferredBytes::Wait).
+absl::Status ResolveDeferred(EncodedRecord* record, std::chrono::steady_clock::duration timeout,
+                             const std::atomic<bool>* abandon = nullptr);
 
 }  // namespace internal
 }  // namespace xdl_trace

@@ -140,10 +140,11 @@ size_t DeferredIndex(EncodedRecord* record, const std::shared_ptr<DeferredBytes>
 
 }  // namespace
 
-absl::Status ResolveDeferred(EncodedRecord* record, std::chrono::steady_clock::duration timeout) {
+absl::Status ResolveDeferred(EncodedRecord* record, std::chrono::steady_clock::duration timeout,
+                             const std::atomic<bool>* abandon) {
   absl::InlinedVector<const char*, 2> bases;
   for (const std::shared_ptr<DeferredBytes>& bytes : record->deferred) {
-    absl::StatusOr<const char*> base = bytes->Wait(timeout);
+    absl::StatusOr<const char*> base = bytes->Wait(timeout, abandon);
     if (!base.ok()) return base.status();
     bases.push_back(*base);
   }

@@ -60,6 +60,9 @@ class RecordExtras {
   // control (a device plugin that never returned), so its owner must never
   // destroy it (leaked for the process's life).
   virtual bool Abandoned() const { return false; }
+  // Any thread, also while Finish waits (Ctrl-C during close): Finish stops
+  // waiting for threads of its own and abandons them (then Abandoned()).
+  virtual void AbandonWaits() {}
 };
 
 }  // namespace internal

@@ -103,6 +103,13 @@ class Tracer::Impl {
   void NoteStepNotTraced(int64_t gstep, int64_t lstep);
   absl::Status Flush();
   absl::Status Close();
+  // extras_ is set at construction and released only by ~Impl; its
+  // AbandonWaits, like the writer's, is for any thread (no step_mu_: Close
+  // holds it while it waits).
+  void AbandonWaits() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    writer_->AbandonWaits();
+    extras_->AbandonWaits();
+  }
   TraceStats stats() const;
 
   const TraceConfig& config() const { return config_; }
@@ -219,6 +226,7 @@ void Tracer::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
 }
 absl::Status Tracer::Flush() { return impl_->Flush(); }
 absl::Status Tracer::Close() { return impl_->Close(); }
+void Tracer::AbandonWaits() { impl_->AbandonWaits(); }
 const std::vector<std::string>& Tracer::keys() const { return impl_->keys(); }
 const TraceConfig& Tracer::config() const { return impl_->config(); }
 TraceStats Tracer::stats() const { return impl_->stats(); }

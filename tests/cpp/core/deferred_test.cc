@@ -245,6 +245,47 @@ TEST_CASE("a fence that never completes fails its record after device_fence_time
   CHECK(records[1].gstep() == 2);
 }
 
+// Close on a thread of its own, abandoned from this one (Ctrl-C in the binding) once it waits.
+absl::Status CloseAbandonedAfter(Tracer* tracer, std::chrono::milliseconds wait) {
+  absl::Status closed;
+  std::thread closer([&] { closed = tracer->Close(); });
+  std::this_thread::sleep_for(wait);
+  tracer->AbandonWaits();
+  closer.join();  // Within DeferredBytes::kAbandonPoll; a hang is the ctest timeout.
+  return closed;
+}
+
+TEST_CASE("AbandonWaits ends Close's wait for a fence that never completes", "[deferred]") {
+  OneDeviceValue t(/*fence_timeout_s=*/600);
+  DeviceValue& w = t.w;
+  FakeStream stream(std::chrono::milliseconds(1));
+  std::weak_ptr<std::vector<float>> hung_staging;
+  for (int step = 0; step < 3; ++step) {
+    REQUIRE(t.tracer->Step(step, step).ok());
+    auto staging = w.Launch(&stream, absl::OkStatus(), /*hang=*/step == 1);
+    if (step == 1) hung_staging = staging;
+  }
+  REQUIRE(CloseAbandonedAfter(t.tracer.get(), std::chrono::milliseconds(200)).ok());
+  const TraceStats stats = t.tracer->stats();
+  CHECK(stats.deferred_failed == 1);
+  CHECK(stats.records_written == 2);
+  CHECK(stats.last_deferred_error.message().find("gstep=1") != std::string::npos);
+  CHECK(stats.last_deferred_error.message().find("abandoned") != std::string::npos);
+  CHECK(!hung_staging.expired());  // The copy may land yet.
+  const std::vector<xdl::proto::Record> records = ReadRecords(t.config);
+  REQUIRE(records.size() == 2);
+  CHECK(records[0].gstep() == 0);
+  CHECK(records[1].gstep() == 2);
+}
+
+TEST_CASE("AbandonWaits ends Close's wait for bytes not armed yet", "[deferred]") {
+  OneDeviceValue t(/*fence_timeout_s=*/600);
+  REQUIRE(t.tracer->Step(0, 0).ok());  // t.w.pending is never armed nor dropped meanwhile.
+  REQUIRE(CloseAbandonedAfter(t.tracer.get(), std::chrono::milliseconds(200)).ok());
+  CHECK(t.tracer->stats().deferred_failed == 1);
+  CHECK(t.tracer->stats().last_deferred_error.message().find("abandoned") != std::string::npos);
+}
+
 TEST_CASE("bytes armed too late fail the record after device_fence_timeout_s", "[deferred]") {
   OneDeviceValue t(/*fence_timeout_s=*/0.2);
   REQUIRE(t.tracer->Step(0, 0).ok());  // t.w.pending is never armed nor dropped meanwhile.

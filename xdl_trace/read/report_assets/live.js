@@ -2,6 +2,7 @@
 window.xdlLive = function (D, page) {
   var version = document.body.getAttribute('data-version');
   var note = document.getElementById('live-note');
+  var shownAlerts = null;  // The alerts table's HTML last put on the page.
   function keysOf(model) {
     return model.cards.map(function (c) { return c.key; }).join('\n');
   }
@@ -29,7 +30,20 @@ window.xdlLive = function (D, page) {
     D.steps = model.steps; D.gpu_charts = model.gpu_charts; D.cards = model.cards;
     D.runs = model.runs; D.alerts = model.alerts;
     document.getElementById('runs-table').innerHTML = update.runs_html;
-    document.getElementById('alerts-table').innerHTML = update.alerts_html;
+    var alerts = document.getElementById('alerts-table');
+    if (update.alerts_html !== shownAlerts) {
+      // Replaced only when it changed; what the user typed in its search box is kept.
+      var typed = alerts.querySelector('.table-search');
+      var query = typed ? typed.value : '';
+      alerts.innerHTML = update.alerts_html;
+      shownAlerts = update.alerts_html;
+      page.enhanceTables(alerts);
+      var box = alerts.querySelector('.table-search');
+      if (box && query) {
+        box.value = query;
+        box.dispatchEvent(new Event('input'));
+      }
+    }
     document.getElementById('n-alerts').textContent = String(update.n_alerts);
     page.extend();
   }

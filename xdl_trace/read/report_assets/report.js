@@ -439,6 +439,80 @@
     var found = tree.querySelectorAll('.leaf');
     for (var i = 0; i < found.length; i++) leaves[+found[i].getAttribute('data-n')] = found[i];
   }
+  // The tables of rows (kernels, CUDA calls, modules, copies, ranks, alerts, differences): a
+  // click on a column's head sorts by it (numbers as numbers, largest first, '–' and other
+  // blanks last; a second click the other way), and a table of more than SEARCH_ROWS rows gets
+  // a search box that keeps the rows holding what is typed. Long tables scroll in a box.
+  var SEARCH_ROWS = 8, SCROLL_ROWS = 25;
+  function cellValue(cell) {
+    var text = cell ? cell.textContent.trim() : '';
+    var num = /^[-+]?(\d|\.\d)/.test(text) ? parseFloat(text.replace(/,/g, '')) : NaN;
+    return {text: text.toLowerCase(), num: isFinite(num) ? num : null};
+  }
+  function sortBy(table, column, head) {
+    var body = table.tBodies[0];
+    var rows = Array.prototype.map.call(body.rows, function (r, i) {
+      return {row: r, value: cellValue(r.cells[column]), i: i};
+    });
+    var numeric = rows.some(function (r) { return r.value.num !== null; });
+    var was = head.getAttribute('aria-sort');
+    var ascending = was ? was !== 'ascending' : !numeric;
+    rows.sort(function (a, b) {
+      var x = a.value, y = b.value, c;
+      if (numeric) {
+        if (x.num === null || y.num === null) {
+          return (x.num === null) - (y.num === null) || a.i - b.i;  // Blanks last either way.
+        }
+        c = x.num - y.num;
+      } else {
+        c = x.text < y.text ? -1 : x.text > y.text ? 1 : 0;
+      }
+      return (ascending ? c : -c) || a.i - b.i;
+    });
+    var heads = head.parentNode.cells;
+    for (var h = 0; h < heads.length; h++) heads[h].removeAttribute('aria-sort');
+    head.setAttribute('aria-sort', ascending ? 'ascending' : 'descending');
+    rows.forEach(function (r) { body.appendChild(r.row); });
+  }
+  function searchable(table) {
+    var body = table.tBodies[0];
+    var box = document.createElement('input');
+    box.type = 'search';
+    box.className = 'table-search';
+    box.placeholder = 'search ' + body.rows.length + ' rows';
+    box.addEventListener('input', function () {
+      var q = box.value.toLowerCase(), shown = 0;
+      for (var i = 0; i < body.rows.length; i++) {
+        var keep = body.rows[i].textContent.toLowerCase().indexOf(q) >= 0;
+        body.rows[i].style.display = keep ? '' : 'none';
+        if (keep) shown++;
+      }
+      table.setAttribute('data-shown-rows', String(shown));
+    });
+    table.parentNode.insertBefore(box, table);
+  }
+  function enhanceTables(root) {
+    var tables = root.querySelectorAll('table.device, table.alerts');
+    for (var t = 0; t < tables.length; t++) {
+      var table = tables[t];
+      if (table.hasAttribute('data-sortable') || !table.tHead || !table.tBodies.length) continue;
+      table.setAttribute('data-sortable', '1');
+      var heads = table.tHead.rows[table.tHead.rows.length - 1].cells;
+      for (var h = 0; h < heads.length; h++) {
+        heads[h].classList.add('sortable');
+        heads[h].title = 'sort by ' + heads[h].textContent;
+        heads[h].addEventListener('click', sortBy.bind(null, table, h, heads[h]));
+      }
+      var n = table.tBodies[0].rows.length;
+      if (n > SEARCH_ROWS) searchable(table);
+      if (n > SCROLL_ROWS) {
+        var box = document.createElement('div');
+        box.className = 'table-scroll';
+        table.parentNode.insertBefore(box, table);
+        box.appendChild(table);
+      }
+    }
+  }
   var leaves = [];  // The tree's leaf of each card.
   var filter = document.getElementById('filter');
   var shown = document.getElementById('shown');
@@ -504,10 +578,11 @@
     view.yscale = yscale.value; redraw();
   });
   countCharts();
+  enhanceTables(document);
   // For tests and the console: the charts and the settings.
   window.xdlReport = {plots: plots, view: view, redraw: redraw, data: D};
   if (LIVE && window.xdlLive) {
     window.xdlLive(D, {cards: cards, plots: plots, update: update, extend: extend,
-                       fetchCard: fetchCard});
+                       fetchCard: fetchCard, enhanceTables: enhanceTables});
   }
 })();
