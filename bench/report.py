@@ -29,7 +29,9 @@ selenium): a run of KEYS keys (8 floats each, grouped block<i>/layer<j>/w) over 
 its page built by this checkout and by each --root, then loaded three times in a fresh
 headless Chromium; it prints the page's bytes, the time to its first drawn chart and to its
 load event (median of the loads). With --serve, the page of `xdl-trace serve` of the same run
-as well (each root's): the page's bytes, those of one /update, its first chart and load event:
+as well (each root's): the seconds from its start to its first page (it reads the runs first;
+compare the report's "built in"), the page's bytes, those of one /update, its first chart and
+load event:
 
     /usr/bin/python3 bench/report.py --page 300x2000 --page 1000x10000 --root /work/main --serve
 """
@@ -203,7 +205,12 @@ def load_page(page, loads=3):
 
 
 def serve_page(root, trace):
-    """Starts `xdl-trace serve` of this trace with the xdl_trace of `root`; (process, URL)."""
+    """Starts `xdl-trace serve` of this trace with the xdl_trace of `root`; (process, URL,
+    seconds from the start of the process to its first page: serve reads the runs before it
+    listens)."""
+    import urllib.request
+
+    start = time.perf_counter()
     server = subprocess.Popen(
         [sys.executable, "-m", "xdl_trace", "serve", trace, "--port", "0"],
         stdout=subprocess.PIPE,
@@ -213,14 +220,16 @@ def serve_page(root, trace):
         env=dict(os.environ, PYTHONPATH=root),
     )
     line = server.stdout.readline()
-    return server, line[line.index("http://") :].split()[0]
+    url = line[line.index("http://") :].split()[0]
+    urllib.request.urlopen(url).read()
+    return server, url, time.perf_counter() - start
 
 
 def measure_served(trace, root):
     """The page of `xdl-trace serve` (its bytes and the first /update's), loaded in Chromium."""
     import urllib.request
 
-    server, url = serve_page(root, trace)
+    server, url, first_page = serve_page(root, trace)
     try:
         page = len(urllib.request.urlopen(url).read())
         update = len(urllib.request.urlopen(url + "update?since=-1").read())
@@ -229,7 +238,8 @@ def measure_served(trace, root):
         server.terminate()
         server.wait()
     print(
-        f"  {root} serve: page {page / 1e6:.2f} MB, an update {update / 1e6:.2f} MB,"
+        f"  {root} serve: first page after {first_page:.1f} s (start to GET /),"
+        f" page {page / 1e6:.2f} MB, an update {update / 1e6:.2f} MB,"
         f" first chart {first / 1000:.2f} s, load event {loaded / 1000:.2f} s"
     )
 

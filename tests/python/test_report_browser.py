@@ -370,3 +370,45 @@ def test_gpu_tables_hold_every_row_and_sort_and_search_as_a_user_clicks_and_type
     assert shown and len(shown) == sum(word.lower() in k.lower() for k in kernels) < len(kernels)
     assert all(word.lower() in k.lower() for k in shown)
     page.check()
+
+
+def test_a_long_alerts_table_comes_after_the_charts_whole_and_searchable(tmp_path, page):
+    """Issue 32's 2-second first chart: of 41 alerts (40 keys that never change, one NaN) the
+    page holds the first report_html.ALERT_ROWS before its scripts, the error first; the others
+    follow the charts' data and join the table once the page is read, which then sorts and
+    searches all of them."""
+    from xdl_trace.read import report_html
+
+    xdl.clear()
+    frozen = [np.full(4, i, np.float32) for i in range(40)]
+    for i, v in enumerate(frozen):
+        xdl.trace_tensor(f"frozen/k{i:02d}", v)
+    moving = np.zeros(4, np.float32)
+    xdl.trace_tensor("moving", moving)
+    with xdl.TraceHook({"output_dir": str(tmp_path / "run"), "fsync": False}) as hook:
+        for step in range(30):
+            moving[:] = step if step < 20 else np.nan
+            hook.step(gstep=step)
+    xdl.clear()
+    out = str(tmp_path / "alerts.html")
+    report.write_report(str(tmp_path / "run"), out)
+    alerts = report.build_report(str(tmp_path / "run"))["alerts"]
+    assert len(alerts) > report_html.ALERT_ROWS + 5
+    with open(out, encoding="utf-8") as f:
+        before_scripts = f.read().split("<script type='application/json'", 1)[0]
+    table = before_scripts.split("id=alerts-table>", 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr class=") == report_html.ALERT_ROWS
+    assert table.split("<tr class=", 2)[1].startswith("error")
+    page.open(out)
+    page.wait("return !document.getElementById('alerts-more')")
+    rows = "return Array.from(document.querySelectorAll('table.alerts tbody tr'))"
+    assert page.js(rows + ".length") == len(alerts)
+    box = page.element("#alerts-table .table-search")
+    assert box.get_attribute("placeholder") == f"search {len(alerts)} rows"
+    page.js("document.querySelector('#alerts-table .table-search').id = 'alert-search'")
+    page.type("#alert-search", "frozen/k3")
+    shown = page.js(
+        rows + ".filter(r => r.style.display != 'none').map(r => r.cells[1].textContent)"
+    )
+    assert sorted(shown) == [f"frozen/k{i}" for i in range(30, 40)]
+    page.check()

@@ -132,6 +132,53 @@ def test_live_run_reads_only_what_the_files_gained(tmp_path):
     assert model["runs"][0]["records"] == static["runs"][0]["records"] == 800
 
 
+def test_a_run_being_written_is_read_whole_once_then_only_what_it_gained(tmp_path, monkeypatch):
+    """While the run writes too, the first read is the static report's scan (one
+    ``analysis.scan_run``, no ``scan_file``) and the records written after it come on the next
+    update through ``scan_file`` only, each once: two ranks, rollover, one writer killed."""
+    calls = []
+    for name in ("scan_run", "scan_file"):
+        real = getattr(analysis, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(analysis, name, counted)
+    out = str(tmp_path / "run")
+    writers = [_writer(out, rank, steps=400, pause=0.002) for rank in (0, 1)]
+    try:
+        for w in writers:
+            _wait_for_step(w, 60)
+        live = serve.LiveRun(out)
+        assert live.update()
+        assert calls == ["scan_run"]  # Not file by file.
+        assert min(live.scan.records.values()) >= 1
+        first = dict(live.scan.records)
+        writers[1].send_signal(signal.SIGKILL)  # Rank 1 is killed, rank 0 writes on.
+        writers[1].wait()
+        _wait_for_step(writers[0], 399)
+        time.sleep(0.5)  # The IO thread writes the last records.
+        calls.clear()
+        assert live.update()
+        assert calls and set(calls) == {"scan_file"}  # Only the files that grew or are new.
+    finally:
+        for w in writers:
+            w.kill()
+            w.wait()
+    files = xdl.open_trace(out).files
+    assert len([f for f in files if f.rank == 0]) > 1  # Rolled over.
+    assert live.scan.records[0] == 400 > first[0]
+    assert live.bytes_read == sum(f.size for f in files)  # Every byte once, none twice.
+    whole = analysis.scan_run(out)
+    assert live.scan.records == whole.records
+    model = report.model_of([live.scan], [live.run], writing=[False])
+    static = report.model_of([whole], [live.run], writing=[False])
+    loss = {c["key"]: c for c in model["cards"]}["loss"]["charts"][0]
+    static_loss = {c["key"]: c for c in static["cards"]}["loss"]["charts"][0]
+    assert loss["x"] == static_loss["x"] and loss["series"] == static_loss["series"]
+
+
 def test_page_follows_the_writers_and_says_when_they_are_killed(tmp_path, page):
     out = str(tmp_path / "run")
     writers = [_writer(out, rank, steps=100000, pause=0.05) for rank in (0, 1)]

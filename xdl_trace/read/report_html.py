@@ -163,9 +163,19 @@ def _runs_table(runs):
     return _fill("runs_table", rows="".join(rows))
 
 
-def _alerts_table(alerts, multi_run):
+# Rows of a static report's alerts table before its scripts (errors first); the others follow
+# the charts' data in a <template> that report.js moves into the table once the page is read,
+# so 980 "never changes" rows do not hold up the first chart.
+ALERT_ROWS = 20
+_SEVERITY_ORDER = {"error": 0, "warn": 1}
+
+
+def _alerts_table(alerts, multi_run, shown=None):
+    """(the alerts table with its first `shown` rows (None: all) and, when rows are left, a
+    row saying so; the rows left in a <template id=alerts-rest>, else "")."""
     if not alerts:
-        return _fill("no_alerts")
+        return _fill("no_alerts"), ""
+    alerts = sorted(alerts, key=lambda a: _SEVERITY_ORDER.get(a["severity"], 2))
     rows = []
     for a in alerts:
         key = html.escape(a["key"] or "")
@@ -182,7 +192,12 @@ def _alerts_table(alerts, multi_run):
             )
         )
     run_head = _fill("run_head") if multi_run else ""
-    return _fill("alerts_table", run_head=run_head, rows="".join(rows))
+    shown = len(rows) if shown is None else shown
+    first, rest = rows[:shown], rows[shown:]
+    if rest:
+        first.append(_fill("alerts_more", columns=6 if multi_run else 5, n=len(rest)))
+    table = _fill("alerts_table", run_head=run_head, rows="".join(first))
+    return table, _fill("alerts_rest", rows="".join(rest)) if rest else ""
 
 
 def _ms(ns, digits=3):
@@ -476,8 +491,8 @@ def runs_html(model):
 
 
 def alerts_html(model):
-    """The alerts table of a model (serve sends it with each update)."""
-    return _alerts_table(model["alerts"], len(model["runs"]) > 1)
+    """The alerts table of a model, every row (serve sends it with each update)."""
+    return _alerts_table(model["alerts"], len(model["runs"]) > 1)[0]
 
 
 # Cards whose charts travel in the page's main data block; the others' follow the scripts, one
@@ -623,6 +638,10 @@ def render_html(model, live=False, version=0):
     data = json.dumps(page_model, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_SAFE)
     if rest:
         card_data = _fill("rest_data", data=_ENCODE(rest).translate(_SCRIPT_SAFE)) + card_data
+    # serve's page is small and each update replaces the table whole: every row in place.
+    alerts_table, alerts_rest = _alerts_table(
+        model["alerts"], len(model["runs"]) > 1, None if live else ALERT_ROWS
+    )
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
     items = "".join(
@@ -649,7 +668,7 @@ def render_html(model, live=False, version=0):
         generated=html.escape(model["generated"]),
         runs_table=_runs_table(model["runs"]),
         n_alerts=len(model["alerts"]),
-        alerts_table=_alerts_table(model["alerts"], len(model["runs"]) > 1),
+        alerts_table=alerts_table,
         steps=_fill("steps" if model["steps"] else "no_steps"),
         gpu=_gpu_html(model["gpu"]),
         n_cards=len(model["cards"]),
@@ -658,5 +677,5 @@ def render_html(model, live=False, version=0):
         data=data,
         uplot_js=_asset("uPlot.iife.min.js"),
         js=_asset_body("report.js"),
-        card_data=card_data,
+        card_data=card_data + alerts_rest,
     )

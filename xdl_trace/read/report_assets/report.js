@@ -496,6 +496,7 @@
     for (var t = 0; t < tables.length; t++) {
       var table = tables[t];
       if (table.hasAttribute('data-sortable') || !table.tHead || !table.tBodies.length) continue;
+      if (table.querySelector('#alerts-more')) continue;  // Enhanced once whole (fillAlerts).
       table.setAttribute('data-sortable', '1');
       var heads = table.tHead.rows[table.tHead.rows.length - 1].cells;
       for (var h = 0; h < heads.length; h++) {
@@ -578,6 +579,23 @@
     view.yscale = yscale.value; redraw();
   });
   countCharts();
+  // A report's alerts table holds its first rows (report_html.ALERT_ROWS); the others, in a
+  // template after the charts' data, move in once the page is read, then it gets its sorting
+  // and search box.
+  function fillAlerts() {
+    var more = document.getElementById('alerts-more');
+    var rest = document.getElementById('alerts-rest');
+    if (!more || !rest) return;
+    var body = more.parentNode;
+    body.removeChild(more);
+    var rows = rest.content.querySelector('tbody');
+    while (rows.firstChild) body.appendChild(rows.firstChild);
+    rest.parentNode.removeChild(rest);
+    enhanceTables(document.getElementById('alerts-table'));
+  }
+  if (document.getElementById('alerts-more')) {
+    document.addEventListener('DOMContentLoaded', fillAlerts);
+  }
   enhanceTables(document);
   // For tests and the console: the charts and the settings.
   window.xdlReport = {plots: plots, view: view, redraw: redraw, data: D};
