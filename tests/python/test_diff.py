@@ -276,3 +276,34 @@ def test_report_of_two_runs_says_where_they_differ(runs):
     assert (
         "the runs agree (2 keys compared by summaries and values)" in model["headline"][0]["text"]
     )
+
+
+def write_companion_run(out, scale=1.0):
+    """gradient/w (stats) with its companion digest/gradient/w (summary="digest"), as
+    watch(digest=True) records them: a steady gradient whose digest halves read up to 2^32."""
+    xdl.clear()
+    g = np.zeros(100, np.float32)
+    xdl.trace_tensor("gradient/w", g, summary="stats")
+    xdl.trace_tensor("digest/gradient/w", g, summary="digest")
+    with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
+        for step in range(40):
+            g[:] = scale * np.sin(np.arange(100) + step).astype(np.float32)
+            hook.step()
+    xdl.clear()
+    return str(out)
+
+
+def test_companion_digest_keys_are_no_values_in_the_report(tmp_path):
+    """A digest/<key> column is a checksum: the scan leaves it out of the statistics, so no
+    "exploding gradient" (its halves read as numbers reach ~4e9) and no card of its own; its
+    key's card says a digest is beside it (it had an alert and a card of curves)."""
+    from xdl_trace.read import analysis, report
+
+    run = write_companion_run(tmp_path / "companion")
+    scan = analysis.scan_run(run)
+    assert scan.keys == ["gradient/w"] and scan.digests == ["digest/gradient/w"]
+    model = report.build_report([run])
+    assert [a for a in model["alerts"] if "digest" in a["key"]] == []
+    assert [a["kind"] for a in model["alerts"]] == []
+    (card,) = model["cards"]
+    assert card["key"] == "gradient/w" and "exact digest beside it" in card["meta"]
