@@ -307,3 +307,38 @@ def test_companion_digest_keys_are_no_values_in_the_report(tmp_path):
     assert [a["kind"] for a in model["alerts"]] == []
     (card,) = model["cards"]
     assert card["key"] == "gradient/w" and "exact digest beside it" in card["meta"]
+
+
+def write_watched_run(out, swap_at=None, digest=True, steps=STEPS):
+    """xdl.watch({"w": ...}) with its default stats (and digest=): w holds whole numbers, and from
+    `swap_at` on two of its elements trade places, which leaves every stat bit-identical."""
+    xdl.clear()
+    w = np.zeros(100, np.float32)
+    xdl.watch({"w": w}, digest=digest)
+    with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
+        for step in range(steps):
+            w[:] = np.arange(100) + step
+            if swap_at is not None and step >= swap_at:
+                w[[3, 7]] = w[[7, 3]]
+            hook.step()
+    xdl.clear()
+    return str(out)
+
+
+def test_watch_digest_companion_is_folded_into_its_key(tmp_path, capsys):
+    """watch's digest/w is compared in place of w's stats (basis "digests"), so a change the
+    stats cannot see is found at its step; a run without digests meets one with them on the
+    summaries, and the companion is never a key of its own (before: the stats said identical)."""
+    a = write_watched_run(tmp_path / "a")
+    assert xdl.open_trace(a).keys == ["w", "digest/w"]
+    swapped = write_watched_run(tmp_path / "swapped", swap_at=150)
+    same = xdl.diff(a, write_watched_run(tmp_path / "b"))
+    assert same.identical and [(k.key, k.basis) for k in same.keys] == [("w", "digests")]
+    (w,) = xdl.diff(a, swapped).keys
+    assert w.key == "w" and w.basis == "digests" and w.first["gstep"] == 150
+    assert cli.main(["diff", a, swapped, "--keys", "w"]) == 1
+    assert "compared by digests (exact; no magnitudes): w" in capsys.readouterr().out
+    plain = write_watched_run(tmp_path / "plain", swap_at=150, digest=False)
+    result = xdl.diff(a, plain)
+    assert result.only_a == [] and [(k.key, k.basis) for k in result.keys] == [("w", "summaries")]
+    assert result.identical  # Equal stats: what summaries can say, and the basis says so.

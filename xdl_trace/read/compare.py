@@ -17,6 +17,11 @@ chance; a value column meeting a digest column is digested; a differing digest s
 by how much; tolerances do not apply) or "summaries" (stats, histograms, user summaries: equal
 summaries prove nothing exact).
 
+A companion digest (``watch(..., digest=True)`` records ``digest/K`` beside K) is folded into K:
+where both sides hold it and K is not a value column on both, ``digest/K`` is what is compared
+and the result is K's, basis "digests" (full values > digests > summaries); a companion is never
+a key of its own, nor a one-side key when one run recorded digests and the other did not.
+
 Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared by
 default: parameters (descriptor source "variable") and gradients ("gradient", all-reduced by
 DDP). Activations, the loss and other per-shard values (sources "tensor", "callback", "once")
@@ -29,6 +34,7 @@ import fnmatch
 import warnings
 
 from .. import _core
+from .analysis import digested_key, is_digest
 from .reader import TornTailWarning, open_trace
 from .selection import Selection
 
@@ -132,6 +138,25 @@ def _patterns(globs):
     return [p for p in globs.split(",") if p] if isinstance(globs, str) else list(globs)
 
 
+def _companions(schema):
+    """{K: "digest/K"} of a schema's companion digests (a digest column beside a key K)."""
+    out = {}
+    for key, entry in schema.items():
+        of = digested_key(key) if is_digest(entry) else None
+        if of is not None and of in schema:
+            out[of] = key
+    return out
+
+
+def _compared_column(key, schema_a, schema_b, companions_a, companions_b):
+    """The column compared for key K: K where both sides hold its values (or either lacks a
+    companion), else its companion digest on both sides."""
+    values = all((s[key].kind or "value") == "value" for s in (schema_a, schema_b))
+    if values or key not in companions_a or key not in companions_b:
+        return key
+    return companions_a[key]
+
+
 def _run_id(trace):
     return None if trace.run is None else trace.run.id
 
@@ -166,9 +191,15 @@ def diff(
     same = b is None
     trace_b = trace_a if same else open_trace(b, prefix=prefix, name=name, run=run_b or sel.run)
     schema_a, schema_b = trace_a.schema(), trace_b.schema()
+    companions_a, companions_b = _companions(schema_a), _companions(schema_b)
+    folded = set(companions_a.values()) | set(companions_b.values())
     patterns = _patterns(sel.keys)
-    wanted = [k for k in schema_a if patterns is None or _matches(k, patterns)]
-    wanted_b = [k for k in schema_b if patterns is None or _matches(k, patterns)]
+    wanted = [
+        k for k in schema_a if k not in folded and (patterns is None or _matches(k, patterns))
+    ]
+    wanted_b = [
+        k for k in schema_b if k not in folded and (patterns is None or _matches(k, patterns))
+    ]
     only_a = [k for k in wanted if k not in schema_b]
     only_b = [k for k in wanted_b if k not in schema_a]
     common = [k for k in wanted if k in schema_b]
@@ -198,6 +229,8 @@ def diff(
         pairs = [(r, r) for r in ranks_a if r in ranks_b]
         ranks_only_a = [r for r in ranks_a if r not in ranks_b]
         ranks_only_b = [r for r in ranks_b if r not in ranks_a]
+    columns = [_compared_column(k, schema_a, schema_b, companions_a, companions_b) for k in common]
+    key_of = dict(zip(columns, common))  # The compared column -> the key it stands for.
     begin, end, steps = sel.window()
     results, step_rows, bytes_read = [], [], 0
     for rank_a, rank_b in pairs:
@@ -208,7 +241,7 @@ def diff(
             trace_b.path,
             _run_id(trace_b),
             rank_b,
-            common,
+            columns,
             begin,
             end,
             steps,
@@ -239,7 +272,7 @@ def diff(
                     point["basis"] = _BASES[point["basis"]]
             results.append(
                 KeyDiff(
-                    key=k["key"],
+                    key=key_of[k["key"]],
                     rank_a=rank_a,
                     rank_b=rank_b,
                     basis=_BASES[k["basis"]],
