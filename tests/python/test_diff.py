@@ -342,3 +342,51 @@ def test_watch_digest_companion_is_folded_into_its_key(tmp_path, capsys):
     result = xdl.diff(a, plain)
     assert result.only_a == [] and [(k.key, k.basis) for k in result.keys] == [("w", "summaries")]
     assert result.identical  # Equal stats: what summaries can say, and the basis says so.
+
+
+def write_two_ranks(out, replicated=None):
+    """Ranks 0 and 1 of one run: w (trace_variable) equal on both, act (trace_tensor) the step +
+    the rank, so act differs per rank from gstep 0."""
+    for rank in (0, 1):
+        xdl.clear()
+        w, act = np.zeros(10, np.float32), np.zeros(4, np.float32)
+        xdl.trace_variable("w", w)
+        xdl.trace_tensor("act", act)
+        config = {"output_dir": str(out), "on_error": "raise", "fsync": False, "rank": rank}
+        with xdl.TraceHook(config, replicated=replicated) as hook:
+            for step in range(10):
+                w[:] = step
+                act[:] = step + rank
+                hook.step(gstep=step)
+    xdl.clear()
+    return str(out)
+
+
+def test_replicated_declaration_decides_what_ranks_compare(tmp_path, capsys):
+    """TraceHook(replicated=) is recorded with the run: the rank comparison (diff --ranks, the
+    report's headline) compares exactly the declared keys, none for False, and says which rule
+    chose them (before: replicated= was an unknown argument, and activations never compared)."""
+    from xdl_trace.read import report
+
+    rule = xdl.diff(write_two_ranks(tmp_path / "rule"))
+    assert rule.identical and rule.per_rank == ["act"]
+    assert rule.replicated == "replicated by rule: parameters and gradients"
+    (text,) = [h["text"] for h in report.build_report([str(tmp_path / "rule")])["headline"]]
+    assert text.endswith("ranks agree (1 keys compared by values); " + rule.replicated)
+
+    declared = write_two_ranks(tmp_path / "declared", replicated=["w", "act*"])
+    assert xdl.open_trace(declared).run.metadata == {"xdl_trace.replicated": ["w", "act*"]}
+    (act,) = xdl.diff(declared).differing
+    assert act.key == "act" and act.first["gstep"] == 0
+    assert cli.main(["diff", declared, "--ranks"]) == 1
+    out = capsys.readouterr().out
+    assert "rank 1 differs from rank 0 from gstep 0 in act" in out
+    assert "compared across ranks: declared replicated (TraceHook(replicated=)): w, act*" in out
+
+    none = write_two_ranks(tmp_path / "none", replicated=False)
+    result = xdl.diff(none)
+    assert result.keys == [] and result.per_rank == ["w", "act"]
+    (headline,) = report.build_report([none])["headline"]
+    assert headline["tag"] == "ranks not compared" and "replicated=)): none" in headline["text"]
+    with pytest.raises(ValueError, match="replicated must be"):
+        xdl.TraceHook({"output_dir": str(tmp_path / "bad")}, replicated=3)

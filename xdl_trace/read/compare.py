@@ -22,11 +22,14 @@ where both sides hold it and K is not a value column on both, ``digest/K`` is wh
 and the result is K's, basis "digests" (full values > digests > summaries); a companion is never
 a key of its own, nor a one-side key when one run recorded digests and the other did not.
 
-Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared by
-default: parameters (descriptor source "variable") and gradients ("gradient", all-reduced by
-DDP). Activations, the loss and other per-shard values (sources "tensor", "callback", "once")
-legitimately differ per rank and are listed in ``per_rank``, not compared; ``per_rank=`` globs
-declare more keys per-rank, ``keys=`` (globs) picks what is compared whatever its source.
+Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared.
+Which: the keys ``keys=`` (globs) names, whatever their source; else the run's declaration
+(``TraceHook(replicated=...)``, recorded in its metadata as REPLICATED_ENTRY: exactly the keys
+its globs match, none for False); else the rule: parameters (descriptor source "variable") and
+gradients ("gradient", all-reduced by DDP), while activations, the loss and other per-shard
+values (sources "tensor", "callback", "once") legitimately differ per rank. The keys left out
+are listed in ``per_rank``; ``per_rank=`` globs declare more; ``DiffResult.replicated`` says
+which of the three chose.
 """
 
 import dataclasses
@@ -42,6 +45,9 @@ __all__ = ["diff", "DiffResult", "KeyDiff", "REPLICATED_SOURCES"]
 
 # Descriptor sources that data parallelism keeps equal on every rank (the rank comparison's rule).
 REPLICATED_SOURCES = ("variable", "gradient")
+# The run metadata entry of TraceHook(replicated=...) (xdl_trace/write/_run.py writes it; the
+# read wing does not import the write wing).
+REPLICATED_ENTRY = "xdl_trace.replicated"
 _BASES = {0: None, 1: "values", 2: "digests", 3: "summaries"}
 
 
@@ -94,6 +100,7 @@ class DiffResult:
     ranks_only_a: list
     ranks_only_b: list
     bytes_read: int
+    replicated: object = None  # Ranks: what chose the compared keys, in words; None for runs.
 
     @property
     def differing(self):
@@ -203,14 +210,29 @@ def diff(
     only_a = [k for k in wanted if k not in schema_b]
     only_b = [k for k in wanted_b if k not in schema_a]
     common = [k for k in wanted if k in schema_b]
-    per_rank_keys = []
+    per_rank_keys, replicated = [], None
     if same:
         declared = _patterns(per_rank) or []
+        replicated_globs = _declared_replicated(trace_a)
+        if patterns is not None:
+            replicated = "the keys asked for"
+        elif replicated_globs is not None:
+            replicated = "declared replicated (TraceHook(replicated=)): " + (
+                ", ".join(replicated_globs) or "none"
+            )
+        else:
+            replicated = "replicated by rule: parameters and gradients"
         for key in common:
             source = schema_a[key].source
-            if _matches(key, declared) or (
-                patterns is None and source is not None and source not in REPLICATED_SOURCES
-            ):
+            if patterns is not None:
+                left_out = _matches(key, declared)
+            elif replicated_globs is not None:
+                left_out = _matches(key, declared) or not _matches(key, replicated_globs)
+            else:
+                left_out = _matches(key, declared) or (
+                    source is not None and source not in REPLICATED_SOURCES
+                )
+            if left_out:
                 per_rank_keys.append(key)
         left_out = set(per_rank_keys)  # A set: 100,000 keys stay linear.
         common = [k for k in common if k not in left_out]
@@ -304,4 +326,19 @@ def diff(
         ranks_only_a=ranks_only_a,
         ranks_only_b=ranks_only_b,
         bytes_read=bytes_read,
+        replicated=replicated,
     )
+
+
+def _declared_replicated(trace):
+    """The run's TraceHook(replicated=) globs (a list; [] declares none), or None when it
+    declared nothing. ValueError naming the entry when it is not a list of strings."""
+    metadata = trace.run.metadata if trace.run is not None else {}
+    globs = metadata.get(REPLICATED_ENTRY)
+    if globs is None:
+        return None
+    if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
+        raise ValueError(
+            f"{trace.path}: run metadata {REPLICATED_ENTRY!r} is {globs!r}, not a list of globs"
+        )
+    return globs
