@@ -205,7 +205,7 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
     bins = _core.DEFAULT_HISTOGRAM_BINS
     keys = []
 
-    def register(kind, names, reads, summary=summary):
+    def register(kind, names, reads, summary=summary, companion=False):
         full = [api.full_key(scope_s, name) for name in names]
         group = _device.GroupCapture(scope_s, full, reads, summary, bins, every, _torch.host_array)
         binding_summary, binding_bins = api.summary_spec(scope_s, names[0], summary)
@@ -215,11 +215,11 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
                     scope_s, name, kind, group.member(index), binding_summary, binding_bins
                 )
         _device.add_group(group)
-        if summary == "digest" and names[0].startswith("digest/"):
-            return  # A companion group: not one of the keys watch returns.
+        if companion:
+            return  # The digests beside a group: not among the keys watch returns.
         keys.extend(full)
         if digest:
-            register(kind, [f"digest/{name}" for name in names], reads, "digest")
+            register(kind, [f"digest/{name}" for name in names], reads, "digest", companion=True)
 
     names = [name for name, _ in parameters]
     register(_core.EntryKind.VARIABLE, names, [lambda p=p: p for _, p in parameters])
