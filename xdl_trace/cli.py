@@ -797,6 +797,8 @@ def _diff_text(result, ranks):
             f"not compared across ranks (per rank: activations, losses, declared): "
             f"{len(result.per_rank)} key(s)"
         )
+    if ranks and result.replicated:
+        lines.append(f"compared across ranks: {result.replicated}")
     compared = {k.key for k in result.keys}
     steps = sum(s["compared"] for s in result.steps)
     bases = sorted({k.basis for k in result.keys if k.basis})

@@ -192,7 +192,8 @@ def test_watch_of_a_model_every_step(cfg, read_trace):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    expected = []
+    expected, digests = [], []
+    named = lambda m: m.named_parameters()  # noqa: E731
     with installed(FakeDevice()) as device:
         keys = xdl.watch(model)
         with xdl.TraceHook(cfg) as hook:
@@ -214,6 +215,15 @@ def test_watch_of_a_model_every_step(cfg, read_trace):
                         },
                     }
                 )
+                digests.append(  # The host's digest (wire dtype 4: float32) of each tensor.
+                    {
+                        **{n: _core.digest(p.detach().numpy(), 4) for n, p in named(model)},
+                        **{
+                            f"gradient/{n}": _core.digest(p.grad.numpy(), 4)
+                            for n, p in named(model)
+                        },
+                    }
+                )
                 hook.step()
                 device.enqueue(optimizer.step)
     (trace,) = read_trace(cfg["output_dir"])
@@ -222,6 +232,9 @@ def test_watch_of_a_model_every_step(cfg, read_trace):
         for key in keys:
             assert cols[key].shape == (len(STATS),)
             assert cols[key][STATS.index("l2")] == pytest.approx(expected[step][key], rel=1e-6)
+            # watch's companion digest, from the device summary pass: the host's, bit for bit.
+            high, low = cols[f"digest/{key}"]
+            assert (int(high) << 32) | int(low) == digests[step][key], (key, step)
 
 
 def test_watch_on_a_device_is_one_group_per_kind_with_every_and_full_values(cfg, read_trace):

@@ -276,3 +276,117 @@ def test_report_of_two_runs_says_where_they_differ(runs):
     assert (
         "the runs agree (2 keys compared by summaries and values)" in model["headline"][0]["text"]
     )
+
+
+def write_companion_run(out, scale=1.0):
+    """gradient/w (stats) with its companion digest/gradient/w (summary="digest"), as
+    watch(digest=True) records them: a steady gradient whose digest halves read up to 2^32."""
+    xdl.clear()
+    g = np.zeros(100, np.float32)
+    xdl.trace_tensor("gradient/w", g, summary="stats")
+    xdl.trace_tensor("digest/gradient/w", g, summary="digest")
+    with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
+        for step in range(40):
+            g[:] = scale * np.sin(np.arange(100) + step).astype(np.float32)
+            hook.step()
+    xdl.clear()
+    return str(out)
+
+
+def test_companion_digest_keys_are_no_values_in_the_report(tmp_path):
+    """A digest/<key> column is a checksum: the scan leaves it out of the statistics, so no
+    "exploding gradient" (its halves read as numbers reach ~4e9) and no card of its own; its
+    key's card says a digest is beside it (it had an alert and a card of curves)."""
+    from xdl_trace.read import analysis, report
+
+    run = write_companion_run(tmp_path / "companion")
+    scan = analysis.scan_run(run)
+    assert scan.keys == ["gradient/w"] and scan.digests == ["digest/gradient/w"]
+    model = report.build_report([run])
+    assert [a for a in model["alerts"] if "digest" in a["key"]] == []
+    assert [a["kind"] for a in model["alerts"]] == []
+    (card,) = model["cards"]
+    assert card["key"] == "gradient/w" and "exact digest beside it" in card["meta"]
+
+
+def write_watched_run(out, swap_at=None, digest=True, steps=STEPS):
+    """xdl.watch({"w": ...}) with its default stats (and digest=): w holds whole numbers, and from
+    `swap_at` on two of its elements trade places, which leaves every stat bit-identical."""
+    xdl.clear()
+    w = np.zeros(100, np.float32)
+    xdl.watch({"w": w}, digest=digest)
+    with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
+        for step in range(steps):
+            w[:] = np.arange(100) + step
+            if swap_at is not None and step >= swap_at:
+                w[[3, 7]] = w[[7, 3]]
+            hook.step()
+    xdl.clear()
+    return str(out)
+
+
+def test_watch_digest_companion_is_folded_into_its_key(tmp_path, capsys):
+    """watch's digest/w is compared in place of w's stats (basis "digests"), so a change the
+    stats cannot see is found at its step; a run without digests meets one with them on the
+    summaries, and the companion is never a key of its own (before: the stats said identical)."""
+    a = write_watched_run(tmp_path / "a")
+    assert xdl.open_trace(a).keys == ["w", "digest/w"]
+    swapped = write_watched_run(tmp_path / "swapped", swap_at=150)
+    same = xdl.diff(a, write_watched_run(tmp_path / "b"))
+    assert same.identical and [(k.key, k.basis) for k in same.keys] == [("w", "digests")]
+    (w,) = xdl.diff(a, swapped).keys
+    assert w.key == "w" and w.basis == "digests" and w.first["gstep"] == 150
+    assert cli.main(["diff", a, swapped, "--keys", "w"]) == 1
+    assert "compared by digests (exact; no magnitudes): w" in capsys.readouterr().out
+    plain = write_watched_run(tmp_path / "plain", swap_at=150, digest=False)
+    result = xdl.diff(a, plain)
+    assert result.only_a == [] and [(k.key, k.basis) for k in result.keys] == [("w", "summaries")]
+    assert result.identical  # Equal stats: what summaries can say, and the basis says so.
+
+
+def write_two_ranks(out, replicated=None):
+    """Ranks 0 and 1 of one run: w (trace_variable) equal on both, act (trace_tensor) the step +
+    the rank, so act differs per rank from gstep 0."""
+    for rank in (0, 1):
+        xdl.clear()
+        w, act = np.zeros(10, np.float32), np.zeros(4, np.float32)
+        xdl.trace_variable("w", w)
+        xdl.trace_tensor("act", act)
+        config = {"output_dir": str(out), "on_error": "raise", "fsync": False, "rank": rank}
+        with xdl.TraceHook(config, replicated=replicated) as hook:
+            for step in range(10):
+                w[:] = step
+                act[:] = step + rank
+                hook.step(gstep=step)
+    xdl.clear()
+    return str(out)
+
+
+def test_replicated_declaration_decides_what_ranks_compare(tmp_path, capsys):
+    """TraceHook(replicated=) is recorded with the run: the rank comparison (diff --ranks, the
+    report's headline) compares exactly the declared keys, none for False, and says which rule
+    chose them (before: replicated= was an unknown argument, and activations never compared)."""
+    from xdl_trace.read import report
+
+    rule = xdl.diff(write_two_ranks(tmp_path / "rule"))
+    assert rule.identical and rule.per_rank == ["act"]
+    assert rule.replicated == "replicated by rule: parameters and gradients"
+    (text,) = [h["text"] for h in report.build_report([str(tmp_path / "rule")])["headline"]]
+    assert text.endswith("ranks agree (1 keys compared by values); " + rule.replicated)
+
+    declared = write_two_ranks(tmp_path / "declared", replicated=["w", "act*"])
+    assert xdl.open_trace(declared).run.metadata == {"xdl_trace.replicated": ["w", "act*"]}
+    (act,) = xdl.diff(declared).differing
+    assert act.key == "act" and act.first["gstep"] == 0
+    assert cli.main(["diff", declared, "--ranks"]) == 1
+    out = capsys.readouterr().out
+    assert "rank 1 differs from rank 0 from gstep 0 in act" in out
+    assert "compared across ranks: declared replicated (TraceHook(replicated=)): w, act*" in out
+
+    none = write_two_ranks(tmp_path / "none", replicated=False)
+    result = xdl.diff(none)
+    assert result.keys == [] and result.per_rank == ["w", "act"]
+    (headline,) = report.build_report([none])["headline"]
+    assert headline["tag"] == "ranks not compared" and "replicated=)): none" in headline["text"]
+    with pytest.raises(ValueError, match="replicated must be"):
+        xdl.TraceHook({"output_dir": str(tmp_path / "bad")}, replicated=3)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
+from xdl_trace import _core
 from xdl_trace.read import analysis, report
 
 torch = pytest.importorskip("torch", reason="python3-torch is not installed")
@@ -33,7 +34,7 @@ def _train(model, out_dir, steps, on_step=None):
     return x
 
 
-def test_watch_traces_parameter_and_gradient_stats(tmp_path):
+def test_watch_traces_parameter_and_gradient_stats_and_their_digests(tmp_path):
     model = _model()
     keys = xdl.watch(model)
     names = [n for n, _ in model.named_parameters()]
@@ -49,11 +50,17 @@ def test_watch_traces_parameter_and_gradient_stats(tmp_path):
 
     _train(model, out, 5, snapshot)
     trace = xdl.open_trace(out)
-    assert trace.keys == keys
+    # Beside each key its exact digest (digest=True, the default): digest/<key>.
+    assert trace.keys == [k for key in names for k in (key, f"digest/{key}")] + [
+        k for key in keys[len(names) :] for k in (key, f"digest/{key}")
+    ]
     records = list(trace.records())
     assert [r.gstep for r in records] == list(range(5))
     for record in records:
         for key in keys:
+            digest = record.columns[f"digest/{key}"]
+            expected = _core.digest(snapshots[record.gstep][key], 4)  # Wire dtype 4: float32.
+            assert (int(digest[0]) << 32) | int(digest[1]) == expected, (key, record.gstep)
             row = record.columns[key]
             value = snapshots[record.gstep][key].astype(np.float64)
             assert row.shape == (8,)

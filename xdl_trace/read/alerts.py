@@ -201,14 +201,25 @@ def agreement_alerts(result, label, what):
     differing = result.differing
     bases = sorted({k.basis for k in result.keys if k.basis})
     how = " and ".join(bases) if bases else "nothing"
+    # Which keys a rank comparison took, in words (the rule, the run's declaration, a selection).
+    which = f"; {result.replicated}" if what == "ranks" and result.replicated else ""
+    if what == "ranks" and not result.keys:  # Nothing replicated (replicated=False): no verdict.
+        text = f"{label}: ranks not compared{which}"
+        headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
+        headline_item.update(tag="ranks not compared", severity="info")
+        return headline_item, [_alert("info", "ranks not compared", label, "", None, None, text)]
     if not differing:
         steps_only = sum(s["only_a"] + s["only_b"] for s in result.steps)
         text = (
             f"{label}: ranks agree" if what == "ranks" else f"{label}: the runs agree"
         ) + f" ({len({k.key for k in result.keys})} keys compared by {how}"
         text += ")" if not steps_only else f"; {steps_only} gsteps on one side only)"
+        text += which
         if bases == ["summaries"]:
-            text += ": equal summaries prove nothing exact; trace summary='digest' to be sure"
+            text += (
+                ": equal summaries prove nothing exact; watch(model) records digests beside "
+                "them (digest=True), or trace summary='digest'"
+            )
         kind = "ranks agree" if what == "ranks" else "runs agree"
         headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
         headline_item.update(tag=kind, severity="info")
@@ -224,6 +235,7 @@ def agreement_alerts(result, label, what):
         )
     else:
         text = f"{label}: the runs differ from gstep {first.first['gstep']} in {first.key}{more}"
+    text += which
     headline_item = {"run": label, "gstep": first.first["gstep"], "keys": keys, "text": text}
     headline_item.update(tag=kind, severity="warn")
     alerts = []

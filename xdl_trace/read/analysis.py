@@ -192,6 +192,25 @@ class BadValue:
         }
 
 
+def is_digest(schema):
+    """Whether a key's schema (``Trace.schema()``'s entry) is a tensor digest column."""
+    return getattr(schema, "kind", None) == "digest"
+
+
+DIGEST_PART = "digest"  # watch(digest=True)'s companion of <scope>/<name>: <scope>/digest/<name>.
+
+
+def digested_key(key):
+    """The key a companion digest key stands beside (``watch(..., digest=True)``):
+    ``digest/<name>`` -> ``<name>``, ``<scope>/digest/<name>`` -> ``<scope>/<name>`` (the first
+    "digest" part removed); None when the key has no such part."""
+    parts = key.split("/")
+    for i, part in enumerate(parts[:-1]):
+        if part == DIGEST_PART:
+            return "/".join(parts[:i] + parts[i + 1 :])
+    return None
+
+
 def gradient_variable(key):
     """The variable a gradient key differentiates, by trace_gradient's naming: ``gradient/<name>``
     (``<scope>/gradient/<name>`` in a scope) -> ``<name>`` (``<scope>/<name>``); else None."""
@@ -205,7 +224,10 @@ def gradient_variable(key):
 class RunScan:
     """What one pass over a run found. Fields (filled by ``scan_run``):
 
-    label, path; ranks; files; bytes; keys (scanned, in file order); schema {key: (dtype, shape)};
+    label, path; ranks; files; bytes; keys (scanned, in file order); digests (the selected keys
+    whose column is a tensor digest, ``summary="digest"``: checksums, not values, so they are not
+    scanned: no curve, no statistics, no alert; ``xdl-trace diff`` compares them);
+    schema {key: (dtype, shape)};
     records {rank: n}; gstep_range (min, max) and time_range (ms) over the records read;
     dropped (records dropped while tracing, from Meta); gaps [lines]: missing files and ranks
     (``Trace.gaps``); copies [lines]: copied or renamed files left out (``Trace.copies``); stats {(key, rank): Series(8)};
@@ -232,6 +254,7 @@ class RunScan:
         self.files = 0
         self.bytes = 0
         self.keys = []
+        self.digests = []  # Digest-kind keys: left out of keys (checksums are not values).
         self.schema = {}
         self.records = {}
         self.gstep_range = None
@@ -393,6 +416,12 @@ def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128):
         raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
     selected = set(scan.keys)  # Built once: membership per key stays O(1) (issue 24 row 2).
     scan.schema = {k: v for k, v in trace.schema().items() if k in selected}
+    # A digest's two float64 halves (up to 2^32) read as numbers would make every
+    # digest/gradient/* an "exploding gradient": digests stay out of the value scan.
+    scan.digests = [k for k in scan.keys if is_digest(scan.schema.get(k))]
+    if scan.digests:
+        digests = set(scan.digests)
+        scan.keys = [k for k in scan.keys if k not in digests]
     unchecked = [
         (i, k)
         for i, k in enumerate(scan.keys)

@@ -17,11 +17,19 @@ chance; a value column meeting a digest column is digested; a differing digest s
 by how much; tolerances do not apply) or "summaries" (stats, histograms, user summaries: equal
 summaries prove nothing exact).
 
-Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared by
-default: parameters (descriptor source "variable") and gradients ("gradient", all-reduced by
-DDP). Activations, the loss and other per-shard values (sources "tensor", "callback", "once")
-legitimately differ per rank and are listed in ``per_rank``, not compared; ``per_rank=`` globs
-declare more keys per-rank, ``keys=`` (globs) picks what is compared whatever its source.
+A companion digest (``watch(..., digest=True)`` records ``digest/K`` beside K) is folded into K:
+where both sides hold it and K is not a value column on both, ``digest/K`` is what is compared
+and the result is K's, basis "digests" (full values > digests > summaries); a companion is never
+a key of its own, nor a one-side key when one run recorded digests and the other did not.
+
+Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared.
+Which: the keys ``keys=`` (globs) names, whatever their source; else the run's declaration
+(``TraceHook(replicated=...)``, recorded in its metadata as REPLICATED_ENTRY: exactly the keys
+its globs match, none for False); else the rule: parameters (descriptor source "variable") and
+gradients ("gradient", all-reduced by DDP), while activations, the loss and other per-shard
+values (sources "tensor", "callback", "once") legitimately differ per rank. The keys left out
+are listed in ``per_rank``; ``per_rank=`` globs declare more; ``DiffResult.replicated`` says
+which of the three chose.
 """
 
 import dataclasses
@@ -29,6 +37,7 @@ import fnmatch
 import warnings
 
 from .. import _core
+from .analysis import digested_key, is_digest
 from .reader import TornTailWarning, open_trace
 from .selection import Selection
 
@@ -36,6 +45,9 @@ __all__ = ["diff", "DiffResult", "KeyDiff", "REPLICATED_SOURCES"]
 
 # Descriptor sources that data parallelism keeps equal on every rank (the rank comparison's rule).
 REPLICATED_SOURCES = ("variable", "gradient")
+# The run metadata entry of TraceHook(replicated=...) (xdl_trace/write/_run.py writes it; the
+# read wing does not import the write wing).
+REPLICATED_ENTRY = "xdl_trace.replicated"
 _BASES = {0: None, 1: "values", 2: "digests", 3: "summaries"}
 
 
@@ -88,6 +100,7 @@ class DiffResult:
     ranks_only_a: list
     ranks_only_b: list
     bytes_read: int
+    replicated: object = None  # Ranks: what chose the compared keys, in words; None for runs.
 
     @property
     def differing(self):
@@ -132,6 +145,25 @@ def _patterns(globs):
     return [p for p in globs.split(",") if p] if isinstance(globs, str) else list(globs)
 
 
+def _companions(schema):
+    """{K: "digest/K"} of a schema's companion digests (a digest column beside a key K)."""
+    out = {}
+    for key, entry in schema.items():
+        of = digested_key(key) if is_digest(entry) else None
+        if of is not None and of in schema:
+            out[of] = key
+    return out
+
+
+def _compared_column(key, schema_a, schema_b, companions_a, companions_b):
+    """The column compared for key K: K where both sides hold its values (or either lacks a
+    companion), else its companion digest on both sides."""
+    values = all((s[key].kind or "value") == "value" for s in (schema_a, schema_b))
+    if values or key not in companions_a or key not in companions_b:
+        return key
+    return companions_a[key]
+
+
 def _run_id(trace):
     return None if trace.run is None else trace.run.id
 
@@ -166,20 +198,41 @@ def diff(
     same = b is None
     trace_b = trace_a if same else open_trace(b, prefix=prefix, name=name, run=run_b or sel.run)
     schema_a, schema_b = trace_a.schema(), trace_b.schema()
+    companions_a, companions_b = _companions(schema_a), _companions(schema_b)
+    folded = set(companions_a.values()) | set(companions_b.values())
     patterns = _patterns(sel.keys)
-    wanted = [k for k in schema_a if patterns is None or _matches(k, patterns)]
-    wanted_b = [k for k in schema_b if patterns is None or _matches(k, patterns)]
+    wanted = [
+        k for k in schema_a if k not in folded and (patterns is None or _matches(k, patterns))
+    ]
+    wanted_b = [
+        k for k in schema_b if k not in folded and (patterns is None or _matches(k, patterns))
+    ]
     only_a = [k for k in wanted if k not in schema_b]
     only_b = [k for k in wanted_b if k not in schema_a]
     common = [k for k in wanted if k in schema_b]
-    per_rank_keys = []
+    per_rank_keys, replicated = [], None
     if same:
         declared = _patterns(per_rank) or []
+        replicated_globs = _declared_replicated(trace_a)
+        if patterns is not None:
+            replicated = "the keys asked for"
+        elif replicated_globs is not None:
+            replicated = "declared replicated (TraceHook(replicated=)): " + (
+                ", ".join(replicated_globs) or "none"
+            )
+        else:
+            replicated = "replicated by rule: parameters and gradients"
         for key in common:
             source = schema_a[key].source
-            if _matches(key, declared) or (
-                patterns is None and source is not None and source not in REPLICATED_SOURCES
-            ):
+            if patterns is not None:
+                left_out = _matches(key, declared)
+            elif replicated_globs is not None:
+                left_out = _matches(key, declared) or not _matches(key, replicated_globs)
+            else:
+                left_out = _matches(key, declared) or (
+                    source is not None and source not in REPLICATED_SOURCES
+                )
+            if left_out:
                 per_rank_keys.append(key)
         left_out = set(per_rank_keys)  # A set: 100,000 keys stay linear.
         common = [k for k in common if k not in left_out]
@@ -198,6 +251,8 @@ def diff(
         pairs = [(r, r) for r in ranks_a if r in ranks_b]
         ranks_only_a = [r for r in ranks_a if r not in ranks_b]
         ranks_only_b = [r for r in ranks_b if r not in ranks_a]
+    columns = [_compared_column(k, schema_a, schema_b, companions_a, companions_b) for k in common]
+    key_of = dict(zip(columns, common))  # The compared column -> the key it stands for.
     begin, end, steps = sel.window()
     results, step_rows, bytes_read = [], [], 0
     for rank_a, rank_b in pairs:
@@ -208,7 +263,7 @@ def diff(
             trace_b.path,
             _run_id(trace_b),
             rank_b,
-            common,
+            columns,
             begin,
             end,
             steps,
@@ -239,7 +294,7 @@ def diff(
                     point["basis"] = _BASES[point["basis"]]
             results.append(
                 KeyDiff(
-                    key=k["key"],
+                    key=key_of[k["key"]],
                     rank_a=rank_a,
                     rank_b=rank_b,
                     basis=_BASES[k["basis"]],
@@ -271,4 +326,19 @@ def diff(
         ranks_only_a=ranks_only_a,
         ranks_only_b=ranks_only_b,
         bytes_read=bytes_read,
+        replicated=replicated,
     )
+
+
+def _declared_replicated(trace):
+    """The run's TraceHook(replicated=) globs (a list; [] declares none), or None when it
+    declared nothing. ValueError naming the entry when it is not a list of strings."""
+    metadata = trace.run.metadata if trace.run is not None else {}
+    globs = metadata.get(REPLICATED_ENTRY)
+    if globs is None:
+        return None
+    if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
+        raise ValueError(
+            f"{trace.path}: run metadata {REPLICATED_ENTRY!r} is {globs!r}, not a list of globs"
+        )
+    return globs

@@ -171,7 +171,7 @@ def _card_meta(schema, rows):
     summary), the column kind and how many records: "float32 [64, 1] · histogram (30 bins) ·
     60 records"."""
     if schema is None:
-        return f"{rows} records"
+        return f"{rows} records" if rows is not None else ""
     info = schema.descriptor or {}
     kind = schema.kind or "value"
     if kind == "value":
@@ -189,7 +189,8 @@ def _card_meta(schema, rows):
     elif kind == "user_summary":
         kind = f"summary {info.get('summary_name') or ''}".rstrip()
     source = schema.source
-    return " · ".join([tensor, kind] + ([source] if source else []) + [f"{rows} records"])
+    counted = [f"{rows} records"] if rows is not None else []  # None: not scanned (a digest).
+    return " · ".join([tensor, kind] + ([source] if source else []) + counted)
 
 
 def run_labels(paths):
@@ -354,6 +355,17 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
             first_scan.setdefault(k, scan)
             in_scans.setdefault(k, []).append(scan)
     key_order = list(first_scan)
+    # Digest columns are not scanned (analysis.begin_scan): a companion (watch's digest=, beside
+    # a key the run traces) adds a word to that key's card; a key traced as summary="digest"
+    # alone gets a card of text.
+    digested, digest_cards = set(), {}
+    for scan in scans:
+        for k in scan.digests:
+            of = analysis.digested_key(k)
+            if of is not None and of in scan.schema:
+                digested.add(of)
+            else:
+                digest_cards.setdefault(k, scan)
 
     # Scalars (the loss, a learning rate: shape ()) first, then one-element tensors, then the
     # others, each group in file order.
@@ -380,10 +392,8 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         schema = scan.schema.get(key)
         rows = sum(s.rows.get(key, 0) for s in scans)
         meta = _card_meta(schema, rows)
-        if getattr(schema, "kind", None) == "digest":  # A checksum: no curve.
-            text = "a digest (an exact checksum of the tensor): compared by xdl-trace diff"
-            cards.append({"key": key, "meta": meta, "charts": [], "text": text})
-            continue
+        if key in digested:
+            meta += " · exact digest beside it (digest/…)"
         once = getattr(schema, "source", None) == "once"
         if rows <= 1 or once:
             # trace_once (a config: its values, never a curve of their mean and std), or a
@@ -396,6 +406,11 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         charts = report_charts.key_charts(scans, key)
         if charts:
             cards.append({"key": key, "meta": meta, "charts": charts})
+    for key, scan in digest_cards.items():  # A checksum: no curve, no statistics.
+        text = "a digest (an exact checksum of the tensor): compared by xdl-trace diff"
+        cards.append(
+            {"key": key, "meta": _card_meta(scan.schema.get(key), None), "charts": [], "text": text}
+        )
     return {
         "title": "xdl_trace report: "
         + ", ".join(_title_part(s, r, several.get(s.path, False)) for s, r in zip(scans, runs)),

@@ -129,15 +129,41 @@ def detect_rank(environ=None):
     return detect_placement(None, environ).rank
 
 
-def metadata_json(metadata):
-    """The user's run metadata as a JSON object string ("" for None); ValueError naming
-    'metadata' when it is not a dict of JSON-serializable values."""
-    if metadata is None:
-        return ""
-    if not isinstance(metadata, dict):
+# The run metadata entry holding TraceHook(replicated=...): the globs of the keys that data
+# parallelism keeps equal on every rank (read by xdl_trace/read/compare.py).
+REPLICATED_ENTRY = "xdl_trace.replicated"
+
+
+def replicated_globs(replicated):
+    """TraceHook(replicated=) as a list of glob patterns, or None for the documented rule:
+    None or True -> None; False -> [] (nothing replicated: model or pipeline parallelism); a
+    comma-separated string or a list of strings -> the patterns. InvalidArgumentError otherwise."""
+    if replicated is None or replicated is True:
+        return None
+    if replicated is False:
+        return []
+    if isinstance(replicated, str):
+        return [p for p in replicated.split(",") if p]
+    if isinstance(replicated, (list, tuple)) and all(isinstance(p, str) for p in replicated):
+        return list(replicated)
+    raise errors.InvalidArgumentError(
+        "xdl_trace: replicated must be None, True, False, a glob string or a list of globs, "
+        f"got {replicated!r}"
+    )
+
+
+def metadata_json(metadata, replicated=None):
+    """The user's run metadata as a JSON object string ("" for None), with `replicated` (a
+    replicated_globs list) under REPLICATED_ENTRY when not None; ValueError naming 'metadata'
+    when it is not a dict of JSON-serializable values."""
+    if metadata is not None and not isinstance(metadata, dict):
         raise errors.InvalidArgumentError(
             f"xdl_trace: metadata must be a dict, got {type(metadata).__name__}"
         )
+    if replicated is not None:
+        metadata = dict(metadata or {}, **{REPLICATED_ENTRY: replicated})
+    if metadata is None:
+        return ""
     try:
         return json.dumps(metadata, sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as e:

@@ -128,7 +128,7 @@ _GUESSED_ARGUMENTS = {
     "max_queue": "max_pending_mb=",
 }
 # TraceHook's own keyword arguments, beside the config keys.
-HOOK_KEYWORDS = ("config", "is_training", "gstep", "filter", "scope", "metadata")
+HOOK_KEYWORDS = ("config", "is_training", "gstep", "filter", "scope", "metadata", "replicated")
 
 
 def _with_suggestion(key):
@@ -347,6 +347,11 @@ class TraceHook:
     filter: None (every step), a filters.Filter, an int N (every N), a list/range of
         steps, or a callable(step) -> bool.
     scope: None (the default scope ""), a scope name, or a list of scope names.
+    replicated: which keys data parallelism keeps equal on every rank, for the rank comparison
+        (``xdl-trace diff RUN --ranks``, the report's "ranks agree/differ"): None or True (the
+        rule: parameters and gradients), False (none: model or pipeline parallel shards), or
+        glob patterns (a list or "a,b*"): exactly the keys they match. Recorded with the run
+        (its metadata entry "xdl_trace.replicated").
 
     Plain loop::
 
@@ -366,12 +371,13 @@ class TraceHook:
         filter=None,
         scope=None,
         metadata=None,
+        replicated=None,
         **options,
     ):
         config = _merge_config(config, options)
         self._config, self._on_error = build_config(config, is_training)
         self._rank_option = config.get("rank")
-        self._metadata_json = _run.metadata_json(metadata)
+        self._metadata_json = _run.metadata_json(metadata, _run.replicated_globs(replicated))
         if gstep is not None and (
             isinstance(gstep, bool) or not isinstance(gstep, numbers.Integral)
         ):

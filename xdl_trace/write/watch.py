@@ -66,6 +66,7 @@ def watch(
     scope=None,
     optimizer=None,
     marks=None,
+    digest=True,
 ):
     """Registers a model's tensors for tracing and returns their full keys.
 
@@ -94,12 +95,19 @@ def watch(
         launched it (docs/report.md "GPU time by module"); a torch model only. None (default):
         marked when the model has a parameter on a device (a CPU model launches no kernels to
         attribute, and on a small one the hooks cost more than its step); True or False forces.
+    digest: also record each watched tensor's exact digest beside its summary, under the
+        companion key ``digest/<key>`` (``<scope>/digest/<key>`` in a scope; format.md "Tensor
+        digest"), so ``xdl.diff`` of two runs or ranks is exact where summaries alone prove
+        nothing (``diff`` folds ``digest/K`` into K). Default True (its cost: docs/python.md
+        "watch"); no companion where the summary is already exact (None: the full tensors, or
+        "digest"). The report leaves digests out of its curves and alerts.
     """
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise errors.InvalidArgumentError(f"xdl_trace: watch(every=): {every!r} is not an int >= 1")
     scope_s = api.scope_name(scope)
     keys = []
     bins = _core.DEFAULT_HISTOGRAM_BINS
+    digest = bool(digest) and summary not in (None, "digest")  # Else the summary is exact.
 
     if isinstance(model, dict):
         for name, value in model.items():
@@ -109,6 +117,8 @@ def watch(
                 )
             read = lambda v=value: v  # noqa: E731
             keys.append(_watch_variable(name, value, read, scope, scope_s, summary, every))
+            if digest:
+                _watch_digest(_core.EntryKind.VARIABLE, scope_s, name, read, every)
         return keys
     if not _torch.is_module(model):
         raise TypeError(
@@ -126,11 +136,14 @@ def watch(
             _ranges.mark_every_optimizer()
     if parameters and _device_group_fits(parameters, summary):
         return keys + _watch_on_device(
-            model, parameters, gradients, activations, summary, every, scope_s
+            model, parameters, gradients, activations, summary, every, scope_s, digest
         )
     for name, parameter in parameters:
         read = lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)  # noqa: E731
         keys.append(_watch_variable(name, parameter, read, scope, scope_s, summary, every))
+        if digest:
+            read = lambda p=parameter: p  # noqa: E731  (a CPU tensor: digested in C++)
+            _watch_digest(_core.EntryKind.VARIABLE, scope_s, name, read, every)
     if gradients:
         for name, parameter in parameters:
             if not parameter.requires_grad:
@@ -141,9 +154,29 @@ def watch(
             _register(_core.EntryKind.GRADIENT, scope_s, key, _every(every, read), summary)
             api.note_gradient_read(name)
             keys.append(full_key)
+            if digest:
+                read = _torch.grad_reader(full_key, name, parameter)
+                _watch_digest(_core.EntryKind.GRADIENT, scope_s, key, read, every)
     if activations:
-        keys += _watch_activations(model, summary, every, scope_s)
+        keys += _watch_activations(model, summary, every, scope_s, digest)
     return keys
+
+
+def _watch_digest(kind, scope_s, key, read, every):
+    """Registers the companion ``digest/<key>`` of a watched key: the digest of what `read`
+    returns (a numpy array or a torch tensor), on the same steps (not among the keys watch
+    returns: it stands beside one of them)."""
+    companion = f"digest/{key}"
+    full_key = api.full_key(scope_s, companion)
+    bins = _core.DEFAULT_HISTOGRAM_BINS
+
+    def provider():
+        value = read()
+        if _torch.is_tensor(value):  # On a device: one more pass of the step's batch.
+            return _torch.capture(full_key, value, "digest", bins)
+        return value
+
+    _register(kind, scope_s, companion, _every(every, provider), "digest")
 
 
 def _watch_variable(name, value, read, scope, scope_s, summary, every):
@@ -165,13 +198,14 @@ def _device_group_fits(parameters, summary):
     )
 
 
-def _watch_on_device(model, parameters, gradients, activations, summary, every, scope_s):
+def _watch_on_device(model, parameters, gradients, activations, summary, every, scope_s, digest):
     """watch() of a model on a device: parameters as one group, gradients as another
-    (_device.GroupCapture), so a traced step stages them in two items, not one per tensor."""
+    (_device.GroupCapture), so a traced step stages them in two items, not one per tensor; with
+    `digest`, each group's companion digests as one more group (one more reduction pass)."""
     bins = _core.DEFAULT_HISTOGRAM_BINS
     keys = []
 
-    def register(kind, names, reads):
+    def register(kind, names, reads, summary=summary, companion=False):
         full = [api.full_key(scope_s, name) for name in names]
         group = _device.GroupCapture(scope_s, full, reads, summary, bins, every, _torch.host_array)
         binding_summary, binding_bins = api.summary_spec(scope_s, names[0], summary)
@@ -181,7 +215,11 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
                     scope_s, name, kind, group.member(index), binding_summary, binding_bins
                 )
         _device.add_group(group)
+        if companion:
+            return  # The digests beside a group: not among the keys watch returns.
         keys.extend(full)
+        if digest:
+            register(kind, [f"digest/{name}" for name in names], reads, "digest", companion=True)
 
     names = [name for name, _ in parameters]
     register(_core.EntryKind.VARIABLE, names, [lambda p=p: p for _, p in parameters])
@@ -198,11 +236,11 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
         for name, _ in trained:
             api.note_gradient_read(name)
     if activations:
-        keys += _watch_activations(model, summary, every, scope_s)
+        keys += _watch_activations(model, summary, every, scope_s, digest)
     return keys
 
 
-def _watch_activations(model, summary, every, scope_s):
+def _watch_activations(model, summary, every, scope_s, digest):
     bins = _core.DEFAULT_HISTOGRAM_BINS
     keys = []
 
@@ -219,15 +257,20 @@ def _watch_activations(model, summary, every, scope_s):
 
         module.register_forward_hook(keep)
 
-        def read(latest=latest, full_key=full_key, name=name):
-            output = latest.get("output")
-            if output is None:
+        def output(latest=latest, full_key=full_key, name=name):
+            tensor = latest.get("output")
+            if tensor is None:
                 raise errors.FailedPreconditionError(
                     f"xdl_trace: activation '{full_key}': module '{name}' has produced no "
                     "tensor yet (run a forward pass before the traced step)"
                 )
-            return _torch.capture(full_key, output, summary, bins)
+            return tensor
+
+        def read(output=output, full_key=full_key):
+            return _torch.capture(full_key, output(), summary, bins)
 
         _register(_core.EntryKind.TENSOR, scope_s, key, _every(every, read), summary)
         keys.append(full_key)
+        if digest:
+            _watch_digest(_core.EntryKind.TENSOR, scope_s, key, output, every)
     return keys
