@@ -190,9 +190,14 @@ def test_a_forked_child_starts_with_no_staging_buffers(cfg, tmp_path):
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
 
-def _run_script(body, timeout_s=90):
-    """Runs `body` (with fake_device importable) in a fresh interpreter; a hang fails."""
-    script = f"import sys\nsys.path.insert(0, {HERE!r})\n" + textwrap.dedent(body)
+def _script(body, prelude=""):
+    """`prelude` and `body` (dedented) as one script, with fake_device importable."""
+    return f"import sys\nsys.path.insert(0, {HERE!r})\n" + prelude + textwrap.dedent(body)
+
+
+def _run_script(body, timeout_s=90, prelude=""):
+    """Runs `_script(body, prelude)` in a fresh interpreter; a hang fails."""
+    script = _script(body, prelude)
     try:
         return subprocess.run(
             [sys.executable, "-c", script], timeout=timeout_s, capture_output=True, text=True
@@ -201,20 +206,26 @@ def _run_script(body, timeout_s=90):
         pytest.fail(f"hung (killed after {timeout_s} s): {e.stderr}")
 
 
+# The start of a script whose device hangs on demand (`device.hang_fences`: a hung kernel):
+# key "w" read from the fake device (scope "dev"), "h" from the host.
+_HUNG_DEVICE = """
+import json, numpy as np, torch
+import xdl_trace as xdl
+from fake_device import FakeDevice, installed
+
+device = FakeDevice()
+installed(device).__enter__()  # Never left: its stream holds fences that never end.
+xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
+xdl.trace_tensor("h", np.arange(3.0))
+"""
+
+
 def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_written(
     tmp_path, read_trace
 ):
     out = str(tmp_path / "out")
     done = _run_script(
         f"""
-        import json, numpy as np, torch
-        import xdl_trace as xdl
-        from fake_device import FakeDevice, installed
-
-        device = FakeDevice()
-        installed(device).__enter__()  # Never left: its stream holds a fence that never ends.
-        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
-        xdl.trace_tensor("h", np.arange(3.0))
         hook = xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
                              device_fence_timeout_s=0.5)
         hook.begin()
@@ -228,7 +239,8 @@ def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_wr
         hook.end()
         print(json.dumps({{k: flushed[k] for k in ("deferred_failed", "records_written")}}))
         print(hook.stats()["last_deferred_error"])
-        """
+        """,
+        prelude=_HUNG_DEVICE,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     counts, error = done.stdout.splitlines()[-2:]
@@ -240,10 +252,11 @@ def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_wr
     assert meta  # Refreshed at close, the record count among it (read_trace checks it).
 
 
-def _interrupt_end(body, signum=signal.SIGINT):
-    """Runs `body`, which prints "ending" before its hook.end() waits, and sends it `signum`
-    (SIGINT: Ctrl-C) a second later; its stdout. The script must exit 0 within 60 s (else: hung)."""
-    script = f"import sys\nsys.path.insert(0, {HERE!r})\n" + textwrap.dedent(body)
+def _interrupt_end(body, signum=signal.SIGINT, returncode=0, prelude=""):
+    """Runs `_script(body, prelude)`, which prints "ending" before its hook.end() waits, and
+    sends it `signum` (SIGINT: Ctrl-C) a second later; (stdout, stderr). The script must end
+    with `returncode` within 60 s (else: hung)."""
+    script = _script(body, prelude)
     child = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
@@ -254,9 +267,11 @@ def _interrupt_end(body, signum=signal.SIGINT):
         stdout, stderr = child.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         child.kill()
-        pytest.fail(f"Ctrl-C did not end the wait (killed after 60 s): {child.communicate()[1]}")
-    assert child.returncode == 0, stderr[-3000:]
-    return stdout
+        pytest.fail(
+            f"the signal did not end the wait (killed after 60 s): {child.communicate()[1]}"
+        )
+    assert child.returncode == returncode, stderr[-3000:]
+    return stdout, stderr
 
 
 def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(tmp_path, read_trace):
@@ -264,16 +279,8 @@ def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(tm
     # the wait: the stuck record is dropped and counted, the host records around it written,
     # the Meta final, and the KeyboardInterrupt reaches the script.
     out = str(tmp_path / "out")
-    stdout = _interrupt_end(
+    stdout, _ = _interrupt_end(
         f"""
-        import json, numpy as np, torch
-        import xdl_trace as xdl
-        from fake_device import FakeDevice, installed
-
-        device = FakeDevice()
-        installed(device).__enter__()
-        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
-        xdl.trace_tensor("h", np.arange(3.0))
         hook = xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
                              device_fence_timeout_s=300)
         hook.begin()
@@ -290,7 +297,8 @@ def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(tm
             stats = hook.stats()
             print(json.dumps({{k: stats[k] for k in ("deferred_failed", "records_written")}}))
             print(stats["last_deferred_error"])
-        """
+        """,
+        prelude=_HUNG_DEVICE,
     )
     counts, error = stdout.splitlines()[-2:]
     assert counts == '{"deferred_failed": 1, "records_written": 3}'
@@ -430,16 +438,8 @@ def test_an_uncaught_ctrl_c_during_end_ends_the_process_by_sigint_with_the_trace
     # on Ctrl-C (killed by SIGINT), after the close finished on its helper thread: no crash at
     # exit, no second close by the exit handler, the trace final.
     out = str(tmp_path / "out")
-    script = f"import sys\nsys.path.insert(0, {HERE!r})\n" + textwrap.dedent(
+    _, stderr = _interrupt_end(
         f"""
-        import numpy as np, torch
-        import xdl_trace as xdl
-        from fake_device import FakeDevice, installed
-
-        device = FakeDevice()
-        installed(device).__enter__()
-        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
-        xdl.trace_tensor("h", np.arange(3.0))
         with xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
                            device_fence_timeout_s=300) as hook:
             hook.step()
@@ -448,20 +448,10 @@ def test_an_uncaught_ctrl_c_during_end_ends_the_process_by_sigint_with_the_trace
             device.hang_fences = False
             hook.step()
             print("ending", flush=True)
-        """
+        """,
+        returncode=-signal.SIGINT,
+        prelude=_HUNG_DEVICE,
     )
-    child = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert child.stdout.readline() == "ending\n", child.stderr.read()[-3000:]
-        time.sleep(1.0)  # __exit__'s end() is waiting by now.
-        child.send_signal(signal.SIGINT)
-        _, stderr = child.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        pytest.fail(f"Ctrl-C did not end the wait (killed after 60 s): {child.communicate()[1]}")
-    assert child.returncode == -signal.SIGINT, stderr[-3000:]
     assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr[-3000:]
     (trace,) = read_trace(out)
     assert trace.gsteps() == [0, 2]
@@ -477,16 +467,8 @@ def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exitin
     # behind the stuck one were lost and the Meta never closed. It abandons the waits as
     # Ctrl-C does, and SystemExit goes on once the trace is closed.
     out = str(tmp_path / "out")
-    stdout = _interrupt_end(
+    stdout, _ = _interrupt_end(
         f"""
-        import json, numpy as np, torch
-        import xdl_trace as xdl
-        from fake_device import FakeDevice, installed
-
-        device = FakeDevice()
-        installed(device).__enter__()
-        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
-        xdl.trace_tensor("h", np.arange(3.0))
         hook = xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
                              device_fence_timeout_s=300)
         hook.begin()  # Installs the SIGTERM handler (main thread).
@@ -504,6 +486,7 @@ def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exitin
             print(e.code, json.dumps({{k: stats[k] for k in ("deferred_failed",
                                                                "records_written")}}))
         """,
+        prelude=_HUNG_DEVICE,
         signum=signal.SIGTERM,
     )
     assert stdout.splitlines()[-1] == '143 {"deferred_failed": 1, "records_written": 3}'
@@ -517,7 +500,7 @@ def test_ctrl_c_during_end_abandons_a_device_plugin_whose_stop_never_returns(
     tmp_path, fake_plugin, read_trace
 ):
     out = str(tmp_path / "out")
-    stdout = _interrupt_end(
+    stdout, _ = _interrupt_end(
         f"""
         import numpy as np
         import xdl_trace as xdl

@@ -95,6 +95,18 @@ def test_the_first_read_of_a_finished_run_is_the_static_report_s_scan(tmp_path, 
     assert model["cards"] == static["cards"]
 
 
+def _assert_rolled_over_and_read_once(out, live):
+    """Rank 0 of the run in `out` rolled over, and `live` read every byte of it once."""
+    files = xdl.open_trace(out).files
+    assert len([f for f in files if f.rank == 0]) > 1
+    assert live.bytes_read == sum(f.size for f in files)  # Every byte once, none twice.
+
+
+def _loss_chart(model):
+    """The first chart of a report model's "loss" card."""
+    return {c["key"]: c for c in model["cards"]}["loss"]["charts"][0]
+
+
 def test_live_run_reads_only_what_the_files_gained(tmp_path):
     """Each update reads the bytes the files gained (through rollover, two ranks), and the
     model it gives is the static report's of the same files."""
@@ -119,15 +131,12 @@ def test_live_run_reads_only_what_the_files_gained(tmp_path):
         for w in writers:
             w.kill()
             w.wait()
-    files = xdl.open_trace(out).files
-    assert len([f for f in files if f.rank == 0]) > 1  # Rolled over.
-    assert live.bytes_read == sum(f.size for f in files)  # Every byte once, none twice.
+    _assert_rolled_over_and_read_once(out, live)
     assert live.scan.records == {0: 400, 1: 400}
     assert live.writing() is False
     static = report.build_report(out)
     model = report.model_of([live.scan], [live.run], writing=[False])
-    loss = {c["key"]: c for c in model["cards"]}["loss"]["charts"][0]
-    static_loss = {c["key"]: c for c in static["cards"]}["loss"]["charts"][0]
+    loss, static_loss = _loss_chart(model), _loss_chart(static)
     assert loss["x"] == static_loss["x"] and loss["series"] == static_loss["series"]
     assert model["runs"][0]["records"] == static["runs"][0]["records"] == 800
 
@@ -166,16 +175,13 @@ def test_a_run_being_written_is_read_whole_once_then_only_what_it_gained(tmp_pat
         for w in writers:
             w.kill()
             w.wait()
-    files = xdl.open_trace(out).files
-    assert len([f for f in files if f.rank == 0]) > 1  # Rolled over.
+    _assert_rolled_over_and_read_once(out, live)
     assert live.scan.records[0] == 400 > first[0]
-    assert live.bytes_read == sum(f.size for f in files)  # Every byte once, none twice.
     whole = analysis.scan_run(out)
     assert live.scan.records == whole.records
     model = report.model_of([live.scan], [live.run], writing=[False])
     static = report.model_of([whole], [live.run], writing=[False])
-    loss = {c["key"]: c for c in model["cards"]}["loss"]["charts"][0]
-    static_loss = {c["key"]: c for c in static["cards"]}["loss"]["charts"][0]
+    loss, static_loss = _loss_chart(model), _loss_chart(static)
     assert loss["x"] == static_loss["x"] and loss["series"] == static_loss["series"]
 
 
