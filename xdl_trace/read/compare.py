@@ -201,41 +201,37 @@ def diff(
     companions_a, companions_b = _companions(schema_a), _companions(schema_b)
     folded = set(companions_a.values()) | set(companions_b.values())
     patterns = _patterns(sel.keys)
-    wanted = [
-        k for k in schema_a if k not in folded and (patterns is None or _matches(k, patterns))
-    ]
-    wanted_b = [
-        k for k in schema_b if k not in folded and (patterns is None or _matches(k, patterns))
-    ]
-    only_a = [k for k in wanted if k not in schema_b]
+
+    def wanted(schema):  # The keys asked for, companions folded into their keys.
+        return [
+            k for k in schema if k not in folded and (patterns is None or _matches(k, patterns))
+        ]
+
+    wanted_a, wanted_b = wanted(schema_a), wanted(schema_b)
+    only_a = [k for k in wanted_a if k not in schema_b]
     only_b = [k for k in wanted_b if k not in schema_a]
-    common = [k for k in wanted if k in schema_b]
+    common = [k for k in wanted_a if k in schema_b]
     per_rank_keys, replicated = [], None
     if same:
         declared = _patterns(per_rank) or []
         replicated_globs = _declared_replicated(trace_a)
+        # What chooses the compared keys (in words, and as a test of a key and its source).
         if patterns is not None:
             replicated = "the keys asked for"
+            replicates = lambda key, source: True  # noqa: E731
         elif replicated_globs is not None:
             replicated = "declared replicated (TraceHook(replicated=)): " + (
                 ", ".join(replicated_globs) or "none"
             )
+            replicates = lambda key, source: _matches(key, replicated_globs)  # noqa: E731
         else:
             replicated = "replicated by rule: parameters and gradients"
-        for key in common:
-            source = schema_a[key].source
-            if patterns is not None:
-                left_out = _matches(key, declared)
-            elif replicated_globs is not None:
-                left_out = _matches(key, declared) or not _matches(key, replicated_globs)
-            else:
-                left_out = _matches(key, declared) or (
-                    source is not None and source not in REPLICATED_SOURCES
-                )
-            if left_out:
-                per_rank_keys.append(key)
-        left_out = set(per_rank_keys)  # A set: 100,000 keys stay linear.
-        common = [k for k in common if k not in left_out]
+            replicates = lambda key, source: source is None or source in REPLICATED_SOURCES  # noqa
+        per_rank_keys = [
+            k for k in common if _matches(k, declared) or not replicates(k, schema_a[k].source)
+        ]
+        per_rank_set = set(per_rank_keys)  # A set: 100,000 keys stay linear.
+        common = [k for k in common if k not in per_rank_set]
     selected = list(sel.ranks) if sel.ranks is not None else None
     ranks_a = [r for r in trace_a.ranks if selected is None or r in selected]
     if same:

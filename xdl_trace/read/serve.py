@@ -6,8 +6,8 @@ A ``LiveRun`` keeps one ``analysis.RunScan`` per run, made by the static report'
 first ``update``; each later one reads only what the run's files gained: a file whose size is
 unchanged is not opened again, a grown or new one (a rollover, a rank that started late) is
 scanned for the records after the last gstep its rank had, which are added to the same
-accumulators. One updater thread refreshes every run twice a
-second and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``)
+accumulators. One updater thread refreshes every run twice a second and keeps the latest
+report model as JSON; request threads (``ThreadingHTTPServer``)
 only hand out the page and that JSON, so a slow browser never slows the reading. The page
 (report.js with live.js) holds no chart data: each card fetches its charts (``/card``) when it
 comes into view; it polls ``/update`` (the model less the cards' charts, with per card the

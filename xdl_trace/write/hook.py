@@ -296,12 +296,12 @@ _INTERRUPTS = (KeyboardInterrupt, SystemExit)
 def _wait_interruptibly(call, on_interrupt=None):
     """Runs `call` (a tracer's close or flush, which waits without the GIL for device copies and
     device tracers, each wait bounded by device_fence_timeout_s) so that Ctrl-C ends the wait: on
-    the main thread the call runs on a helper thread joined in 0.1 s slices, where a
+    the main thread the call runs on a helper thread waited for in 0.1 s slices, where a
     KeyboardInterrupt (or SIGTERM's SystemExit) can land. Then `on_interrupt` runs (a close
     abandons its waits: it returns within 50 ms, the records still waiting for copies dropped and
     counted) and the call is waited for when it was given, before the interrupt goes on; a flush
-    goes on in the background,
-    within its bound. Elsewhere (signals reach the main thread only) `call` runs here."""
+    goes on in the background, within its bound. Elsewhere (signals reach the main thread only)
+    `call` runs here."""
     if threading.current_thread() is not threading.main_thread():
         return call()
     failure = []
