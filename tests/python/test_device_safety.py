@@ -253,8 +253,8 @@ def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_wr
 
 
 def _interrupt_end(body, signum=signal.SIGINT, returncode=0, prelude=""):
-    """Runs `_script(body, prelude)`, which prints "ending" before its hook.end() waits, and
-    sends it `signum` (SIGINT: Ctrl-C) a second later; (stdout, stderr). The script must end
+    """Runs `_script(body, prelude)`, which prints "ending" before its hook.end() (or flush())
+    waits, and sends it `signum` (SIGINT: Ctrl-C) a second later; (stdout, stderr). The script must end
     with `returncode` within 60 s (else: hung)."""
     script = _script(body, prelude)
     child = subprocess.Popen(
@@ -496,6 +496,70 @@ def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exitin
     assert trace.meta.dropped_records == 1
 
 
+def test_one_ctrl_c_during_flush_in_a_with_block_ends_the_flush_and_the_close(
+    tmp_path, read_trace
+):
+    # Ctrl-C while flush() waits for a hung kernel's copies: the flush goes on in the background
+    # (training may catch the interrupt and go on), and __exit__'s end() waited behind it until a
+    # second Ctrl-C. end() after an interrupted flush that still waits abandons at once.
+    out = str(tmp_path / "out")
+    _, stderr = _interrupt_end(
+        f"""
+        with xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
+                           device_fence_timeout_s=300) as hook:
+            hook.step()
+            device.hang_fences = True
+            hook.step()  # Its copies never complete.
+            device.hang_fences = False
+            hook.step()
+            print("ending", flush=True)
+            hook.flush()
+        """,
+        returncode=-signal.SIGINT,
+        prelude=_HUNG_DEVICE,
+    )
+    assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr[-3000:]
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 2]
+    assert trace.meta.closed_cleanly and trace.meta.dropped_records == 1
+
+
+def test_sigterm_s_flush_waits_its_bound_for_a_hung_kernel_then_the_trace_closes(
+    tmp_path, read_trace
+):
+    # SIGTERM while training runs and a kernel hangs: the handler's flush waited
+    # device_fence_timeout_s (here 300 s, 60 s by default) before the close could start, past
+    # the 30 s a launcher grants before SIGKILL. It waits SIGTERM_FLUSH_S (here 1 s), then
+    # abandons the waits: the stuck record dropped and counted, the rest written, the Meta final.
+    out = str(tmp_path / "out")
+    started = time.monotonic()
+    _, stderr = _interrupt_end(
+        f"""
+        import time
+        import xdl_trace.write.hook as hook_module
+        hook_module.SIGTERM_FLUSH_S = 1.0
+        hook = xdl.TraceHook(output_dir={out!r}, scope=["", "dev"], fsync=False,
+                             device_fence_timeout_s=300)
+        hook.begin()  # Installs the SIGTERM handler (main thread).
+        hook.step()
+        device.hang_fences = True
+        hook.step()  # Its copies never complete.
+        device.hang_fences = False
+        hook.step()
+        print("ending", flush=True)
+        time.sleep(120)  # Training, when SIGTERM comes.
+        """,
+        prelude=_HUNG_DEVICE,
+        signum=signal.SIGTERM,
+        returncode=143,
+    )
+    assert time.monotonic() - started < 30, "not within a launcher's grace period"
+    assert "closing the trace(s) and exiting with status 143" in stderr, stderr[-3000:]
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 2]
+    assert trace.meta.closed_cleanly and trace.meta.dropped_records == 1
+
+
 def test_ctrl_c_during_end_abandons_a_device_plugin_whose_stop_never_returns(
     tmp_path, fake_plugin, read_trace
 ):
@@ -518,7 +582,7 @@ def test_ctrl_c_during_end_abandons_a_device_plugin_whose_stop_never_returns(
             print(hook.stats()["device_tracer_status"])
         """
     )
-    assert "abandoned: the close was interrupted" in stdout.splitlines()[-1]
+    assert "abandoned: the wait was interrupted (Ctrl-C or SIGTERM)" in stdout.splitlines()[-1]
     (trace,) = read_trace(out)
     assert trace.gsteps() == [0, 1, 2]
     assert trace.meta.closed_cleanly

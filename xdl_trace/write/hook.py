@@ -10,6 +10,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import warnings
 import weakref
 
@@ -252,7 +253,11 @@ def _end_live_hooks():
 # handler installed at the first begin() on the main thread flushes the live hooks, then calls
 # the handler it replaced, or (the default, which would kill the process unclosed) raises
 # SystemExit(143), which unwinds `with TraceHook` blocks and runs the exit handler above.
+# The flush waits for device copies and device tracers at most SIGTERM_FLUSH_S, then abandons
+# those waits for the rest of the run (as Ctrl-C does), so that flush and close fit in the 30 s
+# both launchers grant by default before SIGKILL.
 # A handler set to SIG_IGN, or by C code, is left alone. Set on the main thread only.
+SIGTERM_FLUSH_S = 10.0
 _previous_sigterm = None
 _sigterm_installed = False
 
@@ -261,7 +266,7 @@ def _on_sigterm(signum, frame):
     for hook in list(_live_hooks):
         if hook._stepping_thread is None:
             try:
-                hook.flush()  # On disk whatever follows (a SIGKILL after the grace period).
+                hook._flush(within=SIGTERM_FLUSH_S)  # On disk whatever follows (a SIGKILL).
             except Exception:
                 pass  # Closing (or the exit handler) reports it.
     previous = _previous_sigterm
@@ -293,21 +298,22 @@ def _install_sigterm_handler():
 _INTERRUPTS = (KeyboardInterrupt, SystemExit)
 
 
-def _wait_interruptibly(call, on_interrupt=None):
+def _wait_interruptibly(call, abandon=None, within=None, returned=None):
     """Runs `call` (a tracer's close or flush, which waits without the GIL for device copies and
     device tracers, each wait bounded by device_fence_timeout_s) so that Ctrl-C ends the wait: on
     the main thread the call runs on a helper thread waited for in 0.1 s slices, where a
-    KeyboardInterrupt (or SIGTERM's SystemExit) can land. Then `on_interrupt` runs (a close
-    abandons its waits: it returns within 50 ms, the records still waiting for copies dropped and
-    counted) and the call is waited for when it was given, before the interrupt goes on; a flush
-    goes on in the background, within its bound. Elsewhere (signals reach the main thread only)
-    `call` runs here."""
+    KeyboardInterrupt (or SIGTERM's SystemExit) can land. Then `abandon` runs (the tracer's
+    waits end within 50 ms, the records still waiting for copies dropped and counted) and the
+    call is waited for before the interrupt goes on; without `abandon` (a flush: training may go
+    on) the call goes on in the background within its bound, and `returned` (a threading.Event)
+    is set when it ends. `within` seconds: then `abandon` runs too, interrupted or not.
+    Elsewhere (signals reach the main thread only) `call` runs here, `within` unbounded."""
     if threading.current_thread() is not threading.main_thread():
         return call()
     failure = []
     # Set when `call` returned. Not Thread.is_alive(): a KeyboardInterrupt inside Thread.join
     # can mark a running thread stopped (CPython 3.11, bpo-45274's fix).
-    returned = threading.Event()
+    returned = returned or threading.Event()
 
     def run():
         try:
@@ -319,11 +325,14 @@ def _wait_interruptibly(call, on_interrupt=None):
 
     threading.Thread(target=run, name="xdl_trace wait", daemon=True).start()
     try:
+        deadline = None if within is None else time.monotonic() + within
         while not returned.wait(0.1):
-            pass
+            if deadline is not None and time.monotonic() >= deadline:
+                deadline = None
+                abandon()
     except _INTERRUPTS:
-        if on_interrupt is not None:
-            on_interrupt()
+        if abandon is not None:
+            abandon()
             while not returned.is_set():  # Ends within the abandon's poll and the last writes.
                 try:
                     returned.wait(0.1)
@@ -397,6 +406,7 @@ class TraceHook:
         self._stepping_thread = None  # The thread inside step(), while one is.
         self._step_lock = threading.Lock()  # Held by the thread inside a traced step().
         self._staging = None  # This run's _device.StagingPool (None: inline, or not begun).
+        self._flushing = None  # The last flush()'s Event, set once it returned.
         self._final_staging = None  # The staging counters of the last run, after end().
         self._steps_skipped = 0
         self._step_errors = 0
@@ -547,7 +557,9 @@ class TraceHook:
             _live_hooks.discard(self)
         interrupted = None
         try:
-            _wait_interruptibly(tracer.close, on_interrupt=tracer.abandon_waits)
+            if self._flushing is not None and not self._flushing.is_set():
+                tracer.abandon_waits()  # A flush left on Ctrl-C still waits: one Ctrl-C ends both.
+            _wait_interruptibly(tracer.close, abandon=tracer.abandon_waits)
         except _INTERRUPTS as e:  # The close ended early; it is reported below, then raised.
             interrupted = e
         except Exception as e:
@@ -596,8 +608,17 @@ class TraceHook:
     def flush(self):
         """Waits until every record so far is on disk and Meta is current."""
         self._refuse_inside_step("flush")
-        if self._tracer is not None:
-            _wait_interruptibly(self._tracer.flush)
+        self._flush()
+
+    def _flush(self, within=None):
+        # `within` seconds (SIGTERM's handler): then the waits for device copies and tracers are
+        # abandoned for the rest of the run.
+        tracer = self._tracer
+        if tracer is None:
+            return
+        self._flushing = threading.Event()
+        abandon = tracer.abandon_waits if within is not None else None
+        _wait_interruptibly(tracer.flush, abandon=abandon, within=within, returned=self._flushing)
 
     def __enter__(self):
         self._entered = True

@@ -125,7 +125,7 @@ class PendingBytes::State : public DeferredBytes {
   }
   static absl::Status AbandonedError() {
     return absl::CancelledError(
-        "the wait for the device copies was abandoned (interrupted: Ctrl-C during close)");
+        "the wait for the device copies was abandoned (interrupted: Ctrl-C or SIGTERM)");
   }
   // Where one slice of a wait ends: `deadline`, or sooner while an abandon
   // flag is watched.

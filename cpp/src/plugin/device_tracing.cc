@@ -237,10 +237,10 @@ std::string DeviceTracing::Finish(std::vector<std::string>* device_traces) {
   if (abandoned_) {
     const bool interrupted = abandon_waits_.load(std::memory_order_acquire);
     const std::string why =
-        interrupted ? std::string("the close was interrupted (Ctrl-C)")
+        interrupted ? std::string("the wait was interrupted (Ctrl-C or SIGTERM)")
                     : absl::StrCat("stop or collect did not return within ", stop_bound_s_, " s");
     const std::string when =
-        interrupted ? std::string("before the close was interrupted (Ctrl-C)")
+        interrupted ? std::string("before the wait was interrupted (Ctrl-C or SIGTERM)")
                     : absl::StrCat("within ", stop_bound_s_,
                                    " s (device_fence_timeout_s; a plugin's stop or collect never "
                                    "returned)");
