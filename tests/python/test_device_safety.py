@@ -496,9 +496,7 @@ def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exitin
     assert trace.meta.dropped_records == 1
 
 
-def test_one_ctrl_c_during_flush_in_a_with_block_ends_the_flush_and_the_close(
-    tmp_path, read_trace
-):
+def test_one_ctrl_c_during_flush_in_a_with_block_ends_the_flush_and_the_close(tmp_path, read_trace):
     # Ctrl-C while flush() waits for a hung kernel's copies: the flush goes on in the background
     # (training may catch the interrupt and go on), and __exit__'s end() waited behind it until a
     # second Ctrl-C. end() after an interrupted flush that still waits abandons at once.
