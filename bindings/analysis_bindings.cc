@@ -403,11 +403,13 @@ py::dict DiffRunsShim(const std::string& path_a, std::optional<std::string> run_
                       std::optional<int64_t> end, std::optional<std::vector<int64_t>> steps,
                       double rtol, double atol, const std::string& prefix, const std::string& name,
                       bool check_record_crc, const std::vector<std::string>& excluded_a,
-                      const std::vector<std::string>& excluded_b) {
+                      const std::vector<std::string>& excluded_b,
+                      std::vector<std::string> keys_b) {
   const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc, excluded_a);
   const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc, excluded_b);
   internal::DiffOptions options;
   options.keys = std::move(keys);
+  options.keys_b = std::move(keys_b);
   options.steps = StepSelection{begin, end, std::move(steps)};
   options.rtol = rtol;
   options.atol = atol;
@@ -492,9 +494,11 @@ void RegisterAnalysisBindings(py::module_& m) {
         py::arg("name") = "trace", py::arg("check_record_crc") = true,
         py::arg("excluded_a") = std::vector<std::string>{},
         py::arg("excluded_b") = std::vector<std::string>{},
+        py::arg("keys_b") = std::vector<std::string>{},
         "Compares rank_a of one trace (run_a: a run id, None: every file) with rank_b of "
         "another, both read in step by gstep (xdl_trace::internal::DiffRuns); excluded_a/_b: "
-        "paths of files left out (Trace.copies).");
+        "paths of files left out (Trace.copies); keys_b: side B's column per key (default: "
+        "keys).");
   m.def("digest", &Digest, py::arg("array"), py::arg("dtype"),
         "The tensor digest (summary/digest.h) of a C-contiguous array read as wire dtype.");
   m.def("column_stats", &ColumnStats, py::arg("arrays"), py::arg("dtypes"),

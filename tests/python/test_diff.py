@@ -309,12 +309,13 @@ def test_companion_digest_keys_are_no_values_in_the_report(tmp_path):
     assert card["key"] == "gradient/w" and "exact digest beside it" in card["meta"]
 
 
-def write_watched_run(out, swap_at=None, digest=True, steps=STEPS):
+def write_watched_run(out, swap_at=None, digest=True, steps=STEPS, summary="stats"):
     """xdl.watch({"w": ...}) with its default stats (and digest=): w holds whole numbers, and from
-    `swap_at` on two of its elements trade places, which leaves every stat bit-identical."""
+    `swap_at` on two of its elements trade places, which leaves every stat bit-identical.
+    summary=None keeps w's full values."""
     xdl.clear()
     w = np.zeros(100, np.float32)
-    xdl.watch({"w": w}, digest=digest)
+    xdl.watch({"w": w}, digest=digest, summary=summary)
     with xdl.TraceHook({"output_dir": str(out), "on_error": "raise", "fsync": False}) as hook:
         for step in range(steps):
             w[:] = np.arange(100) + step
@@ -342,6 +343,23 @@ def test_watch_digest_companion_is_folded_into_its_key(tmp_path, capsys):
     result = xdl.diff(a, plain)
     assert result.only_a == [] and [(k.key, k.basis) for k in result.keys] == [("w", "summaries")]
     assert result.identical  # Equal stats: what summaries can say, and the basis says so.
+
+
+def test_full_values_on_one_side_meet_the_other_side_s_digest(tmp_path):
+    """A run that kept w's values against one that kept stats and digest/w: the values are
+    digested to meet digest/w (basis "digests"), so the swap the stats cannot see is found at
+    its step, from either side (before: stats against stats, "identical")."""
+    values = write_watched_run(tmp_path / "values", summary=None)
+    assert xdl.open_trace(values).keys == ["w"]
+    swapped = write_watched_run(tmp_path / "swapped", swap_at=150)
+    for a, b in ((values, swapped), (swapped, values)):
+        (w,) = xdl.diff(a, b).keys
+        assert (w.key, w.basis, w.first["gstep"]) == ("w", "digests", 150)
+    same = xdl.diff(values, write_watched_run(tmp_path / "same"))
+    assert same.identical and [(k.key, k.basis) for k in same.keys] == [("w", "digests")]
+    plain = write_watched_run(tmp_path / "plain", swap_at=150, digest=False)
+    (w,) = xdl.diff(values, plain).keys  # No digest on B: its stats meet A's values' stats.
+    assert w.basis == "summaries" and not w.differs
 
 
 def write_two_ranks(out, replicated=None):

@@ -18,9 +18,11 @@ by how much; tolerances do not apply) or "summaries" (stats, histograms, user su
 summaries prove nothing exact).
 
 A companion digest (``watch(..., digest=True)`` records ``digest/K`` beside K) is folded into K:
-where both sides hold it and K is not a value column on both, ``digest/K`` is what is compared
-and the result is K's, basis "digests" (full values > digests > summaries); a companion is never
-a key of its own, nor a one-side key when one run recorded digests and the other did not.
+where K is not a value column on both sides, each side offers K's values or else its
+``digest/K``, and when both offer one of them those are compared (values meeting a digest are
+digested): the result is K's, basis "digests" (full values > digests > summaries); a companion
+is never a key of its own, nor a one-side key when one run recorded digests and the other did
+not.
 
 Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared.
 Which: the keys ``keys=`` (globs) names, whatever their source; else the run's declaration
@@ -155,13 +157,19 @@ def _companions(schema):
     return out
 
 
-def _compared_column(key, schema_a, schema_b, companions_a, companions_b):
-    """The column compared for key K: K where both sides hold its values (or either lacks a
-    companion), else its companion digest on both sides."""
-    values = all((s[key].kind or "value") == "value" for s in (schema_a, schema_b))
-    if values or key not in companions_a or key not in companions_b:
-        return key
-    return companions_a[key]
+def _compared_columns(key, schema_a, schema_b, companions_a, companions_b):
+    """The columns compared for key K, (side A's, side B's): on each side K where it holds K's
+    values, else its companion digest/K where it has one; when a side has neither (a summary
+    without a digest), K on both (summaries meet)."""
+    picked = []
+    for schema, companions in ((schema_a, companions_a), (schema_b, companions_b)):
+        if (schema[key].kind or "value") == "value":
+            picked.append(key)
+        elif key in companions:
+            picked.append(companions[key])
+        else:
+            return key, key
+    return tuple(picked)
 
 
 def _run_id(trace):
@@ -247,8 +255,11 @@ def diff(
         pairs = [(r, r) for r in ranks_a if r in ranks_b]
         ranks_only_a = [r for r in ranks_a if r not in ranks_b]
         ranks_only_b = [r for r in ranks_b if r not in ranks_a]
-    columns = [_compared_column(k, schema_a, schema_b, companions_a, companions_b) for k in common]
-    key_of = dict(zip(columns, common))  # The compared column -> the key it stands for.
+    compared = [
+        _compared_columns(k, schema_a, schema_b, companions_a, companions_b) for k in common
+    ]
+    columns_a = [column for column, _ in compared]
+    columns_b = [column for _, column in compared]
     begin, end, steps = sel.window()
     results, step_rows, bytes_read = [], [], 0
     for rank_a, rank_b in pairs:
@@ -259,7 +270,7 @@ def diff(
             trace_b.path,
             _run_id(trace_b),
             rank_b,
-            columns,
+            columns_a,
             begin,
             end,
             steps,
@@ -269,6 +280,7 @@ def diff(
             name,
             excluded_a=[c.path for c in trace_a.copies],  # As the Python reader: left out.
             excluded_b=[c.path for c in trace_b.copies],
+            keys_b=columns_b,
         )
         bytes_read += found["bytes_read"]
         for torn in found["torn_tails"]:  # A run being written: what is complete is compared.
@@ -284,13 +296,13 @@ def diff(
                 "only_b_gsteps": list(found["only_b_gsteps"]),
             }
         )
-        for k in found["keys"]:
+        for key, k in zip(common, found["keys"]):  # In `common`'s order.
             for point in [k["first"], k["last"], *k["growth"]]:
                 if point is not None:
                     point["basis"] = _BASES[point["basis"]]
             results.append(
                 KeyDiff(
-                    key=key_of[k["key"]],
+                    key=key,
                     rank_a=rank_a,
                     rank_b=rank_b,
                     basis=_BASES[k["basis"]],

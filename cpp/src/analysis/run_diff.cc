@@ -114,6 +114,7 @@ std::string ShapeText(const ColumnView& column) {
 // file's columns hold.
 struct Side {
   const TraceReader* reader = nullptr;
+  const std::vector<std::string>* keys = nullptr;  // Its column per compared key.
   std::optional<TraceCursor> cursor;
   bool done = false;
   size_t file = std::numeric_limits<size_t>::max();
@@ -139,10 +140,10 @@ absl::Status Advance(Side& side, const DiffOptions& options, RunDiffResult* resu
     if (record.file != side.file) {
       side.file = record.file;
       XDL_ASSIGN_OR_RETURN(std::shared_ptr<TraceFile> file, side.reader->File(record.file));
-      side.contents.assign(options.keys.size(), ColumnInfo::Content::kUnknown);
+      side.contents.assign(side.keys->size(), ColumnInfo::Content::kUnknown);
       if (!file->columns().empty()) {
-        for (size_t k = 0; k < options.keys.size(); ++k) {
-          if (auto index = file->KeyIndex(options.keys[k])) {
+        for (size_t k = 0; k < side.keys->size(); ++k) {
+          if (auto index = file->KeyIndex((*side.keys)[k])) {
             side.contents[k] = file->columns()[*index].content;
           }
         }
@@ -309,17 +310,25 @@ bool DiffColumns(const ColumnView& a, const ColumnView& b, const DiffOptions& op
 absl::StatusOr<RunDiffResult> DiffRuns(const TraceReader& a, int32_t rank_a, const TraceReader& b,
                                        int32_t rank_b, const DiffOptions& options) {
   RunDiffResult result;
+  if (!options.keys_b.empty() && options.keys_b.size() != options.keys.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("diff: ", options.keys_b.size(),
+                                                   " columns of side B for ", options.keys.size(),
+                                                   " keys (one per key, or none)"));
+  }
   result.keys.resize(options.keys.size());
   for (size_t k = 0; k < options.keys.size(); ++k) result.keys[k].key = options.keys[k];
   Side sides[2];
   const TraceReader* readers[2] = {&a, &b};
   const int32_t ranks[2] = {rank_a, rank_b};
+  const std::vector<std::string>* keys[2] = {
+      &options.keys, options.keys_b.empty() ? &options.keys : &options.keys_b};
   for (int s = 0; s < 2; ++s) {
     ReadOptions read;
-    read.keys = options.keys;
+    read.keys = *keys[s];
     read.steps = options.steps;
     read.ranks = std::vector<int32_t>{ranks[s]};
     sides[s].reader = readers[s];
+    sides[s].keys = keys[s];
     sides[s].cursor.emplace(readers[s]->Read(std::move(read)));
     XDL_RETURN_IF_ERROR(Advance(sides[s], options, &result));
   }

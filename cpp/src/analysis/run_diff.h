@@ -19,6 +19,9 @@ namespace internal {
 
 struct DiffOptions {
   std::vector<std::string> keys;  // Compared, in this order; each must be on both sides.
+  // Side B's column for keys[k] where it has another name (values of K meeting B's
+  // companion digest/K); empty: `keys` on both sides. Results are named by `keys`.
+  std::vector<std::string> keys_b;
   StepSelection steps;
   // Both 0: exact (bit for bit; a NaN agrees with the same NaN bits only).
   // Else an element agrees when |b - a| <= atol + rtol * |a| (numpy.isclose
