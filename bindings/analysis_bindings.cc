@@ -403,8 +403,7 @@ py::dict DiffRunsShim(const std::string& path_a, std::optional<std::string> run_
                       std::optional<int64_t> end, std::optional<std::vector<int64_t>> steps,
                       double rtol, double atol, const std::string& prefix, const std::string& name,
                       bool check_record_crc, const std::vector<std::string>& excluded_a,
-                      const std::vector<std::string>& excluded_b,
-                      std::vector<std::string> keys_b) {
+                      const std::vector<std::string>& excluded_b, std::vector<std::string> keys_b) {
   const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc, excluded_a);
   const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc, excluded_b);
   internal::DiffOptions options;
