@@ -271,7 +271,8 @@ struct PyRecordScan {
 // histogram_gstep, histogram_records, histogram_min, histogram_max [rows],
 // buckets [rows, kNumLogBuckets]; spans int64 [s, 6]: rank, gstep,
 // lstep, start_ns, end_ns, traced), torn_tails,
-// unknown_dtypes ((path, dtype)), done, and per key (internal::KeyFacts):
+// unknown_dtypes ((path, dtype)), done, end_offset (the last chunk's: where the
+// scan of a file ended, internal::RecordScanChunk), and per key (internal::KeyFacts):
 // key_records, key_elements, key_bad [keys], key_constant (list of bool),
 // key_first [keys, 8].
 py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_rows) {
@@ -319,6 +320,7 @@ py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_
   out["torn_tails"] = chunk.torn_tails;
   out["unknown_dtypes"] = chunk.unknown_dtypes;
   out["done"] = !*more;
+  out["end_offset"] = chunk.end_offset;
   return out;
 }
 
@@ -455,34 +457,38 @@ void RegisterAnalysisBindings(py::module_& m) {
   py::class_<PyRecordScan>(m, "RecordScan",
                            "One columnar pass over a trace's records "
                            "(xdl_trace::internal::RecordScan).")
-      .def(py::init([](const std::string& path, std::vector<std::string> keys,
-                       std::optional<int64_t> begin, std::optional<int64_t> end,
-                       std::optional<std::vector<int64_t>> steps,
-                       std::optional<std::vector<bool>> histogram, int64_t histogram_group,
-                       int threads, py::object device_events) {
-             internal::RecordScanOptions options;
-             options.keys = std::move(keys);
-             options.steps = StepSelection{begin, end, std::move(steps)};
-             if (histogram) options.histogram = std::move(*histogram);
-             options.histogram_group = histogram_group;
-             options.max_threads = DefaultThreads(threads);
-             auto self = std::make_unique<PyRecordScan>();
-             self->keys = options.keys.size();
-             if (!device_events.is_none()) {
-               options.device_events = device_events.cast<internal::DeviceEventTable*>();
-               self->device_events = std::move(device_events);
-             }
-             TraceReader reader = CallWithoutGil([&] { return TraceReader::Open(path); });
-             self->scan = std::make_unique<internal::RecordScan>(reader, std::move(options));
-             return self;
-           }),
-           py::arg("path"), py::arg("keys"), py::arg("begin") = py::none(),
-           py::arg("end") = py::none(), py::arg("steps") = py::none(),
-           py::arg("histogram") = py::none(), py::arg("histogram_group") = 1,
-           py::arg("threads") = 0, py::arg("device_events") = py::none(),
-           "Scans the data file (or trace directory's train.trace files) at `path`; the "
-           "device traces of its records are parsed into `device_events` (a DeviceEventTable, "
-           "with each record's rank) as next() takes them, or not read when it is None.")
+      .def(
+          py::init([](const std::string& path, std::vector<std::string> keys,
+                      std::optional<int64_t> begin, std::optional<int64_t> end,
+                      std::optional<std::vector<int64_t>> steps,
+                      std::optional<std::vector<bool>> histogram, int64_t histogram_group,
+                      int threads, py::object device_events, std::optional<uint64_t> start_offset) {
+            internal::RecordScanOptions options;
+            options.keys = std::move(keys);
+            options.steps = StepSelection{begin, end, std::move(steps)};
+            if (histogram) options.histogram = std::move(*histogram);
+            options.histogram_group = histogram_group;
+            options.max_threads = DefaultThreads(threads);
+            options.start_offset = start_offset;
+            auto self = std::make_unique<PyRecordScan>();
+            self->keys = options.keys.size();
+            if (!device_events.is_none()) {
+              options.device_events = device_events.cast<internal::DeviceEventTable*>();
+              self->device_events = std::move(device_events);
+            }
+            TraceReader reader = CallWithoutGil([&] { return TraceReader::Open(path); });
+            self->scan = std::make_unique<internal::RecordScan>(reader, std::move(options));
+            return self;
+          }),
+          py::arg("path"), py::arg("keys"), py::arg("begin") = py::none(),
+          py::arg("end") = py::none(), py::arg("steps") = py::none(),
+          py::arg("histogram") = py::none(), py::arg("histogram_group") = 1, py::arg("threads") = 0,
+          py::arg("device_events") = py::none(), py::arg("start_offset") = py::none(),
+          "Scans the data file (or trace directory's train.trace files) at `path`; the "
+          "device traces of its records are parsed into `device_events` (a DeviceEventTable, "
+          "with each record's rank) as next() takes them, or not read when it is None. "
+          "start_offset: a data file's scan starts there (the last chunk's end_offset of an "
+          "earlier scan of it), to read only what the file gained.")
       .def("next", &NextChunk, py::arg("max_records"), py::arg("max_histogram_rows"),
            "The next chunk of records as a dict of arrays (see analysis.py).");
 

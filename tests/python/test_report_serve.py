@@ -141,6 +141,43 @@ def test_live_run_reads_only_what_the_files_gained(tmp_path):
     assert model["runs"][0]["records"] == static["runs"][0]["records"] == 800
 
 
+def test_a_grown_file_is_read_on_from_where_the_last_read_ended(tmp_path):
+    """An update reads a grown file from the byte its last read ended at, never its start
+    again: the records read before are damaged here after the first read, which a walk from the
+    start reports ("record checksum mismatch"; so did serve before), and each record counts
+    once."""
+    out = str(tmp_path / "run")
+    xdl.clear()
+    w = np.zeros(1000, np.float32)
+    xdl.trace_tensor("w", w)
+    hook = xdl.TraceHook(output_dir=out, fsync=False, on_error="raise")
+    hook.begin()
+    try:
+        for step in range(20):
+            w[:] = step
+            hook.step()
+        hook.flush()
+        live = serve.LiveRun(out)
+        assert live.update()
+        (path,) = [f.path for f in xdl.open_trace(out).files]
+        read_to = live.scan.end_offsets[path]
+        assert read_to == os.path.getsize(path)
+        with open(path, "r+b") as f:  # Inside the last record read: w's values.
+            f.seek(read_to - 100)
+            f.write(b"\xff" * 8)
+        for step in range(20, 50):
+            w[:] = step
+            hook.step()
+        hook.flush()
+        assert live.update()
+        assert live.scan.records == {0: 50} and live.scan.gstep_range == (0, 49)
+        assert live.scan.end_offsets[path] == os.path.getsize(path)
+        assert not live.update()
+    finally:
+        hook.end()
+        xdl.clear()
+
+
 def test_a_run_being_written_is_read_whole_once_then_only_what_it_gained(tmp_path, monkeypatch):
     """While the run writes too, the first read is the static report's scan (one
     ``analysis.scan_run``, no ``scan_file``) and the records written after it come on the next

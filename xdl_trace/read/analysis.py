@@ -235,6 +235,8 @@ class RunScan:
     (||gradient|| / ||variable||); step_time {rank: Series(2)} (ms per step, steps per s) and
     step_source {rank: "host spans" or "timestamps"} (what it was measured from, see
     ``_add_step_spans`` and ``_add_step_times``); torn_tails {path: byte offset};
+    end_offsets {data file path: byte offset past the last complete frame read}: where a later
+    ``scan_file`` of that file, after it grew, goes on;
     first_bad {key: BadValue}; unchecked [keys]: "histogram" summary keys, which find no
     NaN/Inf (a histogram counts finite values only, docs/format.md "Summary columns": its own
     NaN edges say "no finite value", whether the tensor was empty or all NaN/Inf);
@@ -282,6 +284,7 @@ class RunScan:
         self.capacity = 512  # Buckets per Series / HistogramSeries.
         self.histogram_capacity = 128
         self.last_gstep = {}  # rank -> the largest gstep of its records read so far.
+        self.end_offsets = {}  # data file path -> where its read ended (scan_file resumes).
         self._first_rows = {}
         self._last_time = {}  # rank -> (gstep, ms) of its last record.
         self._last_span = {}  # rank -> (lstep, end ns) of its last step span.
@@ -389,6 +392,7 @@ def scan_run(
         _scan_file(
             scan,
             rank,
+            file_path,
             cursor,
             selection,
             pairs,
@@ -456,11 +460,13 @@ def read_meta(scan, files):
 
 
 def scan_file(scan, rank, file_path, selection, pairs, series=True, histograms=True):
-    """Adds the records of one data file in the selection (a gstep window: the records after
-    the ones already read) to `scan`."""
+    """Adds the records of one data file in the selection to `scan`: a file read before (by
+    this scan's ``scan_run`` or ``scan_file``) is read on from where that read ended (its frames
+    before are not walked again), so a file being written costs what it gained."""
     scan.records.setdefault(rank, 0)
-    cursor = _open_scan(scan, file_path, selection, histograms, 1, series)
-    _scan_file(scan, rank, cursor, selection, pairs, series, histograms, lambda: None)
+    start = scan.end_offsets.get(file_path)
+    cursor = _open_scan(scan, file_path, selection, histograms, 1, series, start_offset=start)
+    _scan_file(scan, rank, file_path, cursor, selection, pairs, series, histograms, lambda: None)
 
 
 def finish_scan(scan, path, prefix, name, selection, series=True):
@@ -572,12 +578,12 @@ def _histogram_group(files, selection, capacity):
     return group
 
 
-def _open_scan(scan, path, selection, histograms, histogram_group, series):
+def _open_scan(scan, path, selection, histograms, histogram_group, series, start_offset=None):
     """A ``_core.RecordScan`` of one data file: one columnar pass (the records' steps and times,
     each key's stats rows and log-bucket counts, the step spans; with `series`, the device
     traces parsed into ``scan.device_events`` as chunks are taken) whose walker threads start
     reading at once. histogram_group: consecutive records of a key summed into one histogram row
-    in C++."""
+    in C++; start_offset: where the pass starts (a frame boundary, ``scan.end_offsets``)."""
     begin, end, steps = selection.window()
     keys = scan.keys
     return _core.RecordScan(
@@ -589,14 +595,15 @@ def _open_scan(scan, path, selection, histograms, histogram_group, series):
         [bool(histograms)] * len(keys),
         histogram_group,
         device_events=scan.device_events if series else None,
+        start_offset=start_offset,
     )
 
 
-def _scan_file(scan, rank, cursor, selection, pairs, series, histograms, on_last_chunk):
-    """Takes a file's scan (``_open_scan``) chunk by chunk, each small. on_last_chunk() is
-    called when the last chunk arrives, before it is added (scan_run opens the next file then, so
-    its walker reads while this file's last chunk is added). The scan drops its mapping once the
-    last chunk is taken."""
+def _scan_file(scan, rank, path, cursor, selection, pairs, series, histograms, on_last_chunk):
+    """Takes the scan (``_open_scan``) of data file `path` chunk by chunk, each small.
+    on_last_chunk() is called when the last chunk arrives, before it is added (scan_run opens the
+    next file then, so its walker reads while this file's last chunk is added). The scan drops
+    its mapping once the last chunk is taken; where it ended goes to ``scan.end_offsets``."""
     begin, end, steps = selection.window()
     keys = scan.keys
     # Per-record cells of a chunk: about _CHUNK_CELLS x 64 bytes of stats whatever the keys.
@@ -605,6 +612,7 @@ def _scan_file(scan, rank, cursor, selection, pairs, series, histograms, on_last
         chunk = cursor.next(max_records, _CHUNK_HISTOGRAM_ROWS)
         if chunk["done"]:
             on_last_chunk()
+            scan.end_offsets[path] = chunk["end_offset"]
         for torn in chunk["torn_tails"]:
             if torn.path not in scan.torn_tails:
                 scan.torn_tails[torn.path] = torn.offset

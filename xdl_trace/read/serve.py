@@ -4,9 +4,10 @@
 
 A ``LiveRun`` keeps one ``analysis.RunScan`` per run, made by the static report's scan at the
 first ``update``; each later one reads only what the run's files gained: a file whose size is
-unchanged is not opened again, a grown or new one (a rollover, a rank that started late) is
-scanned for the records after the last gstep its rank had, which are added to the same
-accumulators. One updater thread refreshes every run twice a second and keeps the latest
+unchanged is not opened again, a grown one is scanned on from the byte where its last read
+ended (``RunScan.end_offsets``: the frames before are not walked again), a new one (a rollover,
+a rank that started late) from its start, for the records after the last gstep its rank had;
+they are added to the same accumulators. One updater thread refreshes every run twice a second and keeps the latest
 report model as JSON; request threads (``ThreadingHTTPServer``)
 only hand out the page and that JSON, so a slow browser never slows the reading. The page
 (report.js with live.js) holds no chart data: each card fetches its charts (``/card``) when it

@@ -152,6 +152,7 @@ void RecordScanChunk::Clear() {
   histogram_max.clear();
   buckets.clear();
   step_spans.clear();
+  end_offset = 0;
   torn_tails.clear();
   unknown_dtypes.clear();
 }
@@ -180,9 +181,10 @@ struct RecordScan::Batch {
   std::vector<std::pair<int32_t, absl::string_view>> range_spans;
   std::vector<TornTail> torn_tails;
   std::vector<std::pair<std::string, int32_t>> unknown_dtypes;
-  size_t bytes = 0;     // Column bytes of `views`.
-  absl::Status status;  // The walk failed after these records.
-  bool last = false;    // No batch follows.
+  size_t bytes = 0;         // Column bytes of `views`.
+  absl::Status status;      // The walk failed after these records.
+  bool last = false;        // No batch follows.
+  uint64_t end_offset = 0;  // The last batch's: TraceCursor::end_offset.
   // Guarded by RecordScan::mu_ once queued.
   bool claimed = false;   // A thread computes (or computed) it.
   bool computed = false;  // `rows` are final.
@@ -210,6 +212,7 @@ RecordScan::RecordScan(const TraceReader& reader, RecordScanOptions options)
     read.steps = options_.steps;
     read.ranks = options_.ranks;
     read.device_only_records = true;
+    read.start_offset = options_.start_offset;
     if (lanes > 1) {
       read.interleave = ReadOptions::Interleave{static_cast<int>(lanes), static_cast<int>(i),
                                                 BatchRecords(options_.keys.size()), kBatchBytes};
@@ -295,8 +298,10 @@ absl::StatusOr<bool> RecordScan::Next(size_t max_records, size_t max_histogram_r
     taken_ = end;
     if (taken_ == batch->records() && batch->status.ok()) {
       const bool last = batch->last;
+      const uint64_t end_offset = batch->end_offset;
       PopFront();
       if (last) {
+        chunk->end_offset = end_offset;
         done_ = true;
         break;
       }
@@ -423,6 +428,7 @@ std::unique_ptr<RecordScan::Batch> RecordScan::Walk(Lane& lane, size_t index) {
       if (lanes > 1 && !mine()) return nullptr;
       batch->status = event.status();
       batch->last = true;
+      batch->end_offset = cursor.end_offset();
       break;
     }
     if (*event == TraceCursor::Event::kBlockEnd) break;

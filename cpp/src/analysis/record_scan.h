@@ -49,6 +49,9 @@ struct RecordScanOptions {
   // its record's rank, as their records are taken. Null: they are not read.
   // Owned by the caller; it must outlive the scan.
   DeviceEventTable* device_events = nullptr;
+  // A scan of one file: where it starts (ReadOptions::start_offset: an earlier
+  // scan's RecordScanChunk::end_offset, to read only what the file gained).
+  std::optional<uint64_t> start_offset;
 };
 
 // A host span of one step the hook saw (docs/format.md "Host spans"): STEP
@@ -85,6 +88,9 @@ struct RecordScanChunk {
   // (file path, wire dtype) of dtypes newer than this reader, met for the first
   // time (their columns are summarized as raw bytes, uint8).
   std::vector<std::pair<std::string, int32_t>> unknown_dtypes;
+  // The last chunk of a scan of one file: the offset past its last complete
+  // frame (TraceCursor::end_offset), where a scan of it after it grew starts.
+  uint64_t end_offset = 0;
 
   size_t records() const { return gstep.size(); }
   void Clear();

@@ -134,6 +134,7 @@ struct TraceCursor::Impl {
   size_t current = 0;  // The stream whose head record() is.
   TornTail torn_tail;
   uint64_t bytes_read = 0;
+  uint64_t end_offset = 0;  // Where the last file's read ended (see end_offset()).
   absl::Status error;
   std::shared_ptr<TraceFile> last_record_file;  // The file of the last record returned.
 
@@ -163,8 +164,10 @@ struct TraceCursor::Impl {
         const size_t index = s.files[s.next_file++];
         XDL_ASSIGN_OR_RETURN(s.file, reader.File(index));
         if (options.keys) XDL_RETURN_IF_ERROR(IndexKeys(*s.file, *options.keys, &s.key_indices));
-        const std::optional<uint64_t> start = ReadStartOffset(*s.file, options.steps);
+        std::optional<uint64_t> start = ReadStartOffset(*s.file, options.steps);
+        end_offset = options.start_offset.value_or(0);  // Where a Meta-skipped file stands.
         if (!start) continue;
+        if (options.start_offset) start = std::max(*start, *options.start_offset);
         s.cursor.emplace(s.file);
         s.cursor->Seek(*start);
         s.head.file = index;
@@ -194,6 +197,7 @@ struct TraceCursor::Impl {
       XDL_RETURN_IF_ERROR(s.cursor->status());
       const bool torn = s.cursor->torn_tail();
       const uint64_t torn_offset = s.cursor->torn_offset();
+      end_offset = s.cursor->offset();  // A torn frame's start: not walked past.
       s.cursor.reset();
       if (torn) {
         torn_tail = s.file->TornTailAt(torn_offset, s.rank);
@@ -266,6 +270,7 @@ absl::Status TraceCursor::CheckNotCut() {
 const TraceRecord& TraceCursor::record() const { return impl_->streams[impl_->current].head; }
 const TornTail& TraceCursor::torn_tail() const { return impl_->torn_tail; }
 uint64_t TraceCursor::bytes_read() const { return impl_->bytes_read; }
+uint64_t TraceCursor::end_offset() const { return impl_->end_offset; }
 uint64_t TraceCursor::block() const {
   return impl_->streams.empty() ? 0 : impl_->streams.front().block;
 }
@@ -282,6 +287,13 @@ TraceCursor TraceReader::Read(ReadOptions options) const {
       if (files()[i].rank == rank) stream.files.push_back(i);
     }
     impl->streams.push_back(std::move(stream));
+  }
+  size_t files = 0;
+  for (const RankStream& stream : impl->streams) files += stream.files.size();
+  if (impl->options.start_offset && files > 1) {
+    impl->error = absl::InvalidArgumentError(
+        absl::StrCat("start_offset ", *impl->options.start_offset,
+                     " is for a read of one file; this one selects ", files));
   }
   if (const auto& lanes = impl->options.interleave) {
     if (impl->streams.size() > 1) {

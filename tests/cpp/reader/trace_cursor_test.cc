@@ -1,6 +1,6 @@
 // TraceCursor and TraceReader::Read/Stack (cpp/src/reader/trace_cursor.cc) against files written
 // with protobuf's own serialization: ranks merged by gstep, key and gstep selection, Meta-based
-// file skipping, interleaved lanes, torn-tail events, stacking.
+// file skipping, interleaved lanes, torn-tail events, a read resumed at an offset, stacking.
 #include "xdl_trace/reader/trace_cursor.h"
 
 #include <algorithm>
@@ -317,6 +317,66 @@ TEST_CASE("a torn tail is one event naming the file, rank and offset", "[reader]
   CHECK(stacked->torn_tails[0].path == dir / "train.trace.0.2");
   CHECK(stacked->torn_tails[0].offset == last);
   CHECK(stacked->keys[0].gsteps == std::vector<int64_t>{0, 1, 2, 3});
+}
+
+// The gsteps a read of `path` from `start` yields, and its end_offset().
+struct Resumed {
+  std::vector<int64_t> gsteps;
+  size_t torn_tails = 0;
+  uint64_t end_offset = 0;
+  absl::Status status;
+};
+
+Resumed ReadFrom(const std::string& path, std::optional<uint64_t> start) {
+  Resumed out;
+  ReadOptions options;
+  options.start_offset = start;
+  const TraceReader reader = MustOpenTrace(path);
+  TraceCursor cursor = reader.Read(options);
+  while (true) {
+    absl::StatusOr<TraceCursor::Event> event = cursor.Next();
+    if (!event.ok()) {
+      out.status = event.status();
+      return out;
+    }
+    if (*event == TraceCursor::Event::kEnd) break;
+    if (*event == TraceCursor::Event::kTornTail) ++out.torn_tails;
+    if (*event == TraceCursor::Event::kRecord) out.gsteps.push_back(cursor.record().view.gstep);
+  }
+  out.end_offset = cursor.end_offset();
+  return out;
+}
+
+TEST_CASE("a read of a growing file resumes where the last read ended", "[reader]") {
+  TempDir dir;
+  const std::string path = dir / "train.trace.0.1";
+  const std::string full = WriteSteps(path, {0, 1, 2, 3, 4}, /*with_meta=*/false);
+  std::string three = HeaderFrame({"w", "loss"});  // The bytes before record 3.
+  for (int64_t g : {0, 1, 2}) three += Frame(SimpleRecord(g).SerializeAsString());
+  WriteFile(path, full.substr(0, three.size() + 5));  // The writer is inside record 3.
+
+  const Resumed first = ReadFrom(path, std::nullopt);
+  REQUIRE(first.status.ok());
+  CHECK(first.gsteps == std::vector<int64_t>{0, 1, 2});
+  CHECK(first.torn_tails == 1);
+  CHECK(first.end_offset == three.size());  // The torn frame's start: not walked past.
+
+  WriteFile(path, full);  // Records 3 and 4 complete.
+  const Resumed second = ReadFrom(path, first.end_offset);
+  REQUIRE(second.status.ok());
+  CHECK(second.gsteps == std::vector<int64_t>{3, 4});
+  CHECK(second.torn_tails == 0);
+  CHECK(second.end_offset == full.size());
+
+  const Resumed nothing = ReadFrom(path, second.end_offset);  // Not grown: nothing, same end.
+  REQUIRE(nothing.status.ok());
+  CHECK(nothing.gsteps.empty());
+  CHECK(nothing.end_offset == full.size());
+
+  WriteSteps(dir / "train.trace.0.2", {5});
+  const Resumed two_files = ReadFrom(dir.path(), 0);
+  CHECK(two_files.status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(two_files.status.message()).find("one file") != std::string::npos);
 }
 
 TEST_CASE("stack gathers keys over steps into one contiguous copy", "[reader]") {

@@ -36,6 +36,12 @@ struct ReadOptions {
   // read that selects keys, with no column and TraceRecord::device_only set;
   // a read of no key yields them anyway.
   bool device_only_records = false;
+  // A read of one file: the byte offset it starts at instead of the file's
+  // first record (or where its Meta lets a read start, when that is later).
+  // It must be a frame boundary: an earlier read's TraceCursor::end_offset(),
+  // so that a file being written is read on from where the last read ended
+  // (xdl-trace serve). A read of several files is refused (InvalidArgument).
+  std::optional<uint64_t> start_offset;
 
   // One lane of a one-rank read split into `lanes` reads that decode in
   // parallel: the rank's frames (from where the read starts, selected or not)

@@ -61,6 +61,10 @@ class TraceCursor {
   const TornTail& torn_tail() const;
   // Frame bytes walked so far (including frames outside the step selection).
   uint64_t bytes_read() const;
+  // A read of one file, once Next() returned kEnd: the offset just past its
+  // last complete frame (a torn tail's start), where a read of the file after
+  // it grew resumes (ReadOptions::start_offset). 0 before the end.
+  uint64_t end_offset() const;
   // ReadOptions::interleave: the number of the block the next frame is in
   // (at kTornTail and kEnd, the block they are met in).
   uint64_t block() const;
