@@ -7,14 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
+
+#include "core/numeric.h"
 
 namespace xdl_trace {
 namespace internal {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kPrefetchRows = 32;  // AddRunOf8Avx2 prefetches this many rows ahead.
 
 // Merges neighbouring buckets pairwise: half as many, each twice as wide.
@@ -45,11 +45,6 @@ double Field(const CurveRows& rows, int64_t i, int64_t f) {
   double x;
   std::memcpy(&x, rows.data + i * rows.row_stride + f * rows.field_stride, sizeof(x));
   return x;
-}
-
-bool HaveAvx2() {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx2;
 }
 
 // Adds rows i, i + 1, ... of 8 contiguous fields to the last bucket (in use)

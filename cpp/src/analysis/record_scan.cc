@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/numeric.h"
 #include "core/status_macros.h"
 #include "core/wire.h"
 #include "core/wire_reader.h"
@@ -50,7 +50,6 @@ constexpr int64_t kRowSamples = kMaxHistogramSamples;
 // Histogram groups of at least this many records count into integer tables
 // (clearing them costs about as much as counting a few records).
 constexpr int64_t kTablesGroup = 8;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Records per batch for `keys` keys (kBatchRecords, fewer when the cells would
 // pass kBatchCells): also an interleaved read's frames per block, so that a

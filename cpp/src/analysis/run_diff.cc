@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/numeric.h"
 #include "core/status_macros.h"
 #include "summary/digest.h"
 #include "summary/summary.h"
@@ -21,7 +22,6 @@ namespace internal {
 namespace {
 
 constexpr size_t kMaxGrowthPoints = 64;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // How an element of a column is read: its kind and size (an unknown dtype:
 // its bytes, as uint8).

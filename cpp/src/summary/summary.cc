@@ -7,19 +7,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <numeric>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "core/numeric.h"
 #include "summary/digest.h"
 
 namespace xdl_trace {
 namespace internal {
 namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Loads element `i` of a packed array as double. kMayBeNonFinite is false for
 // integer types, so their loops skip the finiteness test.
@@ -152,11 +149,6 @@ __attribute__((target("avx2"))) int64_t AccumulateFiniteFloat32Avx2(const char* 
   _mm256_storeu_pd(lanes->d2, l.d20), _mm256_storeu_pd(lanes->d2 + 4, l.d21);
   _mm256_storeu_pd(lanes->sq, l.sq0), _mm256_storeu_pd(lanes->sq + 4, l.sq1);
   return i;
-}
-
-bool HaveAvx2() {
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  return avx2;
 }
 
 // One pass: counts, min/max, and sums shifted by the first finite value
