@@ -397,25 +397,8 @@ py::dict PointToDict(const internal::DiffPoint& point) {
   return out;
 }
 
-// diff_runs(...) -> dict: internal::DiffRuns of rank_a of one trace and rank_b of another, as
-// plain data (analysis/run_diff.h names the fields).
-py::dict DiffRunsShim(const std::string& path_a, std::optional<std::string> run_a, int32_t rank_a,
-                      const std::string& path_b, std::optional<std::string> run_b, int32_t rank_b,
-                      std::vector<std::string> keys, std::optional<int64_t> begin,
-                      std::optional<int64_t> end, std::optional<std::vector<int64_t>> steps,
-                      double rtol, double atol, const std::string& prefix, const std::string& name,
-                      bool check_record_crc, const std::vector<std::string>& excluded_a,
-                      const std::vector<std::string>& excluded_b, std::vector<std::string> keys_b) {
-  const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc, excluded_a);
-  const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc, excluded_b);
-  internal::DiffOptions options;
-  options.keys = std::move(keys);
-  options.keys_b = std::move(keys_b);
-  options.steps = StepSelection{begin, end, std::move(steps)};
-  options.rtol = rtol;
-  options.atol = atol;
-  const internal::RunDiffResult result =
-      CallWithoutGil([&] { return internal::DiffRuns(a, rank_a, b, rank_b, options); });
+// One pair's internal::RunDiffResult as plain data (analysis/run_diff.h names the fields).
+py::dict RunDiffToDict(const internal::RunDiffResult& result) {
   py::list key_list;
   for (const internal::KeyDiff& key : result.keys) {
     py::dict k;
@@ -441,6 +424,31 @@ py::dict DiffRunsShim(const std::string& path_a, std::optional<std::string> run_
   out["only_b_gsteps"] = result.only_b_gsteps;
   out["bytes_read"] = result.bytes_read;
   out["torn_tails"] = result.torn_tails;
+  return out;
+}
+
+// diff_runs(...) -> [dict]: internal::DiffRuns of rank_a of one trace against each of ranks_b of
+// another (or the same), a dict per rank (RunDiffToDict).
+py::list DiffRunsShim(const std::string& path_a, std::optional<std::string> run_a, int32_t rank_a,
+                      const std::string& path_b, std::optional<std::string> run_b,
+                      const std::vector<int32_t>& ranks_b, std::vector<std::string> keys,
+                      std::optional<int64_t> begin, std::optional<int64_t> end,
+                      std::optional<std::vector<int64_t>> steps, double rtol, double atol,
+                      const std::string& prefix, const std::string& name, bool check_record_crc,
+                      const std::vector<std::string>& excluded_a,
+                      const std::vector<std::string>& excluded_b, std::vector<std::string> keys_b) {
+  const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc, excluded_a);
+  const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc, excluded_b);
+  internal::DiffOptions options;
+  options.keys = std::move(keys);
+  options.keys_b = std::move(keys_b);
+  options.steps = StepSelection{begin, end, std::move(steps)};
+  options.rtol = rtol;
+  options.atol = atol;
+  const std::vector<internal::RunDiffResult> results =
+      CallWithoutGil([&] { return internal::DiffRuns(a, rank_a, b, ranks_b, options); });
+  py::list out;
+  for (const internal::RunDiffResult& result : results) out.append(RunDiffToDict(result));
   return out;
 }
 
@@ -493,15 +501,16 @@ void RegisterAnalysisBindings(py::module_& m) {
            "The next chunk of records as a dict of arrays (see analysis.py).");
 
   m.def("diff_runs", &DiffRunsShim, py::arg("path_a"), py::arg("run_a"), py::arg("rank_a"),
-        py::arg("path_b"), py::arg("run_b"), py::arg("rank_b"), py::arg("keys"),
+        py::arg("path_b"), py::arg("run_b"), py::arg("ranks_b"), py::arg("keys"),
         py::arg("begin") = py::none(), py::arg("end") = py::none(), py::arg("steps") = py::none(),
         py::arg("rtol") = 0.0, py::arg("atol") = 0.0, py::arg("prefix") = "train",
         py::arg("name") = "trace", py::arg("check_record_crc") = true,
         py::arg("excluded_a") = std::vector<std::string>{},
         py::arg("excluded_b") = std::vector<std::string>{},
         py::arg("keys_b") = std::vector<std::string>{},
-        "Compares rank_a of one trace (run_a: a run id, None: every file) with rank_b of "
-        "another, both read in step by gstep (xdl_trace::internal::DiffRuns); excluded_a/_b: "
+        "Compares rank_a of one trace (run_a: a run id, None: every file) with each of ranks_b "
+        "of another (or the same), all read in step by gstep, A once (xdl_trace::internal::"
+        "DiffRuns): a dict per rank of ranks_b; excluded_a/_b: "
         "paths of files left out (Trace.copies); keys_b: side B's column per key (default: "
         "keys).");
   m.def("digest", &Digest, py::arg("array"), py::arg("dtype"),

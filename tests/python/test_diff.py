@@ -362,10 +362,10 @@ def test_full_values_on_one_side_meet_the_other_side_s_digest(tmp_path):
     assert w.basis == "summaries" and not w.differs
 
 
-def write_two_ranks(out, replicated=None):
-    """Ranks 0 and 1 of one run: w (trace_variable) equal on both, act (trace_tensor) the step +
-    the rank, so act differs per rank from gstep 0."""
-    for rank in (0, 1):
+def write_two_ranks(out, replicated=None, ranks=(0, 1)):
+    """Ranks 0 and 1 (or `ranks`) of one run: w (trace_variable) equal on all, act (trace_tensor)
+    the step + the rank, so act differs per rank from gstep 0."""
+    for rank in ranks:
         xdl.clear()
         w, act = np.zeros(10, np.float32), np.zeros(4, np.float32)
         xdl.trace_variable("w", w)
@@ -408,3 +408,18 @@ def test_replicated_declaration_decides_what_ranks_compare(tmp_path, capsys):
     assert headline["tag"] == "ranks not compared" and "replicated=)): none" in headline["text"]
     with pytest.raises(ValueError, match="replicated must be"):
         xdl.TraceHook({"output_dir": str(tmp_path / "bad")}, replicated=3)
+
+
+def test_ranks_are_compared_in_one_pass_over_rank_0(tmp_path):
+    """diff --ranks reads rank 0 once for all the others, in step with them: every byte of the
+    run is walked once (before: rank 0 once per other rank), and each rank gets its own result."""
+    out = write_two_ranks(tmp_path / "run", replicated=["w", "act"], ranks=(0, 1, 2, 3))
+    result = xdl.diff(out)
+    one_rank = xdl.diff(out, ranks=[0, 1]).bytes_read / 2  # The ranks' records are alike.
+    assert result.bytes_read == 4 * one_rank  # Before: 6 (rank 0 three times).
+    assert [(k.key, k.rank_b) for k in result.differing] == [("act", 1), ("act", 2), ("act", 3)]
+    assert [(s["rank_a"], s["rank_b"], s["compared"]) for s in result.steps] == [
+        (0, 1, 10),
+        (0, 2, 10),
+        (0, 3, 10),
+    ]

@@ -7,8 +7,8 @@
         print(first.key, first.first["gstep"], first.first["max_abs"])
 
 The comparison itself runs in C++ (``_core.diff_runs``, cpp/src/analysis/run_diff.h): both sides
-read once, in step by gstep, each pair of records compared in place, so memory is bounded by the
-largest record, not the run. Exact by default (bit for bit: the same NaN bits agree); ``rtol`` /
+read once, in step by gstep (the rank comparison reads rank 0 once for all the others), each
+pair of records compared in place, so memory is bounded by the largest record, not the run. Exact by default (bit for bit: the same NaN bits agree); ``rtol`` /
 ``atol`` compare as ``numpy.isclose`` with side A as the reference (any NaN agrees with any NaN).
 
 What is compared says what agreement proves (``KeyDiff.basis``, the weakest of its steps):
@@ -248,11 +248,11 @@ def diff(
                 f"{trace_a.path}: ranks {ranks_a} selected: comparing ranks needs two or more "
                 "(or give a second run to compare with)"
             )
-        pairs = [(ranks_a[0], r) for r in ranks_a[1:]]
+        calls = [(ranks_a[0], ranks_a[1:])]  # Rank 0 read once, in step with all the others.
         ranks_only_a = ranks_only_b = []
     else:
         ranks_b = [r for r in trace_b.ranks if selected is None or r in selected]
-        pairs = [(r, r) for r in ranks_a if r in ranks_b]
+        calls = [(r, [r]) for r in ranks_a if r in ranks_b]
         ranks_only_a = [r for r in ranks_a if r not in ranks_b]
         ranks_only_b = [r for r in ranks_b if r not in ranks_a]
     compared = [
@@ -262,14 +262,15 @@ def diff(
     columns_b = [column for _, column in compared]
     begin, end, steps = sel.window()
     results, step_rows, bytes_read = [], [], 0
-    for rank_a, rank_b in pairs:
+    pairs = []  # (rank_a, rank_b, what diff_runs found)
+    for rank_a, ranks_b in calls:
         found = _core.diff_runs(
             trace_a.path,
             _run_id(trace_a),
             rank_a,
             trace_b.path,
             _run_id(trace_b),
-            rank_b,
+            ranks_b,
             columns_a,
             begin,
             end,
@@ -282,6 +283,8 @@ def diff(
             excluded_b=[c.path for c in trace_b.copies],
             keys_b=columns_b,
         )
+        pairs += [(rank_a, rank_b, one) for rank_b, one in zip(ranks_b, found)]
+    for rank_a, rank_b, found in pairs:
         bytes_read += found["bytes_read"]
         for torn in found["torn_tails"]:  # A run being written: what is complete is compared.
             warnings.warn(str(torn), TornTailWarning, stacklevel=2)

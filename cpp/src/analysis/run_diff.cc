@@ -307,54 +307,83 @@ bool DiffColumns(const ColumnView& a, const ColumnView& b, const DiffOptions& op
   return point->differing > 0;
 }
 
-absl::StatusOr<RunDiffResult> DiffRuns(const TraceReader& a, int32_t rank_a, const TraceReader& b,
-                                       int32_t rank_b, const DiffOptions& options) {
-  RunDiffResult result;
+absl::StatusOr<std::vector<RunDiffResult>> DiffRuns(const TraceReader& a, int32_t rank_a,
+                                                    const TraceReader& b,
+                                                    const std::vector<int32_t>& ranks_b,
+                                                    const DiffOptions& options) {
   if (!options.keys_b.empty() && options.keys_b.size() != options.keys.size()) {
     return absl::InvalidArgumentError(absl::StrCat("diff: ", options.keys_b.size(),
                                                    " columns of side B for ", options.keys.size(),
                                                    " keys (one per key, or none)"));
   }
-  result.keys.resize(options.keys.size());
-  for (size_t k = 0; k < options.keys.size(); ++k) result.keys[k].key = options.keys[k];
-  Side sides[2];
-  const TraceReader* readers[2] = {&a, &b};
-  const int32_t ranks[2] = {rank_a, rank_b};
-  const std::vector<std::string>* keys[2] = {
-      &options.keys, options.keys_b.empty() ? &options.keys : &options.keys_b};
-  for (int s = 0; s < 2; ++s) {
+  const std::vector<std::string>& keys_b = options.keys_b.empty() ? options.keys : options.keys_b;
+  auto open = [&](Side& side, const TraceReader& reader, int32_t rank,
+                  const std::vector<std::string>& keys, RunDiffResult* result) {
     ReadOptions read;
-    read.keys = *keys[s];
+    read.keys = keys;
     read.steps = options.steps;
-    read.ranks = std::vector<int32_t>{ranks[s]};
-    sides[s].reader = readers[s];
-    sides[s].keys = keys[s];
-    sides[s].cursor.emplace(readers[s]->Read(std::move(read)));
-    XDL_RETURN_IF_ERROR(Advance(sides[s], options, &result));
+    read.ranks = std::vector<int32_t>{rank};
+    side.reader = &reader;
+    side.keys = &keys;
+    side.cursor.emplace(reader.Read(std::move(read)));
+    return Advance(side, options, result);
+  };
+  // A gstep of `side` on that side only: counted, and named while few.
+  auto one_sided = [&](Side& side, int64_t& count, std::vector<int64_t>& named,
+                       RunDiffResult* result) {
+    ++count;
+    if (named.size() < options.max_named_steps) named.push_back(side.record().view.gstep);
+    return Advance(side, options, result);
+  };
+  std::vector<RunDiffResult> results(ranks_b.size());
+  for (RunDiffResult& result : results) {
+    result.keys.resize(options.keys.size());
+    for (size_t k = 0; k < options.keys.size(); ++k) result.keys[k].key = options.keys[k];
   }
-  Side& sa = sides[0];
-  Side& sb = sides[1];
-  while (!sa.done || !sb.done) {
-    const bool take_a = !sa.done && (sb.done || sa.record().view.gstep < sb.record().view.gstep);
-    const bool take_b = !sb.done && (sa.done || sb.record().view.gstep < sa.record().view.gstep);
-    if (take_a || take_b) {  // A gstep on one side only.
-      Side& side = take_a ? sa : sb;
-      int64_t& count = take_a ? result.only_a : result.only_b;
-      std::vector<int64_t>& named = take_a ? result.only_a_gsteps : result.only_b_gsteps;
-      ++count;
-      if (named.size() < options.max_named_steps) named.push_back(side.record().view.gstep);
-      XDL_RETURN_IF_ERROR(Advance(side, options, &result));
-      continue;
-    }
-    ++result.steps_compared;
-    for (size_t k = 0; k < options.keys.size(); ++k) {
-      CompareKey(sa, sb, k, options, result.keys[k]);
-    }
-    XDL_RETURN_IF_ERROR(Advance(sa, options, &result));
-    XDL_RETURN_IF_ERROR(Advance(sb, options, &result));
+  if (results.empty()) return results;
+  // Side A's torn tails and bytes go with the first pair's result (A is read once for all).
+  RunDiffResult* a_result = &results[0];
+  Side sa;
+  std::vector<Side> sbs(ranks_b.size());
+  XDL_RETURN_IF_ERROR(open(sa, a, rank_a, options.keys, a_result));
+  for (size_t i = 0; i < sbs.size(); ++i) {
+    XDL_RETURN_IF_ERROR(open(sbs[i], b, ranks_b[i], keys_b, &results[i]));
   }
-  result.bytes_read = sa.cursor->bytes_read() + sb.cursor->bytes_read();
-  return result;
+  // Each pair aligned as a merge by gstep would align it: for every record of A, each B's
+  // records before its gstep are B's alone, one of the same gstep is compared, else the step is
+  // A's alone (a repeated gstep pairs in order).
+  while (!sa.done) {
+    const int64_t gstep = sa.record().view.gstep;
+    for (size_t i = 0; i < sbs.size(); ++i) {
+      Side& sb = sbs[i];
+      RunDiffResult& result = results[i];
+      while (!sb.done && sb.record().view.gstep < gstep) {
+        XDL_RETURN_IF_ERROR(one_sided(sb, result.only_b, result.only_b_gsteps, &result));
+      }
+      if (sb.done || sb.record().view.gstep != gstep) {
+        ++result.only_a;
+        if (result.only_a_gsteps.size() < options.max_named_steps) {
+          result.only_a_gsteps.push_back(gstep);
+        }
+        continue;
+      }
+      ++result.steps_compared;
+      for (size_t k = 0; k < options.keys.size(); ++k) {
+        CompareKey(sa, sb, k, options, result.keys[k]);
+      }
+      XDL_RETURN_IF_ERROR(Advance(sb, options, &result));
+    }
+    XDL_RETURN_IF_ERROR(Advance(sa, options, a_result));
+  }
+  for (size_t i = 0; i < sbs.size(); ++i) {
+    while (!sbs[i].done) {
+      XDL_RETURN_IF_ERROR(
+          one_sided(sbs[i], results[i].only_b, results[i].only_b_gsteps, &results[i]));
+    }
+    results[i].bytes_read = sbs[i].cursor->bytes_read();
+  }
+  a_result->bytes_read += sa.cursor->bytes_read();
+  return results;
 }
 
 }  // namespace internal

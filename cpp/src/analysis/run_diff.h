@@ -74,17 +74,21 @@ struct RunDiffResult {
   int64_t steps_compared = 0;                         // gsteps on both sides.
   int64_t only_a = 0, only_b = 0;                     // gsteps on one side only.
   std::vector<int64_t> only_a_gsteps, only_b_gsteps;  // The first max_named_steps of each.
-  uint64_t bytes_read = 0;                            // Frame bytes walked on both sides.
+  uint64_t bytes_read = 0;                            // Frame bytes walked (see DiffRuns).
   std::vector<TornTail> torn_tails;
 };
 
-// Compares rank `rank_a` of `a` with rank `rank_b` of `b`. Both are read once,
-// in step: each side's records arrive in gstep order (a rank's files in index
-// order); a gstep on one side only is counted, and a gstep repeated on a side
-// (a resumed run) is paired in order. Corruption and a key missing from a
-// file are errors naming the file.
-absl::StatusOr<RunDiffResult> DiffRuns(const TraceReader& a, int32_t rank_a, const TraceReader& b,
-                                       int32_t rank_b, const DiffOptions& options);
+// Compares rank `rank_a` of `a` with each rank of `ranks_b` in `b` (a result
+// per rank, in that order), reading `a` once for all (diff --ranks: rank 0
+// against every other). Each side's records arrive in gstep order (a rank's
+// files in index order); a gstep on one side only is counted, and a gstep
+// repeated on a side (a resumed run) is paired in order. Side A's bytes and
+// torn tails are counted in the first result. Corruption and a key missing
+// from a file are errors naming the file.
+absl::StatusOr<std::vector<RunDiffResult>> DiffRuns(const TraceReader& a, int32_t rank_a,
+                                                    const TraceReader& b,
+                                                    const std::vector<int32_t>& ranks_b,
+                                                    const DiffOptions& options);
 
 // Compares two columns of the same dtype and element count (options' tolerance):
 // true when they differ, *point filled (but its gstep).
