@@ -20,7 +20,7 @@ STEPS = 120
 BUG_STEP = 100  # Rank 0's optimizer step at this gstep uses a lower lr: parameters differ after.
 
 
-def train_rank(rank, port, out_dir, summary, lr_bug):
+def train_rank(rank, port, out_dir, summary, lr_bug, replicated):
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
     dist.init_process_group(
@@ -35,7 +35,8 @@ def train_rank(rank, port, out_dir, summary, lr_bug):
         state = {}
         xdl.trace_callback("loss", lambda: state["loss"])  # Per rank: each sees its own shard.
         data = torch.Generator().manual_seed(100 + rank)
-        with xdl.TraceHook({"output_dir": out_dir, "fsync": False, "on_error": "raise"}) as hook:
+        config = {"output_dir": out_dir, "fsync": False, "on_error": "raise"}
+        with xdl.TraceHook(config, replicated=replicated) as hook:
             for step in range(STEPS):
                 x = torch.randn(16, 8, generator=data)
                 y = torch.randn(16, 1, generator=data)
@@ -52,8 +53,9 @@ def train_rank(rank, port, out_dir, summary, lr_bug):
         dist.destroy_process_group()
 
 
-def run_job(out_dir, summary=None, lr_bug=False, timeout_s=90):
-    run_ranks(train_rank, (free_port(), out_dir, summary, lr_bug), WORLD_SIZE, timeout_s)
+def run_job(out_dir, summary=None, lr_bug=False, replicated=None, timeout_s=90):
+    args = (free_port(), out_dir, summary, lr_bug, replicated)
+    run_ranks(train_rank, args, WORLD_SIZE, timeout_s)
     return out_dir
 
 
@@ -71,6 +73,10 @@ def jobs(tmp_path_factory):
         "bug_digests": run_job(str(root / "bug_digests"), summary="digest", lr_bug=True),
         "seeded": run_job(str(root / "seeded")),
         "seeded_digests": run_job(str(root / "seeded_digests"), summary="digest"),
+        # watch's default (stats, with digest companions), the parameters declared replicated.
+        "bug_declared": run_job(
+            str(root / "bug_declared"), summary="stats", lr_bug=True, replicated=["0.*", "2.*"]
+        ),
     }
 
 
@@ -132,3 +138,17 @@ def test_report_opens_with_rank_agreement(jobs):
     model = report.build_report([jobs["seeded"]])
     assert "ranks agree (8 keys compared by values)" in model["headline"][0]["text"]
     assert [a["kind"] for a in model["alerts"]].count("ranks agree") == 1
+
+
+def test_declared_replicated_keys_are_what_ranks_compare_in_a_real_ddp_job(jobs, capsys):
+    """TraceHook(replicated=) travels with each rank's run metadata through a spawned DDP job:
+    exactly the declared parameters are compared (by watch's digest companions, not its stats),
+    the lr bug found at its gstep; the gradients and the loss are left to each rank."""
+    result = xdl.diff(jobs["bug_declared"])
+    assert result.replicated == "declared replicated (TraceHook(replicated=)): 0.*, 2.*"
+    assert sorted(k.key for k in result.keys) == sorted(PARAMS)
+    assert all(k.basis == "digests" for k in result.keys)
+    assert all(k.differs and k.first["gstep"] == BUG_STEP + 1 for k in result.keys)
+    assert sorted(result.per_rank) == sorted(["loss"] + [f"gradient/{p}" for p in PARAMS])
+    assert cli.main(["diff", jobs["bug_declared"], "--ranks"]) == 1
+    assert "compared across ranks: declared replicated" in capsys.readouterr().out
