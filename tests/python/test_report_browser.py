@@ -412,3 +412,30 @@ def test_a_long_alerts_table_comes_after_the_charts_whole_and_searchable(tmp_pat
     )
     assert sorted(shown) == [f"frozen/k{i}" for i in range(30, 40)]
     page.check()
+
+
+def test_a_diverging_loss_keeps_the_labels_of_its_y_axis(tmp_path, page):
+    """A loss that grows to 2.1e35 before its first Inf (a run blowing up, as a too-large learning
+    rate does): the loss chart's y axis is labelled up to its top, linear and log (uPlot's own
+    tick steps stop at 5e31, and its log splits drift off the powers of ten past 1e22: before,
+    the axis had no label at all, then none above 1e21)."""
+    out = str(tmp_path / "run")
+    xdl.clear()
+    state = {}
+    xdl.trace_callback("loss", lambda: state["loss"])
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        for step in range(60):
+            state["loss"] = np.float32(2.1 * 10.0 ** (step * 35 / 49) if step < 50 else np.inf)
+            hook.step(gstep=step)
+    xdl.clear()
+    html = str(tmp_path / "diverging.html")
+    report.write_report(out, html)
+    page.open(html)
+    for scale, top in (("linear", 2e35), ("log", 1e32)):
+        page.select("#yscale", scale)
+        page.wait("return document.querySelector('#card-0 .u-over')")
+        labels = page.js(
+            "var u = xdlReport.plots.find(p => p.box.closest('#card-0')).plot;"
+            "return (u.axes[1]._values || []).filter(v => v)"
+        )
+        assert len(labels) >= 2 and max(float(v) for v in labels) >= top, (scale, labels)

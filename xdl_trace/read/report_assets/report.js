@@ -30,6 +30,40 @@
     });
   }
 
+  // A y axis's tick steps: 1, 2, 2.5 and 5 x 10^e for every e a double holds. uPlot's own stop
+  // at 5e31, so a diverging run's last finite values (a loss of 2e35 before its first Inf) got
+  // an axis without a single label, linear or log.
+  var TICK_INCRS = (function () {
+    var out = [];
+    for (var e = -32; e <= 307; e++) {
+      [1, 2, 2.5, 5].forEach(function (m) { out.push(+(m + 'e' + e)); });
+    }
+    return out;
+  })();
+
+  // A log axis's splits, 1..9 x 10^e between the scale's ends: uPlot's own come from repeated
+  // adds, which drift past 1e22 (5.999e22, then 1.0999e23, ...) and never meet a power of ten
+  // again, so a diverging loss's axis lost its labels above 1e21.
+  function logSplits(u, axisIdx, min, max) {
+    var out = [];
+    if (!(min > 0) || !(max > min)) return out;
+    for (var e = Math.floor(Math.log10(min)); e <= Math.ceil(Math.log10(max)); e++) {
+      for (var m = 1; m <= 9; m++) {
+        var v = +(m + 'e' + e);
+        if (v >= min && v <= max) out.push(v);
+      }
+    }
+    return out;
+  }
+
+  // A y axis's width in px: its longest label at the 11 px font (~6.6 px a character), the
+  // ticks and the gap to the title.
+  function axisWidth(u, values) {
+    var longest = 0;
+    (values || []).forEach(function (v) { if (v) longest = Math.max(longest, v.length); });
+    return Math.max(40, Math.ceil(longest * 6.6) + 26);
+  }
+
   // The view's settings, the same for every chart: smoothing (TensorBoard's debiased EMA
   // weight, 0: none) and the y scale ('auto': the chart's own choice, 'linear', 'log').
   var view = {smooth: 0, yscale: 'auto'};
@@ -144,9 +178,10 @@
     }
     // Axis titles: the quantity and its unit (spec.ylabel), and gstep.
     var labelFont = '11px system-ui, sans-serif';
-    var yAxis = {size: 64, values: function (u, v) { return v.map(fmt); },
+    // As wide as its longest label (-1.00e+19 ran into the axis title in a fixed 64 px).
+    var yAxis = {size: axisWidth, values: function (u, v) { return v.map(fmt); },
                  grid: {stroke: '#eef0f4'}, label: spec.ylabel || undefined, labelSize: 16,
-                 labelFont: labelFont};
+                 labelFont: labelFont, incrs: TICK_INCRS};
     if (log) {
       // Powers of ten as 1e12, 1e-6 where fmt would write 1.00e+12.
       yAxis.values = function (u, v) {
@@ -156,6 +191,7 @@
               (x < 0 ? '-' : '') + '1e' + Math.round(Math.log10(a)) : fmt(x);
         });
       };
+      yAxis.splits = logSplits;
       yAxis.filter = decades;
       yAxis.grid.filter = decades;
       yAxis.ticks = {filter: decades};
