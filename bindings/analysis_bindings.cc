@@ -326,12 +326,12 @@ py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_
 
 // columns() -> dict: the table's columns as arrays (kind, name, device int32; rank, line,
 // start_ns, end_ns, bytes int64; correlation_id, external_id uint64), names (list of str),
-// dropped_events, dropped_buffers. Copies: the table keeps growing if appended to.
+// ranges and launches (dicts of the sub-tables' columns), dropped_events, dropped_buffers. Copies:
+// the table keeps growing if appended to.
 py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
-  const auto n = static_cast<py::ssize_t>(table.size());
-  auto copy = [n](const auto& values) {
+  auto copy = [](const auto& values) {
     using T = typename std::decay_t<decltype(values)>::value_type;
-    return ToArray(std::vector<T>(values), {n});
+    return ToArray(std::vector<T>(values), {static_cast<py::ssize_t>(values.size())});
   };
   py::dict out;
   out["kind"] = copy(table.kind());
@@ -351,20 +351,23 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
   }
   out["names"] = std::move(names);
   const internal::DeviceEventTable::Ranges& ranges = table.ranges();
-  const auto r = static_cast<py::ssize_t>(ranges.name.size());
-  auto range_copy = [r](const auto& values) {
-    using T = typename std::decay_t<decltype(values)>::value_type;
-    return ToArray(std::vector<T>(values), {r});
-  };
   py::dict range_columns;
-  range_columns["name"] = range_copy(ranges.name);
-  range_columns["category"] = range_copy(ranges.category);
-  range_columns["rank"] = range_copy(ranges.rank);
-  range_columns["thread"] = range_copy(ranges.thread);
-  range_columns["start_ns"] = range_copy(ranges.start_ns);
-  range_columns["end_ns"] = range_copy(ranges.end_ns);
+  range_columns["name"] = copy(ranges.name);
+  range_columns["category"] = copy(ranges.category);
+  range_columns["rank"] = copy(ranges.rank);
+  range_columns["thread"] = copy(ranges.thread);
+  range_columns["start_ns"] = copy(ranges.start_ns);
+  range_columns["end_ns"] = copy(ranges.end_ns);
   range_columns["dropped"] = ranges.dropped;
   out["ranges"] = std::move(range_columns);
+  const internal::DeviceEventTable::Launches& launches = table.launches();
+  py::dict launch_columns;
+  launch_columns["row"] = copy(launches.row);
+  launch_columns["grid"] = copy(launches.grid);
+  launch_columns["block"] = copy(launches.block);
+  launch_columns["registers"] = copy(launches.registers);
+  launch_columns["shared_memory"] = copy(launches.shared_memory);
+  out["launches"] = std::move(launch_columns);
   out["dropped_events"] = table.dropped_events();
   out["dropped_buffers"] = table.dropped_buffers();
   return out;

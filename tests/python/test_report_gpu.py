@@ -50,8 +50,21 @@ def kineto():
         per_step[n][0] += 1
         per_step[n][1] += e["dur"] * 1e3  # us -> ns
     kernels = [e for e in events if e["cat"] == "kernel"]
+    # Per kernel name: device time per launch configuration (grid, block, registers, shared).
+    configs = {}
+    for e in kernels:
+        a = e["args"]
+        key = (
+            "x".join(map(str, a["grid"])),
+            "x".join(map(str, a["block"])),
+            a["registers per thread"],
+            a["shared memory"],
+        )
+        by_config = configs.setdefault(e["name"], {})
+        by_config[key] = by_config.get(key, 0.0) + e["dur"]
     return {
         "per_step": per_step,
+        "configs": configs,
         "names": names,
         "kernels": len(kernels),
         "kernel_ns": sum(e["dur"] for e in kernels) * 1e3,
@@ -497,3 +510,39 @@ def test_gpu_command_writes_every_row_as_csv(tmp_path, capsys):
     with open(tmp_path / "bn" / "kernels.csv", encoding="utf-8") as f:
         bn = list(csv.DictReader(f))
     assert bn and all("bn_fw" in k["name"] for k in bn)
+
+
+def test_launch_configurations_match_kinetos(scan, kineto, tmp_path):
+    """Every kernel's launch configuration as Kineto reports it for the same 12 steps: the grid,
+    block, registers per thread and shared memory it spent the most time in, and how many it ran
+    with (46 of 46 names), on the page's kernel table and in `gpu --csv` (before: neither)."""
+    import csv
+
+    from xdl_trace import cli
+
+    kernels = {k["name"]: k for k in scan.gpu["kernels"]}
+    assert set(kernels) == set(kineto["configs"]) and len(kernels) == 46
+    for name, by_config in kineto["configs"].items():
+        ours = kernels[name]
+        top = max(by_config, key=by_config.get)
+        assert (ours["grid"], ours["block"], ours["registers"], ours["shared_memory"]) == top, name
+        assert ours["configs"] == len(by_config), name
+    several = [k for k in kernels.values() if k["configs"] > 1]
+    assert several  # The check covers kernels launched several ways too.
+    html = str(tmp_path / "h100.html")
+    report.write_report(H100, html)
+    text = open(html, encoding="utf-8").read()
+    assert (
+        "<th>block</th>" in text
+        and "<td class='mono dim'>384x1x1</td><td>168</td><td>226.0</td>" in text
+    )
+    assert cli.main(["gpu", H100, "--csv", str(tmp_path / "tables")]) == 0
+    with open(tmp_path / "tables" / "kernels.csv", encoding="utf-8") as f:
+        rows = {r["name"]: r for r in csv.DictReader(f)}
+    wgrad = next(r for n, r in rows.items() if n.startswith("sm90_xmma_wgrad"))
+    assert (wgrad["grid"], wgrad["block"], wgrad["registers"], wgrad["configs"]) == (
+        "108x1x1",
+        "384x1x1",
+        "168",
+        "1",
+    )

@@ -482,10 +482,66 @@ def kernel_table(columns, step_ns, top=None, counted=None):
     """Kernels by total device time: dicts of name (demangled), mangled, count, total_ns,
     mean_ns (over the whole trace), share (their time in the step windows, ``counted``: an
     ``in_windows`` mask, every event when None, over ``step_ns``, the summed windows; None when
-    0)."""
+    0), and the launch configuration (``launch_configs``) where the tracer recorded one."""
     kinds = columns["kind"]
     mask = kinds == KERNEL
-    return _by_name(columns, mask, step_ns, top, demangled=True, counted=counted)
+    rows = _by_name(columns, mask, step_ns, top, demangled=True, counted=counted)
+    configs = launch_configs(columns)
+    for row in rows:
+        row.update(configs.get(row["mangled"], NO_LAUNCH_CONFIG))
+    return rows
+
+
+# A kernel without a recorded launch configuration (a tracer that records none).
+NO_LAUNCH_CONFIG = {
+    "grid": None,
+    "block": None,
+    "registers": None,
+    "shared_memory": None,
+    "configs": 0,
+}
+
+
+def launch_configs(columns):
+    """Per kernel name (as recorded): the launch configuration it spent the most device time in,
+    as CUPTI reports it: grid and block ("128x1x1"), registers per thread and shared memory bytes
+    (static plus dynamic; None where not recorded), and ``configs``, how many distinct ones it
+    ran with."""
+    launches = columns.get("launches")
+    if launches is None or len(launches["row"]) == 0:
+        return {}
+    names, rows = columns["names"], launches["row"]
+    table = np.stack(
+        [
+            columns["name"][rows].astype(np.int64),
+            launches["grid"].astype(np.int64),
+            launches["block"].astype(np.int64),
+            launches["registers"],
+            launches["shared_memory"],
+        ],
+        axis=1,
+    )
+    distinct, which = np.unique(table, axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    durations = (columns["end_ns"] - columns["start_ns"])[rows].astype(np.float64)
+    time = np.bincount(which, weights=durations, minlength=len(distinct))
+    out = {}
+    for (name, grid, block, registers, shared), ns in zip(distinct.tolist(), time.tolist()):
+        row = out.get(names[name])
+        if row is None or ns > row["_ns"]:
+            configs = row["configs"] if row else 0
+            row = out[names[name]] = {
+                "grid": names[grid] or None,
+                "block": names[block] or None,
+                "registers": registers if registers >= 0 else None,
+                "shared_memory": shared if shared >= 0 else None,
+                "configs": configs,
+                "_ns": ns,
+            }
+        row["configs"] += 1
+    for row in out.values():
+        del row["_ns"]
+    return out
 
 
 def _by_name(columns, mask, step_ns, top, demangled, counted=None):

@@ -283,6 +283,13 @@ def _modules(rows):
     return _fill("gpu_modules", rows=body)
 
 
+def _configs_title(configs):
+    """The grid cell's tooltip: whether the kernel ran with one launch configuration or several."""
+    if configs > 1:
+        return f"the configuration with the most time; {configs} distinct ones were launched"
+    return "its only launch configuration" if configs == 1 else "no launch configuration recorded"
+
+
 def _percent(share):
     return "–" if share is None else f"{100 * share:.1f}%"
 
@@ -309,6 +316,13 @@ def _gpu_html(sections):
                 mean_us=_us(k["mean_ns"]),
                 bar=_bar(k["share"]),
                 share=_percent(k["share"]),
+                grid=k.get("grid") or "–",
+                block=k.get("block") or "–",
+                registers="–" if k.get("registers") is None else k["registers"],
+                shared_kb="–"
+                if k.get("shared_memory") is None
+                else f"{k['shared_memory'] / 1024:.1f}",
+                configs=_configs_title(k.get("configs", 0)),
             )
             for k in g["kernels"]
         )

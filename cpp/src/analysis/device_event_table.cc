@@ -34,11 +34,27 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
   ids.reserve(trace.name_size());
   for (const std::string& name : trace.name()) ids.push_back(Intern(name));
   const int32_t empty = Intern("");
-  // The "bytes" stat (a copy's, a memset's, an allocation's size): its index in this payload.
-  int32_t bytes_name = -1;
+  // The stats read, by their index in this payload's name table: "bytes" (a copy's, a memset's,
+  // an allocation's size) and a kernel's launch configuration.
+  int32_t bytes_name = -1, grid_name = -1, block_name = -1, registers_name = -1, shared_name = -1;
   for (int i = 0; i < trace.name_size(); ++i) {
-    if (trace.name(i) == "bytes") bytes_name = i;
+    const std::string& n = trace.name(i);
+    int32_t* slot = n == "bytes"                  ? &bytes_name
+                    : n == "grid"                 ? &grid_name
+                    : n == "block"                ? &block_name
+                    : n == "registers_per_thread" ? &registers_name
+                    : n == "shared_memory_bytes"  ? &shared_name
+                                                  : nullptr;
+    if (slot != nullptr) *slot = i;
   }
+  // A stat's integer value (int64 or uint64), or `missing`.
+  auto int_value = [](const xdl::proto::DeviceStat& stat, int64_t missing) {
+    if (stat.value_case() == xdl::proto::DeviceStat::kInt64Value) return stat.int64_value();
+    if (stat.value_case() == xdl::proto::DeviceStat::kUint64Value) {
+      return static_cast<int64_t>(stat.uint64_value());
+    }
+    return missing;
+  };
   for (const xdl::proto::Device& device : trace.device()) {
     for (const xdl::proto::DeviceLine& line : device.line()) {
       for (const xdl::proto::DeviceEvent& event : line.event()) {
@@ -54,14 +70,27 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
         correlation_id_.push_back(event.correlation_id());
         external_id_.push_back(event.external_id());
         int64_t bytes = 0;
+        int32_t grid = 0, block = 0;
+        int64_t registers = -1, shared = -1;
         for (const xdl::proto::DeviceStat& stat : event.stat()) {
-          if (stat.name_index() != bytes_name) continue;
-          if (stat.value_case() == xdl::proto::DeviceStat::kInt64Value) bytes = stat.int64_value();
-          if (stat.value_case() == xdl::proto::DeviceStat::kUint64Value) {
-            bytes = static_cast<int64_t>(stat.uint64_value());
+          const int32_t at = stat.name_index();
+          if (at == bytes_name) bytes = int_value(stat, bytes);
+          if (at == registers_name) registers = int_value(stat, registers);
+          if (at == shared_name) shared = int_value(stat, shared);
+          if ((at == grid_name || at == block_name) &&
+              stat.value_case() == xdl::proto::DeviceStat::kStrValue) {
+            (at == grid_name ? grid : block) = Intern(stat.str_value());
           }
         }
         bytes_.push_back(bytes);
+        if (event.kind() == xdl::proto::DEVICE_EVENT_KERNEL &&
+            (grid != 0 || block != 0 || registers >= 0 || shared >= 0)) {
+          launches_.row.push_back(static_cast<int64_t>(kind_.size()) - 1);
+          launches_.grid.push_back(grid);
+          launches_.block.push_back(block);
+          launches_.registers.push_back(registers);
+          launches_.shared_memory.push_back(shared);
+        }
       }
     }
   }

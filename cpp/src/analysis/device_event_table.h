@@ -50,6 +50,16 @@ class DeviceEventTable {
     int64_t dropped = 0;  // Ranges the writer did not keep (its per-record bound).
   };
   const Ranges& ranges() const { return ranges_; }
+  // The launch configuration of each kernel event that carries one (the CUPTI plugin's stats
+  // "grid", "block" as "128x1x1" texts, "registers_per_thread", "shared_memory_bytes", static
+  // plus dynamic), one row each: row is the event's row; grid and block index names() (0: ""
+  // where the stat is missing), registers and shared_memory -1 where missing.
+  struct Launches {
+    std::vector<int64_t> row;
+    std::vector<int32_t> grid, block;
+    std::vector<int64_t> registers, shared_memory;
+  };
+  const Launches& launches() const { return launches_; }
   int64_t dropped_events() const { return dropped_events_; }
   int64_t dropped_buffers() const { return dropped_buffers_; }
   // String fields that were not UTF-8, over every payload appended (RepairUtf8Strings).
@@ -64,6 +74,7 @@ class DeviceEventTable {
   std::vector<int64_t> rank_, line_, start_ns_, end_ns_, bytes_;
   std::vector<uint64_t> correlation_id_, external_id_;
   Ranges ranges_;
+  Launches launches_;
   int64_t dropped_events_ = 0;
   int64_t dropped_buffers_ = 0;
   int64_t replaced_strings_ = 0;
