@@ -22,6 +22,7 @@ using OverheadRecord = CUpti_ActivityOverhead3;
 using ExternalRecord = CUpti_ActivityExternalCorrelation;
 using MarkerRecord = CUpti_ActivityMarker2;
 using MemoryRecord = CUpti_ActivityMemory4;
+using DeviceRecord = CUpti_ActivityDevice5;
 
 // NVTX ranges open at once (per process); past it the oldest is forgotten.
 constexpr size_t kMaxOpenMarkers = 1u << 16;
@@ -157,7 +158,11 @@ ActivityParser::ActivityParser(
            n.Intern("marker_id"),
            n.Intern("operation"),
            n.Intern("address"),
-           n.Intern("memory_kind")};
+           n.Intern("memory_kind"),
+           n.Intern("active_blocks_per_sm")};
+  device_stat_ = {n.Intern("sm_count"), n.Intern("max_threads_per_sm"),
+                  n.Intern("registers_per_sm"), n.Intern("shared_memory_per_sm"),
+                  n.Intern("compute_capability")};
   memset_name_ = n.Intern("Memset");
   for (const KindEntry& entry : Table()) {
     const size_t kind = static_cast<size_t>(entry.info.kind);
@@ -261,6 +266,8 @@ bool ActivityParser::SetTimes(uint64_t start, uint64_t end, DeviceEventData* eve
 const std::vector<ActivityParser::KindEntry>& ActivityParser::Table() {
   using P = ActivityParser;
   static const std::vector<KindEntry> table = {
+      // First: a device's limits are known before its kernels come.
+      {{CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", KindOption::kBestEffort}, &P::ParseDevice},
       {{CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", KindOption::kAlways},
        &P::ParseExternalCorrelation},
       {{CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", KindOption::kAlways}, &P::ParseApi},
@@ -289,6 +296,13 @@ const std::vector<ActivityKindInfo>& ActivityParser::Kinds() {
   return kinds;
 }
 
+bool ActivityParser::BestEffort(CUpti_ActivityKind kind) {
+  for (const KindEntry& entry : Table()) {
+    if (entry.info.kind == kind) return entry.info.option == KindOption::kBestEffort;
+  }
+  return false;
+}
+
 const char* ActivityParser::KindName(CUpti_ActivityKind kind) {
   for (const KindEntry& entry : Table()) {
     if (entry.info.kind == kind) return entry.info.name;
@@ -315,6 +329,20 @@ void ActivityParser::Parse(const CUpti_Activity& record, EventBlocks* events,
   ++counters_.events;
 }
 
+bool ActivityParser::ParseDevice(const CUpti_Activity& record, DeviceEventData&) {
+  const auto& r = reinterpret_cast<const DeviceRecord&>(record);
+  const auto id = static_cast<int32_t>(r.id);
+  const cudaOccDeviceProp limits = DeviceLimits(r);
+  auto known = std::find_if(devices_.begin(), devices_.end(),
+                            [id](const auto& device) { return device.first == id; });
+  if (known != devices_.end()) {
+    known->second = limits;
+  } else {
+    devices_.emplace_back(id, limits);
+  }
+  return false;  // A device, not an event.
+}
+
 bool ActivityParser::ParseKernel(const CUpti_Activity& record, DeviceEventData& e) {
   const auto& r = reinterpret_cast<const KernelRecord&>(record);
   if (!SetTimes(r.start, r.end, &e)) return false;
@@ -327,6 +355,14 @@ bool ActivityParser::ParseKernel(const CUpti_Activity& record, DeviceEventData& 
   Stat(&e, stat_.registers_per_thread, r.registersPerThread);
   Stat(&e, stat_.shared_memory_bytes,
        static_cast<int64_t>(r.staticSharedMemory) + r.dynamicSharedMemory);
+  for (const auto& [id, limits] : devices_) {
+    if (id != e.device) continue;
+    const int64_t threads = int64_t{r.blockX} * r.blockY * r.blockZ;
+    Stat(&e, stat_.active_blocks_per_sm,
+         ActiveBlocksPerSm(limits, threads, r.registersPerThread,
+                           static_cast<size_t>(r.staticSharedMemory),
+                           static_cast<size_t>(r.dynamicSharedMemory)));
+  }
   // The mangled name, when it differs: an index into the trace's name table.
   if (name.mangled != 0) {
     e.AddStat(stat_.mangled_name_index, EventStat::Type::kNameIndex, name.mangled);

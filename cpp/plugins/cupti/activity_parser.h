@@ -14,6 +14,7 @@
 
 #include "device_trace_serializer.h"
 #include "event_blocks.h"
+#include "occupancy.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -73,9 +74,12 @@ using LaunchTable = CorrelationTable<ApiLaunch>;
 
 // When the tracer enables an activity kind: always, or when the config key
 // of that name is on (CuptiTracerOptions); kParsedOnly kinds are never
-// enabled but parsed when a record comes (older CUPTI's KERNEL).
+// enabled but parsed when a record comes (older CUPTI's KERNEL); kBestEffort
+// kinds are always asked for, and a CUPTI that refuses one traces on without
+// it (DEVICE: without it kernels carry no occupancy).
 enum class KindOption {
   kAlways,
+  kBestEffort,
   kNvtx,
   kMemory,
   kDriver,
@@ -120,12 +124,23 @@ class ActivityParser {
              std::vector<std::pair<uint32_t, uint64_t>>* external);
 
   const ParseCounters& counters() const { return counters_; }
+  // The limits of each device a DEVICE record described, by device id, in the
+  // order met (what the serializer writes as the Device's stats).
+  const std::vector<std::pair<int32_t, cudaOccDeviceProp>>& devices() const { return devices_; }
+  // The stat names of a Device's limits (DeviceTraceWriter writes them).
+  struct DeviceStatNames {
+    int32_t sm_count, max_threads_per_sm, registers_per_sm, shared_memory_per_sm,
+        compute_capability;
+  };
+  const DeviceStatNames& device_stat_names() const { return device_stat_; }
 
   // Every kind Parse turns into events (or joins), in the order the tracer
   // enables them; one parse function each (Kineto's handle*Activity).
   static const std::vector<ActivityKindInfo>& Kinds();
   // "CONCURRENT_KERNEL"..., "?" for a kind not in Kinds().
   static const char* KindName(CUpti_ActivityKind kind);
+  // Whether `kind` is KindOption::kBestEffort.
+  static bool BestEffort(CUpti_ActivityKind kind);
 
  private:
   // A parse function: fills `e` from `record` (of its kind); false when the
@@ -136,6 +151,7 @@ class ActivityParser {
     ParseFunction parse;
   };
   static const std::vector<KindEntry>& Table();
+  bool ParseDevice(const CUpti_Activity& record, DeviceEventData& e);
   bool ParseKernel(const CUpti_Activity& record, DeviceEventData& e);
   bool ParseMemcpy(const CUpti_Activity& record, DeviceEventData& e);
   bool ParsePeerMemcpy(const CUpti_Activity& record, DeviceEventData& e);
@@ -206,11 +222,13 @@ class ActivityParser {
   std::unordered_map<uint64_t, int32_t> dim3_;             // By x, y, z (21 bits each).
   int32_t copy_names_[256] = {};                           // By copy kind; 0: not yet.
   int32_t memset_name_ = 0;
+  std::vector<std::pair<int32_t, cudaOccDeviceProp>> devices_;  // See devices().
+  DeviceStatNames device_stat_ = {};
   // Stat names, interned once.
   struct StatNames {
     int32_t grid, block, registers_per_thread, shared_memory_bytes, mangled_name_index, bytes,
         copy_kind, src_memory, dst_memory, src_device, dst_device, value, cbid, return_value,
-        stream, domain, marker_id, operation, address, memory_kind;
+        stream, domain, marker_id, operation, address, memory_kind, active_blocks_per_sm;
   } stat_;
 };
 

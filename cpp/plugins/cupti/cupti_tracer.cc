@@ -326,6 +326,7 @@ std::vector<CUpti_ActivityKind> CuptiTracer::ActivityKinds() const {
     bool enabled = false;
     switch (info.option) {
       case KindOption::kAlways:
+      case KindOption::kBestEffort:
         enabled = true;
         break;
       case KindOption::kNvtx:
@@ -447,6 +448,7 @@ CuptiTracer::Result CuptiTracer::Start() {
   std::vector<CUpti_ActivityKind> enabled;
   for (CUpti_ActivityKind kind : ActivityKinds()) {
     result = api_->ActivityEnable(kind);
+    if (result != CUPTI_SUCCESS && ActivityParser::BestEffort(kind)) continue;  // Traced without.
     if (result != CUPTI_SUCCESS) {
       Rollback(enabled);
       return fail(std::string("cuptiActivityEnable(") + ActivityParser::KindName(kind) + ")",
@@ -454,6 +456,7 @@ CuptiTracer::Result CuptiTracer::Start() {
     }
     enabled.push_back(kind);
   }
+  enabled_kinds_ = std::move(enabled);
   // Best effort: an older libcupti without periodic flush still gets the
   // flush at every collect.
   if (options_.flush_period_ms != 0) api_->ActivityFlushPeriod(options_.flush_period_ms);
@@ -465,7 +468,8 @@ CuptiTracer::Result CuptiTracer::Stop() {
   if (state_.load() != State::kRunning) return {};
   state_ = State::kStopping;
   Result out;
-  const std::vector<CUpti_ActivityKind> kinds = ActivityKinds();
+  const std::vector<CUpti_ActivityKind> kinds = std::move(enabled_kinds_);
+  enabled_kinds_.clear();
   for (auto it = kinds.rbegin(); it != kinds.rend(); ++it) {
     const CUptiResult result = api_->ActivityDisable(*it);
     if (result != CUPTI_SUCCESS && out.ok) {
@@ -598,6 +602,27 @@ std::string CuptiTracer::Collect() {
   return trace;
 }
 
+namespace {
+
+// The limits of the devices the parser met, as the stats each Device message carries: what a
+// kernel's active_blocks_per_sm is read against (docs/device-tracing.md).
+std::vector<DeviceStats> DeviceLimitStats(const ActivityParser& parser) {
+  const ActivityParser::DeviceStatNames& n = parser.device_stat_names();
+  std::vector<DeviceStats> out;
+  for (const auto& [id, limits] : parser.devices()) {
+    out.push_back(
+        {id,
+         {{n.sm_count, limits.numSms},
+          {n.max_threads_per_sm, limits.maxThreadsPerMultiprocessor},
+          {n.registers_per_sm, limits.regsPerMultiprocessor},
+          {n.shared_memory_per_sm, static_cast<int64_t>(limits.sharedMemPerMultiprocessor)},
+          {n.compute_capability, limits.computeMajor * 10 + limits.computeMinor}}});
+  }
+  return out;
+}
+
+}  // namespace
+
 size_t CuptiTracer::PrepareCollect() {
   if (prepared_) return writer_.size();
   const bool running = state_.load() == State::kRunning;
@@ -614,6 +639,7 @@ size_t CuptiTracer::PrepareCollect() {
     events.swap(events_);  // events_ goes on empty, taking blocks from the pool.
     external.swap(new_external_);
     collected_names_ = NameSnapshot(names_);
+    collected_devices_ = DeviceLimitStats(parser_);
     total_dropped = cupti_dropped_.load() + over_cap_events_ + parser_.counters().bad_timestamps;
     total_buffers = refused_buffers_.load() + aborted_buffers_;
   }
@@ -646,8 +672,8 @@ size_t CuptiTracer::PrepareCollect() {
     status = "unavailable: " + busy_reason_;
   }
   prepared_ = true;
-  const size_t size =
-      writer_.Plan("cupti", collected_names_, events, dropped_now, status, dropped_buffers_now);
+  const size_t size = writer_.Plan("cupti", collected_names_, events, dropped_now, status,
+                                   dropped_buffers_now, collected_devices_);
   events.clear();  // Encoded: the blocks go back for the parse thread to fill.
   return size;
 }

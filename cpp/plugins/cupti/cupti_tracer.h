@@ -229,6 +229,9 @@ class CuptiTracer {
   const CuptiTracerOptions options_;
   std::unique_ptr<CuptiApi> api_;  // Set by Start before any callback or the parse thread.
   std::atomic<State> state_{State::kIdle};
+  std::vector<CUpti_ActivityKind> enabled_kinds_;
+  std::vector<DeviceStats> collected_devices_;   // The collecting thread's, taken under parse_mu_.
+                                                 // // Start/Stop thread: what Stop disables.
   std::string unavailable_reason_;               // Start/Stop thread.
   std::string busy_reason_;                      // Start/Stop thread.
   CUpti_SubscriberHandle subscriber_ = nullptr;  // Start/Stop thread; set while running.

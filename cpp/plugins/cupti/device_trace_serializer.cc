@@ -193,10 +193,37 @@ void DeviceTraceWriter::Encode(const DeviceEventData& e) {
   encoded_size_ += static_cast<size_t>(p - begin);
 }
 
+std::string DeviceTraceWriter::EncodeDeviceStats(int32_t device,
+                                                 const std::vector<DeviceStats>& devices) {
+  const auto found = std::find_if(devices.begin(), devices.end(),
+                                  [device](const DeviceStats& d) { return d.device == device; });
+  if (found == devices.end()) return {};
+  std::vector<std::pair<uint64_t, uint64_t>> mapped;  // (trace name index, value) per stat.
+  size_t total = 0;
+  for (const auto& [name, value] : found->stats) {
+    mapped.emplace_back(static_cast<uint64_t>(Map(name)), static_cast<uint64_t>(value));
+    const size_t stat = VarintFieldSize(fields::kStatNameIndex, mapped.back().first) +
+                        TagSize(fields::kStatInt64Value) + VarintSize(mapped.back().second);
+    total += LengthDelimitedFieldSize(fields::kDeviceStat, stat);
+  }
+  std::string out(total, '\0');
+  char* p = out.data();
+  for (const auto& [name, value] : mapped) {
+    const size_t stat = VarintFieldSize(fields::kStatNameIndex, name) +
+                        TagSize(fields::kStatInt64Value) + VarintSize(value);
+    p = PutLength(fields::kDeviceStat, stat, p);
+    p = PutVarintField(fields::kStatNameIndex, name, p);
+    p = WriteVarint(Tag(fields::kStatInt64Value, internal::kWireVarint), p);  // Even when 0.
+    p = WriteVarint(value, p);
+  }
+  return out;
+}
+
 template <typename Events>
 size_t DeviceTraceWriter::PlanEvents(const std::string& tracer, const NameSnapshot& names,
                                      const Events& events, int64_t dropped,
-                                     const std::string& status, int64_t dropped_buffers) {
+                                     const std::string& status, int64_t dropped_buffers,
+                                     const std::vector<DeviceStats>& known) {
   Clear();
   tracer_ = tracer;
   status_ = status;
@@ -248,6 +275,8 @@ size_t DeviceTraceWriter::PlanEvents(const std::string& tracer, const NameSnapsh
                      (line.end - line.begin);
       device_payload += LengthDelimitedFieldSize(fields::kDeviceLine, line.payload);
     }
+    device_stats_.emplace_back(device, EncodeDeviceStats(device, known));
+    device_payload += device_stats_.back().second.size();
     devices += LengthDelimitedFieldSize(fields::kTraceDevice, device_payload);
   }
   size_ = LengthDelimitedFieldSize(fields::kTraceTracer, tracer_.size()) + devices +
@@ -262,14 +291,16 @@ size_t DeviceTraceWriter::PlanEvents(const std::string& tracer, const NameSnapsh
 
 size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
                                const std::vector<DeviceEventData>& events, int64_t dropped,
-                               const std::string& status, int64_t dropped_buffers) {
-  return PlanEvents(tracer, names, events, dropped, status, dropped_buffers);
+                               const std::string& status, int64_t dropped_buffers,
+                               const std::vector<DeviceStats>& devices) {
+  return PlanEvents(tracer, names, events, dropped, status, dropped_buffers, devices);
 }
 
 size_t DeviceTraceWriter::Plan(const std::string& tracer, const NameSnapshot& names,
                                const EventBlocks& events, int64_t dropped,
-                               const std::string& status, int64_t dropped_buffers) {
-  return PlanEvents(tracer, names, events, dropped, status, dropped_buffers);
+                               const std::string& status, int64_t dropped_buffers,
+                               const std::vector<DeviceStats>& devices) {
+  return PlanEvents(tracer, names, events, dropped, status, dropped_buffers, devices);
 }
 
 void DeviceTraceWriter::Write(char* out) const {
@@ -277,12 +308,14 @@ void DeviceTraceWriter::Write(char* out) const {
   char* p = out;
   p = PutBytes(fields::kTraceTracer, tracer_, p);
   for (int32_t global : used_) p = PutBytes(fields::kTraceName, names.name(global), p);
+  size_t planned = 0;  // Index into device_stats_: devices in writing order.
   for (size_t l = 0; l < lines_.size();) {
     const int32_t device = lines_[l].device;
     const std::string device_name = DeviceName(device);
+    const std::string& stats = device_stats_[planned++].second;
     size_t device_payload =
         VarintFieldSize(fields::kDeviceId, static_cast<uint64_t>(static_cast<int64_t>(device))) +
-        LengthDelimitedFieldSize(fields::kDeviceName, device_name.size());
+        LengthDelimitedFieldSize(fields::kDeviceName, device_name.size()) + stats.size();
     size_t end = l;
     for (; end < lines_.size() && lines_[end].device == device; ++end) {
       device_payload += LengthDelimitedFieldSize(fields::kDeviceLine, lines_[end].payload);
@@ -298,6 +331,8 @@ void DeviceTraceWriter::Write(char* out) const {
       std::memcpy(p, encoded_.get() + line.begin, line.end - line.begin);
       p += line.end - line.begin;
     }
+    std::memcpy(p, stats.data(), stats.size());
+    p += stats.size();
   }
   p = PutVarintField(fields::kTraceDroppedEvents, static_cast<uint64_t>(dropped_), p);
   if (!status_.empty()) p = PutBytes(fields::kTraceStatus, status_, p);
@@ -307,6 +342,7 @@ void DeviceTraceWriter::Write(char* out) const {
 void DeviceTraceWriter::Clear() {
   for (Line& line : lines_) line.events.clear();
   lines_.clear();
+  device_stats_.clear();
   used_.clear();
   encoded_size_ = 0;
   size_ = 0;

@@ -101,6 +101,13 @@ class NameSnapshot {
 
 class EventBlocks;  // event_blocks.h
 
+// A device's own stats (xdl.proto.Device.stat): its limits, where the tracer
+// knows them (NameTable index, value).
+struct DeviceStats {
+  int32_t device = 0;
+  std::vector<std::pair<int32_t, int64_t>> stats;
+};
+
 // Lays out an xdl.proto.DeviceTrace of `events`, grouped by device then line
 // and sorted by start (stable: events of one start keep their order), with a
 // name table holding only the names they use. Plan reads each event once: it
@@ -114,12 +121,15 @@ class EventBlocks;  // event_blocks.h
 // only outlive Plan).
 class DeviceTraceWriter {
  public:
-  // Returns the serialized size.
+  // Returns the serialized size. `devices`: the stats of the devices that have
+  // events here (others are not written).
   size_t Plan(const std::string& tracer, const NameSnapshot& names,
               const std::vector<DeviceEventData>& events, int64_t dropped,
-              const std::string& status, int64_t dropped_buffers = 0);
+              const std::string& status, int64_t dropped_buffers = 0,
+              const std::vector<DeviceStats>& devices = {});
   size_t Plan(const std::string& tracer, const NameSnapshot& names, const EventBlocks& events,
-              int64_t dropped, const std::string& status, int64_t dropped_buffers = 0);
+              int64_t dropped, const std::string& status, int64_t dropped_buffers = 0,
+              const std::vector<DeviceStats>& devices = {});
   size_t size() const { return size_; }
   // Writes exactly size() bytes at `out`.
   void Write(char* out) const;
@@ -139,7 +149,10 @@ class DeviceTraceWriter {
   // Plan for either kind of event sequence (indexable, size()).
   template <typename Events>
   size_t PlanEvents(const std::string& tracer, const NameSnapshot& names, const Events& events,
-                    int64_t dropped, const std::string& status, int64_t dropped_buffers);
+                    int64_t dropped, const std::string& status, int64_t dropped_buffers,
+                    const std::vector<DeviceStats>& devices);
+  // The Device.stat fields of `device`'s entry in `devices` (names mapped), "" when none.
+  std::string EncodeDeviceStats(int32_t device, const std::vector<DeviceStats>& devices);
   // The trace-local index of NameTable entry `global` (assigned on first use).
   int32_t Map(int32_t global);
   // Appends the Line.event field of `e` to encoded_ (names mapped in field order).
@@ -152,7 +165,8 @@ class DeviceTraceWriter {
   int64_t dropped_ = 0;
   int64_t dropped_buffers_ = 0;
   const NameSnapshot* names_ = nullptr;
-  std::vector<Line> lines_;          // In (device, line) order once planned.
+  std::vector<Line> lines_;  // In (device, line) order once planned.
+  std::vector<std::pair<int32_t, std::string>> device_stats_;  // Encoded, per device planned.
   std::vector<int32_t> local_;       // NameTable index -> trace index (-1: unused).
   std::vector<int32_t> used_;        // Trace index -> NameTable index.
   std::unique_ptr<char[]> encoded_;  // The lines' Line.event fields, line after line.

@@ -26,6 +26,7 @@ inline constexpr uint32_t kTraceDroppedBuffers = 6;
 inline constexpr uint32_t kDeviceId = 1;
 inline constexpr uint32_t kDeviceName = 2;
 inline constexpr uint32_t kDeviceLine = 3;
+inline constexpr uint32_t kDeviceStat = 4;
 // xdl.proto.DeviceLine
 inline constexpr uint32_t kLineId = 1;
 inline constexpr uint32_t kLineName = 2;

@@ -36,6 +36,7 @@ static_assert(fields::kTraceDroppedBuffers == xdl::proto::DeviceTrace::kDroppedB
 static_assert(fields::kDeviceId == xdl::proto::Device::kIdFieldNumber);
 static_assert(fields::kDeviceName == xdl::proto::Device::kNameFieldNumber);
 static_assert(fields::kDeviceLine == xdl::proto::Device::kLineFieldNumber);
+static_assert(fields::kDeviceStat == xdl::proto::Device::kStatFieldNumber);
 static_assert(fields::kLineId == xdl::proto::DeviceLine::kIdFieldNumber);
 static_assert(fields::kLineName == xdl::proto::DeviceLine::kNameFieldNumber);
 static_assert(fields::kLineEvent == xdl::proto::DeviceLine::kEventFieldNumber);

@@ -86,6 +86,27 @@ inline CUpti_ActivityExternalCorrelation ExternalRecord(uint32_t correlation, ui
   return r;
 }
 
+// Device `id`, an H100 80GB HBM3 as CUDA reports it (torch.profiler's deviceProperties of the
+// H100 run in tests/data/h100_conv): 132 SMs, 64 warps of 32 threads, 65536 registers and 228 KB
+// of shared memory an SM, 48 KB a block by default, compute capability 9.0.
+inline CUpti_ActivityDevice5 H100DeviceRecord(uint32_t id = 0) {
+  auto r = ZeroedRecord<CUpti_ActivityDevice5>(CUPTI_ACTIVITY_KIND_DEVICE);
+  r.id = id;
+  r.name = "NVIDIA H100 80GB HBM3";
+  r.numMultiprocessors = 132;
+  r.numThreadsPerWarp = 32;
+  r.maxWarpsPerMultiprocessor = 64;
+  r.maxBlocksPerMultiprocessor = 32;
+  r.maxRegistersPerMultiprocessor = 65536;
+  r.maxRegistersPerBlock = 65536;
+  r.maxSharedMemoryPerMultiprocessor = 233472;
+  r.maxSharedMemoryPerBlock = 49152;
+  r.maxThreadsPerBlock = 1024;
+  r.computeCapabilityMajor = 9;
+  r.computeCapabilityMinor = 0;
+  return r;
+}
+
 }  // namespace testing
 }  // namespace cupti
 }  // namespace xdl_trace

@@ -452,6 +452,52 @@ TEST_CASE("the writer writes protobuf's own bytes, also when reused for a smalle
   }
 }
 
+TEST_CASE("a device's limits ride on its Device; each kernel gets its blocks per SM", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  REQUIRE(h.tracer->Start().ok);
+  h.tracer->StepBegin(3);
+  h.tracer->StepEnd(3);
+  ActivityBuffer buffer(*h.tracer);
+  REQUIRE(buffer.ok());
+  auto heavy = Kernel(6, kT0 + 3000, kT0 + 4000, 7, "heavy_kernel");
+  heavy.registersPerThread = 128;  // 2 blocks of 256 threads fit 65536 registers.
+  auto elsewhere = Kernel(7, kT0 + 5000, kT0 + 6000, 7, "other_gpu_kernel");
+  elsewhere.deviceId = 1;  // A device with no DEVICE record: no figure.
+  buffer.Add(testing::H100DeviceRecord(0))
+      .Add(External(5, 3))
+      .Add(Kernel(5, kT0 + 2000, kT0 + 2500))  // 256 threads, 32 registers: 8 blocks.
+      .Add(External(6, 3))
+      .Add(heavy)
+      .Add(External(7, 3))
+      .Add(elsewhere);
+  buffer.Complete();
+  const xdl::proto::DeviceTrace trace = h.Collect();
+  REQUIRE(h.tracer->Stop().ok);
+  auto stat = [&](const auto& stats, const std::string& name) -> int64_t {
+    for (const auto& s : stats) {
+      if (trace.name(s.name_index()) == name) return s.int64_value();
+    }
+    return -1;
+  };
+  const std::vector<FlatEvent> events = Flatten(trace);
+  REQUIRE(events.size() == 3);  // The DEVICE record is no event.
+  CHECK(stat(Find(events, "gemm_kernel")->event.stat(), "active_blocks_per_sm") == 8);
+  CHECK(stat(Find(events, "heavy_kernel")->event.stat(), "active_blocks_per_sm") == 2);
+  CHECK(stat(Find(events, "other_gpu_kernel")->event.stat(), "active_blocks_per_sm") == -1);
+  for (const xdl::proto::Device& device : trace.device()) {
+    if (device.id() == 0) {
+      CHECK(stat(device.stat(), "sm_count") == 132);
+      CHECK(stat(device.stat(), "max_threads_per_sm") == 2048);
+      CHECK(stat(device.stat(), "registers_per_sm") == 65536);
+      CHECK(stat(device.stat(), "shared_memory_per_sm") == 233472);
+      CHECK(stat(device.stat(), "compute_capability") == 90);
+    } else {
+      CHECK(device.stat().empty());  // Device 1 and the host API pseudo device.
+    }
+  }
+}
+
 TEST_CASE("kernel names are demangled once per name; the mangled one stays in the stats",
           "[cupti]") {
   REQUIRE_LIBCUPTI();
@@ -1048,7 +1094,9 @@ TEST_CASE("start/stop/start: kinds enabled, disabled in reverse, flushed", "[cup
   options.synchronization = true;
   Harness h(options);
   const std::vector<CUpti_ActivityKind> kinds = h.tracer->ActivityKinds();
-  REQUIRE(kinds.size() == 8);  // 6 always, NVTX markers (default on), synchronization.
+  // DEVICE (best effort), 6 always, NVTX markers (default on), synchronization.
+  REQUIRE(kinds.size() == 9);
+  CHECK(kinds.front() == CUPTI_ACTIVITY_KIND_DEVICE);  // Limits before the kernels.
   CHECK(h.tracer->state() == CuptiTracer::State::kIdle);
   for (int round = 0; round < 3; ++round) {
     h.api->enabled.clear();
@@ -1094,6 +1142,20 @@ TEST_CASE("a failed start rolls back what it enabled", "[cupti]") {
   REQUIRE(h.tracer->Start().ok);
   CHECK(h.tracer->state() == CuptiTracer::State::kRunning);
   REQUIRE(h.tracer->Stop().ok);
+}
+
+TEST_CASE("a CUPTI that refuses the DEVICE kind traces on without it", "[cupti]") {
+  REQUIRE_LIBCUPTI();
+  Harness h;
+  h.api->fail_kind = CUPTI_ACTIVITY_KIND_DEVICE;
+  h.api->fail_result = CUPTI_ERROR_NOT_COMPATIBLE;
+  REQUIRE(h.tracer->Start().ok);
+  CHECK(h.tracer->state() == CuptiTracer::State::kRunning);
+  CHECK(h.api->enabled.size() == h.tracer->ActivityKinds().size() - 1);
+  REQUIRE(h.tracer->Stop().ok);
+  // What was enabled is disabled; the refused kind is not asked again.
+  CHECK(h.api->disabled ==
+        std::vector<CUpti_ActivityKind>(h.api->enabled.rbegin(), h.api->enabled.rend()));
 }
 
 TEST_CASE("another CUPTI user (subscriber busy) is a status, never a crash", "[cupti]") {
