@@ -326,7 +326,8 @@ py::dict NextChunk(PyRecordScan& self, size_t max_records, size_t max_histogram_
 
 // columns() -> dict: the table's columns as arrays (kind, name, device int32; rank, line,
 // start_ns, end_ns, bytes int64; correlation_id, external_id uint64), names (list of str),
-// ranges and launches (dicts of the sub-tables' columns), dropped_events, dropped_buffers. Copies:
+// ranges and launches (dicts of the sub-tables' columns), devices (a list of {rank, device,
+// stats: {name: value}}), dropped_events, dropped_buffers. Copies:
 // the table keeps growing if appended to.
 py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
   auto copy = [](const auto& values) {
@@ -349,7 +350,7 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
     names.append(py::reinterpret_steal<py::str>(
         PyUnicode_DecodeUTF8(name.data(), static_cast<py::ssize_t>(name.size()), "replace")));
   }
-  out["names"] = std::move(names);
+  out["names"] = names;  // A handle: the device stats below name theirs from it.
   const internal::DeviceEventTable::Ranges& ranges = table.ranges();
   py::dict range_columns;
   range_columns["name"] = copy(ranges.name);
@@ -367,7 +368,19 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
   launch_columns["block"] = copy(launches.block);
   launch_columns["registers"] = copy(launches.registers);
   launch_columns["shared_memory"] = copy(launches.shared_memory);
+  launch_columns["active_blocks"] = copy(launches.active_blocks);
   out["launches"] = std::move(launch_columns);
+  py::list devices;
+  for (const internal::DeviceEventTable::DeviceStats& device : table.devices()) {
+    py::dict stats;
+    for (const auto& [name, value] : device.stats) stats[names[static_cast<size_t>(name)]] = value;
+    py::dict entry;
+    entry["rank"] = device.rank;
+    entry["device"] = device.device;
+    entry["stats"] = std::move(stats);
+    devices.append(std::move(entry));
+  }
+  out["devices"] = std::move(devices);
   out["dropped_events"] = table.dropped_events();
   out["dropped_buffers"] = table.dropped_buffers();
   return out;

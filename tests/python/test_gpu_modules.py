@@ -13,7 +13,7 @@ import pytest
 
 import xdl_trace as xdl
 from xdl_trace import _core
-from xdl_trace.read import analysis, gpu_steps, timeline
+from xdl_trace.read import analysis, gpu_steps, report, timeline
 from xdl_trace._proto import device_trace_pb2 as pb
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -351,3 +351,61 @@ def test_report_shows_gpu_time_by_module_beside_its_gradient(tmp_path):
     report.write_report([str(tmp_path)], str(page))
     text = page.read_text()
     assert "GPU time by module and phase" in text and "<td class=mono title=''>1</td>" in text
+
+
+def test_occupancy_of_a_kernel_is_its_launches_weighted_by_time():
+    """launch_configs on a constructed table: a kernel launched twice on an H100 (132 SMs, 2048
+    threads an SM), 8 blocks of 256 threads fitting an SM for 300 ns, 2 for 100 ns (grid 1000 and
+    66 blocks); a kernel on a device without limits has none."""
+    names = ["", "k", "other", "1000x1x1", "66x1x1", "256x1x1"]
+    columns = {
+        "names": names,
+        "kind": np.array([gpu_steps.KERNEL] * 3),
+        "name": np.array([1, 1, 2], np.int32),
+        "rank": np.zeros(3, np.int64),
+        "device": np.array([0, 0, 1], np.int32),
+        "start_ns": np.array([0, 1000, 2000]),
+        "end_ns": np.array([300, 1100, 2100]),
+        "launches": {
+            "row": np.array([0, 1, 2]),
+            "grid": np.array([3, 4, 3], np.int32),
+            "block": np.array([5, 5, 5], np.int32),
+            "registers": np.array([32, 128, 32]),
+            "shared_memory": np.zeros(3, np.int64),
+            "active_blocks": np.array([8, 2, 8]),
+        },
+        "devices": [
+            {"rank": 0, "device": 0, "stats": {"sm_count": 132, "max_threads_per_sm": 2048}}
+        ],
+    }
+    configs = gpu_steps.launch_configs(columns)
+    k = configs["k"]
+    assert k["configs"] == 2 and k["registers"] == 32  # The one with the most time.
+    # Theoretical: 8 x 256 / 2048 = 1.0 for 300 ns, 2 x 256 / 2048 = 0.25 for 100 ns.
+    assert k["occupancy"] == pytest.approx((1.0 * 300 + 0.25 * 100) / 400)
+    # Estimated: min(8, 1000 / 132) x 256 / 2048 and min(2, 66 / 132) x 256 / 2048.
+    est = (min(8, 1000 / 132) * 256 / 2048 * 300 + min(2, 66 / 132) * 256 / 2048 * 100) / 400
+    assert k["est_occupancy"] == pytest.approx(est)
+    assert configs["other"]["occupancy"] is None and configs["other"]["est_occupancy"] is None
+
+
+def test_occupancy_through_the_cupti_plugin_over_the_synthetic_gpu(tmp_path):
+    """The synthetic GPU hands a DEVICE record (an H100's limits) at enable, as CUPTI does: the
+    run's Device carries them, every kernel its calculator blocks per SM, and the report's kernel
+    table its occupancy (blocks of 256 threads with 32 to 56 registers: 8 down to 4 blocks an
+    SM, 50 to 100%; grids of 128 to 384 blocks over 132 SMs cap the estimate)."""
+    _synthetic_run(tmp_path)
+    scan = analysis.scan_run(str(tmp_path))
+    if scan.gpu is None:
+        pytest.skip("SKIPPED: the synthetic GPU gave no events (libcupti does not load here)")
+    columns = scan.device_events.columns()
+    (device,) = columns["devices"]
+    assert device["stats"]["sm_count"] == 132 and device["stats"]["max_threads_per_sm"] == 2048
+    active = columns["launches"]["active_blocks"]
+    assert len(active) and set(active.tolist()) <= {4, 5, 6, 8}
+    for kernel in scan.gpu["kernels"]:
+        assert 0.5 <= kernel["occupancy"] <= 1.0, kernel
+        assert 128 / 132 * 256 / 2048 <= kernel["est_occupancy"] <= 384 / 132 * 256 / 2048
+    html = str(tmp_path / "report.html")
+    report.write_report(str(tmp_path), html)
+    assert "est. occupancy</th>" in open(html, encoding="utf-8").read()

@@ -499,21 +499,69 @@ NO_LAUNCH_CONFIG = {
     "registers": None,
     "shared_memory": None,
     "configs": 0,
+    "occupancy": None,
+    "est_occupancy": None,
 }
+
+
+def _dims_product(text):
+    """ "128x8x1" -> 1024; None for "" or anything else."""
+    parts = text.split("x") if text else []
+    return (
+        int(np.prod([int(p) for p in parts])) if parts and all(p.isdigit() for p in parts) else None
+    )
+
+
+def _occupancy(columns, rows):
+    """Per launch: (theoretical, estimated) occupancy as fractions, NaN where not known. The
+    theoretical one is the calculator's active blocks per SM (the CUPTI tracer's
+    "active_blocks_per_sm") x block threads / the device's max threads per SM; the estimated one
+    (Kineto's "est. achieved occupancy") caps the blocks by what the grid gives each SM, grid
+    blocks / SMs (a grid of 7 blocks leaves most of 132 SMs empty)."""
+    launches, names = columns["launches"], columns["names"]
+    n = len(rows)
+    theoretical, estimated = np.full(n, np.nan), np.full(n, np.nan)
+    limits = {
+        (d["rank"], d["device"]): (d["stats"].get("sm_count"), d["stats"].get("max_threads_per_sm"))
+        for d in columns.get("devices", [])
+    }
+    active = launches["active_blocks"] if "active_blocks" in launches else np.full(n, -1)
+    if not limits or not (active >= 0).any():
+        return theoretical, estimated
+    products = {}  # name id -> product of the dims it names
+
+    def product(i):
+        if i not in products:
+            products[i] = _dims_product(names[i]) or 0
+        return products[i]
+
+    ranks, devices = columns["rank"][rows], columns["device"][rows]
+    for j in np.flatnonzero(active >= 0).tolist():
+        sms, threads_per_sm = limits.get((int(ranks[j]), int(devices[j])), (None, None))
+        threads = product(int(launches["block"][j]))
+        if not sms or not threads_per_sm or not threads:
+            continue
+        theoretical[j] = active[j] * threads / threads_per_sm
+        estimated[j] = (
+            min(active[j], product(int(launches["grid"][j])) / sms) * threads / threads_per_sm
+        )
+    return theoretical, estimated
 
 
 def launch_configs(columns):
     """Per kernel name (as recorded): the launch configuration it spent the most device time in,
     as CUPTI reports it: grid and block ("128x1x1"), registers per thread and shared memory bytes
-    (static plus dynamic; None where not recorded), and ``configs``, how many distinct ones it
-    ran with."""
+    (static plus dynamic; None where not recorded), ``configs``, how many distinct ones it ran
+    with, and its occupancy (``_occupancy``: theoretical and estimated, each a mean over its
+    launches weighted by their device time; None where the tracer recorded no device limits)."""
     launches = columns.get("launches")
     if launches is None or len(launches["row"]) == 0:
         return {}
     names, rows = columns["names"], launches["row"]
+    name_ids = columns["name"][rows].astype(np.int64)
     table = np.stack(
         [
-            columns["name"][rows].astype(np.int64),
+            name_ids,
             launches["grid"].astype(np.int64),
             launches["block"].astype(np.int64),
             launches["registers"],
@@ -539,6 +587,15 @@ def launch_configs(columns):
                 "_ns": ns,
             }
         row["configs"] += 1
+    for key, per_launch in zip(("occupancy", "est_occupancy"), _occupancy(columns, rows)):
+        known = np.isfinite(per_launch)
+        weight = np.bincount(name_ids[known], weights=durations[known], minlength=len(names))
+        total = np.bincount(
+            name_ids[known], weights=durations[known] * per_launch[known], minlength=len(names)
+        )
+        for name_id in np.unique(name_ids).tolist():
+            has = weight[name_id] > 0
+            out[names[name_id]][key] = float(total[name_id] / weight[name_id]) if has else None
     for row in out.values():
         del row["_ns"]
     return out

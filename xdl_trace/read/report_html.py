@@ -323,6 +323,8 @@ def _gpu_html(sections):
                 if k.get("shared_memory") is None
                 else f"{k['shared_memory'] / 1024:.1f}",
                 configs=_configs_title(k.get("configs", 0)),
+                occupancy=_percent(k.get("occupancy")),
+                est_occupancy=_percent(k.get("est_occupancy")),
             )
             for k in g["kernels"]
         )

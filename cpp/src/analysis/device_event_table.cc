@@ -36,7 +36,8 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
   const int32_t empty = Intern("");
   // The stats read, by their index in this payload's name table: "bytes" (a copy's, a memset's,
   // an allocation's size) and a kernel's launch configuration.
-  int32_t bytes_name = -1, grid_name = -1, block_name = -1, registers_name = -1, shared_name = -1;
+  int32_t bytes_name = -1, grid_name = -1, block_name = -1, registers_name = -1, shared_name = -1,
+          active_name = -1;
   for (int i = 0; i < trace.name_size(); ++i) {
     const std::string& n = trace.name(i);
     int32_t* slot = n == "bytes"                  ? &bytes_name
@@ -44,6 +45,7 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
                     : n == "block"                ? &block_name
                     : n == "registers_per_thread" ? &registers_name
                     : n == "shared_memory_bytes"  ? &shared_name
+                    : n == "active_blocks_per_sm" ? &active_name
                                                   : nullptr;
     if (slot != nullptr) *slot = i;
   }
@@ -56,6 +58,22 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
     return missing;
   };
   for (const xdl::proto::Device& device : trace.device()) {
+    if (device.stat_size() > 0) {
+      DeviceStats stats{rank, device.id(), {}};
+      for (const xdl::proto::DeviceStat& stat : device.stat()) {
+        const int32_t at = stat.name_index();
+        if (at < 0 || at >= static_cast<int32_t>(ids.size())) continue;
+        stats.stats.emplace_back(ids[at], int_value(stat, 0));
+      }
+      auto known = std::find_if(devices_.begin(), devices_.end(), [&](const DeviceStats& d) {
+        return d.rank == rank && d.device == device.id();
+      });
+      if (known != devices_.end()) {
+        *known = std::move(stats);
+      } else {
+        devices_.push_back(std::move(stats));
+      }
+    }
     for (const xdl::proto::DeviceLine& line : device.line()) {
       for (const xdl::proto::DeviceEvent& event : line.event()) {
         const int32_t index = event.name_index();
@@ -71,12 +89,13 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
         external_id_.push_back(event.external_id());
         int64_t bytes = 0;
         int32_t grid = 0, block = 0;
-        int64_t registers = -1, shared = -1;
+        int64_t registers = -1, shared = -1, active = -1;
         for (const xdl::proto::DeviceStat& stat : event.stat()) {
           const int32_t at = stat.name_index();
           if (at == bytes_name) bytes = int_value(stat, bytes);
           if (at == registers_name) registers = int_value(stat, registers);
           if (at == shared_name) shared = int_value(stat, shared);
+          if (at == active_name) active = int_value(stat, active);
           if ((at == grid_name || at == block_name) &&
               stat.value_case() == xdl::proto::DeviceStat::kStrValue) {
             (at == grid_name ? grid : block) = Intern(stat.str_value());
@@ -90,6 +109,7 @@ absl::Status DeviceEventTable::Append(absl::string_view payload, int64_t rank) {
           launches_.block.push_back(block);
           launches_.registers.push_back(registers);
           launches_.shared_memory.push_back(shared);
+          launches_.active_blocks.push_back(active);
         }
       }
     }

@@ -52,14 +52,23 @@ class DeviceEventTable {
   const Ranges& ranges() const { return ranges_; }
   // The launch configuration of each kernel event that carries one (the CUPTI plugin's stats
   // "grid", "block" as "128x1x1" texts, "registers_per_thread", "shared_memory_bytes", static
-  // plus dynamic), one row each: row is the event's row; grid and block index names() (0: ""
-  // where the stat is missing), registers and shared_memory -1 where missing.
+  // plus dynamic, "active_blocks_per_sm" by the occupancy calculator), one row each: row is the
+  // event's row; grid and block index names() (0: "" where the stat is missing), the others -1
+  // where missing.
   struct Launches {
     std::vector<int64_t> row;
     std::vector<int32_t> grid, block;
-    std::vector<int64_t> registers, shared_memory;
+    std::vector<int64_t> registers, shared_memory, active_blocks;
   };
   const Launches& launches() const { return launches_; }
+  // A device's own stats (Device.stat: its limits, "sm_count", "max_threads_per_sm", ...), the
+  // last payload's for each (rank, device) that had any; names index names().
+  struct DeviceStats {
+    int64_t rank = 0;
+    int32_t device = 0;
+    std::vector<std::pair<int32_t, int64_t>> stats;
+  };
+  const std::vector<DeviceStats>& devices() const { return devices_; }
   int64_t dropped_events() const { return dropped_events_; }
   int64_t dropped_buffers() const { return dropped_buffers_; }
   // String fields that were not UTF-8, over every payload appended (RepairUtf8Strings).
@@ -75,6 +84,7 @@ class DeviceEventTable {
   std::vector<uint64_t> correlation_id_, external_id_;
   Ranges ranges_;
   Launches launches_;
+  std::vector<DeviceStats> devices_;
   int64_t dropped_events_ = 0;
   int64_t dropped_buffers_ = 0;
   int64_t replaced_strings_ = 0;

@@ -69,6 +69,11 @@ class SyntheticGpu final : public CuptiApi {
   ~SyntheticGpu() override { StopGenerator(); }
 
   CUptiResult ActivityEnable(CUpti_ActivityKind kind) override {
+    if (kind == CUPTI_ACTIVITY_KIND_DEVICE) {  // As CUPTI: the device's record, at once.
+      const auto r = testing::H100DeviceRecord(0);
+      std::lock_guard<std::mutex> lock(mu_);
+      Write(&r, sizeof(r));
+    }
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) StartGenerator();
     return CUPTI_SUCCESS;
   }
