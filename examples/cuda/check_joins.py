@@ -5,7 +5,8 @@
 Exit 77 (ctest: skipped) where the example finds no GPU. Otherwise, from the timeline of the
 example's run: every kernel lies inside the host span of the step it is tagged with; every
 kernel and copy has a flow from its launching API call and one from its step; the copies moved
-exactly the bytes the example copied (n floats each way, host memory pageable).
+exactly the bytes the example copied (n floats each way, host memory pageable); CUPTI's DEVICE
+record arrived (the device's limits) and every kernel has an occupancy from them.
 """
 
 import os
@@ -65,6 +66,17 @@ def main(binary, output_dir):
         for c in mine:
             check(c["args"].get("bytes") == N * 4, f"{kind} of {c['args'].get('bytes')} bytes")
             check(c["args"].get(memory[0]) == memory[1], f"{kind} {memory[0]}")
+    from xdl_trace.read import analysis
+
+    scan = analysis.scan_run(output_dir)
+    devices = scan.device_events.columns()["devices"]
+    check(
+        bool(devices) and all(d["stats"].get("sm_count", 0) > 0 for d in devices),
+        f"no device limits (CUPTI's DEVICE record): {devices}",
+    )
+    for k in scan.gpu["kernels"] if scan.gpu else []:
+        occupancy = k["occupancy"]
+        check(occupancy is not None and 0 < occupancy <= 1, f"{k['name']}: occupancy {occupancy}")
     # Flow ends ("f") sit on the kernel/copy they point to.
     ends = {}
     for e in events:
