@@ -505,11 +505,9 @@ NO_LAUNCH_CONFIG = {
 
 
 def _dims_product(text):
-    """ "128x8x1" -> 1024; None for "" or anything else."""
+    """The product of the numbers of a "128x8x1" text (1024); 0 for anything else."""
     parts = text.split("x") if text else []
-    return (
-        int(np.prod([int(p) for p in parts])) if parts and all(p.isdigit() for p in parts) else None
-    )
+    return int(np.prod([int(p) for p in parts])) if parts and all(map(str.isdigit, parts)) else 0
 
 
 def _occupancy(columns, rows):
@@ -519,31 +517,24 @@ def _occupancy(columns, rows):
     (Kineto's "est. achieved occupancy") caps the blocks by what the grid gives each SM, grid
     blocks / SMs (a grid of 7 blocks leaves most of 132 SMs empty)."""
     launches, names = columns["launches"], columns["names"]
-    n = len(rows)
-    theoretical, estimated = np.full(n, np.nan), np.full(n, np.nan)
-    limits = {
-        (d["rank"], d["device"]): (d["stats"].get("sm_count"), d["stats"].get("max_threads_per_sm"))
-        for d in columns.get("devices", [])
-    }
-    active = launches["active_blocks"] if "active_blocks" in launches else np.full(n, -1)
-    if not limits or not (active >= 0).any():
-        return theoretical, estimated
-    products = {}  # name id -> product of the dims it names
-
-    def product(i):
-        if i not in products:
-            products[i] = _dims_product(names[i]) or 0
-        return products[i]
-
+    sms, threads_per_sm = np.zeros(len(rows)), np.zeros(len(rows))
     ranks, devices = columns["rank"][rows], columns["device"][rows]
-    for j in np.flatnonzero(active >= 0).tolist():
-        sms, threads_per_sm = limits.get((int(ranks[j]), int(devices[j])), (None, None))
-        threads = product(int(launches["block"][j]))
-        if not sms or not threads_per_sm or not threads:
-            continue
-        theoretical[j] = active[j] * threads / threads_per_sm
-        estimated[j] = (
-            min(active[j], product(int(launches["grid"][j])) / sms) * threads / threads_per_sm
+    for d in columns.get("devices", []):
+        on = (ranks == d["rank"]) & (devices == d["device"])
+        sms[on] = d["stats"].get("sm_count", 0)
+        threads_per_sm[on] = d["stats"].get("max_threads_per_sm", 0)
+
+    def products(ids):  # Of the dims each launch's name id names, computed once per id.
+        distinct, which = np.unique(ids, return_inverse=True)
+        return np.array([_dims_product(names[i]) for i in distinct.tolist()], float)[which]
+
+    threads, blocks = products(launches["block"]), products(launches["grid"])
+    active = launches["active_blocks"].astype(np.float64)
+    known = (active >= 0) & (sms > 0) & (threads_per_sm > 0) & (threads > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theoretical = np.where(known, active * threads / threads_per_sm, np.nan)
+        estimated = np.where(
+            known, np.minimum(active, blocks / sms) * threads / threads_per_sm, np.nan
         )
     return theoretical, estimated
 

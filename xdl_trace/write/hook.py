@@ -406,7 +406,8 @@ class TraceHook:
         self._stepping_thread = None  # The thread inside step(), while one is.
         self._step_lock = threading.Lock()  # Held by the thread inside a traced step().
         self._staging = None  # This run's _device.StagingPool (None: inline, or not begun).
-        self._flushing = None  # The last flush()'s Event, set once it returned.
+        # Set when a flush left running by Ctrl-C returned; end() abandons at once while not.
+        self._interrupted_flush = None
         self._final_staging = None  # The staging counters of the last run, after end().
         self._steps_skipped = 0
         self._step_errors = 0
@@ -557,8 +558,8 @@ class TraceHook:
             _live_hooks.discard(self)
         interrupted = None
         try:
-            if self._flushing is not None and not self._flushing.is_set():
-                tracer.abandon_waits()  # A flush left on Ctrl-C still waits: one Ctrl-C ends both.
+            if self._interrupted_flush is not None and not self._interrupted_flush.is_set():
+                tracer.abandon_waits()  # One Ctrl-C ends the flush and the close behind it.
             _wait_interruptibly(tracer.close, abandon=tracer.abandon_waits)
         except _INTERRUPTS as e:  # The close ended early; it is reported below, then raised.
             interrupted = e
@@ -616,9 +617,13 @@ class TraceHook:
         tracer = self._tracer
         if tracer is None:
             return
-        self._flushing = threading.Event()
+        returned = threading.Event()
         abandon = tracer.abandon_waits if within is not None else None
-        _wait_interruptibly(tracer.flush, abandon=abandon, within=within, returned=self._flushing)
+        try:
+            _wait_interruptibly(tracer.flush, abandon=abandon, within=within, returned=returned)
+        except _INTERRUPTS:
+            self._interrupted_flush = returned  # Goes on in the background (no abandon).
+            raise
 
     def __enter__(self):
         self._entered = True
