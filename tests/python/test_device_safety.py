@@ -522,6 +522,38 @@ def test_one_ctrl_c_during_flush_in_a_with_block_ends_the_flush_and_the_close(tm
     assert trace.meta.closed_cleanly and trace.meta.dropped_records == 1
 
 
+def test_a_flush_on_another_thread_never_makes_end_drop_a_record(tmp_path, read_trace):
+    # end() abandons at once only behind a flush that Ctrl-C left running. A flush() made on
+    # another thread is none: it ran to its end there (before this was checked, its never-set
+    # event made end() abandon, dropping the record whose copies were still in flight).
+    out = str(tmp_path / "out")
+    done = _run_script(
+        f"""
+        import json, threading, torch
+        import xdl_trace as xdl
+        from fake_device import FakeDevice, installed
+
+        device = FakeDevice(delay_s=0.3)  # Each copy completes 0.3 s after its step.
+        installed(device).__enter__()
+        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
+        hook = xdl.TraceHook(output_dir={out!r}, scope=["dev"], fsync=False)
+        hook.begin()
+        hook.step()
+        flusher = threading.Thread(target=hook.flush)
+        flusher.start()
+        flusher.join()
+        hook.step()  # In flight when end() starts.
+        hook.end()
+        stats = hook.stats()
+        print(json.dumps({{k: stats[k] for k in ("deferred_failed", "records_written")}}))
+        """
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == '{"deferred_failed": 0, "records_written": 2}'
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == [0, 1]
+
+
 def test_sigterm_s_flush_waits_its_bound_for_a_hung_kernel_then_the_trace_closes(
     tmp_path, read_trace
 ):
