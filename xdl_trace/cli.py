@@ -963,11 +963,16 @@ def _gpu(args):
     for name, rows in tables.items():
         if name in ("steps", "modules"):
             continue
-        print(f"{name} ({len(rows)}):")
+        # Kernels with the device's limits recorded: their theoretical occupancy too.
+        occupancy = any(row.get("occupancy") is not None for row in rows)
+        print(f"{name} ({len(rows)}{', occupancy' if occupancy else ''}):")
         for row in rows[: args.top]:
             total = row.get("total_ns", 0) / 1e6
+            occ = row.get("occupancy")
+            occ = ("" if occ is None else f"{100 * occ:5.1f}%  ") if occupancy else ""
             print(
-                f"  {total:10.3f} ms  {row.get('count', row.get('calls')):>7}  {_shown(row['name'])}"
+                f"  {total:10.3f} ms  {row.get('count', row.get('calls')):>7}  {occ}"
+                f"{_shown(row['name'])}"
             )
     if tables["modules"]:
         print(

@@ -5,6 +5,7 @@ timeline's range and API tracks on the OS thread id."""
 
 import json
 import os
+import re
 import threading
 import time
 
@@ -389,7 +390,7 @@ def test_occupancy_of_a_kernel_is_its_launches_weighted_by_time():
     assert configs["other"]["occupancy"] is None and configs["other"]["est_occupancy"] is None
 
 
-def test_occupancy_through_the_cupti_plugin_over_the_synthetic_gpu(tmp_path):
+def test_occupancy_through_the_cupti_plugin_over_the_synthetic_gpu(tmp_path, capsys):
     """The synthetic GPU hands a DEVICE record (an H100's limits) at enable, as CUPTI does: the
     run's Device carries them, every kernel its calculator blocks per SM, and the report's kernel
     table its occupancy (blocks of 256 threads with 32 to 56 registers: 8 down to 4 blocks an
@@ -409,3 +410,13 @@ def test_occupancy_through_the_cupti_plugin_over_the_synthetic_gpu(tmp_path):
     html = str(tmp_path / "report.html")
     report.write_report(str(tmp_path), html)
     assert "est. occupancy</th>" in open(html, encoding="utf-8").read()
+    from xdl_trace import cli
+
+    assert cli.main(["gpu", str(tmp_path), "--top", "1"]) == 0
+    (heading, first) = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if "occupancy" in line or "%  " in line
+    ][:2]
+    assert heading.startswith("kernels (") and heading.endswith(", occupancy):")
+    assert re.search(r" ms +\d+ +\d+\.\d%  ", first), first
