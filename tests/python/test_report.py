@@ -622,3 +622,22 @@ def test_page_packs_each_cards_charts(tmp_path):
     packed = json.loads(re.search(rf"id='cd-{n}'>([^<]*)", page).group(1))[0]
     assert packed["x"] == {"a": 0, "d": 1, "n": 300}
     assert all(isinstance(s["v"], dict) and s["v"]["n"] == 300 for s in packed["series"])
+
+
+def test_a_watched_gradient_s_card_gives_its_variable_s_shape(tmp_path):
+    """watch(model)'s gradients exist only after the first backward, so the Header names no
+    input tensor for their summaries: the card gives the variable's dtype and shape, saying so
+    (before: "tensor (shape not in the header)" on every gradient card)."""
+    torch = pytest.importorskip("torch")
+    xdl.clear()
+    model = torch.nn.Linear(3, 2)
+    xdl.watch(model)
+    with xdl.TraceHook({"output_dir": str(tmp_path), "fsync": False, "on_error": "raise"}) as hook:
+        for _ in range(3):
+            model(torch.ones(4, 3)).sum().backward()
+            hook.step()
+    xdl.clear()
+    cards = {c["key"]: c["meta"] for c in report.build_report([str(tmp_path)])["cards"]}
+    assert cards["weight"].startswith("float32 [2, 3] · stats · variable")
+    assert cards["gradient/weight"].startswith("float32 [2, 3] (its variable's) · stats · gradient")
+    assert cards["gradient/bias"].startswith("float32 [2] (its variable's)")
