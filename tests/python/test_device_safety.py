@@ -220,6 +220,15 @@ xdl.trace_tensor("h", np.arange(3.0))
 """
 
 
+def _assert_closed_without_the_stuck_record(read_trace, out, gsteps):
+    """The trace in `out` holds `gsteps` (not the record whose copies never completed), its Meta
+    closed cleanly, counting the records written and the one dropped."""
+    (trace,) = read_trace(out)
+    assert trace.gsteps() == gsteps
+    assert trace.meta.closed_cleanly and trace.meta.record_count == len(gsteps)
+    assert trace.meta.dropped_records == 1
+
+
 def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_written(
     tmp_path, read_trace
 ):
@@ -303,10 +312,7 @@ def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(tm
     counts, error = stdout.splitlines()[-2:]
     assert counts == '{"deferred_failed": 1, "records_written": 3}'
     assert "gstep=1" in error and "abandoned" in error, error
-    (trace,) = read_trace(out)
-    assert trace.gsteps() == [0, 2, 3]
-    assert trace.meta.closed_cleanly and trace.meta.record_count == 3
-    assert trace.meta.dropped_records == 1
+    _assert_closed_without_the_stuck_record(read_trace, out, [0, 2, 3])
 
 
 def test_write_mode_inline_with_a_device_tensor_writes_its_values(tmp_path, read_trace):
@@ -457,9 +463,7 @@ def test_an_uncaught_ctrl_c_ends_the_process_by_sigint_with_the_trace_closed(
         prelude=_HUNG_DEVICE,
     )
     assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr[-3000:]
-    (trace,) = read_trace(out)
-    assert trace.gsteps() == [0, 2]
-    assert trace.meta.closed_cleanly and trace.meta.dropped_records == 1
+    _assert_closed_without_the_stuck_record(read_trace, out, [0, 2])
 
 
 def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exiting(
@@ -494,10 +498,7 @@ def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exitin
         signum=signal.SIGTERM,
     )
     assert stdout.splitlines()[-1] == '143 {"deferred_failed": 1, "records_written": 3}'
-    (trace,) = read_trace(out)
-    assert trace.gsteps() == [0, 2, 3]
-    assert trace.meta.closed_cleanly and trace.meta.record_count == 3
-    assert trace.meta.dropped_records == 1
+    _assert_closed_without_the_stuck_record(read_trace, out, [0, 2, 3])
 
 
 def test_a_flush_on_another_thread_never_makes_end_drop_a_record(tmp_path, read_trace):
@@ -563,9 +564,7 @@ def test_sigterm_s_flush_waits_its_bound_for_a_hung_kernel_then_the_trace_closes
     )
     assert time.monotonic() - started < 30, "not within a launcher's grace period"
     assert "closing the trace(s) and exiting with status 143" in stderr, stderr[-3000:]
-    (trace,) = read_trace(out)
-    assert trace.gsteps() == [0, 2]
-    assert trace.meta.closed_cleanly and trace.meta.dropped_records == 1
+    _assert_closed_without_the_stuck_record(read_trace, out, [0, 2])
 
 
 def test_ctrl_c_during_end_abandons_a_device_plugin_whose_stop_never_returns(

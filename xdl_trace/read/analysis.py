@@ -200,25 +200,27 @@ def is_digest(schema):
 DIGEST_PART = "digest"  # watch(digest=True)'s companion of <scope>/<name>: <scope>/digest/<name>.
 
 
+def _without_part(key, word):
+    """`key` with its first "/"-separated part equal to `word` (not the last) removed; None when
+    it has none."""
+    parts = key.split("/")
+    for i, part in enumerate(parts[:-1]):
+        if part == word:
+            return "/".join(parts[:i] + parts[i + 1 :])
+    return None
+
+
 def digested_key(key):
     """The key a companion digest key stands beside (``watch(..., digest=True)``):
     ``digest/<name>`` -> ``<name>``, ``<scope>/digest/<name>`` -> ``<scope>/<name>`` (the first
     "digest" part removed); None when the key has no such part."""
-    parts = key.split("/")
-    for i, part in enumerate(parts[:-1]):
-        if part == DIGEST_PART:
-            return "/".join(parts[:i] + parts[i + 1 :])
-    return None
+    return _without_part(key, DIGEST_PART)
 
 
 def gradient_variable(key):
     """The variable a gradient key differentiates, by trace_gradient's naming: ``gradient/<name>``
     (``<scope>/gradient/<name>`` in a scope) -> ``<name>`` (``<scope>/<name>``); else None."""
-    parts = key.split("/")
-    for i, part in enumerate(parts[:-1]):
-        if part == "gradient":
-            return "/".join(parts[:i] + parts[i + 1 :])
-    return None
+    return _without_part(key, "gradient")
 
 
 class RunScan:

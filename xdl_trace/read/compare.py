@@ -8,8 +8,9 @@
 
 The comparison itself runs in C++ (``_core.diff_runs``, cpp/src/analysis/run_diff.h): both sides
 read once, in step by gstep (the rank comparison reads rank 0 once for all the others), each
-pair of records compared in place, so memory is bounded by the largest record, not the run. Exact by default (bit for bit: the same NaN bits agree); ``rtol`` /
-``atol`` compare as ``numpy.isclose`` with side A as the reference (any NaN agrees with any NaN).
+pair of records compared in place, so memory is bounded by the largest record, not the run.
+Exact by default (bit for bit: the same NaN bits agree); ``rtol`` / ``atol`` compare as
+``numpy.isclose`` with side A as the reference (any NaN agrees with any NaN).
 
 What is compared says what agreement proves (``KeyDiff.basis``, the weakest of its steps):
 "values" (the tensors themselves), "digests" (``summary="digest"`` columns, exact but for a 2^-64

@@ -316,15 +316,13 @@ def _gpu_html(sections):
                 mean_us=_us(k["mean_ns"]),
                 bar=_bar(k["share"]),
                 share=_percent(k["share"]),
-                grid=k.get("grid") or "–",
-                block=k.get("block") or "–",
-                registers="–" if k.get("registers") is None else k["registers"],
-                shared_kb="–"
-                if k.get("shared_memory") is None
-                else f"{k['shared_memory'] / 1024:.1f}",
-                configs=_configs_title(k.get("configs", 0)),
-                occupancy=_percent(k.get("occupancy")),
-                est_occupancy=_percent(k.get("est_occupancy")),
+                grid=k["grid"] or "–",
+                block=k["block"] or "–",
+                registers="–" if k["registers"] is None else k["registers"],
+                shared_kb="–" if k["shared_memory"] is None else f"{k['shared_memory'] / 1024:.1f}",
+                configs=_configs_title(k["configs"]),
+                occupancy=_percent(k["occupancy"]),
+                est_occupancy=_percent(k["est_occupancy"]),
             )
             for k in g["kernels"]
         )

@@ -7,9 +7,9 @@ first ``update``; each later one reads only what the run's files gained: a file 
 unchanged is not opened again, a grown one is scanned on from the byte where its last read
 ended (``RunScan.end_offsets``: the frames before are not walked again), a new one (a rollover,
 a rank that started late) from its start, for the records after the last gstep its rank had;
-they are added to the same accumulators. One updater thread refreshes every run twice a second and keeps the latest
-report model as JSON; request threads (``ThreadingHTTPServer``)
-only hand out the page and that JSON, so a slow browser never slows the reading. The page
+they are added to the same accumulators. One updater thread refreshes every run twice a second
+and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``) only hand
+out the page and that JSON, so a slow browser never slows the reading. The page
 (report.js with live.js) holds no chart data: each card fetches its charts (``/card``) when it
 comes into view; it polls ``/update`` (the model less the cards' charts, with per card the
 version that last changed them) and fetches again the drawn cards that changed.

@@ -198,20 +198,24 @@ std::string DeviceTraceWriter::EncodeDeviceStats(int32_t device,
   const auto found = std::find_if(devices.begin(), devices.end(),
                                   [device](const DeviceStats& d) { return d.device == device; });
   if (found == devices.end()) return {};
-  std::vector<std::pair<uint64_t, uint64_t>> mapped;  // (trace name index, value) per stat.
+  struct Mapped {
+    uint64_t name, value;  // The trace's name index, the value.
+    size_t size;           // Of the DeviceStat message.
+  };
+  std::vector<Mapped> mapped;
   size_t total = 0;
-  for (const auto& [name, value] : found->stats) {
-    mapped.emplace_back(static_cast<uint64_t>(Map(name)), static_cast<uint64_t>(value));
-    const size_t stat = VarintFieldSize(fields::kStatNameIndex, mapped.back().first) +
-                        TagSize(fields::kStatInt64Value) + VarintSize(mapped.back().second);
-    total += LengthDelimitedFieldSize(fields::kDeviceStat, stat);
+  for (const auto& [global, stat_value] : found->stats) {
+    const auto name = static_cast<uint64_t>(Map(global));
+    const auto value = static_cast<uint64_t>(stat_value);
+    const size_t size = VarintFieldSize(fields::kStatNameIndex, name) +
+                        TagSize(fields::kStatInt64Value) + VarintSize(value);
+    mapped.push_back({name, value, size});
+    total += LengthDelimitedFieldSize(fields::kDeviceStat, size);
   }
   std::string out(total, '\0');
   char* p = out.data();
-  for (const auto& [name, value] : mapped) {
-    const size_t stat = VarintFieldSize(fields::kStatNameIndex, name) +
-                        TagSize(fields::kStatInt64Value) + VarintSize(value);
-    p = PutLength(fields::kDeviceStat, stat, p);
+  for (const auto& [name, value, size] : mapped) {
+    p = PutLength(fields::kDeviceStat, size, p);
     p = PutVarintField(fields::kStatNameIndex, name, p);
     p = WriteVarint(Tag(fields::kStatInt64Value, internal::kWireVarint), p);  // Even when 0.
     p = WriteVarint(value, p);

@@ -328,12 +328,15 @@ absl::StatusOr<std::vector<RunDiffResult>> DiffRuns(const TraceReader& a, int32_
     side.cursor.emplace(reader.Read(std::move(read)));
     return Advance(side, options, result);
   };
-  // A gstep of `side` on that side only: counted, and named while few.
-  auto one_sided = [&](Side& side, int64_t& count, std::vector<int64_t>& named,
-                       RunDiffResult* result) {
+  // A gstep on one side only: counted, and named while few.
+  auto one_sided = [&](int64_t gstep, int64_t& count, std::vector<int64_t>& named) {
     ++count;
-    if (named.size() < options.max_named_steps) named.push_back(side.record().view.gstep);
-    return Advance(side, options, result);
+    if (named.size() < options.max_named_steps) named.push_back(gstep);
+  };
+  // B's record, on B's side only; then B's next.
+  auto b_only = [&](Side& sb, RunDiffResult& result) {
+    one_sided(sb.record().view.gstep, result.only_b, result.only_b_gsteps);
+    return Advance(sb, options, &result);
   };
   std::vector<RunDiffResult> results(ranks_b.size());
   for (RunDiffResult& result : results) {
@@ -357,14 +360,9 @@ absl::StatusOr<std::vector<RunDiffResult>> DiffRuns(const TraceReader& a, int32_
     for (size_t i = 0; i < sbs.size(); ++i) {
       Side& sb = sbs[i];
       RunDiffResult& result = results[i];
-      while (!sb.done && sb.record().view.gstep < gstep) {
-        XDL_RETURN_IF_ERROR(one_sided(sb, result.only_b, result.only_b_gsteps, &result));
-      }
+      while (!sb.done && sb.record().view.gstep < gstep) XDL_RETURN_IF_ERROR(b_only(sb, result));
       if (sb.done || sb.record().view.gstep != gstep) {
-        ++result.only_a;
-        if (result.only_a_gsteps.size() < options.max_named_steps) {
-          result.only_a_gsteps.push_back(gstep);
-        }
+        one_sided(gstep, result.only_a, result.only_a_gsteps);
         continue;
       }
       ++result.steps_compared;
@@ -376,10 +374,7 @@ absl::StatusOr<std::vector<RunDiffResult>> DiffRuns(const TraceReader& a, int32_
     XDL_RETURN_IF_ERROR(Advance(sa, options, a_result));
   }
   for (size_t i = 0; i < sbs.size(); ++i) {
-    while (!sbs[i].done) {
-      XDL_RETURN_IF_ERROR(
-          one_sided(sbs[i], results[i].only_b, results[i].only_b_gsteps, &results[i]));
-    }
+    while (!sbs[i].done) XDL_RETURN_IF_ERROR(b_only(sbs[i], results[i]));
     results[i].bytes_read = sbs[i].cursor->bytes_read();
   }
   a_result->bytes_read += sa.cursor->bytes_read();
