@@ -5,18 +5,20 @@ this machine's CPU.
 
 On a GPU the pass (xdl_trace/write/_device_summary.py) is bound by memory traffic and by how evenly
 its kernels spread over the device. Inputs: the "conv" workload's 60 float32 tensors (its 30
-parameters and as many gradients: 7.15 M elements, bench/gpu.py). Prints, for stats and a
-30-bin histogram:
+parameters and as many gradients: 7.15 M elements, bench/gpu.py). Prints, for stats, a 30-bin
+histogram and the digest (issue 31's exact checksum of the bits):
 
 - traffic: the pass's ops as torch's dispatcher sees them (views excluded): how many, and the
   bytes they read and write per element of input (each op's tensor inputs and outputs);
 - largest segment: the most elements a segmented op (segment_reduce, repeat_interleave) gives
   one thread block or warp on a GPU, which then runs alone while the rest of the device idles;
-- the median time of one pass on this CPU, and its peak temporaries in bytes per element
+- the median time of one pass on this CPU (also in ns per byte of input), and its peak
+  temporaries in bytes per element
   (maximum RSS of a child process over 16 Mi elements, above its inputs). CPU time is a rough
   proxy: a CPU runs some kernels (mixed dtypes, bool sums) far below its memory bandwidth.
 - with --device cuda (a GPU machine, bench/gpu_check.sh): the pass's eager time on the GPU
-  (synchronized before and after), the bandwidth that makes of the bytes counted, its peak
+  (synchronized before and after; in ns per byte of input), the bandwidth that makes of the
+  bytes counted, its peak
   device memory above its inputs in bytes per element, and the time of its CUDA graph's replay
   (captured as the hook captures it, in passes of _device_graphs.CHUNK_ELEMENTS).
 
@@ -45,7 +47,7 @@ torch.set_num_threads(1)
 ts = [torch.randn(1 << 22) for _ in range(4)]
 ds.static_inputs(ts)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-ds.stats_rows(ts) if sys.argv[2] == "stats" else ds.histogram_rows(ts, 30)
+ds.rows(sys.argv[2], 30, ts)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print((peak - base) * 1024 / (4 << 22))
 """
@@ -76,7 +78,7 @@ def main():
                 [sys.executable, "-c", PEAK, root, name], capture_output=True, text=True, check=True
             ).stdout
         )
-        for name in ("stats", "histogram")
+        for name in ("stats", "histogram", "digest")
         if args.device == "cpu"
     }
     sys.path.insert(0, root)
@@ -88,6 +90,7 @@ def main():
     torch.manual_seed(0)
     tensors = [torch.randn(shape, device=args.device) for shape in CONV_SHAPES] * 2
     elements = sum(t.numel() for t in tensors)
+    nbytes = 4 * elements
     print(f"{root}: {len(tensors)} float32 tensors, {elements / 1e6:.2f} M elements")
     cuda = args.device != "cpu"
 
@@ -127,6 +130,7 @@ def main():
     passes = {
         "stats": lambda: ds.stats_rows(tensors),
         "histogram": lambda: ds.histogram_rows(tensors, 30),
+        "digest": lambda: ds.digest_rows(tensors),
     }
     for name, run in passes.items():
         run()
@@ -150,7 +154,8 @@ def main():
             )
             replay = statistics.median(timed(graph.replay) for _ in range(args.repeat))
             print(
-                f"  {name:9s} {median * 1e6:7.1f} us a pass on the GPU,"
+                f"  {name:9s} {median * 1e6:7.1f} us a pass on the GPU"
+                f" ({median / nbytes * 1e9:6.3f} ns a byte of input),"
                 f" {traffic.bytes / median / 1e9:6.0f} GB/s of the bytes counted,"
                 f" peak temporaries {peak:5.1f} bytes an element; replayed as a graph"
                 f" {replay * 1e6:7.1f} us"
@@ -158,7 +163,7 @@ def main():
             continue
         print(
             f"  {name:9s} {median * 1e3:7.1f} ms a pass"
-            f" ({median / elements * 1e9:5.1f} ns an element),"
+            f" ({median / nbytes * 1e9:5.2f} ns a byte of input),"
             f" peak temporaries {peaks[name]:5.1f} bytes an element"
         )
 

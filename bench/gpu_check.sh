@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The GPU machine's one prepared script: build there, run the GPU tests, then the summary pass's
-# GPU time (bench/device_summary.py) and bench/gpu.py (issue 19's figures), and GPU_DIR's
-# cupti_stall.py and cupti_cost.py (issue 20's).
+# The GPU machine's one prepared script: build there, run the GPU tests (issue 36's device-safety
+# tests on CUDA first), then the summary and digest passes' GPU time (bench/device_summary.py)
+# and bench/gpu.py (issue 19's figures, issue 33's marks), and GPU_DIR's cupti_stall.py and
+# cupti_cost.py (issue 20's).
 #   bash bench/gpu_check.sh GPU_DIR OUT     (GPU_DIR: a git-ignored copy of ../shared/gpu holding
 #                                           pfx/ from prepare_prefix.sh; OUT: where figures go)
 # Prints each part's outcome and the seconds since the start (the device call's limit is 600 s);
@@ -17,8 +18,9 @@ export PYTHONPATH=$src
 said() { echo "$1: exit $2 after ${SECONDS}s ($3)"; }
 (cd /tmp/xdl-gpu-build && ctest -L gpu --output-on-failure) > "$out/ctest_gpu.log" 2>&1
 said "ctest -L gpu" $? "$(grep -E 'tests passed|tests failed' "$out/ctest_gpu.log")"
-python3 -m pytest -m gpu -q tests/python/test_device_capture.py tests/python/test_torch.py \
-  tests/python/test_device_tracing.py > "$out/pytest_gpu.log" 2>&1
+python3 -m pytest -m gpu -q -rs tests/python/test_device_safety.py \
+  tests/python/test_device_capture.py tests/python/test_torch.py tests/python/test_gpu_memory.py \
+  > "$out/pytest_gpu.log" 2>&1
 said "pytest -m gpu" $? "$(tail -1 "$out/pytest_gpu.log")"
 python3 bench/device_summary.py --device cuda > "$out/device_summary.log" 2>&1
 said "bench/device_summary.py" $? "$(grep -c 'on the GPU' "$out/device_summary.log") passes timed"

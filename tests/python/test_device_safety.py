@@ -1,9 +1,11 @@
 """Device tensors under threads and faults (issue 36): each hook's own staging pool, bounded waits.
 
-The fake device (fake_device.py) stands in for a GPU. A slow launch (``run`` sleeping, which
-releases the GIL) widens the window in which another thread may take the same staging buffer;
-a fence that never completes plays a hung kernel. Steps that could hang run in a subprocess
-with a generous timeout, so a hang fails the test instead of stalling the suite.
+Each test runs on the fake device (fake_device.py), which stands in for a GPU, and under
+`pytest -m gpu` on real CUDA (late_cuda.py: the same knobs, spin kernels in the delays' place).
+A slow launch (``run`` sleeping, which releases the GIL) widens the window in which another
+thread may take the same staging buffer; a fence that never completes plays a hung kernel.
+Steps that could hang run in a subprocess with a generous timeout, so a hang fails the test
+instead of stalling the suite.
 """
 
 import os
@@ -36,6 +38,53 @@ class SlowLaunch(FakeDevice):
         super().run(device, work)
 
 
+class _Fake:
+    """The fake device: torch CPU tensors played as device memory."""
+
+    name = "fake"
+    on = staticmethod(lambda t: t)  # A tensor (or module) on the device.
+    slow_launch = staticmethod(lambda: installed(SlowLaunch()))
+    late = staticmethod(lambda delay_s=0.0: installed(FakeDevice(delay_s)))
+    # What a script starts with: `Device` (delay_s=, hang_fences), `on`, `installed`.
+    prelude = "from fake_device import FakeDevice as Device, installed\non = lambda t: t\n"
+
+
+class _Cuda:
+    """Real CUDA (late_cuda.py): CUDA tensors and the real CUDA backend, its work made late."""
+
+    name = "cuda"
+    on = staticmethod(lambda t: t.cuda())
+    slow_launch = staticmethod(lambda: installed(_late_cuda().LateCuda(0.002)))
+    late = staticmethod(lambda delay_s=0.0: installed(_late_cuda().LateCuda(delay_s)))
+    prelude = (
+        "from fake_device import installed\nfrom late_cuda import LateCuda as Device\n"
+        "on = lambda t: t.cuda()\n"
+    )
+
+
+def _late_cuda():
+    import late_cuda  # Only with CUDA at hand.
+
+    return late_cuda
+
+
+@pytest.fixture(
+    params=[
+        "fake",
+        pytest.param(
+            "cuda",
+            marks=(
+                pytest.mark.gpu,
+                pytest.mark.skipif(not torch.cuda.is_available(), reason="SKIPPED: no CUDA device"),
+            ),
+        ),
+    ]
+)
+def device(request):
+    """Where the test's device tensors live: the fake device, or (pytest -m gpu) real CUDA."""
+    return {"fake": _Fake, "cuda": _Cuda}[request.param]
+
+
 def _step_in_thread(hook, value, steps, errors):
     def body():
         try:
@@ -48,11 +97,11 @@ def _step_in_thread(hook, value, steps, errors):
     return threading.Thread(target=body)
 
 
-def test_two_hooks_on_two_threads_each_write_their_own_values(out_dir, read_trace):
+def test_two_hooks_on_two_threads_each_write_their_own_values(out_dir, read_trace, device):
     steps = 60
-    a_val, b_val = torch.zeros(2000), torch.zeros(2000)
+    a_val, b_val = device.on(torch.zeros(2000)), device.on(torch.zeros(2000))
     errors = []
-    with installed(SlowLaunch()):
+    with device.slow_launch():
         # Each hook copies its tensor at step() (a fresh tensor, so a later fill_ never shows).
         xdl.trace_tensor("v", lambda: a_val.clone() + 1000.0, scope="a")
         xdl.trace_tensor("v", lambda: b_val.clone() + 2000.0, scope="b")
@@ -84,8 +133,10 @@ def test_two_hooks_on_two_threads_each_write_their_own_values(out_dir, read_trac
         assert wrong == [], f"hook {scope}: records holding another step's values: {wrong}"
 
 
-def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(cfg, read_trace):
-    w = torch.zeros(2000)
+def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(
+    cfg, read_trace, device
+):
+    w = device.on(torch.zeros(2000))
     stop, first_sent = threading.Event(), threading.Event()
     errors = []
 
@@ -94,14 +145,14 @@ def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(
         try:
             while not stop.is_set():
                 sent += 1
-                xdl.send_gradient("g", torch.full((2000,), -float(sent)))
+                xdl.send_gradient("g", device.on(torch.full((2000,), -float(sent))))
                 first_sent.set()
         except BaseException as e:
             errors.append(e)
         first_sent.set()
 
     sender = threading.Thread(target=autograd_thread)
-    with installed(SlowLaunch()):
+    with device.slow_launch():
         xdl.trace_tensor("w", lambda: w.clone() + 1.0)
         xdl.trace_gradient("g")
         with warnings.catch_warnings():
@@ -124,9 +175,9 @@ def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(
         assert (g == g[0]).all() and g[0] <= -1.0, f"step {gstep}: the gradient holds {g[:3]}"
 
 
-def test_a_hook_s_staging_bound_and_policy_are_its_own(out_dir, read_trace):
-    big = torch.ones(300_000)  # 1.2 MB a step.
-    with installed(FakeDevice(delay_s=0.03)):
+def test_a_hook_s_staging_bound_and_policy_are_its_own(out_dir, read_trace, device):
+    big = device.on(torch.ones(300_000))  # 1.2 MB a step.
+    with device.late(0.03):
         xdl.trace_tensor("big", lambda: big, scope="a")
         xdl.trace_tensor("host", np.zeros(3), scope="b")
         a_dir, b_dir = os.path.join(str(out_dir), "a"), os.path.join(str(out_dir), "b")
@@ -145,9 +196,9 @@ def test_a_hook_s_staging_bound_and_policy_are_its_own(out_dir, read_trace):
     assert b.stats()["staging_high_water_bytes"] == 0  # B staged nothing.
 
 
-def test_end_gives_the_staging_memory_back(cfg):
-    big = torch.ones(300_000)
-    with installed(FakeDevice()):
+def test_end_gives_the_staging_memory_back(cfg, device):
+    big = device.on(torch.ones(300_000))
+    with device.late():
         xdl.trace_tensor("big", lambda: big)
         with xdl.TraceHook(cfg) as hook:
             hook.step()
@@ -157,26 +208,28 @@ def test_end_gives_the_staging_memory_back(cfg):
     assert after["staging_bytes"] == 0 and after["staging_high_water_bytes"] == held
 
 
-def test_a_forked_child_starts_with_no_staging_buffers(cfg, tmp_path):
+def test_a_forked_child_starts_with_no_staging_buffers(tmp_path, device):
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
-    script = textwrap.dedent(
+    # The child steps a hook of its own on a fake device (a forked child cannot use CUDA).
+    done = _run_script(
         f"""
         import os, sys
-        sys.path.insert(0, {HERE!r})
         import torch
         import xdl_trace as xdl
-        from fake_device import FakeDevice, installed
+        from fake_device import FakeDevice
         from xdl_trace.write import _device
 
-        with installed(FakeDevice(delay_s=0.5)):
-            xdl.trace_tensor("w", lambda: torch.ones(1000))
+        with installed(Device(delay_s=0.5)):
+            xdl.trace_tensor("w", lambda: on(torch.ones(1000)))
             hook = xdl.TraceHook(output_dir={str(tmp_path / "parent")!r}, fsync=False)
             hook.begin()
             hook.step()  # Its buffer busy until the slow device copied it.
             pid = os.fork()
             if pid == 0:
                 busy = sum(len(p._slots) for p in _device.live_pools())
+                xdl.clear()
+                xdl.trace_tensor("w", lambda: torch.ones(1000))
                 with installed(FakeDevice()):  # The parent's stream thread is not here.
                     with xdl.TraceHook(output_dir={str(tmp_path / "child")!r}, fsync=False) as h:
                         h.step()
@@ -184,10 +237,11 @@ def test_a_forked_child_starts_with_no_staging_buffers(cfg, tmp_path):
             _, status = os.waitpid(pid, 0)
             hook.end()
             sys.exit(os.waitstatus_to_exitcode(status))
-        """
+        """,
+        prelude=device.prelude,
+        timeout_s=60,
     )
-    done = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def _script(body, prelude=""):
@@ -206,18 +260,20 @@ def _run_script(body, timeout_s=90, prelude=""):
         pytest.fail(f"hung (killed after {timeout_s} s): {e.stderr}")
 
 
-# The start of a script whose device hangs on demand (`device.hang_fences`: a hung kernel):
-# key "w" read from the fake device (scope "dev"), "h" from the host.
-_HUNG_DEVICE = """
-import json, numpy as np, torch
-import xdl_trace as xdl
-from fake_device import FakeDevice, installed
+def _hung(device):
+    """The start of a script whose device hangs on demand (`device.hang_fences`: a hung kernel):
+    key "w" read from the device (scope "dev"), "h" from the host."""
+    return device.prelude + textwrap.dedent(
+        """
+        import json, numpy as np, torch
+        import xdl_trace as xdl
 
-device = FakeDevice()
-installed(device).__enter__()  # Never left: its stream holds fences that never end.
-xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
-xdl.trace_tensor("h", np.arange(3.0))
-"""
+        device = Device()
+        installed(device).__enter__()  # Never left: its stream holds fences that never end.
+        xdl.trace_tensor("w", lambda: on(torch.ones(4)), scope="dev")
+        xdl.trace_tensor("h", np.arange(3.0))
+        """
+    )
 
 
 def _assert_closed_without_the_stuck_record(read_trace, out, gsteps):
@@ -230,7 +286,7 @@ def _assert_closed_without_the_stuck_record(read_trace, out, gsteps):
 
 
 def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_written(
-    tmp_path, read_trace
+    tmp_path, read_trace, device
 ):
     out = str(tmp_path / "out")
     done = _run_script(
@@ -249,7 +305,7 @@ def test_a_fence_that_never_completes_fails_its_record_and_the_later_ones_are_wr
         print(json.dumps({{k: flushed[k] for k in ("deferred_failed", "records_written")}}))
         print(hook.stats()["last_deferred_error"])
         """,
-        prelude=_HUNG_DEVICE,
+        prelude=_hung(device),
     )
     assert done.returncode == 0, done.stderr[-3000:]
     counts, error = done.stdout.splitlines()[-2:]
@@ -283,7 +339,9 @@ def _interrupt_end(body, signum=signal.SIGINT, returncode=0, prelude=""):
     return stdout, stderr
 
 
-def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(tmp_path, read_trace):
+def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(
+    tmp_path, read_trace, device
+):
     # A hung kernel under a generous bound: end() would wait 300 s for its copies. Ctrl-C ends
     # the wait: the stuck record is dropped and counted, the host records around it written,
     # the Meta final, and the KeyboardInterrupt reaches the script.
@@ -307,7 +365,7 @@ def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(tm
             print(json.dumps({{k: stats[k] for k in ("deferred_failed", "records_written")}}))
             print(stats["last_deferred_error"])
         """,
-        prelude=_HUNG_DEVICE,
+        prelude=_hung(device),
     )
     counts, error = stdout.splitlines()[-2:]
     assert counts == '{"deferred_failed": 1, "records_written": 3}'
@@ -315,27 +373,28 @@ def test_ctrl_c_during_end_abandons_the_wait_for_a_fence_that_never_completes(tm
     _assert_closed_without_the_stuck_record(read_trace, out, [0, 2, 3])
 
 
-def test_write_mode_inline_with_a_device_tensor_writes_its_values(tmp_path, read_trace):
+def test_write_mode_inline_with_a_device_tensor_writes_its_values(tmp_path, read_trace, device):
     out = str(tmp_path / "out")
     done = _run_script(
         f"""
         import torch
         import xdl_trace as xdl
-        from fake_device import FakeDevice, installed
 
         torch.manual_seed(0)
-        model = torch.nn.Linear(3, 2)
-        model(torch.randn(4, 3)).sum().backward()
-        with installed(FakeDevice(delay_s=0.01)):
+        model = on(torch.nn.Linear(3, 2))
+        model(on(torch.randn(4, 3))).sum().backward()
+        with installed(Device(delay_s=0.01)):
             xdl.watch(model, summary=None)
-            w = torch.zeros(5)
+            w = on(torch.zeros(5))
             xdl.trace_tensor("w", lambda: w.clone())
             with xdl.TraceHook(output_dir={out!r}, write_mode="inline", fsync=False) as hook:
                 for step in range(3):
                     w.fill_(float(step))
                     hook.step()
-        torch.save(model.state_dict(), {str(tmp_path / "model.pt")!r})
-        """
+        torch.save({{k: v.cpu() for k, v in model.state_dict().items()}},
+                   {str(tmp_path / "model.pt")!r})
+        """,
+        prelude=device.prelude,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     state = torch.load(str(tmp_path / "model.pt"))
@@ -346,10 +405,12 @@ def test_write_mode_inline_with_a_device_tensor_writes_its_values(tmp_path, read
         np.testing.assert_array_equal(cols["weight"], state["weight"].numpy())
 
 
-def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_values(cfg, read_trace):
+def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_values(
+    cfg, read_trace, device
+):
     torch.manual_seed(0)
-    model = torch.nn.Linear(50, 4)
-    model(torch.randn(2, 50)).sum().backward()
+    model = device.on(torch.nn.Linear(50, 4))
+    model(device.on(torch.randn(2, 50))).sum().backward()
     before = model.weight.detach().clone()
     refused = []
 
@@ -367,7 +428,7 @@ def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_value
         other.join()
         return np.zeros(1)
 
-    with installed(FakeDevice(delay_s=0.01)):
+    with device.late(0.01):
         xdl.watch(model, summary=None, gradients=False)
         xdl.trace_tensor("zz_second_step", provider)  # Called inside the first step.
         with xdl.TraceHook(cfg) as hook:
@@ -378,10 +439,10 @@ def test_a_concurrent_step_is_refused_before_it_touches_the_running_step_s_value
     assert stats["deferred_failed"] == 0
     (trace,) = read_trace(cfg["output_dir"])
     (cols,) = [rec[3] for rec in trace.records]
-    np.testing.assert_array_equal(cols["weight"], before.numpy())
+    np.testing.assert_array_equal(cols["weight"], before.cpu().numpy())
 
 
-def test_every_n_selects_the_same_steps_on_a_device_and_on_the_host(out_dir, read_trace):
+def test_every_n_selects_the_same_steps_on_a_device_and_on_the_host(out_dir, read_trace, device):
     due = _device.EveryN(3)
     assert [due() for _ in range(7)] == [True, False, False, True, False, False, True]
     torch.manual_seed(0)
@@ -392,8 +453,8 @@ def test_every_n_selects_the_same_steps_on_a_device_and_on_the_host(out_dir, rea
         xdl.clear()
         directory = os.path.join(str(out_dir), where)
         if where == "device":
-            with installed(FakeDevice()):
-                keys = xdl.watch(model, every=3)
+            with device.late():
+                keys = xdl.watch(device.on(model), every=3)
                 with xdl.TraceHook(output_dir=directory, fsync=False) as hook:
                     for _ in range(7):
                         hook.step()
@@ -439,7 +500,7 @@ def test_a_device_plugin_whose_stop_never_returns_is_abandoned_at_end(
 
 @pytest.mark.parametrize("waiting_in", ["end", "flush"])
 def test_an_uncaught_ctrl_c_ends_the_process_by_sigint_with_the_trace_closed(
-    tmp_path, read_trace, waiting_in
+    tmp_path, read_trace, waiting_in, device
 ):
     # What a user sees: nothing catches the KeyboardInterrupt. The process ends as Python ends
     # on Ctrl-C (killed by SIGINT), after the close finished on its helper thread: no crash at
@@ -460,14 +521,14 @@ def test_an_uncaught_ctrl_c_ends_the_process_by_sigint_with_the_trace_closed(
             {"hook.flush()" if waiting_in == "flush" else ""}
         """,
         returncode=-signal.SIGINT,
-        prelude=_HUNG_DEVICE,
+        prelude=_hung(device),
     )
     assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr[-3000:]
     _assert_closed_without_the_stuck_record(read_trace, out, [0, 2])
 
 
 def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exiting(
-    tmp_path, read_trace
+    tmp_path, read_trace, device
 ):
     # SIGTERM (Slurm, Kubernetes) while end() waits for a hung kernel's copies: the hook's
     # SIGTERM handler raises SystemExit(143) in end()'s wait. Leaving then, with the close still
@@ -494,14 +555,14 @@ def test_sigterm_during_end_abandons_the_wait_and_closes_the_trace_before_exitin
             print(e.code, json.dumps({{k: stats[k] for k in ("deferred_failed",
                                                                "records_written")}}))
         """,
-        prelude=_HUNG_DEVICE,
+        prelude=_hung(device),
         signum=signal.SIGTERM,
     )
     assert stdout.splitlines()[-1] == '143 {"deferred_failed": 1, "records_written": 3}'
     _assert_closed_without_the_stuck_record(read_trace, out, [0, 2, 3])
 
 
-def test_a_flush_on_another_thread_never_makes_end_drop_a_record(tmp_path, read_trace):
+def test_a_flush_on_another_thread_never_makes_end_drop_a_record(tmp_path, read_trace, device):
     # end() abandons at once only behind a flush that Ctrl-C left running. A flush() made on
     # another thread is none: it ran to its end there (before this was checked, its never-set
     # event made end() abandon, dropping the record whose copies were still in flight).
@@ -510,11 +571,10 @@ def test_a_flush_on_another_thread_never_makes_end_drop_a_record(tmp_path, read_
         f"""
         import json, threading, torch
         import xdl_trace as xdl
-        from fake_device import FakeDevice, installed
 
-        device = FakeDevice(delay_s=0.3)  # Each copy completes 0.3 s after its step.
+        device = Device(delay_s=0.3)  # Each copy completes 0.3 s after its step.
         installed(device).__enter__()
-        xdl.trace_tensor("w", lambda: torch.ones(4), scope="dev")
+        xdl.trace_tensor("w", lambda: on(torch.ones(4)), scope="dev")
         hook = xdl.TraceHook(output_dir={out!r}, scope=["dev"], fsync=False)
         hook.begin()
         hook.step()
@@ -525,7 +585,8 @@ def test_a_flush_on_another_thread_never_makes_end_drop_a_record(tmp_path, read_
         hook.end()
         stats = hook.stats()
         print(json.dumps({{k: stats[k] for k in ("deferred_failed", "records_written")}}))
-        """
+        """,
+        prelude=device.prelude,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == '{"deferred_failed": 0, "records_written": 2}'
@@ -534,7 +595,7 @@ def test_a_flush_on_another_thread_never_makes_end_drop_a_record(tmp_path, read_
 
 
 def test_sigterm_s_flush_waits_its_bound_for_a_hung_kernel_then_the_trace_closes(
-    tmp_path, read_trace
+    tmp_path, read_trace, device
 ):
     # SIGTERM while training runs and a kernel hangs: the handler's flush waited
     # device_fence_timeout_s (here 300 s, 60 s by default) before the close could start, past
@@ -558,7 +619,7 @@ def test_sigterm_s_flush_waits_its_bound_for_a_hung_kernel_then_the_trace_closes
         print("ending", flush=True)
         time.sleep(120)  # Training, when SIGTERM comes.
         """,
-        prelude=_HUNG_DEVICE,
+        prelude=_hung(device),
         signum=signal.SIGTERM,
         returncode=143,
     )

@@ -310,8 +310,9 @@ def _digest_rows(tensors):
             pieces.append(_zero_row(device, t.dtype)[:pad])
     flat = torch.cat(pieces).view(getattr(torch, _BITS[size])).view(layout.rows, tile)
     bits = flat.to(torch.int64)
-    if size < 8:  # Zero-extended, as the host reads them.
-        bits &= (1 << (8 * size)) - 1
+    if size < 8:  # Zero-extended, as the host reads them (out=: torch 1.13's `&=` of a
+        # large int fails under a dispatch mode, bench/device_summary.py's).
+        torch.bitwise_and(bits, (1 << (8 * size)) - 1, out=bits)
     # Each element's 1-based index in its tensor: its row's first element's, plus its column.
     first_row = torch.cumsum(layout.per_tensor, 0) - layout.per_tensor
     row_start = (torch.arange(layout.rows, device=device) - first_row[layout.owner]) * tile
