@@ -5,8 +5,9 @@
 Exit 77 (ctest: skipped) where the example finds no GPU. Otherwise, from the timeline of the
 example's run: every kernel lies inside the host span of the step it is tagged with; every
 kernel and copy has a flow from its launching API call and one from its step; the copies moved
-exactly the bytes the example copied (n floats each way, host memory pageable); CUPTI's DEVICE
-record arrived (the device's limits) and every kernel has an occupancy from them.
+exactly the bytes the example copied (n floats each way, host memory pageable); the device's
+limits arrived (from the driver: the example starts CUDA before the tracer, so CUPTI writes no
+DEVICE record) and every kernel has an occupancy from them.
 """
 
 import os
@@ -72,7 +73,7 @@ def main(binary, output_dir):
     devices = scan.device_events.columns()["devices"]
     check(
         bool(devices) and all(d["stats"].get("sm_count", 0) > 0 for d in devices),
-        f"no device limits (CUPTI's DEVICE record): {devices}",
+        f"no device limits (the driver's, or CUPTI's DEVICE record): {devices}",
     )
     for k in scan.gpu["kernels"] if scan.gpu else []:
         occupancy = k["occupancy"]

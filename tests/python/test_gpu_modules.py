@@ -191,7 +191,7 @@ def test_each_op_goes_to_the_innermost_range_of_its_launch_thread():
     assert sum(r["kernels"] for r in rows.values()) == len(ops)
 
 
-def _synthetic_run(tmp_path, rate=40_000):
+def _synthetic_run(tmp_path, rate=40_000, plugin_config=""):
     if not os.path.exists(SYNTHETIC):
         pytest.skip(f"SKIPPED: {SYNTHETIC} is not built (make build)")
     v = np.zeros(1, np.float32)
@@ -201,7 +201,7 @@ def _synthetic_run(tmp_path, rate=40_000):
         "fsync": False,
         "device_tracers": [SYNTHETIC],
         "device_collect_interval_s": 0.05,
-        "device_plugin_config": f"synthetic_rate={rate}",
+        "device_plugin_config": f"synthetic_rate={rate};{plugin_config}",
     }
     with xdl.TraceHook(config, scope="synthetic") as hook:
         hook.step()  # The first push: the synthetic GPU's calls are this thread's from here.
@@ -390,12 +390,17 @@ def test_occupancy_of_a_kernel_is_its_launches_weighted_by_time():
     assert configs["other"]["occupancy"] is None and configs["other"]["est_occupancy"] is None
 
 
-def test_occupancy_through_the_cupti_plugin_over_the_synthetic_gpu(tmp_path, capsys):
-    """The synthetic GPU hands a DEVICE record (an H100's limits) at enable, as CUPTI does: the
-    run's Device carries them, every kernel its calculator blocks per SM, and the report's kernel
+@pytest.mark.parametrize("cuda_started_first", [False, True])
+def test_occupancy_through_the_cupti_plugin_over_the_synthetic_gpu(
+    tmp_path, capsys, cuda_started_first
+):
+    """The synthetic GPU hands a DEVICE record (an H100's limits) at enable, as CUPTI does when
+    CUDA starts after it; where CUDA started first (a model on the GPU before the hook begins)
+    no record comes and the plugin reads the same limits from the driver. Either way the run's
+    Device carries them, every kernel its calculator blocks per SM, and the report's kernel
     table its occupancy (blocks of 256 threads with 32 to 56 registers: 8 down to 4 blocks an
     SM, 50 to 100%; grids of 128 to 384 blocks over 132 SMs cap the estimate)."""
-    _synthetic_run(tmp_path)
+    _synthetic_run(tmp_path, plugin_config=f"synthetic_cuda_started={int(cuda_started_first)}")
     scan = analysis.scan_run(str(tmp_path))
     if scan.gpu is None:
         pytest.skip("SKIPPED: the synthetic GPU gave no events (libcupti does not load here)")

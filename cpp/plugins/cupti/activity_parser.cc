@@ -329,10 +329,7 @@ void ActivityParser::Parse(const CUpti_Activity& record, EventBlocks* events,
   ++counters_.events;
 }
 
-bool ActivityParser::ParseDevice(const CUpti_Activity& record, DeviceEventData&) {
-  const auto& r = reinterpret_cast<const DeviceRecord&>(record);
-  const auto id = static_cast<int32_t>(r.id);
-  const cudaOccDeviceProp limits = DeviceLimits(r);
+void ActivityParser::AddDevice(int32_t id, const cudaOccDeviceProp& limits) {
   auto known = std::find_if(devices_.begin(), devices_.end(),
                             [id](const auto& device) { return device.first == id; });
   if (known != devices_.end()) {
@@ -340,6 +337,11 @@ bool ActivityParser::ParseDevice(const CUpti_Activity& record, DeviceEventData&)
   } else {
     devices_.emplace_back(id, limits);
   }
+}
+
+bool ActivityParser::ParseDevice(const CUpti_Activity& record, DeviceEventData&) {
+  const auto& r = reinterpret_cast<const DeviceRecord&>(record);
+  AddDevice(static_cast<int32_t>(r.id), DeviceLimits(r));
   return false;  // A device, not an event.
 }
 

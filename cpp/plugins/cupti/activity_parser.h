@@ -127,6 +127,9 @@ class ActivityParser {
   // The limits of each device a DEVICE record described, by device id, in the
   // order met (what the serializer writes as the Device's stats).
   const std::vector<std::pair<int32_t, cudaOccDeviceProp>>& devices() const { return devices_; }
+  // Device `id`'s limits from elsewhere (the driver: CUDA started before the tracer, so CUPTI
+  // writes no DEVICE record); a DEVICE record replaces them.
+  void AddDevice(int32_t id, const cudaOccDeviceProp& limits);
   // The stat names of a Device's limits (DeviceTraceWriter writes them).
   struct DeviceStatNames {
     int32_t sm_count, max_threads_per_sm, registers_per_sm, shared_memory_per_sm,

@@ -1,7 +1,10 @@
-// Loads libcupti lazily with dlopen and forwards the CuptiApi calls to it.
+// Loads libcupti lazily with dlopen and forwards the CuptiApi calls to it; asks a loaded CUDA
+// driver for its devices' limits.
 #include "cupti_api.h"
 
 #include <dlfcn.h>
+
+#include <utility>
 
 namespace xdl_trace {
 namespace cupti {
@@ -90,6 +93,7 @@ class DlopenCuptiApi final : public CuptiApi {
     if (f_.result_string(result, &text) == CUPTI_SUCCESS && text != nullptr) return text;
     return "CUptiResult " + std::to_string(static_cast<int>(result));
   }
+  std::vector<DriverDeviceLimits> InitializedDevices() override { return QueryLoadedDriver(); }
 
  private:
   void* const handle_;
@@ -104,6 +108,49 @@ bool Resolve(void* handle, const char* name, F* out, std::string* missing) {
 }
 
 }  // namespace
+
+std::vector<DriverDeviceLimits> QueryLoadedDriver() {
+  // RTLD_NOLOAD: only a driver the application loaded (never started here).
+  void* handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (handle == nullptr) return {};
+  std::vector<DriverDeviceLimits> out;
+  auto count_of = reinterpret_cast<decltype(&cuDeviceGetCount)>(::dlsym(handle, "cuDeviceGetCount"));
+  auto device_of = reinterpret_cast<decltype(&cuDeviceGet)>(::dlsym(handle, "cuDeviceGet"));
+  auto attribute_of =
+      reinterpret_cast<decltype(&cuDeviceGetAttribute)>(::dlsym(handle, "cuDeviceGetAttribute"));
+  int count = 0;
+  // CUDA_ERROR_NOT_INITIALIZED before the application's cuInit.
+  if (count_of != nullptr && device_of != nullptr && attribute_of != nullptr &&
+      count_of(&count) == CUDA_SUCCESS) {
+    for (int ordinal = 0; ordinal < count; ++ordinal) {
+      CUdevice device;
+      if (device_of(&device, ordinal) != CUDA_SUCCESS) continue;
+      DriverDeviceLimits d;
+      d.id = ordinal;
+      const std::pair<int*, CUdevice_attribute> attributes[] = {
+          {&d.compute_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+          {&d.compute_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+          {&d.max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+          {&d.max_threads_per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR},
+          {&d.warp_size, CU_DEVICE_ATTRIBUTE_WARP_SIZE},
+          {&d.registers_per_block, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK},
+          {&d.registers_per_sm, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR},
+          {&d.shared_per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK},
+          {&d.shared_per_block_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN},
+          {&d.shared_per_sm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR},
+          {&d.reserved_shared_per_block, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK},
+          {&d.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+      };
+      bool known = true;
+      for (const auto& [value, attribute] : attributes) {
+        known = known && attribute_of(value, attribute, device) == CUDA_SUCCESS;
+      }
+      if (known) out.push_back(d);
+    }
+  }
+  ::dlclose(handle);  // Drops only the reference RTLD_NOLOAD took.
+  return out;
+}
 
 std::vector<std::string> DefaultCuptiLibraries() {
   return {"libcupti.so", "libcupti.so.13", "libcupti.so.12", "/usr/local/cuda/lib64/libcupti.so",

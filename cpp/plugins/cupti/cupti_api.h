@@ -4,12 +4,31 @@
 
 #include <cupti.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace xdl_trace {
 namespace cupti {
+
+// A device's limits as its CUDA driver reports them (cuDeviceGetAttribute): what the
+// occupancy calculator needs (occupancy.h).
+struct DriverDeviceLimits {
+  int32_t id = 0;  // The CUDA device ordinal, as CUPTI's deviceId.
+  int compute_major = 0;
+  int compute_minor = 0;
+  int max_threads_per_block = 0;
+  int max_threads_per_sm = 0;
+  int warp_size = 0;
+  int registers_per_block = 0;
+  int registers_per_sm = 0;
+  int shared_per_block = 0;
+  int shared_per_block_optin = 0;
+  int shared_per_sm = 0;
+  int reserved_shared_per_block = 0;
+  int sm_count = 0;
+};
 
 // Threading: CUPTI's own rules; the implementations add no state of their own
 // beyond the library handle.
@@ -51,7 +70,16 @@ class CuptiApi {
   virtual std::string CallbackName(CUpti_CallbackDomain domain, uint32_t cbid) = 0;
   // "CUPTI_ERROR_..." (or the number when the library cannot say).
   virtual std::string ResultString(CUptiResult result) = 0;
+  // The limits of every device of the process's CUDA driver, where the application already
+  // initialized it: CUPTI writes a device's DEVICE record when CUDA initializes, so a tracer
+  // started after the first CUDA call gets none. Empty where the driver is not loaded or not
+  // yet initialized (its DEVICE records come then).
+  virtual std::vector<DriverDeviceLimits> InitializedDevices() { return {}; }
 };
+
+// What the CUDA driver loaded in this process (libcuda.so.1, never loaded here) says of its
+// devices: the real CuptiApi's InitializedDevices().
+std::vector<DriverDeviceLimits> QueryLoadedDriver();
 
 // libcupti file names tried in order by LoadCuptiApi().
 std::vector<std::string> DefaultCuptiLibraries();

@@ -12,6 +12,7 @@
 
 #include "core/clock.h"
 #include "core/thread_priority.h"
+#include "occupancy.h"
 
 namespace xdl_trace {
 namespace cupti {
@@ -441,6 +442,13 @@ CuptiTracer::Result CuptiTracer::Start() {
     if (api_->GetTimestamp(&cupti_now) == CUPTI_SUCCESS && cupti_now != 0) {
       parser_.set_clock_offset_ns(static_cast<int64_t>(RealtimeTimestamp()) -
                                   static_cast<int64_t>(cupti_now));
+    }
+  }
+  {
+    // The application's CUDA started first: no DEVICE record will come for its devices.
+    internal::MutexLock lock(&parse_mu_);
+    for (const DriverDeviceLimits& device : api_->InitializedDevices()) {
+      parser_.AddDevice(device.id, DeviceLimits(device));
     }
   }
   pool_.Preallocate(options_.preallocated_buffers);

@@ -26,6 +26,23 @@ cudaOccDeviceProp DeviceLimits(const CUpti_ActivityDevice5& device) {
   return prop;
 }
 
+cudaOccDeviceProp DeviceLimits(const DriverDeviceLimits& device) {
+  cudaOccDeviceProp prop;
+  prop.computeMajor = device.compute_major;
+  prop.computeMinor = device.compute_minor;
+  prop.maxThreadsPerBlock = device.max_threads_per_block;
+  prop.maxThreadsPerMultiprocessor = device.max_threads_per_sm;
+  prop.regsPerBlock = device.registers_per_block;
+  prop.regsPerMultiprocessor = device.registers_per_sm;
+  prop.warpSize = device.warp_size;
+  prop.sharedMemPerBlock = static_cast<size_t>(device.shared_per_block);
+  prop.sharedMemPerMultiprocessor = static_cast<size_t>(device.shared_per_sm);
+  prop.numSms = device.sm_count;
+  prop.sharedMemPerBlockOptin = static_cast<size_t>(device.shared_per_block_optin);
+  prop.reservedSharedMemPerBlock = static_cast<size_t>(device.reserved_shared_per_block);
+  return prop;
+}
+
 int32_t ActiveBlocksPerSm(const cudaOccDeviceProp& device, int64_t block_threads, int64_t registers,
                           size_t static_shared, size_t dynamic_shared) {
   if (block_threads <= 0 || block_threads > INT_MAX || registers < 0 || registers > INT_MAX) {

@@ -1,5 +1,6 @@
 // How many blocks of a kernel launch fit on one SM at once, by NVIDIA's occupancy calculator
-// (cuda_occupancy.h) against the device's limits from CUPTI's DEVICE record, as Kineto computes it.
+// (cuda_occupancy.h) against the device's limits (CUPTI's DEVICE record, or the driver's
+// attributes where CUDA started before the tracer), as Kineto computes it.
 #ifndef XDL_TRACE_PLUGINS_CUPTI_OCCUPANCY_H_
 #define XDL_TRACE_PLUGINS_CUPTI_OCCUPANCY_H_
 
@@ -9,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cupti_api.h"
+
 namespace xdl_trace {
 namespace cupti {
 
@@ -17,6 +20,8 @@ namespace cupti {
 // 1 KB from compute capability 8.0 on, 0 before) and what a block may opt into
 // (the SM's shared memory less that reserve): both are derived.
 cudaOccDeviceProp DeviceLimits(const CUpti_ActivityDevice5& device);
+// The same from the driver's attributes (which hold both).
+cudaOccDeviceProp DeviceLimits(const DriverDeviceLimits& device);
 
 // Blocks of `block_threads` threads using `registers` registers a thread and
 // `static_shared` + `dynamic_shared` bytes of shared memory a block that the

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cupti_api.h"
+
 namespace xdl_trace {
 namespace cupti {
 namespace testing {
@@ -105,6 +107,27 @@ inline CUpti_ActivityDevice5 H100DeviceRecord(uint32_t id = 0) {
   r.computeCapabilityMajor = 9;
   r.computeCapabilityMinor = 0;
   return r;
+}
+
+// The same H100 as its driver reports it (cuDeviceGetAttribute), with what the DEVICE record
+// lacks: 227 KB a block may opt into (sharedMemPerBlockOptin in the same deviceProperties), 1 KB
+// reserved a block.
+inline DriverDeviceLimits H100DriverLimits(int32_t id = 0) {
+  DriverDeviceLimits d;
+  d.id = id;
+  d.compute_major = 9;
+  d.compute_minor = 0;
+  d.max_threads_per_block = 1024;
+  d.max_threads_per_sm = 2048;
+  d.warp_size = 32;
+  d.registers_per_block = 65536;
+  d.registers_per_sm = 65536;
+  d.shared_per_block = 49152;
+  d.shared_per_block_optin = 232448;
+  d.shared_per_sm = 233472;
+  d.reserved_shared_per_block = 1024;
+  d.sm_count = 132;
+  return d;
 }
 
 }  // namespace testing

@@ -69,13 +69,19 @@ class SyntheticGpu final : public CuptiApi {
   ~SyntheticGpu() override { StopGenerator(); }
 
   CUptiResult ActivityEnable(CUpti_ActivityKind kind) override {
-    if (kind == CUPTI_ACTIVITY_KIND_DEVICE) {  // As CUPTI: the device's record, at once.
+    // As CUPTI: the device's record when CUDA starts (here: at once), none for a device
+    // CUDA had started before.
+    if (kind == CUPTI_ACTIVITY_KIND_DEVICE && !options_.cuda_started) {
       const auto r = testing::H100DeviceRecord(0);
       std::lock_guard<std::mutex> lock(mu_);
       Write(&r, sizeof(r));
     }
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) StartGenerator();
     return CUPTI_SUCCESS;
+  }
+  std::vector<DriverDeviceLimits> InitializedDevices() override {
+    if (!options_.cuda_started) return {};
+    return {testing::H100DriverLimits(0)};
   }
   CUptiResult ActivityDisable(CUpti_ActivityKind kind) override {
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) StopGenerator();
@@ -308,6 +314,9 @@ SyntheticGpuOptions ParseSyntheticGpuOptions(const std::string& config) {
   }
   if (ConfigNumber(config, "synthetic_streams", &value) && value >= 1) {
     options.streams = static_cast<int>(value);
+  }
+  if (ConfigNumber(config, "synthetic_cuda_started", &value)) {
+    options.cuda_started = value != 0;
   }
   if (ConfigNumber(config, "synthetic_other_threads", &value) && value >= 0) {
     options.other_thread_per_mille = static_cast<int>(std::min(value, 1000.0));

@@ -17,10 +17,13 @@ struct SyntheticGpuOptions {
   // their own and no EXTERNAL_CORRELATION record, as with other_threads=0 on
   // a GPU (0: every call is the training thread's, with its step).
   int other_thread_per_mille = 0;
+  // The application's CUDA started before the tracer: no DEVICE record at enable; the driver
+  // reports the H100 (InitializedDevices). Else its DEVICE record comes at enable.
+  bool cuda_started = false;
 };
 
-// Reads "synthetic_rate=N;synthetic_streams=N;synthetic_other_threads=N" (per
-// mille; the plugin config); other keys are ignored.
+// Reads "synthetic_rate=N;synthetic_streams=N;synthetic_other_threads=N (per
+// mille);synthetic_cuda_started=0|1" (the plugin config); other keys are ignored.
 SyntheticGpuOptions ParseSyntheticGpuOptions(const std::string& config);
 
 // A CuptiApi whose "device" is a thread writing real CUPTI activity records

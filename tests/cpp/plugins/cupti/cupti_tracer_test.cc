@@ -123,6 +123,7 @@ class FakeCuptiApi final : public CuptiApi {
   std::string ResultString(CUptiResult result) override {
     return RealCupti()->ResultString(result);
   }
+  std::vector<DriverDeviceLimits> InitializedDevices() override { return initialized_devices; }
 
   CUpti_ActivityKind fail_kind = CUPTI_ACTIVITY_KIND_INVALID;
   CUptiResult fail_result = CUPTI_SUCCESS;
@@ -138,6 +139,7 @@ class FakeCuptiApi final : public CuptiApi {
   CUpti_TimestampCallbackFunc timestamp = nullptr;
   CUptiResult subscribe_result = CUPTI_SUCCESS;
   int subscribed = 0, unsubscribed = 0;
+  std::vector<DriverDeviceLimits> initialized_devices;  // What the "driver" reports at Start.
 
  private:
   CUpti_BuffersCallbackRequestFunc request_ = nullptr;
@@ -454,7 +456,13 @@ TEST_CASE("the writer writes protobuf's own bytes, also when reused for a smalle
 
 TEST_CASE("a device's limits ride on its Device; each kernel gets its blocks per SM", "[cupti]") {
   REQUIRE_LIBCUPTI();
+  // CUPTI writes a DEVICE record when CUDA starts: where the application's CUDA started before
+  // the tracer (the usual order: the model is on the GPU before the hook begins), none comes,
+  // and the limits are the driver's (before that was read, no kernel had a figure).
+  const bool cuda_started_first = GENERATE(false, true);
+  CAPTURE(cuda_started_first);
   Harness h;
+  if (cuda_started_first) h.api->initialized_devices = {testing::H100DriverLimits(0)};
   REQUIRE(h.tracer->Start().ok);
   h.tracer->StepBegin(3);
   h.tracer->StepEnd(3);
@@ -463,9 +471,9 @@ TEST_CASE("a device's limits ride on its Device; each kernel gets its blocks per
   auto heavy = Kernel(6, kT0 + 3000, kT0 + 4000, 7, "heavy_kernel");
   heavy.registersPerThread = 128;  // 2 blocks of 256 threads fit 65536 registers.
   auto elsewhere = Kernel(7, kT0 + 5000, kT0 + 6000, 7, "other_gpu_kernel");
-  elsewhere.deviceId = 1;  // A device with no DEVICE record: no figure.
-  buffer.Add(testing::H100DeviceRecord(0))
-      .Add(External(5, 3))
+  elsewhere.deviceId = 1;  // A device neither a DEVICE record nor the driver knows: no figure.
+  if (!cuda_started_first) buffer.Add(testing::H100DeviceRecord(0));
+  buffer.Add(External(5, 3))
       .Add(Kernel(5, kT0 + 2000, kT0 + 2500))  // 256 threads, 32 registers: 8 blocks.
       .Add(External(6, 3))
       .Add(heavy)

@@ -1,6 +1,9 @@
 // Occupancy by NVIDIA's calculator against an H100's DEVICE record (cpp/plugins/cupti/occupancy.h),
-// checked launch by launch against torch.profiler's (Kineto's) figures for the same H100 run.
+// checked launch by launch against torch.profiler's (Kineto's) figures for the same H100 run; the
+// same limits from the driver's attributes.
 #include "occupancy.h"
+
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -67,6 +70,34 @@ TEST_CASE("the calculator's blocks per SM give Kineto's est. achieved occupancy"
   }
   CHECK(rows == 57);
   CHECK(opted_in > 0);
+}
+
+TEST_CASE("the driver's attributes give the limits derived from the DEVICE record", "[cupti]") {
+  // The record lacks the opt-in and reserved shared memory (derived); the driver reports them.
+  const cudaOccDeviceProp record = DeviceLimits(testing::H100DeviceRecord());
+  const cudaOccDeviceProp driver = DeviceLimits(testing::H100DriverLimits());
+  CHECK(driver.computeMajor == record.computeMajor);
+  CHECK(driver.computeMinor == record.computeMinor);
+  CHECK(driver.maxThreadsPerBlock == record.maxThreadsPerBlock);
+  CHECK(driver.maxThreadsPerMultiprocessor == record.maxThreadsPerMultiprocessor);
+  CHECK(driver.regsPerBlock == record.regsPerBlock);
+  CHECK(driver.regsPerMultiprocessor == record.regsPerMultiprocessor);
+  CHECK(driver.warpSize == record.warpSize);
+  CHECK(driver.sharedMemPerBlock == record.sharedMemPerBlock);
+  CHECK(driver.sharedMemPerMultiprocessor == record.sharedMemPerMultiprocessor);
+  CHECK(driver.numSms == record.numSms);
+  CHECK(driver.sharedMemPerBlockOptin == record.sharedMemPerBlockOptin);
+  CHECK(driver.reservedSharedMemPerBlock == record.reservedSharedMemPerBlock);
+}
+
+TEST_CASE("without a CUDA driver loaded in the process, it reports no device", "[cupti]") {
+  if (::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) != nullptr) {
+    WARN("SKIPPED: a CUDA driver is loaded in this process");
+    return;
+  }
+  CHECK(QueryLoadedDriver().empty());
+  // Asking never loads one.
+  CHECK(::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD) == nullptr);
 }
 
 TEST_CASE("what limits a launch: warps, registers, shared memory, a block too large", "[cupti]") {
