@@ -114,7 +114,8 @@ std::vector<DriverDeviceLimits> QueryLoadedDriver() {
   void* handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (handle == nullptr) return {};
   std::vector<DriverDeviceLimits> out;
-  auto count_of = reinterpret_cast<decltype(&cuDeviceGetCount)>(::dlsym(handle, "cuDeviceGetCount"));
+  auto count_of =
+      reinterpret_cast<decltype(&cuDeviceGetCount)>(::dlsym(handle, "cuDeviceGetCount"));
   auto device_of = reinterpret_cast<decltype(&cuDeviceGet)>(::dlsym(handle, "cuDeviceGet"));
   auto attribute_of =
       reinterpret_cast<decltype(&cuDeviceGetAttribute)>(::dlsym(handle, "cuDeviceGetAttribute"));

@@ -244,7 +244,11 @@ size_t DeviceTraceWriter::PlanEvents(const std::string& tracer, const NameSnapsh
              (lines_[last].device != e.device || lines_[last].id != e.line)) {
         ++last;
       }
-      if (last == lines_.size()) lines_.push_back({e.device, e.line, {}});
+      if (last == lines_.size()) {
+        Line& line = lines_.emplace_back();
+        line.device = e.device;
+        line.id = e.line;
+      }
     }
     lines_[last].events.emplace_back(e.start_ns, i);
   }
