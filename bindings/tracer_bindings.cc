@@ -276,9 +276,14 @@ void RegisterTracerBindings(py::module_& m) {
       .def(
           "register_provider",
           [](Registry& r, std::string scope, std::string key, EntryKind kind, py::object fn,
-             py::object summary, int histogram_bins) {
+             py::object summary, int histogram_bins, int input_dtype,
+             std::vector<int64_t> input_shape) {
             EntrySpec spec = BaseSpec(std::move(scope), std::move(key), kind, std::move(summary),
                                       histogram_bins);
+            if (input_dtype != kDTypeFromArray) {
+              spec.declared_input = TensorSpec{static_cast<DType>(input_dtype),
+                                               Shape(input_shape.begin(), input_shape.end())};
+            }
             if (py::isinstance<GroupMember>(fn)) {
               const GroupMember& member = fn.cast<const GroupMember&>();
               spec.provider = member.group->Member(member.index);
@@ -289,8 +294,10 @@ void RegisterTracerBindings(py::module_& m) {
           },
           py::arg("scope"), py::arg("key"), py::arg("kind"), py::arg("fn"),
           py::arg("summary") = py::none(), py::arg("histogram_bins") = 30,
+          py::arg("input_dtype") = kDTypeFromArray, py::arg("input_shape") = std::vector<int64_t>(),
           "Registers a zero-argument callable returning an ndarray or (ndarray, dtype), or a "
-          "ValueGroup member.")
+          "ValueGroup member; input_dtype (a wire dtype value) and input_shape declare the tensor "
+          "it yields, where known for the whole trace.")
       .def(
           "register_gradient",
           [](Registry& r, std::string scope, std::string key, std::string gradient_name,

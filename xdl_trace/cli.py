@@ -252,6 +252,8 @@ def _info(args):
         else:  # What the user traced, then the row the file stores per step.
             of = k["summary_of"]
             source = f"{of['dtype'] or '?'}{_shape_text(of['shape'])}"
+            if of["dtype"] is None and of["shape"] is None:  # Known only at each capture.
+                source = "a tensor not declared at start"
             print(f"  {_shown(k['key'])}  {k['kind']} of {source} (stored as {stored})")
     return 0
 

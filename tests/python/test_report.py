@@ -624,10 +624,10 @@ def test_page_packs_each_cards_charts(tmp_path):
     assert all(isinstance(s["v"], dict) and s["v"]["n"] == 300 for s in packed["series"])
 
 
-def test_a_watched_gradient_s_card_gives_its_variable_s_shape(tmp_path):
-    """watch(model)'s gradients exist only after the first backward, so the Header names no
-    input tensor for their summaries: the card gives the variable's dtype and shape, saying so
-    (before: "tensor (shape not in the header)" on every gradient card)."""
+def test_a_watched_gradient_s_card_gives_its_shape(tmp_path):
+    """watch(model)'s gradients exist only after the first backward; watch declares their dtype
+    and shape (their parameter's) in the Header, as its digests' (before: "tensor (shape not in
+    the header)" on every gradient card)."""
     torch = pytest.importorskip("torch")
     xdl.clear()
     model = torch.nn.Linear(3, 2)
@@ -639,5 +639,5 @@ def test_a_watched_gradient_s_card_gives_its_variable_s_shape(tmp_path):
     xdl.clear()
     cards = {c["key"]: c["meta"] for c in report.build_report([str(tmp_path)])["cards"]}
     assert cards["weight"].startswith("float32 [2, 3] · stats · variable")
-    assert cards["gradient/weight"].startswith("float32 [2, 3] (its variable's) · stats · gradient")
-    assert cards["gradient/bias"].startswith("float32 [2] (its variable's)")
+    assert cards["gradient/weight"].startswith("float32 [2, 3] · stats · gradient")
+    assert cards["gradient/bias"].startswith("float32 [2] · stats · gradient")

@@ -1,10 +1,13 @@
 """xdl.watch: real torch training traced by TraceHook, files read back; numpy dicts; every=N."""
 
+import contextlib
+import io
+
 import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import _core
+from xdl_trace import _core, cli
 from xdl_trace.read import analysis, report
 
 torch = pytest.importorskip("torch", reason="python3-torch is not installed")
@@ -68,6 +71,42 @@ def test_watch_traces_parameter_and_gradient_stats_and_their_digests(tmp_path):
             np.testing.assert_allclose(row[STATS["mean"]], value.mean(), rtol=1e-6, atol=1e-9)
             np.testing.assert_allclose(row[STATS["l2"]], np.linalg.norm(value), rtol=1e-6)
     assert not np.array_equal(records[0]["gradient/0.weight"], records[4]["gradient/0.weight"])
+
+
+@pytest.mark.parametrize("where", ["host", "host, every=2", "device"])
+def test_the_header_declares_the_tensor_of_every_gradient_and_digest(tmp_path, where):
+    """A gradient exists only after the first backward, yet has its parameter's dtype and shape
+    for the whole run: watch declares it in the Header, for its digests too (before: none, and
+    `info` read "stats of ??"). An activation's shape follows the batch: not declared."""
+    from fake_device import FakeDevice, installed
+
+    model = _model()
+    out = str(tmp_path / "run")
+    with installed(FakeDevice()) if where == "device" else contextlib.nullcontext():
+        keys = xdl.watch(model, activations=True, every=2 if "every" in where else None)
+        _train(model, out, 2)
+    schema = xdl.open_trace(out).schema()
+    shapes = {n: tuple(p.shape) for n, p in model.named_parameters()}
+    declared = {
+        key: (d["input_dtype"], d["input_shape"])
+        for key, d in ((k, schema[k].descriptor) for k in schema)
+        if not key.startswith(("activation/", "digest/activation/"))
+    }
+    expected = {
+        f"{part}{name}": ("float32", shape)
+        for name, shape in shapes.items()
+        for part in ("", "gradient/", "digest/", "digest/gradient/")
+    }
+    assert declared == expected
+    assert [k for k in keys if k.startswith("activation/")]
+    for key in schema:
+        if "activation/" in key:
+            assert schema[key].descriptor["input_shape"] is None, key
+    cli_out = io.StringIO()
+    with contextlib.redirect_stdout(cli_out):
+        cli.main(["info", out])
+    assert "digest of float32[8, 4]" in cli_out.getvalue()
+    assert "stats of a tensor not declared at start" in cli_out.getvalue()  # The activations.
 
 
 @pytest.fixture

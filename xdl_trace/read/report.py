@@ -166,37 +166,24 @@ def gpu_section(label, gpu, norms=None):
     return section
 
 
-def _traced_tensor(schema):
-    """(dtype, shape) of the tensor a column holds or summarises; shape None where the Header
-    does not say (a summary of a tensor first seen after begin(), as a gradient)."""
-    if (schema.kind or "value") == "value":
-        return schema.dtype, schema.shape
-    info = schema.descriptor or {}
-    return info.get("input_dtype"), info.get("input_shape")
-
-
-def _card_meta(schema, rows, variable=None):
+def _card_meta(schema, rows):
     """What a key's card says of it: the traced tensor (dtype and shape, of the input for a
     summary), the column kind and how many records: "float32 [64, 1] · histogram (30 bins) ·
-    60 records". variable: for a gradient, its variable's schema, whose tensor it has the shape
-    of where the Header does not say its own (a summary of a gradient, which exists only after
-    the first backward)."""
+    60 records"."""
     if schema is None:
         return f"{rows} records" if rows is not None else ""
     info = schema.descriptor or {}
     kind = schema.kind or "value"
-    dtype, shape = _traced_tensor(schema)
-    borrowed = shape is None and variable is not None and _traced_tensor(variable)[1] is not None
-    if borrowed:
-        dtype, shape = _traced_tensor(variable)
+    if kind == "value":
+        dtype, shape = schema.dtype, schema.shape
+    else:
+        dtype, shape = info.get("input_dtype"), info.get("input_shape")
     if shape is None:
         tensor = f"{dtype + ' ' if dtype else ''}tensor (shape not in the header)"
     elif len(shape) == 0:
         tensor = f"scalar {dtype}"
     else:
         tensor = f"{dtype} [{', '.join(map(str, shape))}]"
-    if borrowed:
-        tensor += " (its variable's)"
     if kind == "histogram":
         kind = f"histogram ({info.get('histogram_bins')} bins)"
     elif kind == "user_summary":
@@ -404,8 +391,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         scan = first_scan[key]
         schema = scan.schema.get(key)
         rows = sum(s.rows.get(key, 0) for s in scans)
-        variable = analysis.gradient_variable(key)
-        meta = _card_meta(schema, rows, scan.schema.get(variable) if variable else None)
+        meta = _card_meta(schema, rows)
         if key in digested:
             meta += " · exact digest beside it (digest/…)"
         once = getattr(schema, "source", None) == "once"

@@ -35,10 +35,17 @@ def _every(n, read):
     return provider
 
 
-def _register(kind, scope, key, read, summary):
+def _register(kind, scope, key, read, summary, declared=None):
+    """Registers provider `read`; `declared` (_input_of) declares the tensor it yields."""
     summary, bins = api.summary_spec(scope, key, summary)
     with api.registering(scope, key):
-        api.registry().register_provider(scope, key, kind, read, summary, bins)
+        api.registry().register_provider(scope, key, kind, read, summary, bins, *(declared or ()))
+
+
+def _input_of(parameter):
+    """What the Header declares a parameter's entries read, as register_provider takes it: its
+    gradient and digests hold its dtype and shape for the whole run (torch sees to a gradient's)."""
+    return _device.wire_dtype(parameter), list(parameter.shape)
 
 
 def _first_tensor(output):
@@ -143,7 +150,7 @@ def watch(
         keys.append(_watch_variable(name, parameter, read, scope, scope_s, summary, every))
         if digest:
             read = lambda p=parameter: p  # noqa: E731  (a CPU tensor: digested in C++)
-            _watch_digest(_core.EntryKind.VARIABLE, scope_s, name, read, every)
+            _watch_digest(_core.EntryKind.VARIABLE, scope_s, name, read, every, parameter)
     if gradients:
         for name, parameter in parameters:
             if not parameter.requires_grad:
@@ -151,21 +158,28 @@ def watch(
             key = f"gradient/{name}"
             full_key = api.full_key(scope_s, key)
             read = _torch.grad_provider(full_key, name, parameter, summary, bins)
-            _register(_core.EntryKind.GRADIENT, scope_s, key, _every(every, read), summary)
+            _register(
+                _core.EntryKind.GRADIENT,
+                scope_s,
+                key,
+                _every(every, read),
+                summary,
+                _input_of(parameter),
+            )
             api.note_gradient_read(name)
             keys.append(full_key)
             if digest:
                 read = _torch.grad_reader(full_key, name, parameter)
-                _watch_digest(_core.EntryKind.GRADIENT, scope_s, key, read, every)
+                _watch_digest(_core.EntryKind.GRADIENT, scope_s, key, read, every, parameter)
     if activations:
         keys += _watch_activations(model, summary, every, scope_s, digest)
     return keys
 
 
-def _watch_digest(kind, scope_s, key, read, every):
+def _watch_digest(kind, scope_s, key, read, every, parameter=None):
     """Registers the companion ``digest/<key>`` of a watched key: the digest of what `read`
     returns (a numpy array or a torch tensor), on the same steps (not among the keys watch
-    returns: it stands beside one of them)."""
+    returns: it stands beside one of them); of `parameter` or its gradient where given."""
     companion = f"digest/{key}"
     full_key = api.full_key(scope_s, companion)
     bins = _core.DEFAULT_HISTOGRAM_BINS
@@ -176,7 +190,8 @@ def _watch_digest(kind, scope_s, key, read, every):
             return _torch.capture(full_key, value, "digest", bins)
         return value
 
-    _register(kind, scope_s, companion, _every(every, provider), "digest")
+    declared = None if parameter is None else _input_of(parameter)
+    _register(kind, scope_s, companion, _every(every, provider), "digest", declared)
 
 
 def _watch_variable(name, value, read, scope, scope_s, summary, every):
@@ -185,7 +200,9 @@ def _watch_variable(name, value, read, scope, scope_s, summary, every):
     if every is None:
         api.trace_variable(name, value, scope=scope, summary=summary)
     else:
-        _register(_core.EntryKind.VARIABLE, scope_s, name, _every(every, read), summary)
+        _register(
+            _core.EntryKind.VARIABLE, scope_s, name, _every(every, read), summary, _input_of(value)
+        )
         api.remember_variable(scope_s, name, value)
     return api.full_key(scope_s, name)
 
@@ -205,24 +222,37 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
     bins = _core.DEFAULT_HISTOGRAM_BINS
     keys = []
 
-    def register(kind, names, reads, summary=summary, companion=False):
+    def register(kind, names, reads, of, summary=summary, companion=False):
+        """`names` read by `reads`, as one group: the values (or gradients) of parameters `of`."""
         full = [api.full_key(scope_s, name) for name in names]
         group = _device.GroupCapture(scope_s, full, reads, summary, bins, every, _torch.host_array)
         binding_summary, binding_bins = api.summary_spec(scope_s, names[0], summary)
-        for index, name in enumerate(names):
+        for index, (name, parameter) in enumerate(zip(names, of)):
             with api.registering(scope_s, name):
                 api.registry().register_provider(
-                    scope_s, name, kind, group.member(index), binding_summary, binding_bins
+                    scope_s,
+                    name,
+                    kind,
+                    group.member(index),
+                    binding_summary,
+                    binding_bins,
+                    *_input_of(parameter),
                 )
         _device.add_group(group)
         if companion:
             return  # The digests beside a group: not among the keys watch returns.
         keys.extend(full)
         if digest:
-            register(kind, [f"digest/{name}" for name in names], reads, "digest", companion=True)
+            digests = [f"digest/{name}" for name in names]
+            register(kind, digests, reads, of, "digest", companion=True)
 
     names = [name for name, _ in parameters]
-    register(_core.EntryKind.VARIABLE, names, [lambda p=p: p for _, p in parameters])
+    register(
+        _core.EntryKind.VARIABLE,
+        names,
+        [lambda p=p: p for _, p in parameters],
+        [p for _, p in parameters],
+    )
     for name, parameter in parameters:
         api.remember_variable(scope_s, name, parameter)
     trained = [(name, p) for name, p in parameters if p.requires_grad]
@@ -232,7 +262,7 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
             _torch.grad_reader(api.full_key(scope_s, key), name, p)
             for key, (name, p) in zip(grad_names, trained)
         ]
-        register(_core.EntryKind.GRADIENT, grad_names, reads)
+        register(_core.EntryKind.GRADIENT, grad_names, reads, [p for _, p in trained])
         for name, _ in trained:
             api.note_gradient_read(name)
     if activations:

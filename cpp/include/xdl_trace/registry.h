@@ -6,6 +6,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -62,6 +63,12 @@ using SummaryFn = std::function<absl::StatusOr<Tensor>(const TensorView&)>;
 //           and the edges are NaN, the counts 0.
 enum class BuiltinSummary { kNone, kStats, kHistogram, kDigest };
 
+// A tensor's dtype and shape, without its data.
+struct TensorSpec {
+  DType dtype = DType::kFloat32;
+  Shape shape;  // Empty for a scalar.
+};
+
 struct Summary {
   BuiltinSummary builtin = BuiltinSummary::kNone;
   int histogram_bins = 30;  // For kHistogram.
@@ -92,6 +99,11 @@ struct EntrySpec {
   TensorProvider provider;
   std::string gradient_name;  // kGradient only.
   Summary summary;
+  // The tensor a provider (or a sent gradient) yields, where the registering code knows its
+  // dtype and shape for the whole trace (xdl.watch: a parameter's gradient has the parameter's,
+  // as torch guarantees): the Header's declared input (ColumnDescriptor.input), as a view's
+  // own. Not checked against the captures. Not with a view.
+  std::optional<TensorSpec> declared_input;
 
   // "scope/key", or "key" in the default scope.
   std::string FullKey() const;

@@ -39,6 +39,7 @@ namespace {
 using internal::EntryKindName;
 using internal::Mutex;
 using internal::MutexLock;
+using internal::ValidateShape;
 using internal::ValidateView;
 
 // Largest histogram a built-in summary may produce (bins).
@@ -78,6 +79,15 @@ absl::Status ValidateSpec(const EntrySpec& spec, const std::string& full_key) {
           absl::StrCat("entry '", full_key, "': unknown kind ", static_cast<int>(spec.kind)));
   }
   if (spec.has_view) XDL_RETURN_IF_ERROR(ValidateView(spec.view, what));
+  if (spec.declared_input.has_value()) {
+    if (spec.has_view) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": a declared input with a view (the view's is its input)"));
+    }
+    XDL_RETURN_IF_ERROR(
+        ValidateShape(TensorView{spec.declared_input->dtype, spec.declared_input->shape, nullptr},
+                      absl::StrCat(what, ": declared input")));
+  }
   if (!spec.summary.fn && spec.summary.builtin == BuiltinSummary::kHistogram &&
       (spec.summary.histogram_bins < 1 || spec.summary.histogram_bins > kMaxHistogramBins)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": histogram_bins ",

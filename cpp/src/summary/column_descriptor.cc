@@ -47,10 +47,14 @@ ColumnDescriptor DescribeColumn(const EntrySpec& entry) {
   } else {
     out.set_content(ColumnDescriptor::VALUE);
   }
-  if (entry.has_view) {  // Registered memory: its dtype and shape are fixed from now on.
+  // Registered memory (its dtype and shape fixed from now on), or what the registering code
+  // declared of a provider's tensor.
+  const TensorSpec declared = entry.has_view ? TensorSpec{entry.view.dtype, entry.view.shape}
+                                             : entry.declared_input.value_or(TensorSpec{});
+  if (entry.has_view || entry.declared_input.has_value()) {
     xdl::proto::TensorSpec* input = out.mutable_input();
-    input->set_dtype(static_cast<xdl::proto::Type>(entry.view.dtype));
-    for (int64_t dim : entry.view.shape) input->add_shape(static_cast<int32_t>(dim));
+    input->set_dtype(static_cast<xdl::proto::Type>(declared.dtype));
+    for (int64_t dim : declared.shape) input->add_shape(static_cast<int32_t>(dim));
   }
   return out;
 }

@@ -120,6 +120,19 @@ TEST_CASE("registration errors name the key", "[registry]") {
   bins.summary.histogram_bins = 0;
   CHECK_THAT(Message(registry.Register(bins)), Catch::Contains("'hist'"));
 
+  EntrySpec declared_view = ViewEntry("declared_view");  // A view's input is its own.
+  declared_view.declared_input = TensorSpec{DType::kFloat32, {2}};
+  CHECK_THAT(Message(registry.Register(declared_view)),
+             Catch::Contains("'declared_view'") && Catch::Contains("declared input with a view"));
+  EntrySpec declared_dtype = GradientEntry("declared_dtype", "g");
+  declared_dtype.declared_input = TensorSpec{static_cast<DType>(42), {2}};
+  CHECK_THAT(Message(registry.Register(declared_dtype)), Catch::Contains("'declared_dtype'") &&
+                                                             Catch::Contains("declared input") &&
+                                                             Catch::Contains("dtype 42"));
+  EntrySpec declared_shape = GradientEntry("declared_shape", "g");
+  declared_shape.declared_input = TensorSpec{DType::kFloat32, {-1}};
+  CHECK_THAT(Message(registry.Register(declared_shape)), Catch::Contains("'declared_shape'"));
+
   // Nothing invalid was added.
   CHECK(Keys(registry.Snapshot({"", "s", "scope1"})) == std::vector<std::string>{"s/w"});
 }

@@ -249,6 +249,11 @@ TEST_CASE("the Header describes every column: content, source, layout, input", "
   user.summary.fn = [](const TensorView&) -> absl::StatusOr<Tensor> { return Tensor(); };
   user.summary.name = "mine.user_fn";
   REQUIRE(registry->Register(user).ok());
+  // A gradient's tensor declared at registration (xdl.watch: its parameter's dtype and shape).
+  EntrySpec declared = GradientEntry("grad/w_stats", "w");
+  declared.summary.builtin = BuiltinSummary::kStats;
+  declared.declared_input = TensorSpec{DType::kFloat32, {2, 3}};
+  REQUIRE(registry->Register(declared).ok());
 
   const TraceConfig config = Config(dir.path());
   absl::StatusOr<std::unique_ptr<Tracer>> started = Tracer::Start(config, registry);
@@ -257,8 +262,8 @@ TEST_CASE("the Header describes every column: content, source, layout, input", "
 
   using Column = xdl::proto::ColumnDescriptor;
   const DataFile file = ReadDataFile(FirstDataFile(config));
-  REQUIRE(file.header.column_size() == 7);  // One per key, in key order.
-  REQUIRE(file.header.key_size() == 7);
+  REQUIRE(file.header.column_size() == 8);  // One per key, in key order.
+  REQUIRE(file.header.key_size() == 8);
   const Column& w = file.header.column(0);
   CHECK(w.content() == Column::VALUE);
   CHECK(w.source() == Column::VARIABLE);
@@ -293,6 +298,13 @@ TEST_CASE("the Header describes every column: content, source, layout, input", "
   CHECK(u.source() == Column::TENSOR);
   CHECK(u.summary_name() == "mine.user_fn");
   CHECK(u.layout_version() == 0);
+  const Column& g = file.header.column(7);
+  CHECK(g.content() == Column::STATS);
+  CHECK(g.source() == Column::GRADIENT);
+  REQUIRE(g.has_input());
+  CHECK(g.input().dtype() == xdl::proto::Float);
+  CHECK(std::vector<int32_t>(g.input().shape().begin(), g.input().shape().end()) ==
+        std::vector<int32_t>{2, 3});
 
   // XDL's reader: a Header of field 1 only (XDL's trace.proto), built at run
   // time. It parses our Header, sees the keys, and keeps field 2 as unknown.
@@ -322,11 +334,11 @@ TEST_CASE("the Header describes every column: content, source, layout, input", "
     xdl_keys.push_back(reflection->GetRepeatedString(*xdl_header, key_field, i));
   }
   CHECK(xdl_keys == HeaderKeys(file));
-  // Unknown to XDL: the 7 descriptors (field 2) and the run info (field 3, issue 11).
+  // Unknown to XDL: the 8 descriptors (field 2) and the run info (field 3, issue 11).
   const google::protobuf::UnknownFieldSet& unknown = reflection->GetUnknownFields(*xdl_header);
   std::map<int, int> unknown_by_number;
   for (int i = 0; i < unknown.field_count(); ++i) ++unknown_by_number[unknown.field(i).number()];
-  CHECK(unknown_by_number == std::map<int, int>{{2, 7}, {3, 1}});
+  CHECK(unknown_by_number == std::map<int, int>{{2, 8}, {3, 1}});
 }
 
 TEST_CASE("once values are captured at the first traced step, whichever it is", "[tracer]") {
