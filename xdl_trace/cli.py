@@ -946,7 +946,11 @@ def _gpu(args):
         args.path, prefix=args.prefix, name=args.name, selection=_selection(args)
     )
     if scan.gpu is None:
-        print(f"xdl-trace gpu: {args.path} has no device events", file=sys.stderr)
+        print(
+            f"xdl-trace gpu: {args.path} has no device events (trace with"
+            " device_tracers=['cupti'] on a GPU: docs/device-tracing.md)",
+            file=sys.stderr,
+        )
         return 1
     tables = gpu_steps.full_tables(scan.gpu, scan.device_events.columns(), args.grep)
     key = _GPU_SORT[args.sort]

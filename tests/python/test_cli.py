@@ -186,3 +186,9 @@ def test_dump_of_a_torn_file_warns_once_with_the_offset(tmp_path):
         f"xdl-trace: warning: {path}: still being written (or its writer stopped before closing "
         f"it); 2 complete records, then a partial frame at byte offset {last}" in result.stderr
     )
+
+
+def test_gpu_of_a_run_without_device_events_says_how_to_get_them(trace_dir, capsys):
+    code, out, err = run(capsys, "gpu", trace_dir)
+    assert code == 1 and out == ""
+    assert "has no device events" in err and "device_tracers=['cupti']" in err
