@@ -30,7 +30,7 @@ import warnings
 
 import numpy as np
 
-from .. import _core
+from .. import _core, _names
 from . import gpu_steps
 from .device_events import DeviceDataWarning, bad_data_message
 from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
@@ -197,9 +197,6 @@ def is_digest(schema):
     return getattr(schema, "kind", None) == "digest"
 
 
-DIGEST_PART = "digest"  # watch(digest=True)'s companion of <scope>/<name>: <scope>/digest/<name>.
-
-
 def _without_part(key, word):
     """`key` with its first "/"-separated part equal to `word` (not the last) removed; None when
     it has none."""
@@ -214,13 +211,13 @@ def digested_key(key):
     """The key a companion digest key stands beside (``watch(..., digest=True)``):
     ``digest/<name>`` -> ``<name>``, ``<scope>/digest/<name>`` -> ``<scope>/<name>`` (the first
     "digest" part removed); None when the key has no such part."""
-    return _without_part(key, DIGEST_PART)
+    return _without_part(key, _names.DIGEST_PART)
 
 
 def gradient_variable(key):
     """The variable a gradient key differentiates, by trace_gradient's naming: ``gradient/<name>``
     (``<scope>/gradient/<name>`` in a scope) -> ``<name>`` (``<scope>/<name>``); else None."""
-    return _without_part(key, "gradient")
+    return _without_part(key, _names.GRADIENT_PART)
 
 
 class RunScan:

@@ -27,7 +27,7 @@ not.
 
 Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared.
 Which: the keys ``keys=`` (globs) names, whatever their source; else the run's declaration
-(``TraceHook(replicated=...)``, recorded in its metadata as REPLICATED_ENTRY: exactly the keys
+(``TraceHook(replicated=...)``, recorded in its metadata as _names.REPLICATED_ENTRY: exactly the keys
 its globs match, none for False); else the rule: parameters (descriptor source "variable") and
 gradients ("gradient", all-reduced by DDP), while activations, the loss and other per-shard
 values (sources "tensor", "callback", "once") legitimately differ per rank. The keys left out
@@ -39,7 +39,7 @@ import dataclasses
 import fnmatch
 import warnings
 
-from .. import _core
+from .. import _core, _names
 from .analysis import digested_key, is_digest
 from .reader import TornTailWarning, open_trace
 from .selection import Selection
@@ -48,9 +48,6 @@ __all__ = ["diff", "DiffResult", "KeyDiff", "REPLICATED_SOURCES"]
 
 # Descriptor sources that data parallelism keeps equal on every rank (the rank comparison's rule).
 REPLICATED_SOURCES = ("variable", "gradient")
-# The run metadata entry of TraceHook(replicated=...) (xdl_trace/write/_run.py writes it; the
-# read wing does not import the write wing).
-REPLICATED_ENTRY = "xdl_trace.replicated"
 _BASES = {0: None, 1: "values", 2: "digests", 3: "summaries"}
 
 
@@ -346,11 +343,11 @@ def _declared_replicated(trace):
     """The run's TraceHook(replicated=) globs (a list; [] declares none), or None when it
     declared nothing. ValueError naming the entry when it is not a list of strings."""
     metadata = trace.run.metadata if trace.run is not None else {}
-    globs = metadata.get(REPLICATED_ENTRY)
+    globs = metadata.get(_names.REPLICATED_ENTRY)
     if globs is None:
         return None
     if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
         raise ValueError(
-            f"{trace.path}: run metadata {REPLICATED_ENTRY!r} is {globs!r}, not a list of globs"
+            f"{trace.path}: run metadata {_names.REPLICATED_ENTRY!r} is {globs!r}, not a list of globs"
         )
     return globs

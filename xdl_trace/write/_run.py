@@ -10,7 +10,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from .. import _core, errors
+from .. import _core, _names, errors
 
 RANK_ENV_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 WORLD_SIZE_ENV_VARS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
@@ -129,11 +129,6 @@ def detect_rank(environ=None):
     return detect_placement(None, environ).rank
 
 
-# The run metadata entry holding TraceHook(replicated=...): the globs of the keys that data
-# parallelism keeps equal on every rank (read by xdl_trace/read/compare.py).
-REPLICATED_ENTRY = "xdl_trace.replicated"
-
-
 def replicated_globs(replicated):
     """TraceHook(replicated=) as a list of glob patterns, or None for the documented rule:
     None or True -> None; False -> [] (nothing replicated: model or pipeline parallelism); a
@@ -154,14 +149,14 @@ def replicated_globs(replicated):
 
 def metadata_json(metadata, replicated=None):
     """The user's run metadata as a JSON object string ("" for None), with `replicated` (a
-    replicated_globs list) under REPLICATED_ENTRY when not None; ValueError naming 'metadata'
+    replicated_globs list) under _names.REPLICATED_ENTRY when not None; ValueError naming 'metadata'
     when it is not a dict of JSON-serializable values."""
     if metadata is not None and not isinstance(metadata, dict):
         raise errors.InvalidArgumentError(
             f"xdl_trace: metadata must be a dict, got {type(metadata).__name__}"
         )
     if replicated is not None:
-        metadata = dict(metadata or {}, **{REPLICATED_ENTRY: replicated})
+        metadata = dict(metadata or {}, **{_names.REPLICATED_ENTRY: replicated})
     if metadata is None:
         return ""
     try:

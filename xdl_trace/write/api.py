@@ -18,7 +18,7 @@ import weakref
 import numpy as np
 
 from . import _convert, _device, _torch
-from .. import _core, errors
+from .. import _core, _names, errors
 
 __all__ = [
     "trace_tensor",
@@ -257,7 +257,7 @@ def trace_gradient(name, key=None, scope=None, summary=None):
     step with ``send_gradient(name, value)``.
     """
     scope_s = scope_name(scope)
-    key = _check_key(f"gradient/{name}" if key is None else key)
+    key = _check_key(_names.gradient_key(name) if key is None else key)
     key_name = full_key(scope_s, key)
     requested = summary
     summary, bins = summary_spec(scope_s, key, summary)
@@ -311,10 +311,10 @@ def send_gradient(name, value):
         backend = _device.backend_for(value)
         pool = _staging_pool_for(name) if backend is not None else None
         if pool is not None:  # Copied asynchronously from now on; nothing waits.
-            _torch.check_dtype(f"gradient/{name}", value)
+            _torch.check_dtype(_names.gradient_key(name), value)
             _registry.send_gradient(name, _device.stage_now(value, pool))
             return
-    result = _convert.to_result(f"gradient/{name}", value, "send_gradient value")
+    result = _convert.to_result(_names.gradient_key(name), value, "send_gradient value")
     if isinstance(result, tuple):
         _registry.send_gradient(name, result[0], result[1])
     else:

@@ -14,7 +14,7 @@ leaf module's output is ``activation/<module name>``; all under ``scope/`` when 
 
 import numpy as np
 
-from .. import _core, errors
+from .. import _core, _names, errors
 from . import _device, _torch, api, ranges as _ranges
 
 __all__ = ["watch"]
@@ -155,7 +155,7 @@ def watch(
         for name, parameter in parameters:
             if not parameter.requires_grad:
                 continue
-            key = f"gradient/{name}"
+            key = _names.gradient_key(name)
             full_key = api.full_key(scope_s, key)
             read = _torch.grad_provider(full_key, name, parameter, summary, bins)
             _register(
@@ -180,7 +180,7 @@ def _watch_digest(kind, scope_s, key, read, every, parameter=None):
     """Registers the companion ``digest/<key>`` of a watched key: the digest of what `read`
     returns (a numpy array or a torch tensor), on the same steps (not among the keys watch
     returns: it stands beside one of them); of `parameter` or its gradient where given."""
-    companion = f"digest/{key}"
+    companion = _names.digest_key(key)
     full_key = api.full_key(scope_s, companion)
     bins = _core.DEFAULT_HISTOGRAM_BINS
 
@@ -243,7 +243,7 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
             return  # The digests beside a group: not among the keys watch returns.
         keys.extend(full)
         if digest:
-            digests = [f"digest/{name}" for name in names]
+            digests = [_names.digest_key(name) for name in names]
             register(kind, digests, reads, of, "digest", companion=True)
 
     names = [name for name, _ in parameters]
@@ -257,7 +257,7 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
         api.remember_variable(scope_s, name, parameter)
     trained = [(name, p) for name, p in parameters if p.requires_grad]
     if gradients and trained:
-        grad_names = [f"gradient/{name}" for name, _ in trained]
+        grad_names = [_names.gradient_key(name) for name, _ in trained]
         reads = [
             _torch.grad_reader(api.full_key(scope_s, key), name, p)
             for key, (name, p) in zip(grad_names, trained)
