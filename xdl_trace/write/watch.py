@@ -226,18 +226,8 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
         """`names` read by `reads`, as one group: the values (or gradients) of parameters `of`."""
         full = [api.full_key(scope_s, name) for name in names]
         group = _device.GroupCapture(scope_s, full, reads, summary, bins, every, _torch.host_array)
-        binding_summary, binding_bins = api.summary_spec(scope_s, names[0], summary)
         for index, (name, parameter) in enumerate(zip(names, of)):
-            with api.registering(scope_s, name):
-                api.registry().register_provider(
-                    scope_s,
-                    name,
-                    kind,
-                    group.member(index),
-                    binding_summary,
-                    binding_bins,
-                    *_input_of(parameter),
-                )
+            _register(kind, scope_s, name, group.member(index), summary, _input_of(parameter))
         _device.add_group(group)
         if companion:
             return  # The digests beside a group: not among the keys watch returns.
