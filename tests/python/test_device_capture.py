@@ -85,11 +85,13 @@ def _values_of(dtypes):
 
 def _assert_device_summaries_equal_the_host_s(cfg, read_trace, values):
     """Traces each value through the device pass and from a host copy, in one step, and
-    compares the record's columns."""
+    compares the record's columns (the histogram bit for bit); the device's digest is the
+    host's (_core.digest of the same bits), bit for bit."""
     for name, t in values.items():
         for summary in ("stats", "histogram"):
             xdl.trace_tensor(f"device/{summary}/{name}", lambda t=t: t, summary=summary)
             xdl.trace_tensor(f"host/{summary}/{name}", _host_copy(t.cpu()), summary=summary)
+        xdl.trace_tensor(f"device/digest/{name}", lambda t=t: t, summary="digest")
         xdl.trace_tensor(f"device/values/{name}", lambda t=t: t)
     with xdl.TraceHook(cfg) as hook:
         hook.step()
@@ -102,6 +104,9 @@ def _assert_device_summaries_equal_the_host_s(cfg, read_trace, values):
         np.testing.assert_array_equal(
             cols[f"device/histogram/{name}"], cols[f"host/histogram/{name}"], err_msg=name
         )
+        high, low = cols[f"device/digest/{name}"]
+        digest = _core.digest(_bits(t.cpu()), _device.wire_dtype(t))
+        assert (int(high) << 32) | int(low) == digest, name
         np.testing.assert_array_equal(cols[f"device/values/{name}"], _bits(t.cpu()), err_msg=name)
 
 
