@@ -24,6 +24,7 @@ import torch
 import xdl_trace as xdl
 from conftest import compile_test_plugin
 from fake_device import FakeDevice, installed
+from late_cuda import LateCuda
 from xdl_trace.write import _device
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,7 +42,6 @@ class SlowLaunch(FakeDevice):
 class _Fake:
     """The fake device: torch CPU tensors played as device memory."""
 
-    name = "fake"
     on = staticmethod(lambda t: t)  # A tensor (or module) on the device.
     slow_launch = staticmethod(lambda: installed(SlowLaunch()))
     late = staticmethod(lambda delay_s=0.0: installed(FakeDevice(delay_s)))
@@ -52,20 +52,13 @@ class _Fake:
 class _Cuda:
     """Real CUDA (late_cuda.py): CUDA tensors and the real CUDA backend, its work made late."""
 
-    name = "cuda"
     on = staticmethod(lambda t: t.cuda())
-    slow_launch = staticmethod(lambda: installed(_late_cuda().LateCuda(0.002)))
-    late = staticmethod(lambda delay_s=0.0: installed(_late_cuda().LateCuda(delay_s)))
+    slow_launch = staticmethod(lambda: installed(LateCuda(0.002)))
+    late = staticmethod(lambda delay_s=0.0: installed(LateCuda(delay_s)))
     prelude = (
         "from fake_device import installed\nfrom late_cuda import LateCuda as Device\n"
         "on = lambda t: t.cuda()\n"
     )
-
-
-def _late_cuda():
-    import late_cuda  # Only with CUDA at hand.
-
-    return late_cuda
 
 
 @pytest.fixture(
