@@ -10,8 +10,9 @@ steps), interleaved over --rounds rounds, each block timed between two device sy
 ratio = median untraced time / median condition time (1.0 = free):
 
   untraced        the loop alone
-  xdl_watch       xdl.watch(model): stats of every parameter and gradient, every step (the
-                  summary pass replayed as a CUDA graph, _device_graphs.py)
+  xdl_watch       xdl.watch(model): stats and digests of every parameter and gradient, every
+                  step (the summary pass replayed as a CUDA graph, _device_graphs.py)
+  xdl_watch_nodigest  the same without the digests (digest=False): their cost, beside it
   xdl_watch_eager the same with XDL_TRACE_DEVICE_GRAPHS=0 (the pass launched op by op)
   xdl_watch_marks xdl_watch with its module and optimizer marks (host ranges: each kernel's
                   layer and phase; the other xdl_watch conditions leave them out)
@@ -27,7 +28,9 @@ ratio = median untraced time / median condition time (1.0 = free):
                   10th step (only where tensorboard is installed)
 
 It also prints hook.step()'s time on the training thread under xdl_watch and xdl_watch_eager
-(median, p99, max) and the summary graph counters of hook.stats().
+(median, p99, max) and the summary graph counters of hook.stats(); and what the digests and the
+marks add, as a share of the untraced step: (median condition time - median time without them)
+/ median untraced time (issue 31's digest cost on a GPU; issue 33's goal for the marks: <= 1%).
 --device cpu runs the same code on the CPU (a smoke test of the script: CPU tensors take the
 host path, so the figures say nothing about GPUs).
 """
@@ -176,6 +179,7 @@ def conditions(loop, out_root):
     out = {
         "untraced": untraced,
         "xdl_watch": traced(lambda: xdl.watch(loop.model, marks=False), timed_as="xdl_watch"),
+        "xdl_watch_nodigest": traced(lambda: xdl.watch(loop.model, marks=False, digest=False)),
         "xdl_watch_eager": traced(
             lambda: xdl.watch(loop.model, marks=False), timed_as="xdl_watch_eager", graphs=False
         ),
@@ -242,17 +246,25 @@ def run_workload(workload, args):
     ms = base / args.steps * 1e3
     print(f"\n{workload}: {ms:.2f} ms a step untraced ({args.device}, {args.rounds} rounds)")
     for name, ratio in ratios.items():
-        print(f"  {name:16s} {ratio:6.3f}")
+        print(f"  {name:18s} {ratio:6.3f}")
     for name, step in steps.items():
         print(
             f"  hook.step() under {name}: median {step['median_us']:.0f} us, "
             f"p99 {step['p99_us']:.0f} us, max {step['max_us']:.0f} us; {graph_stats[name]}"
         )
+    median = {name: statistics.median(t) for name, t in times.items()}
+    added = {
+        "digests": (median["xdl_watch"] - median["xdl_watch_nodigest"]) / base,
+        "marks": (median["xdl_watch_marks"] - median["xdl_watch"]) / base,
+    }
+    for what, share in added.items():
+        print(f"  what the {what} add: {100 * share:+.2f}% of the untraced step")
     if "tb_hist10" not in ratios:
         print("  (tensorboard not installed: tb_hist10 left out)")
     return {
         "ms_per_step": ms,
         "ratios": ratios,
+        "added": added,
         "hook_step": steps,
         "summary_graphs": graph_stats,
         "times_s": times,
