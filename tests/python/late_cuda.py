@@ -14,7 +14,7 @@ import torch
 
 from xdl_trace.write import _device
 
-HANG_S = 10.0  # Longer than any bound a test waits out (the process's exit may wait for it).
+HANG_S = 6.0  # Past every bound the tests wait out (2.2 s at most); the process's exit may wait for it.
 
 _cycles_per_s = None
 
