@@ -1,4 +1,4 @@
-"""Real CUDA with the fake device's knobs, so device-path tests run unchanged on a GPU (pytest -m gpu).
+"""Real CUDA with the fake device's knobs: device-path tests run unchanged on a GPU (pytest -m gpu).
 
 ``LateCuda`` is a _device backend (the real CudaBackend: pinned staging, CUDA events as fences,
 summary graphs) whose work starts behind a spin kernel (``torch.cuda._sleep``):
@@ -14,7 +14,7 @@ import torch
 
 from xdl_trace.write import _device
 
-HANG_S = 6.0  # Past every bound the tests wait out (2.2 s at most); the process's exit may wait for it.
+HANG_S = 6.0  # Past every bound the tests wait out (2.2 s at most); the exit may wait for it.
 
 _cycles_per_s = None
 

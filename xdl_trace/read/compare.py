@@ -27,12 +27,12 @@ not.
 
 Ranks (one run, ``b`` None): only the keys that data parallelism replicates are compared.
 Which: the keys ``keys=`` (globs) names, whatever their source; else the run's declaration
-(``TraceHook(replicated=...)``, recorded in its metadata as _names.REPLICATED_ENTRY: exactly the keys
-its globs match, none for False); else the rule: parameters (descriptor source "variable") and
-gradients ("gradient", all-reduced by DDP), while activations, the loss and other per-shard
-values (sources "tensor", "callback", "once") legitimately differ per rank. The keys left out
-are listed in ``per_rank``; ``per_rank=`` globs declare more; ``DiffResult.replicated`` says
-which of the three chose.
+(``TraceHook(replicated=...)``, recorded in its run metadata (_names.REPLICATED_ENTRY):
+exactly the keys its globs match, none for False); else the rule: parameters (descriptor source
+"variable") and gradients ("gradient", all-reduced by DDP), while activations, the loss and other
+per-shard values (sources "tensor", "callback", "once") legitimately differ per rank. The keys
+left out are listed in ``per_rank``; ``per_rank=`` globs declare more;
+``DiffResult.replicated`` says which of the three chose.
 """
 
 import dataclasses
@@ -347,7 +347,6 @@ def _declared_replicated(trace):
     if globs is None:
         return None
     if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
-        raise ValueError(
-            f"{trace.path}: run metadata {_names.REPLICATED_ENTRY!r} is {globs!r}, not a list of globs"
-        )
+        entry = _names.REPLICATED_ENTRY
+        raise ValueError(f"{trace.path}: run metadata {entry!r} is {globs!r}, not a list of globs")
     return globs
