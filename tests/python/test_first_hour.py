@@ -186,6 +186,16 @@ def test_guessed_hook_arguments_point_to_the_right_ones(out_dir, guess, hint):
     )
 
 
+@pytest.mark.parametrize("argument", ["metadata", "replicated", "filter"])
+def test_a_hook_argument_put_in_the_config_says_where_it_goes(out_dir, argument):
+    # Before: "unknown config key(s) 'metadata' (did you mean 'metadata'?)".
+    with pytest.raises(ValueError) as info:
+        xdl.TraceHook({"output_dir": out_dir, argument: None})
+    assert f"'{argument}' (an argument of TraceHook: TraceHook(config, {argument}=...))" in str(
+        info.value
+    )
+
+
 # --- item 5: SIGTERM closes the trace ----------------------------------------------------------
 
 _SIGTERM_SCRIPT = """

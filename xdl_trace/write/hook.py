@@ -139,6 +139,8 @@ def _with_suggestion(key):
         return f"{key!r} (did you mean filter=xdl.Every(N)?)"
     if key in _GUESSED_ARGUMENTS:
         return f"{key!r} (did you mean {_GUESSED_ARGUMENTS[key]}?)"
+    if key in HOOK_KEYWORDS:  # Not a config key: TraceHook's own argument.
+        return f"{key!r} (an argument of TraceHook: TraceHook(config, {key}=...))"
     close = difflib.get_close_matches(key, CONFIG_KEYS + HOOK_KEYWORDS, n=1)
     return f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key)
 
