@@ -1038,6 +1038,11 @@ def _serve(args):
 # --- entry point -------------------------------------------------------------
 
 
+# Commands whose exit 1 is an answer (diff: the runs differ; find-nan: one was found): an error
+# exits 2 there, as diff(1) and grep(1) do, so a script tells the two apart.
+_ANSWER_BY_EXIT_1 = ("diff", "find-nan")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="xdl-trace", description="Inspect xdl_trace / XDL trace files."
@@ -1060,7 +1065,7 @@ def build_parser():
         )
         if configure is not None:
             configure(p)
-        p.set_defaults(_run=run)
+        p.set_defaults(_run=run, _error_exit=2 if name in _ANSWER_BY_EXIT_1 else 1)
     return parser
 
 
@@ -1092,11 +1097,11 @@ def main(argv=None):
         return 0
     except RunChoiceError as error:
         print(f"xdl-trace {args.command}: error: {_run_choice_message(error)}", file=sys.stderr)
-        return 1
+        return args._error_exit
     except (TraceError, OSError, KeyError, ValueError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"xdl-trace {args.command}: error: {_shown(message)}", file=sys.stderr)
-        return 1
+        return args._error_exit
 
 
 if __name__ == "__main__":

@@ -94,7 +94,8 @@ def test_tolerance_and_selections(runs, capsys):
         xdl.diff(runs["a"], runs["b"], rtol=-1)
     with pytest.raises(ValueError, match=r"ranks \[0\] selected: comparing ranks needs two"):
         xdl.diff(runs["a"])
-    assert cli.main(["diff", runs["a"], "--ranks"]) == 1
+    # An error exits 2 (1 says the runs differ), as diff(1) does.
+    assert cli.main(["diff", runs["a"], "--ranks"]) == 2
     assert "comparing ranks needs two or more" in capsys.readouterr().err
 
 

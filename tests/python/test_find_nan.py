@@ -146,7 +146,8 @@ def test_find_nan_command_exit_status_and_json(tmp_path):
     assert json.loads(result.stdout) == []
     assert "no NaN or Inf in 3 keys over 6 records" in run(clean).stdout
     missing = run(str(tmp_path / "nowhere"))
-    assert missing.returncode == 1 and "no such file or directory" in missing.stderr
+    # An error exits 2: 1 says a NaN was found (before: 1 for both).
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
 
 
 def test_find_nan_skips_empty_columns(tmp_path):

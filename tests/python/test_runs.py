@@ -349,7 +349,7 @@ def test_report_and_find_nan_take_run(cfg, out_dir, tmp_path, capsys):
     assert "holds 2 runs" in capsys.readouterr().err
     assert cli.main(["report", out_dir, "--run", "latest", "-o", html]) == 0
     assert os.path.getsize(html) > 0
-    assert cli.main(["find-nan", out_dir]) == 1
+    assert cli.main(["find-nan", out_dir]) == 2  # An error: 1 would say a NaN was found.
     assert "holds 2 runs" in capsys.readouterr().err
     assert cli.main(["find-nan", out_dir, "--run", "all"]) == 0
     assert "over 5 records" in capsys.readouterr().out
