@@ -915,7 +915,7 @@ def _report(args):
     errors = sum(a["severity"] == "error" for a in result["alerts"])
     print(
         f"wrote {args.output}: {result['charts']} charts, {len(result['alerts'])} alert(s)"
-        + (f" ({errors} NaN/Inf)" if errors else "")
+        + (f" ({errors} error{'s' if errors > 1 else ''})" if errors else "")
         + f", {report_html.human_bytes(result['bytes'])}"
     )
     if result["pngs"]:

@@ -411,6 +411,30 @@ def test_replicated_declaration_decides_what_ranks_compare(tmp_path, capsys):
         xdl.TraceHook({"output_dir": str(tmp_path / "bad")}, replicated=3)
 
 
+def test_a_malformed_replicated_entry_is_named_and_the_report_stands(tmp_path, capsys):
+    """metadata= may hold the entry replicated= writes, by hand and malformed: diff names it
+    (exit 2, an error), and the report says the ranks were not compared, with every chart
+    (before: the report failed whole)."""
+    from xdl_trace.read import report
+
+    out = str(tmp_path / "run")
+    for rank in (0, 1):
+        xdl.clear()
+        xdl.trace_variable("w", np.zeros(3, np.float32))
+        config = {"output_dir": out, "fsync": False, "rank": rank}
+        with xdl.TraceHook(config, metadata={"xdl_trace.replicated": "w*"}) as hook:
+            for step in range(3):
+                hook.step(gstep=step)
+    with pytest.raises(ValueError, match="'xdl_trace.replicated' is 'w\\*', not a list of globs"):
+        xdl.diff(out)
+    assert cli.main(["diff", out, "--ranks"]) == 2
+    assert "not a list of globs" in capsys.readouterr().err
+    model = report.build_report([out])
+    (headline,) = [h for h in model["headline"] if h["tag"] == "ranks not compared"]
+    assert headline["severity"] == "error" and "not a list of globs" in headline["text"]
+    assert [c["key"] for c in model["cards"]] == ["w"] and model["differences"] == []
+
+
 def test_ranks_are_compared_in_one_pass_over_rank_0(tmp_path):
     """diff --ranks reads rank 0 once for all the others, in step with them: every byte of the
     run is walked once (before: rank 0 once per other rank), and each rank gets its own result."""

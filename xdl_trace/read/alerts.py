@@ -28,6 +28,7 @@ from .analysis import L2
 
 __all__ = [
     "agreement_alerts",
+    "comparison_failed",
     "find_alerts",
     "headline",
     "EXPLODING_FACTOR",
@@ -266,6 +267,17 @@ def agreement_alerts(result, label, what):
             )
         )
     return headline_item, alerts
+
+
+def comparison_failed(label, what, error):
+    """agreement_alerts' headline item and alert for a comparison that could not be made (`what`:
+    "ranks" or "runs"; `error`: why, e.g. a malformed TraceHook(replicated=) entry in the run's
+    metadata): the rest of the page stands."""
+    kind = f"{what} not compared"
+    text = f"{label}: {kind}: {error}"
+    headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
+    headline_item.update(tag=kind, severity="error")
+    return headline_item, [_alert("error", kind, label, "", None, None, text)]
 
 
 def _alert(severity, kind, run, key, rank, gstep, detail):

@@ -14,8 +14,9 @@ import datetime
 import json
 import os
 
+from ..errors import TraceError
 from . import analysis, compare, gpu_advice, gpu_steps, report_charts, trace_runs
-from .alerts import agreement_alerts, find_alerts, headline
+from .alerts import agreement_alerts, comparison_failed, find_alerts, headline
 from .alerts import EXPLODING_FACTOR, EXPLODING_NORM, VANISHING_FACTOR, VANISHING_NORM
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
 from .report_html import render_html
@@ -228,18 +229,23 @@ def _differences(scans, runs, selection, prefix, name):
     def add(a, b, what):
         run_a = runs[a].id if runs[a] is not None and runs[a].id else None
         run_b = None if b is None or runs[b] is None or not runs[b].id else runs[b].id
-        result = compare.diff(
-            scans[a].path,
-            None if b is None else scans[b].path,
-            keys=selection.keys,
-            gsteps=selection.gsteps,
-            ranks=selection.ranks,
-            run=run_a,
-            run_b=run_b,
-            prefix=prefix,
-            name=name,
-        )
         label = scans[a].label if b is None else f"{scans[b].label} vs {scans[a].label}"
+        try:
+            result = compare.diff(
+                scans[a].path,
+                None if b is None else scans[b].path,
+                keys=selection.keys,
+                gsteps=selection.gsteps,
+                ranks=selection.ranks,
+                run=run_a,
+                run_b=run_b,
+                prefix=prefix,
+                name=name,
+            )
+        except (ValueError, TraceError, OSError) as error:  # The page stands without it.
+            headline_item, alerts = comparison_failed(label, what, error)
+            out.append({"headline": headline_item, "alerts": alerts, "diff": None, "chart": None})
+            return
         headline_item, alerts = agreement_alerts(result, label, what)
         diff = dict(result.as_dict(), label=label, what=what)
         chart = report_charts.divergence_chart(result, label, what)
@@ -421,7 +427,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         ],
         "headline": [d["headline"] for d in differences] + headline(scans),
         "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
-        "differences": [d["diff"] for d in differences],
+        "differences": [d["diff"] for d in differences if d["diff"] is not None],
         "difference_charts": [d["chart"] for d in differences if d["chart"] is not None],
         "steps": report_charts.step_charts(scans),
         "gpu_charts": report_charts.gpu_charts(scans),
