@@ -439,3 +439,27 @@ def test_a_diverging_loss_keeps_the_labels_of_its_y_axis(tmp_path, page):
             "return (u.axes[1]._values || []).filter(v => v)"
         )
         assert len(labels) >= 2 and max(float(v) for v in labels) >= top, (scale, labels)
+
+
+def test_a_flat_line_sits_in_a_band_and_a_short_run_has_whole_gsteps(tmp_path, page):
+    """A key that never changes from 0 (a frozen layer): its chart's y axis is a band around 0
+    (before: uPlot's 0..100, the line along the floor); three gsteps: ticks at whole gsteps only
+    (before: 0, 0.25, 0.5...)."""
+    out = str(tmp_path / "run")
+    xdl.clear()
+    xdl.trace_variable("frozen", np.zeros(3, np.float32))
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        for step in range(3):
+            hook.step(gstep=step)
+    xdl.clear()
+    html = str(tmp_path / "flat.html")
+    report.write_report(out, html)
+    page.open(html)
+    page.wait("return document.querySelector('#card-0 .u-over')")
+    x_labels, y_labels = page.js(
+        "var u = xdlReport.plots.find(p => p.box.closest('#card-0')).plot;"
+        "return [u.axes[0]._values.filter(v => v), u.axes[1]._values.filter(v => v)]"
+    )
+    assert [float(v) for v in x_labels] == [0, 1, 2]
+    ys = [float(v) for v in y_labels]
+    assert min(ys) < 0 < max(ys) <= 1, ys

@@ -40,6 +40,8 @@
     }
     return out;
   })();
+  // The x axis counts gsteps: whole ticks only (no 0.25 between steps 0 and 2).
+  var STEP_INCRS = TICK_INCRS.filter(function (v) { return v >= 1 && v % 1 === 0; });
 
   // A log axis's splits, 1..9 x 10^e between the scale's ends: uPlot's own come from repeated
   // adds, which drift past 1e22 (5.999e22, then 1.0999e23, ...) and never meet a power of ten
@@ -197,8 +199,21 @@
       yAxis.ticks = {filter: decades};
     }
     var y = log ? {distr: 3} : {};
-    // Overlaid runs share one y range (the spec's), so their charts compare at a glance.
-    if (spec.yrange) y.range = function () { return spec.yrange; };
+    // Overlaid runs share one y range (the spec's), so their charts compare at a glance. A flat
+    // line gets a band around it (uPlot puts a line of zeros at the foot of 0..100).
+    if (!log) {
+      y.range = function (u, min, max) {
+        if (spec.yrange) { min = spec.yrange[0]; max = spec.yrange[1]; }
+        if (min == null || max == null) return [null, null];
+        if (min === max) {
+          var pad = min === 0 ? 1 : Math.abs(min) / 10;
+          return [min - pad, max + pad];
+        }
+        return spec.yrange ? [min, max] : uPlot.rangeNum(min, max, 0.1, true);
+      };
+    } else if (spec.yrange) {
+      y.range = function () { return spec.yrange; };
+    }
     var bad = nonFinite(spec);
     var opts = {
       width: width, height: 210, series: series, legend: {show: false},
@@ -207,7 +222,7 @@
       scales: {x: {time: false}, y: y},
       axes: [
         {size: 30, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'},
-         label: spec.xlabel, labelSize: 16, labelFont: labelFont},
+         label: spec.xlabel, labelSize: 16, labelFont: labelFont, incrs: STEP_INCRS},
         yAxis
       ],
       plugins: [shade(bad), tooltip(spec, bad)]
