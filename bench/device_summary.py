@@ -13,14 +13,14 @@ histogram and the digest (issue 31's exact checksum of the bits):
 - largest segment: the most elements a segmented op (segment_reduce, repeat_interleave) gives
   one thread block or warp on a GPU, which then runs alone while the rest of the device idles;
 - the median time of one pass on this CPU (also in ns per byte of input), and its peak
-  temporaries in bytes per element
-  (maximum RSS of a child process over 16 Mi elements, above its inputs). CPU time is a rough
-  proxy: a CPU runs some kernels (mixed dtypes, bool sums) far below its memory bandwidth.
+  temporaries in bytes per element (maximum RSS of a child process over 16 Mi elements, above
+  its inputs). CPU time is a rough proxy: a CPU runs some kernels (mixed dtypes, bool sums) far
+  below its memory bandwidth.
 - with --device cuda (a GPU machine, bench/gpu_check.sh): the pass's eager time on the GPU
   (synchronized before and after; in ns per byte of input), the bandwidth that makes of the
-  bytes counted, its peak
-  device memory above its inputs in bytes per element, and the time of its CUDA graph's replay
-  (captured as the hook captures it, in passes of _device_graphs.CHUNK_ELEMENTS).
+  bytes counted, its peak device memory above its inputs in bytes per element, and the time of
+  its CUDA graph's replay (captured as the hook captures it, in passes of
+  _device_graphs.CHUNK_ELEMENTS).
 
 --root measures another checkout's pass (its xdl_trace package, built) in the same way, for a
 before/after.
