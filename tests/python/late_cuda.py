@@ -3,12 +3,16 @@
 ``LateCuda`` is a _device backend (the real CudaBackend: pinned staging, CUDA events as fences,
 summary graphs) whose work starts behind a spin kernel (``torch.cuda._sleep``):
 - `delay_s`: each piece of work completes that much later, as FakeDevice(delay_s) does;
+- `launch_s`: enqueueing each piece of work takes that much longer on the host, without the
+  GIL (a sleep), as test_device_safety's SlowLaunch does: other threads run meanwhile;
 - `hang_fences`: work and fences made meanwhile run on a side stream behind a spin of `HANG_S`
   (a hung kernel). The side stream first waits for the current one, so the step's tensors are
   read as they were; steps after it, on the current stream, do not queue behind the spin, as
   FakeDevice's later fences do not.
 Register it with fake_device.installed(LateCuda(...)).
 """
+
+import time
 
 import torch
 
@@ -36,9 +40,10 @@ def spin(seconds):
 
 
 class LateCuda(_device.CudaBackend):
-    def __init__(self, delay_s=0.0):
+    def __init__(self, delay_s=0.0, launch_s=0.0):
         super().__init__()
         self.delay_s = delay_s
+        self.launch_s = launch_s
         self.hang_fences = False
         self._side = None
 
@@ -51,6 +56,8 @@ class LateCuda(_device.CudaBackend):
         return self._side
 
     def run(self, device, work):
+        if self.launch_s:
+            time.sleep(self.launch_s)
         with torch.cuda.device(device), torch.cuda.stream(self._stream()):
             spin(HANG_S if self.hang_fences else self.delay_s)
             work()

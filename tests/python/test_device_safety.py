@@ -53,7 +53,7 @@ class _Cuda:
     """Real CUDA (late_cuda.py): CUDA tensors and the real CUDA backend, its work made late."""
 
     on = staticmethod(lambda t: t.cuda())
-    slow_launch = staticmethod(lambda: installed(LateCuda(0.002)))
+    slow_launch = staticmethod(lambda: installed(LateCuda(launch_s=0.002)))
     late = staticmethod(lambda delay_s=0.0: installed(LateCuda(delay_s)))
     prelude = (
         "from fake_device import installed\nfrom late_cuda import LateCuda as Device\n"
