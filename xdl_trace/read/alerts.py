@@ -205,10 +205,9 @@ def agreement_alerts(result, label, what):
     # Which keys a rank comparison took, in words (the rule, the run's declaration, a selection).
     which = f"; {result.replicated}" if what == "ranks" and result.replicated else ""
     if what == "ranks" and not result.keys:  # Nothing replicated (replicated=False): no verdict.
-        text = f"{label}: ranks not compared{which}"
-        headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
-        headline_item.update(tag="ranks not compared", severity="info")
-        return headline_item, [_alert("info", "ranks not compared", label, "", None, None, text)]
+        return _run_verdict(
+            "info", "ranks not compared", label, f"{label}: ranks not compared{which}"
+        )
     if not differing:
         steps_only = sum(s["only_a"] + s["only_b"] for s in result.steps)
         text = (
@@ -221,10 +220,7 @@ def agreement_alerts(result, label, what):
                 ": equal summaries prove nothing exact; watch(model) records digests beside "
                 "them (digest=True), or trace summary='digest'"
             )
-        kind = "ranks agree" if what == "ranks" else "runs agree"
-        headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
-        headline_item.update(tag=kind, severity="info")
-        return headline_item, [_alert("info", kind, label, "", None, None, text)]
+        return _run_verdict("info", "ranks agree" if what == "ranks" else "runs agree", label, text)
     first = differing[0]
     kind = "ranks differ" if what == "ranks" else "runs differ"
     keys = sorted({k.key for k in differing}, key=[k.key for k in differing].index)
@@ -274,10 +270,14 @@ def comparison_failed(label, what, error):
     "ranks" or "runs"; `error`: why, e.g. a malformed TraceHook(replicated=) entry in the run's
     metadata): the rest of the page stands."""
     kind = f"{what} not compared"
-    text = f"{label}: {kind}: {error}"
+    return _run_verdict("error", kind, label, f"{label}: {kind}: {error}")
+
+
+def _run_verdict(severity, kind, label, text):
+    """A verdict on a whole comparison, naming no key: the headline item and its one alert."""
     headline_item = {"run": label, "gstep": None, "keys": [], "text": text}
-    headline_item.update(tag=kind, severity="error")
-    return headline_item, [_alert("error", kind, label, "", None, None, text)]
+    headline_item.update(tag=kind, severity=severity)
+    return headline_item, [_alert(severity, kind, label, "", None, None, text)]
 
 
 def _alert(severity, kind, run, key, rank, gstep, detail):
