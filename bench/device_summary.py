@@ -6,7 +6,9 @@ this machine's CPU.
 On a GPU the pass (xdl_trace/write/_device_summary.py) is bound by memory traffic and by how evenly
 its kernels spread over the device. Inputs: the "conv" workload's 60 float32 tensors (its 30
 parameters and as many gradients: 7.15 M elements, bench/gpu.py). Prints, for stats, a 30-bin
-histogram and the digest (issue 31's exact checksum of the bits):
+histogram and the digest (issue 31's exact checksum of the bits) in torch's ops, and with
+--device cuda the digest by its fused kernel ("fused": one jiterator kernel, the hook's default
+on CUDA, and whether it passed its proof):
 
 - traffic: the pass's ops as torch's dispatcher sees them (views excluded): how many, and the
   bytes they read and write per element of input (each op's tensor inputs and outputs);
@@ -128,17 +130,26 @@ def main():
             return out
 
     passes = {
-        "stats": lambda: ds.stats_rows(tensors),
-        "histogram": lambda: ds.histogram_rows(tensors, 30),
-        "digest": lambda: ds.digest_rows(tensors),
+        "stats": lambda chunk=None: ds.stats_rows(tensors, chunk),
+        "histogram": lambda chunk=None: ds.histogram_rows(tensors, 30, chunk),
+        "digest": lambda chunk=None: ds.digest_rows(tensors, chunk, mix=ds.torch_mix),
     }
+    if cuda:  # The fused kernel (jiterator), proved at its first pass; the hook's default.
+        passes["fused"] = lambda chunk=None: ds.digest_rows(tensors, chunk)
     for name, run in passes.items():
         run()
         with Traffic() as traffic:
             run()
+        unseen = ""
+        if name == "fused":
+            print(f"  fused digest kernel: {ds.fused_digest_status()}")
+            # A jiterator kernel is launched past the dispatcher: its bytes, counted here.
+            traffic.ops += 1
+            traffic.bytes += sum((8 + t.element_size()) * t.numel() for t in tensors)
+            unseen = " (the kernel's 1 op, bytes in and out, added by hand)"
         print(
             f"  {name:9s} {traffic.ops:3d} ops, {traffic.bytes / elements:5.1f} bytes an element"
-            f" read and written, largest segment {traffic.segment:,} elements"
+            f" read and written, largest segment {traffic.segment:,} elements{unseen}"
         )
         median = statistics.median(timed(run) for _ in range(args.repeat))
         if cuda:
@@ -149,9 +160,7 @@ def main():
             # As the hook runs it from its second step: captured once, replayed (_device_graphs).
             chunk = _device_graphs.CHUNK_ELEMENTS
             ds.static_inputs(tensors, chunk)
-            graph, _ = _device.CudaBackend().capture(
-                tensors[0].device, lambda: ds.rows(name, 30, tensors, chunk)
-            )
+            graph, _ = _device.CudaBackend().capture(tensors[0].device, lambda: run(chunk))
             replay = statistics.median(timed(graph.replay) for _ in range(args.repeat))
             print(
                 f"  {name:9s} {median * 1e6:7.1f} us a pass on the GPU"

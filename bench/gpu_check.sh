@@ -20,7 +20,8 @@ said() { echo "$1: exit $2 after ${SECONDS}s ($3)"; }
 (cd /tmp/xdl-gpu-build && timeout -k 5 150 ctest -L gpu --output-on-failure) > "$out/ctest_gpu.log" 2>&1
 said "ctest -L gpu" $? "$(grep -E 'tests passed|tests failed' "$out/ctest_gpu.log")"
 timeout -k 5 300 python3 -m pytest -m gpu -q -rs tests/python/test_device_safety.py \
-  tests/python/test_device_capture.py tests/python/test_torch.py tests/python/test_gpu_memory.py \
+  tests/python/test_device_capture.py tests/python/test_fused_digest.py tests/python/test_torch.py \
+  tests/python/test_gpu_memory.py \
   > "$out/pytest_gpu.log" 2>&1
 said "pytest -m gpu" $? "$(tail -1 "$out/pytest_gpu.log")"
 timeout -k 5 90 python3 bench/device_summary.py --device cuda > "$out/device_summary.log" 2>&1

@@ -18,7 +18,8 @@ docs/format.md "Summaries"):
 - digest, float64[2]: the tensor digest's high and low 32 bits (cpp/src/summary/digest.h: the sum
   mod 2^64 of splitmix64's finalizer of each element's bits plus its 1-based index times
   0x9E3779B97F4A7C15), in int64 arithmetic that wraps as the host's uint64 does, so it equals the
-  host's bit for bit (a sum of integers: any order gives the same).
+  host's bit for bit (a sum of integers: any order gives the same). On CUDA each element's term
+  is one fused kernel (_FUSED_MIX), proved against the host's digest before it is used.
 - histogram, float64[2 + 2 * bins]: lo, hi (min and max of the finite values, or min - 0.5,
   max + 0.5 when equal), the bins' right edges ``lo + width * (k + 1) / bins`` (the last is hi),
   the counts of finite values in ``floor((x - lo) * (bins / width))`` clamped to the bins; no
@@ -32,8 +33,12 @@ one-pass on the host) and agree to a relative 1e-12, a std of ~0 to 1e-15 of the
 constant float64 tensor, whose mean is a step off; tests/python/test_device_capture.py).
 """
 
+import contextlib
 import functools
 import math
+import os
+import threading
+import warnings
 
 # Elements a row of a pass at most (every tensor pads its last row: at most TILE - 1 NaN each).
 TILE = 2048
@@ -63,15 +68,32 @@ class _Layout:
         self.pads = [r * self.tile - n for r, n in zip(rows, lengths)]  # NaN after each tensor.
         self.rows = sum(rows)
         owner = [i for i, r in enumerate(rows) for _ in range(r)]
-        packed = torch.tensor(owner + rows + list(lengths), dtype=torch.int64).to(device)
-        self.owner = packed[: self.rows]  # Each row's tensor.
-        self.per_tensor = packed[self.rows : self.rows + len(rows)]  # Each tensor's rows.
-        self.count = packed[self.rows + len(rows) :].to(torch.float64)  # Each tensor's elements.
+        # Each row's first element's 0-based position in its tensor, and how many of its elements
+        # are the tensor's (the rest is padding): the positions a digest mixes in.
+        starts = [k * self.tile for r in rows for k in range(r)]
+        real = [max(0, min(self.tile, lengths[i] - s)) for i, s in zip(owner, starts)]
+        packed = torch.tensor(owner + rows + list(lengths) + starts + real, dtype=torch.int64)
+        packed = packed.to(device)
+        r, t = self.rows, len(rows)
+        self.owner = packed[:r]  # Each row's tensor.
+        self.per_tensor = packed[r : r + t]  # Each tensor's rows.
+        self.count = packed[r + t : r + 2 * t].to(torch.float64)  # Each tensor's elements.
+        self.row_start = packed[r + 2 * t : 2 * r + 2 * t][:, None]  # (rows, 1)
+        self.row_length = packed[2 * r + 2 * t :][:, None]  # (rows, 1)
+        # Each column's 1-based position in its row: (1, tile).
+        self.column = torch.arange(1, self.tile + 1, device=device)[None, :]
         self._device = device
         self._padding = {}  # dtype -> each tensor's padding: a view of _nan_row, or None.
 
     def constants(self):
-        return [self.owner, self.per_tensor, self.count]
+        return [
+            self.owner,
+            self.per_tensor,
+            self.count,
+            self.row_start,
+            self.row_length,
+            self.column,
+        ]
 
     def padding(self, dtype):
         found = self._padding.get(dtype)
@@ -276,21 +298,45 @@ def _histogram_rows(tensors, bins):
 _DIGEST_STEP = 0x9E3779B97F4A7C15 - (1 << 64)
 _DIGEST_MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
 _DIGEST_MIX2 = 0x94D049BB133111EB - (1 << 64)
-# Integer dtypes of each element size: a tensor's bits are read through them.
+# Integer dtypes of each element size: a tensor's bits are read through them; and the mask that
+# keeps an element's own bits of its int64 promotion (which sign-extends int8/16/32).
 _BITS = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+_MASKS = {1: 0xFF, 2: 0xFFFF, 4: 0xFFFFFFFF, 8: -1}
+
+# The digest's per-element work (torch_mix below) as one CUDA kernel, compiled at run time by
+# torch's jiterator (NVRTC): it reads each element once and writes its term, 12 bytes an element
+# for float32 where torch_mix's ~14 kernels move ~300. Its inputs reach it promoted to int64, as
+# torch promotes; unsigned arithmetic wraps as the host's uint64 does. No '>' but in the shifts:
+# jiterator finds the function's name with a regular expression.
+_FUSED_MIX = """
+template <typename T>
+T xdl_digest_mix(T bits, T row_start, T row_length, T column, long long mask) {
+  if (row_length < column) return 0; /* Padding: adds nothing. */
+  unsigned long long x = ((unsigned long long)bits & (unsigned long long)mask) +
+                         (unsigned long long)(row_start + column) * 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return (T)(x ^ (x >> 31));
+}
+"""
+_fused_lock = threading.Lock()
+_fused = {}  # GUARDED_BY(_fused_lock): str(device) -> the proved kernel, or why there is none
 
 
-def digest_rows(tensors, chunk=None):
+def digest_rows(tensors, chunk=None, mix=None):
     """float64 (len(tensors), 2): the digest of each tensor (all on one device), high and low 32
-    bits. A pass reads one dtype: consecutive tensors of a dtype share one."""
+    bits. A pass reads one dtype: consecutive tensors of a dtype share one. Each element's term
+    comes from `mix`; None: the fused kernel where the device has one (_fused_mix), else
+    torch_mix."""
     torch = _torch()
+    mix = mix or _fused_mix(tensors[0].device) or torch_mix
     parts, run = [], []
     for t in tensors:
         if run and t.dtype != run[0].dtype:
-            parts += [_digest_rows(part) for part in _chunks(run, chunk)]
+            parts += [_digest_rows(part, mix) for part in _chunks(run, chunk)]
             run = []
         run.append(t)
-    parts += [_digest_rows(part) for part in _chunks(run, chunk)]
+    parts += [_digest_rows(part, mix) for part in _chunks(run, chunk)]
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
@@ -299,33 +345,100 @@ def _shift_right(x, bits):
     return (x >> bits) & ((1 << (64 - bits)) - 1)
 
 
-def _digest_rows(tensors):
+def _digest_rows(tensors, mix):
     torch = _torch()
     layout = _layout(tensors[0].device, tuple(t.numel() for t in tensors))
-    device, tile, size = layout.owner.device, layout.tile, tensors[0].element_size()
+    device, size = layout.owner.device, tensors[0].element_size()
     pieces = []
     for t, pad in zip(tensors, layout.pads):
         pieces.append(t.reshape(-1))
-        if pad:
+        if pad:  # Any bits: the mix leaves the padding out.
             pieces.append(_zero_row(device, t.dtype)[:pad])
-    flat = torch.cat(pieces).view(getattr(torch, _BITS[size])).view(layout.rows, tile)
-    bits = flat.to(torch.int64)
-    if size < 8:  # Zero-extended, as the host reads them (out=: torch 1.13's `&=` of a
-        # large int fails under a dispatch mode, bench/device_summary.py's).
-        torch.bitwise_and(bits, (1 << (8 * size)) - 1, out=bits)
-    # Each element's 1-based index in its tensor: its row's first element's, plus its column.
-    first_row = torch.cumsum(layout.per_tensor, 0) - layout.per_tensor
-    row_start = (torch.arange(layout.rows, device=device) - first_row[layout.owner]) * tile
-    index = row_start[:, None] + torch.arange(1, tile + 1, device=device)[None, :]
-    x = bits + index * _DIGEST_STEP
+    flat = torch.cat(pieces).view(getattr(torch, _BITS[size])).view(layout.rows, layout.tile)
+    mixed = mix(flat, layout.row_start, layout.row_length, layout.column, mask=_MASKS[size])
+    sums = torch.zeros(len(tensors), dtype=torch.int64, device=device)
+    sums.index_add_(0, layout.owner, mixed.sum(1))  # Integer sums: the same in any order.
+    return torch.stack([_shift_right(sums, 32), sums & 0xFFFFFFFF], dim=1).to(torch.float64)
+
+
+def torch_mix(bits, row_start, row_length, column, mask):
+    """Each element's term of its tensor's digest, in int64 torch ops (any device): splitmix64's
+    finalizer of its bits (zero-extended) plus its 1-based position times the step; 0 for the
+    padding (a column past its row's length). _FUSED_MIX is the same in one kernel."""
+    torch = _torch()
+    x = bits.to(torch.int64)
+    if mask != -1:  # out=: torch 1.13's `&=` of a large int fails under a dispatch mode.
+        torch.bitwise_and(x, mask, out=x)
+    x = torch.add(x, row_start + column, alpha=_DIGEST_STEP)
     x = (x ^ _shift_right(x, 30)) * _DIGEST_MIX1
     x = (x ^ _shift_right(x, 27)) * _DIGEST_MIX2
     x = x ^ _shift_right(x, 31)
-    length = layout.count.to(torch.int64)[layout.owner]
-    x = torch.where(index <= length[:, None], x, 0)  # The padding adds nothing.
-    sums = torch.zeros(len(tensors), dtype=torch.int64, device=device)
-    sums.index_add_(0, layout.owner, x.sum(1))  # Integer sums: the same in any order.
-    return torch.stack([_shift_right(sums, 32), sums & 0xFFFFFFFF], dim=1).to(torch.float64)
+    return torch.where(column <= row_length, x, 0)
+
+
+def _fused_mix(device):
+    """The fused mix for `device` (a CUDA one), or None where there is none (then torch_mix):
+    made and proved at the first digest pass on the device, outside a graph's capture (proving it
+    reads a result back), then kept for the process. ``XDL_TRACE_FUSED_DIGEST=0`` turns it off."""
+    if device.type != "cuda" or os.environ.get("XDL_TRACE_FUSED_DIGEST", "1") == "0":
+        return None
+    key = str(device)
+    with _fused_lock:
+        found = _fused.get(key)
+        if found is None and not _torch().cuda.is_current_stream_capturing():
+            found = _fused[key] = prove_mix(device, _jiterator_mix)
+    return found if callable(found) else None
+
+
+def _jiterator_mix():
+    torch = _torch()
+    return torch.cuda.jiterator._create_jit_fn(_FUSED_MIX, mask=0)
+
+
+def fused_digest_status():
+    """{device: "on" or why the fused digest kernel is off} for the devices a digest pass met."""
+    with _fused_lock:
+        return {key: "on" if callable(v) else v for key, v in _fused.items()}
+
+
+def prove_mix(device, make):
+    """The mix `make()` returns if, on `device`, it gives the host's digests (_core.digest) of
+    probe tensors of every element size (several rows, padding; on a side stream of its own, so
+    only the probe is waited for), else why not, warned once."""
+    from .. import _core
+    from ._device import wire_dtype
+
+    torch = _torch()
+    g = torch.Generator().manual_seed(0)
+    probe = [
+        torch.randint(-(2**31), 2**31 - 1, (3 * TILE + 5,), generator=g, dtype=torch.int32),
+        torch.randint(-128, 127, (300,), generator=g, dtype=torch.int8),
+        torch.randint(0, 255, (5,), generator=g, dtype=torch.uint8),
+        torch.randint(-(2**15), 2**15 - 1, (70,), generator=g, dtype=torch.int16),
+        torch.randint(-(2**62), 2**62, (TILE + 1,), generator=g, dtype=torch.int64),
+    ]
+    cuda = device.type == "cuda"
+    try:
+        mix = make()
+        with torch.cuda.stream(torch.cuda.Stream(device)) if cuda else contextlib.nullcontext():
+            rows = [_digest_rows([t.to(device)], mix)[0].cpu().tolist() for t in probe]
+        wrong = [
+            str(t.dtype)
+            for t, (high, low) in zip(probe, rows)
+            if (int(high) << 32) | int(low) != _core.digest(t.numpy(), wire_dtype(t))
+        ]
+        if not wrong:
+            return mix
+        why = f"its digests of {', '.join(wrong)} probe tensors are not the host's"
+    except Exception as e:  # noqa: BLE001  (any failure: torch's ops, and said so)
+        why = f"{type(e).__name__}: {e}"
+    warnings.warn(
+        f"xdl_trace: the fused digest kernel is off on {device} ({why}); digests are computed "
+        "by torch's ops (about 10 times the memory traffic)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return why
 
 
 @functools.lru_cache(maxsize=16)

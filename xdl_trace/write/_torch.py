@@ -73,7 +73,7 @@ def capture(key, tensor, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
     """What a provider hands the core for `tensor` at a traced step.
 
     A device tensor met inside ``hook.step()`` joins the step's batch (_device.py): its summary
-    (None, "stats" or "histogram") is computed on the device and its bytes copied
+    (None, "stats", "histogram" or "digest") is computed on the device and its bytes copied
     asynchronously, so nothing waits for the device. Otherwise, and for a callable summary
     (which takes a host array), the values are read on the host now (host_array).
     """
