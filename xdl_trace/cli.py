@@ -182,7 +182,7 @@ def _info(args):
         "gaps": trace.gaps(),
         "copies": [{"path": c.path, "why": c.why} for c in trace.copies],
         "keys": [_key_info(k, entry) for k, entry in schema.items()]
-        or [{"key": k, "dtype": None, "shape": None} for k in trace.keys],
+        or [_header_key_info(k, trace) for k in trace.keys],
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -244,18 +244,50 @@ def _info(args):
                 "XDL Meta has no record count" if f["xdl_meta"] else "not closed: Meta may be stale"
             )
             print(f"    {why}; scanning found {f['scanned']['records']} complete records{torn}")
-    print(f"keys ({len(info['keys'])}):")
+    print(f"keys ({len(info['keys'])}{'' if schema else ', from the Header: no record yet'}):")
     for k in info["keys"]:
-        stored = f"{k['dtype'] or '?'}{_shape_text(k['shape'])}"
+        stored = _spec_text(k, "not declared at start")
         if k.get("summary_of") is None:
             print(f"  {_shown(k['key'])}  {stored}")
         else:  # What the user traced, then the row the file stores per step.
-            of = k["summary_of"]
-            source = f"{of['dtype'] or '?'}{_shape_text(of['shape'])}"
-            if of["dtype"] is None and of["shape"] is None:  # Known only at each capture.
-                source = "a tensor not declared at start"
-            print(f"  {_shown(k['key'])}  {k['kind']} of {source} (stored as {stored})")
+            source = _spec_text(k["summary_of"], "a tensor not declared at start")
+            stored = "" if k["dtype"] is None and k["shape"] is None else f" (stored as {stored})"
+            print(f"  {_shown(k['key'])}  {k['kind']} of {source}{stored}")
     return 0
+
+
+def _header_key_info(key, trace):
+    """A key of `info` with no record to read: what the first file's Header says of it (the
+    tensor it declares, and for a summary its kind); the stored dtype and shape are unknown."""
+    descriptors = trace.descriptors_of(0) if trace.files else None
+    descriptor = (descriptors or {}).get(key)
+    out = {"key": key, "dtype": None, "shape": None}
+    if descriptor is not None:
+        _describe_source(out, descriptor)
+    return out
+
+
+def _describe_source(out, descriptor):
+    """Adds to a key of `info` the tensor its Header descriptor declares: for a summary its kind
+    and `summary_of`; for a value its dtype and shape where no record gave them."""
+    shape = descriptor.get("input_shape")
+    source = {
+        "dtype": descriptor.get("input_dtype") or None,
+        "shape": None if shape is None else list(shape),
+    }
+    if descriptor["kind"] in (None, "value"):
+        if out["dtype"] is None and out["shape"] is None:
+            out.update(source)
+    else:
+        out["kind"] = descriptor["kind"]
+        out["summary_of"] = source
+
+
+def _spec_text(spec, unknown):
+    """A dtype and shape ("float32[3, 2]", "?" for a part unknown), or `unknown` for both."""
+    if spec["dtype"] is None and spec["shape"] is None:  # Known only at each capture.
+        return unknown
+    return f"{spec['dtype'] or '?'}{_shape_text(spec['shape'])}"
 
 
 def _shape_text(shape):
@@ -267,14 +299,8 @@ def _key_info(key, entry):
     digest, user summary) its kind and the dtype and shape of the tensor it summarises."""
     dtype, shape = entry
     out = {"key": key, "dtype": dtype, "shape": list(shape)}
-    descriptor = entry.descriptor
-    if entry.kind not in (None, "value") and descriptor is not None:
-        source_shape = descriptor.get("input_shape")
-        out["kind"] = entry.kind
-        out["summary_of"] = {
-            "dtype": descriptor.get("input_dtype") or None,
-            "shape": None if source_shape is None else list(source_shape),
-        }
+    if entry.descriptor is not None:
+        _describe_source(out, entry.descriptor)
     return out
 
 
@@ -380,8 +406,12 @@ def _verify(args):
             print(f"UNVERIFIABLE {name}: {_shown(r['note'])}")
         elif r["ok"]:
             tail = ""
-            if r["unverified_tail_bytes"]:
-                tail = f", {r['unverified_tail_bytes']} bytes after the Meta"
+            if r["unverified_tail_bytes"]:  # Written since the last Meta: a live or killed run.
+                after = r["records_read"] - r["records_counted"]
+                tail = (
+                    f", then {after} records ({r['unverified_tail_bytes']} bytes) written after"
+                    " the Meta, their record checksums ok"
+                )
             if r["torn_tail"]:
                 tail += ", torn final frame"
             print(

@@ -445,6 +445,11 @@ os._exit(0)  # Each step wrote its record (inline); the process dies unclosed.
     # One statement: the scan's count, not the stale Meta's "gsteps 0..4  5 records".
     assert "30 records found by scanning (the Meta is not final; gsteps ?)" in run_line, out
     assert "5 records" not in run_line and "gsteps 0..4" not in run_line
+    # verify checks the Meta's 5 and says what follows it (each record checked by its crc32c).
+    assert cli.main(["verify", out_dir]) == 0
+    out = capsys.readouterr().out
+    assert ": 5 records, crc32c " in out and ", then 25 records (" in out, out
+    assert "bytes) written after the Meta, their record checksums ok" in out, out
 
 
 def test_info_on_a_run_killed_before_its_first_meta_says_no_no_records(out_dir, capsys):
@@ -487,6 +492,31 @@ def test_info_shows_a_summary_column_as_what_it_summarises(cfg, capsys):
         "dtype": "float32",
         "shape": [8, 1, 3, 3],
     }
+
+
+def test_info_before_the_first_record_describes_the_keys_from_the_header(cfg, capsys):
+    """A run that stopped before its first traced step (an error in the first batch) has no
+    record to read each key's column from: the Header still says what each key is."""
+    from xdl_trace import cli
+
+    xdl.trace_tensor("w", np.ones((8, 3), np.float16))
+    xdl.trace_tensor("0.weight", np.ones((8, 1, 3, 3), np.float32), summary="histogram")
+    xdl.trace_callback("loss", lambda: 1.0)
+    with xdl.TraceHook(cfg):
+        pass
+    assert cli.main(["info", cfg["output_dir"]]) == 0
+    out = capsys.readouterr().out
+    assert "keys (3, from the Header: no record yet):" in out, out
+    assert "  w  float16[8, 3]\n" in out, out  # Was "w  ??".
+    assert "  0.weight  histogram of float32[8, 1, 3, 3]\n" in out, out
+    assert "  loss  not declared at start\n" in out, out
+    assert cli.main(["info", cfg["output_dir"], "--json"]) == 0
+    import json
+
+    keys = {k["key"]: k for k in json.loads(capsys.readouterr().out)["keys"]}
+    assert keys["w"] == {"key": "w", "dtype": "float16", "shape": [8, 3]}
+    assert keys["0.weight"]["summary_of"] == {"dtype": "float32", "shape": [8, 1, 3, 3]}
+    assert keys["0.weight"]["dtype"] is None  # The stored row: no record says it.
 
 
 def test_a_run_without_a_world_size_says_so_not_of_question_mark():
