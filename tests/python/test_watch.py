@@ -184,13 +184,42 @@ def test_watch_rejects_bad_arguments():
         xdl.watch(_model(), every=0)
 
 
-def test_activation_before_any_forward_fails_the_step_by_name(tmp_path):
+def test_a_leaf_module_that_never_runs_forward_leaves_its_activation_empty_not_the_step(tmp_path):
+    """nn.MultiheadAttention uses its out_proj's weight directly: that leaf never runs a forward
+    pass. Its activation column is empty (stats of no element, digest of none), said once; the
+    step and every other key are written, even under on_error="raise" (before: every traced
+    step failed on it, and a run traced nothing)."""
+    torch.manual_seed(0)
+    model = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    keys = xdl.watch(model, gradients=False, activations=True)
+    assert "activation/self_attn.out_proj" in keys
+    out = str(tmp_path / "run")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    x = torch.randn(2, 5, 8)
+    with pytest.warns(RuntimeWarning, match="'self_attn.out_proj' has run no forward pass") as said:
+        with xdl.TraceHook(config) as hook:
+            for _ in range(3):
+                model(x)
+                hook.step()
+    assert sum("has run no forward pass" in str(w.message) for w in said) == 1  # Once.
+    trace = xdl.open_trace(out)
+    records = list(trace.records())
+    assert len(records) == 3
+    for record in records:
+        assert record.summary("activation/self_attn.out_proj").count == 0
+        assert record.columns["digest/activation/self_attn.out_proj"].tolist() == [0, 0]
+        assert record.summary("activation/linear1").count == 2 * 5 * 16
+
+
+def test_activation_before_any_forward_is_an_empty_column_said_by_name(tmp_path):
     model = _model()
     xdl.watch(model, gradients=False, activations=True)
     config = {"output_dir": str(tmp_path / "run"), "on_error": "raise"}
-    with pytest.raises(RuntimeError, match="activation '.*activation/0'.*no tensor yet"):
+    with pytest.warns(RuntimeWarning, match="activation '.*activation/0'.*run no forward pass"):
         with xdl.TraceHook(config) as hook:
             hook.step()
+    (record,) = xdl.open_trace(str(tmp_path / "run")).records()
+    assert record.summary("activation/0").count == 0
 
 
 def test_every_with_stats_summary_writes_count_zero_rows_in_between(tmp_path):

@@ -12,6 +12,8 @@ Keys: a parameter keeps its ``named_parameters()`` name, its gradient is ``gradi
 leaf module's output is ``activation/<module name>``; all under ``scope/`` when a scope is given.
 """
 
+import warnings
+
 import numpy as np
 
 from .. import _core, _names, errors
@@ -269,7 +271,7 @@ def _watch_activations(model, summary, every, scope_s, digest):
             continue  # Not a leaf.
         key = f"activation/{name or type(module).__name__}"
         full_key = api.full_key(scope_s, key)
-        latest = {}
+        latest, said = {}, []
 
         def keep(_module, _inputs, output, latest=latest):
             tensor = _first_tensor(output)
@@ -277,17 +279,29 @@ def _watch_activations(model, summary, every, scope_s, digest):
 
         module.register_forward_hook(keep)
 
-        def output(latest=latest, full_key=full_key, name=name):
+        def output(latest=latest, full_key=full_key, name=name, said=said):
             tensor = latest.get("output")
-            if tensor is None:
-                raise errors.FailedPreconditionError(
-                    f"xdl_trace: activation '{full_key}': module '{name}' has produced no "
-                    "tensor yet (run a forward pass before the traced step)"
+            if tensor is not None:
+                return tensor
+            # An empty column, not a failed step: the step's other keys are kept. A leaf whose
+            # parent calls its parameters directly never runs a forward pass of its own.
+            if not said:
+                said.append(True)
+                warnings.warn(
+                    f"xdl_trace: activation '{full_key}': module '{name}' has run no forward "
+                    "pass before a traced step, so its column is empty there (a module whose "
+                    "parent uses its parameters directly, as MultiheadAttention does its "
+                    "out_proj, never runs one; otherwise call hook.step() after the forward)",
+                    RuntimeWarning,
+                    stacklevel=2,
                 )
-            return tensor
+            return _SKIPPED
 
         def read(output=output, full_key=full_key):
-            return _torch.capture(full_key, output(), summary, bins)
+            tensor = output()
+            return (
+                _SKIPPED if tensor is _SKIPPED else _torch.capture(full_key, tensor, summary, bins)
+            )
 
         _register(_core.EntryKind.TENSOR, scope_s, key, _every(every, read), summary)
         keys.append(full_key)
