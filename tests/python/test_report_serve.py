@@ -242,6 +242,9 @@ def test_page_follows_the_writers_and_says_when_they_are_killed(tmp_path, page):
         assert "writing" in page.element("#runs-table").text
         assert len(page.js("return [...document.querySelectorAll('.card[data-key]')]")) == 41
         # New steps reach the page: the loss chart's last gstep follows the writer's.
+        meta = "return document.querySelector('#card-0 h3 .meta').textContent"
+        first_meta = page.js(meta)
+        assert re.search(r" · \d+ records$", first_meta), first_meta
         latencies = []
         for _ in range(3):
             time.sleep(0.3)
@@ -255,6 +258,9 @@ def test_page_follows_the_writers_and_says_when_they_are_killed(tmp_path, page):
             )
             latencies.append(time.monotonic() - start)
         print(f"serve: a written step on the page after {max(latencies):.2f} s at most")
+        # The card's heading counts them too (it kept its first count before).
+        counted = int(re.search(r"(\d+) records$", page.js(meta)).group(1))
+        assert counted > int(re.search(r"(\d+) records$", first_meta).group(1)), page.js(meta)
         for w in writers:
             w.send_signal(signal.SIGKILL)
             w.wait()

@@ -25,6 +25,9 @@ window.xdlLive = function (D, page) {
       var charts = c.drawn ? c.card.charts : null;
       c.card = model.cards[n];
       c.card.charts = charts;
+      // Its heading's line ("float32 [8] · stats · 389 records") counts the records too.
+      var meta = c.el && c.el.querySelector('h3 .meta');
+      if (meta && meta.textContent !== c.card.meta) meta.textContent = c.card.meta;
       if (c.drawn && c.version !== model.card_versions[n]) page.fetchCard(c, n);
     });
     D.steps = model.steps; D.gpu_charts = model.gpu_charts; D.cards = model.cards;
