@@ -173,51 +173,6 @@ def reference_digest(bits):
 PHI = np.uint64(0x9E3779B97F4A7C15)
 
 
-WIRE = {"float32": 4, "float64": 5, "float16": 12, "int8": 0, "int32": 2, "int64": 3, "uint8": 8}
-
-
-def host_digest(tensor):
-    """The host's digest (_core.digest) of a CPU torch tensor, through numpy."""
-    import torch
-
-    if tensor.dtype == torch.bfloat16:
-        return _core.digest(tensor.view(torch.int16).numpy().view(np.uint16), 13)
-    if tensor.dtype == torch.bool:
-        return _core.digest(tensor.numpy(), 6)
-    array = tensor.contiguous().numpy()
-    return _core.digest(array, WIRE[str(array.dtype)])
-
-
-def test_device_digest_pass_equals_the_host_digest():
-    """The summary pass's digest (int64 torch arithmetic, rows of the device layout, padding
-    masked) equals the host's bit for bit, for every element size and across row boundaries."""
-    torch = pytest.importorskip("torch")
-    from xdl_trace.write import _device_summary
-
-    g = torch.Generator().manual_seed(0)
-    tensors = [
-        torch.randn(5000, generator=g),  # Several rows of TILE.
-        torch.randn(3, generator=g),
-        torch.zeros(0),
-        torch.tensor([float("nan"), -0.0, float("inf")]),
-        torch.randn(64, 33, generator=g).t(),  # Not contiguous.
-        torch.randn(100, generator=g).double(),
-        torch.randn(100, generator=g).half(),
-        torch.randn(2049, generator=g).bfloat16(),
-        torch.randint(-128, 127, (300,), generator=g, dtype=torch.int8),
-        torch.randint(-(2**31), 2**31 - 1, (300,), generator=g, dtype=torch.int32),
-        torch.randint(-(2**62), 2**62, (70,), generator=g, dtype=torch.int64),
-        torch.rand(77, generator=g) > 0.5,
-        torch.randn(4097, generator=g),
-    ]
-    rows = _device_summary.rows("digest", 0, tensors)
-    assert rows.shape == (len(tensors), 2) and rows.dtype == torch.float64
-    for tensor, row in zip(tensors, rows.tolist()):
-        assert (int(row[0]) << 32) | int(row[1]) == host_digest(tensor), tensor.dtype
-    small = _device_summary.rows("digest", 0, tensors, chunk=100)  # Many passes: the same.
-    assert torch.equal(small, rows)
-
-
 def test_digest_summary_column_and_diff_by_digests(runs, tmp_path, capsys):
     """summary="digest" records float64[2] per step; diff compares digests with digests and a
     value column with a digest column by digesting the values."""

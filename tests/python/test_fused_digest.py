@@ -75,6 +75,7 @@ def _tensors():
         torch.randint(-(2**31), 2**31 - 1, (300,), generator=g, dtype=torch.int32),
         torch.randint(-(2**62), 2**62, (70,), generator=g, dtype=torch.int64),
         torch.rand(77, generator=g) > 0.5,
+        torch.randn(4097, generator=g),
     ]
 
 
@@ -94,13 +95,18 @@ def compiled(tmp_path_factory):
     return _compiled(_device_summary._FUSED_MIX, tmp_path_factory.mktemp("fused") / "kernel")
 
 
-def test_the_fused_kernel_s_source_gives_the_host_s_digests(compiled):
+@pytest.mark.parametrize("mix", ["torch ops", "fused kernel"])
+def test_the_digest_pass_gives_the_host_s_digests(mix, compiled):
+    """The pass (rows of the device layout, padding left out) equals the host's digest bit for
+    bit, for every element size and across row boundaries, by either mix."""
+    mix = compiled if mix == "fused kernel" else _device_summary.torch_mix
     tensors = _tensors()
     want = [_host_digest(t) for t in tensors]
-    assert _digests(_device_summary.digest_rows(tensors, mix=compiled)) == want
-    assert _digests(_device_summary.digest_rows(tensors, mix=_device_summary.torch_mix)) == want
+    rows = _device_summary.digest_rows(tensors, mix=mix)
+    assert rows.shape == (len(tensors), 2) and rows.dtype == torch.float64
+    assert _digests(rows) == want
     # Passes of at most 100 elements: every tensor alone, rows of its own size.
-    assert _digests(_device_summary.digest_rows(tensors, chunk=100, mix=compiled)) == want
+    assert _digests(_device_summary.digest_rows(tensors, chunk=100, mix=mix)) == want
 
 
 def test_the_proof_accepts_the_kernel_and_refuses_a_wrong_or_failing_one(compiled, tmp_path):
