@@ -1,8 +1,9 @@
-"""The fused digest kernel (_device_summary._FUSED_MIX), proved without a GPU: its source compiled
-for the host by the C++ compiler and run as jiterator runs it on CUDA (inputs promoted to int64,
-(rows, 1) and (1, tile) operands broadcast), it gives the host's digests; the proof a device
-makes before using it accepts it and refuses a wrong or failing kernel, which then leaves the
-digests to torch's ops. On a GPU (`-m gpu`) the real jiterator kernel is proved and used."""
+"""The device digest pass (_device_summary.digest_rows) and its fused kernel (_FUSED_MIX), proved
+without a GPU: the pass gives the host's digests by torch's ops and by the kernel's source,
+compiled for the host by the C++ compiler and run as jiterator runs it on CUDA (inputs promoted
+to int64, (rows, 1) and (1, tile) operands broadcast); the proof a device makes before using the
+kernel accepts it and refuses a wrong or failing one, which leaves the digests to torch's ops.
+On a GPU (`-m gpu`) the real jiterator kernel is proved and used."""
 
 import ctypes
 import shutil
