@@ -14,8 +14,10 @@ NAMES = [
     "cudaMemcpyAsync_v3020",
     "Memcpy DtoH",
     "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true>()",
+    "void cudnn::engines_precompiled::nhwcToNchwKernel<float, float, float, true, false>()",
 ]
-LAUNCH, KERNEL_NAME, COPY_CALL, COPY, NCCL = 1, 2, 3, 4, 5
+LAUNCH, KERNEL_NAME, COPY_CALL, COPY, NCCL, TO_NHWC, TO_NCHW = 1, 2, 3, 4, 5, 6, 7
 
 
 class Trace:
@@ -110,6 +112,31 @@ def test_short_kernels_and_kernel_wait():
     assert "CUDA graphs or torch.compile" in line
 
 
+@pytest.mark.parametrize("converting_us", [10, 30])
+def test_layout_conversions_past_2_percent_of_the_step(converting_us):
+    """Steps of 1000 µs: a convolution (200 µs) between cuDNN's NCHW -> NHWC and NHWC -> NCHW
+    transposes of `converting_us` / 2 each: 1% of the step says nothing, 3% says so."""
+    trace = Trace()
+    for step in range(3):
+        t = step * 1000
+        half = converting_us // 2
+        trace.launch(0, t, t + 10, t + 10 + half, name=TO_NHWC)
+        trace.launch(0, t + 1, t + 10 + half, t + 210 + half)
+        trace.launch(0, t + 2, t + 210 + half, t + 210 + 2 * half, name=TO_NCHW)
+        trace.launch(0, t + 3, t + 300, t + 1000)  # The rest of the step.
+    section = _section(trace, {0: [-1, 999, 1999, 2999]})
+    lines = _lines(section, "Layout conversions")
+    if converting_us == 10:
+        assert not lines
+        return
+    (line,) = lines
+    assert line.startswith(
+        "Layout conversions between NCHW and NHWC (nchwToNhwcKernel, nhwcToNchwKernel) take "
+        "0.03 ms a step (3.0%)"
+    ), line
+    assert "model.to(memory_format=torch.channels_last)" in line
+
+
 def test_work_queued_behind_a_dependency_is_other():
     """A kernel launched early but starting 300 µs after the previous one ended: other."""
     trace = Trace()
@@ -135,7 +162,7 @@ def test_two_ranks_communication_overlap_and_the_straggler():
         trace.launch(1, t + 1, t + 800, t + 900, name=NCCL)
     ends = [-1, 999, 1999, 2999, 3999]
     section = _section(trace, {0: ends, 1: ends})
-    assert gpu_steps.is_communication(NAMES).tolist() == [False] * 5 + [True]
+    assert gpu_steps.is_communication(NAMES).tolist() == [False] * 5 + [True, False, False]
     r0, r1 = section["ranks"]["0"], section["ranks"]["1"]
     assert r0["comm"] == 400 * US and r0["comm_overlap"] == 100 * US
     assert r1["comm"] == 100 * US and r1["comm_overlap"] == 0

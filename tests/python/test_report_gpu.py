@@ -40,6 +40,7 @@ def kineto():
         e["correlation"]: e["ts"] for e in events if e["cat"] in ("cuda_runtime", "cuda_driver")
     }
     per_step = {n: [0, 0.0] for _, _, n in steps}
+    layout = {n: 0.0 for _, _, n in steps}  # cuDNN's NCHW <-> NHWC transposes, per step (ns).
     names = set()
     for e in events:
         if e["cat"] != "kernel":
@@ -49,6 +50,8 @@ def kineto():
         (n,) = [n for a, b, n in steps if a <= t < b]
         per_step[n][0] += 1
         per_step[n][1] += e["dur"] * 1e3  # us -> ns
+        if "nchwToNhwc" in e["name"] or "nhwcToNchw" in e["name"]:
+            layout[n] += e["dur"] * 1e3
     kernels = [e for e in events if e["cat"] == "kernel"]
     # Per kernel name: device time per launch configuration (grid, block, registers, shared).
     configs = {}
@@ -64,6 +67,7 @@ def kineto():
         by_config[key] = by_config.get(key, 0.0) + e["dur"]
     return {
         "per_step": per_step,
+        "layout_ns": layout,
         "configs": configs,
         "names": names,
         "kernels": len(kernels),
@@ -546,3 +550,16 @@ def test_launch_configurations_match_kinetos(scan, kineto, tmp_path):
         "168",
         "1",
     )
+
+
+def test_h100_layout_conversions_advised_with_kinetos_time_a_step(scan, kineto):
+    """cuDNN transposes NCHW tensors to NHWC around its tensor-core convolutions: on the H100
+    loop a fifth of the step. The advice line quotes their time a step, which Kineto's trace of
+    the same loop gives independently (its kernels assigned to steps by their launch call)."""
+    section = report.gpu_section("h100", scan.gpu)
+    (line,) = [a for a in section["advice"] if a.startswith("Layout conversions")]
+    assert "(nchwToNhwcKernel, nhwcToNchwKernel)" in line and "channels_last" in line, line
+    ms, share = re.search(r"take (\d+\.\d+) ms a step \((\d+\.\d+)%\)", line).groups()
+    expected = np.mean(list(kineto["layout_ns"].values())) / 1e6
+    assert float(ms) == pytest.approx(expected, rel=0.01), (line, expected)
+    assert float(share) == pytest.approx(100 * expected / 26.76, rel=0.01)  # The step: 26.76 ms.

@@ -5,6 +5,8 @@ the threshold named beside it; docs/report.md lists them.
     for line in advise(section): print(line)
 """
 
+import re
+
 __all__ = ["advise", "HOST_WAIT_SHARE", "SHORT_KERNEL_SHARE", "OTHER_SHARE", "BUSY_SHARE"]
 
 HOST_WAIT_SHARE = 0.01  # Host wait (after a sync, or not) over the step: >= 1% is worth a line.
@@ -13,6 +15,10 @@ SHORT_KERNEL_SHARE = 0.5  # Kernels under 10 us over all kernels.
 BUSY_SHARE = 0.95  # GPU busy at or above it: the kernels themselves are the time.
 COMM_EXPOSED_SHARE = 0.05  # Communication not hidden under compute, over the step.
 STRAGGLER_SHARE = 0.05  # A rank's step this much longer than the median rank's.
+LAYOUT_SHARE = 0.02  # Kernels converting between NCHW and NHWC, over the step.
+# Those kernels, by name: cuDNN's transposes around a convolution it runs in NHWC (its tensor-core
+# engines) on tensors that are NCHW, torch's default (cudnn::engines_precompiled::nchwToNhwcKernel).
+_LAYOUT_KERNEL = re.compile(r"\w*(?:nchwToNhwc|nhwcToNchw)\w*", re.IGNORECASE)
 
 
 def _ms(ns):
@@ -83,8 +89,19 @@ def advise(section):
                 f"{_ms(straggler['median_busy'])} for the median rank: the others wait for it "
                 "at each collective."
             )
-    busy = p["busy"] / window
     kernels = section.get("kernels") or []
+    layout = [(_LAYOUT_KERNEL.search(k["name"]), k) for k in kernels]
+    layout = [(m.group(0), k) for m, k in layout if m]
+    share = sum(k["share"] or 0 for _, k in layout)
+    if share >= LAYOUT_SHARE:
+        names = ", ".join(dict.fromkeys(name for name, _ in layout))
+        lines.append(
+            f"Layout conversions between NCHW and NHWC ({names}) take {_ms(share * window)} a "
+            f"step ({_pct(share)}): cuDNN runs these convolutions in NHWC; the model and its "
+            "input in channels_last (model.to(memory_format=torch.channels_last), the same for "
+            "the input batch) would spare them."
+        )
+    busy = p["busy"] / window
     if busy >= BUSY_SHARE and kernels:
         top = kernels[0]
         lines.append(
