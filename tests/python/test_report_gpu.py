@@ -563,3 +563,15 @@ def test_h100_layout_conversions_advised_with_kinetos_time_a_step(scan, kineto):
     expected = np.mean(list(kineto["layout_ns"].values())) / 1e6
     assert float(ms) == pytest.approx(expected, rel=0.01), (line, expected)
     assert float(share) == pytest.approx(100 * expected / 26.76, rel=0.01)  # The step: 26.76 ms.
+
+
+def test_the_page_opens_with_the_gpu_advice_of_the_largest_share():
+    """The headline names the line of advice whose figure is the largest share of the step (the
+    layout conversions' 19.4%; "GPU busy" only says where the time goes), and how many follow."""
+    model = report.build_report(H100)
+    (item,) = [h for h in model["headline"] if h["tag"] == "GPU"]
+    assert item["severity"] == "info"
+    assert item["text"].startswith("Layout conversions between NCHW and NHWC"), item["text"]
+    (section,) = model["gpu"]
+    assert item["text"].endswith(f"({len(section['advice']) - 1} more under GPU)")
+    assert "<span class='tag info'>GPU</span> Layout conversions" in report.render_html(model)

@@ -33,6 +33,19 @@ def advise(section):
     """Lines of advice (strings) for one run's GPU section: a dict with per_step (ms figures
     in ns: ``gpu_steps.STEP_FIELDS`` averaged over the steps), launch, kernels, api and, with
     several ranks, ranks (``report._gpu_sections``)."""
+    return [line for _, line in _advice(section)]
+
+
+def largest(section):
+    """The line of advice whose figure is the largest share of the step (one that says where
+    time can be cut: "GPU busy" says only where it goes), or None: what the report's headline
+    names."""
+    found = _advice(section)
+    return max(found, key=lambda item: item[0])[1] if found else None
+
+
+def _advice(section):
+    """(share of the step the line's figure is, line) for each line of ``advise``."""
     p = section["per_step"]
     window = p.get("window") or 0.0
     if not window:
@@ -48,46 +61,64 @@ def advise(section):
             else ""
         )
         lines.append(
-            f"The GPU waits {_ms(after_sync)} a step ({_pct(after_sync / window)}) for the host "
-            f"after a blocking CUDA call{which}: a value read on the host every step (a CUDA loss "
-            "traced every step, .item()) stops the queue; trace it every N steps "
-            "(filter=xdl.Every(10)) or copy it with non_blocking=True."
+            (
+                after_sync / window,
+                f"The GPU waits {_ms(after_sync)} a step ({_pct(after_sync / window)}) for the host "
+                f"after a blocking CUDA call{which}: a value read on the host every step (a CUDA loss "
+                "traced every step, .item()) stops the queue; trace it every N steps "
+                "(filter=xdl.Every(10)) or copy it with non_blocking=True.",
+            )
         )
     late = p["idle_host_wait"] - after_sync
     if late / window >= HOST_WAIT_SHARE:
         lines.append(
-            f"The GPU waits {_ms(late)} a step ({_pct(late / window)}) for the host to launch "
-            "work (host-bound): fewer, larger ops (a larger batch, fused ops), CUDA graphs or "
-            "torch.compile, or less host work between launches."
+            (
+                late / window,
+                f"The GPU waits {_ms(late)} a step ({_pct(late / window)}) for the host to launch "
+                "work (host-bound): fewer, larger ops (a larger batch, fused ops), CUDA graphs or "
+                "torch.compile, or less host work between launches.",
+            )
         )
     launch = section.get("launch") or {}
     short = launch.get("short_share")
     if short is not None and short >= SHORT_KERNEL_SHARE:
         lines.append(
-            f"{_pct(short)} of kernels run under 10 µs ({launch['short_kernels']} of "
-            f"{launch['kernels']}); kernel wait {_ms(p['idle_kernel_wait'])} a step: CUDA graphs "
-            "or torch.compile would cut launch cost."
+            (
+                p["idle_kernel_wait"] / window,
+                f"{_pct(short)} of kernels run under 10 µs ({launch['short_kernels']} of "
+                f"{launch['kernels']}); kernel wait {_ms(p['idle_kernel_wait'])} a step: CUDA graphs "
+                "or torch.compile would cut launch cost.",
+            )
         )
     if p["idle_other"] / window >= OTHER_SHARE:
         lines.append(
-            f"{_ms(p['idle_other'])} a step ({_pct(p['idle_other'] / window)}) the GPU is idle "
-            "with work queued behind a dependency (another stream, an event, a collective): "
-            "look at the timeline around those gaps."
+            (
+                p["idle_other"] / window,
+                f"{_ms(p['idle_other'])} a step ({_pct(p['idle_other'] / window)}) the GPU is idle "
+                "with work queued behind a dependency (another stream, an event, a collective): "
+                "look at the timeline around those gaps.",
+            )
         )
     exposed = p["comm"] - p["comm_overlap"]
     if exposed / window >= COMM_EXPOSED_SHARE:
         lines.append(
-            f"Communication not overlapped with compute takes {_ms(exposed)} a step "
-            f"({_pct(exposed / window)}): bucket gradients so all-reduce starts during the "
-            "backward pass (DDP's bucket_cap_mb), or overlap with the next step's forward."
+            (
+                exposed / window,
+                f"Communication not overlapped with compute takes {_ms(exposed)} a step "
+                f"({_pct(exposed / window)}): bucket gradients so all-reduce starts during the "
+                "backward pass (DDP's bucket_cap_mb), or overlap with the next step's forward.",
+            )
         )
     for straggler in section.get("stragglers", ()):
         if straggler["excess"] >= STRAGGLER_SHARE:
             lines.append(
-                f"Rank {straggler['rank']} is the slowest in {straggler['steps']} of "
-                f"{straggler['of']} steps, its GPU busy {_ms(straggler['busy'])} a step against "
-                f"{_ms(straggler['median_busy'])} for the median rank: the others wait for it "
-                "at each collective."
+                (
+                    straggler["excess"],
+                    f"Rank {straggler['rank']} is the slowest in {straggler['steps']} of "
+                    f"{straggler['of']} steps, its GPU busy {_ms(straggler['busy'])} a step against "
+                    f"{_ms(straggler['median_busy'])} for the median rank: the others wait for it "
+                    "at each collective.",
+                )
             )
     kernels = section.get("kernels") or []
     layout = [(_LAYOUT_KERNEL.search(k["name"]), k) for k in kernels]
@@ -96,16 +127,22 @@ def advise(section):
     if share >= LAYOUT_SHARE:
         names = ", ".join(dict.fromkeys(name for name, _ in layout))
         lines.append(
-            f"Layout conversions between NCHW and NHWC ({names}) take {_ms(share * window)} a "
-            f"step ({_pct(share)}): cuDNN runs these convolutions in NHWC; the model and its "
-            "input in channels_last (model.to(memory_format=torch.channels_last), the same for "
-            "the input batch) would spare them."
+            (
+                share,
+                f"Layout conversions between NCHW and NHWC ({names}) take {_ms(share * window)} a "
+                f"step ({_pct(share)}): cuDNN runs these convolutions in NHWC; the model and its "
+                "input in channels_last (model.to(memory_format=torch.channels_last), the same for "
+                "the input batch) would spare them.",
+            )
         )
     busy = p["busy"] / window
     if busy >= BUSY_SHARE and kernels:
         top = kernels[0]
         lines.append(
-            f"The GPU is busy {_pct(busy)} of the step: the time is in the kernels themselves; "
-            f"the top one, {top['name'][:80] + ('…' if len(top['name']) > 80 else '')}, takes {_pct(top['share'] or 0)} of the step."
+            (
+                0.0,  # No time to cut: what the time is spent in.
+                f"The GPU is busy {_pct(busy)} of the step: the time is in the kernels themselves; "
+                f"the top one, {top['name'][:80] + ('…' if len(top['name']) > 80 else '')}, takes {_pct(top['share'] or 0)} of the step.",
+            )
         )
     return lines

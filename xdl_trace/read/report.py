@@ -69,6 +69,21 @@ def _gpu_sections(scans):
     ]
 
 
+def _gpu_headline(sections):
+    """Per run with GPU advice, a headline item: its line of the largest share of the step."""
+    out = []
+    for section in sections:
+        line = gpu_advice.largest(section)
+        if line is None:
+            continue
+        more = len(section["advice"]) - 1
+        more = f" ({more} more under GPU)" if more else ""
+        where = f"{section['run']}: " if len(sections) > 1 else ""
+        item = {"run": section["run"], "gstep": None, "keys": [], "text": where + line + more}
+        out.append(dict(item, tag="GPU", severity="info"))
+    return out
+
+
 def _module_of(key):
     """The module of a parameter's key ("scope/gradient/layer1.0.conv1.weight" ->
     "layer1.0.conv1"): torch names parameters <module path>.<name>; None for the root's own."""
@@ -417,6 +432,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         cards.append(
             {"key": key, "meta": _card_meta(scan.schema.get(key), None), "charts": [], "text": text}
         )
+    gpu = _gpu_sections(scans)
     return {
         "title": "xdl_trace report: "
         + ", ".join(_title_part(s, r, several.get(s.path, False)) for s, r in zip(scans, runs)),
@@ -425,13 +441,13 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
             _run_facts(s, r, selection, None if writing is None else writing[i])
             for i, (s, r) in enumerate(zip(scans, runs))
         ],
-        "headline": [d["headline"] for d in differences] + headline(scans),
+        "headline": [d["headline"] for d in differences] + headline(scans) + _gpu_headline(gpu),
         "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
         "differences": [d["diff"] for d in differences if d["diff"] is not None],
         "difference_charts": [d["chart"] for d in differences if d["chart"] is not None],
         "steps": report_charts.step_charts(scans),
         "gpu_charts": report_charts.gpu_charts(scans),
-        "gpu": _gpu_sections(scans),
+        "gpu": gpu,
         "cards": cards,
     }
 
