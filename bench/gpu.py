@@ -26,6 +26,8 @@ ratio = median untraced time / median condition time (1.0 = free):
                   amin, amax, mean), copied to pinned memory with non_blocking=True, every step
   tb_hist10       torch.utils.tensorboard add_histogram of every parameter and gradient, every
                   10th step (only where tensorboard is installed)
+  untraced_channels_last  ("conv") the loop alone with the model and input in channels_last:
+                  what the report's layout advice says it spares (a ratio above 1 is faster)
 
 It also prints hook.step()'s time on the training thread under xdl_watch and xdl_watch_eager
 (median, p99, max) and the summary graph counters of hook.stats(); and what the digests and the
@@ -79,14 +81,18 @@ class Loop:
 
     WARM = 3
 
-    def __init__(self, workload, device):
+    def __init__(self, workload, device, memory_format=torch.contiguous_format):
         make, shape = WORKLOADS[workload]
         torch.manual_seed(0)
         cpu = device == "cpu"
-        self.model = (make(16) if cpu and workload == "conv" else make()).to(device)
+        model = make(16) if cpu and workload == "conv" else make()
+        self.model = model.to(device, memory_format=memory_format)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.x = torch.randn(*shape(cpu), device=device)
+        if self.x.dim() == 4:
+            self.x = self.x.contiguous(memory_format=memory_format)
         self.y = torch.randint(0, 100, (shape(cpu)[0],), device=device)
+        self.workload, self.device = workload, device
         self.loss_fn = nn.CrossEntropyLoss()
         self.loss = None
         self.sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -176,6 +182,20 @@ def conditions(loop, out_root):
 
         return loop.timed(n, one)
 
+    def untraced_channels_last(n, tag):
+        """The untraced loop of a copy of the model and input in channels_last: what the
+        report's layout advice (gpu_advice.py) says it would spare."""
+        if "loop" not in channels_last:
+            channels_last["loop"] = Loop(loop.workload, loop.device, torch.channels_last)
+        other = channels_last["loop"]
+
+        def one(i):
+            other.forward_backward()
+            other.opt.step()
+
+        return other.timed(n, one)
+
+    channels_last = {}
     out = {
         "untraced": untraced,
         "xdl_watch": traced(lambda: xdl.watch(loop.model, marks=False), timed_as="xdl_watch"),
@@ -198,6 +218,8 @@ def conditions(loop, out_root):
         from torch.utils.tensorboard import SummaryWriter
     except Exception:  # noqa: BLE001  (not installed: the peer is left out, and said so)
         SummaryWriter = None
+    if loop.workload == "conv":
+        out["untraced_channels_last"] = untraced_channels_last
     if SummaryWriter is not None:
 
         def tb_hist10(n, tag):
