@@ -406,8 +406,8 @@ def prove_mix(device, make):
     probe tensors of every element size (several rows, padding; on a side stream of its own, so
     only the probe is waited for), else why not, warned once."""
     from .. import _core
-    from ._device import wire_dtype
 
+    wire = {name: value for value, name, _, _ in _core.dtype_table()}  # The wire's dtype codes.
     torch = _torch()
     g = torch.Generator().manual_seed(0)
     probe = [
@@ -422,10 +422,12 @@ def prove_mix(device, make):
         mix = make()
         with torch.cuda.stream(torch.cuda.Stream(device)) if cuda else contextlib.nullcontext():
             rows = [_digest_rows([t.to(device)], mix)[0].cpu().tolist() for t in probe]
+        for t in probe:  # Their layouts were made on the probe's stream: no pass reuses them.
+            _layouts.pop((str(device), (t.numel(),)), None)
         wrong = [
             str(t.dtype)
             for t, (high, low) in zip(probe, rows)
-            if (int(high) << 32) | int(low) != _core.digest(t.numpy(), wire_dtype(t))
+            if (int(high) << 32) | int(low) != _core.digest(t.numpy(), wire[t.numpy().dtype.name])
         ]
         if not wrong:
             return mix
