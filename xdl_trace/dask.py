@@ -121,13 +121,21 @@ for _value, _name, _size, _numpy in _core.dtype_table():
 _BATCH = 256  # Records whose columns go to one C++ stats call.
 
 
-def _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows):
+# Summary columns whose values are no tensor's statistics (a checksum's halves, a histogram's
+# edges and counts): no row of the DataFrame (``to_array`` reads them).
+_NOT_STATISTICS = ("digest", "histogram")
+
+
+def _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows, left_out=()):
     """Appends the statistics rows of `batch` (records) to `rows`: computed in C++ in one call
     over every column, read in place (``_core.column_stats``, as the report's), except a
-    built-in "stats" summary column (the Header says so), which is its own row."""
+    built-in "stats" summary column (the Header says so), which is its own row, and the keys
+    `left_out` (_NOT_STATISTICS), which have none."""
     arrays, dtypes, where, own = [], [], [], []
     for record in batch:
         for key, column in record.columns.items():
+            if key in left_out:
+                continue
             if key in stats_keys and column.size == len(STATS):
                 own.append((record, key, column))
                 continue
@@ -156,15 +164,17 @@ def _file_frame(entry, selection):
     trace = _reader.open_trace(entry["path"])
     schema = trace.schema()
     bfloat16_keys = {k for k, column in schema.items() if column[0] == "bfloat16"}
-    stats_keys = {k for k, column in schema.items() if getattr(column, "kind", None) == "stats"}
+    kinds = {k: getattr(column, "kind", None) for k, column in schema.items()}
+    stats_keys = {k for k, kind in kinds.items() if kind == "stats"}
+    left_out = {k for k, kind in kinds.items() if kind in _NOT_STATISTICS}
     rows = {name: [] for name in _COLUMNS}
     batch = []
     for record in trace.records(selection=selection):
         batch.append(record)
         if len(batch) == _BATCH:
-            _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows)
+            _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows, left_out)
             batch = []
-    _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows)
+    _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows, left_out)
     return pd.DataFrame({name: np.asarray(rows[name], dtype=t) for name, t in _COLUMNS.items()})
 
 

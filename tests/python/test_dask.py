@@ -152,3 +152,24 @@ def test_stats_summary_columns_are_their_own_rows_and_bfloat16_reads(client, tmp
     arr = xdd.to_array(out, "b").compute()
     assert arr.dtype == np.float32
     np.testing.assert_array_equal(arr, np.tile([1.5, -3.0, 2.0], (3, 1)))
+
+
+def test_digest_and_histogram_columns_are_no_rows_of_statistics(client, tmp_path):
+    """watch's default digests beside every key: their halves (~1e9) read as statistics made
+    every digest an "exploding" l2 (docs/scale.md's df[df["l2"] > 1e3]); a histogram row's
+    edges and counts are no tensor's statistics either. Both stay out; to_array reads them."""
+    out = str(tmp_path / "t")
+    w = np.linspace(-1, 1, 12, dtype=np.float32)
+    xdl.trace_tensor("w", w, summary="stats")
+    xdl.trace_tensor("digest/w", w, summary="digest")
+    xdl.trace_tensor("h", w, summary="histogram")
+    xdl.trace_tensor("v", w)
+    with xdl.TraceHook({"output_dir": out, "fsync": False}) as hook:
+        for _ in range(3):
+            hook.step()
+    xdl.clear()
+    df = xdd.to_dataframe(out).compute()
+    assert sorted(df["key"].unique()) == ["v", "w"]
+    assert df["l2"].max() < 3  # Before: the digest's rows, l2 ~1e9.
+    digests = xdd.to_array(out, "digest/w").compute()
+    assert digests.shape == (3, 2) and (digests == digests[0]).all()
