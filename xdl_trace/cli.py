@@ -320,18 +320,20 @@ def _format_stats(stats):
 
 
 def _dump_column(record, key, array, summarize):
-    """One line's body: a summary column by its fields' names (stats, histogram),
+    """One line's body: a summary column by its fields' names (stats, histogram, digest),
     a value column as its values, or with `summarize` their min/max/mean over
     the finite values (and the NaN/inf counts)."""
     info = None if record.descriptors is None else record.descriptors.get(key)
     kind = None if info is None else info["kind"]
-    if kind in ("stats", "histogram") and array.size:
+    if kind in ("stats", "histogram", "digest") and array.size:
         try:
             summary = record.summary(key)
         except ValueError as error:  # A layout newer than this reader: print the raw values.
             return f"{np.array2string(array, threshold=20, edgeitems=3)} ({error})"
         if kind == "stats":
             return "stats " + _format_stats(summary)
+        if kind == "digest":  # A checksum: its 64 bits, never statistics of its halves.
+            return f"digest {summary:016x}"
         edges, counts = summary
         return (
             f"histogram {len(counts)} bins over [{edges[0]:g}, {edges[-1]:g}]: counts "

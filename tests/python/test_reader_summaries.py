@@ -13,7 +13,7 @@ import trace_file_maker as tm
 import xdl_files as xf
 import xdl_trace as xdl
 from conftest import REPO
-from xdl_trace import errors
+from xdl_trace import _core, errors
 from xdl_trace._proto import xdl_trace_pb2
 from xdl_trace.read.reader import STATS_FIELDS, Histogram, Stats, open_trace
 
@@ -289,9 +289,11 @@ def test_dump_prints_summaries_by_name_not_count_as_max(cfg):
     x = np.arange(20, dtype=np.float32) / 4  # max 4.75, count 20
     xdl.trace_tensor("x", x, summary="stats")
     xdl.trace_tensor("h", x, summary="histogram")
+    xdl.trace_tensor("d", x, summary="digest")
     xdl.trace_tensor("v", x)
     with xdl.TraceHook(cfg) as hook:
         hook.step()
+    digest = f"digest {_core.digest(x, 4):016x}"  # Its 64 bits, not min/max/mean of two halves.
     for extra in ([], ["--summary"]):
         result = run_cli("dump", cfg["output_dir"], *extra)
         assert result.returncode == 0, result.stderr
@@ -300,6 +302,7 @@ def test_dump_prints_summaries_by_name_not_count_as_max(cfg):
         assert "max=20" not in line
         hist = next(l for l in result.stdout.splitlines() if l.strip().startswith("h "))
         assert f"histogram {BINS} bins over [0, 4.75]" in hist
+        assert f"  d float64[2]: {digest}" in result.stdout, result.stdout
     value = next(l for l in result.stdout.splitlines() if l.strip().startswith("v "))
     assert "min=0 max=4.75 mean=2.375" in value
 
@@ -315,6 +318,7 @@ def test_read_trace_script_names_summary_fields(cfg):
     x = np.arange(20, dtype=np.float32) / 4
     xdl.trace_tensor("x", x, summary="stats")
     xdl.trace_tensor("v", np.arange(8, dtype=np.float64))  # A float64[8] value: not stats.
+    xdl.trace_tensor("d", x, summary="digest")
     with xdl.TraceHook(cfg) as hook:
         hook.step()
     script = os.path.join(REPO, "xdl_trace", "tools", "read_trace.py")
@@ -328,3 +332,4 @@ def test_read_trace_script_names_summary_fields(cfg):
     lines = result.stdout.splitlines()
     assert any("x Double[8]: stats count=20 min=0 max=4.75 mean=2.375" in l for l in lines)
     assert any("v Double[8]: min=0 max=7 mean=3.5" in l for l in lines)
+    assert f"  d Double[2]: digest {_core.digest(x, 4):016x}" in lines, lines

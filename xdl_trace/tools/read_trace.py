@@ -863,8 +863,8 @@ def _format_meta(meta):
 
 
 def _describe_summary(descriptor, array):
-    """A stats or histogram summary column (layout version 1) with its fields named, or None
-    for any other column (a value, a user summary, a layout this script does not know)."""
+    """A stats, histogram or digest summary column (layout version 1) with its fields named, or
+    None for any other column (a value, a user summary, a layout this script does not know)."""
     if descriptor is None or descriptor.layout_version != 1 or array.dtype != np.float64:
         return None
     content = _CONTENTS[descriptor.content] if descriptor.content < len(_CONTENTS) else None
@@ -875,6 +875,8 @@ def _describe_summary(descriptor, array):
         counts = array[2 + bins :].astype(np.int64)
         counts_text = np.array2string(counts, threshold=40, edgeitems=5)
         return f"histogram {bins} bins over [{array[0]:g}, {array[1]:g}]: counts {counts_text}"
+    if content == "DIGEST" and array.shape == (2,):  # Its high and low 32 bits.
+        return f"digest {(int(array[0]) << 32) | int(array[1]):016x}"
     return None
 
 
