@@ -163,4 +163,5 @@ def test_the_jiterator_kernel_is_proved_and_used_on_cuda():
     tensors = [t.to(device) for t in _tensors()]
     rows = _device_summary.digest_rows(tensors)
     assert _device_summary.fused_digest_status() == {str(device): "on"}
+    assert _device.graph_stats()["summary_fused_digest"] == {str(device): "on"}  # hook.stats()
     assert _digests(rows.cpu()) == [_host_digest(t) for t in _tensors()]

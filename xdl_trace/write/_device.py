@@ -25,7 +25,7 @@ import time
 import weakref
 
 from .. import _core
-from . import _device_graphs
+from . import _device_graphs, _device_summary
 
 # Wire dtype values by name, from the C++ dtype table.
 _WIRE = {name: value for value, name, _, _ in _core.dtype_table()}
@@ -311,8 +311,11 @@ if hasattr(os, "register_at_fork"):
 
 
 def graph_stats():
-    """The process's summary-graph counters, for hook.stats()."""
-    return _device_graphs.graphs().stats()
+    """The process's summary-graph counters and its fused digest kernel's state per device
+    (``summary_fused_digest``: "on", or why not), for hook.stats()."""
+    stats = _device_graphs.graphs().stats()
+    stats["summary_fused_digest"] = _device_summary.fused_digest_status()
+    return stats
 
 
 class _Item:

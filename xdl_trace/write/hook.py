@@ -798,7 +798,8 @@ class TraceHook:
         device counters: staging memory (staging_bytes, staging_high_water_bytes,
         staging_waits, staging_dropped; this hook's own pool, counted since its begin()) and summary graphs (summary_graphs held,
         summary_graph_captures, summary_graph_replays, summary_graph_failures,
-        summary_passes_eager, summary_graphs_off: why graphs are off, or None)."""
+        summary_passes_eager, summary_graphs_off: why graphs are off, or None) and
+        summary_fused_digest ({device: "on" or why the fused digest kernel is off})."""
         if self._tracer is not None:
             out = self._tracer.stats()
         elif self._final_stats is not None:
