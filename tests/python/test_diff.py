@@ -97,6 +97,12 @@ def test_tolerance_and_selections(runs, capsys):
     # An error exits 2 (1 says the runs differ), as diff(1) does.
     assert cli.main(["diff", runs["a"], "--ranks"]) == 2
     assert "comparing ranks needs two or more" in capsys.readouterr().err
+    # A pattern that matches no key is an error, as for every other command (it said
+    # "identical: 0 key(s) ... compared by nothing" and exited 0: a typo passed a CI check).
+    with pytest.raises(KeyError, match=r"no key matches 'lsos' \(keys: "):
+        xdl.diff(runs["a"], runs["changed"], keys="lsos")
+    assert cli.main(["diff", runs["a"], runs["changed"], "--keys", "lsos"]) == 2
+    assert "no key matches 'lsos'" in capsys.readouterr().err
 
 
 def test_runs_of_different_length_keys_and_dtypes(runs, tmp_path, capsys):
@@ -295,6 +301,8 @@ def test_watch_digest_companion_is_folded_into_its_key(tmp_path, capsys):
     assert w.key == "w" and w.basis == "digests" and w.first["gstep"] == 150
     assert cli.main(["diff", a, swapped, "--keys", "w"]) == 1
     assert "compared by digests (exact; no magnitudes): w" in capsys.readouterr().out
+    # Asking for the companion asks for its key (it compared nothing and said identical).
+    assert [k.key for k in xdl.diff(a, swapped, keys="digest/w").differing] == ["w"]
     plain = write_watched_run(tmp_path / "plain", swap_at=150, digest=False)
     result = xdl.diff(a, plain)
     assert result.only_a == [] and [(k.key, k.basis) for k in result.keys] == [("w", "summaries")]

@@ -208,12 +208,24 @@ def diff(
     folded = set(companions_a.values()) | set(companions_b.values())
     patterns = _patterns(sel.keys)
 
-    def wanted(schema):  # The keys asked for, companions folded into their keys.
+    def wanted(schema, companions):  # The keys asked for, companions folded into their keys
+        # (asking for digest/K asks for K).
         return [
-            k for k in schema if k not in folded and (patterns is None or _matches(k, patterns))
+            k
+            for k in schema
+            if k not in folded
+            and (
+                patterns is None
+                or _matches(k, patterns)
+                or (k in companions and _matches(companions[k], patterns))
+            )
         ]
 
-    wanted_a, wanted_b = wanted(schema_a), wanted(schema_b)
+    wanted_a, wanted_b = wanted(schema_a, companions_a), wanted(schema_b, companions_b)
+    if patterns is not None and not wanted_a and not wanted_b:  # A typo is not "identical".
+        keys = ", ".join(dict.fromkeys(list(schema_a) + list(schema_b)))
+        where = trace_a.path if same else f"{trace_a.path} and {trace_b.path}"
+        raise KeyError(f"{where}: no key matches {sel.keys!r} (keys: {keys})")
     only_a = [k for k in wanted_a if k not in schema_b]
     only_b = [k for k in wanted_b if k not in schema_a]
     common = [k for k in wanted_a if k in schema_b]
