@@ -103,6 +103,10 @@ def test_tolerance_and_selections(runs, capsys):
         xdl.diff(runs["a"], runs["changed"], keys="lsos")
     assert cli.main(["diff", runs["a"], runs["changed"], "--keys", "lsos"]) == 2
     assert "no key matches 'lsos'" in capsys.readouterr().err
+    # So is a gstep range that holds no record of either run (it said identical over 0 steps).
+    with pytest.raises(ValueError, match=r"no record in the gsteps selected: \(5000, 6000\)"):
+        xdl.diff(runs["a"], runs["changed"], gsteps=(5000, 6000))
+    assert cli.main(["diff", runs["a"], runs["changed"], "--gsteps", "5000:6000"]) == 2
 
 
 def test_runs_of_different_length_keys_and_dtypes(runs, tmp_path, capsys):

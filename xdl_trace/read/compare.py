@@ -328,6 +328,12 @@ def diff(
                     structural_gstep=k["structural_gstep"] if k["structural"] else None,
                 )
             )
+    if sel.gsteps is not None and not any(
+        r["compared"] or r["only_a"] or r["only_b"] for r in step_rows
+    ):
+        # A range that holds no step of either run proves nothing: not "identical".
+        where = trace_a.path if same else f"{trace_a.path} and {trace_b.path}"
+        raise ValueError(f"{where}: no record in the gsteps selected: {sel.gsteps!r}")
     results.sort(
         key=lambda r: (
             not r.differs,
