@@ -640,6 +640,7 @@ def _find_nan_configure(parser):
 )
 def _find_nan(args):
     trace = open_trace(args.path, prefix=args.prefix, name=args.name, run=args.run)
+    selection = _selection(args)
     with Progress(trace.nbytes, "find-nan") as progress:
         scan = analysis.scan_run(
             args.path,
@@ -648,9 +649,9 @@ def _find_nan(args):
             series=False,
             histograms=False,
             on_progress=progress,
-            selection=_selection(args),
+            selection=selection,
         )
-    found = analysis.bad_values(scan)
+    found = analysis.bad_values(scan, selection)
     checked = len(scan.keys) - len(scan.unchecked)
     # What a histogram summary can say (issue 24 #11): its counts are of finite values only.
     unchecked = (

@@ -148,6 +148,13 @@ def test_find_nan_command_exit_status_and_json(tmp_path):
     missing = run(str(tmp_path / "nowhere"))
     # An error exits 2: 1 says a NaN was found (before: 1 for both).
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+    # A gstep range holding no record proves nothing: an error, not "no NaN ... over 0 records".
+    empty = run(bad, "--gsteps", "100:200")
+    assert empty.returncode == 2, empty.stdout
+    assert "no record in the gsteps selected: (100, 200)" in empty.stderr
+    with pytest.raises(ValueError, match="no record in the gsteps selected"):
+        xdl.find_nan(bad, gsteps=(100, 200))
+    assert run(bad, "--gsteps", "0:2").returncode == 0  # Before the NaN: clean, and read.
 
 
 def test_find_nan_skips_empty_columns(tmp_path):

@@ -841,17 +841,16 @@ def find_nan(
     ``gstep``, ``lstep`` (of the first record holding one; earliest gstep, then lowest rank) and
     ``nan``, ``inf`` (how many elements of that record), ordered by gstep then key. Empty when
     the run is clean. selection and keys, gsteps, ranks, run: as ``scan_run``."""
+    selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
     scan = scan_run(
-        path,
-        prefix=prefix,
-        name=name,
-        series=False,
-        histograms=False,
-        selection=Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run),
+        path, prefix=prefix, name=name, series=False, histograms=False, selection=selection
     )
-    return [b.as_dict() for b in bad_values(scan)]
+    return [b.as_dict() for b in bad_values(scan, selection)]
 
 
-def bad_values(scan):
-    """The first NaN/Inf of each key of a RunScan (BadValue), by gstep, then rank, then key."""
+def bad_values(scan, selection=None):
+    """The first NaN/Inf of each key of a RunScan (BadValue), by gstep, then rank, then key.
+    ValueError when `selection`'s gsteps held no record: no NaN found there proves nothing."""
+    if selection is not None and selection.gsteps is not None and not scan.total_records:
+        raise ValueError(f"{scan.path}: no record in the gsteps selected: {selection.gsteps!r}")
     return sorted(scan.first_bad.values(), key=lambda bad: (bad.gstep, bad.rank, bad.key))
