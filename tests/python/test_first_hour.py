@@ -62,6 +62,44 @@ def test_a_value_key_not_registered_names_trace_value(cfg):
             hook.step(values={"acc": 1.0})
 
 
+def test_a_scoped_hook_takes_its_values_by_the_names_trace_value_was_given(tmp_path):
+    """A train hook and an eval hook (scopes "train" and "eval"): hook.step(values={"loss": ...})
+    is the key trace_value("loss", scope="train") made, train/loss. Before: every step of both
+    hooks wrote empty columns, and end() said the steps "failed and were not written"."""
+    xdl.trace_value("loss", scope="train")
+    xdl.trace_value("loss", scope="eval")  # The same name in two scopes: each hook its own.
+    xdl.trace_value("acc", scope="eval")
+    out = str(tmp_path / "run")
+    train = xdl.TraceHook(output_dir=out, scope="train", on_error="raise")
+    evaluate = xdl.TraceHook(output_dir=out, scope="eval", output_file_name="eval")
+    with train, evaluate:
+        for step in range(4):
+            train.step(values={"loss": np.float32(step)})
+            if step % 2:
+                evaluate.step(gstep=step, values={"loss": np.float32(-step), "eval/acc": 0.5})
+    assert xdl.open_trace(out).stack("train/loss").tolist() == [0, 1, 2, 3]
+    evaluated = xdl.open_trace(out, name="eval")
+    assert evaluated.stack("eval/loss").tolist() == [-1, -3]
+    assert evaluated.stack("eval/acc").tolist() == [0.5, 0.5]
+
+
+def test_a_value_handed_under_an_unknown_name_is_no_failed_step(warn_cfg, read_trace):
+    """A typo in values={} is warned once; the step is traced and the value it left out is the
+    empty column it writes: end() no longer says the steps "failed and were not written"."""
+    xdl.trace_value("loss")
+    hook = xdl.TraceHook(warn_cfg)
+    with pytest.warns(RuntimeWarning) as said:
+        with hook:
+            for _ in range(3):
+                hook.step(values={"lsos": 1.0})
+    messages = [str(w.message) for w in said]
+    assert sum("'lsos' not registered with xdl.trace_value" in m for m in messages) == 1
+    (summary,) = [m for m in messages if "column(s) were written empty" in m]
+    assert "failed and were not written" not in summary, summary
+    stats = hook.stats()
+    assert (stats["step_errors"], stats["column_errors"], stats["records_written"]) == (0, 3, 3)
+
+
 def test_a_torch_loss_handed_at_the_step_is_each_steps_value(cfg, read_trace):
     torch = pytest.importorskip("torch")
     w = torch.ones(3, requires_grad=True)

@@ -423,6 +423,16 @@ def is_value_key(key):
     return key in _value_keys
 
 
+def value_names(keys):
+    """{name: full key} for those of `keys` registered with trace_value under a scope, by the
+    name trace_value was given ("loss" for "train/loss"); a name two scopes share maps to
+    neither (only its full keys say which)."""
+    with _lock:
+        pairs = [(k[len(_value_keys[k]) + 1 :], k) for k in keys if _value_keys.get(k)]
+    names = [name for name, _ in pairs]
+    return {name: key for name, key in pairs if names.count(name) == 1}
+
+
 def take_step_values(keys):
     """Forgets the values handed for `keys` (a hook's step consumed them): a value is traced
     at the step it was handed for, never again at a later one."""

@@ -422,6 +422,7 @@ class TraceHook:
         self._pending_gstep = None
         self._last_gstep = None  # The gstep of the previous step() (item 8 of issue 34).
         self._value_keys = []  # The keys of this tracer registered with xdl.trace_value.
+        self._value_names = {}  # Their names without the scope, where one key has the name.
         self._groups = []
         self._entered = False  # Inside __enter__: the warnings of begin() point at the `with`.
 
@@ -479,6 +480,7 @@ class TraceHook:
         # Groups of entries read together (xdl.watch) among what this tracer traces.
         self._groups = _device.groups(self._scopes, self._tracer.keys)
         self._value_keys = api.value_keys(self._tracer.keys)
+        self._value_names = api.value_names(self._value_keys)
         self._last_gstep = None
         self._forked = False
         self._final_stats = None
@@ -651,7 +653,8 @@ class TraceHook:
         """Call after each training step. Traces it if the filter selects it; returns whether
         a record was produced. gstep: this step's global step (default: the hook's fixed
         gstep, else the local step count). values: this step's values of keys registered with
-        xdl.trace_value, ``{"loss": loss}`` (as xdl.log(values) before the step)."""
+        xdl.trace_value, ``{"loss": loss}`` (as xdl.log(values) before the step); a key of
+        this hook's scope may be named as trace_value named it ("loss" for "train/loss")."""
         tracer = self._tracer
         if tracer is None:
             self.begin()
@@ -710,12 +713,17 @@ class TraceHook:
         return True
 
     def _hand_values(self, values):
+        if hasattr(values, "items"):  # Else log() says what is wrong.
+            names = self._value_names
+            values = {k if api.is_value_key(k) else names.get(k, k): v for k, v in values.items()}
         try:
             api.log(values)
         except errors.NotFoundError as error:
             if self._on_error == "raise":
                 raise
-            self._count_error(error)
+            # Not a failed step: the others are traced, and a key left without its value
+            # is counted as the empty column it writes.
+            self._warn_once(error, f"{type(error).__name__}: {error}")
             api.log({k: v for k, v in values.items() if api.is_value_key(k)})
 
     def _check_gstep_order(self, gstep):
@@ -761,6 +769,10 @@ class TraceHook:
         else:
             self._step_errors += 1
             self._io_step_errors += isinstance(error, errors.TraceIOError)
+        self._warn_once(error, message)
+        self._last_step_error = message
+
+    def _warn_once(self, error, message):
         key = getattr(error, "key", None)
         identity = (type(error).__name__, key if key is not None else message)
         if identity not in self._warned:
@@ -772,7 +784,6 @@ class TraceHook:
                 RuntimeWarning,
                 stacklevel=api.caller_stacklevel(),
             )
-        self._last_step_error = message
 
     # -- SessionRunHook protocol -------------------------------------------------------------
 
