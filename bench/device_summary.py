@@ -129,10 +129,12 @@ def main():
                 self.segment = max(self.segment, int(args[0].max()))
             return out
 
+    # The digest in torch's ops (a --root older than the fused kernel has that pass only).
+    torch_ops = {"mix": ds.torch_mix} if hasattr(ds, "torch_mix") else {}
     passes = {
         "stats": lambda chunk=None: ds.stats_rows(tensors, chunk),
         "histogram": lambda chunk=None: ds.histogram_rows(tensors, 30, chunk),
-        "digest": lambda chunk=None: ds.digest_rows(tensors, chunk, mix=ds.torch_mix),
+        "digest": lambda chunk=None: ds.digest_rows(tensors, chunk, **torch_ops),
     }
     if cuda:  # The fused kernel (jiterator), proved at its first pass; the hook's default.
         passes["fused"] = lambda chunk=None: ds.digest_rows(tensors, chunk)
