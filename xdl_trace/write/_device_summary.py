@@ -38,6 +38,7 @@ import functools
 import math
 import os
 import threading
+import time
 import warnings
 
 # Elements a row of a pass at most (every tensor pads its last row: at most TILE - 1 NaN each).
@@ -321,6 +322,10 @@ T xdl_digest_mix(T bits, T row_start, T row_length, T column, long long mask) {
 """
 _fused_lock = threading.Lock()
 _fused = {}  # GUARDED_BY(_fused_lock): str(device) -> the proved kernel, or why there is none
+# The proof's bound, as device_fence_timeout_s's default: a healthy GPU never reaches it; past
+# it (a hung device) the digests take torch's ops rather than the step waiting on.
+PROOF_TIMEOUT_S = 60.0
+_abandoned = []  # GUARDED_BY(_fused_lock): probes past their bound, kept (the device may write)
 
 
 def digest_rows(tensors, chunk=None, mix=None):
@@ -401,10 +406,10 @@ def fused_digest_status():
         return {key: "on" if callable(v) else v for key, v in _fused.items()}
 
 
-def prove_mix(device, make):
+def prove_mix(device, make, timeout_s=PROOF_TIMEOUT_S):
     """The mix `make()` returns if, on `device`, it gives the host's digests (_core.digest) of
     probe tensors of every element size (several rows, padding; on a side stream of its own, so
-    only the probe is waited for), else why not, warned once."""
+    only the probe is waited for, `timeout_s` at most), else why not, warned once."""
     from .. import _core
 
     wire = {name: value for value, name, _, _ in _core.dtype_table()}  # The wire's dtype codes.
@@ -421,9 +426,22 @@ def prove_mix(device, make):
     try:
         mix = make()
         with torch.cuda.stream(torch.cuda.Stream(device)) if cuda else contextlib.nullcontext():
-            rows = [_digest_rows([t.to(device)], mix)[0].cpu().tolist() for t in probe]
+            rows = torch.cat([_digest_rows([t.to(device)], mix) for t in probe])
+            if cuda:  # Read back without a wait past its bound (a hung device).
+                host = torch.empty(rows.shape, dtype=rows.dtype, pin_memory=True)
+                host.copy_(rows, non_blocking=True)
+                done = torch.cuda.Event()
+                done.record()
         for t in probe:  # Their layouts were made on the probe's stream: no pass reuses them.
             _layouts.pop((str(device), (t.numel(),)), None)
+        if cuda:
+            try:
+                _wait(done.query, timeout_s)
+            except TimeoutError:
+                _abandoned.append((rows, host))  # The device may write them yet.
+                raise
+            rows = host
+        rows = rows.tolist()
         wrong = [
             str(t.dtype)
             for t, (high, low) in zip(probe, rows)
@@ -441,6 +459,15 @@ def prove_mix(device, make):
         stacklevel=3,
     )
     return why
+
+
+def _wait(done, timeout_s):
+    """Polls done() until it is true; TimeoutError past `timeout_s` (Ctrl-C ends it too)."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the probe did not complete within {timeout_s:g} s")
+        time.sleep(0.001)
 
 
 @functools.lru_cache(maxsize=16)
