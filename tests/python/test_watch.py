@@ -229,3 +229,37 @@ def test_every_with_stats_summary_writes_count_zero_rows_in_between(tmp_path):
     _train(model, out, 4)
     counts = [r["0.bias"][STATS["count"]] for r in xdl.open_trace(out).records()]
     assert counts == [8, 0, 0, 8]  # Captured at traced steps 0 and 3; empty tensors between.
+
+
+def test_a_model_moved_or_cast_after_watch_is_refused_at_begin_not_traced_stale(tmp_path):
+    """watch(model), then model.double() (or .to(), .cuda(), .half()): the parameters' values now
+    lie elsewhere, and the registration read their old memory: every record held the initial
+    float32 weights, silently. begin() now says which keys moved, from where to where."""
+    model = _model()
+    xdl.watch(model, gradients=False)
+    model.double()
+    out = str(tmp_path / "run")
+    with pytest.raises(
+        RuntimeError,
+        match=r"'0.weight' was float32\[8, 4\] on cpu at 0x[0-9a-f]+, "
+        r"is float64\[8, 4\] on cpu",
+    ) as refused:
+        xdl.TraceHook({"output_dir": out}).begin()
+    assert "model.to(), .cuda(), .half(), .double()" in str(refused.value)
+    assert "xdl.clear() first" in str(refused.value)
+    # Registered again after the last cast: traced from where the values are.
+    model.float()
+    xdl.clear()
+    xdl.watch(model, gradients=False, summary=None, digest=False)
+    _train(model, out, 3)
+    stacked = xdl.open_trace(out).stack("0.weight")
+    np.testing.assert_array_equal(stacked[-1], model[0].weight.detach().numpy())
+    assert not np.array_equal(stacked[0], stacked[-1])
+
+
+def test_a_tensor_whose_data_is_replaced_after_registration_is_refused(tmp_path):
+    w = torch.zeros(3)
+    xdl.trace_variable("w", w)
+    w.data = torch.ones(5)  # New storage: the registration still reads the old zeros.
+    with pytest.raises(RuntimeError, match=r"'w' was float32\[3\] on cpu .*, is float32\[5\]"):
+        xdl.TraceHook({"output_dir": str(tmp_path / "run")}).begin()

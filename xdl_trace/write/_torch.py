@@ -99,6 +99,17 @@ def stable_view(key, tensor):
     return value if isinstance(value, tuple) else (value, -1)
 
 
+def placement(tensor):
+    """Where a tensor's values lie: (device, dtype, shape, address); what in-place reading
+    holds on to."""
+    return (str(tensor.device), str(tensor.dtype), tuple(tensor.shape), tensor.data_ptr())
+
+
+def describe_placement(where):
+    device, dtype, shape, address = where
+    return f"{dtype.rsplit('.', 1)[-1]}{list(shape)} on {device} at {address:#x}"
+
+
 def grad_reader(key, name, parameter):
     """A function returning ``parameter.grad`` now; FailedPreconditionError naming the key
     (as its ``key``) while it is None."""

@@ -49,6 +49,10 @@ _grad_read_names = set()
 # (xdl.log / hook.step(values=...)): {full key: value}, taken by that key's provider.
 _value_keys = {}
 _step_values = {}
+# Torch tensors read in place ({(scope, key): (tensor, where it lay)}): a model moved or cast
+# after it was registered (model.to(), .cuda(), .double()) leaves the registration on its old
+# memory, which hook.begin() refuses (stale_in_place) rather than trace silently.
+_in_place = {}
 # Running hooks -> (the scopes they trace, their output_dir, whether they warned already), so
 # that a registration they will not see is warned about (hook_began / hook_ended).
 _running_hooks = weakref.WeakKeyDictionary()
@@ -208,6 +212,26 @@ def _register(kind, name, value, scope, summary=None):
             _registry.register_array(scope, key, kind, how[1], how[2], summary, bins)
         else:
             _registry.register_provider(scope, key, kind, how[1], summary, bins)
+    if how[0] == "array" and _torch.is_tensor(value):
+        with _lock:
+            _in_place[(scope, key)] = (value, _torch.placement(value))
+
+
+def stale_in_place(scopes):
+    """What hook.begin() refuses: for each torch tensor of `scopes` registered to be read in
+    place whose memory is no longer where it was (moved, cast or reallocated since), a line
+    naming its key, where it was and where it is."""
+    with _lock:
+        entries = [(k, v) for k, v in _in_place.items() if k[0] in scopes]
+    lines = []
+    for (scope, key), (tensor, was) in entries:
+        now = _torch.placement(tensor)
+        if now != was:
+            lines.append(
+                f"'{full_key(scope, key)}' was {_torch.describe_placement(was)}, "
+                f"is {_torch.describe_placement(now)}"
+            )
+    return lines
 
 
 def trace_tensor(name, value, scope=None, summary=None):
@@ -460,11 +484,12 @@ def clear(scope=None):
             _grad_read_names.clear()
             _value_keys.clear()
             _step_values.clear()
+            _in_place.clear()
         else:
             s = scope_name(scope)
             _registry.clear_scope(s)
             _device.clear_groups(s)
-            for table in (_variables, _sent_gradients):
+            for table in (_variables, _sent_gradients, _in_place):
                 for k in [k for k in table if k[0] == s]:
                     del table[k]
             for k in [k for k, key_scope in _value_keys.items() if key_scope == s]:

@@ -458,6 +458,14 @@ class TraceHook:
         file. Errors here (unwritable output_dir, ...) always raise."""
         if self._tracer is not None:
             return
+        stale = api.stale_in_place(self._scopes)
+        if stale:
+            raise errors.FailedPreconditionError(
+                "xdl_trace: tensors registered to be read in place no longer hold their values "
+                f"there: {'; '.join(stale)}. A model moved or cast after xdl.watch() or "
+                "trace_variable() (model.to(), .cuda(), .half(), .double()) would be traced "
+                "from its old memory: register it after moving it (xdl.clear() first)"
+            )
         # Each begin() is a new run: placement as of now, a new run id (docs/python.md "Runs").
         placement = _run.detect_placement(self._rank_option)
         self._config.rank = placement.rank
