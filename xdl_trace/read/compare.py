@@ -222,9 +222,10 @@ def diff(
         ]
 
     wanted_a, wanted_b = wanted(schema_a, companions_a), wanted(schema_b, companions_b)
-    if patterns is not None and not wanted_a and not wanted_b:  # A typo is not "identical".
+    # A selection that holds nothing is an error (a typo is not "identical"), naming the runs.
+    where = trace_a.path if same else f"{trace_a.path} and {trace_b.path}"
+    if patterns is not None and not wanted_a and not wanted_b:
         keys = ", ".join(dict.fromkeys(list(schema_a) + list(schema_b)))
-        where = trace_a.path if same else f"{trace_a.path} and {trace_b.path}"
         raise KeyError(f"{where}: no key matches {sel.keys!r} (keys: {keys})")
     only_a = [k for k in wanted_a if k not in schema_b]
     only_b = [k for k in wanted_b if k not in schema_a]
@@ -331,8 +332,6 @@ def diff(
     if sel.gsteps is not None and not any(
         r["compared"] or r["only_a"] or r["only_b"] for r in step_rows
     ):
-        # A range that holds no step of either run proves nothing: not "identical".
-        where = trace_a.path if same else f"{trace_a.path} and {trace_b.path}"
         raise ValueError(f"{where}: no record in the gsteps selected: {sel.gsteps!r}")
     results.sort(
         key=lambda r: (
