@@ -242,6 +242,41 @@ def test_watch_of_a_model_every_step(cfg, read_trace):
             assert (int(high) << 32) | int(low) == digests[step][key], (key, step)
 
 
+@pytest.mark.parametrize("summary", ["stats", None])
+def test_a_device_group_member_without_a_gradient_is_empty_at_that_step(cfg, read_trace, summary):
+    """watch on a device reads its gradients as one group: a parameter the step did not use has
+    no gradient under zero_grad(set_to_none=True) (torch 2's default); its member is empty at
+    that step (stats of no element, no values, digest 0) and the group's others are staged as
+    ever (before: the group's read raised and the step failed)."""
+    torch.manual_seed(0)
+    model = torch.nn.ModuleDict({"a": torch.nn.Linear(3, 2), "b": torch.nn.Linear(3, 2)})
+    x = torch.randn(4, 3)
+    with installed(FakeDevice()) as device:
+        xdl.watch(model, summary=summary)
+        with pytest.warns(RuntimeWarning, match="grad is None at a traced step"):
+            with xdl.TraceHook(cfg) as hook:
+                for step in range(2):
+                    used = model["a" if step == 0 else "b"]
+
+                    def forward_backward(used=used):
+                        model.zero_grad(set_to_none=True)
+                        used(x).sum().backward()
+
+                    device.enqueue(forward_backward)
+                    device.synchronize()
+                    hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    assert len(trace.records) == 2
+    for step, cols in enumerate(rec[3] for rec in trace.records):
+        unused, used = ("b", "a") if step == 0 else ("a", "b")
+        empty, full = cols[f"gradient/{unused}.weight"], cols[f"gradient/{used}.weight"]
+        if summary == "stats":
+            assert empty[STATS.index("count")] == 0 and full[STATS.index("count")] == 6
+            assert cols[f"digest/gradient/{unused}.weight"].tolist() == [0, 0]
+        else:  # Full values (no digest companion: the column is exact).
+            assert empty.size == 0 and full.shape == (2, 3)
+
+
 def test_watch_on_a_device_is_one_group_per_kind_with_every_and_full_values(cfg, read_trace):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
@@ -265,14 +300,18 @@ def test_watch_on_a_device_is_one_group_per_kind_with_every_and_full_values(cfg,
     assert weight[STATS.index("max")] == model[0].weight.max().item()
 
 
-def test_watch_on_a_device_before_backward_fails_the_step_naming_the_key(cfg):
+def test_watch_on_a_device_before_backward_says_so_naming_the_key(cfg, read_trace):
+    """hook.step() before any backward(): no gradient yet, so the gradient columns are empty,
+    said once naming the first key (either cause: an unused parameter, or the step's order)."""
     model = torch.nn.Linear(3, 1)
     with installed(FakeDevice()):
         xdl.watch(model)
-        with xdl.TraceHook(cfg) as hook:
-            with pytest.raises(xdl.errors.FailedPreconditionError, match="backward") as raised:
+        with pytest.warns(RuntimeWarning, match=r"'gradient/weight'.*before backward\(\)"):
+            with xdl.TraceHook(cfg) as hook:
                 hook.step()
-    assert raised.value.key == "gradient/weight"
+    ((_, _, _, cols),) = read_trace(cfg["output_dir"])[0].records
+    assert cols["gradient/weight"][STATS.index("count")] == 0
+    assert cols["weight"][STATS.index("count")] == 3
 
 
 def test_a_failed_copy_drops_its_record_counts_it_and_the_next_steps_are_written(cfg, read_trace):

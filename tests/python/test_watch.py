@@ -263,3 +263,41 @@ def test_a_tensor_whose_data_is_replaced_after_registration_is_refused(tmp_path)
     w.data = torch.ones(5)  # New storage: the registration still reads the old zeros.
     with pytest.raises(RuntimeError, match=r"'w' was float32\[3\] on cpu .*, is float32\[5\]"):
         xdl.TraceHook({"output_dir": str(tmp_path / "run")}).begin()
+
+
+def test_a_parameter_without_a_gradient_at_a_step_leaves_its_columns_empty_not_the_record(tmp_path):
+    """A branch the step did not take has no gradient under zero_grad(set_to_none=True) (torch
+    2's default): its gradient's stats count 0 and digest 0 at that step, said once for the model;
+    every record is written (before: every step failed, 0 records)."""
+
+    class Branches(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+            self.head = torch.nn.Linear(4, 1)
+
+        def forward(self, x, step):
+            return self.head(self.a(x) if step % 2 == 0 else self.b(x))
+
+    torch.manual_seed(0)
+    model = Branches()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    xdl.watch(model)
+    out = str(tmp_path / "run")
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    with pytest.warns(RuntimeWarning, match=r"'b.weight'.grad is None") as said:
+        with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+            for step in range(4):
+                opt.zero_grad(set_to_none=True)
+                ((model(x, step) - y) ** 2).mean().backward()
+                hook.step()
+                opt.step()
+    assert sum("grad is None" in str(w.message) for w in said) == 1  # Once for the model.
+    records = list(xdl.open_trace(out).records())
+    assert len(records) == 4
+    for step, record in enumerate(records):
+        unused, used = ("b", "a") if step % 2 == 0 else ("a", "b")
+        assert record.summary(f"gradient/{unused}.weight").count == 0
+        assert record.summary(f"digest/gradient/{unused}.weight") == 0
+        assert record.summary(f"gradient/{used}.weight").count == 16
+        assert record.summary("gradient/head.weight").count == 4

@@ -6,10 +6,11 @@ the import.
 """
 
 import sys
+import warnings
 
 import numpy as np
 
-from .. import _core, errors
+from .. import _core
 from . import _device
 
 # The wire value of bfloat16, from the C++ dtype table.
@@ -110,27 +111,36 @@ def describe_placement(where):
     return f"{dtype.rsplit('.', 1)[-1]}{list(shape)} on {device} at {address:#x}"
 
 
-def grad_reader(key, name, parameter):
-    """A function returning ``parameter.grad`` now; FailedPreconditionError naming the key
-    (as its ``key``) while it is None."""
+def grad_reader(key, name, parameter, said=None):
+    """A function returning ``parameter.grad`` now. Where it is None (no gradient at this step:
+    a parameter the loss did not use, under zero_grad(set_to_none=True), torch's default), an
+    empty tensor of its dtype on its device, so that the step's columns of it are empty and its
+    other keys are written; said once through `said` (a list the readers of one registration
+    share: a model's hundred parameters warn once)."""
+    said = [] if said is None else said
 
     def read_grad():
         grad = parameter.grad
         if grad is None:
-            error = errors.FailedPreconditionError(
-                f"xdl_trace: gradient '{key}': '{name}'.grad is None "
-                "(call backward() before the traced step)"
-            )
-            error.key = key
-            raise error
+            if not said:
+                said.append(key)
+                warnings.warn(
+                    f"xdl_trace: gradient '{key}': '{name}'.grad is None at a traced step, so "
+                    "its column is empty there (and so is that of any other parameter without "
+                    "a gradient): a parameter the loss did not use, after zero_grad("
+                    "set_to_none=True), torch's default; or hook.step() called before backward()",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            return parameter.detach().new_empty(0)
         return grad
 
     return read_grad
 
 
-def grad_provider(key, name, parameter, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):
+def grad_provider(key, name, parameter, summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS, said=None):
     """A provider reading ``parameter.grad`` at each traced step (captured as `capture` does)."""
-    read = grad_reader(key, name, parameter)
+    read = grad_reader(key, name, parameter, said)
     return lambda: capture(key, read(), summary, bins)
 
 

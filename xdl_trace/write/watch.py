@@ -154,12 +154,13 @@ def watch(
             read = lambda p=parameter: p  # noqa: E731  (a CPU tensor: digested in C++)
             _watch_digest(_core.EntryKind.VARIABLE, scope_s, name, read, every, parameter)
     if gradients:
+        said = []  # A gradient missing at a step: said once for the model.
         for name, parameter in parameters:
             if not parameter.requires_grad:
                 continue
             key = _names.gradient_key(name)
             full_key = api.full_key(scope_s, key)
-            read = _torch.grad_provider(full_key, name, parameter, summary, bins)
+            read = _torch.grad_provider(full_key, name, parameter, summary, bins, said)
             _register(
                 _core.EntryKind.GRADIENT,
                 scope_s,
@@ -171,7 +172,7 @@ def watch(
             api.note_gradient_read(name)
             keys.append(full_key)
             if digest:
-                read = _torch.grad_reader(full_key, name, parameter)
+                read = _torch.grad_reader(full_key, name, parameter, said)
                 _watch_digest(_core.EntryKind.GRADIENT, scope_s, key, read, every, parameter)
     if activations:
         keys += _watch_activations(model, summary, every, scope_s, digest)
@@ -250,8 +251,9 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
     trained = [(name, p) for name, p in parameters if p.requires_grad]
     if gradients and trained:
         grad_names = [_names.gradient_key(name) for name, _ in trained]
+        said = []  # A gradient missing at a step: said once for the model.
         reads = [
-            _torch.grad_reader(api.full_key(scope_s, key), name, p)
+            _torch.grad_reader(api.full_key(scope_s, key), name, p, said)
             for key, (name, p) in zip(grad_names, trained)
         ]
         register(_core.EntryKind.GRADIENT, grad_names, reads, [p for _, p in trained])
