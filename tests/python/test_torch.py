@@ -153,3 +153,28 @@ def test_cuda_tensors_are_copied_to_host(cfg, read_trace):
         hook.step()
     (trace,) = read_trace(cfg["output_dir"])
     np.testing.assert_array_equal(trace.column("t")[0], [1.0, 2.0, 3.0, 4.0])
+
+
+@pytest.mark.parametrize("summary", ["stats", None])
+def test_a_sparse_gradient_is_traced_as_the_dense_tensor_it_stands_for(cfg, read_trace, summary):
+    """nn.Embedding(sparse=True) (recommendation models) has a sparse COO gradient: traced as
+    its dense values (before: "can't convert Sparse layout tensor to numpy" failed every step,
+    naming no key, and nothing was written)."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 3, sparse=True)
+    xdl.watch(emb, summary=summary, digest=False)
+    dense = []
+    with xdl.TraceHook(cfg) as hook:
+        for step in range(2):
+            emb.zero_grad()
+            emb(torch.tensor([step, 7, 7])).sum().backward()
+            assert emb.weight.grad.is_sparse
+            dense.append(emb.weight.grad.to_dense().numpy())
+            hook.step()
+    (trace,) = read_trace(cfg["output_dir"])
+    assert len(trace.records) == 2
+    for expected, column in zip(dense, trace.column("gradient/weight")):
+        if summary is None:
+            np.testing.assert_array_equal(column, expected)
+        else:
+            assert column[0] == 30 and column[5] == pytest.approx(np.linalg.norm(expected))

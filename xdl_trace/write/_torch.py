@@ -100,6 +100,12 @@ def stable_view(key, tensor):
     return value if isinstance(value, tuple) else (value, -1)
 
 
+def dense(tensor):
+    """`tensor` as a strided tensor: a sparse one (nn.Embedding(sparse=True)'s gradient) made
+    dense, as the tensor its values stand for (its size in memory, once per traced step)."""
+    return tensor if tensor.layout == _torch().strided else tensor.to_dense()
+
+
 def placement(tensor):
     """Where a tensor's values lie: (device, dtype, shape, address); what in-place reading
     holds on to."""
@@ -133,7 +139,7 @@ def grad_reader(key, name, parameter, said=None):
                     stacklevel=2,
                 )
             return parameter.detach().new_empty(0)
-        return grad
+        return dense(grad)
 
     return read_grad
 
