@@ -3,11 +3,20 @@
 the threshold named beside it; docs/report.md lists them.
 
     for line in advise(section): print(line)
+    headline = largest(section)   # the line of the largest share of the step, or None
 """
 
 import re
 
-__all__ = ["advise", "HOST_WAIT_SHARE", "SHORT_KERNEL_SHARE", "OTHER_SHARE", "BUSY_SHARE"]
+__all__ = [
+    "advise",
+    "largest",
+    "HOST_WAIT_SHARE",
+    "SHORT_KERNEL_SHARE",
+    "OTHER_SHARE",
+    "BUSY_SHARE",
+    "LAYOUT_SHARE",
+]
 
 HOST_WAIT_SHARE = 0.01  # Host wait (after a sync, or not) over the step: >= 1% is worth a line.
 OTHER_SHARE = 0.02  # Idle with queued work (HTA's "other") over the step.
