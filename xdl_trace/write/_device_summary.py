@@ -47,7 +47,8 @@ TILE = 2048
 # histogram), so a pass holds at most ~500 MB of device memory for them (one tensor larger than
 # this is a pass of its own).
 _CHUNK_ELEMENTS = 1 << 24
-_layouts = {}  # (device, lengths) -> _Layout: made once per signature.
+_layouts_lock = threading.Lock()  # Passes run on several threads (hooks, autograd's).
+_layouts = {}  # GUARDED_BY(_layouts_lock): (device, lengths) -> _Layout, made once per signature.
 
 
 def _torch():
@@ -106,11 +107,12 @@ class _Layout:
 
 def _layout(device, lengths):
     key = (str(device), lengths)
-    found = _layouts.get(key)
-    if found is None:
-        if len(_layouts) >= 64:  # The oldest goes: those just made for a graph's capture stay.
-            del _layouts[next(iter(_layouts))]
-        found = _layouts[key] = _Layout(device, lengths)
+    with _layouts_lock:
+        found = _layouts.get(key)
+        if found is None:
+            if len(_layouts) >= 64:  # The oldest goes: those just made for a capture stay.
+                del _layouts[next(iter(_layouts))]
+            found = _layouts[key] = _Layout(device, lengths)
     return found
 
 
@@ -432,8 +434,9 @@ def prove_mix(device, make, timeout_s=PROOF_TIMEOUT_S):
                 host.copy_(rows, non_blocking=True)
                 done = torch.cuda.Event()
                 done.record()
-        for t in probe:  # Their layouts were made on the probe's stream: no pass reuses them.
-            _layouts.pop((str(device), (t.numel(),)), None)
+        with _layouts_lock:  # Made on the probe's stream: no pass reuses them.
+            for t in probe:
+                _layouts.pop((str(device), (t.numel(),)), None)
         if cuda:
             try:
                 _wait(done.query, timeout_s)
