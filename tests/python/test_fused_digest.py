@@ -8,7 +8,6 @@ On a GPU (`-m gpu`) the real jiterator kernel is proved and used."""
 import ctypes
 import shutil
 import subprocess
-import time
 import warnings
 
 import numpy as np
@@ -144,10 +143,8 @@ def test_the_proof_accepts_the_kernel_and_refuses_a_wrong_or_failing_one(compile
 def test_the_proof_s_wait_has_a_bound():
     """A probe that never completes (a hung device) ends the wait at its bound: the proof then
     refuses the kernel (any failure does, above) and the step goes on."""
-    start = time.monotonic()
     with pytest.raises(TimeoutError, match="the probe did not complete within 0.05 s"):
         _device_summary._wait(lambda: False, 0.05)
-    assert time.monotonic() - start < 5
     _device_summary._wait(iter([False, False, True]).__next__, 5)  # Done on the third poll.
 
 
