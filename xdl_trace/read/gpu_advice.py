@@ -2,8 +2,9 @@
 (``report._gpu_sections``) and what usually cuts it. A line appears only when its figure passes
 the threshold named beside it; docs/report.md lists them.
 
-    for line in advise(section): print(line)
-    headline = largest(section)   # the line of the largest share of the step, or None
+    advice = advise(section)              # [(share of the step, line)], in a fixed order
+    for _, line in advice: print(line)
+    headline = largest(advice)            # the line of the largest share of the step, or None
 """
 
 import re
@@ -30,6 +31,13 @@ LAYOUT_SHARE = 0.02  # Kernels converting between NCHW and NHWC, over the step.
 _LAYOUT_KERNEL = re.compile(r"\w*(?:nchwToNhwc|nhwcToNchw)\w*", re.IGNORECASE)
 
 
+def largest(advice):
+    """The line of `advice` (``advise``'s) whose figure is the largest share of the step (one
+    that says where time can be cut: "GPU busy" says only where it goes), or None: what the
+    report's headline names."""
+    return max(advice, key=lambda item: item[0])[1] if advice else None
+
+
 def _ms(ns):
     return f"{ns / 1e6:.2f} ms"
 
@@ -39,22 +47,10 @@ def _pct(share):
 
 
 def advise(section):
-    """Lines of advice (strings) for one run's GPU section: a dict with per_step (ms figures
-    in ns: ``gpu_steps.STEP_FIELDS`` averaged over the steps), launch, kernels, api and, with
-    several ranks, ranks (``report._gpu_sections``)."""
-    return [line for _, line in _advice(section)]
-
-
-def largest(section):
-    """The line of advice whose figure is the largest share of the step (one that says where
-    time can be cut: "GPU busy" says only where it goes), or None: what the report's headline
-    names."""
-    found = _advice(section)
-    return max(found, key=lambda item: item[0])[1] if found else None
-
-
-def _advice(section):
-    """(share of the step the line's figure is, line) for each line of ``advise``."""
+    """The advice for one run's GPU section (a dict with per_step (ms figures in ns:
+    ``gpu_steps.STEP_FIELDS`` averaged over the steps), launch, kernels, api and, with several
+    ranks, ranks: ``report.gpu_section``): a list of (the share of the step the line's figure
+    is, the line)."""
     p = section["per_step"]
     window = p.get("window") or 0.0
     if not window:
@@ -72,9 +68,9 @@ def _advice(section):
         lines.append(
             (
                 after_sync / window,
-                f"The GPU waits {_ms(after_sync)} a step ({_pct(after_sync / window)}) for the host "
-                f"after a blocking CUDA call{which}: a value read on the host every step (a CUDA loss "
-                "traced every step, .item()) stops the queue; trace it every N steps "
+                f"The GPU waits {_ms(after_sync)} a step ({_pct(after_sync / window)}) for the "
+                f"host after a blocking CUDA call{which}: a value read on the host every step (a "
+                "CUDA loss traced every step, .item()) stops the queue; trace it every N steps "
                 "(filter=xdl.Every(10)) or copy it with non_blocking=True.",
             )
         )
@@ -95,8 +91,8 @@ def _advice(section):
             (
                 p["idle_kernel_wait"] / window,
                 f"{_pct(short)} of kernels run under 10 µs ({launch['short_kernels']} of "
-                f"{launch['kernels']}); kernel wait {_ms(p['idle_kernel_wait'])} a step: CUDA graphs "
-                "or torch.compile would cut launch cost.",
+                f"{launch['kernels']}); kernel wait {_ms(p['idle_kernel_wait'])} a step: CUDA "
+                "graphs or torch.compile would cut launch cost.",
             )
         )
     if p["idle_other"] / window >= OTHER_SHARE:
@@ -124,9 +120,9 @@ def _advice(section):
                 (
                     straggler["excess"],
                     f"Rank {straggler['rank']} is the slowest in {straggler['steps']} of "
-                    f"{straggler['of']} steps, its GPU busy {_ms(straggler['busy'])} a step against "
-                    f"{_ms(straggler['median_busy'])} for the median rank: the others wait for it "
-                    "at each collective.",
+                    f"{straggler['of']} steps, its GPU busy {_ms(straggler['busy'])} a step "
+                    f"against {_ms(straggler['median_busy'])} for the median rank: the others "
+                    "wait for it at each collective.",
                 )
             )
     kernels = section.get("kernels") or []
@@ -147,11 +143,12 @@ def _advice(section):
     busy = p["busy"] / window
     if busy >= BUSY_SHARE and kernels:
         top = kernels[0]
+        name = top["name"][:80] + ("…" if len(top["name"]) > 80 else "")
         lines.append(
             (
                 0.0,  # No time to cut: what the time is spent in.
-                f"The GPU is busy {_pct(busy)} of the step: the time is in the kernels themselves; "
-                f"the top one, {top['name'][:80] + ('…' if len(top['name']) > 80 else '')}, takes {_pct(top['share'] or 0)} of the step.",
+                f"The GPU is busy {_pct(busy)} of the step: the time is in the kernels "
+                f"themselves; the top one, {name}, takes {_pct(top['share'] or 0)} of the step.",
             )
         )
     return lines

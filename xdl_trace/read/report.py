@@ -73,7 +73,7 @@ def _gpu_headline(sections):
     """Per run with GPU advice, a headline item: its line of the largest share of the step."""
     out = []
     for section in sections:
-        line = gpu_advice.largest(section)
+        line = section["first_advice"]
         if line is None:
             continue
         more = len(section["advice"]) - 1
@@ -151,8 +151,9 @@ def gpu_section(label, gpu, norms=None):
     """What the report shows of one run's GPU time (``gpu_steps.summarize``'s dict `gpu`): the
     STEP_FIELDS averaged over every step of every rank (per_step, ns) and of each rank (ranks,
     with several), the kernel and host CUDA API tables, the launch statistics, the straggler
-    ranks (``gpu_steps.stragglers``), the advice lines (``gpu_advice.advise``) and the device time
-    by module and phase (``module_rows``, beside each module's gradient norm from `norms`)."""
+    ranks (``gpu_steps.stragglers``), the advice lines (``gpu_advice.advise``; first_advice: the
+    one of the largest share, ``gpu_advice.largest``) and the device time by module and phase
+    (``module_rows``, beside each module's gradient norm from `norms`)."""
     t = gpu["totals"]
     steps = sum(len(g) for g, _ in gpu["steps"].values())
     per_step = {f: (t[f] / steps if steps else None) for f in gpu_steps.STEP_FIELDS}
@@ -178,7 +179,9 @@ def gpu_section(label, gpu, norms=None):
         "stragglers": gpu_steps.stragglers(gpu["steps"]),
         "modules": module_rows(gpu.get("modules", []), steps, norms),
     }
-    section["advice"] = gpu_advice.advise(section) if steps else []
+    advice = gpu_advice.advise(section) if steps else []
+    section["advice"] = [line for _, line in advice]
+    section["first_advice"] = gpu_advice.largest(advice)  # What the page opens with.
     return section
 
 
