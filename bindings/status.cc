@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "io/io_error.h"
 #include "xdl_trace/registry.h"
+#include "xdl_trace/tracer.h"
 
 namespace py = pybind11;
 
@@ -80,24 +81,31 @@ absl::Status TypeErrorStatus(const std::string& message) {
   return status;
 }
 
-void ThrowIfError(const absl::Status& status) {
-  if (status.ok()) {
-    PendingPythonError::Clear();
-    return;
-  }
-  PendingPythonError::RaiseIfAny();
+pybind11::object ExceptionOf(const absl::Status& status) {
   std::string message(status.message());
   if (auto gradient = status.GetPayload(kMissingGradientPayload); gradient.has_value()) {
     // The core names no API; say how a Python user sends one.
     absl::StrAppend(&message, ": call xdl_trace.send_gradient('", std::string(*gradient),
                     "', value) before each traced hook.step()");
   }
-  if (status.GetPayload(kTypeErrorPayload).has_value()) {
-    PyErr_SetString(PyExc_TypeError, message.c_str());
-    throw py::error_already_set();
+  py::object cls = status.GetPayload(kTypeErrorPayload).has_value()
+                       ? py::reinterpret_borrow<py::object>(PyExc_TypeError)
+                       : py::module_::import("xdl_trace.errors").attr(ErrorClassName(status));
+  py::object exception = cls(message);
+  if (auto key = status.GetPayload(kEntryKeyPayload); key.has_value()) {
+    exception.attr("key") = py::str(std::string(*key));
   }
-  py::object cls = py::module_::import("xdl_trace.errors").attr(ErrorClassName(status));
-  PyErr_SetObject(cls.ptr(), py::str(message).ptr());
+  return exception;
+}
+
+void ThrowIfError(const absl::Status& status) {
+  if (status.ok()) {
+    PendingPythonError::Clear();
+    return;
+  }
+  PendingPythonError::RaiseIfAny();
+  py::object exception = ExceptionOf(status);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exception.ptr())), exception.ptr());
   throw py::error_already_set();
 }
 

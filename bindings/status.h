@@ -44,7 +44,12 @@ class PendingPythonError {
 //   PERMISSION_DENIED, RESOURCE_EXHAUSTED,
 //   DATA_LOSS, UNAVAILABLE          -> errors.TraceIOError (OSError)
 //   anything else                   -> errors.InternalError (RuntimeError)
+// An error caused by one entry (payload kEntryKeyPayload) carries that entry's
+// key as the exception's `key` attribute, so the hook can warn once per key.
 void ThrowIfError(const absl::Status& status);
+// The exception ThrowIfError raises for a non-OK status (a parked one aside),
+// as an object: for errors reported without raising (StepNotes).
+pybind11::object ExceptionOf(const absl::Status& status);
 
 template <typename T>
 T ValueOrThrow(absl::StatusOr<T> value) {

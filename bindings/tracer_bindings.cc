@@ -155,23 +155,14 @@ void RunWithoutGil(const std::function<absl::Status()>& call) {
   CallWithoutGil(call);
 }
 
-// A Tracer step without the GIL. An error caused by one entry is raised with
-// that entry's key as the exception's `key` attribute (kEntryKeyPayload), so
-// the hook can warn once per key.
-void StepWithoutGil(const std::function<absl::Status()>& step) {
-  PendingPythonError::Clear();
-  absl::Status status;
-  {
-    py::gil_scoped_release release;
-    status = step();
-  }
-  try {
-    ThrowIfError(status);
-  } catch (py::error_already_set& error) {
-    const auto key = status.GetPayload(kEntryKeyPayload);
-    if (key.has_value()) error.value().attr("key") = py::str(std::string(*key));
-    throw;
-  }
+// A Tracer step without the GIL; returns the errors of the columns it wrote
+// empty (StepNotes), as exception objects.
+py::list StepWithoutGil(const std::function<absl::Status(StepNotes*)>& step) {
+  StepNotes notes;
+  RunWithoutGil([&] { return step(&notes); });
+  py::list empty_columns;
+  for (const absl::Status& error : notes.empty_columns) empty_columns.append(ExceptionOf(error));
+  return empty_columns;
 }
 
 }  // namespace
@@ -346,13 +337,14 @@ void RegisterTracerBindings(py::module_& m) {
       .def(
           "step",
           [](Tracer& t, int64_t gstep, int64_t lstep) {
-            StepWithoutGil([&] { return t.Step(gstep, lstep); });
+            return StepWithoutGil([&](StepNotes* notes) { return t.Step(gstep, lstep, notes); });
           },
           py::arg("gstep"), py::arg("lstep"))
       .def(
           "step_at",
           [](Tracer& t, int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
-            StepWithoutGil([&] { return t.StepAt(gstep, lstep, timestamp_ms); });
+            return StepWithoutGil(
+                [&](StepNotes* notes) { return t.StepAt(gstep, lstep, timestamp_ms, notes); });
           },
           py::arg("gstep"), py::arg("lstep"), py::arg("timestamp_ms"))
       .def_property_readonly_static(

@@ -165,7 +165,9 @@ def test_steps_from_many_threads_never_write_a_corrupt_record(cfg, on_error):
 # -- missing gradients -----------------------------------------------------------------------
 
 
-def test_a_gradient_missing_at_every_step_warns_once_and_is_counted(cfg):
+def test_a_gradient_missing_at_every_step_costs_its_column_warns_once_and_is_counted(cfg):
+    # Under on_error="warn" a gradient not sent is an empty column, as a failing callback is:
+    # the step's other keys are written (it failed the whole step before).
     xdl.trace_variable("w", np.ones(3))
     xdl.trace_gradient("w")
     xdl.trace_variable("b", np.ones(2))
@@ -173,13 +175,34 @@ def test_a_gradient_missing_at_every_step_warns_once_and_is_counted(cfg):
     hook = xdl.TraceHook(dict(cfg, on_error="warn"))
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        for _ in range(10):
-            xdl.send_gradient("b", np.zeros(2))
-            assert hook.step() is False
+        for step in range(10):
+            xdl.send_gradient("b", np.full(2, step, np.float64))
+            assert hook.step() is True
         hook.end()
     step_warnings = [w for w in seen if "tracing failed" in str(w.message)]
     assert len(step_warnings) == 1, [str(w.message) for w in seen]
-    assert "gradient/w" in str(step_warnings[0].message)
+    message = str(step_warnings[0].message)
+    assert "'gradient/w'" in message and "xdl_trace.send_gradient('w', value)" in message
+    assert "its column is empty" in message
     stats = hook.stats()
     assert stats["missing_gradients"] == 10
-    assert stats["step_errors"] == 10
+    assert stats["column_errors"] == 10
+    assert stats["step_errors"] == 0
+    records = list(xdl.open_trace(cfg["output_dir"]).records())
+    assert [r.gstep for r in records] == list(range(10))
+    for step, record in enumerate(records):
+        assert record["gradient/w"].size == 0
+        assert record["gradient/b"].tolist() == [step, step]
+        assert record["w"].tolist() == [1, 1, 1]
+
+
+def test_a_gradient_missing_under_raise_fails_the_step(cfg):
+    xdl.trace_gradient("w")
+    xdl.trace_variable("b", np.ones(2))
+    with xdl.TraceHook(dict(cfg, on_error="raise")) as hook:
+        with pytest.raises(xdl.errors.FailedPreconditionError) as error:
+            hook.step()
+        assert error.value.key == "gradient/w"
+        xdl.send_gradient("w", np.zeros(1))
+        assert hook.step() is True
+    assert [r.gstep for r in xdl.open_trace(cfg["output_dir"]).records()] == [1]

@@ -567,7 +567,8 @@ def run_step(step, args, step_groups, staging_pool):
     into it, then the core's providers add to it; once the core queued the record the batch is
     launched into `staging_pool` (the hook's). With no pool (write_mode "inline": the core
     writes the record inside its step, before any copy could be launched) or without torch in
-    the process there is no batch: device tensors are read on the host now."""
+    the process there is no batch: device tensors are read on the host now. Returns what the
+    core's step returns (the errors of the columns it wrote empty)."""
     if staging_pool is None or "torch" not in sys.modules:
         for group in step_groups:
             group.prepare(None)
@@ -577,13 +578,14 @@ def run_step(step, args, step_groups, staging_pool):
     try:
         for group in step_groups:
             group.prepare(batch)
-        step(*args)
+        empty_columns = step(*args)
     except BaseException:
         batch.abandon("the traced step failed")
         raise
     finally:
         _state.batch = None
     batch.launch()
+    return empty_columns
 
 
 def stage_now(tensor, staging_pool):

@@ -174,6 +174,9 @@ def build_config(config, is_training=True):
         raise _bad("on_error", on_error, "'warn' or 'raise'")
     for key, value in given.items():
         _set_field(cfg, key, value)
+    # A gradient not sent costs its own column under "warn", as a failing provider does.
+    if on_error == "warn":
+        cfg.missing_gradient = _core.MissingGradientPolicy.EMPTY_COLUMN
     cfg.validate()
     return cfg, on_error
 
@@ -701,12 +704,12 @@ class TraceHook:
             return False
         # Device tensors met by the providers join `batch`; their copies are enqueued once the
         # core queued the record (docs/device-path.md). Under on_error="warn" a provider that
-        # fails writes an empty column, its error counted here.
+        # fails, or a gradient not sent, writes an empty column, its error counted here.
         collect = self._on_error == "warn"
         if collect:
             _convert.begin_column_errors()
         try:
-            _device.run_step(tracer.step, (gstep, lstep), self._groups, self._staging)
+            empty = _device.run_step(tracer.step, (gstep, lstep), self._groups, self._staging)
         except Exception as e:
             if self._on_error == "raise":
                 raise
@@ -716,7 +719,7 @@ class TraceHook:
             self._stepping_thread = None
             column_errors = _convert.end_column_errors() if collect else ()
             self._step_lock.release()
-        for error in column_errors:
+        for error in (*column_errors, *empty):
             self._count_error(error, column=True)
         return True
 

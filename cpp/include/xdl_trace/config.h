@@ -46,7 +46,9 @@ const char* WriteModeName(WriteMode mode);
 // What Step() does when a traced gradient was not sent for this step.
 enum class MissingGradientPolicy {
   kError,        // Step fails with FailedPrecondition naming the key (default).
-  kEmptyColumn,  // Write an empty float32 column and count it in stats.
+  kEmptyColumn,  // Write an empty float32 column, count it in stats and list
+                 // its error in the step's StepNotes (the Python hook's
+                 // on_error="warn").
 };
 
 // Who and what a run is: written in the Header of every data file of the run

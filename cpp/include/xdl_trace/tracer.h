@@ -27,6 +27,15 @@ class TracerFactory;
 // parsing messages (the Python hook warns once per key).
 inline constexpr char kEntryKeyPayload[] = "xdl_trace/entry_key";
 
+// What a step wrote in place of an entry's value, for a caller that says so to
+// its user: under TraceConfig::missing_gradient = kEmptyColumn, each gradient
+// missing at the step has an empty column in the record and here the error
+// kError would have returned (FailedPrecondition, kEntryKeyPayload and
+// kMissingGradientPayload set), in column order.
+struct StepNotes {
+  std::vector<absl::Status> empty_columns;
+};
+
 // Threading: Step/Flush/Close are called from one thread at a time (the
 // training thread); stats() from any thread. This is enforced, never a data
 // race: a Step that finds another Step, Flush or Close of this tracer in
@@ -76,9 +85,11 @@ class Tracer {
   // before Step returns. A deferred capture (CapturedTensor::deferred, a
   // device copy in flight) is queued with its bytes to come: the IO thread
   // waits for them (xdl_trace/deferred.h), Step never does.
-  absl::Status Step(int64_t gstep, int64_t lstep);
+  // `notes`, when given, is cleared and then lists the columns written empty.
+  absl::Status Step(int64_t gstep, int64_t lstep, StepNotes* notes = nullptr);
   // Same, with the timestamp (ms since epoch) given: for tests and replays.
-  absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
+  absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
+                      StepNotes* notes = nullptr);
   // Notes a step the caller saw but does not trace (a filter skipped it): its
   // host span (STEP_NOT_TRACED, from the end of the previous step to now)
   // rides in the next record. One clock read; at most 4096 are kept between

@@ -99,7 +99,7 @@ class Tracer::Impl {
        std::unique_ptr<internal::RecordExtras> extras);
   ~Impl();
 
-  absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms);
+  absl::Status StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms, StepNotes* notes);
   void NoteStepNotTraced(int64_t gstep, int64_t lstep);
   absl::Status Flush();
   absl::Status Close();
@@ -130,8 +130,9 @@ class Tracer::Impl {
   };
 
   // Captures entry `i` into views_ and deferred_ (summary applied); errors
-  // name the key.
-  absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients)
+  // name the key. A missing gradient counts in `missing_gradients` and, under
+  // kEmptyColumn, is an empty column with its error in `notes` (if any).
+  absl::Status Capture(size_t i, int64_t gstep, int64_t* missing_gradients, StepNotes* notes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // Capture of a value whose bytes arrive later (CapturedTensor::deferred).
   absl::Status CaptureDeferred(size_t i, const CapturedTensor& captured)
@@ -142,7 +143,7 @@ class Tracer::Impl {
   // Releases this step's captured tensors (their keep-alives).
   void ReleaseCaptures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // StepAt with step_mu_ held.
-  absl::Status StepLocked(int64_t gstep, int64_t lstep, int64_t timestamp_ms)
+  absl::Status StepLocked(int64_t gstep, int64_t lstep, int64_t timestamp_ms, StepNotes* notes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(step_mu_);
   // True in a process forked from the one that started this tracer.
   bool InForkedChild() const {
@@ -215,11 +216,12 @@ absl::StatusOr<std::unique_ptr<Tracer>> Tracer::Start(const TraceConfig& config,
 Tracer::Tracer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tracer::~Tracer() = default;  // ~Impl closes.
 
-absl::Status Tracer::Step(int64_t gstep, int64_t lstep) {
-  return impl_->StepAt(gstep, lstep, internal::WallClockMs());
+absl::Status Tracer::Step(int64_t gstep, int64_t lstep, StepNotes* notes) {
+  return impl_->StepAt(gstep, lstep, internal::WallClockMs(), notes);
 }
-absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
-  return impl_->StepAt(gstep, lstep, timestamp_ms);
+absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
+                            StepNotes* notes) {
+  return impl_->StepAt(gstep, lstep, timestamp_ms, notes);
 }
 void Tracer::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
   impl_->NoteStepNotTraced(gstep, lstep);
@@ -276,7 +278,8 @@ absl::Status Tracer::Impl::ForkedChildError(absl::string_view call) const {
                    "), which must not use it. Start a tracer in the child to trace there."));
 }
 
-absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gradients) {
+absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gradients,
+                                   StepNotes* notes) {
   const EntrySpec& entry = entries_[i];
   const std::string& key = keys_[i];
   Slot& slot = slots_[i];
@@ -297,16 +300,18 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
                                      : absl::NotFoundError(entry.gradient_name);
     if (!gradient.ok()) {
       ++*missing_gradients;
-      if (config_.missing_gradient == MissingGradientPolicy::kEmptyColumn) {
-        views_.push_back(EmptyFloatColumn());
-        return absl::OkStatus();
-      }
       // Names no API: the payload lets a binding say how its users send one.
       absl::Status missing = absl::FailedPreconditionError(
           absl::StrCat("gradient '", key, "': nothing was sent as '", entry.gradient_name,
                        "' for traced step gstep=", gstep));
       missing.SetPayload(kMissingGradientPayload, absl::Cord(entry.gradient_name));
-      return missing;
+      if (config_.missing_gradient == MissingGradientPolicy::kError) return missing;
+      if (notes != nullptr) {
+        missing.SetPayload(kEntryKeyPayload, absl::Cord(key));
+        notes->empty_columns.push_back(std::move(missing));
+      }
+      views_.push_back(EmptyFloatColumn());
+      return absl::OkStatus();
     }
     slot.captured = std::move(*gradient);
     slot.has_gradient = true;
@@ -427,7 +432,9 @@ void Tracer::Impl::ReleaseCaptures() {
   }
 }
 
-absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
+absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
+                                  StepNotes* notes) {
+  if (notes != nullptr) notes->empty_columns.clear();
   if (InForkedChild()) return ForkedChildError(absl::StrCat("Step(gstep=", gstep, ")"));
   if (InsideOwnStep()) return ReentryError(absl::StrCat("Step(gstep=", gstep, ")"));
   if (!step_mu_.TryLock()) {
@@ -439,7 +446,7 @@ absl::Status Tracer::Impl::StepAt(int64_t gstep, int64_t lstep, int64_t timestam
         "; a tracer is stepped by one thread at a time. Nothing was written for this step."));
   }
   stepping_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  absl::Status status = StepLocked(gstep, lstep, timestamp_ms);
+  absl::Status status = StepLocked(gstep, lstep, timestamp_ms, notes);
   stepping_thread_.store(std::thread::id(), std::memory_order_relaxed);
   step_mu_.Unlock();
   return status;
@@ -456,7 +463,8 @@ absl::Status Tracer::Impl::ReentryError(absl::string_view call) const {
       "close its own tracer (it would wait for itself). Refused; call it after the step."));
 }
 
-absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t timestamp_ms) {
+absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
+                                      StepNotes* notes) {
   if (closed_) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Step(gstep=", gstep, "): the tracer writing ", config_.output_dir, " is closed"));
@@ -469,7 +477,7 @@ absl::Status Tracer::Impl::StepLocked(int64_t gstep, int64_t lstep, int64_t time
   int64_t missing = 0;
   absl::Status status;
   for (size_t i = 0; i < entries_.size() && status.ok(); ++i) {
-    status = Capture(i, gstep, &missing);
+    status = Capture(i, gstep, &missing, notes);
     if (!status.ok()) status.SetPayload(kEntryKeyPayload, absl::Cord(keys_[i]));
   }
   absl::StatusOr<internal::EncodedRecord> record;

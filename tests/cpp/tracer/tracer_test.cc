@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/wire.h"
 #include "google/protobuf/descriptor.h"
@@ -409,8 +410,17 @@ TEST_CASE("a missing gradient is an empty column and a counter, under kEmptyColu
   auto tracer = Tracer::Start(config, registry);
   REQUIRE(tracer.ok());
   REQUIRE(registry->SendGradient("b", OwnedScalar(2)).ok());
-  REQUIRE((*tracer)->StepAt(1, 1, 1).ok());
-  REQUIRE((*tracer)->StepAt(2, 2, 2).ok());
+  StepNotes notes;
+  REQUIRE((*tracer)->StepAt(1, 1, 1, &notes).ok());
+  // Each column written empty is listed with the error kError would return.
+  REQUIRE(notes.empty_columns.size() == 1);
+  const absl::Status& missing = notes.empty_columns[0];
+  CHECK(missing.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(absl::StrContains(missing.message(), "gradient 'grad/w'"));
+  CHECK(missing.GetPayload(kEntryKeyPayload) == absl::Cord("grad/w"));
+  CHECK(missing.GetPayload(kMissingGradientPayload) == absl::Cord("w"));
+  REQUIRE((*tracer)->StepAt(2, 2, 2, &notes).ok());
+  CHECK(notes.empty_columns.size() == 2);  // Cleared by each step, then filled.
   REQUIRE((*tracer)->Close().ok());
   CHECK((*tracer)->stats().missing_gradients == 3);
 
