@@ -531,18 +531,20 @@ def _is_stats(entry):
 
 
 def _csv_columns(schema, keys):
-    """(key, header names) for every key that fits a CSV row: scalars (one
-    element) and stats columns; and the keys that do not fit."""
+    """(key, header names, is a digest) for every key that fits a CSV row: scalars (one
+    element), stats columns and digests (one hex cell); and the keys that do not fit."""
     out, skipped = [], []
     for key in keys:
         entry = schema.get(key)
         shape = None if entry is None else entry[1]
         if shape is None:
             skipped.append(key)
+        elif getattr(entry, "kind", None) == "digest":
+            out.append((key, [key], True))
         elif int(np.prod(shape)) == 1:
-            out.append((key, [key]))
+            out.append((key, [key], False))
         elif _is_stats(entry):
-            out.append((key, [f"{key}.{f}" for f in STATS_FIELDS]))
+            out.append((key, [f"{key}.{f}" for f in STATS_FIELDS], False))
         else:
             skipped.append(key)
     return out, skipped
@@ -553,8 +555,9 @@ def _export_csv(trace, args, selection):
     if skipped and (args.keys or not columns):  # Asked for by name, or nothing would be left.
         names = ", ".join(repr(k) for k in skipped)
         print(
-            f"xdl-trace export: error: {names} cannot be written as CSV (one value or one stats "
-            f"row per step fits a row); write them to npz: -o {_npz_name(args.output)}",
+            f"xdl-trace export: error: {names} cannot be written as CSV (one value, one stats "
+            f"row or one digest per step fits a row); write them to npz: "
+            f"-o {_npz_name(args.output)}",
             file=sys.stderr,
         )
         return 2
@@ -569,15 +572,17 @@ def _export_csv(trace, args, selection):
         writer = csv.writer(out)
         writer.writerow(
             ["rank", "gstep", "lstep", "timestamp", "time_utc"]
-            + [_csv_text(h) for _, hs in columns for h in hs]
+            + [_csv_text(h) for _, hs, _ in columns for h in hs]
         )
-        selected = [k for k, _ in columns]
+        selected = [k for k, _, _ in columns]
         for r in trace.records(on_progress=progress, selection=selection.replace(keys=selected)):
             row = [r.rank, r.gstep, r.lstep, r.timestamp, _iso_utc(r.timestamp)]
-            for key, headers in columns:
+            for key, headers, digest in columns:
                 values = r.columns[key].reshape(-1)
                 if values.size == 0:  # Empty (trace_once) column.
                     row.extend([""] * len(headers))
+                elif digest:  # 0x and its 64 bits in hex: text to a spreadsheet and pandas.
+                    row.append(f"0x{r.summary(key):016x}")
                 else:
                     row.extend(v.item() for v in values)
             writer.writerow(row)
@@ -599,8 +604,8 @@ def _npz_name(output):
 
 @command(
     "export",
-    "write selected keys to .npz (any column; stats keys as named fields) or .csv (scalar and "
-    "stats columns)",
+    "write selected keys to .npz (any column; stats keys as named fields) or .csv (scalar, "
+    "stats and digest columns)",
     _export_configure,
 )
 def _export(args):

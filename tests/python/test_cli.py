@@ -12,7 +12,8 @@ import pytest
 
 import trace_file_maker as tm
 import xdl_trace.read.reader
-from xdl_trace import cli
+import xdl_trace as xdl
+from xdl_trace import _core, cli
 
 KEYS = ["w", "loss"]
 
@@ -114,6 +115,29 @@ def test_export_csv_scalar_and_stats_columns(tmp_path, capsys):
     assert rows[0][6:] == [f"x/stats.{f}" for f in cli.STATS_FIELDS]
     assert len(rows) == 4
     assert float(rows[3][5]) == 2.0 and float(rows[3][8]) == 5.0  # loss, x/stats.max at gstep 2
+
+
+def test_export_csv_writes_a_digest_as_its_hex_text(tmp_path, capsys):
+    # A digest column (16 bytes: two float64 holding 64 bits) is one cell, 0x and 16 hex digits
+    # as dump prints it; it was left out of CSV ("use npz") before.
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    xdl.trace_tensor("w", lambda: w, summary="digest")
+    xdl.trace_tensor("loss", lambda: np.float32(w.sum()))
+    with xdl.TraceHook({"output_dir": str(tmp_path / "run")}) as hook:
+        for _ in range(2):
+            hook.step()
+            w[0, 0] += 1
+    out_path = str(tmp_path / "out.csv")
+    code, _, err = run(capsys, "export", str(tmp_path / "run"), "-o", out_path)
+    assert code == 0 and "skipping" not in err
+    rows = list(csv.reader(open(out_path)))
+    assert rows[0][5:] == ["w", "loss"]
+    expected = [np.arange(6, dtype=np.float32).reshape(2, 3) for _ in range(2)]
+    expected[1][0, 0] += 1
+    assert [row[5] for row in rows[1:]] == [f"0x{_core.digest(x, 4):016x}" for x in expected]
+    assert rows[1][5] != rows[2][5]
+    code, out, _ = run(capsys, "dump", str(tmp_path / "run"), "--keys", "w")
+    assert f"digest {rows[1][5][2:]}" in out
 
 
 def test_errors_are_one_line_and_non_zero(tmp_path, capsys):
