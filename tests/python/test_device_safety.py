@@ -160,12 +160,17 @@ def test_send_gradient_from_another_thread_never_shares_a_step_s_staging_buffer(
                 sender.join()
     assert not errors, errors
     (trace,) = read_trace(cfg["output_dir"])
-    # A step meeting no new gradient is not written (how many is up to the threads' timing).
-    assert len(trace.records) >= 1
+    # A step meeting no new gradient has its column empty (how many is up to the threads'
+    # timing); every step is written.
+    assert [rec[0] for rec in trace.records] == list(range(200))
+    sent = 0
     for gstep, cols in ((rec[0], rec[3]) for rec in trace.records):
         assert (cols["w"] == gstep + 1.0).all(), f"step {gstep}: w holds {cols['w'][:3]}"
         g = cols["gradient/g"]
-        assert (g == g[0]).all() and g[0] <= -1.0, f"step {gstep}: the gradient holds {g[:3]}"
+        if g.size:
+            sent += 1
+            assert (g == g[0]).all() and g[0] <= -1.0, f"step {gstep}: the gradient holds {g[:3]}"
+    assert sent >= 1
 
 
 def test_a_hook_s_staging_bound_and_policy_are_its_own(out_dir, read_trace, device):
