@@ -1,6 +1,11 @@
 """Names the trace files carry that both wings use: what the write side names a key or a run
 metadata entry, and the read side recognises (docs/format.md)."""
 
+from . import _core
+
+# A wire dtype's value by its name ("float32": 4, "bfloat16": ...): the C++ dtype table's.
+WIRE_DTYPE = {name: value for value, name, _, _ in _core.dtype_table()}
+
 # A traced gradient of <name>: "gradient/<name>" (in a scope, "<scope>/gradient/<name>").
 GRADIENT_PART = "gradient"
 # watch(digest=True)'s companion of a key: "digest/<key>" (in a scope, "<scope>/digest/<key>").

@@ -29,6 +29,7 @@ except ImportError as error:  # pragma: no cover - exercised only without dask
     ) from error
 
 from . import _core
+from ._names import WIRE_DTYPE
 from .read import reader as _reader
 from .read.selection import Selection
 
@@ -114,7 +115,6 @@ def plan(path, gsteps=None, run=None, ranks=None, prefix="train", name="trace", 
 
 # Wire dtype of a column array: by numpy dtype, except bfloat16 (read as its uint16 bits),
 # which the file's schema names.
-_WIRE_BY_NAME = {name: value for value, name, _, _ in _core.dtype_table()}
 _WIRE_BY_NUMPY = {}
 for _value, _name, _size, _numpy in _core.dtype_table():
     _WIRE_BY_NUMPY.setdefault(np.dtype(_numpy), _value)
@@ -140,7 +140,7 @@ def _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows, left_out=()):
                 own.append((record, key, column))
                 continue
             if key in bfloat16_keys and column.dtype == np.uint16:
-                dtypes.append(_WIRE_BY_NAME["bfloat16"])
+                dtypes.append(WIRE_DTYPE["bfloat16"])
             else:
                 dtypes.append(_WIRE_BY_NUMPY[column.dtype])
             arrays.append(column)

@@ -24,11 +24,9 @@ import threading
 import time
 import weakref
 
-from .. import _core
+from .. import _core, _names
 from . import _device_graphs, _device_summary
 
-# Wire dtype values by name, from the C++ dtype table.
-_WIRE = {name: value for value, name, _, _ in _core.dtype_table()}
 _STATS_BYTES = 8 * len(_core.STATS_FIELDS)
 
 
@@ -344,7 +342,7 @@ def value_bytes(tensors):
 
 
 def wire_dtype(tensor):
-    return _WIRE[str(tensor.dtype).rsplit(".", 1)[-1]]
+    return _names.WIRE_DTYPE[str(tensor.dtype).rsplit(".", 1)[-1]]
 
 
 class StepBatch:
@@ -379,7 +377,7 @@ class StepBatch:
         if summary is None:
             return self.pending.value(offset, wire_dtype(tensor), list(tensor.shape))
         size = summary_bytes(summary, bins) // 8
-        return self.pending.value(offset, _WIRE["float64"], [size], is_summary=True)
+        return self.pending.value(offset, _names.WIRE_DTYPE["float64"], [size], is_summary=True)
 
     def abandon(self, why):
         if self.pending is not None:
@@ -525,7 +523,7 @@ class GroupCapture:
                     members.append((offset, wire_dtype(t), list(t.shape), False))
                 else:
                     nbytes = summary_bytes(self._summary, self._bins)
-                    members.append((offset, _WIRE["float64"], [nbytes // 8], True))
+                    members.append((offset, _names.WIRE_DTYPE["float64"], [nbytes // 8], True))
                 offset += nbytes
             if len(self._layouts) > 16:
                 self._layouts.clear()

@@ -413,8 +413,8 @@ def prove_mix(device, make, timeout_s=PROOF_TIMEOUT_S):
     probe tensors of every element size (several rows, padding; on a side stream of its own, so
     only the probe is waited for, `timeout_s` at most), else why not, warned once."""
     from .. import _core
+    from .._names import WIRE_DTYPE as wire
 
-    wire = {name: value for value, name, _, _ in _core.dtype_table()}  # The wire's dtype codes.
     torch = _torch()
     g = torch.Generator().manual_seed(0)
     probe = [

@@ -11,10 +11,10 @@ import warnings
 import numpy as np
 
 from .. import _core
+from .._names import WIRE_DTYPE
 from . import _device
 
-# The wire value of bfloat16, from the C++ dtype table.
-_BFLOAT16 = next(value for value, name, _, _ in _core.dtype_table() if name == "bfloat16")
+_BFLOAT16 = WIRE_DTYPE["bfloat16"]
 
 
 def _torch():

@@ -219,8 +219,7 @@ Tracer::~Tracer() = default;  // ~Impl closes.
 absl::Status Tracer::Step(int64_t gstep, int64_t lstep, StepNotes* notes) {
   return impl_->StepAt(gstep, lstep, internal::WallClockMs(), notes);
 }
-absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms,
-                            StepNotes* notes) {
+absl::Status Tracer::StepAt(int64_t gstep, int64_t lstep, int64_t timestamp_ms, StepNotes* notes) {
   return impl_->StepAt(gstep, lstep, timestamp_ms, notes);
 }
 void Tracer::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
