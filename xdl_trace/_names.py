@@ -10,6 +10,11 @@ WIRE_DTYPE = {name: value for value, name, _, _ in _core.dtype_table()}
 GRADIENT_PART = "gradient"
 # watch(digest=True)'s companion of a key: "digest/<key>" (in a scope, "<scope>/digest/<key>").
 DIGEST_PART = "digest"
+# watch(optimizer=)'s learning rate of a param group: "optimizer/lr" (one group), else
+# "optimizer/<i>/lr" (in a scope, "<scope>/optimizer/..."). Equal on every data-parallel rank,
+# and upstream of every tensor the step updates: diff compares it across ranks and, of the keys
+# that part at one gstep, names it first.
+OPTIMIZER_PART = "optimizer"
 # The run metadata entry of TraceHook(replicated=[globs]): the keys that data parallelism keeps
 # equal on every rank (what `diff --ranks` and the report compare across ranks).
 REPLICATED_ENTRY = "xdl_trace.replicated"
@@ -18,6 +23,11 @@ REPLICATED_ENTRY = "xdl_trace.replicated"
 def gradient_key(name):
     """The key of the gradient of `name`, within its scope."""
     return f"{GRADIENT_PART}/{name}"
+
+
+def learning_rate_key(group, groups):
+    """The key of param group `group`'s learning rate (of `groups`), within its scope."""
+    return f"{OPTIMIZER_PART}/lr" if groups == 1 else f"{OPTIMIZER_PART}/{group}/lr"
 
 
 def digest_key(key):

@@ -4,7 +4,12 @@ Every project exception derives from :class:`TraceError` and also from the
 built-in type a Python user would expect (``ValueError`` for bad arguments,
 ``OSError`` for file-system failures, ...), so ``except ValueError`` keeps
 working. The mapping from status codes lives in one place: bindings/status.cc.
+caller_stacklevel() makes our warnings point at the user's line.
 """
+
+import contextlib
+import os
+import sys
 
 __all__ = [
     "TraceError",
@@ -26,6 +31,18 @@ _ESCAPES = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
 _ESCAPES.update(
     {c: f"\\u{c:04x}" for c in [0x200E, 0x200F, *range(0x2028, 0x202F), *range(0x2066, 0x206A)]}
 )
+
+
+def caller_stacklevel():
+    """The warnings.warn stacklevel of the first frame outside this package (and contextlib),
+    so a warning points at the user's line whichever function of ours warns (inside
+    hook.step(), a provider the core called: still the line that called hook.step())."""
+    package = os.path.dirname(os.path.abspath(__file__))  # The package root: both wings.
+    skipped = (package, contextlib.__file__)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def printable(text):

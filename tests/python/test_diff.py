@@ -356,7 +356,7 @@ def test_replicated_declaration_decides_what_ranks_compare(tmp_path, capsys):
 
     rule = xdl.diff(write_two_ranks(tmp_path / "rule"))
     assert rule.identical and rule.per_rank == ["act"]
-    assert rule.replicated == "replicated by rule: parameters and gradients"
+    assert rule.replicated == "replicated by rule: parameters, gradients and optimizer settings"
     (text,) = [h["text"] for h in report.build_report([str(tmp_path / "rule")])["headline"]]
     assert text.endswith("ranks agree (1 keys compared by values); " + rule.replicated)
 

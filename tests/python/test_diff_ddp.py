@@ -20,7 +20,7 @@ STEPS = 120
 BUG_STEP = 100  # Rank 0's optimizer step at this gstep uses a lower lr: parameters differ after.
 
 
-def train_rank(rank, port, out_dir, summary, lr_bug, replicated):
+def train_rank(rank, port, out_dir, summary, lr_bug, replicated, optimizer):
     os.environ["GLOO_SOCKET_IFNAME"] = "lo"
     torch.set_num_threads(1)
     dist.init_process_group(
@@ -31,7 +31,7 @@ def train_rank(rank, port, out_dir, summary, lr_bug, replicated):
         model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
-        xdl.watch(model, summary=summary)
+        xdl.watch(model, summary=summary, optimizer=opt if optimizer else None)
         state = {}
         xdl.trace_callback("loss", lambda: state["loss"])  # Per rank: each sees its own shard.
         data = torch.Generator().manual_seed(100 + rank)
@@ -53,8 +53,8 @@ def train_rank(rank, port, out_dir, summary, lr_bug, replicated):
         dist.destroy_process_group()
 
 
-def run_job(out_dir, summary=None, lr_bug=False, replicated=None, timeout_s=90):
-    args = (free_port(), out_dir, summary, lr_bug, replicated)
+def run_job(out_dir, summary=None, lr_bug=False, replicated=None, optimizer=False, timeout_s=90):
+    args = (free_port(), out_dir, summary, lr_bug, replicated, optimizer)
     run_ranks(train_rank, args, WORLD_SIZE, timeout_s)
     return out_dir
 
@@ -77,6 +77,8 @@ def jobs(tmp_path_factory):
         "bug_declared": run_job(
             str(root / "bug_declared"), summary="stats", lr_bug=True, replicated=["0.*", "2.*"]
         ),
+        # watch(optimizer=opt): the learning rate traced beside the parameters.
+        "bug_optimizer": run_job(str(root / "bug_optimizer"), lr_bug=True, optimizer=True),
     }
 
 
@@ -152,3 +154,22 @@ def test_declared_replicated_keys_are_what_ranks_compare_in_a_real_ddp_job(jobs,
     assert sorted(result.per_rank) == sorted(["loss"] + [f"gradient/{p}" for p in PARAMS])
     assert cli.main(["diff", jobs["bug_declared"], "--ranks"]) == 1
     assert "compared across ranks: declared replicated" in capsys.readouterr().out
+
+
+def test_watching_the_optimizer_names_the_learning_rate_as_where_the_ranks_part(jobs, capsys):
+    """With watch(optimizer=opt) the cause itself is a key: rank 0's optimizer/lr is compared
+    across ranks by rule and, parting at the same gstep as the parameters it updates, is named
+    first (the parameters alone said where, not why)."""
+    result = xdl.diff(jobs["bug_optimizer"])
+    assert result.replicated == "replicated by rule: parameters, gradients and optimizer settings"
+    assert result.per_rank == ["loss"]
+    first, *rest = result.differing
+    assert (first.key, first.first["gstep"]) == ("optimizer/lr", BUG_STEP + 1)
+    assert first.first["max_abs"] == pytest.approx(0.04)
+    assert {k.key for k in rest} == set(PARAMS)
+    assert all(k.first["gstep"] == BUG_STEP + 1 for k in rest)
+    assert cli.main(["diff", jobs["bug_optimizer"], "--ranks"]) == 1
+    out = capsys.readouterr().out
+    assert f"rank 1 differs from rank 0 from gstep {BUG_STEP + 1} in optimizer/lr (and 4 more)" in (
+        out
+    )

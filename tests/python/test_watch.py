@@ -184,31 +184,67 @@ def test_watch_rejects_bad_arguments():
         xdl.watch(_model(), every=0)
 
 
+def test_watch_optimizer_traces_each_param_group_s_learning_rate_as_the_scheduler_sets_it(
+    tmp_path,
+):
+    model = _model()
+    one = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(one, step_size=2, gamma=0.5)
+    keys = xdl.watch(model, optimizer=one, gradients=False, digest=False)
+    assert keys[0] == "optimizer/lr" and "0.weight" in keys
+    two = torch.optim.Adam(
+        [{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 0.5}], lr=0.2
+    )
+    # Several groups: one key each (here with no model: a dict of no parameter).
+    assert xdl.watch({}, optimizer=two) == ["optimizer/0/lr", "optimizer/1/lr"]
+    assert xdl.watch({}, optimizer=two, scope="b") == ["b/optimizer/0/lr", "b/optimizer/1/lr"]
+    out = str(tmp_path / "lr")
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        for _ in range(5):
+            one.step()
+            scheduler.step()
+            hook.step()
+    records = list(xdl.open_trace(out).records())
+    assert [r["optimizer/lr"].item() for r in records] == pytest.approx(
+        [0.1, 0.05, 0.05, 0.025, 0.025]
+    )
+    assert [r["optimizer/1/lr"].item() for r in records] == [0.5] * 5
+    assert records[0]["optimizer/lr"].dtype == np.float64
+    with pytest.raises(TypeError, match=r"watch\(optimizer=\): a list has no param_groups"):
+        xdl.watch(_model(), optimizer=[], scope="c")
+
+
 def test_a_leaf_module_that_never_runs_forward_leaves_its_activation_empty_not_the_step(tmp_path):
     """nn.MultiheadAttention uses its out_proj's weight directly: that leaf never runs a forward
     pass. Its activation column is empty (stats of no element, digest of none), said once; the
     step and every other key are written, even under on_error="raise" (before: every traced
     step failed on it, and a run traced nothing)."""
     torch.manual_seed(0)
-    model = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    layer = torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, 2)  # Two such leaves: said once for the model.
     keys = xdl.watch(model, gradients=False, activations=True)
-    assert "activation/self_attn.out_proj" in keys
+    assert "activation/layers.1.self_attn.out_proj" in keys
     out = str(tmp_path / "run")
     config = {"output_dir": out, "on_error": "raise", "fsync": False}
     x = torch.randn(2, 5, 8)
-    with pytest.warns(RuntimeWarning, match="'self_attn.out_proj' has run no forward pass") as said:
+    with pytest.warns(
+        RuntimeWarning, match="'layers.0.self_attn.out_proj' has run no forward"
+    ) as said:
         with xdl.TraceHook(config) as hook:
             for _ in range(3):
                 model(x)
                 hook.step()
-    assert sum("has run no forward pass" in str(w.message) for w in said) == 1  # Once.
+    (warning,) = [w for w in said if "has run no forward pass" in str(w.message)]  # Once.
+    assert warning.filename == __file__  # At the user's hook.step(), not inside xdl_trace.
     trace = xdl.open_trace(out)
     records = list(trace.records())
     assert len(records) == 3
     for record in records:
-        assert record.summary("activation/self_attn.out_proj").count == 0
-        assert record.columns["digest/activation/self_attn.out_proj"].tolist() == [0, 0]
-        assert record.summary("activation/linear1").count == 2 * 5 * 16
+        for layer in ("layers.0", "layers.1"):
+            assert record.summary(f"activation/{layer}.self_attn.out_proj").count == 0
+            digest = record.columns[f"digest/activation/{layer}.self_attn.out_proj"]
+            assert digest.tolist() == [0, 0]
+            assert record.summary(f"activation/{layer}.linear1").count == 2 * 5 * 16
 
 
 def test_activation_before_any_forward_is_an_empty_column_said_by_name(tmp_path):
@@ -292,7 +328,8 @@ def test_a_parameter_without_a_gradient_at_a_step_leaves_its_columns_empty_not_t
                 ((model(x, step) - y) ** 2).mean().backward()
                 hook.step()
                 opt.step()
-    assert sum("grad is None" in str(w.message) for w in said) == 1  # Once for the model.
+    (warning,) = [w for w in said if "grad is None" in str(w.message)]  # Once for the model.
+    assert warning.filename == __file__  # At the user's hook.step(), not inside xdl_trace.
     records = list(xdl.open_trace(out).records())
     assert len(records) == 4
     for step, record in enumerate(records):

@@ -220,6 +220,12 @@ def gradient_variable(key):
     return _without_part(key, _names.GRADIENT_PART)
 
 
+def is_optimizer_setting(key):
+    """Whether a key is an optimizer's setting by watch's naming (``optimizer/lr``,
+    ``<scope>/optimizer/<i>/lr``): replicated on every rank, upstream of the step's tensors."""
+    return _without_part(key, _names.OPTIMIZER_PART) is not None
+
+
 class RunScan:
     """What one pass over a run found. Fields (filled by ``scan_run``):
 

@@ -29,7 +29,8 @@ Ranks (one run, ``b`` None): only the keys that data parallelism replicates are 
 Which: the keys ``keys=`` (globs) names, whatever their source; else the run's declaration
 (``TraceHook(replicated=...)``, recorded in its run metadata (_names.REPLICATED_ENTRY):
 exactly the keys its globs match, none for False); else the rule: parameters (descriptor source
-"variable") and gradients ("gradient", all-reduced by DDP), while activations, the loss and other
+"variable"), gradients ("gradient", all-reduced by DDP) and optimizer settings (watch(optimizer=)'s
+learning rates, ``optimizer/lr``: _names.OPTIMIZER_PART), while activations, the loss and other
 per-shard values (sources "tensor", "callback", "once") legitimately differ per rank. The keys
 left out are listed in ``per_rank``; ``per_rank=`` globs declare more;
 ``DiffResult.replicated`` says which of the three chose.
@@ -40,7 +41,7 @@ import fnmatch
 import warnings
 
 from .. import _core, _names
-from .analysis import digested_key, is_digest
+from .analysis import digested_key, is_digest, is_optimizer_setting
 from .reader import TornTailWarning, open_trace
 from .selection import Selection
 
@@ -244,8 +245,10 @@ def diff(
             )
             replicates = lambda key, source: _matches(key, replicated_globs)  # noqa: E731
         else:
-            replicated = "replicated by rule: parameters and gradients"
-            replicates = lambda key, source: source is None or source in REPLICATED_SOURCES  # noqa
+            replicated = "replicated by rule: parameters, gradients and optimizer settings"
+            replicates = lambda key, source: (  # noqa: E731
+                source is None or source in REPLICATED_SOURCES or is_optimizer_setting(key)
+            )
         per_rank_keys = [
             k for k in common if _matches(k, declared) or not replicates(k, schema_a[k].source)
         ]
@@ -333,10 +336,12 @@ def diff(
         r["compared"] or r["only_a"] or r["only_b"] for r in step_rows
     ):
         raise ValueError(f"{where}: no record in the gsteps selected: {sel.gsteps!r}")
+    # Of the keys parting at one gstep, an optimizer's setting first: it explains the rest.
     results.sort(
         key=lambda r: (
             not r.differs,
             (r.first or {}).get("gstep", 0) if r.differs else 0,
+            not is_optimizer_setting(r.key),
             r.rank_b,
             r.key,
         )

@@ -8,9 +8,8 @@ the import.
 import sys
 import warnings
 
-import numpy as np
 
-from .. import _core
+from .. import _core, errors
 from .._names import WIRE_DTYPE
 from . import _device
 
@@ -136,7 +135,7 @@ def grad_reader(key, name, parameter, said=None):
                     "a gradient): a parameter the loss did not use, after zero_grad("
                     "set_to_none=True), torch's default; or hook.step() called before backward()",
                     RuntimeWarning,
-                    stacklevel=2,
+                    stacklevel=errors.caller_stacklevel(),
                 )
             return parameter.detach().new_empty(0)
         return dense(grad)

@@ -9,8 +9,6 @@ through a provider called at each traced step.
 
 import contextlib
 import numbers
-import os
-import sys
 import threading
 import warnings
 import weakref
@@ -134,20 +132,8 @@ def _warn_if_running(scope, key):
                 "`with TraceHook(...)` (or begin())"
             ),
             RuntimeWarning,
-            stacklevel=caller_stacklevel(),
+            stacklevel=errors.caller_stacklevel(),
         )
-
-
-def caller_stacklevel():
-    """The warnings.warn stacklevel of the first frame outside this package (and contextlib),
-    so a warning points at the user's line whichever API function registered."""
-    # The package root (both wings and the top), not this wing alone.
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    skipped = (package, contextlib.__file__)
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(skipped):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 @contextlib.contextmanager
@@ -194,7 +180,7 @@ def _warn_if_by_reference_misses(key_name, value):
             f"then hook.step(values={{{key_name!r}: value}}) (or pass a callable: lambda: value)"
         ),
         RuntimeWarning,
-        stacklevel=caller_stacklevel(),
+        stacklevel=errors.caller_stacklevel(),
     )
 
 

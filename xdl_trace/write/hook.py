@@ -363,7 +363,7 @@ class TraceHook:
     scope: None (the default scope ""), a scope name, or a list of scope names.
     replicated: which keys data parallelism keeps equal on every rank, for the rank comparison
         (``xdl-trace diff RUN --ranks``, the report's "ranks agree/differ"): None or True (the
-        rule: parameters and gradients), False (none: model or pipeline parallel shards), or
+        rule: parameters, gradients, optimizer settings), False (none: model or pipeline parallel shards), or
         glob patterns (a list or "a,b*"): exactly the keys they match. Recorded with the run
         (its metadata entry "xdl_trace.replicated").
 
@@ -541,7 +541,9 @@ class TraceHook:
             except Exception:
                 pass  # The device tracer's error is the one to report.
             raise errors.FailedPreconditionError(message)
-        warnings.warn(errors.printable(message), RuntimeWarning, stacklevel=api.caller_stacklevel())
+        warnings.warn(
+            errors.printable(message), RuntimeWarning, stacklevel=errors.caller_stacklevel()
+        )
 
     def end(self, session=None):
         """Flushes and closes (idempotent). Under on_error='warn' a failure is warned about and
@@ -793,7 +795,7 @@ class TraceHook:
                     f"xdl_trace: tracing failed, training continues (on_error='warn'): {message}"
                 ),
                 RuntimeWarning,
-                stacklevel=api.caller_stacklevel(),
+                stacklevel=errors.caller_stacklevel(),
             )
 
     # -- SessionRunHook protocol -------------------------------------------------------------

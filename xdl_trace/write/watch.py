@@ -97,8 +97,10 @@ def watch(
         a skipped step holds the summary of an empty tensor (a stats row with count 0 and NaN
         min/max/mean/std), which find-nan reads as NaN until columns describe themselves.
     scope: register under this scope (keys become ``scope/<key>``).
-    optimizer: its ``step()`` is marked as an "optimizer" range (with `marks`; torch >= 2.0
-        marks every optimizer's step without it).
+    optimizer: each of its param groups' learning rate is traced at every traced step, as
+        ``optimizer/lr`` (one group) or ``optimizer/<i>/lr`` (group i of several), what a
+        scheduler set it to; and its ``step()`` is marked as an "optimizer" range (with
+        `marks`; torch >= 2.0 marks every optimizer's step without it).
     marks: mark each module's forward and each leaf module's backward as host ranges
         (xdl_trace/write/ranges.py), so the report gives each kernel the layer and phase that
         launched it (docs/report.md "GPU time by module"); a torch model only. None (default):
@@ -117,6 +119,8 @@ def watch(
     keys = []
     bins = _core.DEFAULT_HISTOGRAM_BINS
     digest = bool(digest) and summary not in (None, "digest")  # Else the summary is exact.
+    if optimizer is not None:
+        keys += _watch_learning_rates(optimizer, scope)
 
     if isinstance(model, dict):
         for name, value in model.items():
@@ -176,6 +180,25 @@ def watch(
                 _watch_digest(_core.EntryKind.GRADIENT, scope_s, key, read, every, parameter)
     if activations:
         keys += _watch_activations(model, summary, every, scope_s, digest)
+    return keys
+
+
+def _watch_learning_rates(optimizer, scope):
+    """Traces each param group's "lr" (a callback reading it at the traced step: a scheduler's
+    change shows at once, and diff names the group whose rate parted first); its full keys."""
+    groups = getattr(optimizer, "param_groups", None)
+    if not isinstance(groups, list):
+        raise TypeError(
+            f"xdl_trace: watch(optimizer=): a {type(optimizer).__name__} has no param_groups "
+            "list; pass a torch.optim.Optimizer"
+        )
+    keys = []
+    for i, group in enumerate(groups):
+        if "lr" not in group:
+            continue
+        key = _names.learning_rate_key(i, len(groups))
+        api.trace_callback(key, lambda group=group: float(group["lr"]), scope=scope)
+        keys.append(api.full_key(api.scope_name(scope), key))
     return keys
 
 
@@ -267,13 +290,14 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
 def _watch_activations(model, summary, every, scope_s, digest):
     bins = _core.DEFAULT_HISTOGRAM_BINS
     keys = []
+    said = []  # A leaf without a forward pass: said once for the model (12 layers, 12 out_proj).
 
     for name, module in model.named_modules():
         if any(True for _ in module.children()):
             continue  # Not a leaf.
         key = f"activation/{name or type(module).__name__}"
         full_key = api.full_key(scope_s, key)
-        latest, said = {}, []
+        latest = {}
 
         def keep(_module, _inputs, output, latest=latest):
             tensor = _first_tensor(output)
@@ -281,7 +305,7 @@ def _watch_activations(model, summary, every, scope_s, digest):
 
         module.register_forward_hook(keep)
 
-        def output(latest=latest, full_key=full_key, name=name, said=said):
+        def output(latest=latest, full_key=full_key, name=name):
             tensor = latest.get("output")
             if tensor is not None:
                 return tensor
@@ -291,11 +315,12 @@ def _watch_activations(model, summary, every, scope_s, digest):
                 said.append(True)
                 warnings.warn(
                     f"xdl_trace: activation '{full_key}': module '{name}' has run no forward "
-                    "pass before a traced step, so its column is empty there (a module whose "
-                    "parent uses its parameters directly, as MultiheadAttention does its "
-                    "out_proj, never runs one; otherwise call hook.step() after the forward)",
+                    "pass before a traced step, so its column is empty there (and so is that "
+                    "of any other leaf without one: a module whose parent uses its parameters "
+                    "directly, as MultiheadAttention does its out_proj, never runs one; "
+                    "otherwise call hook.step() after the forward)",
                     RuntimeWarning,
-                    stacklevel=2,
+                    stacklevel=errors.caller_stacklevel(),
                 )
             return _SKIPPED
 
