@@ -779,7 +779,8 @@ def _diff_text(result, ranks):
     differing = result.differing
     if differing:
         rows = [
-            ("KEY", "RANKS", "FIRST", "DIFFERING", "AT", "MAX ABS", "MAX REL", "ULP", "LAST", "ABS")
+            ("KEY", "RANKS", "FIRST", "BY", "DIFFERING", "AT", "MAX ABS", "MAX REL", "ULP", "LAST")
+            + ("ABS",)
         ]
         for k in differing:
             first, last = k.first, k.last
@@ -789,6 +790,7 @@ def _diff_text(result, ranks):
                     _shown(k.key),
                     f"{k.rank_a}:{k.rank_b}",
                     str(first["gstep"]),
+                    "structure" if k.structural else first["basis"],
                     f"{first['differing']}/{first['elements']}" if not blind else "-",
                     str(first["first_index"]) if not blind else "-",
                     _g(first["max_abs"]) if not blind else "-",
@@ -801,8 +803,9 @@ def _diff_text(result, ranks):
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.append(
-            "(FIRST: the first differing gstep, with the elements that differ there, the first of "
-            "them (AT, C order), their max abs/rel difference and ULPs; LAST: the last differing gstep and its max abs)"
+            "(FIRST: the first differing gstep, BY what it was compared, the elements that differ "
+            "there, the first of them (AT, C order), their max abs/rel difference and ULPs; LAST: "
+            "the last differing gstep and its max abs)"
         )
         for k in differing:
             if k.structural:
@@ -812,8 +815,10 @@ def _diff_text(result, ranks):
                 )
         for basis, note in (("digests", "exact; no magnitudes"), ("summaries", "not exact")):
             keys = sorted({k.key for k in differing if k.first["basis"] == basis})
-            if keys:
-                lines.append(f"compared by {basis} ({note}): {', '.join(_shown(k) for k in keys)}")
+            if keys:  # The BY column names each: a few here, not a model's thousand keys.
+                named = ", ".join(_shown(k) for k in keys[:5])
+                more = f" (and {len(keys) - 5} more)" if len(keys) > 5 else ""
+                lines.append(f"compared by {basis} ({note}): {named}{more}")
     for keys, where in ((result.only_a, "A"), (result.only_b, "B")):
         if keys:
             lines.append(f"keys only in {where}: {', '.join(_shown(k) for k in keys)}")
