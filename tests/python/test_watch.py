@@ -247,6 +247,55 @@ def test_a_leaf_module_that_never_runs_forward_leaves_its_activation_empty_not_t
             assert record.summary(f"activation/{layer}.linear1").count == 2 * 5 * 16
 
 
+@pytest.mark.parametrize("order", ["forward, then step", "step, then forward"])
+def test_an_activation_the_step_did_not_run_is_empty_not_an_older_step_s_output(tmp_path, order):
+    """A branch taken at even steps only: at odd steps its activation column is empty (said
+    once), never the output of the step before; the branch taken shows this step's output. Both
+    step orders agree (hook.step() after the forward, or at the top of the loop: the output of
+    the forward since the previous step). Before, an odd step recorded the even step's output."""
+
+    class Branches(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+        def forward(self, x, step):
+            return self.a(x) if step % 2 == 0 else self.b(x)
+
+    torch.manual_seed(0)
+    model = Branches()
+    xdl.watch(model, gradients=False, activations=True, digest=False)
+    out = str(tmp_path / "run")
+    sums = {}  # gstep -> the sum of branch a's output the record must hold (None: empty)
+    with pytest.warns(RuntimeWarning) as said:
+        with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+            for step in range(6):
+                if order == "step, then forward":
+                    hook.step()  # Traces the forward of the iteration before.
+                x = torch.full((2, 4), float(step))
+                y = model(x, step)
+                ran = float(y.sum()) if step % 2 == 0 else None
+                if order == "forward, then step":
+                    hook.step()
+                    sums[step] = ran
+                else:
+                    sums[step + 1] = ran
+    records = {r.gstep: r for r in xdl.open_trace(out).records()}
+    checked = 0
+    for gstep, expected in sums.items():
+        if gstep not in records:
+            continue  # The loop's last forward, after its last step.
+        stats = records[gstep].summary("activation/a")
+        if expected is None:
+            assert stats.count == 0, f"gstep {gstep}: branch a did not run, yet {stats}"
+        else:
+            assert stats.count == 8 and stats.mean * 8 == pytest.approx(expected, rel=1e-5)
+            checked += 1
+    assert checked == 3  # Branch a's three forwards, each in the record of its step.
+    skipped = [w for w in said if "ran no forward pass since the previous" in str(w.message)]
+    assert len(skipped) == 1 and skipped[0].filename == __file__
+
+
 def test_activation_before_any_forward_is_an_empty_column_said_by_name(tmp_path):
     model = _model()
     xdl.watch(model, gradients=False, activations=True)

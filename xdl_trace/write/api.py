@@ -47,6 +47,11 @@ _grad_read_names = set()
 # (xdl.log / hook.step(values=...)): {full key: value}, taken by that key's provider.
 _value_keys = {}
 _step_values = {}
+# hook.step() calls ended per scope ({scope: n}), by the hooks tracing it; written and read on
+# the training thread (a scope's one stepping hook, the forward hooks of its model), one dict
+# operation each under the GIL. watch stamps an activation with its scope's count when the
+# module runs: at a traced step an older stamp is an output of an earlier step.
+_steps_ended = {}
 # Torch tensors read in place ({(scope, key): (tensor, where it lay)}): a model moved or cast
 # after it was registered (model.to(), .cuda(), .double()) leaves the registration on its old
 # memory, which hook.begin() refuses (stale_in_place) rather than trace silently.
@@ -441,6 +446,17 @@ def value_names(keys):
         pairs = [(k[len(_value_keys[k]) + 1 :], k) for k in keys if _value_keys.get(k)]
     names = [name for name, _ in pairs]
     return {name: key for name, key in pairs if names.count(name) == 1}
+
+
+def steps_ended(scope):
+    """How many hook.step() calls of `scope` (a scope_name) have ended."""
+    return _steps_ended.get(scope, 0)
+
+
+def end_step(scopes):
+    """A hook's step() of `scopes` ended (traced, skipped or failed)."""
+    for scope in scopes:
+        _steps_ended[scope] = _steps_ended.get(scope, 0) + 1
 
 
 def take_step_values(keys):

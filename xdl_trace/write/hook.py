@@ -693,6 +693,7 @@ class TraceHook:
         finally:
             if self._value_keys:
                 api.take_step_values(self._value_keys)
+            api.end_step(self._scopes)
 
     def _trace_step(self, tracer, gstep, lstep):
         # One thread at a time: a second one is refused here, before it prepares the value

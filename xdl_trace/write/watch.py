@@ -290,7 +290,7 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
 def _watch_activations(model, summary, every, scope_s, digest):
     bins = _core.DEFAULT_HISTOGRAM_BINS
     keys = []
-    said = []  # A leaf without a forward pass: said once for the model (12 layers, 12 out_proj).
+    said = set()  # Why a leaf's column was empty: each said once for the model (12 out_proj).
 
     for name, module in model.named_modules():
         if any(True for _ in module.children()):
@@ -302,23 +302,33 @@ def _watch_activations(model, summary, every, scope_s, digest):
         def keep(_module, _inputs, output, latest=latest):
             tensor = _first_tensor(output)
             latest["output"] = None if tensor is None else tensor.detach()
+            latest["step"] = api.steps_ended(scope_s)  # Of the step this forward belongs to.
 
         module.register_forward_hook(keep)
 
         def output(latest=latest, full_key=full_key, name=name):
             tensor = latest.get("output")
-            if tensor is not None:
+            if tensor is not None and latest["step"] == api.steps_ended(scope_s):
                 return tensor
             # An empty column, not a failed step: the step's other keys are kept. A leaf whose
-            # parent calls its parameters directly never runs a forward pass of its own.
-            if not said:
-                said.append(True)
+            # parent calls its parameters directly never runs a forward pass of its own; one a
+            # step skipped holds an older step's output, which is not this step's value.
+            why = "never" if tensor is None else "skipped"
+            if why not in said:
+                said.add(why)
                 warnings.warn(
-                    f"xdl_trace: activation '{full_key}': module '{name}' has run no forward "
-                    "pass before a traced step, so its column is empty there (and so is that "
-                    "of any other leaf without one: a module whose parent uses its parameters "
-                    "directly, as MultiheadAttention does its out_proj, never runs one; "
-                    "otherwise call hook.step() after the forward)",
+                    f"xdl_trace: activation '{full_key}': module '{name}' "
+                    + (
+                        "has run no forward pass before a traced step, so its column is empty "
+                        "there (and so is that of any other leaf without one: a module whose "
+                        "parent uses its parameters directly, as MultiheadAttention does its "
+                        "out_proj, never runs one; otherwise call hook.step() after the forward)"
+                        if why == "never"
+                        else "ran no forward pass since the previous hook.step(), so its column "
+                        "is empty at this traced step (and so is that of any other leaf the "
+                        "step did not run: a branch or an expert not taken), not an older "
+                        "step's output"
+                    ),
                     RuntimeWarning,
                     stacklevel=errors.caller_stacklevel(),
                 )
