@@ -358,6 +358,16 @@ void RegisterTracerBindings(py::module_& m) {
            "From another thread while flush() or close() wait (Ctrl-C): they stop waiting "
            "for device copies and device tracers; incomplete device records are dropped and "
            "counted.")
+      .def(
+          "repoint",
+          [](Tracer& t, const std::string& key, py::object array, int dtype) {
+            if (array.is_none()) return ThrowIfError(t.Repoint(key, std::nullopt, nullptr));
+            CapturedTensor captured = ValueOrThrow(CaptureArray(array, dtype, key));
+            ThrowIfError(t.Repoint(key, captured.view, std::move(captured.keep_alive)));
+          },
+          py::arg("key"), py::arg("array"), py::arg("dtype") = kDTypeFromArray,
+          "Entry `key`, read in place, reads `array` from the next step on (None: an empty "
+          "column): its memory moved.")
       .def_property_readonly("keys", &Tracer::keys)
       .def_property_readonly("config", &Tracer::config)
       .def("stats", [](const Tracer& t) { return StatsToDict(t.stats()); });

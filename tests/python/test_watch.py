@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -348,6 +349,72 @@ def test_a_tensor_whose_data_is_replaced_after_registration_is_refused(tmp_path)
     w.data = torch.ones(5)  # New storage: the registration still reads the old zeros.
     with pytest.raises(RuntimeError, match=r"'w' was float32\[3\] on cpu .*, is float32\[5\]"):
         xdl.TraceHook({"output_dir": str(tmp_path / "run")}).begin()
+
+
+@pytest.mark.parametrize("summary", [None, "stats"])
+def test_a_parameter_given_new_storage_while_tracing_is_read_where_it_lies_now(tmp_path, summary):
+    """`param.data = ...` mid-run (weights loaded, averaged or pruned by reassignment): the
+    parameter is traced from its new memory at once; before, every later record held the old
+    storage's frozen values, silently."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    xdl.watch(model, gradients=False, summary=summary, digest=False)
+    out = str(tmp_path / "run")
+    held = []
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        for step in range(5):
+            if step in (2, 4):
+                model.weight.data = torch.full((2, 4), 10.0 * step)  # New storage, same kind.
+            with torch.no_grad():
+                model.weight.add_(1.0)
+            hook.step()
+            held.append(model.weight.detach().clone())
+    for record, weight in zip(xdl.open_trace(out).records(), held):
+        if summary is None:
+            np.testing.assert_array_equal(record["weight"], weight.numpy())
+        else:
+            assert record.summary("weight").mean == pytest.approx(float(weight.mean()))
+
+
+@pytest.mark.parametrize("on_error", ["warn", "raise"])
+def test_a_model_cast_while_tracing_writes_its_columns_empty_said_once_never_stale(
+    tmp_path, on_error
+):
+    """model.double() mid-run: float64 memory no float32 column can be read from. Its columns are
+    empty from that step on (said once, naming the key; under "raise" the step raises), the
+    other keys are written; before, the old float32 storage was traced as today's values."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    xdl.watch(model, gradients=False, summary=None, digest=False)
+    xdl.trace_value("loss")
+    out = str(tmp_path / "run")
+    config = {"output_dir": out, "on_error": on_error, "fsync": False}
+    raised = []
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with xdl.TraceHook(config) as hook:
+            for step in range(4):
+                if step == 2:
+                    model.double()
+                try:
+                    hook.step(values={"loss": float(step)})
+                except xdl.errors.FailedPreconditionError as error:
+                    raised.append((step, str(error)))
+    records = list(xdl.open_trace(out).records())
+    assert [r["loss"].item() for r in records] == (
+        [0, 1, 2, 3] if on_error == "warn" else [0, 1, 3]
+    )
+    for record in records:
+        assert record["weight"].size == (8 if record.gstep < 2 else 0)
+    if on_error == "raise":
+        # The step that found them raised; later steps write the columns empty without raising.
+        ((step, message),) = raised
+        assert step == 2
+    else:
+        (message,) = [str(w.message) for w in said if "tracing failed" in str(w.message)]
+        assert hook.stats()["column_errors"] == 1
+    assert "'weight' (was float32[2, 4] on cpu" in message and "is float64[2, 4] on cpu" in message
+    assert "'bias' (was float32[2] on cpu" in message
 
 
 def test_a_parameter_without_a_gradient_at_a_step_leaves_its_columns_empty_not_the_record(tmp_path):

@@ -225,6 +225,14 @@ def stale_in_place(scopes):
     return lines
 
 
+def in_place(scopes):
+    """The torch tensors of `scopes` read in place, as [full key, tensor, address, (device,
+    dtype, shape)] lists: what a hook checks at each traced step (TraceHook._follow_moves)."""
+    with _lock:
+        entries = [(k, v) for k, v in _in_place.items() if k[0] in scopes]
+    return [[full_key(*k), tensor, was[3], was[:3]] for k, (tensor, was) in entries]
+
+
 def trace_tensor(name, value, scope=None, summary=None):
     """Traces `value` under key `name` at every traced step.
 

@@ -14,7 +14,7 @@ import time
 import warnings
 import weakref
 
-from . import _convert, _device, _run, api, filters as _filters
+from . import _convert, _device, _run, _torch, api, filters as _filters
 from .. import _core, errors
 from ._run import RANK_ENV_VARS, detect_rank
 
@@ -427,6 +427,7 @@ class TraceHook:
         self._value_keys = []  # The keys of this tracer registered with xdl.trace_value.
         self._value_names = {}  # Their names without the scope, where one key has the name.
         self._groups = []
+        self._in_place = []  # [key, tensor, address, placement]: api.in_place, at begin().
         self._entered = False  # Inside __enter__: the warnings of begin() point at the `with`.
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -490,6 +491,7 @@ class TraceHook:
         self._check_device_tracers()
         # Groups of entries read together (xdl.watch) among what this tracer traces.
         self._groups = _device.groups(self._scopes, self._tracer.keys)
+        self._in_place = api.in_place(self._scopes)
         self._value_keys = api.value_keys(self._tracer.keys)
         self._value_names = api.value_names(self._value_keys)
         self._last_gstep = None
@@ -712,6 +714,8 @@ class TraceHook:
         if collect:
             _convert.begin_column_errors()
         try:
+            if self._in_place:
+                self._follow_moves(tracer, gstep)
             empty = _device.run_step(tracer.step, (gstep, lstep), self._groups, self._staging)
         except Exception as e:
             if self._on_error == "raise":
@@ -725,6 +729,35 @@ class TraceHook:
         for error in (*column_errors, *empty):
             self._count_error(error, column=True)
         return True
+
+    def _follow_moves(self, tracer, gstep):
+        """Tensors read in place whose memory moved since the last traced step (`param.data =
+        ...`, a model moved or cast mid-run; before, the old memory was traced as today's
+        values): the core reads each where it is now, or, where no view reaches (another dtype,
+        shape or device), writes its column empty from this step on, said once for the keys
+        moved together (raised under "raise": nothing is written for this step)."""
+        lost = []
+        for entry in self._in_place:
+            key, tensor, address, was = entry
+            if tensor.data_ptr() == address:
+                continue  # One call a tensor: the check costs ~0.1 us each.
+            entry[2] = tensor.data_ptr()
+            now = _torch.placement(tensor)
+            view = _torch.stable_view(key, tensor) if now[:3] == was else None
+            tracer.repoint(key, *(view or (None,)))
+            if view is None:
+                was_at = _torch.describe_placement((*was, address))
+                lost.append(f"'{key}' (was {was_at}, is {_torch.describe_placement(now)})")
+        if lost:
+            error = errors.FailedPreconditionError(
+                f"xdl_trace: at gstep {gstep}, tensors read in place hold their values where no "
+                f"in-place read reaches, so their columns are empty from here on: "
+                f"{', '.join(lost)}. Register them again where they lie now (xdl.clear(), then "
+                "register and begin a new hook)"
+            )
+            if self._on_error == "raise":
+                raise error
+            self._count_error(error, column=True)
 
     def _hand_values(self, values):
         if hasattr(values, "items"):  # Else log() says what is wrong.

@@ -6,11 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "xdl_trace/config.h"
 #include "xdl_trace/registry.h"
 #include "xdl_trace/stats.h"
@@ -108,6 +110,18 @@ class Tracer {
   // other record is written and the final Meta too. For the rest of the
   // session: later fences are looked at once, not waited for.
   void AbandonWaits();
+
+  // From the next Step on, the entry of full key `key` registered with a view
+  // (memory read in place) reads `view` instead, kept alive by `keep_alive`:
+  // its caller found the memory moved (a torch parameter given new storage,
+  // `param.data = ...`), and the old memory no longer holds the values. The
+  // view must have the entry's dtype and shape, which the Header declared
+  // (InvalidArgument otherwise); nullopt makes the column empty (float32 [0])
+  // from then on: the values went where no view reaches (another dtype, a
+  // device). NotFound for a key without a view. One thread at a time, as Step
+  // (FailedPrecondition while another thread is inside Step, Flush or Close).
+  absl::Status Repoint(absl::string_view key, std::optional<TensorView> view,
+                       std::shared_ptr<const void> keep_alive);
 
   const std::vector<std::string>& keys() const;
   const TraceConfig& config() const;

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/clock.h"
 #include "core/mutex.h"
 #include "core/status_macros.h"
@@ -103,6 +105,8 @@ class Tracer::Impl {
   void NoteStepNotTraced(int64_t gstep, int64_t lstep);
   absl::Status Flush();
   absl::Status Close();
+  absl::Status Repoint(absl::string_view key, std::optional<TensorView> view,
+                       std::shared_ptr<const void> keep_alive);
   // extras_ is set at construction and released only by ~Impl; its
   // AbandonWaits, like the writer's, is for any thread (no step_mu_: Close
   // holds it while it waits).
@@ -127,6 +131,11 @@ class Tracer::Impl {
     Tensor user_summary;          // SummaryFn output of this step.
     bool once_done = false;       // kOnce: its value is in a queued record.
     bool has_gradient = false;    // kGradient: `captured` holds this step's gradient.
+    // A view entry whose memory moved (Repoint): read `view` instead of the
+    // entry's, kept alive by `view_keep_alive`.
+    bool repointed = false;
+    TensorView view;
+    std::shared_ptr<const void> view_keep_alive;
   };
 
   // Captures entry `i` into views_ and deferred_ (summary applied); errors
@@ -228,6 +237,10 @@ void Tracer::NoteStepNotTraced(int64_t gstep, int64_t lstep) {
 absl::Status Tracer::Flush() { return impl_->Flush(); }
 absl::Status Tracer::Close() { return impl_->Close(); }
 void Tracer::AbandonWaits() { impl_->AbandonWaits(); }
+absl::Status Tracer::Repoint(absl::string_view key, std::optional<TensorView> view,
+                             std::shared_ptr<const void> keep_alive) {
+  return impl_->Repoint(key, std::move(view), std::move(keep_alive));
+}
 const std::vector<std::string>& Tracer::keys() const { return impl_->keys(); }
 const TraceConfig& Tracer::config() const { return impl_->config(); }
 TraceStats Tracer::stats() const { return impl_->stats(); }
@@ -289,7 +302,8 @@ absl::Status Tracer::Impl::Capture(size_t i, int64_t gstep, int64_t* missing_gra
 
   TensorView view;
   if (entry.has_view) {
-    view = entry.view;  // Registered memory, kept alive by the entry.
+    // Registered memory, kept alive by the entry (or where it moved, by the slot).
+    view = slot.repointed ? slot.view : entry.view;
   } else if (entry.kind == EntryKind::kGradient && !entry.gradient_name.empty()) {
     // One send serves every entry tracing that gradient name (say, raw and as stats).
     const size_t taker = gradient_taker_[i];
@@ -548,6 +562,35 @@ absl::Status Tracer::Impl::Flush() {
   internal::MutexLock lock(&step_mu_);
   if (closed_) return close_status_;
   return writer_->Flush();
+}
+
+absl::Status Tracer::Impl::Repoint(absl::string_view key, std::optional<TensorView> view,
+                                   std::shared_ptr<const void> keep_alive) {
+  if (InForkedChild()) return ForkedChildError("Repoint");
+  if (InsideOwnStep()) return ReentryError("Repoint()");
+  const auto found = std::find(keys_.begin(), keys_.end(), key);
+  const size_t i = static_cast<size_t>(found - keys_.begin());
+  if (found == keys_.end() || !entries_[i].has_view) {
+    return absl::NotFoundError(
+        absl::StrCat("Repoint('", key, "'): no entry of this key reads memory in place"));
+  }
+  const TensorView& declared = entries_[i].view;
+  if (view.has_value() && (view->dtype != declared.dtype || view->shape != declared.shape)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Repoint('", key, "'): ", DTypeName(view->dtype), "[",
+                     absl::StrJoin(view->shape, ", "), "] where the Header declared ",
+                     DTypeName(declared.dtype), "[", absl::StrJoin(declared.shape, ", "), "]"));
+  }
+  if (!step_mu_.TryLock()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Repoint('", key, "'): another thread is inside Step, Flush or Close of the tracer"));
+  }
+  Slot& slot = slots_[i];
+  slot.repointed = true;
+  slot.view = view.has_value() ? *view : EmptyFloatColumn();
+  slot.view_keep_alive = std::move(keep_alive);
+  step_mu_.Unlock();
+  return absl::OkStatus();
 }
 
 absl::Status Tracer::Impl::Close() {

@@ -432,6 +432,44 @@ TEST_CASE("a missing gradient is an empty column and a counter, under kEmptyColu
   CHECK(IsEmptyFloatColumn(file.records[1].column(1)));
 }
 
+TEST_CASE("Repoint moves an in-place entry to new memory, or to an empty column", "[tracer]") {
+  TempDir dir;
+  auto registry = std::make_shared<Registry>();
+  std::vector<float> old_memory = {1, 2};
+  std::vector<float> new_memory = {3, 4};
+  REQUIRE(registry->Register(ViewEntry("w", {DType::kFloat32, {2}, old_memory.data()})).ok());
+  REQUIRE(registry->Register(GradientEntry("grad/w", "w")).ok());
+  TraceConfig config = Config(dir.path());
+  config.missing_gradient = MissingGradientPolicy::kEmptyColumn;
+  auto tracer = Tracer::Start(config, registry);
+  REQUIRE(tracer.ok());
+  Tracer& t = **tracer;
+  REQUIRE(t.StepAt(0, 0, 0).ok());
+  // The view's memory moved: read where it is now (kept alive by the tracer).
+  auto keep = std::make_shared<std::vector<float>>(new_memory);
+  REQUIRE(t.Repoint("w", TensorView{DType::kFloat32, {2}, keep->data()}, keep).ok());
+  keep.reset();
+  REQUIRE(t.StepAt(1, 1, 1).ok());
+  // Another dtype or shape than the Header's is refused, naming both; the entry is unchanged.
+  const absl::Status cast = t.Repoint("w", TensorView{DType::kFloat64, {2}, nullptr}, nullptr);
+  CHECK(cast.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(cast.message(), "float64[2] where the Header declared float32[2]"));
+  CHECK(t.Repoint("grad/w", std::nullopt, nullptr).code() == absl::StatusCode::kNotFound);
+  CHECK(t.Repoint("nope", std::nullopt, nullptr).code() == absl::StatusCode::kNotFound);
+  REQUIRE(t.StepAt(2, 2, 2).ok());
+  // No view reaches the values: an empty column from then on.
+  REQUIRE(t.Repoint("w", std::nullopt, nullptr).ok());
+  REQUIRE(t.StepAt(3, 3, 3).ok());
+  REQUIRE(t.Close().ok());
+
+  const DataFile file = ReadDataFile(FirstDataFile(config));
+  REQUIRE(file.records.size() == 4);
+  CHECK(Values<float>(file.records[0].column(0)) == std::vector<float>{1, 2});
+  CHECK(Values<float>(file.records[1].column(0)) == std::vector<float>{3, 4});
+  CHECK(Values<float>(file.records[2].column(0)) == std::vector<float>{3, 4});
+  CHECK(IsEmptyFloatColumn(file.records[3].column(0)));
+}
+
 TEST_CASE("entries tracing one gradient name share one send", "[tracer]") {
   TempDir dir;
   auto registry = std::make_shared<Registry>();
