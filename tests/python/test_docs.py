@@ -107,7 +107,7 @@ def test_readme_has_numpy_and_pytorch_quick_starts():
     codes = [b[2] for b in README_PYTHON]
     assert any("import numpy" in c and "send_gradient" in c for c in codes)
     torch_code = next(c for c in codes if "import torch" in c)
-    assert "xdl.watch(model)" in torch_code and "loss" in torch_code
+    assert "xdl.watch(model, optimizer=opt)" in torch_code and "loss" in torch_code
     assert "write_report" in torch_code
     assert len(torch_code.strip().splitlines()) <= 20
 
