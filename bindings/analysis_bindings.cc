@@ -7,6 +7,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -410,6 +411,8 @@ py::dict PointToDict(const internal::DiffPoint& point) {
   out["max_abs"] = point.max_abs;
   out["max_rel"] = point.max_rel;
   out["max_ulp"] = point.max_ulp;
+  out["norm_a"] = std::isnan(point.norm_a) ? py::object(py::none()) : py::float_(point.norm_a);
+  out["norm_b"] = std::isnan(point.norm_b) ? py::object(py::none()) : py::float_(point.norm_b);
   return out;
 }
 
@@ -452,12 +455,15 @@ py::list DiffRunsShim(const std::string& path_a, std::optional<std::string> run_
                       std::optional<std::vector<int64_t>> steps, double rtol, double atol,
                       const std::string& prefix, const std::string& name, bool check_record_crc,
                       const std::vector<std::string>& excluded_a,
-                      const std::vector<std::string>& excluded_b, std::vector<std::string> keys_b) {
+                      const std::vector<std::string>& excluded_b, std::vector<std::string> keys_b,
+                      std::vector<std::string> norms_a, std::vector<std::string> norms_b) {
   const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc, excluded_a);
   const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc, excluded_b);
   internal::DiffOptions options;
   options.keys = std::move(keys);
   options.keys_b = std::move(keys_b);
+  options.norms_a = std::move(norms_a);
+  options.norms_b = std::move(norms_b);
   options.steps = StepSelection{begin, end, std::move(steps)};
   options.rtol = rtol;
   options.atol = atol;
@@ -524,11 +530,14 @@ void RegisterAnalysisBindings(py::module_& m) {
         py::arg("excluded_a") = std::vector<std::string>{},
         py::arg("excluded_b") = std::vector<std::string>{},
         py::arg("keys_b") = std::vector<std::string>{},
+        py::arg("norms_a") = std::vector<std::string>{},
+        py::arg("norms_b") = std::vector<std::string>{},
         "Compares rank_a of one trace (run_a: a run id, None: every file) with each of ranks_b "
         "of another (or the same), all read in step by gstep, A once (xdl_trace::internal::"
         "DiffRuns): a dict per rank of ranks_b; excluded_a/_b: "
         "paths of files left out (Trace.copies); keys_b: side B's column per key (default: "
-        "keys).");
+        "keys); norms_a/_b: each side's stats column per key (\"\": none), whose l2 norms a "
+        "step differing by digests reports (norm_a, norm_b).");
   m.def("digest", &Digest, py::arg("array"), py::arg("dtype"),
         "The tensor digest (summary/digest.h) of a C-contiguous array read as wire dtype.");
   m.def("column_stats", &ColumnStats, py::arg("arrays"), py::arg("dtypes"),

@@ -22,7 +22,7 @@ import zipfile
 import numpy as np
 
 from .read import analysis, gpu_steps, report, report_html, timeline
-from .read.compare import diff as diff_runs
+from .read.compare import diff as diff_runs, norm_change
 from ._version import __version__
 from .errors import RunChoiceError, TraceError, printable
 from .read.progress import Progress
@@ -778,13 +778,16 @@ def _diff_text(result, ranks):
     side = "rank" if ranks else "run"
     differing = result.differing
     if differing:
+        # Digests say where, not how much: their l2 norms (watch's stats, or values) say it.
+        norms = any(k.first.get("norm_a") is not None for k in differing)
         rows = [
             ("KEY", "RANKS", "FIRST", "BY", "DIFFERING", "AT", "MAX ABS", "MAX REL", "ULP", "LAST")
             + ("ABS",)
+            + (("L2 FIRST", "L2 LAST") if norms else ())
         ]
         for k in differing:
             first, last = k.first, k.last
-            blind = k.structural or first["basis"] != "values"  # Digests say where, not how much.
+            blind = k.structural or first["basis"] != "values"
             rows.append(
                 (
                     _shown(k.key),
@@ -799,13 +802,19 @@ def _diff_text(result, ranks):
                     str(last["gstep"]),
                     _g(last["max_abs"]) if not blind else "-",
                 )
+                + ((norm_change(first), norm_change(last)) if norms else ())
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.append(
             "(FIRST: the first differing gstep, BY what it was compared, the elements that differ "
             "there, the first of them (AT, C order), their max abs/rel difference and ULPs; LAST: "
-            "the last differing gstep and its max abs)"
+            "the last differing gstep and its max abs"
+            + (
+                "; L2 FIRST/LAST: by digests, how B's l2 norm differs from A's there)"
+                if norms
+                else ")"
+            )
         )
         for k in differing:
             if k.structural:
@@ -813,7 +822,8 @@ def _diff_text(result, ranks):
                     f"structural: {_shown(k.key)} (ranks {k.rank_a}:{k.rank_b}) from gstep "
                     f"{k.structural_gstep}: {_shown(k.structural)}"
                 )
-        for basis, note in (("digests", "exact; no magnitudes"), ("summaries", "not exact")):
+        digest_note = "exact; how much: the L2 columns" if norms else "exact; no magnitudes"
+        for basis, note in (("digests", digest_note), ("summaries", "not exact")):
             keys = sorted({k.key for k in differing if k.first["basis"] == basis})
             if keys:  # The BY column names each: a few here, not a model's thousand keys.
                 named = ", ".join(_shown(k) for k in keys[:5])

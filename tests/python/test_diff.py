@@ -303,14 +303,62 @@ def test_watch_digest_companion_is_folded_into_its_key(tmp_path, capsys):
     assert same.identical and [(k.key, k.basis) for k in same.keys] == [("w", "digests")]
     (w,) = xdl.diff(a, swapped).keys
     assert w.key == "w" and w.basis == "digests" and w.first["gstep"] == 150
+    # w's stats give both sides' l2 norms: equal, as a swap keeps them (the digest alone
+    # cannot tell a permutation from a drift).
+    assert (
+        w.first["norm_a"]
+        == w.first["norm_b"]
+        == pytest.approx(np.linalg.norm(np.arange(100) + 150))
+    )
     assert cli.main(["diff", a, swapped, "--keys", "w"]) == 1
-    assert "compared by digests (exact; no magnitudes): w" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "compared by digests (exact; how much: the L2 columns): w" in out
+    assert out.splitlines()[1].split()[-2:] == ["+0%", "+0%"]
     # Asking for the companion asks for its key (it compared nothing and said identical).
     assert [k.key for k in xdl.diff(a, swapped, keys="digest/w").differing] == ["w"]
     plain = write_watched_run(tmp_path / "plain", swap_at=150, digest=False)
     result = xdl.diff(a, plain)
     assert result.only_a == [] and [(k.key, k.basis) for k in result.keys] == [("w", "summaries")]
     assert result.identical  # Equal stats: what summaries can say, and the basis says so.
+
+
+def test_a_digest_that_differs_says_how_much_by_the_l2_norms_beside_it(tmp_path, capsys):
+    """watch's default (stats and digest/K): K differs by digests, and each differing step
+    carries both sides' l2 norms from K's stats (before: "-", no magnitude at all); a run that
+    kept K's values meets it with the norm computed from them."""
+
+    def run(out, scale_from=None, summary="stats"):
+        xdl.clear()
+        w = np.zeros(50, np.float32)
+        xdl.watch({"w": w}, summary=summary)
+        config = {"output_dir": str(out), "on_error": "raise", "fsync": False}
+        with xdl.TraceHook(config) as hook:
+            for step in range(20):
+                w[:] = np.arange(50) + step
+                if scale_from is not None and step >= scale_from:
+                    w *= np.float32(1 + 0.01 * (step - scale_from + 1))  # 1%, 2%, ... larger.
+                hook.step()
+        xdl.clear()
+        return str(out)
+
+    a, b = run(tmp_path / "a"), run(tmp_path / "b", scale_from=10)
+    (w,) = xdl.diff(a, b).differing
+    assert w.basis == "digests" and (w.first["gstep"], w.last["gstep"]) == (10, 19)
+    expected_a = np.linalg.norm(np.arange(50, dtype=np.float32) + 10)
+    assert w.first["norm_a"] == pytest.approx(expected_a, rel=1e-6)
+    assert w.first["norm_b"] / w.first["norm_a"] == pytest.approx(1.01, rel=1e-5)
+    assert w.last["norm_b"] / w.last["norm_a"] == pytest.approx(1.10, rel=1e-5)
+    assert cli.main(["diff", a, b]) == 1
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[0] == "w" and row[-2:] == ["+1%", "+10%"]
+    # Values on side A: the norm is computed from them, as the writer's stats would be.
+    (w,) = xdl.diff(run(tmp_path / "values", summary=None), b).differing
+    assert w.basis == "digests" and w.first["norm_a"] == pytest.approx(expected_a, rel=1e-6)
+    # A digest alone (summary="digest") meets watch's digest/w (before: "a digest vs a stats
+    # summary", a structural difference at gstep 0); it says nothing of its own norm.
+    (w,) = xdl.diff(run(tmp_path / "d", summary="digest"), b).differing
+    assert w.basis == "digests" and not w.structural and w.first["gstep"] == 10
+    assert w.first["norm_a"] is None and w.first["norm_b"] is not None
 
 
 def test_full_values_on_one_side_meet_the_other_side_s_digest(tmp_path):

@@ -23,7 +23,7 @@ import bisect
 
 import numpy as np
 
-from . import analysis
+from . import analysis, compare
 from .analysis import L2
 
 __all__ = [
@@ -248,6 +248,11 @@ def agreement_alerts(result, label, what):
             )
         else:
             detail = f"by {p['basis']}; {k.steps_differing} gsteps differ"
+            if p.get("norm_a") is not None and p.get("norm_b") is not None:
+                detail += (
+                    f"; l2 norm {compare.norm_change(p)} at the first, "
+                    f"{compare.norm_change(k.last)} at the last ({k.last['gstep']})"
+                )
         rank = k.rank_b if what == "ranks" else None
         alerts.append(_alert("warn", kind, label, k.key, rank, p["gstep"], detail))
     if len(differing) > AGREEMENT_ALERT_KEYS:

@@ -57,7 +57,8 @@ class KeyDiff:
     """One key of one pair of sides (``rank_a`` of A against ``rank_b`` of B).
 
     ``first``/``last``: the first and last differing steps as dicts (gstep, differing, elements,
-    first_index, max_abs, max_rel, max_ulp), None when the key agrees; ``growth``: the first
+    first_index, max_abs, max_rel, max_ulp; norm_a and norm_b: where compared by digests, the l2
+    norm of each side's tensor from its stats or values, else None), None when the key agrees; ``growth``: the first
     step, then each whose max_abs passes twice the previous point's; ``structural``: a dtype,
     shape or content that differs ("" when none) from ``structural_gstep``; ``basis``: "values",
     "summaries" or None (no step had a value on both sides)."""
@@ -158,17 +159,35 @@ def _companions(schema):
 
 def _compared_columns(key, schema_a, schema_b, companions_a, companions_b):
     """The columns compared for key K, (side A's, side B's): on each side K where it holds K's
-    values, else its companion digest/K where it has one; when a side has neither (a summary
-    without a digest), K on both (summaries meet)."""
+    values or digest (summary="digest"), else its companion digest/K where it has one; when a
+    side has neither (a summary without a digest), K on both (summaries meet)."""
     picked = []
     for schema, companions in ((schema_a, companions_a), (schema_b, companions_b)):
-        if (schema[key].kind or "value") == "value":
+        if (schema[key].kind or "value") in ("value", "digest"):
             picked.append(key)
         elif key in companions:
             picked.append(companions[key])
         else:
             return key, key
     return tuple(picked)
+
+
+def norm_change(point):
+    """How B's l2 norm differs from A's at a step compared by digests ("+0.012%"; "-" where
+    either is unknown): what says how much where the digests say only that."""
+    a, b = point.get("norm_a"), point.get("norm_b")
+    if a is None or b is None:
+        return "-"
+    if a == 0:
+        return "0" if b == 0 else f"0->{b:.3g}"
+    percent = 100 * (b - a) / a
+    return f"{percent:+.0f}%" if abs(percent) >= 10 else f"{percent:+.2g}%"
+
+
+def _norm_column(key, column, schema):
+    """Side's stats column of key K where it compares K's digest companion (xdl.watch's K and
+    digest/K): its l2 norms say how much a differing digest differs; "" where it has none."""
+    return key if column != key and getattr(schema[key], "kind", None) == "stats" else ""
 
 
 def _run_id(trace):
@@ -274,6 +293,8 @@ def diff(
     ]
     columns_a = [column for column, _ in compared]
     columns_b = [column for _, column in compared]
+    norms_a = [_norm_column(k, c, schema_a) for k, c in zip(common, columns_a)]
+    norms_b = [_norm_column(k, c, schema_b) for k, c in zip(common, columns_b)]
     begin, end, steps = sel.window()
     results, step_rows, bytes_read = [], [], 0
     pairs = []  # (rank_a, rank_b, what diff_runs found)
@@ -296,6 +317,8 @@ def diff(
             excluded_a=[c.path for c in trace_a.copies],  # As the Python reader: left out.
             excluded_b=[c.path for c in trace_b.copies],
             keys_b=columns_b,
+            norms_a=norms_a,
+            norms_b=norms_b,
         )
         pairs += [(rank_a, rank_b, one) for rank_b, one in zip(ranks_b, found)]
     for rank_a, rank_b, found in pairs:

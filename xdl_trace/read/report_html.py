@@ -16,6 +16,8 @@ import string
 
 import numpy as np
 
+from . import compare
+
 __all__ = [
     "render_html",
     "runs_html",
@@ -461,6 +463,11 @@ def _differences_html(differences):
                     max_abs=_number(p.get("max_abs")) if p.get("basis") == "values" else "–",
                     max_rel=_number(p.get("max_rel")) if p.get("basis") == "values" else "–",
                     ulps=_number(p.get("max_ulp")) if p.get("basis") == "values" else "–",
+                    norms=(
+                        f"{compare.norm_change(p)} / {compare.norm_change(k['last'])}"
+                        if p.get("norm_a") is not None and p.get("norm_b") is not None
+                        else "–"
+                    ),
                     steps=f"{k['steps_differing']} of {k['steps_compared']}",
                 )
             )

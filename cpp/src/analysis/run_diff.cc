@@ -114,11 +114,13 @@ std::string ShapeText(const ColumnView& column) {
 // file's columns hold.
 struct Side {
   const TraceReader* reader = nullptr;
-  const std::vector<std::string>* keys = nullptr;  // Its column per compared key.
+  // The columns read: its column per compared key, then its norm columns.
+  std::vector<std::string> columns;
+  std::vector<int> norm;  // Per compared key: its norm column's index in `columns`, or -1.
   std::optional<TraceCursor> cursor;
   bool done = false;
   size_t file = std::numeric_limits<size_t>::max();
-  std::vector<ColumnInfo::Content> contents;  // Per key, for `file`.
+  std::vector<ColumnInfo::Content> contents;  // Per column, for `file`.
 
   const TraceRecord& record() const { return cursor->record(); }
 };
@@ -140,10 +142,10 @@ absl::Status Advance(Side& side, const DiffOptions& options, RunDiffResult* resu
     if (record.file != side.file) {
       side.file = record.file;
       XDL_ASSIGN_OR_RETURN(std::shared_ptr<TraceFile> file, side.reader->File(record.file));
-      side.contents.assign(side.keys->size(), ColumnInfo::Content::kUnknown);
+      side.contents.assign(side.columns.size(), ColumnInfo::Content::kUnknown);
       if (!file->columns().empty()) {
-        for (size_t k = 0; k < side.keys->size(); ++k) {
-          if (auto index = file->KeyIndex((*side.keys)[k])) {
+        for (size_t k = 0; k < side.columns.size(); ++k) {
+          if (auto index = file->KeyIndex(side.columns[k])) {
             side.contents[k] = file->columns()[*index].content;
           }
         }
@@ -177,6 +179,30 @@ uint64_t DigestOf(const ColumnView& column, ColumnInfo::Content content) {
 bool IsDigest(const ColumnView& column, ColumnInfo::Content content) {
   return content == ColumnInfo::Content::kDigest && column.dtype == DType::kFloat64 &&
          column.data.size() == kDigestSize * sizeof(double);
+}
+
+// The l2 norm of key k's tensor on a side at its current record: from its norm column's stats,
+// or computed from the values it compares (a digest met by values); NaN where neither.
+double NormOf(const Side& side, size_t k) {
+  const int i = side.norm[k];
+  if (i < 0) {
+    const ColumnView& values = side.record().view.columns[k];
+    if (!IsValue(side.contents[k]) || !values.known_dtype() ||
+        GetDTypeInfo(values.dtype).kind == DTypeKind::kOpaque) {
+      return kNaN;
+    }
+    double row[kStatsSize];
+    ComputeStats(TensorView{values.dtype, values.shape, values.data.data()}, row);
+    return row[kStatsL2];
+  }
+  if (side.contents[i] != ColumnInfo::Content::kStats) return kNaN;
+  const ColumnView& stats = side.record().view.columns[i];
+  if (stats.dtype != DType::kFloat64 || stats.data.size() != kStatsSize * sizeof(double)) {
+    return kNaN;
+  }
+  double l2;
+  std::memcpy(&l2, stats.data.data() + kStatsL2 * sizeof(double), sizeof(l2));
+  return l2;
 }
 
 // Values of a dtype with stats on one side, a stats summary of layout 1 (float64[8]) on the
@@ -220,6 +246,8 @@ void CompareKey(const Side& a, const Side& b, size_t k, const DiffOptions& optio
         DiffPoint point;
         point.gstep = gstep;
         point.basis = DiffBasis::kDigests;
+        point.norm_a = NormOf(a, k);
+        point.norm_b = NormOf(b, k);
         AddPoint(key, point);
       }
       return;
@@ -311,20 +339,30 @@ absl::StatusOr<std::vector<RunDiffResult>> DiffRuns(const TraceReader& a, int32_
                                                     const TraceReader& b,
                                                     const std::vector<int32_t>& ranks_b,
                                                     const DiffOptions& options) {
-  if (!options.keys_b.empty() && options.keys_b.size() != options.keys.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("diff: ", options.keys_b.size(),
-                                                   " columns of side B for ", options.keys.size(),
-                                                   " keys (one per key, or none)"));
+  for (const auto* list : {&options.keys_b, &options.norms_a, &options.norms_b}) {
+    if (!list->empty() && list->size() != options.keys.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("diff: ", list->size(),
+                                                     " columns of a side for ", options.keys.size(),
+                                                     " keys (one per key, or none)"));
+    }
   }
   const std::vector<std::string>& keys_b = options.keys_b.empty() ? options.keys : options.keys_b;
   auto open = [&](Side& side, const TraceReader& reader, int32_t rank,
-                  const std::vector<std::string>& keys, RunDiffResult* result) {
+                  const std::vector<std::string>& keys, const std::vector<std::string>& norms,
+                  RunDiffResult* result) {
+    side.columns = keys;
+    side.norm.assign(keys.size(), -1);
+    for (size_t k = 0; k < norms.size(); ++k) {
+      if (norms[k].empty()) continue;
+      const auto at = std::find(side.columns.begin(), side.columns.end(), norms[k]);
+      side.norm[k] = static_cast<int>(at - side.columns.begin());
+      if (at == side.columns.end()) side.columns.push_back(norms[k]);
+    }
     ReadOptions read;
-    read.keys = keys;
+    read.keys = side.columns;
     read.steps = options.steps;
     read.ranks = std::vector<int32_t>{rank};
     side.reader = &reader;
-    side.keys = &keys;
     side.cursor.emplace(reader.Read(std::move(read)));
     return Advance(side, options, result);
   };
@@ -348,9 +386,9 @@ absl::StatusOr<std::vector<RunDiffResult>> DiffRuns(const TraceReader& a, int32_
   RunDiffResult* a_result = &results[0];
   Side sa;
   std::vector<Side> sbs(ranks_b.size());
-  XDL_RETURN_IF_ERROR(open(sa, a, rank_a, options.keys, a_result));
+  XDL_RETURN_IF_ERROR(open(sa, a, rank_a, options.keys, options.norms_a, a_result));
   for (size_t i = 0; i < sbs.size(); ++i) {
-    XDL_RETURN_IF_ERROR(open(sbs[i], b, ranks_b[i], keys_b, &results[i]));
+    XDL_RETURN_IF_ERROR(open(sbs[i], b, ranks_b[i], keys_b, options.norms_b, &results[i]));
   }
   // Each pair aligned as a merge by gstep would align it: for every record of A, each B's
   // records before its gstep are B's alone, one of the same gstep is compared, else the step is

@@ -4,6 +4,7 @@
 #define XDL_TRACE_ANALYSIS_RUN_DIFF_H_
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,11 @@ struct DiffOptions {
   // Side B's column for keys[k] where it has another name (values of K meeting B's
   // companion digest/K); empty: `keys` on both sides. Results are named by `keys`.
   std::vector<std::string> keys_b;
+  // Per key (or empty: none), each side's column holding a stats summary of the key's tensor,
+  // "" where a side has none (xdl.watch: K's stats beside its compared digest/K). A step where a
+  // key differs by digests gets both sides' l2 norms from them (DiffPoint::norm_a/norm_b): how
+  // much, which a digest cannot say.
+  std::vector<std::string> norms_a, norms_b;
   StepSelection steps;
   // Both 0: exact (bit for bit; a NaN agrees with the same NaN bits only).
   // Else an element agrees when |b - a| <= atol + rtol * |a| (numpy.isclose
@@ -51,6 +57,10 @@ struct DiffPoint {
   // Floats: max distance in units in the last place (representable values
   // between a and b); 0 for other dtypes or where a NaN is involved.
   uint64_t max_ulp = 0;
+  // Digests: the l2 norm of each side's tensor at this step, from its stats (DiffOptions::
+  // norms_a/_b) or computed from the values a side compares; NaN where unknown.
+  double norm_a = std::numeric_limits<double>::quiet_NaN();
+  double norm_b = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct KeyDiff {
