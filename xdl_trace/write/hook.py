@@ -363,9 +363,9 @@ class TraceHook:
     scope: None (the default scope ""), a scope name, or a list of scope names.
     replicated: which keys data parallelism keeps equal on every rank, for the rank comparison
         (``xdl-trace diff RUN --ranks``, the report's "ranks agree/differ"): None or True (the
-        rule: parameters, gradients, optimizer settings), False (none: model or pipeline parallel shards), or
-        glob patterns (a list or "a,b*"): exactly the keys they match. Recorded with the run
-        (its metadata entry "xdl_trace.replicated").
+        rule: parameters, gradients, optimizer settings), False (none: model or pipeline
+        parallel shards), or glob patterns (a list or "a,b*"): exactly the keys they match.
+        Recorded with the run (its metadata entry "xdl_trace.replicated").
 
     Plain loop::
 
