@@ -26,7 +26,7 @@ from .read.compare import diff as diff_runs, norm_change
 from ._version import __version__
 from .errors import RunChoiceError, TraceError, printable
 from .read.progress import Progress
-from .read.reader import STATS_FIELDS, open_trace  # STATS_FIELDS: the stats layout, from _core.
+from .read.reader import STATS_FIELDS, open_trace, parse_summary  # STATS_FIELDS: from _core.
 from .read.selection import Selection
 
 __all__ = ["main", "command", "Progress"]
@@ -468,6 +468,8 @@ def _export_npz(trace, args, selection):
     # A stats key is a structured array: one named field per statistic (z[...]["max"]).
     schema = trace.schema()  # Once: schema() builds a dict of every key.
     stats = {key for key in keys if _is_stats(schema.get(key))}
+    # A digest key: its uint64 digests, one a step (as Record.summary and CSV's hex cell).
+    digests = {key for key in keys if getattr(schema.get(key), "kind", None) == "digest"}
     stats_dtype = np.dtype([(field, np.float64) for field in STATS_FIELDS])
     members = {key: npz_member(key) for key in keys}
     arrays = {
@@ -493,6 +495,8 @@ def _export_npz(trace, args, selection):
             for key, (key_steps, values) in stacked.items():
                 if key in stats:
                     values = np.ascontiguousarray(values).view(stats_dtype)[..., 0]
+                elif key in digests:
+                    values = parse_summary(key, values, schema[key].descriptor, trace.path)
                 arrays[prefix + "keys/" + members[key]] = values
                 if len(key_steps) != len(steps) or not np.array_equal(key_steps, steps):
                     arrays[prefix + "gstep_of/" + members[key]] = key_steps

@@ -138,6 +138,13 @@ def test_export_csv_writes_a_digest_as_its_hex_text(tmp_path, capsys):
     assert rows[1][5] != rows[2][5]
     code, out, _ = run(capsys, "dump", str(tmp_path / "run"), "--keys", "w")
     assert f"digest {rows[1][5][2:]}" in out
+    # npz: the same digests as uint64, one a step (were the raw float64[2] halves).
+    npz = str(tmp_path / "out.npz")
+    assert run(capsys, "export", str(tmp_path / "run"), "-o", npz)[0] == 0
+    digests = np.load(npz)["rank0/keys/w"]
+    assert digests.dtype == np.uint64 and [f"0x{d:016x}" for d in digests] == [
+        row[5] for row in rows[1:]
+    ]
 
 
 def test_errors_are_one_line_and_non_zero(tmp_path, capsys):
