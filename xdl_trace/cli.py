@@ -22,7 +22,7 @@ import zipfile
 import numpy as np
 
 from .read import analysis, gpu_steps, report, report_html, timeline
-from .read.compare import diff as diff_runs, norm_change
+from .read.compare import diff as diff_runs, has_norms, norm_change
 from ._version import __version__
 from .errors import RunChoiceError, TraceError, printable
 from .read.progress import Progress
@@ -783,7 +783,7 @@ def _diff_text(result, ranks):
     differing = result.differing
     if differing:
         # Digests say where, not how much: their l2 norms (watch's stats, or values) say it.
-        norms = any(k.first.get("norm_a") is not None for k in differing)
+        norms = any(has_norms(k.first) for k in differing)
         rows = [
             ("KEY", "RANKS", "FIRST", "BY", "DIFFERING", "AT", "MAX ABS", "MAX REL", "ULP", "LAST")
             + ("ABS",)

@@ -248,7 +248,7 @@ def agreement_alerts(result, label, what):
             )
         else:
             detail = f"by {p['basis']}; {k.steps_differing} gsteps differ"
-            if p.get("norm_a") is not None and p.get("norm_b") is not None:
+            if compare.has_norms(p):
                 detail += (
                     f"; l2 norm {compare.norm_change(p)} at the first, "
                     f"{compare.norm_change(k.last)} at the last ({k.last['gstep']})"

@@ -57,9 +57,9 @@ class KeyDiff:
     """One key of one pair of sides (``rank_a`` of A against ``rank_b`` of B).
 
     ``first``/``last``: the first and last differing steps as dicts (gstep, differing, elements,
-    first_index, max_abs, max_rel, max_ulp; norm_a and norm_b: where compared by digests, the l2
-    norm of each side's tensor from its stats or values, else None), None when the key agrees; ``growth``: the first
-    step, then each whose max_abs passes twice the previous point's; ``structural``: a dtype,
+    first_index, max_abs, max_rel, max_ulp; norm_a and norm_b: where compared by digests, the
+    l2 norm of each side's tensor from its stats or values, else None), None when the key
+    agrees; ``growth``: the first step, then each whose max_abs passes twice the previous point's; ``structural``: a dtype,
     shape or content that differs ("" when none) from ``structural_gstep``; ``basis``: "values",
     "summaries" or None (no step had a value on both sides)."""
 
@@ -172,12 +172,17 @@ def _compared_columns(key, schema_a, schema_b, companions_a, companions_b):
     return tuple(picked)
 
 
+def has_norms(point):
+    """Whether a differing step (a KeyDiff point) knows both sides' l2 norms."""
+    return point.get("norm_a") is not None and point.get("norm_b") is not None
+
+
 def norm_change(point):
     """How B's l2 norm differs from A's at a step compared by digests ("+0.012%"; "-" where
     either is unknown): what says how much where the digests say only that."""
-    a, b = point.get("norm_a"), point.get("norm_b")
-    if a is None or b is None:
+    if not has_norms(point):
         return "-"
+    a, b = point["norm_a"], point["norm_b"]
     if a == 0:
         return "0" if b == 0 else f"0->{b:.3g}"
     percent = 100 * (b - a) / a

@@ -465,7 +465,7 @@ def _differences_html(differences):
                     ulps=_number(p.get("max_ulp")) if p.get("basis") == "values" else "–",
                     norms=(
                         f"{compare.norm_change(p)} / {compare.norm_change(k['last'])}"
-                        if p.get("norm_a") is not None and p.get("norm_b") is not None
+                        if compare.has_norms(p)
                         else "–"
                     ),
                     steps=f"{k['steps_differing']} of {k['steps_compared']}",

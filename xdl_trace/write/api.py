@@ -212,14 +212,12 @@ def stale_in_place(scopes):
     """What hook.begin() refuses: for each torch tensor of `scopes` registered to be read in
     place whose memory is no longer where it was (moved, cast or reallocated since), a line
     naming its key, where it was and where it is."""
-    with _lock:
-        entries = [(k, v) for k, v in _in_place.items() if k[0] in scopes]
     lines = []
-    for (scope, key), (tensor, was) in entries:
+    for key, tensor, address, was in in_place(scopes):
         now = _torch.placement(tensor)
-        if now != was:
+        if now != (*was, address):
             lines.append(
-                f"'{full_key(scope, key)}' was {_torch.describe_placement(was)}, "
+                f"'{key}' was {_torch.describe_placement((*was, address))}, "
                 f"is {_torch.describe_placement(now)}"
             )
     return lines

@@ -741,8 +741,8 @@ class TraceHook:
             key, tensor, address, was = entry
             if tensor.data_ptr() == address:
                 continue  # One call a tensor: the check costs ~0.1 us each.
-            entry[2] = tensor.data_ptr()
             now = _torch.placement(tensor)
+            entry[2] = now[3]
             view = _torch.stable_view(key, tensor) if now[:3] == was else None
             tracer.repoint(key, *(view or (None,)))
             if view is None:
