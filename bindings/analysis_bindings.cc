@@ -388,16 +388,17 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
 }
 
 // A trace at `path` less the files at `excluded` (copies the Python reader set aside), narrowed
-// to run `run_id` when one is given.
+// to run `run_id` when one is given, and to each rank's latest attempts unless `all_attempts`.
 TraceReader OpenRun(const std::string& path, const std::string& prefix, const std::string& name,
                     const std::optional<std::string>& run_id, bool check_record_crc,
-                    const std::vector<std::string>& excluded) {
+                    const std::vector<std::string>& excluded, bool all_attempts) {
   FileOptions options;
   options.check_record_crc = check_record_crc;
   TraceReader reader =
       CallWithoutGil([&] { return TraceReader::Open(path, prefix, name, options); });
   reader = reader.Without(excluded);
   if (run_id) reader = CallWithoutGil([&] { return reader.OfRun(*run_id); });
+  if (!all_attempts) reader = CallWithoutGil([&] { return reader.LatestAttempts(); });
   return reader;
 }
 
@@ -456,9 +457,12 @@ py::list DiffRunsShim(const std::string& path_a, std::optional<std::string> run_
                       const std::string& prefix, const std::string& name, bool check_record_crc,
                       const std::vector<std::string>& excluded_a,
                       const std::vector<std::string>& excluded_b, std::vector<std::string> keys_b,
-                      std::vector<std::string> norms_a, std::vector<std::string> norms_b) {
-  const TraceReader a = OpenRun(path_a, prefix, name, run_a, check_record_crc, excluded_a);
-  const TraceReader b = OpenRun(path_b, prefix, name, run_b, check_record_crc, excluded_b);
+                      std::vector<std::string> norms_a, std::vector<std::string> norms_b,
+                      bool all_attempts_a, bool all_attempts_b) {
+  const TraceReader a =
+      OpenRun(path_a, prefix, name, run_a, check_record_crc, excluded_a, all_attempts_a);
+  const TraceReader b =
+      OpenRun(path_b, prefix, name, run_b, check_record_crc, excluded_b, all_attempts_b);
   internal::DiffOptions options;
   options.keys = std::move(keys);
   options.keys_b = std::move(keys_b);
@@ -531,13 +535,15 @@ void RegisterAnalysisBindings(py::module_& m) {
         py::arg("excluded_b") = std::vector<std::string>{},
         py::arg("keys_b") = std::vector<std::string>{},
         py::arg("norms_a") = std::vector<std::string>{},
-        py::arg("norms_b") = std::vector<std::string>{},
+        py::arg("norms_b") = std::vector<std::string>{}, py::arg("all_attempts_a") = false,
+        py::arg("all_attempts_b") = false,
         "Compares rank_a of one trace (run_a: a run id, None: every file) with each of ranks_b "
         "of another (or the same), all read in step by gstep, A once (xdl_trace::internal::"
         "DiffRuns): a dict per rank of ranks_b; excluded_a/_b: "
         "paths of files left out (Trace.copies); keys_b: side B's column per key (default: "
         "keys); norms_a/_b: each side's stats column per key (\"\": none), whose l2 norms a "
-        "step differing by digests reports (norm_a, norm_b).");
+        "step differing by digests reports (norm_a, norm_b); all_attempts_a/_b: read every attempt "
+        "of a restarted run, not the latest of each gstep (TraceReader::LatestAttempts).");
   m.def("digest", &Digest, py::arg("array"), py::arg("dtype"),
         "The tensor digest (summary/digest.h) of a C-contiguous array read as wire dtype.");
   m.def("column_stats", &ColumnStats, py::arg("arrays"), py::arg("dtypes"),

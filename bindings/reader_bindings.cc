@@ -155,6 +155,12 @@ py::dict RunToDict(const RunSummary& run) {
   d["end_time_ms"] = run.end_time_ms;
   d["closed_cleanly"] = run.closed_cleanly;
   d["attempts"] = run.attempts;
+  py::list resumes;
+  for (const RunSummary::Resume& resume : run.resumes) {
+    resumes.append(py::dict(py::arg("rank") = resume.rank, py::arg("attempt") = resume.attempt,
+                            py::arg("gstep") = resume.gstep));
+  }
+  d["resumes"] = resumes;
   py::list infos;
   for (const std::string& serialized : run.run_infos) {
     if (serialized.empty()) {
@@ -542,15 +548,15 @@ void RegisterReaderBindings(py::module_& m) {
           },
           py::arg("path"), py::arg("prefix") = "train", py::arg("name") = "trace",
           py::arg("check_record_crc") = true)
-      .def_property_readonly(
-          "files",
-          [](const PyTraceReader& self) {
-            py::list out;
-            for (const TraceFileInfo& f : self.reader.files()) {
-              out.append(py::make_tuple(f.path, f.prefix, f.name, f.rank, f.index));
-            }
-            return out;
-          })
+      .def_property_readonly("files",
+                             [](const PyTraceReader& self) {
+                               py::list out;
+                               for (const TraceFileInfo& f : self.reader.files()) {
+                                 out.append(py::make_tuple(f.path, f.prefix, f.name, f.rank,
+                                                           f.index, f.superseded_from));
+                               }
+                               return out;
+                             })
       .def_property_readonly("ranks", [](const PyTraceReader& self) { return self.reader.ranks(); })
       .def_property_readonly("keys",
                              [](const PyTraceReader& self) {
@@ -609,6 +615,13 @@ void RegisterReaderBindings(py::module_& m) {
             return subset;
           },
           py::arg("run_id"))
+      .def("latest_attempts",
+           [](const PyTraceReader& self) {
+             TraceReader reader = ReadWithoutGil([&] { return self.reader.LatestAttempts(); });
+             auto latest = std::make_shared<PyTraceReader>(PyTraceReader{reader, {}});
+             latest->files.resize(reader.files().size());
+             return latest;
+           })
       .def(
           "without",
           [](const PyTraceReader& self, const std::vector<std::string>& paths) {

@@ -28,6 +28,7 @@ from .errors import RunChoiceError, TraceError, printable
 from .read.progress import Progress
 from .read.reader import STATS_FIELDS, open_trace, parse_summary  # STATS_FIELDS: from _core.
 from .read.selection import Selection
+from .read.trace_runs import ATTEMPTS
 
 __all__ = ["main", "command", "Progress"]
 
@@ -46,9 +47,12 @@ def command(name, help, configure=None):
 
 
 def _open(args, default_run=None):
-    """The trace of the command's path, restricted to the run --run names (docs/python.md "Runs")."""
+    """The trace of the command's path, restricted to the run --run names and the attempts
+    --attempts reads (docs/python.md "Runs")."""
     run = default_run if args.run is None else args.run
-    return open_trace(args.path, prefix=args.prefix, name=args.name, run=run)
+    return open_trace(
+        args.path, prefix=args.prefix, name=args.name, run=run, attempts=args.attempts
+    )
 
 
 def _run_dict(run):
@@ -66,6 +70,8 @@ def _run_dict(run):
         "argv": run.argv,
         "version": run.version,
         "metadata": run.metadata,
+        "attempts": run.attempts,
+        "resumes": run.resumes,
     }
 
 
@@ -90,14 +96,15 @@ def _selection_options(parser):
 
 
 def _selection(args):
-    """The Selection of the command's --keys, --gsteps, --ranks and --run, those of them it has
-    (each command's library call takes it whole)."""
+    """The Selection of the command's --keys, --gsteps, --ranks, --run and --attempts, those of
+    them it has (each command's library call takes it whole)."""
     ranks = getattr(args, "ranks", None)
     return Selection.of(
         keys=getattr(args, "keys", None),
         gsteps=_parse_gsteps(getattr(args, "gsteps", None)),
         ranks=[int(r) for r in _parse_list(ranks)] if ranks else None,
         run=args.run,
+        attempts=args.attempts,
     )
 
 
@@ -159,6 +166,8 @@ def _info(args):
                 # Meta is stale unless the writer closed the file (and an XDL Meta has no
                 # count): count by scanning instead.
                 "scanned": None if closed else _scan(f),
+                # A restarted run's earlier attempt: its records from here on are not read.
+                "superseded_from": f.superseded_from,
             }
         )
     ranks = []
@@ -228,9 +237,14 @@ def _info(args):
             records = f"{f['records']} records"
         else:
             records = "records unknown (XDL Meta)" if f["xdl_meta"] else "? records"
+        superseded = (
+            ""
+            if f["superseded_from"] is None
+            else f"  (superseded from gstep {f['superseded_from']} by a later attempt)"
+        )
         print(
             f"  rank {f['rank']} #{f['index']}  {_human(f['bytes']):>9}  {records}"
-            f"  {steps}  {_shown(os.path.basename(f['path']))}"
+            f"  {steps}  {_shown(os.path.basename(f['path']))}{superseded}"
         )
         if f["meta"] != "ok":
             print(f"    meta: {_shown(f['meta'])}")
@@ -648,7 +662,7 @@ def _find_nan_configure(parser):
     _find_nan_configure,
 )
 def _find_nan(args):
-    trace = open_trace(args.path, prefix=args.prefix, name=args.name, run=args.run)
+    trace = _open(args)
     selection = _selection(args)
     with Progress(trace.nbytes, "find-nan") as progress:
         scan = analysis.scan_run(
@@ -768,6 +782,7 @@ def _diff(args):
         name=args.name,
         run=args.run,
         run_b=args.run_b,
+        attempts=args.attempts,
     )
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
@@ -1119,6 +1134,14 @@ def build_parser():
             default=None,
             help='which run when the directory holds several: "latest", a run id (or a unique '
             'prefix of one) or "all" (info and verify default to all; `info` lists the runs)',
+        )
+        p.add_argument(
+            "--attempts",
+            choices=ATTEMPTS,
+            default="latest",
+            help="of a run a restarted job wrote in several attempts (same run id): read each "
+            'gstep from the attempt that wrote it last ("latest", the default), or every '
+            'attempt\'s records as written ("all": resumed gsteps twice)',
         )
         if configure is not None:
             configure(p)

@@ -94,22 +94,34 @@ def _selection(selection, **fields):
 
 def plan(path, gsteps=None, run=None, ranks=None, prefix="train", name="trace", selection=None):
     """The files a read touches, from Meta alone: a list of dicts with ``path``, ``rank``,
-    ``index`` and ``run`` (the run id), in rank then index order. Files whose Meta proves they
+    ``index``, ``run`` (the run id) and ``superseded_from`` (``TraceFileInfo``'s: None, or the
+    gstep from which a later attempt of a restarted run superseded the file's records), in rank
+    then index order. Files whose Meta proves they
     hold none of the selected gsteps are left out (and never opened). ``selection``: a
     ``Selection`` (its keys are not used here); the keywords gsteps, run (default "latest") and
     ranks stand for its fields."""
     selection = _selection(selection, gsteps=gsteps, run=run, ranks=ranks)
     ranks = selection.ranks
-    trace = _reader.open_trace(path, prefix=prefix, name=name, run=selection.run)
-    begin, end, _ = selection.window()
+    trace = _reader.open_trace(
+        path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
+    )
     chosen = []
     for f in trace.files:
         if ranks is not None and f.rank not in ranks:
             continue
+        begin, end, _ = selection.before(f.superseded_from).window()
         if not _may_hold(f.meta, begin, end):
             continue
         run_id = (f.meta or {}).get("run_id") or (trace.run.id if trace.run else "")
-        chosen.append({"path": f.path, "rank": f.rank, "index": f.index, "run": run_id})
+        chosen.append(
+            {
+                "path": f.path,
+                "rank": f.rank,
+                "index": f.index,
+                "run": run_id,
+                "superseded_from": f.superseded_from,
+            }
+        )
     return chosen
 
 
@@ -169,7 +181,7 @@ def _file_frame(entry, selection):
     left_out = {k for k, kind in kinds.items() if kind in _NOT_STATISTICS}
     rows = {name: [] for name in _COLUMNS}
     batch = []
-    for record in trace.records(selection=selection):
+    for record in trace.records(selection=selection.before(entry["superseded_from"])):
         batch.append(record)
         if len(batch) == _BATCH:
             _stats_rows(entry, batch, bfloat16_keys, stats_keys, rows, left_out)
@@ -234,7 +246,9 @@ def to_array(
     dtype = np.dtype(np.float32 if wire == "bfloat16" else np.uint8 if wire == "byte" else wire)
     chunks = [
         da.from_delayed(
-            dask.delayed(_file_rows, pure=True)(f["path"], key, gsteps, shape, dtype),
+            dask.delayed(_file_rows, pure=True)(
+                f["path"], key, selection.before(f["superseded_from"]).gsteps, shape, dtype
+            ),
             shape=(np.nan,) + tuple(shape),
             dtype=dtype,
         )
@@ -254,7 +268,8 @@ def _file_records(entries, selection):
     """The records of the data files of one partition as dicts (runs on a worker)."""
     out = []
     for entry in entries:
-        for r in _reader.open_trace(entry["path"]).records(selection=selection):
+        of_file = selection.before(entry["superseded_from"])
+        for r in _reader.open_trace(entry["path"]).records(selection=of_file):
             out.append(
                 {
                     "run": entry["run"],

@@ -292,3 +292,92 @@ def test_restarted_attempts_under_one_run_id_are_detected_and_warned(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", RestartedRunWarning)
         open_trace(single)
+
+
+# A deterministic loop with a checkpoint every 10 steps: attempt 1 dies at gstep 14 after a NaN
+# (flushed, never closed: a crash), attempt 2 resumes from the checkpoint at 10; an uninterrupted
+# run is the reference. Only the steps 10..14 differ between the attempts.
+_RESUMABLE = """
+import os, sys, numpy as np, xdl_trace as xdl
+out, first, last, crash = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "crash"
+ckpt = os.path.join(out, "ckpt.npy")
+w = np.load(ckpt) if first else np.arange(6, dtype=np.float32)
+xdl.trace_tensor("w", w)
+hook = xdl.TraceHook({"output_dir": out, "on_error": "raise"})
+hook.begin()
+for step in range(first, last):
+    w *= np.float32(1.01)
+    if crash and step == 13:
+        w[0] = np.nan  # What made attempt 1 die.
+    hook.step(gstep=step)
+    if step % 10 == 9:
+        np.save(ckpt, w)
+if crash:
+    hook.flush()
+    os._exit(3)
+hook.end()
+"""
+
+
+def _resumable(out, first, last, crash=False, run_id="job-7"):
+    env = dict(os.environ, PYTHONPATH=REPO, XDL_TRACE_RUN_ID=run_id)
+    args = [out, str(first), str(last), "crash" if crash else "ok"]
+    done = subprocess.run(
+        [sys.executable, "-c", _RESUMABLE, *args], env=env, capture_output=True, timeout=120
+    )
+    assert done.returncode == (3 if crash else 0), done.stderr
+
+
+def test_a_resumed_run_reads_each_gstep_from_the_attempt_that_wrote_it_last(tmp_path):
+    import warnings
+
+    from xdl_trace.read import analysis, report, serve
+    from xdl_trace.read.trace_runs import RestartedRunWarning
+
+    resumed, reference = str(tmp_path / "resumed"), str(tmp_path / "reference")
+    os.makedirs(resumed)
+    _resumable(resumed, 0, 15, crash=True)
+    live = serve.LiveRun(resumed)  # xdl-trace serve, watching as the job restarts.
+    assert live.update() and live.scan.records == {0: 15}
+    _resumable(resumed, 10, 30)
+    _resumable(reference, 0, 30, run_id="reference")
+    (run,) = xdl.runs(resumed)
+    assert run.attempts == 2
+    assert run.resumes == [{"rank": 0, "attempt": 2, "gstep": 10}]
+    assert "attempt 2 resumed at gstep 10" in run.describe()
+
+    with pytest.warns(RestartedRunWarning, match="attempt 2 resumed at gstep 10"):
+        trace = open_trace(resumed)
+    assert [f.superseded_from for f in trace.files] == [10, None]
+    gsteps, values = trace.stack("w", return_gsteps=True)
+    assert list(gsteps) == list(range(30))  # Each once, in order: no zigzag back to 10.
+    expected = open_trace(reference).stack("w")
+    np.testing.assert_array_equal(values, expected)  # Attempt 2's 10..14, not the crash's.
+    assert [r.gstep for r in trace.records()] == list(range(30))
+    # A resume that reproduces the uninterrupted run is what diff proves.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RestartedRunWarning)
+        assert xdl.diff(resumed, reference).identical
+        # The crash's NaN is superseded: the curves and find-nan read attempt 2's steps.
+        assert xdl.find_nan(resumed) == []
+        scan = analysis.scan_run(resumed)
+        assert scan.records == {0: 30} and scan.rows["w"] == 30
+        static = report.build_report(resumed)
+        (facts,) = static["runs"]
+        assert facts["records"] == 30  # Read, not the Metas' 35.
+        # Serve reads the run again once an attempt resumed: its page is the static one.
+        assert live.update() and live.scan.records == {0: 30}
+        assert report.model_of([live.scan], [live.run], writing=[False])["cards"] == static["cards"]
+        assert facts["restarts"].startswith("2 attempts under one run id: attempt 2 resumed at")
+        # attempts="all" reads what the crashed attempt traced before it died.
+        every = open_trace(resumed, attempts="all")
+        assert [r.gstep for r in every.records()] == list(range(15)) + list(range(10, 30))
+        (nan,) = xdl.find_nan(resumed, selection=xdl.Selection(attempts="all"))
+        assert (nan["key"], nan["gstep"], nan["nan"]) == ("w", 13, 1)
+    assert cli("diff", resumed, reference).returncode == 0
+    found = cli("find-nan", resumed, "--attempts", "all")
+    assert found.returncode == 1 and "13" in found.stdout, found.stdout
+    info = cli("info", resumed)
+    assert "train.trace.0.1  (superseded from gstep 10 by a later attempt)" in info.stdout
+    with pytest.raises(ValueError, match="attempts must be 'latest' or 'all'"):
+        open_trace(resumed, attempts="first")

@@ -362,7 +362,9 @@ def scan_run(
     on_progress(n_bytes) is called as files are consumed.
     """
     selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
-    trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
+    trace = open_trace(
+        path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
+    )
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)))
     begin_scan(scan, trace, selection, capacity, histogram_capacity)
     scan.gaps = trace.gaps()  # What `verify` fails besides damage (issue 37 #6).
@@ -376,17 +378,18 @@ def scan_run(
     group = _histogram_group(
         [f for f in files if f.rank == histogram_rank], selection, scan.histogram_capacity
     )
-    paths = [(f.rank, f.path, f.size) for f in files]
+    # Each file's share of the selection: less what a later attempt superseded.
+    paths = [(f.rank, f.path, f.size, selection.before(f.superseded_from)) for f in files]
     del trace, files  # At most two data files mapped from here on: this one and the next.
 
     def open_scan(i):  # Its walker threads start reading now.
-        rank, file_path, _ = paths[i]
+        rank, file_path, _, of_file = paths[i]
         return _open_scan(
-            scan, file_path, selection, histograms and rank == histogram_rank, group, series
+            scan, file_path, of_file, histograms and rank == histogram_rank, group, series
         )
 
     upcoming = [open_scan(0)] if paths else []
-    for i, (rank, file_path, size) in enumerate(paths):
+    for i, (rank, file_path, size, of_file) in enumerate(paths):
         scan.records.setdefault(rank, 0)
         cursor = upcoming.pop()
 
@@ -399,7 +402,7 @@ def scan_run(
             rank,
             file_path,
             cursor,
-            selection,
+            of_file,
             pairs,
             series,
             histograms and rank == histogram_rank,
@@ -542,7 +545,9 @@ def _add_summary_histograms(scan, path, prefix, name, selection):
     keys = [k for k in scan.keys if getattr(scan.schema.get(k), "kind", None) == "histogram"]
     if not keys or not scan.ranks or scan.gstep_range is None:
         return
-    trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
+    trace = open_trace(
+        path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
+    )
     rank = scan.ranks[0]
     for key in keys:
         gsteps = selection.gsteps

@@ -213,6 +213,7 @@ def diff(
     run=None,
     run_b=None,
     selection=None,
+    attempts=None,
 ):
     """Compares run `b` with run `a` (rank r with rank r), or with `b` None the ranks of `a`
     (every rank of `ranks`, default all, against the lowest). Returns a ``DiffResult``.
@@ -221,13 +222,17 @@ def diff(
     ``Selection``; rtol/atol: a tolerance (both 0: exact); per_rank: globs of keys that
     legitimately differ per rank (the rank comparison leaves them out; see the module
     docstring); run/run_b: which run of each directory (as ``open_trace``; run_b defaults to
-    run)."""
-    sel = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
+    run); attempts: of a restarted run, "latest" (None) or "all" (as ``open_trace``)."""
+    sel = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run, attempts=attempts)
     if rtol < 0 or atol < 0:
         raise ValueError(f"rtol and atol must be >= 0, not {rtol} and {atol}")
-    trace_a = open_trace(a, prefix=prefix, name=name, run=sel.run)
+    trace_a = open_trace(a, prefix=prefix, name=name, run=sel.run, attempts=sel.attempts)
     same = b is None
-    trace_b = trace_a if same else open_trace(b, prefix=prefix, name=name, run=run_b or sel.run)
+    trace_b = (
+        trace_a
+        if same
+        else open_trace(b, prefix=prefix, name=name, run=run_b or sel.run, attempts=sel.attempts)
+    )
     schema_a, schema_b = trace_a.schema(), trace_b.schema()
     companions_a, companions_b = _companions(schema_a), _companions(schema_b)
     folded = set(companions_a.values()) | set(companions_b.values())
@@ -324,6 +329,8 @@ def diff(
             keys_b=columns_b,
             norms_a=norms_a,
             norms_b=norms_b,
+            all_attempts_a=trace_a.attempts == "all",
+            all_attempts_b=trace_b.attempts == "all",
         )
         pairs += [(rank_a, rank_b, one) for rank_b, one in zip(ranks_b, found)]
     for rank_a, rank_b, found in pairs:

@@ -236,7 +236,9 @@ class Record:
 
 
 class TraceFileInfo:
-    """A data file of the trace: where it is, whose it is, and what its Meta says."""
+    """A data file of the trace: where it is, whose it is, what its Meta says, and
+    ``superseded_from``: None, or the gstep from which a later attempt of a restarted job
+    wrote its records again (reads leave this file's records from there on out)."""
 
     __slots__ = (
         "path",
@@ -244,6 +246,7 @@ class TraceFileInfo:
         "name",
         "rank",
         "index",
+        "superseded_from",
         "size",
         "meta",
         "meta_error",
@@ -251,12 +254,15 @@ class TraceFileInfo:
         "_open",
     )
 
-    def __init__(self, path, prefix, name, rank, index, _open=None):
+    def __init__(self, path, prefix, name, rank, index, superseded_from=None, _open=None):
         self.path = path
         self.prefix = prefix
         self.name = name
         self.rank = rank
         self.index = index
+        # A restarted job's earlier attempt: its records from this gstep on were written again
+        # by a later attempt, and reads leave them out (open_trace's ``attempts``).
+        self.superseded_from = superseded_from
         self._file = None
         self._open = _open  # Maps the file through its Trace's reader (one mapping per file).
         try:
@@ -304,7 +310,14 @@ class Trace:
     skips files by their Meta, merges ranks and stacks."""
 
     def __init__(
-        self, path, prefix="train", name="trace", raw=False, run=None, verify_checksums=True
+        self,
+        path,
+        prefix="train",
+        name="trace",
+        raw=False,
+        run=None,
+        verify_checksums=True,
+        attempts="latest",
     ):
         path = os.fspath(path)
         self.raw = bool(raw)  # Default for records/stack: keep bfloat16 bits.
@@ -323,7 +336,8 @@ class Trace:
         # Copied or renamed files (CopiedFile: path, rank, index, why): left out of reading,
         # failed by verify().
         self.copies = copies
-        self._reader, self.run, self.runs = trace_runs.select_run(reader, path, run)
+        self._reader, self.run, self.runs = trace_runs.select_run(reader, path, run, attempts)
+        self.attempts = "latest" if attempts is None else attempts  # select_run checked it.
         self.files = [
             TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))
             for i, info in enumerate(self._reader.files)
@@ -410,8 +424,8 @@ class Trace:
         across ranks (ties in rank order).
 
         ``selection``: a ``Selection`` (xdl_trace/read/selection.py); the keywords
-        keys, gsteps and ranks stand for its fields, and its run is the
-        Trace's (``open_trace``'s). ``keys``: a list of keys (default all).
+        keys, gsteps and ranks stand for its fields, and its run and attempts
+        are the Trace's (``open_trace``'s). ``keys``: a list of keys (default all).
         ``gsteps``: ``(begin, end)`` inclusive (either may be None), a
         ``range``, a ``slice`` or a collection of steps; files whose Meta
         proves they hold none of them are skipped without being read.
@@ -557,7 +571,15 @@ def _summary_width(descriptor):
     return 0
 
 
-def open_trace(path, prefix="train", name="trace", raw=False, run=None, verify_checksums=True):
+def open_trace(
+    path,
+    prefix="train",
+    name="trace",
+    raw=False,
+    run=None,
+    verify_checksums=True,
+    attempts="latest",
+):
     """Opens a trace: a data file, or a directory holding
     ``{prefix}.{name}.{rank}.{index}`` files (``prefix`` "train" or "test").
     ``raw=True`` reads bfloat16 columns as their uint16 bits (zero-copy views)
@@ -571,7 +593,21 @@ def open_trace(path, prefix="train", name="trace", raw=False, run=None, verify_c
     ``verify_checksums``: each record's checksum (Record.crc32c) is checked before its values
     are returned, a damaged record raising TraceIOError naming the file and offset;
     ``False`` skips that pass over the bytes for a hot path that trusts its disk (the cost is in
-    docs/benchmarks.md). Records without one (XDL's files) are read unchecked either way."""
+    docs/benchmarks.md). Records without one (XDL's files) are read unchecked either way.
+
+    ``attempts``: a job restarted under the same run id (a torchrun restart, a fixed
+    XDL_TRACE_RUN_ID) wrote one run in several attempts; a resumed attempt writes again the gsteps
+    from its checkpoint on. "latest" (the default) reads each rank's gstep from the attempt that
+    wrote it last: an earlier attempt's records at or after a later attempt's first gstep are
+    superseded (``Run.resumes`` says where), as TensorBoard purges a restarted job's orphaned
+    steps. "all" reads every attempt's records as written, resumed gsteps twice (what the
+    crashed attempt traced before it died)."""
     return Trace(
-        path, prefix=prefix, name=name, raw=raw, run=run, verify_checksums=verify_checksums
+        path,
+        prefix=prefix,
+        name=name,
+        raw=raw,
+        run=run,
+        verify_checksums=verify_checksums,
+        attempts=attempts,
     )

@@ -28,12 +28,19 @@ __all__ = ["build_report", "gpu_section", "model_of", "render_html", "render_png
 
 def _run_facts(scan, run, selection, writing=None):
     """The Runs table's row. Its records: the run's own count (as ``xdl-trace info`` says,
-    device-only records included) when a static report reads every step and rank of it; else
-    the records read (the selection's, or under serve what the files held so far). writing: under serve, whether the run's writer is alive (True:
-    still being written; False: gone, closed or not); None in a static report."""
+    device-only records included) when a static report reads every step and rank of a run
+    written in one attempt; else the records read (the selection's, or under serve what the
+    files held so far). writing: under serve, whether the run's writer is alive (True: still
+    being written; False: gone, closed or not); None in a static report."""
     g = scan.gstep_range
     whole = selection is not None and selection.gsteps is None and selection.ranks is None
-    records = run.records if whole and run is not None and run.records is not None else None
+    # A restarted run's Meta counts hold the superseded records too: the count read is its own.
+    restarted = run is not None and run.attempts > 1
+    records = (
+        run.records
+        if whole and not restarted and run is not None and run.records is not None
+        else None
+    )
     t = scan.time_range
     return {
         "label": scan.label,
@@ -55,6 +62,16 @@ def _run_facts(scan, run, selection, writing=None):
         ),
         "dropped": scan.dropped,
         "closed_cleanly": scan.closed_cleanly,
+        "restarts": (
+            run.restarts()
+            + (
+                ": every attempt's records read, resumed gsteps twice"
+                if selection is not None and selection.attempts == "all"
+                else ": each gstep read from the attempt that wrote it last"
+            )
+            if restarted
+            else None
+        ),
         "writing": writing,
         "keys": len(scan.keys),
     }
@@ -257,6 +274,7 @@ def _differences(scans, runs, selection, prefix, name):
                 ranks=selection.ranks,
                 run=run_a,
                 run_b=run_b,
+                attempts=selection.attempts,
                 prefix=prefix,
                 name=name,
             )
@@ -407,7 +425,11 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         where = (scan.path, chosen.id if chosen is not None else None)
         if where not in opened:
             opened[where] = analysis.open_trace(
-                scan.path, prefix=prefix, name=name, run=where[1] or None
+                scan.path,
+                prefix=prefix,
+                name=name,
+                run=where[1] or None,
+                attempts=None if selection is None else selection.attempts,
             )
         return opened[where]
 

@@ -150,7 +150,12 @@ def _runs_table(runs):
                 label=html.escape(r["label"]),
                 state=_run_state(r),
                 path=html.escape(r["path"]),
-                run_id=_fill("run_id", id=html.escape(r["id"])) if r.get("id") else "",
+                run_id=(_fill("run_id", id=html.escape(r["id"])) if r.get("id") else "")
+                + (
+                    _fill("run_restarts", text=html.escape(r["restarts"]))
+                    if r.get("restarts")
+                    else ""
+                ),
                 metadata=_metadata(r.get("metadata")),
                 ranks=_ranks_text(r["ranks"]),
                 gsteps="–" if g is None else f"{g[0]} … {g[1]}",

@@ -1,6 +1,7 @@
 """Which records a read takes: one ``Selection`` value, and ``gstep_window`` for its gsteps.
 
-``Selection(keys, gsteps, ranks, run)`` is the one value every reader of the package accepts;
+``Selection(keys, gsteps, ranks, run, attempts)`` is the one value every reader of the package
+accepts;
 ``gstep_window`` turns its gsteps into one window.
 
 The library's readers (``Trace.records``, ``analysis.scan_run``/``find_nan``,
@@ -21,6 +22,8 @@ Fields (each None: everything):
 * ``ranks``: a collection of ranks (kept as a tuple of ints).
 * ``run``: which run of a directory that holds several: "latest", a run id (or a unique prefix
   of one) or "all" (as ``open_trace``).
+* ``attempts``: of a run that a restarted job wrote in several attempts, "latest" (None: each
+  gstep from the attempt that wrote it last) or "all" (as ``open_trace``).
 """
 
 import dataclasses
@@ -51,7 +54,7 @@ def gstep_window(gsteps):
     return steps[0], steps[-1], steps
 
 
-_FIELDS = ("keys", "gsteps", "ranks", "run")
+_FIELDS = ("keys", "gsteps", "ranks", "run", "attempts")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,7 @@ class Selection:
     gsteps: object = None
     ranks: object = None
     run: object = None
+    attempts: object = None
 
     def __post_init__(self):
         gsteps = self.gsteps
@@ -75,11 +79,14 @@ class Selection:
         gstep_window(gsteps)  # Validates.
         if self.ranks is not None:
             object.__setattr__(self, "ranks", tuple(int(r) for r in self.ranks))
+        if self.attempts not in (None, "latest", "all"):
+            raise ValueError(f"attempts must be 'latest' or 'all', got {self.attempts!r}")
 
     @classmethod
     def of(cls, selection=None, **fields):
         """The one place keywords become a Selection: `selection` (a Selection or None) with the
-        fields given as keywords (keys, gsteps, ranks, run) that are not None in its place."""
+        fields given as keywords (keys, gsteps, ranks, run, attempts) that are not None in its
+        place."""
         unknown = set(fields) - set(_FIELDS)
         if unknown:
             raise TypeError(f"Selection has no field {', '.join(sorted(unknown))}")
@@ -91,9 +98,20 @@ class Selection:
         return selection.replace(**given) if given else selection
 
     def replace(self, **fields):
-        """A copy with `fields` (keys, gsteps, ranks, run) changed."""
+        """A copy with `fields` (keys, gsteps, ranks, run, attempts) changed."""
         return dataclasses.replace(self, **fields)
 
     def window(self):
         """The gsteps as (begin, end, steps): ``gstep_window(self.gsteps)``."""
         return gstep_window(self.gsteps)
+
+    def before(self, gstep):
+        """This selection less the gsteps at or after `gstep` (None: itself): what is read of a
+        file whose records from `gstep` on a later attempt superseded
+        (``TraceFileInfo.superseded_from``)."""
+        if gstep is None:
+            return self
+        begin, end, steps = self.window()
+        if steps is not None:
+            return self.replace(gsteps=[g for g in steps if g < gstep])
+        return self.replace(gsteps=(begin, gstep - 1 if end is None else min(end, gstep - 1)))

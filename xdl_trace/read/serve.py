@@ -69,7 +69,10 @@ class LiveRun:
             trace = analysis.open_trace(self.path, prefix=self.prefix, name=self.name, run="latest")
         except (FileNotFoundError, ValueError):
             return False  # No file yet: the run has not started writing.
-        if self.scan is None or (trace.run is not None and trace.run.id != self.run.id):
+        if self.scan is None or (
+            trace.run is not None
+            and (trace.run.id != self.run.id or trace.run.resumes != self.run.resumes)
+        ):  # A new run, or an attempt of this one resumed: what it supersedes is read again.
             return self._first_read(trace)
         changed = False
         self.run = trace.run
@@ -90,7 +93,12 @@ class LiveRun:
                 # The file being written ends inside the record being appended: not an error.
                 warnings.simplefilter("ignore", TornTailWarning)
                 analysis.scan_file(
-                    scan, f.rank, f.path, window, pairs, histograms=f.rank == histogram_rank
+                    scan,
+                    f.rank,
+                    f.path,
+                    window.before(f.superseded_from),
+                    pairs,
+                    histograms=f.rank == histogram_rank,
                 )
             self.bytes_read += f.size - self._sizes.get(f.path, 0)
             self._sizes[f.path] = f.size

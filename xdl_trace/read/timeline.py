@@ -441,7 +441,9 @@ def stream_timeline(
     """
     selection = Selection.of(selection, gsteps=gsteps, ranks=ranks, run=run)
     ranks = selection.ranks
-    trace = open_trace(path, prefix=prefix, name=name, run=selection.run)
+    trace = open_trace(
+        path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
+    )
     selected = sorted(set(trace.ranks) & set(ranks)) if ranks else list(trace.ranks)
     begin, end = selection.window()[:2] if selection.gsteps else (None, None)
     writer = _TimelineWriter(out, (begin, end))

@@ -60,9 +60,11 @@ class Run:
     ``TraceHook(metadata=...)`` dict, {} when none), ``start_ms``/``end_ms`` (milliseconds since
     the epoch, None when unknown; ``start``/``end`` as UTC datetimes), ``gsteps`` ((first, last)
     or None), ``records`` (None when a file's count is unknown), ``files`` (how many),
-    ``closed_cleanly``, ``infos`` ({rank: the Header's RunInfo as a dict}) and ``attempts``
+    ``closed_cleanly``, ``infos`` ({rank: the Header's RunInfo as a dict}), ``attempts``
     (writers of one rank under this run id, by pid and start time: more than 1 when a job
-    restarted with the same run id, whose records are then merged)."""
+    restarted with the same run id) and ``resumes`` (where each later attempt took over: a dict
+    of ``rank``, ``attempt`` (2 for the second) and ``gstep``, its first; the earlier attempts'
+    records from there on are superseded, see ``open_trace``'s ``attempts``)."""
 
     __slots__ = (
         "id",
@@ -81,6 +83,7 @@ class Run:
         "closed_cleanly",
         "infos",
         "attempts",
+        "resumes",
         "file_indices",
     )
 
@@ -110,6 +113,7 @@ class Run:
         self.file_indices = list(summary["files"])  # Into the reader's files (Trace.files).
         self.closed_cleanly = summary["closed_cleanly"]
         self.attempts = summary.get("attempts", 1)
+        self.resumes = list(summary.get("resumes", []))
 
     @property
     def start(self):
@@ -149,11 +153,22 @@ class Run:
                 if self.world_size is not None and len(self.ranks) < self.world_size
                 else ""
             )
-            + (
-                f"  ({self.attempts} attempts under one run id: restarted; gsteps may repeat)"
-                if self.attempts > 1
-                else ""
-            )
+            + (f"  ({self.restarts()})" if self.attempts > 1 else "")
+        )
+
+    def restarts(self):
+        """What the attempts of a restarted run did, in a phrase: "2 attempts under one run id:
+        attempt 2 resumed at gstep 20" (ranks named where they differ)."""
+        where = {}
+        for resume in self.resumes:
+            where.setdefault((resume["attempt"], resume["gstep"]), []).append(resume["rank"])
+        parts = [
+            f"attempt {attempt} resumed at gstep {gstep}"
+            + ("" if len(ranks) == len(self.ranks) else f" on rank {','.join(map(str, ranks))}")
+            for (attempt, gstep), ranks in sorted(where.items())
+        ]
+        return f"{self.attempts} attempts under one run id: " + (
+            "; ".join(parts) if parts else "restarted"
         )
 
     def listing(self):
@@ -183,7 +198,7 @@ def set_aside_copies(reader):
     (docs/reader.md "Copied files"). Its records are another file's: read, they would be counted
     twice (a phantom rank for a copy named after another rank). Warns once, naming each file."""
     copies = []
-    for path, prefix, _name, rank, index in reader.files:
+    for path, prefix, _name, rank, index, _superseded in reader.files:
         if not prefix:  # A data file opened by a name that is not <prefix>.<name>.<rank>.<index>.
             continue
         try:
@@ -231,21 +246,29 @@ def open_reader(path, prefix, name, verify_checksums=True):
         raise FileNotFoundError(str(error)) from None
 
 
-def select_run(reader, path, run):
+def select_run(reader, path, run, attempts="latest"):
     """(reader restricted to the chosen run, that Run or None for "all", every Run).
 
     run: None (the only run; ValueError listing them when there are several), "latest", "all",
-    or a run id (a unique prefix is enough; ValueError listing the runs when none matches)."""
+    or a run id (a unique prefix is enough; ValueError listing the runs when none matches).
+    attempts: "latest" (each gstep from the attempt of a restarted run that wrote it last) or
+    "all" (every attempt's records as written), as ``open_trace`` says."""
     if run is not None and not isinstance(run, str):
         raise errors.InvalidArgumentError(
             f"xdl_trace: run must be None, 'latest', 'all' or a run id, got {run!r}"
         )
+    attempts = "latest" if attempts is None else attempts
+    if attempts not in ATTEMPTS:
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: attempts must be 'latest' or 'all', got {attempts!r}"
+        )
     every = [Run(s) for s in reader.runs()]
+    reader_of = _reader_of(reader, attempts if any(r.attempts > 1 for r in every) else "all")
     if run == "all":
-        _warn_restarted(every)
-        return reader, (every[0] if len(every) == 1 else None), every
+        _warn_restarted(every, attempts)
+        return reader_of(None), (every[0] if len(every) == 1 else None), every
     if run is None:
-        _warn_restarted(every[:1] if len(every) == 1 else [])
+        _warn_restarted(every[:1] if len(every) == 1 else [], attempts)
         _warn_incomplete(every[0] if len(every) == 1 else None)
         if len(every) > 1:
             raise errors.RunChoiceError(
@@ -256,7 +279,7 @@ def select_run(reader, path, run):
                 run,
                 every,
             )
-        return reader, (every[0] if every else None), every
+        return reader_of(None), (every[0] if every else None), every
     if run == "latest":
         chosen = every[-1]
     else:
@@ -271,11 +294,24 @@ def select_run(reader, path, run):
                 every,
             )
         chosen = matches[0]
-    _warn_restarted([chosen])
+    _warn_restarted([chosen], attempts)
     _warn_incomplete(chosen)
-    if len(every) == 1:
-        return reader, chosen, every
-    return reader.of_run(chosen.id), chosen, every
+    return reader_of(None if len(every) == 1 else chosen.id), chosen, every
+
+
+ATTEMPTS = ("latest", "all")  # open_trace's attempts=, the CLI's --attempts.
+
+
+def _reader_of(reader, attempts):
+    """reader_of(run_id): `reader` narrowed to a run (None: as it is), less what later attempts
+    superseded unless attempts == "all" (what a trace without restarts is read as: no second
+    pass over its Headers)."""
+
+    def reader_of(run_id):
+        chosen = reader if run_id is None else reader.of_run(run_id)
+        return chosen if attempts == "all" else chosen.latest_attempts()
+
+    return reader_of
 
 
 def _warn_incomplete(run):
@@ -291,15 +327,20 @@ def _warn_incomplete(run):
         )
 
 
-def _warn_restarted(read):
-    """Warns about each run read that several attempts wrote under one run id (issue 24)."""
+def _warn_restarted(read, attempts):
+    """Says of each run read that several attempts wrote under one run id (a job restarted with
+    the same TORCHELASTIC_RUN_ID or XDL_TRACE_RUN_ID) where they resumed and what is read."""
     for run in read:
         if run is not None and run.attempts > 1:
+            what = (
+                "every attempt's records are read, so resumed gsteps appear more than once"
+                if attempts == "all"
+                else "each gstep is read from the attempt that wrote it last (attempts='all', "
+                "--attempts all, reads the superseded records too)"
+            )
             warnings.warn(
-                f"xdl_trace: run {run.id} was written by {run.attempts} attempts (a job restarted "
-                "with the same run id, e.g. TORCHELASTIC_RUN_ID or XDL_TRACE_RUN_ID): their "
-                "records are merged, so resumed gsteps appear more than once; give each "
-                'attempt its own run id or output_dir (docs/python.md, "Runs")',
+                f"xdl_trace: run {run.id}: {run.restarts()} (a job restarted with the same run "
+                f'id): {what} (docs/python.md, "Runs")',
                 RestartedRunWarning,
                 stacklevel=4,
             )

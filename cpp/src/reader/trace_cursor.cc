@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -62,6 +63,21 @@ bool Selected(const StepSelection& steps, int64_t gstep) {
   return !steps.steps || std::binary_search(steps.steps->begin(), steps.steps->end(), gstep);
 }
 
+// `steps` less what a later attempt of the file's rank wrote again
+// (TraceFileInfo::superseded_from).
+StepSelection OfFile(const StepSelection& steps, const TraceFileInfo& info) {
+  StepSelection clipped = steps;
+  if (const std::optional<int64_t>& cut = info.superseded_from) {
+    if (*cut == std::numeric_limits<int64_t>::min()) {  // Every step: an empty range.
+      clipped.begin = std::numeric_limits<int64_t>::max();
+      clipped.end = std::numeric_limits<int64_t>::min();
+    } else {
+      clipped.end = std::min(steps.end.value_or(*cut - 1), *cut - 1);
+    }
+  }
+  return clipped;
+}
+
 }  // namespace
 
 bool IsMissingKeyError(const absl::Status& status) {
@@ -114,6 +130,7 @@ struct RankStream {
   size_t next_file = 0;
   std::shared_ptr<TraceFile> file;  // The file being read (null between files).
   std::optional<RecordCursor> cursor;
+  StepSelection steps;           // What the read selects of `file` (OfFile).
   std::vector<int> key_indices;  // Of the selected keys in `file`.
   RecordView decoded;            // Scratch when projecting keys.
   TraceRecord head;              // The next record of this rank.
@@ -164,7 +181,8 @@ struct TraceCursor::Impl {
         const size_t index = s.files[s.next_file++];
         XDL_ASSIGN_OR_RETURN(s.file, reader.File(index));
         if (options.keys) XDL_RETURN_IF_ERROR(IndexKeys(*s.file, *options.keys, &s.key_indices));
-        std::optional<uint64_t> start = ReadStartOffset(*s.file, options.steps);
+        s.steps = OfFile(options.steps, reader.files()[index]);
+        std::optional<uint64_t> start = ReadStartOffset(*s.file, s.steps);
         end_offset = options.start_offset.value_or(0);  // Where a Meta-skipped file stands.
         if (!start) continue;
         if (options.start_offset) start = std::max(*start, *options.start_offset);
@@ -186,7 +204,7 @@ struct TraceCursor::Impl {
                  s.cursor->Next(&target)) {
         bytes_read += target.frame_size;
         if (options.interleave) CountFrame(s, target.frame_size);
-        if (!Selected(options.steps, target.gstep)) continue;
+        if (!Selected(s.steps, target.gstep)) continue;
         const bool no_keys = options.keys && options.keys->empty();
         s.head.device_only = IsDeviceOnlyRecord(target, s.file->keys().size());
         if (s.head.device_only && !no_keys && !options.device_only_records) continue;
@@ -335,12 +353,13 @@ absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::st
     if (files()[i].rank != *rank) continue;
     XDL_ASSIGN_OR_RETURN(std::shared_ptr<TraceFile> file, File(i));
     XDL_RETURN_IF_ERROR(IndexKeys(*file, *keys, &indices));
-    const std::optional<uint64_t> start = ReadStartOffset(*file, selection);
+    const StepSelection file_steps = OfFile(selection, files()[i]);
+    const std::optional<uint64_t> start = ReadStartOffset(*file, file_steps);
     if (!start) continue;
     RecordCursor cursor = file->Records();
     cursor.Seek(*start);
     while (cursor.Next(&record)) {
-      if (!Selected(selection, record.gstep)) continue;
+      if (!Selected(file_steps, record.gstep)) continue;
       if (IsDeviceOnlyRecord(record, file->keys().size())) continue;
       for (size_t k = 0; k < indices.size(); ++k) {
         const ColumnView& column = record.columns[indices[k]];

@@ -118,9 +118,15 @@ absl::StatusOr<TraceReader> TraceReader::Open(const std::string& path, absl::str
   return TraceReader(std::make_shared<Shared>(std::move(files), options));
 }
 
-TraceReader TraceReader::Subset(const std::vector<size_t>& files) const {
+TraceReader TraceReader::Subset(const std::vector<size_t>& files,
+                                const std::map<size_t, int64_t>& superseded_from) const {
   std::vector<TraceFileInfo> infos;
-  for (size_t i : files) infos.push_back(shared_->files[i]);
+  for (size_t i : files) {
+    infos.push_back(shared_->files[i]);
+    if (const auto cut = superseded_from.find(i); cut != superseded_from.end()) {
+      infos.back().superseded_from = cut->second;
+    }
+  }
   auto subset = std::make_shared<Shared>(std::move(infos), shared_->options);
   internal::MutexLock lock(&shared_->mu);
   internal::MutexLock subset_lock(&subset->mu);

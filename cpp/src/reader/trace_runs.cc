@@ -13,7 +13,9 @@
 #include "xdl_trace.pb.h"
 #include "xdl_trace/reader/file_meta.h"
 #include "xdl_trace/reader/file_names.h"
+#include "xdl_trace/reader/record_view.h"
 #include "xdl_trace/reader/runs.h"
+#include "xdl_trace/reader/trace_file.h"
 #include "xdl_trace/reader/trace_reader.h"
 
 namespace xdl_trace {
@@ -85,6 +87,58 @@ std::vector<std::string> AttributeUnnamedFiles(
     }
   }
   return run_of;
+}
+
+// The gstep of the first record (not device-only) of `files`, in order;
+// nullopt when they hold none or cannot be read (reading them says why).
+std::optional<int64_t> FirstGstep(const TraceReader& reader, const std::vector<size_t>& files) {
+  for (size_t i : files) {
+    auto file = reader.File(i);
+    if (!file.ok()) continue;
+    RecordCursor cursor = (*file)->Records();
+    RecordView record;
+    while (cursor.Next(&record)) {
+      if (!IsDeviceOnlyRecord(record, (*file)->keys().size())) return record.gstep;
+    }
+  }
+  return std::nullopt;
+}
+
+// Fills run->attempts, ->resumes and ->superseded_from for `rank`. Every file's
+// Header names its writer (RunInfo pid and start time): a restart under the
+// same run id is a second writer of the rank. A file whose Header names none
+// (torn) goes with the writer of the rank's file before it.
+void AddAttempts(const TraceReader& reader, int32_t rank, RunSummary* run) {
+  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>>
+      by_writer;                            // (start, pid): oldest first.
+  std::vector<size_t>* previous = nullptr;  // The attempt of the rank's file before.
+  for (size_t i : run->files) {
+    if (reader.files()[i].rank != rank) continue;
+    const auto info = HeaderRunInfo(reader, i);
+    if (info && (info->pid() != 0 || info->start_time_ms() != 0)) {
+      previous = &(by_writer[{info->start_time_ms(), info->pid()}]);
+    }
+    if (previous != nullptr) previous->push_back(i);
+  }
+  run->attempts = std::max<int32_t>(run->attempts, static_cast<int32_t>(by_writer.size()));
+  if (by_writer.size() < 2) return;
+  std::vector<std::vector<size_t>> attempts;
+  for (auto& [writer, files] : by_writer) attempts.push_back(std::move(files));
+  // Each attempt is superseded from the earliest first gstep of those after it.
+  std::optional<int64_t> later_first;
+  std::vector<RunSummary::Resume> resumes;
+  for (size_t a = attempts.size(); a-- > 0;) {
+    if (later_first) {
+      for (size_t i : attempts[a]) run->superseded_from.emplace_back(i, *later_first);
+    }
+    if (a == 0) break;
+    if (const std::optional<int64_t> first = FirstGstep(reader, attempts[a])) {
+      resumes.push_back({rank, static_cast<int32_t>(a + 1), *first});
+      later_first = later_first ? std::min(*later_first, *first) : *first;
+    }
+  }
+  run->resumes.insert(run->resumes.end(), resumes.rbegin(), resumes.rend());
+  std::sort(run->superseded_from.begin(), run->superseded_from.end());
 }
 
 }  // namespace
@@ -177,17 +231,7 @@ absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
         break;
       }
       run.run_infos.push_back(std::move(serialized));
-      // Every file's Header names its writer: a restart under the same run id
-      // is a second (pid, start time) for the rank.
-      std::set<std::pair<int64_t, int64_t>> writers;
-      for (size_t i : run.files) {
-        if (infos[i].rank != rank) continue;
-        const auto info = HeaderRunInfo(*this, i);
-        if (info && (info->pid() != 0 || info->start_time_ms() != 0)) {
-          writers.emplace(info->pid(), info->start_time_ms());
-        }
-      }
-      run.attempts = std::max<int32_t>(run.attempts, static_cast<int32_t>(writers.size()));
+      AddAttempts(*this, rank, &run);
     }
     for (size_t i : run.files) {
       if (facts[i].has_meta) {
@@ -221,6 +265,17 @@ absl::StatusOr<TraceReader> TraceReader::OfRun(absl::string_view run_id) const {
         absl::StrCat("no run '", run_id, "' in this trace; its runs: ", DescribeRuns(runs)));
   }
   return Subset(match->files);
+}
+
+absl::StatusOr<TraceReader> TraceReader::LatestAttempts() const {
+  XDL_ASSIGN_OR_RETURN(const std::vector<RunSummary> runs, Runs());
+  std::map<size_t, int64_t> superseded_from;
+  for (const RunSummary& run : runs) {
+    superseded_from.insert(run.superseded_from.begin(), run.superseded_from.end());
+  }
+  std::vector<size_t> all(files().size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return Subset(all, superseded_from);
 }
 
 TraceReader TraceReader::Without(const std::vector<std::string>& paths) const {

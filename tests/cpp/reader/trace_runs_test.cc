@@ -2,6 +2,7 @@
 // order of runs, selection by id or prefix, and XDL files as one run without an id.
 #include <catch2/catch.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/trace_writer.h"
@@ -136,6 +137,87 @@ TEST_CASE("Without leaves the files at the given paths out", "[runs]") {
   CHECK(without.files()[0].rank == 0);
   CHECK(without.ranks() == std::vector<int32_t>{0});
   CHECK(reader->Without({}).files().size() == 2);
+}
+
+// (gstep, file index) of every record a read of `reader` yields.
+std::vector<std::pair<int64_t, size_t>> Steps(const TraceReader& reader, ReadOptions options = {}) {
+  std::vector<std::pair<int64_t, size_t>> out;
+  TraceCursor cursor = reader.Read(std::move(options));
+  while (true) {
+    auto event = cursor.Next();
+    REQUIRE(event.ok());
+    if (*event == TraceCursor::Event::kEnd) return out;
+    if (*event == TraceCursor::Event::kRecord) {
+      out.emplace_back(cursor.record().view.gstep, cursor.record().file);
+    }
+  }
+}
+
+TEST_CASE("LatestAttempts reads each gstep once, from the attempt that wrote it last", "[runs]") {
+  TempDir dir;
+  // A job restarted twice under one run id: killed after gstep 5, resumed from a checkpoint at 3;
+  // killed after 8, resumed at 7. Files #1, #2, #3.
+  WriteRank(dir.path(), "job", 0, 1'000, {0, 1, 2, 3, 4, 5});
+  WriteRank(dir.path(), "job", 0, 2'000, {3, 4, 5, 6, 7, 8});
+  WriteRank(dir.path(), "job", 0, 3'000, {7, 8, 9});
+  auto reader = TraceReader::Open(dir.path());
+  REQUIRE(reader.ok());
+  REQUIRE(reader->files().size() == 3);
+  auto runs = reader->Runs();
+  REQUIRE(runs.ok());
+  REQUIRE(runs->size() == 1);
+  const RunSummary& run = (*runs)[0];
+  CHECK(run.attempts == 3);
+  REQUIRE(run.resumes.size() == 2);
+  CHECK((run.resumes[0].attempt == 2 && run.resumes[0].gstep == 3));
+  CHECK((run.resumes[1].attempt == 3 && run.resumes[1].gstep == 7));
+  // Attempt 1 is superseded from the first later gstep (3), attempt 2 from 7.
+  CHECK(run.superseded_from == std::vector<std::pair<size_t, int64_t>>{{0, 3}, {1, 7}});
+
+  // A plain reader merges every attempt: resumed steps twice.
+  CHECK(Steps(*reader).size() == 15);
+  auto latest = reader->LatestAttempts();
+  REQUIRE(latest.ok());
+  CHECK(latest->files()[0].superseded_from == 3);
+  CHECK(latest->files()[1].superseded_from == 7);
+  CHECK(!latest->files()[2].superseded_from);
+  const std::vector<std::pair<int64_t, size_t>> expected = {{0, 0}, {1, 0}, {2, 0}, {3, 1}, {4, 1},
+                                                            {5, 1}, {6, 1}, {7, 2}, {8, 2}, {9, 2}};
+  CHECK(Steps(*latest) == expected);
+  // A selection meets the cut: step 4 is attempt 2's; a range inside attempt 1's superseded part
+  // reads nothing of it.
+  ReadOptions four;
+  four.steps.steps = std::vector<int64_t>{4};
+  CHECK(Steps(*latest, four) == std::vector<std::pair<int64_t, size_t>>{{4, 1}});
+  ReadOptions window;
+  window.steps.begin = 4;
+  window.steps.end = 7;
+  CHECK(Steps(*latest, window) ==
+        std::vector<std::pair<int64_t, size_t>>{{4, 1}, {5, 1}, {6, 1}, {7, 2}});
+  // Stack gives the same steps.
+  auto stacked = latest->Stack(std::vector<std::string>{"x"}, {});
+  REQUIRE(stacked.ok());
+  CHECK(stacked->keys[0].gsteps == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  // OfRun keeps the cut.
+  auto of_run = latest->OfRun("job");
+  REQUIRE(of_run.ok());
+  CHECK(Steps(*of_run) == expected);
+}
+
+TEST_CASE("LatestAttempts leaves a run of one attempt per rank as it is", "[runs]") {
+  TempDir dir;
+  WriteRank(dir.path(), "aaaa", 0, 1'000, {0, 1, 2});
+  WriteRank(dir.path(), "aaaa", 1, 1'001, {0, 1, 2});
+  auto reader = TraceReader::Open(dir.path());
+  REQUIRE(reader.ok());
+  auto runs = reader->Runs();
+  REQUIRE(runs.ok());
+  CHECK((*runs)[0].attempts == 1);
+  CHECK((*runs)[0].resumes.empty());
+  auto latest = reader->LatestAttempts();
+  REQUIRE(latest.ok());
+  CHECK(Steps(*latest) == Steps(*reader));
+  for (const TraceFileInfo& f : latest->files()) CHECK(!f.superseded_from);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #define XDL_TRACE_READER_FILE_NAMES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct TraceFileInfo {
   std::string name;
   int32_t rank = 0;
   int64_t index = 0;
+  // Set by TraceReader::LatestAttempts on a file of a restarted job's earlier
+  // attempt: its records at this gstep or later were written again by a later
+  // attempt of the same rank and run, and reads leave them out.
+  std::optional<int64_t> superseded_from;
 };
 
 // Splits a data file's base name into prefix, name, rank and index; false when

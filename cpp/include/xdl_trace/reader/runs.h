@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace xdl_trace {
@@ -27,9 +28,22 @@ struct RunSummary {
   std::vector<std::string> run_infos;
   // Writers of one rank under this run id, told apart by their Header's
   // RunInfo (pid, start time): more than 1 when a job restarted with the same
-  // run id (TORCHELASTIC_RUN_ID, XDL_TRACE_RUN_ID). Their records are merged,
-  // so resumed gsteps appear more than once (docs/format.md "Runs").
+  // run id (TORCHELASTIC_RUN_ID, XDL_TRACE_RUN_ID).
   int32_t attempts = 1;
+  // Where each later attempt of a rank took over: the gstep of its first
+  // record. An earlier attempt's records from the smallest such gstep of the
+  // attempts after it on are superseded: a reader from LatestAttempts() leaves
+  // them out (docs/format.md "Restarted attempts"); any other reader merges
+  // every attempt's records, so resumed gsteps appear more than once.
+  struct Resume {
+    int32_t rank = 0;
+    int32_t attempt = 0;  // 2 for the rank's second writer, oldest first.
+    int64_t gstep = 0;
+  };
+  std::vector<Resume> resumes;  // By rank, then attempt.
+  // The files of `files` whose later records are superseded: (index into
+  // TraceReader::files(), the first gstep superseded).
+  std::vector<std::pair<size_t, int64_t>> superseded_from;
 };
 
 }  // namespace xdl_trace

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -88,6 +89,13 @@ class TraceReader {
   // exactly one). NotFound naming the runs there are when none matches,
   // InvalidArgument when a prefix matches several.
   absl::StatusOr<TraceReader> OfRun(absl::string_view run_id) const;
+  // A reader over the same files that leaves out what a restarted job wrote
+  // twice: in each run written by several attempts of a rank (a restart under
+  // the same run id, RunSummary::attempts), an attempt's records at or after
+  // the first gstep of a later attempt are superseded (TraceFileInfo::
+  // superseded_from), as TensorBoard purges a restarted job's orphaned steps.
+  // Reads (Read, Stack) then give each gstep once, from the latest attempt.
+  absl::StatusOr<TraceReader> LatestAttempts() const;
   // A reader over files() less those whose path is one of `paths` (as in
   // files()): the files a reader sets aside, such as a copy whose Meta names
   // another rank or file index. A path that is not one of files() is ignored.
@@ -96,8 +104,10 @@ class TraceReader {
  private:
   struct Shared;
   explicit TraceReader(std::shared_ptr<Shared> shared);
-  // A reader over `files`, sharing whichever of them this one has mapped.
-  TraceReader Subset(const std::vector<size_t>& files) const;
+  // A reader over `files`, sharing whichever of them this one has mapped;
+  // `superseded_from` (by index into files()) sets their cut.
+  TraceReader Subset(const std::vector<size_t>& files,
+                     const std::map<size_t, int64_t>& superseded_from = {}) const;
   std::shared_ptr<Shared> shared_;
 };
 
