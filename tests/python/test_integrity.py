@@ -331,6 +331,7 @@ def _resumable(out, first, last, crash=False, run_id="job-7"):
 def test_a_resumed_run_reads_each_gstep_from_the_attempt_that_wrote_it_last(tmp_path):
     import warnings
 
+    from xdl_trace import dask as xdl_dask
     from xdl_trace.read import analysis, report, serve
     from xdl_trace.read.trace_runs import RestartedRunWarning
 
@@ -365,6 +366,10 @@ def test_a_resumed_run_reads_each_gstep_from_the_attempt_that_wrote_it_last(tmp_
         static = report.build_report(resumed)
         (facts,) = static["runs"]
         assert facts["records"] == 30  # Read, not the Metas' 35.
+        # Dask plans each file's share: the same 30 steps.
+        frame = xdl_dask.to_dataframe(resumed, keys=["w"]).compute()
+        assert sorted(frame["gstep"]) == list(range(30))
+        assert list(xdl_dask.to_array(resumed, "w").compute()[:, 1]) == list(expected[:, 1])
         # Serve reads the run again once an attempt resumed: its page is the static one.
         assert live.update() and live.scan.records == {0: 30}
         assert report.model_of([live.scan], [live.run], writing=[False])["cards"] == static["cards"]
