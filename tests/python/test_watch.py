@@ -454,3 +454,51 @@ def test_a_parameter_without_a_gradient_at_a_step_leaves_its_columns_empty_not_t
         assert record.summary(f"digest/gradient/{unused}.weight") == 0
         assert record.summary(f"gradient/{used}.weight").count == 16
         assert record.summary("gradient/head.weight").count == 4
+
+
+class OptimizedModule(torch.nn.Module):
+    """What torch.compile returns (torch._dynamo.eval_frame.OptimizedModule, torch >= 2.0; this
+    machine's torch 1.13 has no compile): the model under ``_orig_mod``, run through it."""
+
+    def __init__(self, model):
+        super().__init__()
+        self._orig_mod = model
+
+    def forward(self, *args):
+        return self._orig_mod(*args)
+
+
+@contextlib.contextmanager
+def _wrapped(wrapper, model, tmp_path):
+    if wrapper == "DistributedDataParallel":
+        import torch.distributed as dist
+
+        store = f"file://{tmp_path / 'store'}"
+        dist.init_process_group("gloo", init_method=store, rank=0, world_size=1)
+        try:
+            yield torch.nn.parallel.DistributedDataParallel(model)
+        finally:
+            dist.destroy_process_group()
+    elif wrapper == "DataParallel":
+        yield torch.nn.DataParallel(model)  # On CPU: runs the model itself.
+    else:
+        yield OptimizedModule(model)
+
+
+@pytest.mark.parametrize("wrapper", ["DistributedDataParallel", "DataParallel", "compile"])
+def test_a_wrapped_model_is_watched_under_its_own_names_and_diffs_against_the_plain_run(
+    tmp_path, wrapper
+):
+    """DDP's "module." and torch.compile's "_orig_mod." prefixes made every key of a wrapped run
+    differ from the plain run's: `diff` of single-process against DDP named no common key."""
+    plain = _model()
+    keys = xdl.watch(plain, activations=True)
+    _train(plain, str(tmp_path / "plain"), 4)
+    xdl.clear()
+    with _wrapped(wrapper, _model(), tmp_path) as model:
+        assert xdl.watch(model, activations=True) == keys
+        assert not any(k.startswith(("module.", "_orig_mod.")) for k in keys)
+        _train(model, str(tmp_path / "wrapped"), 4)
+    result = xdl.diff(str(tmp_path / "plain"), str(tmp_path / "wrapped"))
+    assert result.identical and not result.only_a and not result.only_b
+    assert len(result.keys) == len(keys)

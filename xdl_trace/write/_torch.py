@@ -151,3 +151,22 @@ def grad_provider(key, name, parameter, summary=None, bins=_core.DEFAULT_HISTOGR
 
 def named_parameters(module):
     return list(module.named_parameters())
+
+
+def unwrapped(module):
+    """The model a training wrapper runs: DistributedDataParallel's and DataParallel's
+    ``.module``, torch.compile's ``_orig_mod`` (nested wrappers too), else `module` itself.
+    Their parameters and submodules are the model's under a prefix ("module.", "_orig_mod."), so
+    a model watched through one keeps the names it has unwrapped, and a DDP or compiled run
+    diffs key for key against a plain one (the names HF's ``unwrap_model`` gives a state dict)."""
+    torch = _torch()
+    parallel = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
+    while True:
+        if isinstance(module, parallel):
+            module = module.module
+        elif type(module).__name__ == "OptimizedModule" and isinstance(
+            getattr(module, "_orig_mod", None), torch.nn.Module
+        ):
+            module = module._orig_mod
+        else:
+            return module

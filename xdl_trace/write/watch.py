@@ -81,7 +81,9 @@ def watch(
 
     model: a torch ``nn.Module`` (parameters, their gradients, and with `activations` the output
         of every leaf module, captured by a forward hook), or a dict of name -> numpy array
-        (parameters only: deliver gradients yourself with trace_gradient/send_gradient).
+        (parameters only: deliver gradients yourself with trace_gradient/send_gradient). A model
+        wrapped by DistributedDataParallel, DataParallel or torch.compile is watched under its
+        own names, without the wrapper's "module." / "_orig_mod." prefix.
     gradients: also trace each parameter's ``.grad`` (read at the traced step, after backward)
         for parameters that require grad.
     activations: also trace each leaf module's latest forward output (detached; the first tensor
@@ -138,6 +140,7 @@ def watch(
             "xdl_trace: watch expects a torch nn.Module or a dict of numpy arrays, "
             f"got {type(model).__name__}"
         )
+    model = _torch.unwrapped(model)  # DDP, DataParallel, torch.compile: the model's own names.
     parameters = _torch.named_parameters(model)
     if marks is None:
         marks = any(p.device.type != "cpu" for _, p in parameters)
