@@ -11,6 +11,7 @@ import pytest
 
 import xdl_trace as xdl
 from xdl_trace import _core, cli
+from xdl_trace.read import report_charts
 from xdl_trace.read.reader import TornTailWarning
 
 STEPS = 200
@@ -342,12 +343,24 @@ def test_a_digest_that_differs_says_how_much_by_the_l2_norms_beside_it(tmp_path,
         return str(out)
 
     a, b = run(tmp_path / "a"), run(tmp_path / "b", scale_from=10)
-    (w,) = xdl.diff(a, b).differing
+    result = xdl.diff(a, b)
+    (w,) = result.differing
     assert w.basis == "digests" and (w.first["gstep"], w.last["gstep"]) == (10, 19)
     expected_a = np.linalg.norm(np.arange(50, dtype=np.float32) + 10)
     assert w.first["norm_a"] == pytest.approx(expected_a, rel=1e-6)
     assert w.first["norm_b"] / w.first["norm_a"] == pytest.approx(1.01, rel=1e-5)
     assert w.last["norm_b"] / w.last["norm_a"] == pytest.approx(1.10, rel=1e-5)
+    # How it grows, as values do (before: the first step only): each growth point's gap between
+    # the norms passes twice the previous point's; the report charts it relative to A's norm.
+    gaps = [abs(p["norm_b"] - p["norm_a"]) for p in w.growth]
+    assert w.growth[0]["gstep"] == 10 and len(gaps) >= 3
+    assert all(later > 2 * earlier for earlier, later in zip(gaps, gaps[1:]))
+    (chart,) = report_charts.divergence_charts(result, "b vs a", "runs")
+    assert chart["title"] == "l2 change · b vs a"
+    assert chart["x"] == sorted({p["gstep"] for p in w.growth} | {19})
+    (line,) = chart["series"]
+    assert line["values"][0] == pytest.approx(0.01, rel=1e-4)  # 1% at gstep 10.
+    assert line["values"][-1] == pytest.approx(0.10, rel=1e-4)  # 10% at the last.
     assert cli.main(["diff", a, b]) == 1
     row = capsys.readouterr().out.splitlines()[1].split()
     assert row[0] == "w" and row[-2:] == ["+1%", "+10%"]

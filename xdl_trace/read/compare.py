@@ -59,7 +59,8 @@ class KeyDiff:
     ``first``/``last``: the first and last differing steps as dicts (gstep, differing, elements,
     first_index, max_abs, max_rel, max_ulp; norm_a and norm_b: where compared by digests, the
     l2 norm of each side's tensor from its stats or values, else None), None when the key
-    agrees; ``growth``: the first step, then each whose max_abs passes twice the previous point's; ``structural``: a dtype,
+    agrees; ``growth``: the first step, then each whose max_abs (compared by digests:
+    ``|norm_b - norm_a|``) passes twice the previous point's; ``structural``: a dtype,
     shape or content that differs ("" when none) from ``structural_gstep``; ``basis``: "values",
     "summaries" or None (no step had a value on both sides)."""
 

@@ -280,12 +280,12 @@ def _differences(scans, runs, selection, prefix, name):
             )
         except (ValueError, TraceError, OSError) as error:  # The page stands without it.
             headline_item, alerts = comparison_failed(label, what, error)
-            out.append({"headline": headline_item, "alerts": alerts, "diff": None, "chart": None})
+            out.append({"headline": headline_item, "alerts": alerts, "diff": None, "charts": []})
             return
         headline_item, alerts = agreement_alerts(result, label, what)
         diff = dict(result.as_dict(), label=label, what=what)
-        chart = report_charts.divergence_chart(result, label, what)
-        out.append({"headline": headline_item, "alerts": alerts, "diff": diff, "chart": chart})
+        charts = report_charts.divergence_charts(result, label, what)
+        out.append({"headline": headline_item, "alerts": alerts, "diff": diff, "charts": charts})
 
     for i, scan in enumerate(scans):
         if len(scan.ranks) > 1:
@@ -469,7 +469,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         "headline": [d["headline"] for d in differences] + headline(scans) + _gpu_headline(gpu),
         "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
         "differences": [d["diff"] for d in differences if d["diff"] is not None],
-        "difference_charts": [d["chart"] for d in differences if d["chart"] is not None],
+        "difference_charts": [chart for d in differences for chart in d["charts"]],
         "steps": report_charts.step_charts(scans),
         "gpu_charts": report_charts.gpu_charts(scans),
         "gpu": gpu,

@@ -22,7 +22,7 @@ __all__ = [
     "key_charts",
     "once_text",
     "rgba",
-    "divergence_chart",
+    "divergence_charts",
 ]
 
 # TensorBoard's distribution view: percentiles at these fractions, drawn as nested bands.
@@ -482,13 +482,15 @@ def once_text(scans, key, trace_of=lambda scan: None):
 DIVERGENCE_KEYS = 6
 
 
-def divergence_chart(result, label, what):
-    """How the first differing keys of a ``compare.diff`` result part ways over gsteps: the
-    largest absolute difference at the first differing step, at each step where it passed
-    twice the previous point's (``KeyDiff.growth``) and at the last; log y. None when no key
-    differs by a number (identical runs; digests and structural differences say where, not by
-    how much)."""
-    chart = Chart(
+def divergence_charts(result, label, what):
+    """How the first differing keys of a ``compare.diff`` result part ways over gsteps, at the
+    first differing step, at each step where it passed twice the previous point's
+    (``KeyDiff.growth``) and at the last; log y. Keys compared by values or summaries: the
+    largest absolute difference. Keys compared by digests (``watch``'s default), where a digest
+    says only that the tensors differ: how far apart the l2 norms their stats give are, relative
+    to A's (``|‖b‖ - ‖a‖| / ‖a‖``, a lower bound of ``‖b - a‖ / ‖a‖``). A chart for each that has a
+    key to draw: none for identical runs, or where only structure differs."""
+    by_value = Chart(
         f"divergence · {label}",
         "max |a - b|",
         log=True,
@@ -498,20 +500,35 @@ def divergence_chart(result, label, what):
             + ("; rank against rank" if what == "ranks" else "")
         ),
     )
-    drawn = 0
+    by_norm = Chart(
+        f"l2 change · {label}",
+        "|‖b‖ − ‖a‖| / ‖a‖",
+        log=True,
+        note=(
+            "per key compared by digests (the earliest to differ): how far B's l2 norm is from "
+            "A's, relative, at its first differing gstep, where it doubled, and at the last; a "
+            "lower bound of the relative distance ‖b − a‖ / ‖a‖"
+            + ("; rank against rank" if what == "ranks" else "")
+        ),
+    )
+    drawn = {id(by_value): 0, id(by_norm): 0}
     for k in result.differing:
-        points = {}
+        chart, points = by_value, {}
         for p in [k.first, *k.growth, k.last]:
-            if p is not None and p.get("max_abs") is not None:
+            if p is None:
+                continue
+            if p.get("basis") == "digests":
+                chart = by_norm
+                if p.get("norm_a") and p.get("norm_b") is not None:
+                    points[p["gstep"]] = abs(p["norm_b"] - p["norm_a"]) / abs(p["norm_a"])
+            elif p.get("max_abs") is not None:
                 points[p["gstep"]] = p["max_abs"]
         finite = {g: v for g, v in points.items() if math.isfinite(v) and v > 0}
-        if not finite:
+        if not finite or drawn[id(chart)] == DIVERGENCE_KEYS:
             continue
         gsteps = sorted(points)
         name = k.key if what != "ranks" else f"{k.key} (rank {k.rank_b})"
-        color = PALETTE[drawn % len(PALETTE)]
+        color = PALETTE[drawn[id(chart)] % len(PALETTE)]
         chart.line(gsteps, [points[g] for g in gsteps], name, color, points=True)
-        drawn += 1
-        if drawn == DIVERGENCE_KEYS:
-            break
-    return None if chart.empty() else chart.build()
+        drawn[id(chart)] += 1
+    return [chart.build() for chart in (by_value, by_norm) if not chart.empty()]

@@ -159,8 +159,8 @@ void AddPoint(KeyDiff& key, const DiffPoint& point) {
   ++key.steps_differing;
   if (!key.first) key.first = point;
   key.last = point;
-  if (key.growth.empty() ||
-      (key.growth.size() < kMaxGrowthPoints && point.max_abs > 2 * key.growth.back().max_abs)) {
+  if (key.growth.empty() || (key.growth.size() < kMaxGrowthPoints &&
+                             Magnitude(point) > 2 * Magnitude(key.growth.back()))) {
     key.growth.push_back(point);
   }
 }
@@ -301,6 +301,12 @@ void CompareKey(const Side& a, const Side& b, size_t k, const DiffOptions& optio
 }
 
 }  // namespace
+
+double Magnitude(const DiffPoint& point) {
+  if (point.basis != DiffBasis::kDigests) return point.max_abs;
+  const double apart = std::abs(point.norm_b - point.norm_a);
+  return std::isfinite(apart) ? apart : 0.0;
+}
 
 bool DiffColumns(const ColumnView& a, const ColumnView& b, const DiffOptions& options,
                  DiffPoint* point) {

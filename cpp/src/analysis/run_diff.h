@@ -63,6 +63,11 @@ struct DiffPoint {
   double norm_b = std::numeric_limits<double>::quiet_NaN();
 };
 
+// How far apart a differing step's sides are, for KeyDiff::growth: its max_abs;
+// compared by digests, how far apart their l2 norms are (|norm_b - norm_a|, a
+// lower bound of the l2 distance; 0 where either is unknown).
+double Magnitude(const DiffPoint& point);
+
 struct KeyDiff {
   std::string key;
   DiffBasis basis = DiffBasis::kNone;  // The weakest basis of any step compared.
@@ -70,7 +75,7 @@ struct KeyDiff {
   int64_t steps_differing = 0;
   std::optional<DiffPoint> first;  // The first step that differs.
   DiffPoint last;                  // The last (when first is set).
-  // How it grows: the first step, then each step whose max_abs passes twice
+  // How it grows: the first step, then each step whose Magnitude passes twice
   // the previous point's (at most 64 points), so a drift's growth reads at a glance.
   std::vector<DiffPoint> growth;
   // A dtype, shape or content that differs between the sides (first met), and
