@@ -59,7 +59,8 @@ class Run:
     ``pids`` ({rank: pid}), ``argv`` and ``version`` (of the lowest rank), ``metadata`` (the
     ``TraceHook(metadata=...)`` dict, {} when none), ``start_ms``/``end_ms`` (milliseconds since
     the epoch, None when unknown; ``start``/``end`` as UTC datetimes), ``gsteps`` ((first, last)
-    or None), ``records`` (None when a file's count is unknown), ``files`` (how many),
+    or None), ``records`` (the Metas' counts, a restarted run's superseded records included; None
+    when a file's count is unknown), ``files`` (how many),
     ``closed_cleanly``, ``infos`` ({rank: the Header's RunInfo as a dict}), ``attempts``
     (writers of one rank under this run id, by pid and start time: more than 1 when a job
     restarted with the same run id) and ``resumes`` (where each later attempt took over: a dict
