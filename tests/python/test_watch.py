@@ -498,6 +498,8 @@ def test_a_wrapped_model_is_watched_under_its_own_names_and_diffs_against_the_pl
     with _wrapped(wrapper, _model(), tmp_path) as model:
         assert xdl.watch(model, activations=True) == keys
         assert not any(k.startswith(("module.", "_orig_mod.")) for k in keys)
+        names = [n for n, _ in plain.named_parameters()]
+        assert xdl.trace_collection(model, scope="collection") == names
         _train(model, str(tmp_path / "wrapped"), 4)
     result = xdl.diff(str(tmp_path / "plain"), str(tmp_path / "wrapped"))
     assert result.identical and not result.only_a and not result.only_b

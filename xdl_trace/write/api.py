@@ -343,10 +343,11 @@ def send_gradient(name, value):
 
 
 def trace_collection(collection, scope=None):
-    """Traces a group of variables: a torch Module (its named parameters), a dict of
+    """Traces a group of variables: a torch Module (its named parameters; a model wrapped by
+    DDP, DataParallel or torch.compile under its own names, as ``watch``), a dict of
     name -> var, or an iterable of objects with ``.name``. Returns the names traced."""
     if _torch.is_module(collection):
-        items = _torch.named_parameters(collection)
+        items = _torch.named_parameters(_torch.unwrapped(collection))
     elif isinstance(collection, dict):
         items = list(collection.items())
     else:
