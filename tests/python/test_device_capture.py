@@ -672,3 +672,34 @@ def test_cuda_watch_through_summary_graphs_equals_the_host_summaries(cfg, read_t
             host = _device_summary.stats_rows([expected[step][key]])[0].numpy()
             np.testing.assert_array_equal(cols[key][EXACT_STATS], host[EXACT_STATS], err_msg=key)
             _assert_sums_close(cols[key], host, err_msg=key)
+
+
+def test_watch_on_a_device_reads_the_state_buffers_as_one_more_group(cfg, read_trace):
+    """BatchNorm's running statistics, which the step's forward updates on the device, are one
+    group beside the parameters': what they held at hook.step(), their digests the host's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+    buffers = {"1.running_mean": model[1].running_mean, "1.running_var": model[1].running_var}
+    expected = []
+    with installed(FakeDevice(delay_s=0.01)) as device:
+        keys = xdl.watch(model, gradients=False)
+        assert keys == ["0.weight", "0.bias", "1.weight", "1.bias", *buffers]
+        assert len(_device.groups([""], keys)) == 2  # Parameters, buffers.
+        with xdl.TraceHook(cfg) as hook:
+            for step in range(3):
+                batch = torch.randn(8, 3) + step
+                device.enqueue(lambda batch=batch: model(batch))  # Updates the running stats.
+                device.synchronize()  # Only so the test can read what the record must hold.
+                expected.append(
+                    {k: (b.norm().item(), _core.digest(b.numpy(), 4)) for k, b in buffers.items()}
+                )
+                hook.step()
+                device.enqueue(lambda: model(torch.randn(8, 3) * 100))  # The next step's.
+        device.synchronize()
+    (trace,) = read_trace(cfg["output_dir"])
+    assert len(trace.records) == 3
+    for step, cols in enumerate(rec[3] for rec in trace.records):
+        for key, (norm, digest) in expected[step].items():
+            assert cols[key][STATS.index("l2")] == pytest.approx(norm, rel=1e-6), (key, step)
+            high, low = cols[f"digest/{key}"]
+            assert (int(high) << 32) | int(low) == digest, (key, step)

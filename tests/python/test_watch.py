@@ -504,3 +504,42 @@ def test_a_wrapped_model_is_watched_under_its_own_names_and_diffs_against_the_pl
     result = xdl.diff(str(tmp_path / "plain"), str(tmp_path / "wrapped"))
     assert result.identical and not result.only_a and not result.only_b
     assert len(result.keys) == len(keys)
+
+
+def test_a_poisoned_batchnorm_running_statistic_is_found_though_training_stays_finite(tmp_path):
+    """An evaluation batch with an Inf, run in train mode by mistake, poisons BatchNorm's running
+    variance: training goes on finite (train mode normalizes with the batch's own statistics),
+    and only eval collapses. watch traces the running statistics (floating-point state buffers,
+    state_dict names; not the integer num_batches_tracked), so find-nan names the buffer and
+    the step (Inf in the mean, NaN in the variance); parameters, gradients and the loss are
+    clean."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 1)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    keys = xdl.watch(model)
+    assert "1.running_mean" in keys and "1.running_var" in keys
+    assert "1.num_batches_tracked" not in keys
+    out = str(tmp_path / "run")
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    losses = []
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        for step in range(8):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if step == 4:
+                with torch.no_grad():  # "Validation", in train mode, on a corrupt batch.
+                    bad = torch.randn(16, 4)
+                    bad[0, 0] = float("inf")
+                    model(bad)
+            hook.step()
+    assert all(np.isfinite(losses))
+    found = xdl.find_nan(out)
+    assert [(f["key"], f["gstep"]) for f in found] == [("1.running_mean", 4), ("1.running_var", 4)]
+    trace = xdl.open_trace(out)
+    assert trace.schema()["1.running_var"].source == "tensor"  # Per rank: diff --ranks skips it.
+    assert xdl.open_trace(out).stack("1.running_mean").shape == (8, len(STATS))

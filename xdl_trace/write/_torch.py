@@ -153,6 +153,23 @@ def named_parameters(module):
     return list(module.named_parameters())
 
 
+def state_buffers(module):
+    """The floating-point buffers of a module's state, by their state_dict names: BatchNorm's
+    running_mean/running_var, an EMA's shadow weights. Left out: integer and bool buffers
+    (counters such as num_batches_tracked, index tables, masks: no numerical state) and
+    non-persistent ones (caches a model rebuilds: rotary tables, attention masks)."""
+    torch = _torch()
+    parameters = {id(p) for p in module.parameters()}
+    seen, out = set(), []
+    for name, value in module.state_dict(keep_vars=True).items():
+        if not isinstance(value, torch.Tensor) or id(value) in parameters or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if value.is_floating_point():
+            out.append((name, value))
+    return out
+
+
 def unwrapped(module):
     """The model a training wrapper runs: DistributedDataParallel's and DataParallel's
     ``.module``, torch.compile's ``_orig_mod`` (nested wrappers too), else `module` itself.

@@ -189,11 +189,13 @@ def _warn_if_by_reference_misses(key_name, value):
     )
 
 
-def _register(kind, name, value, scope, summary=None):
+def _register(kind, name, value, scope, summary=None, rebound=True):
+    """rebound: whether `value` may be a name the step rebinds (warned where by reference
+    cannot be meant); False for a module's buffer, which the model updates in place."""
     scope = scope_name(scope)
     key = _check_key(name)
     key_name = full_key(scope, key)
-    if kind in (_core.EntryKind.TENSOR, _core.EntryKind.VARIABLE):
+    if rebound and kind in (_core.EntryKind.TENSOR, _core.EntryKind.VARIABLE):
         _warn_if_by_reference_misses(key_name, value)
     requested = summary
     summary, bins = summary_spec(scope, key, summary)
@@ -241,6 +243,13 @@ def trace_tensor(name, value, scope=None, summary=None):
     "Tensor digest"), or a callable (numpy array in, array out).
     """
     _register(_core.EntryKind.TENSOR, name, value, scope, summary)
+
+
+def trace_buffer(name, tensor, scope=None, summary=None):
+    """Traces a module's buffer (BatchNorm's running statistics, an EMA's weights) as
+    ``trace_tensor`` does: read in place at every traced step. A 0-d buffer is not warned
+    about: the model updates it in place, no step rebinds it (watch's buffers)."""
+    _register(_core.EntryKind.TENSOR, name, tensor, scope, summary, rebound=False)
 
 
 def trace_variable(name, var, scope=None, summary=None):

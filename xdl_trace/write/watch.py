@@ -76,6 +76,7 @@ def watch(
     optimizer=None,
     marks=None,
     digest=True,
+    buffers=True,
 ):
     """Registers a model's tensors for tracing and returns their full keys.
 
@@ -114,6 +115,11 @@ def watch(
         nothing (``diff`` folds ``digest/K`` into K). Default True (its cost: docs/python.md
         "watch"); no companion where the summary is already exact (None: the full tensors, or
         "digest"). The report leaves digests out of its curves and alerts.
+    buffers: also trace the model's floating-point state buffers (``_torch.state_buffers``:
+        BatchNorm's running statistics, an EMA's weights) under their state_dict names, read in
+        place like the parameters (with their digests): the state that eval uses and training
+        does not, where a NaN hides from the loss. Registered as tensors, not variables: each
+        rank updates them from its own batch, so ``diff --ranks`` leaves them out by rule.
     """
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise errors.InvalidArgumentError(f"xdl_trace: watch(every=): {every!r} is not an int >= 1")
@@ -142,6 +148,7 @@ def watch(
         )
     model = _torch.unwrapped(model)  # DDP, DataParallel, torch.compile: the model's own names.
     parameters = _torch.named_parameters(model)
+    state = _torch.state_buffers(model) if buffers else []
     if marks is None:
         marks = any(p.device.type != "cpu" for _, p in parameters)
     if marks:
@@ -150,9 +157,9 @@ def watch(
             _ranges.mark_optimizer(optimizer)
         else:
             _ranges.mark_every_optimizer()
-    if parameters and _device_group_fits(parameters, summary):
+    if parameters and _device_group_fits(parameters + state, summary):
         return keys + _watch_on_device(
-            model, parameters, gradients, activations, summary, every, scope_s, digest
+            model, parameters, state, gradients, activations, summary, every, scope_s, digest
         )
     for name, parameter in parameters:
         read = lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)  # noqa: E731
@@ -160,6 +167,23 @@ def watch(
         if digest:
             read = lambda p=parameter: p  # noqa: E731  (a CPU tensor: digested in C++)
             _watch_digest(_core.EntryKind.VARIABLE, scope_s, name, read, every, parameter)
+    for name, buffer in state:
+        if every is None:
+            api.trace_buffer(name, buffer, scope=scope, summary=summary)
+        else:
+            read = lambda b=buffer, k=name: _torch.capture(k, b, summary, bins)  # noqa: E731
+            _register(
+                _core.EntryKind.TENSOR,
+                scope_s,
+                name,
+                _every(every, read),
+                summary,
+                _input_of(buffer),
+            )
+        keys.append(api.full_key(scope_s, name))
+        if digest:
+            read = lambda b=buffer: b  # noqa: E731
+            _watch_digest(_core.EntryKind.TENSOR, scope_s, name, read, every, buffer)
     if gradients:
         said = []  # A gradient missing at a step: said once for the model.
         for name, parameter in parameters:
@@ -244,10 +268,13 @@ def _device_group_fits(parameters, summary):
     )
 
 
-def _watch_on_device(model, parameters, gradients, activations, summary, every, scope_s, digest):
-    """watch() of a model on a device: parameters as one group, gradients as another
-    (_device.GroupCapture), so a traced step stages them in two items, not one per tensor; with
-    `digest`, each group's companion digests as one more group (one more reduction pass)."""
+def _watch_on_device(
+    model, parameters, state, gradients, activations, summary, every, scope_s, digest
+):
+    """watch() of a model on a device: parameters as one group, its state buffers as another,
+    gradients as a third (_device.GroupCapture), so a traced step stages them in three items,
+    not one per tensor; with `digest`, each group's companion digests as one more group (one
+    more reduction pass)."""
     bins = _core.DEFAULT_HISTOGRAM_BINS
     keys = []
 
@@ -274,6 +301,13 @@ def _watch_on_device(model, parameters, gradients, activations, summary, every, 
     )
     for name, parameter in parameters:
         api.remember_variable(scope_s, name, parameter)
+    if state:
+        register(
+            _core.EntryKind.TENSOR,
+            [name for name, _ in state],
+            [lambda b=b: b for _, b in state],
+            [b for _, b in state],
+        )
     trained = [(name, p) for name, p in parameters if p.requires_grad]
     if gradients and trained:
         grad_names = [_names.gradient_key(name) for name, _ in trained]
