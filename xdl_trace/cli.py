@@ -27,8 +27,7 @@ from ._version import __version__
 from .errors import RunChoiceError, TraceError, printable
 from .read.progress import Progress
 from .read.reader import STATS_FIELDS, open_trace, parse_summary  # STATS_FIELDS: from _core.
-from .read.selection import Selection
-from .read.trace_runs import ATTEMPTS
+from .read.selection import ATTEMPTS, Selection
 
 __all__ = ["main", "command", "Progress"]
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from .. import errors
 from . import trace_runs
-from .selection import Selection, gstep_window
+from .selection import Selection, attempts_of, gstep_window
 
 try:
     from .. import _core
@@ -337,7 +337,7 @@ class Trace:
         # failed by verify().
         self.copies = copies
         self._reader, self.run, self.runs = trace_runs.select_run(reader, path, run, attempts)
-        self.attempts = "latest" if attempts is None else attempts  # select_run checked it.
+        self.attempts = attempts_of(attempts)
         self.files = [
             TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))
             for i, info in enumerate(self._reader.files)

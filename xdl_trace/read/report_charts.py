@@ -511,7 +511,7 @@ def divergence_charts(result, label, what):
             + ("; rank against rank" if what == "ranks" else "")
         ),
     )
-    drawn = {id(by_value): 0, id(by_norm): 0}
+    drawn = {by_value: 0, by_norm: 0}  # Keys drawn on each chart.
     for k in result.differing:
         chart, points = by_value, {}
         for p in [k.first, *k.growth, k.last]:
@@ -519,16 +519,17 @@ def divergence_charts(result, label, what):
                 continue
             if p.get("basis") == "digests":
                 chart = by_norm
-                if p.get("norm_a") and p.get("norm_b") is not None:
-                    points[p["gstep"]] = abs(p["norm_b"] - p["norm_a"]) / abs(p["norm_a"])
+                a, b = p.get("norm_a"), p.get("norm_b")
+                if a and b is not None:  # Both known, A's not 0.
+                    points[p["gstep"]] = abs(b - a) / abs(a)
             elif p.get("max_abs") is not None:
                 points[p["gstep"]] = p["max_abs"]
         finite = {g: v for g, v in points.items() if math.isfinite(v) and v > 0}
-        if not finite or drawn[id(chart)] == DIVERGENCE_KEYS:
+        if not finite or drawn[chart] == DIVERGENCE_KEYS:
             continue
         gsteps = sorted(points)
         name = k.key if what != "ranks" else f"{k.key} (rank {k.rank_b})"
-        color = PALETTE[drawn[id(chart)] % len(PALETTE)]
+        color = PALETTE[drawn[chart] % len(PALETTE)]
         chart.line(gsteps, [points[g] for g in gsteps], name, color, points=True)
-        drawn[id(chart)] += 1
+        drawn[chart] += 1
     return [chart.build() for chart in (by_value, by_norm) if not chart.empty()]

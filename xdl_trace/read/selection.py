@@ -1,8 +1,7 @@
 """Which records a read takes: one ``Selection`` value, and ``gstep_window`` for its gsteps.
 
 ``Selection(keys, gsteps, ranks, run, attempts)`` is the one value every reader of the package
-accepts;
-``gstep_window`` turns its gsteps into one window.
+accepts; ``gstep_window`` turns its gsteps into one window.
 
 The library's readers (``Trace.records``, ``analysis.scan_run``/``find_nan``,
 ``report.build_report``/``write_report``, the ``timeline`` functions, ``dask``) take a
@@ -28,7 +27,18 @@ Fields (each None: everything):
 
 import dataclasses
 
-__all__ = ["Selection", "gstep_window"]
+__all__ = ["ATTEMPTS", "Selection", "attempts_of", "gstep_window"]
+
+ATTEMPTS = ("latest", "all")  # open_trace's attempts=, the CLI's --attempts.
+
+
+def attempts_of(attempts):
+    """`attempts` as read: "latest" for None; ValueError naming it when it is neither."""
+    if attempts is None:
+        return "latest"
+    if attempts not in ATTEMPTS:
+        raise ValueError(f"attempts must be 'latest' or 'all', got {attempts!r}")
+    return attempts
 
 
 def gstep_window(gsteps):
@@ -79,8 +89,8 @@ class Selection:
         gstep_window(gsteps)  # Validates.
         if self.ranks is not None:
             object.__setattr__(self, "ranks", tuple(int(r) for r in self.ranks))
-        if self.attempts not in (None, "latest", "all"):
-            raise ValueError(f"attempts must be 'latest' or 'all', got {self.attempts!r}")
+        if self.attempts is not None:
+            attempts_of(self.attempts)  # Validates.
 
     @classmethod
     def of(cls, selection=None, **fields):

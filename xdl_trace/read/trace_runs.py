@@ -17,6 +17,7 @@ import os
 import warnings
 
 from .. import _core, errors
+from .selection import attempts_of
 
 __all__ = [
     "Run",
@@ -258,11 +259,7 @@ def select_run(reader, path, run, attempts="latest"):
         raise errors.InvalidArgumentError(
             f"xdl_trace: run must be None, 'latest', 'all' or a run id, got {run!r}"
         )
-    attempts = "latest" if attempts is None else attempts
-    if attempts not in ATTEMPTS:
-        raise errors.InvalidArgumentError(
-            f"xdl_trace: attempts must be 'latest' or 'all', got {attempts!r}"
-        )
+    attempts = attempts_of(attempts)
     every = [Run(s) for s in reader.runs()]
     reader_of = _reader_of(reader, attempts if any(r.attempts > 1 for r in every) else "all")
     if run == "all":
@@ -298,9 +295,6 @@ def select_run(reader, path, run, attempts="latest"):
     _warn_restarted([chosen], attempts)
     _warn_incomplete(chosen)
     return reader_of(None if len(every) == 1 else chosen.id), chosen, every
-
-
-ATTEMPTS = ("latest", "all")  # open_trace's attempts=, the CLI's --attempts.
 
 
 def _reader_of(reader, attempts):
