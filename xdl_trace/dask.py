@@ -96,10 +96,9 @@ def plan(path, gsteps=None, run=None, ranks=None, prefix="train", name="trace", 
     """The files a read touches, from Meta alone: a list of dicts with ``path``, ``rank``,
     ``index``, ``run`` (the run id) and ``superseded_from`` (``TraceFileInfo``'s: None, or the
     gstep from which a later attempt of a restarted run superseded the file's records), in rank
-    then index order. Files whose Meta proves they
-    hold none of the selected gsteps are left out (and never opened). ``selection``: a
-    ``Selection`` (its keys are not used here); the keywords gsteps, run (default "latest") and
-    ranks stand for its fields."""
+    then index order. Files whose Meta proves they hold none of the selected gsteps are left
+    out (and never opened). ``selection``: a ``Selection`` (its keys are not used here); the
+    keywords gsteps, run (default "latest") and ranks stand for its fields."""
     selection = _selection(selection, gsteps=gsteps, run=run, ranks=ranks)
     ranks = selection.ranks
     trace = _reader.open_trace(
