@@ -137,7 +137,8 @@ def watch(
                     f"xdl_trace: watch: '{name}' is a {type(value).__name__}, not a numpy array"
                 )
             read = lambda v=value: v  # noqa: E731
-            keys.append(_watch_variable(name, value, read, scope, scope_s, summary, every))
+            kind = _core.EntryKind.VARIABLE
+            keys.append(_watch_in_place(kind, name, value, read, scope, scope_s, summary, every))
             if digest:
                 _watch_digest(_core.EntryKind.VARIABLE, scope_s, name, read, every)
         return keys
@@ -161,29 +162,13 @@ def watch(
         return keys + _watch_on_device(
             model, parameters, state, gradients, activations, summary, every, scope_s, digest
         )
-    for name, parameter in parameters:
-        read = lambda p=parameter, k=name: _torch.capture(k, p, summary, bins)  # noqa: E731
-        keys.append(_watch_variable(name, parameter, read, scope, scope_s, summary, every))
-        if digest:
-            read = lambda p=parameter: p  # noqa: E731  (a CPU tensor: digested in C++)
-            _watch_digest(_core.EntryKind.VARIABLE, scope_s, name, read, every, parameter)
-    for name, buffer in state:
-        if every is None:
-            api.trace_buffer(name, buffer, scope=scope, summary=summary)
-        else:
-            read = lambda b=buffer, k=name: _torch.capture(k, b, summary, bins)  # noqa: E731
-            _register(
-                _core.EntryKind.TENSOR,
-                scope_s,
-                name,
-                _every(every, read),
-                summary,
-                _input_of(buffer),
-            )
-        keys.append(api.full_key(scope_s, name))
-        if digest:
-            read = lambda b=buffer: b  # noqa: E731
-            _watch_digest(_core.EntryKind.TENSOR, scope_s, name, read, every, buffer)
+    for kind, named in ((_core.EntryKind.VARIABLE, parameters), (_core.EntryKind.TENSOR, state)):
+        for name, tensor in named:
+            read = lambda t=tensor, k=name: _torch.capture(k, t, summary, bins)  # noqa: E731
+            keys.append(_watch_in_place(kind, name, tensor, read, scope, scope_s, summary, every))
+            if digest:
+                read = lambda t=tensor: t  # noqa: E731  (a CPU tensor: digested in C++)
+                _watch_digest(kind, scope_s, name, read, every, tensor)
     if gradients:
         said = []  # A gradient missing at a step: said once for the model.
         for name, parameter in parameters:
@@ -247,16 +232,17 @@ def _watch_digest(kind, scope_s, key, read, every, parameter=None):
     _register(kind, scope_s, companion, _every(every, provider), "digest", declared)
 
 
-def _watch_variable(name, value, read, scope, scope_s, summary, every):
-    """Registers one parameter: by reference at every traced step, or with `every` through
-    `read` (its host value) every N-th; returns its full key."""
+def _watch_in_place(kind, name, value, read, scope, scope_s, summary, every):
+    """Registers one parameter (kind VARIABLE) or state buffer (TENSOR): by reference at every
+    traced step, or with `every` through `read` (its host value) every N-th; returns its full
+    key. A parameter is remembered for its gradient."""
     if every is None:
-        api.trace_variable(name, value, scope=scope, summary=summary)
+        trace = api.trace_variable if kind == _core.EntryKind.VARIABLE else api.trace_buffer
+        trace(name, value, scope=scope, summary=summary)
     else:
-        _register(
-            _core.EntryKind.VARIABLE, scope_s, name, _every(every, read), summary, _input_of(value)
-        )
-        api.remember_variable(scope_s, name, value)
+        _register(kind, scope_s, name, _every(every, read), summary, _input_of(value))
+        if kind == _core.EntryKind.VARIABLE:
+            api.remember_variable(scope_s, name, value)
     return api.full_key(scope_s, name)
 
 
