@@ -543,3 +543,44 @@ def test_a_poisoned_batchnorm_running_statistic_is_found_though_training_stays_f
     trace = xdl.open_trace(out)
     assert trace.schema()["1.running_var"].source == "tensor"  # Per rank: diff --ranks skips it.
     assert xdl.open_trace(out).stack("1.running_mean").shape == (8, len(STATS))
+
+
+class _Frozen(torch.nn.Module):
+    """torchvision.ops.FrozenBatchNorm2d's state (statistics as constant buffers) and the PyTorch
+    transformer tutorial's PositionalEncoding table (a persistent constant buffer)."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("running_var", torch.ones(n))
+        self.register_buffer("pe", torch.arange(float(n)))
+        self.register_buffer("cache", torch.zeros(n), persistent=False)
+
+    def forward(self, x):
+        return x * self.running_var.rsqrt() + self.pe
+
+
+@pytest.mark.parametrize("buffers", [True, "all", False])
+def test_buffers_default_to_running_statistics_so_constants_raise_no_alert(tmp_path, buffers):
+    """The default traces what should move (normalization layers' running statistics), not a
+    frozen layer's statistics or a positional-encoding table, which would each raise "never
+    changes" in every report; "all" takes every floating-point persistent buffer."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), _Frozen(4))
+    keys = xdl.watch(model, gradients=False, buffers=buffers)
+    expected = {
+        True: ["1.running_mean", "1.running_var"],
+        "all": ["1.running_mean", "1.running_var", "2.running_var", "2.pe"],
+        False: [],
+    }[buffers]
+    assert keys == [n for n, _ in model.named_parameters()] + expected
+    out = str(tmp_path / "run")
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        for _ in range(3):
+            model(torch.randn(8, 4))
+            hook.step()
+    alerts = report.build_report(out)["alerts"]
+    never = {a["key"] for a in alerts if a["kind"] == "never changes"} & set(expected)
+    assert never == ({"2.running_var", "2.pe"} if buffers == "all" else set())  # No step: the
+    # parameters never change either, and say so.
+    with pytest.raises(ValueError, match="buffers="):
+        xdl.watch(model, buffers="some", scope="bad")

@@ -153,20 +153,25 @@ def named_parameters(module):
     return list(module.named_parameters())
 
 
-def state_buffers(module):
-    """The floating-point buffers of a module's state, by their state_dict names: BatchNorm's
-    running_mean/running_var, an EMA's shadow weights. Left out: integer and bool buffers
-    (counters such as num_batches_tracked, index tables, masks: no numerical state) and
-    non-persistent ones (caches a model rebuilds: rotary tables, attention masks)."""
+def state_buffers(module, every=False):
+    """The floating-point buffers of a module's state (persistent: in its state_dict), by their
+    state_dict names: those of normalization layers that keep running statistics (BatchNorm,
+    SyncBatchNorm, InstanceNorm with track_running_stats: running_mean, running_var), or with
+    `every` those of every module (an EMA's weights, spectral norm's vectors, and constants such
+    as a positional-encoding table or FrozenBatchNorm2d's statistics). Integer and bool buffers
+    (num_batches_tracked, masks, index tables) and non-persistent ones (caches) are left out."""
     torch = _torch()
-    parameters = {id(p) for p in module.parameters()}
+    norm = getattr(torch.nn.modules.batchnorm, "_NormBase", ())  # BatchNorm*, InstanceNorm*.
     seen, out = set(), []
-    for name, value in module.state_dict(keep_vars=True).items():
-        if not isinstance(value, torch.Tensor) or id(value) in parameters or id(value) in seen:
+    for prefix, sub in module.named_modules():
+        if not every and not isinstance(sub, norm):
             continue
-        seen.add(id(value))
-        if value.is_floating_point():
-            out.append((name, value))
+        transient = getattr(sub, "_non_persistent_buffers_set", ())
+        for name, value in sub.named_buffers(recurse=False):
+            if name in transient or id(value) in seen or not value.is_floating_point():
+                continue
+            seen.add(id(value))
+            out.append((f"{prefix}.{name}" if prefix else name, value))
     return out
 
 

@@ -115,14 +115,21 @@ def watch(
         nothing (``diff`` folds ``digest/K`` into K). Default True (its cost: docs/python.md
         "watch"); no companion where the summary is already exact (None: the full tensors, or
         "digest"). The report leaves digests out of its curves and alerts.
-    buffers: also trace the model's floating-point state buffers (``_torch.state_buffers``:
-        BatchNorm's running statistics, an EMA's weights) under their state_dict names, read in
-        place like the parameters (with their digests): the state that eval uses and training
-        does not, where a NaN hides from the loss. Registered as tensors, not variables: each
-        rank updates them from its own batch, so ``diff --ranks`` leaves them out by rule.
+    buffers: True (default): also trace the running statistics of the normalization layers
+        (BatchNorm, SyncBatchNorm, InstanceNorm with track_running_stats) under their state_dict
+        names, read in place like the parameters (with their digests): the state that eval uses
+        and training does not, where a NaN hides from the loss. "all": every floating-point
+        persistent buffer (an EMA's weights, spectral norm's vectors; constants too, such as a
+        positional-encoding table, which the report then says never change). False: none
+        (``_torch.state_buffers``). Registered as tensors, not variables: each rank updates
+        them from its own batch, so ``diff --ranks`` leaves them out by rule.
     """
     if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
         raise errors.InvalidArgumentError(f"xdl_trace: watch(every=): {every!r} is not an int >= 1")
+    if buffers not in (True, False, "all"):
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: watch(buffers=): {buffers!r} is not True, False or 'all'"
+        )
     scope_s = api.scope_name(scope)
     keys = []
     bins = _core.DEFAULT_HISTOGRAM_BINS
@@ -149,7 +156,7 @@ def watch(
         )
     model = _torch.unwrapped(model)  # DDP, DataParallel, torch.compile: the model's own names.
     parameters = _torch.named_parameters(model)
-    state = _torch.state_buffers(model) if buffers else []
+    state = _torch.state_buffers(model, every=buffers == "all") if buffers else []
     if marks is None:
         marks = any(p.device.type != "cpu" for _, p in parameters)
     if marks:
