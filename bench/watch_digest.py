@@ -1,6 +1,7 @@
 """What watch(digest=True) costs on the host: hook.step() of xdl.watch(model) on a CPU model with
 and without the companion digests (digest/<key>, one more C++ pass over every parameter and
-gradient), interleaved in rounds, and the digest's own speed (_core.digest, ns per byte).
+gradient), interleaved in rounds, and the digest's own speed (_core.digest, ns per byte); then
+what watch(buffers=True) adds on a convolutional model with BatchNorm (its running statistics).
 
     /usr/bin/python3 bench/watch_digest.py [--width 512] [--layers 4] [--steps 200] [--rounds 3]
 
@@ -19,10 +20,10 @@ import xdl_trace as xdl
 from xdl_trace import _core
 
 
-def timed_steps(model, steps, digest, out_dir):
+def timed_steps(model, steps, out_dir, **watch_options):
     """hook.step() seconds of each step past the first 10."""
     xdl.clear()
-    xdl.watch(model, digest=digest)
+    xdl.watch(model, **watch_options)
     times = []
     with xdl.TraceHook({"output_dir": out_dir, "fsync": False}) as hook:
         for _ in range(steps):
@@ -70,14 +71,7 @@ def main():
     model = torch.nn.Sequential(*layers)
     model(torch.randn(8, args.width)).sum().backward()
     n_bytes = 2 * sum(p.numel() * p.element_size() for p in model.parameters())
-    times = {False: [], True: []}
-    with tempfile.TemporaryDirectory() as root:
-        for round_ in range(args.rounds):
-            order = (False, True) if round_ % 2 == 0 else (True, False)
-            for digest in order:
-                out_dir = f"{root}/r{round_}_{digest}"
-                times[digest] += timed_steps(model, args.steps, digest, out_dir)
-    plain, digested = (statistics.median(times[d]) * 1e3 for d in (False, True))
+    plain, digested = interleaved(model, "digest", args.steps, args.rounds)
     print(
         f"hook.step() of xdl.watch (stats), {args.layers} x Linear({args.width}): "
         f"{n_bytes / 1e6:.1f} MB of parameters + gradients a step"
@@ -88,6 +82,28 @@ def main():
     print(f"  the untraced training step (batch 64, SGD): {step:.3f} ms")
     for size in (64 << 10, 8 << 20, 256 << 20):
         print(f"  _core.digest over {size >> 10:7d} KiB: {digest_ns_per_byte(size):.3f} ns/byte")
+    blocks = [
+        torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3), torch.nn.BatchNorm2d(64), torch.nn.ReLU())
+        for _ in range(8)
+    ]
+    cnn = torch.nn.Sequential(*blocks)
+    cnn(torch.randn(2, 64, 20, 20)).sum().backward()
+    without, with_buffers = interleaved(cnn, "buffers", args.steps, args.rounds)
+    print("hook.step() of xdl.watch (stats, digests), 8 x (Conv2d(64, 64, 3), BatchNorm2d(64)):")
+    print(f"  buffers=False median {without:7.3f} ms")
+    print(f"  buffers=True  median {with_buffers:7.3f} ms  (+{with_buffers - without:.3f} ms)")
+
+
+def interleaved(model, option, steps, rounds):
+    """Median ms of hook.step() with watch(option=False) and (option=True), in alternating
+    rounds (so a slow moment of a shared machine falls on both)."""
+    times = {False: [], True: []}
+    with tempfile.TemporaryDirectory() as root:
+        for round_ in range(rounds):
+            for value in (False, True) if round_ % 2 == 0 else (True, False):
+                out_dir = f"{root}/r{round_}_{value}"
+                times[value] += timed_steps(model, steps, out_dir, **{option: value})
+    return tuple(statistics.median(times[value]) * 1e3 for value in (False, True))
 
 
 if __name__ == "__main__":
