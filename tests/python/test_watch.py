@@ -584,3 +584,28 @@ def test_buffers_default_to_running_statistics_so_constants_raise_no_alert(tmp_p
     # parameters never change either, and say so.
     with pytest.raises(ValueError, match="buffers="):
         xdl.watch(model, buffers="some", scope="bad")
+
+
+def test_a_frozen_layer_is_one_info_alert_not_a_never_changes_row_per_parameter(tmp_path):
+    """Fine-tuning with a frozen backbone: watch traces no gradient of a requires_grad=False
+    parameter, which tells the report it is frozen; before, each raised "never changes" (a
+    ResNet backbone: one row per parameter). A parameter traced without gradients at all
+    (gradients=False) still raises it: nothing says it is frozen rather than stuck."""
+    torch.manual_seed(0)
+    model = _model()
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    xdl.watch(model)
+    out = str(tmp_path / "run")
+    _train(model, out, 5)
+    alerts = report.build_report(out)["alerts"]
+    assert [a["key"] for a in alerts if a["kind"] == "never changes"] == []
+    (frozen,) = [a for a in alerts if a["kind"] == "frozen"]
+    assert frozen["severity"] == "info" and "2 parameter(s) never change" in frozen["detail"]
+    assert frozen["detail"].endswith(": 0.weight, 0.bias")
+    xdl.clear()
+    plain = str(tmp_path / "no_gradients")
+    xdl.watch(model, gradients=False)
+    _train(model, plain, 5)
+    never = [a["key"] for a in report.build_report(plain)["alerts"] if a["kind"] == "never changes"]
+    assert never == ["0.weight", "0.bias"]

@@ -7,7 +7,9 @@ Thresholds (documented in docs/report.md):
   * NaN/Inf: any NaN or Inf element in a key (first record per key, from full tensors).
   * never changes: the key's stats (count, min, max, mean, std, l2) are the same in every record
     (at least 2 records); not for a callback's value or a trace_once key, which may rightly
-    never change (a constant learning rate).
+    never change (a constant learning rate). A parameter traced without its gradient where
+    others have theirs (``analysis.frozen_variables``: watch traces no gradient of a
+    requires_grad=False parameter) is frozen: those never changing are one "frozen" info alert.
   * exploding gradient: a gradient key's l2 norm exceeds EXPLODING_FACTOR x the median of the
     norms before it (at least 3 earlier points), or EXPLODING_NORM.
   * vanishing gradient: the median l2 norm over the last quarter of steps is below
@@ -79,12 +81,15 @@ def find_alerts(scans):
                     f"{bad.records} record(s) affected",
                 )
             )
+        frozen = []  # Parameters without a gradient traced that never change: as expected.
         for key in scan.keys:
             # A callback's value (a learning rate, a flag) or a trace_once config may rightly
             # never change: the alert is for tensors that should move (issue 32 #4).
             if getattr(scan.schema.get(key), "source", None) in ("callback", "once"):
                 continue
-            if scan.constant.get(key) and scan.rows.get(key, 0) >= 2:
+            if scan.constant.get(key) and scan.rows.get(key, 0) >= 2 and key in scan.frozen:
+                frozen.append(key)
+            elif scan.constant.get(key) and scan.rows.get(key, 0) >= 2:
                 alerts.append(
                     _alert(
                         "warn",
@@ -96,6 +101,22 @@ def find_alerts(scans):
                         f"the same value in all {scan.rows[key]} records",
                     )
                 )
+        if frozen:
+            named = ", ".join(frozen[:FROZEN_NAMED]) + (
+                f" and {len(frozen) - FROZEN_NAMED} more" if len(frozen) > FROZEN_NAMED else ""
+            )
+            alerts.append(
+                _alert(
+                    "info",
+                    "frozen",
+                    run,
+                    "",
+                    None,
+                    None,
+                    f"{len(frozen)} parameter(s) never change and have no gradient traced "
+                    f"(requires_grad=False), as a frozen layer should: {named}",
+                )
+            )
         for key in scan.keys:
             if analysis.gradient_variable(key) is None and "grad" not in key:
                 continue
@@ -113,6 +134,7 @@ def find_alerts(scans):
 
 
 HEADLINE_KEYS = 4  # Keys named in the headline; the others are counted.
+FROZEN_NAMED = 5  # Frozen parameters named in their one alert; the others are counted.
 
 
 def headline(scans):

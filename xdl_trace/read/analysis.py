@@ -214,6 +214,21 @@ def digested_key(key):
     return _without_part(key, _names.DIGEST_PART)
 
 
+def frozen_variables(schema):
+    """The variables (parameters) of a trace that traces gradients but none of theirs: what
+    ``watch`` registers for a parameter with requires_grad=False (a frozen backbone), whose
+    never changing is expected. Empty when the trace holds no gradient (``watch(gradients=
+    False)``: nothing tells a frozen parameter from a stuck one)."""
+    with_gradient = {gradient_variable(k) for k in schema} - {None}
+    if not with_gradient:
+        return set()
+    return {
+        k
+        for k, column in schema.items()
+        if getattr(column, "source", None) == "variable" and k not in with_gradient
+    }
+
+
 def gradient_variable(key):
     """The variable a gradient key differentiates, by trace_gradient's naming: ``gradient/<name>``
     (``<scope>/gradient/<name>`` in a scope) -> ``<name>`` (``<scope>/<name>``); else None."""
@@ -282,6 +297,7 @@ class RunScan:
         self.constant = {}
         self.elements = {}
         self.rows = {}  # key -> records with a non-empty column.
+        self.frozen = set()  # Variables traced without their gradient: frozen (frozen_variables).
         self.summary_histograms = {}  # key -> (gsteps, quantiles [s, q]) of "histogram" keys.
         self.device_events = _core.DeviceEventTable()
         self.device_dropped = 0
@@ -427,7 +443,9 @@ def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128):
     if keys and not scan.keys:
         raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
     selected = set(scan.keys)  # Built once: membership per key stays O(1) (issue 24 row 2).
-    scan.schema = {k: v for k, v in trace.schema().items() if k in selected}
+    schema = trace.schema()
+    scan.schema = {k: v for k, v in schema.items() if k in selected}
+    scan.frozen = frozen_variables(schema)
     # A digest's two float64 halves (up to 2^32) read as numbers would make every
     # digest/gradient/* an "exploding gradient": digests stay out of the value scan.
     scan.digests = [k for k in scan.keys if is_digest(scan.schema.get(k))]
