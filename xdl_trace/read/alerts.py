@@ -87,9 +87,11 @@ def find_alerts(scans):
             # never change: the alert is for tensors that should move (issue 32 #4).
             if getattr(scan.schema.get(key), "source", None) in ("callback", "once"):
                 continue
-            if scan.constant.get(key) and scan.rows.get(key, 0) >= 2 and key in scan.frozen:
+            if not scan.constant.get(key) or scan.rows.get(key, 0) < 2:
+                continue
+            if key in scan.frozen:
                 frozen.append(key)
-            elif scan.constant.get(key) and scan.rows.get(key, 0) >= 2:
+            else:
                 alerts.append(
                     _alert(
                         "warn",

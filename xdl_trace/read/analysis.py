@@ -260,7 +260,8 @@ class RunScan:
     first_bad {key: BadValue}; unchecked [keys]: "histogram" summary keys, which find no
     NaN/Inf (a histogram counts finite values only, docs/format.md "Summary columns": its own
     NaN edges say "no finite value", whether the tensor was empty or all NaN/Inf);
-    constant {key: bool} (stats identical in every record);
+    constant {key: bool} (stats identical in every record); frozen {keys}: the trace's variables
+    traced without their gradient (``frozen_variables``);
     elements {key: max elements seen}; rows {key: records with a non-empty column};
     summary_histograms {key: (gsteps, values [s, len(SUMMARY_QUANTILES)])}: the percentiles of
     each "histogram" summary key's own bins over steps (first rank; ``_add_summary_histograms``);
