@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from . import analysis, gpu_steps
+from . import analysis, compare, gpu_steps
 from .analysis import COUNT, INF, L2, MAX, MEAN, MIN, NAN, STD
 
 __all__ = [
@@ -519,9 +519,8 @@ def divergence_charts(result, label, what):
                 continue
             if p.get("basis") == "digests":
                 chart = by_norm
-                a, b = p.get("norm_a"), p.get("norm_b")
-                if a and b is not None:  # Both known, A's not 0.
-                    points[p["gstep"]] = abs(b - a) / abs(a)
+                if compare.has_norms(p) and p["norm_a"] != 0:
+                    points[p["gstep"]] = abs(p["norm_b"] - p["norm_a"]) / abs(p["norm_a"])
             elif p.get("max_abs") is not None:
                 points[p["gstep"]] = p["max_abs"]
         finite = {g: v for g, v in points.items() if math.isfinite(v) and v > 0}

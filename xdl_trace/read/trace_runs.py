@@ -261,7 +261,14 @@ def select_run(reader, path, run, attempts="latest"):
         )
     attempts = attempts_of(attempts)
     every = [Run(s) for s in reader.runs()]
-    reader_of = _reader_of(reader, attempts if any(r.attempts > 1 for r in every) else "all")
+    # A trace without restarts is read as it is: no second pass over its Headers.
+    latest = attempts == "latest" and any(r.attempts > 1 for r in every)
+
+    def reader_of(run_id):
+        """`reader` narrowed to a run (None: as it is), less what later attempts superseded."""
+        chosen = reader if run_id is None else reader.of_run(run_id)
+        return chosen.latest_attempts() if latest else chosen
+
     if run == "all":
         _warn_restarted(every, attempts)
         return reader_of(None), (every[0] if len(every) == 1 else None), every
@@ -295,18 +302,6 @@ def select_run(reader, path, run, attempts="latest"):
     _warn_restarted([chosen], attempts)
     _warn_incomplete(chosen)
     return reader_of(None if len(every) == 1 else chosen.id), chosen, every
-
-
-def _reader_of(reader, attempts):
-    """reader_of(run_id): `reader` narrowed to a run (None: as it is), less what later attempts
-    superseded unless attempts == "all" (what a trace without restarts is read as: no second
-    pass over its Headers)."""
-
-    def reader_of(run_id):
-        chosen = reader if run_id is None else reader.of_run(run_id)
-        return chosen if attempts == "all" else chosen.latest_attempts()
-
-    return reader_of
 
 
 def _warn_incomplete(run):

@@ -63,19 +63,22 @@ bool Selected(const StepSelection& steps, int64_t gstep) {
   return !steps.steps || std::binary_search(steps.steps->begin(), steps.steps->end(), gstep);
 }
 
-// `steps` less what a later attempt of the file's rank wrote again
-// (TraceFileInfo::superseded_from).
-StepSelection OfFile(const StepSelection& steps, const TraceFileInfo& info) {
-  StepSelection clipped = steps;
-  if (const std::optional<int64_t>& cut = info.superseded_from) {
-    if (*cut == std::numeric_limits<int64_t>::min()) {  // Every step: an empty range.
-      clipped.begin = std::numeric_limits<int64_t>::max();
-      clipped.end = std::numeric_limits<int64_t>::min();
-    } else {
-      clipped.end = std::min(steps.end.value_or(*cut - 1), *cut - 1);
-    }
+// What a read of `steps` selects of a file: `steps` itself, or for a file a
+// later attempt of its rank superseded (TraceFileInfo::superseded_from) a copy
+// in `*clipped` with the end lowered below the cut. Only such a file pays the
+// copy (an exact step set can be long).
+const StepSelection& OfFile(const StepSelection& steps, const TraceFileInfo& info,
+                            StepSelection* clipped) {
+  const std::optional<int64_t>& cut = info.superseded_from;
+  if (!cut) return steps;
+  *clipped = steps;
+  if (*cut == std::numeric_limits<int64_t>::min()) {  // Every step: an empty range.
+    clipped->begin = std::numeric_limits<int64_t>::max();
+    clipped->end = std::numeric_limits<int64_t>::min();
+  } else {
+    clipped->end = std::min(steps.end.value_or(*cut - 1), *cut - 1);
   }
-  return clipped;
+  return *clipped;
 }
 
 }  // namespace
@@ -130,7 +133,10 @@ struct RankStream {
   size_t next_file = 0;
   std::shared_ptr<TraceFile> file;  // The file being read (null between files).
   std::optional<RecordCursor> cursor;
-  StepSelection steps;           // What the read selects of `file` (OfFile).
+  // What the read selects of `file` (OfFile): the read's options, or `clipped`
+  // where `file` is cut (streams stay in place once reading starts).
+  const StepSelection* steps = nullptr;
+  StepSelection clipped;
   std::vector<int> key_indices;  // Of the selected keys in `file`.
   RecordView decoded;            // Scratch when projecting keys.
   TraceRecord head;              // The next record of this rank.
@@ -181,8 +187,8 @@ struct TraceCursor::Impl {
         const size_t index = s.files[s.next_file++];
         XDL_ASSIGN_OR_RETURN(s.file, reader.File(index));
         if (options.keys) XDL_RETURN_IF_ERROR(IndexKeys(*s.file, *options.keys, &s.key_indices));
-        s.steps = OfFile(options.steps, reader.files()[index]);
-        std::optional<uint64_t> start = ReadStartOffset(*s.file, s.steps);
+        s.steps = &OfFile(options.steps, reader.files()[index], &s.clipped);
+        std::optional<uint64_t> start = ReadStartOffset(*s.file, *s.steps);
         end_offset = options.start_offset.value_or(0);  // Where a Meta-skipped file stands.
         if (!start) continue;
         if (options.start_offset) start = std::max(*start, *options.start_offset);
@@ -204,7 +210,7 @@ struct TraceCursor::Impl {
                  s.cursor->Next(&target)) {
         bytes_read += target.frame_size;
         if (options.interleave) CountFrame(s, target.frame_size);
-        if (!Selected(s.steps, target.gstep)) continue;
+        if (!Selected(*s.steps, target.gstep)) continue;
         const bool no_keys = options.keys && options.keys->empty();
         s.head.device_only = IsDeviceOnlyRecord(target, s.file->keys().size());
         if (s.head.device_only && !no_keys && !options.device_only_records) continue;
@@ -353,7 +359,8 @@ absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::st
     if (files()[i].rank != *rank) continue;
     XDL_ASSIGN_OR_RETURN(std::shared_ptr<TraceFile> file, File(i));
     XDL_RETURN_IF_ERROR(IndexKeys(*file, *keys, &indices));
-    const StepSelection file_steps = OfFile(selection, files()[i]);
+    StepSelection clipped;
+    const StepSelection& file_steps = OfFile(selection, files()[i], &clipped);
     const std::optional<uint64_t> start = ReadStartOffset(*file, file_steps);
     if (!start) continue;
     RecordCursor cursor = file->Records();
