@@ -83,6 +83,24 @@ def test_a_scoped_hook_takes_its_values_by_the_names_trace_value_was_given(tmp_p
     assert evaluated.stack("eval/acc").tolist() == [0.5, 0.5]
 
 
+def test_a_scoped_hooks_name_wins_over_a_default_scope_key_of_that_name(tmp_path):
+    """A default-scope train hook and an eval hook, both with a "loss": the eval hook's
+    values={"loss": ...} is eval/loss. Before: it was handed to the default scope's loss (a
+    full key of that name exists), eval/loss was empty at every eval step, and the eval loss
+    waited to be traced as the train loss of the next train step not handed one."""
+    xdl.trace_value("loss")
+    xdl.trace_value("loss", scope="eval")
+    out = str(tmp_path / "run")
+    train = xdl.TraceHook(output_dir=out, on_error="raise")
+    evaluate = xdl.TraceHook(output_dir=out, scope="eval", is_training=False, on_error="raise")
+    with train, evaluate:
+        train.step(gstep=0, values={"loss": np.float32(1)})
+        evaluate.step(gstep=0, values={"loss": np.float32(-1)})
+        train.step(gstep=1, values={"loss": np.float32(2)})
+    assert xdl.open_trace(out).stack("loss").tolist() == [1, 2]
+    assert xdl.open_trace(out, prefix="test").stack("eval/loss").tolist() == [-1]
+
+
 def test_a_value_handed_under_an_unknown_name_is_no_failed_step(warn_cfg, read_trace):
     """A typo in values={} is warned once; the step is traced and the value it left out is the
     empty column it writes: end() no longer says the steps "failed and were not written"."""

@@ -761,8 +761,10 @@ class TraceHook:
 
     def _hand_values(self, values):
         if hasattr(values, "items"):  # Else log() says what is wrong.
-            names = self._value_names
-            values = {k if api.is_value_key(k) else names.get(k, k): v for k, v in values.items()}
+            # A key this hook traces, else a name of its scope ("loss" for "eval/loss", even
+            # where the default scope has a "loss" of its own), else a full key for another.
+            own, names = self._value_keys, self._value_names
+            values = {k if k in own else names.get(k, k): v for k, v in values.items()}
         try:
             api.log(values)
         except errors.NotFoundError as error:
