@@ -21,7 +21,7 @@ import zipfile
 
 import numpy as np
 
-from .read import analysis, gpu_steps, report, report_html, timeline
+from .read import analysis, gpu_steps, report, report_html, timeline, trace_runs
 from .read.compare import diff as diff_runs, has_norms, norm_change
 from ._version import __version__
 from .errors import RunChoiceError, TraceError, printable
@@ -191,6 +191,7 @@ def _info(args):
         "copies": [{"path": c.path, "why": c.why} for c in trace.copies],
         "keys": [_key_info(k, entry) for k, entry in schema.items()]
         or [_header_key_info(k, trace) for k in trace.keys],
+        "beside": _beside(trace.path, args.prefix, args.name),
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -257,6 +258,13 @@ def _info(args):
                 "XDL Meta has no record count" if f["xdl_meta"] else "not closed: Meta may be stale"
             )
             print(f"    {why}; scanning found {f['scanned']['records']} complete records{torn}")
+    beside = info["beside"]
+    if beside is not None:
+        what = "eval" if beside["prefix"] == "test" else "training"
+        print(
+            f"also here: {what} files {beside['prefix']}.{args.name}.* ({beside['runs']} run(s), "
+            f"{beside['records']} records): read them with --prefix {beside['prefix']}"
+        )
     print(f"keys ({len(info['keys'])}{'' if schema else ', from the Header: no record yet'}):")
     for k in info["keys"]:
         stored = _spec_text(k, "not declared at start")
@@ -267,6 +275,20 @@ def _info(args):
             stored = "" if k["dtype"] is None and k["shape"] is None else f" (stored as {stored})"
             print(f"  {_shown(k['key'])}  {k['kind']} of {source}{stored}")
     return 0
+
+
+def _beside(path, prefix, name):
+    """The other file set of a run directory (a training run's eval files, test.*, or the
+    reverse), which `prefix` does not read: {"prefix", "runs", "records"}, else None."""
+    other = "test" if prefix == "train" else "train"
+    if not os.path.isdir(path):
+        return None
+    try:
+        others = trace_runs.runs(path, prefix=other, name=name)
+    except FileNotFoundError:
+        return None
+    records = sum(r.records or 0 for r in others)
+    return {"prefix": other, "runs": len(others), "records": records}
 
 
 def _header_key_info(key, trace):

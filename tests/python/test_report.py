@@ -641,3 +641,102 @@ def test_a_watched_gradient_s_card_gives_its_shape(tmp_path):
     assert cards["weight"].startswith("float32 [2, 3] · stats · variable")
     assert cards["gradient/weight"].startswith("float32 [2, 3] · stats · gradient")
     assert cards["gradient/bias"].startswith("float32 [2] · stats · gradient")
+
+
+def _train_and_evaluate(out, steps=40, every=10, hook_per_eval=False, acc_nan_at=None):
+    """A training hook (default scope) and its evaluation (scope "eval", is_training=False:
+    test.* files): one long-lived eval hook, or a hook begun per evaluation with a fixed gstep
+    (the XDL way). Returns the eval accuracies handed, by gstep."""
+    xdl.clear()
+    w = np.ones(4, np.float32)
+    xdl.trace_variable("w", w)
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    xdl.trace_value("loss", scope="eval")
+    accs = {}
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    evaluate = None if hook_per_eval else xdl.TraceHook(config, is_training=False, scope="eval")
+    with xdl.TraceHook(config) as train:
+        for step in range(steps):
+            w *= np.float32(0.99)
+            train.step(gstep=step, values={"loss": float(w.sum())})
+            if step % every == every - 1:
+                accs[step] = np.nan if step == acc_nan_at else step / steps
+                values = {"acc": accs[step], "loss": 1.0 - step / steps}
+                if hook_per_eval:
+                    with xdl.TraceHook(config, is_training=False, scope="eval", gstep=step) as h:
+                        h.step(values=values)
+                else:
+                    evaluate.step(gstep=step, values=values)
+    if evaluate is not None:
+        evaluate.end()
+    xdl.clear()
+    return accs
+
+
+@pytest.mark.parametrize("hook_per_eval", [False, True], ids=["one_eval_hook", "hook_per_eval"])
+def test_a_runs_evaluation_is_drawn_beside_its_training(tmp_path, hook_per_eval):
+    """The eval records of a run (TraceHook(is_training=False): test.* files beside train.*) come
+    into its report as one more series, "<run> · eval", with their own Runs row, curves and
+    alerts; no step time and no comparison against training. Before: `report RUN` read the
+    train files alone and the eval curves were nowhere (only `--prefix test`, a second page)."""
+    out = str(tmp_path / "run")
+    accs = _train_and_evaluate(out, hook_per_eval=hook_per_eval, acc_nan_at=29)
+    model = report.build_report(out)
+    rows = {r["label"]: r for r in model["runs"]}
+    assert set(rows) == {"run", "run · eval"}
+    assert (rows["run"]["records"], rows["run · eval"]["records"]) == (40, 4)
+    assert rows["run · eval"]["gsteps"] == [9, 39]
+    (acc,) = _card(model, "eval/acc")["charts"]
+    drawn = _series(acc, "run · eval")  # The NaN at gstep 29 is a gap.
+    assert drawn == pytest.approx({g: v for g, v in accs.items() if not np.isnan(v)})
+    assert [s["label"] for s in _card(model, "loss")["charts"][0]["series"]] == ["run"]
+    # The NaN in the eval accuracy is an alert of the eval series, and opens the page.
+    assert any(
+        h["run"] == "run · eval" and h["gstep"] == 29 and h["keys"] == ["eval/acc"]
+        for h in model["headline"]
+    ), model["headline"]
+    assert [s["label"] for c in model["steps"] for s in c["series"]] == ["rank 0"]  # Training's.
+    assert model["differences"] == []
+    # --prefix test still reads the eval files alone, with nothing beside them.
+    evaluated = report.build_report(out, prefix="test", run="all")  # A run a hook.
+    labels = [r["label"] for r in evaluated["runs"]]
+    assert len(labels) == (4 if hook_per_eval else 1) and not any("eval" in x for x in labels)
+
+
+def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path):
+    """Two runs written into one directory by one process (a notebook, a sweep): each run's eval
+    records are those its process wrote after it began, so `report --run all` pairs them right."""
+    out = str(tmp_path / "runs")
+    _train_and_evaluate(out, steps=20)
+    _train_and_evaluate(out, steps=40)
+    model = report.build_report(out, run="all")
+    labels = [r["label"] for r in model["runs"]]
+    assert len(labels) == 4 and sum(label.endswith(" · eval") for label in labels) == 2, labels
+    (acc,) = _card(model, "eval/acc")["charts"]
+    first, second = [s for s in acc["series"]]
+    firsts = {x for x, v in zip(acc["x"], first["values"]) if v is not None}
+    seconds = {x for x, v in zip(acc["x"], second["values"]) if v is not None}
+    assert (sorted(firsts), sorted(seconds)) == ([9, 19], [9, 19, 29, 39])
+
+
+def test_info_names_the_eval_files_beside_the_training_files(tmp_path):
+    out = str(tmp_path / "run")
+    _train_and_evaluate(out, hook_per_eval=True)
+    cli = [sys.executable, "-m", "xdl_trace", "info", out]
+    said = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert (
+        "also here: eval files test.trace.* (4 run(s), 4 records): read them with --prefix test"
+    ) in said
+    said = subprocess.run(
+        cli + ["--prefix", "test"], capture_output=True, text=True, cwd=REPO, check=True
+    ).stdout
+    assert "also here: training files train.trace.* (1 run(s), 40 records)" in said
+    only_eval = tmp_path / "only_eval"
+    only_eval.mkdir()
+    for f in os.listdir(out):
+        if f.startswith("test."):
+            os.rename(os.path.join(out, f), only_eval / f)
+    failed = subprocess.run(cli[:-1] + [str(only_eval)], capture_output=True, text=True, cwd=REPO)
+    assert failed.returncode == 1
+    assert 'found: test.trace (prefix "test", name "trace")' in failed.stderr, failed.stderr

@@ -368,3 +368,43 @@ def test_serve_page_fetches_each_card_as_it_comes_into_view(tmp_path, page):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it(tmp_path):
+    """The eval records of the run served (a hook begun per evaluation, test.* files) come in as
+    they are written, as the series "<run> · eval", and the page ends as `report` draws it."""
+    out = str(tmp_path / "run")
+    xdl.clear()
+    w = np.ones(4, np.float32)
+    xdl.trace_variable("w", w)
+    xdl.trace_value("acc", scope="eval")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    live = serve.LiveReport([out])
+
+    def eval_gsteps():
+        cards = {c["key"]: c for c in live.state()[1]["cards"]}
+        if "eval/acc" not in cards:
+            return []
+        (chart,) = cards["eval/acc"]["charts"]
+        (series,) = chart["series"]
+        assert series["label"] == "run · eval"
+        return [x for x, v in zip(chart["x"], series["values"]) if v is not None]
+
+    with xdl.TraceHook(config) as train:
+        for step in range(40):
+            w *= np.float32(0.99)
+            train.step(gstep=step)
+            if step % 10 == 9:
+                with xdl.TraceHook(config, is_training=False, scope="eval", gstep=step) as ev:
+                    ev.step(values={"acc": step / 40})
+            if step in (5, 19):
+                train.flush()
+                live.refresh()
+                assert eval_gsteps() == ([] if step == 5 else [9, 19])
+    xdl.clear()
+    live.refresh()
+    assert eval_gsteps() == [9, 19, 29, 39]
+    static = report.build_report(out)
+    model = live.state()[1]
+    assert model["cards"] == static["cards"]
+    assert [r["label"] for r in model["runs"]] == ["run", "run · eval"]

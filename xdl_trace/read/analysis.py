@@ -244,7 +244,7 @@ def is_optimizer_setting(key):
 class RunScan:
     """What one pass over a run found. Fields (filled by ``scan_run``):
 
-    label, path; ranks; files; bytes; keys (scanned, in file order); digests (the selected keys
+    label, path, prefix (the files': "train", or "test" for eval); ranks; files; bytes; keys (scanned, in file order); digests (the selected keys
     whose column is a tensor digest, ``summary="digest"``: checksums, not values, so they are not
     scanned: no curve, no statistics, no alert; ``xdl-trace diff`` compares them);
     schema {key: (dtype, shape)};
@@ -270,9 +270,10 @@ class RunScan:
     GPU time, kernel and CUDA API tables, launch stats), None without device work.
     """
 
-    def __init__(self, path, label):
+    def __init__(self, path, label, prefix="train"):
         self.path = path
         self.label = label
+        self.prefix = prefix  # "train", or "test" for the eval files.
         self.ranks = []
         self.files = 0
         self.bytes = 0
@@ -382,7 +383,7 @@ def scan_run(
     trace = open_trace(
         path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
     )
-    scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)))
+    scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)), prefix)
     begin_scan(scan, trace, selection, capacity, histogram_capacity)
     scan.gaps = trace.gaps()  # What `verify` fails besides damage (issue 37 #6).
     scan.copies = [f"{os.path.basename(c.path)}: {c.why}" for c in trace.copies]

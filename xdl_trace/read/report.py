@@ -307,7 +307,7 @@ def _label_by_metadata(scans, runs):
     (issue 32 #5). Labels are unchanged where no metadata tells the runs apart."""
     groups = {}
     for i, scan in enumerate(scans):
-        groups.setdefault(scan.path, []).append(i)
+        groups.setdefault((scan.path, scan.prefix), []).append(i)
     for members in groups.values():
         metas = [runs[i].metadata if runs[i] is not None else {} for i in members]
         if len(members) < 2:
@@ -374,7 +374,32 @@ def build_report(
             )
         )
         runs.append(chosen)
+        evaluation = _evaluation(p, label, chosen, name, selection) if prefix == "train" else None
+        if evaluation is not None:
+            scans.append(evaluation[0])
+            runs.append(evaluation[1])
     return model_of(scans, runs, prefix, name, selection=selection)
+
+
+def _evaluation(path, label, run, name, selection):
+    """(RunScan, Run or None) of the eval records beside the train run `run` ("test" files its
+    process wrote, ``trace_runs.evaluation_of``), labelled "<label> · eval"; None when there
+    are none, or when the selection takes none of them."""
+    evaluation = trace_runs.evaluation_of(path, run, name)
+    if evaluation is None:
+        return None
+    which, chosen = evaluation
+    try:
+        scan = analysis.scan_run(
+            path,
+            label=f"{label} · eval",
+            prefix="test",
+            name=name,
+            selection=selection.replace(run=which),
+        )
+    except ValueError:  # Its keys, ranks or gsteps are not among those selected.
+        return None
+    return (scan, chosen) if scan.keys or scan.digests else None
 
 
 def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=None):
@@ -382,13 +407,23 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     None). writing: per scan, whether its writer is alive (``xdl-trace serve``, which follows
     one run per directory), else None. selection: what a static report read (None: serve)."""
     _label_by_metadata(scans, runs)
-    several = {}  # path -> whether its directory holds other runs (for the title).
+    several = {}  # (path, prefix) -> whether its directory holds other runs (for the title).
     for scan in scans:
-        if writing is None and scan.path not in several:
-            several[scan.path] = len(trace_runs.runs(scan.path, prefix=prefix, name=name)) > 1
+        where = (scan.path, scan.prefix)
+        if writing is None and where not in several:
+            several[where] = len(trace_runs.runs(scan.path, prefix=scan.prefix, name=name)) > 1
+    # The runs asked for; an eval scan beside one (``_evaluation``) has curves and alerts, but
+    # no step times and no comparison (its values differ from training's by design).
+    main = [i for i, scan in enumerate(scans) if scan.prefix == prefix]
     # Where ranks and runs part ways: a second pass over the files, so a static report's only
     # (serve would re-read the whole run at every update).
-    differences = [] if selection is None else _differences(scans, runs, selection, prefix, name)
+    differences = (
+        []
+        if selection is None
+        else _differences(
+            [scans[i] for i in main], [runs[i] for i in main], selection, prefix, name
+        )
+    )
     # Every key once, in the order the runs name them, with the first run that has it: dicts,
     # never a list searched per key (linear in keys, issue 24 #2).
     first_scan, in_scans = {}, {}
@@ -419,16 +454,16 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
 
     key_order.sort(key=group)
     cards = []
-    opened = {}  # (path, run id) -> Trace: read only for the values of trace_once keys.
+    opened = {}  # (path, prefix, run id) -> Trace: read only for the values of trace_once keys.
 
     def trace_of(scan, chosen):
-        where = (scan.path, chosen.id if chosen is not None else None)
+        where = (scan.path, scan.prefix, chosen.id if chosen is not None else None)
         if where not in opened:
             opened[where] = analysis.open_trace(
                 scan.path,
-                prefix=prefix,
+                prefix=scan.prefix,
                 name=name,
-                run=where[1] or None,
+                run=where[2] or ("all" if scan.prefix != prefix else None),
                 attempts=None if selection is None else selection.attempts,
             )
         return opened[where]
@@ -460,7 +495,10 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     gpu = _gpu_sections(scans)
     return {
         "title": "xdl_trace report: "
-        + ", ".join(_title_part(s, r, several.get(s.path, False)) for s, r in zip(scans, runs)),
+        + ", ".join(
+            _title_part(scans[i], runs[i], several.get((scans[i].path, prefix), False))
+            for i in main
+        ),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": [
             _run_facts(s, r, selection, None if writing is None else writing[i])
@@ -470,7 +508,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
         "differences": [d["diff"] for d in differences if d["diff"] is not None],
         "difference_charts": [chart for d in differences for chart in d["charts"]],
-        "steps": report_charts.step_charts(scans),
+        "steps": report_charts.step_charts([scans[i] for i in main]),
         "gpu_charts": report_charts.gpu_charts(scans),
         "gpu": gpu,
         "cards": cards,

@@ -25,7 +25,7 @@ import threading
 import urllib.parse
 import warnings
 
-from . import analysis, report, report_html
+from . import analysis, report, report_html, trace_runs
 from .reader import TornTailWarning
 from .selection import Selection
 
@@ -53,10 +53,12 @@ class LiveRun:
     """One run followed as it writes (the latest run of `path` when it holds several). Not
     thread-safe: one updater thread calls ``update``."""
 
-    def __init__(self, path, label=None, prefix="train", name="trace"):
+    def __init__(self, path, label=None, prefix="train", name="trace", which=None):
         self.path = os.fspath(path)
         self.label = label or os.path.basename(os.path.normpath(self.path)) or self.path
         self.prefix, self.name = prefix, name
+        # Which run to follow, asked at each update: open_trace's run=, or None (none yet).
+        self._which = which or (lambda: "latest")
         self.scan = None  # The RunScan, once the run has a file.
         self.run = None  # Its trace_runs.Run (ids, pids, metadata).
         self.bytes_read = 0  # Bytes of records added so far (grows by what files gained).
@@ -65,15 +67,19 @@ class LiveRun:
 
     def update(self):
         """Reads what the run's files gained since the last call; True when anything did."""
+        which = self._which()
+        if which is None:
+            return False
         try:
-            trace = analysis.open_trace(self.path, prefix=self.prefix, name=self.name, run="latest")
+            trace = analysis.open_trace(self.path, prefix=self.prefix, name=self.name, run=which)
         except (FileNotFoundError, ValueError):
             return False  # No file yet: the run has not started writing.
         if self.scan is None or (
             trace.run is not None
+            and self.run is not None
             and (trace.run.id != self.run.id or trace.run.resumes != self.run.resumes)
         ):  # A new run, or an attempt of this one resumed: what it supersedes is read again.
-            return self._first_read(trace)
+            return self._first_read(trace, which)
         changed = False
         self.run = trace.run
         scan = self.scan
@@ -107,7 +113,7 @@ class LiveRun:
             analysis.finish_scan(scan, self.path, self.prefix, self.name, self._selection)
         return changed
 
-    def _first_read(self, trace):
+    def _first_read(self, trace, which):
         """Reads a run seen for the first time as the static report does (``scan_run``: the
         distributions' rows grouped in C++, the next file's walkers reading while this one ends),
         so a large finished run serves as fast as ``report`` reads it. The sizes are taken
@@ -115,7 +121,7 @@ class LiveRun:
         the last one read, so no record counts twice."""
         self.run = trace.run
         self._sizes = {f.path: f.size for f in trace.files}
-        run = "latest" if trace.run is None else trace.run.id
+        run = which if trace.run is None else trace.run.id
         del trace
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TornTailWarning)  # A file being written.
@@ -135,13 +141,34 @@ class LiveRun:
         return any(_alive(pid) for pid in self.run.pids.values())
 
 
+def _evaluation_of(training):
+    """The `which` of the LiveRun that follows the eval records of the LiveRun `training`
+    (``trace_runs.evaluation_of`` of the run it follows, the latest of its directory)."""
+
+    def which():
+        if training.run is None:
+            return None
+        found = trace_runs.evaluation_of(
+            training.path, training.run, training.name, trains=[training.run]
+        )
+        return None if found is None else found[0]
+
+    return which
+
+
 class LiveReport:
     """The runs of a serve and their latest report model, refreshed by one updater thread.
     ``state()`` is read by request threads: the model JSON and its version, under a lock."""
 
     def __init__(self, paths, prefix="train", name="trace", poll_s=POLL_S):
         labels = report.run_labels(paths)
-        self.runs = [LiveRun(p, label, prefix, name) for p, label in zip(paths, labels)]
+        self.runs = []
+        for p, label in zip(paths, labels):
+            self.runs.append(LiveRun(p, label, prefix, name))
+            if prefix == "train":  # Its eval records beside it, as the static report has them.
+                self.runs.append(
+                    LiveRun(p, f"{label} · eval", "test", name, _evaluation_of(self.runs[-1]))
+                )
         self.prefix, self.name, self.poll_s = prefix, name, poll_s
         self._lock = threading.Lock()
         self._version = 0  # Guarded by _lock.
@@ -166,7 +193,7 @@ class LiveReport:
         model = report.model_of(
             [r.scan for r in live], [r.run for r in live], self.prefix, self.name, writing
         )
-        waiting = [r.path for r in self.runs if r.scan is None]
+        waiting = [r.path for r in self.runs if r.scan is None and r.prefix == self.prefix]
         state = "; ".join(
             f"{r['label']}: {'writing' if r['writing'] else 'writer gone'}" for r in model["runs"]
         )

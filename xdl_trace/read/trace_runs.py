@@ -25,6 +25,7 @@ __all__ = [
     "CopiedFile",
     "CopiedFileWarning",
     "runs",
+    "evaluation_of",
     "open_reader",
     "select_run",
     "set_aside_copies",
@@ -190,6 +191,40 @@ def runs(path, prefix="train", name="trace"):
     """The runs of the trace at ``path`` (a directory or one data file), oldest first."""
     reader, _ = set_aside_copies(open_reader(path, prefix, name))
     return [Run(s) for s in reader.runs()]
+
+
+def evaluation_of(path, run, name="trace", trains=None):
+    """How to read the eval records beside the train Run `run` in the directory `path`: its
+    "test" files (``TraceHook(is_training=False)``, a hook of its own, so a run id of its own)
+    written by a process that wrote `run` (a rank's host and pid), each paired with the latest
+    train run of `trains` (default: the directory's) that process began before it (so a pid the
+    OS gave again to a later job pairs with that job). (run, Run) for ``open_trace``: the eval
+    run's id, or ("all", None) for several when they are every eval run of the directory (a
+    hook begun per evaluation); None for none, for several beside other runs' eval runs, for a
+    data file and for a run of XDL's files (no RunInfo)."""
+    if run is None or not run.infos or not os.path.isdir(os.fspath(path)):
+        return None
+    try:
+        evals = runs(path, "test", name)
+        trains = runs(path, "train", name) if trains is None else trains
+    except FileNotFoundError:
+        return None
+
+    def writers(r):
+        return {(info["hostname"], info["pid"]) for info in r.infos.values() if info["pid"]}
+
+    def trained_by(ev):
+        began = [
+            t
+            for t in trains
+            if writers(t) & writers(ev) and (t.start_ms or 0) <= (ev.start_ms or 0)
+        ]
+        return max(began, key=lambda t: t.start_ms or 0).id if began else None
+
+    mine = [ev for ev in evals if trained_by(ev) == run.id]
+    if len(mine) == 1:
+        return mine[0].id, mine[0]
+    return ("all", None) if mine and len(mine) == len(evals) else None
 
 
 def set_aside_copies(reader):

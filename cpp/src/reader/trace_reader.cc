@@ -92,12 +92,15 @@ absl::StatusOr<TraceReader> TraceReader::Open(const std::string& path, absl::str
   if (std::filesystem::is_directory(status)) {
     XDL_ASSIGN_OR_RETURN(files, ListTraceFiles(path, prefix, name));
     if (files.empty()) {
-      // Say what is there, so a wrong prefix or name is easy to spot.
+      // Say what is there and how to ask for it, so a wrong prefix or name is easy to mend.
       std::set<std::string> seen;
       for (const char* any_prefix : {"train", "test"}) {
         auto listed = ListTraceFiles(path, any_prefix, "");
         if (!listed.ok()) continue;
-        for (const auto& f : *listed) seen.insert(absl::StrCat(f.prefix, ".", f.name));
+        for (const auto& f : *listed) {
+          seen.insert(absl::StrCat(f.prefix, ".", f.name, " (prefix \"", f.prefix, "\", name \"",
+                                   f.name, "\")"));
+        }
       }
       return absl::NotFoundError(absl::StrCat(
           path, ": no data files named ", prefix, ".", name.empty() ? "*" : name, ".<rank>.<index>",
