@@ -721,6 +721,12 @@ def _find_nan(args):
         )
     if unchecked:
         print(unchecked)
+    beside = _beside(trace.path, args.prefix, args.name)
+    if beside is not None:
+        print(
+            f"not read: the {beside['records']} records of {beside['prefix']}.{args.name}.* beside"
+            f" them (find-nan --prefix {beside['prefix']} reads those)"
+        )
     return 1 if found else 0
 
 

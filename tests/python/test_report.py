@@ -720,14 +720,21 @@ def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path):
     assert (sorted(firsts), sorted(seconds)) == ([9, 19], [9, 19, 29, 39])
 
 
-def test_info_names_the_eval_files_beside_the_training_files(tmp_path):
+def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_path):
     out = str(tmp_path / "run")
-    _train_and_evaluate(out, hook_per_eval=True)
+    _train_and_evaluate(out, hook_per_eval=True, acc_nan_at=29)
     cli = [sys.executable, "-m", "xdl_trace", "info", out]
     said = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert (
         "also here: eval files test.trace.* (4 run(s), 4 records): read them with --prefix test"
     ) in said
+    find_nan = [sys.executable, "-m", "xdl_trace", "find-nan", out]
+    said = subprocess.run(find_nan, capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert "not read: the 4 records of test.trace.* beside them (find-nan --prefix test" in said
+    found = subprocess.run(
+        find_nan + ["--prefix", "test", "--run", "all"], capture_output=True, text=True, cwd=REPO
+    )
+    assert found.returncode == 1 and "eval/acc: first at gstep 29" in found.stdout, found.stdout
     said = subprocess.run(
         cli + ["--prefix", "test"], capture_output=True, text=True, cwd=REPO, check=True
     ).stdout
