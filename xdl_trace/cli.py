@@ -78,14 +78,35 @@ def _parse_gsteps(text):
     """ "A:B" (inclusive, either side optional) or "A" -> (begin, end)."""
     if text is None:
         return None
-    if ":" in text:
-        begin, end = text.split(":", 1)
-        return (int(begin) if begin else None, int(end) if end else None)
-    return (int(text), int(text))
+    try:
+        if ":" in text:
+            begin, end = text.split(":", 1)
+            return (int(begin) if begin else None, int(end) if end else None)
+        return (int(text), int(text))
+    except ValueError:
+        raise ValueError(
+            f"--gsteps {text!r}: expected A:B (inclusive; A: or :B open-ended) or one gstep A"
+        ) from None
 
 
 def _parse_list(text):
     return [k for k in text.split(",") if k] if text else None
+
+
+def _parse_ranks(text):
+    try:
+        return [int(r) for r in _parse_list(text)] if text else None
+    except ValueError:
+        raise ValueError(
+            f"--ranks {text!r}: expected ranks separated by commas, e.g. 0,1"
+        ) from None
+
+
+def _check_output(path):
+    """Before any reading: a clear error when `path` cannot be created where it is asked for."""
+    where = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(where):
+        raise FileNotFoundError(f"cannot write {path}: no directory {where}")
 
 
 def _selection_options(parser):
@@ -97,11 +118,10 @@ def _selection_options(parser):
 def _selection(args):
     """The Selection of the command's --keys, --gsteps, --ranks, --run and --attempts, those of
     them it has (each command's library call takes it whole)."""
-    ranks = getattr(args, "ranks", None)
     return Selection.of(
         keys=getattr(args, "keys", None),
         gsteps=_parse_gsteps(getattr(args, "gsteps", None)),
-        ranks=[int(r) for r in _parse_list(ranks)] if ranks else None,
+        ranks=_parse_ranks(getattr(args, "ranks", None)),
         run=args.run,
         attempts=args.attempts,
     )
@@ -648,15 +668,22 @@ def _npz_name(output):
     _export_configure,
 )
 def _export(args):
+    ext = os.path.splitext(args.output)[1].lower()
+    if args.format is None and ext not in ("", ".npz", ".csv"):
+        raise ValueError(
+            f"-o {args.output}: export writes .npz or .csv (name the file so, or give --format)"
+        )
+    _check_output(args.output)
     trace = _open(args)
-    fmt = args.format or ("csv" if args.output.endswith(".csv") else "npz")
+    fmt = args.format or ("csv" if ext == ".csv" else "npz")
     all_keys = trace.keys  # A fresh list per access: read it once (issue 24 row 2).
     keys = _parse_list(args.keys) or all_keys
     known = set(all_keys)
     missing = [k for k in keys if k not in known]
     if missing:
         print(
-            f"error: no key {_shown(repr(missing[0]))} (keys: {_shown(', '.join(all_keys))})",
+            f"xdl-trace export: error: no key {_shown(repr(missing[0]))} "
+            f"(keys: {_shown(', '.join(all_keys))})",
             file=sys.stderr,
         )
         return 2
@@ -795,7 +822,7 @@ def _g(value):
 def _diff(args):
     if args.other is not None and args.ranks == "":
         raise ValueError("--ranks without a list compares the ranks of one run: give PATH only")
-    ranks = [int(r) for r in _parse_list(args.ranks)] if args.ranks else None
+    ranks = _parse_ranks(args.ranks)
     result = diff_runs(
         args.path,
         args.other,
@@ -938,6 +965,7 @@ def _timeline_configure(parser):
     _timeline_configure,
 )
 def _timeline(args):
+    _check_output(args.output)
     # Written beside the output and renamed at the end: an error leaves no file behind.
     partial = f"{args.output}.partial-{os.getpid()}"
     try:
@@ -997,6 +1025,7 @@ def _report_configure(parser):
     _report_configure,
 )
 def _report(args):
+    _check_output(args.output)
     runs = [args.path] + list(args.more_runs)
     total = sum(
         open_trace(r, prefix=args.prefix, name=args.name, run=args.run).nbytes for r in runs
@@ -1105,12 +1134,19 @@ def _gpu(args):
 # --- serve -------------------------------------------------------------------
 
 
+def _port(text):
+    port = int(text) if text.isdigit() else -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is no port: 0 to 65535 (0: any free port)")
+    return port
+
+
 def _serve_configure(parser):
     parser.add_argument("more_runs", nargs="*", metavar="RUN", help="more runs to follow")
     parser.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: local only)"
     )
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free)")
+    parser.add_argument("--port", type=_port, default=8080, help="port (default 8080; 0: any free)")
 
 
 @command(

@@ -155,6 +155,55 @@ def test_errors_are_one_line_and_non_zero(tmp_path, capsys):
     assert code == 1 and "nope" in err
 
 
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["dump", "{d}", "--gsteps", "10-20"], "dump: error: --gsteps '10-20': expected A:B"),
+        (["dump", "{d}", "--ranks", "a"], "dump: error: --ranks 'a': expected ranks"),
+        (["diff", "{d}", "--ranks", "0,x"], "diff: error: --ranks '0,x': expected ranks"),
+        (
+            ["export", "{d}", "-o", "{d}/w.xlsx"],
+            "export: error: -o {d}/w.xlsx: export writes .npz or .csv",
+        ),
+        (
+            ["export", "{d}", "-o", "{d}/w.csv", "--keys", "x"],
+            "export: error: no key 'x' (keys: w, loss)",
+        ),
+        (
+            ["timeline", "{d}", "-o", "{d}/no/t.json"],
+            "timeline: error: cannot write {d}/no/t.json: no directory {d}/no",
+        ),
+        (
+            ["report", "{d}", "-o", "{d}/no/r.html"],
+            "report: error: cannot write {d}/no/r.html: no directory {d}/no",
+        ),
+        (["serve", "{d}", "--port", "99999"], "serve: error: argument --port: '99999' is no port"),
+    ],
+    ids=[
+        "gsteps",
+        "ranks",
+        "diff-ranks",
+        "export-format",
+        "export-key",
+        "timeline-dir",
+        "report-dir",
+        "port",
+    ],
+)
+def test_a_mistyped_option_is_one_line_naming_it(trace_dir, capsys, argv, said):
+    """Before: `invalid literal for int() with base 10: '10-20'` (which option?), out.xlsx written
+    as out.xlsx.npz, a timeline's error naming its hidden .partial file, a report's missing
+    directory found after the whole run was read, and serve's port a Python traceback."""
+    argv = [a.format(d=trace_dir) for a in argv]
+    try:
+        code = cli.main(argv)
+    except SystemExit as exit:  # argparse's usage errors.
+        code = exit.code
+    _, err = capsys.readouterr()
+    assert code in (1, 2) and "xdl-trace " + said.format(d=trace_dir) in err, err
+    assert not os.path.exists(os.path.join(trace_dir, "w.xlsx.npz"))
+
+
 def test_progress_bar_draws_only_on_a_terminal():
     class Tty(io.StringIO):
         def isatty(self):
