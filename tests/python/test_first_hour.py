@@ -620,3 +620,39 @@ def test_dump_shows_each_records_time_in_utc_beside_epoch_ms(cfg, capsys):
 
     utc = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
     assert f"({utc:%Y-%m-%dT%H:%M:%S}.{utc.microsecond // 1000:03d}Z)" in line  # ISO 8601.
+
+
+@pytest.mark.parametrize(
+    "gstep", ["5", 3.7, float("nan"), 2**70], ids=["str", "3.7", "nan", "2**70"]
+)
+def test_a_gstep_that_is_no_int64_is_refused_before_anything_changes(cfg, gstep):
+    """Before: "5" was read as 5 and 3.7 as 3 (silently another step), and 2**70 failed in the
+    core with the binding's 'incompatible function arguments' (warned as a failed step)."""
+    xdl.trace_tensor("a", np.zeros(2, np.float32))
+    with xdl.TraceHook(cfg) as hook:
+        with pytest.raises(
+            errors.InvalidArgumentError, match=r"hook.step\(gstep=\): .*(no integer|outside int64)"
+        ):
+            hook.step(gstep=gstep)
+        assert hook.step() and hook.stats()["steps_seen"] == 1  # The refused call counted nothing.
+    with pytest.raises(errors.InvalidArgumentError, match=r"TraceHook\(gstep=\)"):
+        xdl.TraceHook(cfg, gstep="7")
+
+
+def test_a_gstep_of_numpy_torch_or_a_whole_float_is_that_step(cfg, read_trace):
+    torch = pytest.importorskip("torch")
+    xdl.trace_tensor("a", np.zeros(2, np.float32))
+    with xdl.TraceHook(cfg) as hook:
+        for gstep in (np.int64(1), torch.tensor(2), 3.0, np.float32(4)):
+            hook.step(gstep=gstep)
+    (trace,) = read_trace(cfg["output_dir"])
+    assert trace.gsteps() == [1, 2, 3, 4]
+
+
+def test_a_scope_written_with_a_trailing_slash_is_that_scope(cfg):
+    """TensorFlow's name scopes end in '/': scope="eval/" made the key "eval//acc" before."""
+    xdl.trace_tensor("acc", np.zeros(1, np.float32), scope="eval/")
+    assert xdl.keys("eval") == xdl.keys("/eval/") == ["eval/acc"]
+    with xdl.TraceHook(cfg, scope="eval/") as hook:
+        hook.step()
+    assert xdl.open_trace(cfg["output_dir"]).keys == ["eval/acc"]

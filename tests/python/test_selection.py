@@ -23,6 +23,16 @@ def test_selection_is_checked_and_normalized_when_made():
         Selection(gsteps=slice(0, 10, 2))
     with pytest.raises(ValueError):
         Selection(ranks=["x"])
+    # The CLI's text handed to the library, a step that is no integer: named, never read as
+    # the characters "1", ":", "3" (before: "invalid literal for int() ... ':'") or as 1.
+    with pytest.raises(ValueError, match=r"gsteps='1:3': give \(begin, end\), a range"):
+        Selection(gsteps="1:3")
+    with pytest.raises(ValueError, match=r"gsteps=\[1.5\]: each must be an integer"):
+        Selection(gsteps=[1.5])
+    with pytest.raises(ValueError, match=r"gsteps=\(1.5, 3\): begin and end must be integers"):
+        Selection(gsteps=(1.5, 3))
+    with pytest.raises(ValueError, match=r"ranks='0,1': give ranks"):
+        Selection(ranks="0,1")
     with pytest.raises(dataclasses.FrozenInstanceError):
         sel.run = "latest"
 

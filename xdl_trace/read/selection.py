@@ -26,6 +26,9 @@ Fields (each None: everything):
 """
 
 import dataclasses
+import operator
+
+from ..errors import InvalidArgumentError
 
 __all__ = ["ATTEMPTS", "Selection", "attempts_of", "gstep_window"]
 
@@ -57,11 +60,30 @@ def gstep_window(gsteps):
         stop = None if gsteps.stop is None else gsteps.stop - 1
         return gsteps.start, stop, None
     if isinstance(gsteps, tuple) and len(gsteps) == 2:
+        if any(g is not None and not hasattr(type(g), "__index__") for g in gsteps):
+            raise InvalidArgumentError(f"gsteps={gsteps!r}: begin and end must be integers or None")
         return gsteps[0], gsteps[1], None
-    steps = sorted({int(g) for g in gsteps})
+    steps = sorted(set(_integers("gsteps", gsteps)))
     if not steps:
         return 1, 0, steps
     return steps[0], steps[-1], steps
+
+
+def _integers(field, values):
+    """`values` as a list of ints. An InvalidArgumentError (a ValueError) naming `field` for a
+    string (a CLI "A:B" handed to the library: each character was read as a step), a single
+    number or a value that is no integer (1.5 was read as 1)."""
+    what = "(begin, end), a range, a slice or a list of gsteps" if field == "gsteps" else "ranks"
+    try:
+        items = None if isinstance(values, (str, bytes)) else list(values)
+    except TypeError:
+        items = None
+    if items is None:
+        raise InvalidArgumentError(f"{field}={values!r}: give {what}, as integers")
+    try:
+        return [operator.index(v) for v in items]
+    except TypeError:
+        raise InvalidArgumentError(f"{field}={values!r}: each must be an integer") from None
 
 
 _FIELDS = ("keys", "gsteps", "ranks", "run", "attempts")
@@ -82,13 +104,13 @@ class Selection:
     def __post_init__(self):
         gsteps = self.gsteps
         if gsteps is not None and not isinstance(gsteps, (range, slice, tuple)):
-            gsteps = sorted({int(g) for g in gsteps})  # A generator is read once, here.
+            gsteps = sorted(set(_integers("gsteps", gsteps)))  # A generator is read once, here.
         elif isinstance(gsteps, tuple) and len(gsteps) != 2:
-            gsteps = sorted({int(g) for g in gsteps})
+            gsteps = sorted(set(_integers("gsteps", gsteps)))
         object.__setattr__(self, "gsteps", gsteps)
         gstep_window(gsteps)  # Validates.
         if self.ranks is not None:
-            object.__setattr__(self, "ranks", tuple(int(r) for r in self.ranks))
+            object.__setattr__(self, "ranks", tuple(_integers("ranks", self.ranks)))
         if self.attempts is not None:
             attempts_of(self.attempts)  # Validates.
 

@@ -67,12 +67,14 @@ def registry():
 
 
 def scope_name(scope):
-    """A scope argument as the registry spells it ("" for None); TypeError for a non-string."""
+    """A scope argument as the registry spells it ("" for None; "eval/", as TensorFlow's name
+    scopes end, is "eval": its keys are "eval/acc", not "eval//acc"); TypeError for a
+    non-string."""
     if scope is None:
         return ""
     if not isinstance(scope, str):
         raise TypeError(f"xdl_trace: scope must be a string or None, got {type(scope).__name__}")
-    return scope
+    return scope.strip("/")
 
 
 def full_key(scope, key):

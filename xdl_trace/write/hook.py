@@ -5,6 +5,7 @@ closes at the end. Speaks the SessionRunHook protocol, and is a context manager 
 import atexit
 import difflib
 import numbers
+import operator
 import os
 import signal
 import sys
@@ -348,6 +349,26 @@ def _wait_interruptibly(call, abandon=None, within=None, returned=None):
         raise failure[0]
 
 
+def _gstep_of(gstep, where):
+    """`gstep` as the int64 the records carry: an int, a numpy or torch integer, or a float
+    that holds one (100.0). Before, 3.7 was read as 3 and "5" as 5, and 2**70 failed in the
+    core with the binding's message."""
+    try:
+        if isinstance(gstep, bool):
+            raise TypeError  # True is no step.
+        value = operator.index(gstep)
+    except TypeError:
+        whole = isinstance(gstep, numbers.Real) and float(gstep).is_integer()
+        if not whole:
+            raise errors.InvalidArgumentError(
+                f"xdl_trace: {where}: {gstep!r} is no integer ({type(gstep).__name__})"
+            ) from None
+        value = int(gstep)
+    if not -(2**63) <= value < 2**63:
+        raise errors.InvalidArgumentError(f"xdl_trace: {where}: {value} is outside int64")
+    return value
+
+
 class TraceHook:
     """Traces the registered entries of `scope` at the steps `filter` selects.
 
@@ -392,16 +413,10 @@ class TraceHook:
         self._config, self._on_error = build_config(config, is_training)
         self._rank_option = config.get("rank")
         self._metadata_json = _run.metadata_json(metadata, _run.replicated_globs(replicated))
-        if gstep is not None and (
-            isinstance(gstep, bool) or not isinstance(gstep, numbers.Integral)
-        ):
-            raise errors.InvalidArgumentError(f"xdl_trace: gstep must be an integer, got {gstep!r}")
-        self._fixed_gstep = None if gstep is None else int(gstep)
+        self._fixed_gstep = None if gstep is None else _gstep_of(gstep, "TraceHook(gstep=)")
         self._filter = _filters.as_filter(filter)
-        if scope is None:
-            self._scopes = [""]
-        elif isinstance(scope, str):
-            self._scopes = [scope]
+        if scope is None or isinstance(scope, str):
+            self._scopes = [api.scope_name(scope)]
         else:
             self._scopes = [api.scope_name(s) for s in scope]
         self._tracer = None
@@ -670,6 +685,8 @@ class TraceHook:
         gstep, else the local step count). values: this step's values of keys registered with
         xdl.trace_value, ``{"loss": loss}`` (as xdl.log(values) before the step); a key of
         this hook's scope may be named as trace_value named it ("loss" for "train/loss")."""
+        if gstep is not None and self._fixed_gstep is None:
+            gstep = _gstep_of(gstep, "hook.step(gstep=)")  # Before anything changes.
         tracer = self._tracer
         if tracer is None:
             self.begin()
@@ -682,7 +699,7 @@ class TraceHook:
         if fixed is not None:
             gstep, selector = fixed, lstep
         else:
-            gstep = lstep if gstep is None else int(gstep)
+            gstep = lstep if gstep is None else gstep
             selector = gstep
             self._check_gstep_order(gstep)
         try:
