@@ -99,6 +99,33 @@ def test_export_npz(trace_dir, tmp_path, capsys):
     np.testing.assert_array_equal(z["rank1/keys/loss"], np.arange(0, 8, 2) * 0.5 + 1)
 
 
+def test_export_npz_of_a_key_whose_shape_changes_keeps_every_step(tmp_path, capsys):
+    """An activation of a smaller last batch: its steps' values one after another, with their
+    shapes beside them; the other keys as always. Before: the whole export failed ("stack
+    needs one shape")."""
+    batch = {"n": 4}
+    xdl.clear()
+    xdl.trace_tensor("act", lambda: np.arange(batch["n"] * 3, dtype=np.float32).reshape(-1, 3))
+    xdl.trace_tensor("loss", lambda: np.float32(batch["n"]))
+    xdl.trace_once("config", np.ones(2, np.float32))
+    out = str(tmp_path / "run")
+    with xdl.TraceHook(output_dir=out, on_error="raise", fsync=False) as hook:
+        for step in range(5):
+            batch["n"] = 4 if step < 4 else 1
+            hook.step()
+    xdl.clear()
+    code, said, _ = run(capsys, "export", out, "-o", str(tmp_path / "x.npz"))
+    assert code == 0, said
+    z = np.load(str(tmp_path / "x.npz"))
+    np.testing.assert_array_equal(z["rank0/shape_of/act"], [[4, 3]] * 4 + [[1, 3]])
+    shapes = z["rank0/shape_of/act"]
+    steps = np.split(z["rank0/keys/act"], np.cumsum(np.prod(shapes, axis=1))[:-1])
+    want = [np.arange(n * 3, dtype=np.float32) for n in (4, 4, 4, 4, 1)]
+    assert [s.tolist() for s in steps] == [w.tolist() for w in want]
+    np.testing.assert_array_equal(z["rank0/keys/loss"], [4, 4, 4, 4, 1])
+    assert "rank0/shape_of/loss" not in z.files and "rank0/shape_of/config" not in z.files
+
+
 def test_export_csv_scalar_and_stats_columns(tmp_path, capsys):
     path = str(tmp_path / "train.trace.0.1")
     recs = []
