@@ -381,7 +381,8 @@ absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::st
         } else if (column.dtype != stacked.dtype || shape != stacked.shape) {
           return absl::InvalidArgumentError(absl::StrCat(
               file->path(), ": key '", stacked.key, "' changes dtype or shape at gstep ",
-              record.gstep, " (byte offset ", record.offset, "); stack needs one shape"));
+              record.gstep, " (byte offset ", record.offset,
+              "); stack needs one shape: read such a key record by record"));
         }
         stacked.gsteps.push_back(record.gstep);
         stacked.rows.push_back(column.data);
