@@ -408,3 +408,17 @@ def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it
     model = live.state()[1]
     assert model["cards"] == static["cards"]
     assert [r["label"] for r in model["runs"]] == ["run", "run · eval"]
+    # A second run into the directory (one eval hook now): serve follows it and its evaluation
+    # alone, never the first run's eval steps merged into the second's.
+    xdl.trace_variable("w", w)
+    xdl.trace_value("acc", scope="eval")
+    with xdl.TraceHook(config) as train, xdl.TraceHook(
+        config, is_training=False, scope="eval"
+    ) as ev:
+        for step in range(12):
+            train.step(gstep=step)
+            if step % 5 == 4:
+                ev.step(gstep=step, values={"acc": 0.5})
+    xdl.clear()
+    live.refresh()
+    assert eval_gsteps() == [4, 9]

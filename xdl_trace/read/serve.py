@@ -59,6 +59,7 @@ class LiveRun:
         self.prefix, self.name = prefix, name
         # Which run to follow, asked at each update: open_trace's run=, or None (none yet).
         self._which = which or (lambda: "latest")
+        self._read_as = None  # The `which` the scan was first read with.
         self.scan = None  # The RunScan, once the run has a file.
         self.run = None  # Its trace_runs.Run (ids, pids, metadata).
         self.bytes_read = 0  # Bytes of records added so far (grows by what files gained).
@@ -74,11 +75,14 @@ class LiveRun:
             trace = analysis.open_trace(self.path, prefix=self.prefix, name=self.name, run=which)
         except (FileNotFoundError, ValueError):
             return False  # No file yet: the run has not started writing.
-        if self.scan is None or (
-            trace.run is not None
-            and self.run is not None
-            and (trace.run.id != self.run.id or trace.run.resumes != self.run.resumes)
-        ):  # A new run, or an attempt of this one resumed: what it supersedes is read again.
+        if (
+            self.scan is None
+            or which != self._read_as
+            or (
+                trace.run is not None
+                and (trace.run.id != self.run.id or trace.run.resumes != self.run.resumes)
+            )
+        ):  # Another run, or an attempt of this one resumed: what it supersedes is read again.
             return self._first_read(trace, which)
         changed = False
         self.run = trace.run
@@ -119,7 +123,7 @@ class LiveRun:
         so a large finished run serves as fast as ``report`` reads it. The sizes are taken
         before: what a file gains meanwhile is read again by the next update, from the gstep after
         the last one read, so no record counts twice."""
-        self.run = trace.run
+        self.run, self._read_as = trace.run, which
         self._sizes = {f.path: f.size for f in trace.files}
         run = which if trace.run is None else trace.run.id
         del trace
