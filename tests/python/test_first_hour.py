@@ -623,7 +623,7 @@ def test_dump_shows_each_records_time_in_utc_beside_epoch_ms(cfg, capsys):
 
 
 @pytest.mark.parametrize(
-    "gstep", ["5", 3.7, float("nan"), 2**70], ids=["str", "3.7", "nan", "2**70"]
+    "gstep", ["5", 3.7, float("nan"), 2**70, True], ids=["str", "3.7", "nan", "2**70", "True"]
 )
 def test_a_gstep_that_is_no_int64_is_refused_before_anything_changes(cfg, gstep):
     """Before: "5" was read as 5 and 3.7 as 3 (silently another step), and 2**70 failed in the

@@ -244,9 +244,10 @@ def is_optimizer_setting(key):
 class RunScan:
     """What one pass over a run found. Fields (filled by ``scan_run``):
 
-    label, path, prefix (the files': "train", or "test" for eval); ranks; files; bytes; keys (scanned, in file order); digests (the selected keys
-    whose column is a tensor digest, ``summary="digest"``: checksums, not values, so they are not
-    scanned: no curve, no statistics, no alert; ``xdl-trace diff`` compares them);
+    label, path, prefix (which files: "train", or "test" for eval); ranks; files; bytes; keys
+    (scanned, in file order); digests (the selected keys whose column is a tensor digest,
+    ``summary="digest"``: checksums, not values, so they are not scanned: no curve, no
+    statistics, no alert; ``xdl-trace diff`` compares them);
     schema {key: (dtype, shape)};
     records {rank: n}; gstep_range (min, max) and time_range (ms) over the records read;
     dropped (records dropped while tracing, from Meta); gaps [lines]: missing files and ranks

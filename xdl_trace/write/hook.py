@@ -353,16 +353,16 @@ def _gstep_of(gstep, where):
     """`gstep` as the int64 the records carry: an int, a numpy or torch integer, or a float
     that holds one (100.0). Before, 3.7 was read as 3 and "5" as 5, and 2**70 failed in the
     core with the binding's message."""
+    refused = errors.InvalidArgumentError(
+        f"xdl_trace: {where}: {gstep!r} is no integer ({type(gstep).__name__})"
+    )
+    if isinstance(gstep, bool):  # True is no step.
+        raise refused
     try:
-        if isinstance(gstep, bool):
-            raise TypeError  # True is no step.
         value = operator.index(gstep)
     except TypeError:
-        whole = isinstance(gstep, numbers.Real) and float(gstep).is_integer()
-        if not whole:
-            raise errors.InvalidArgumentError(
-                f"xdl_trace: {where}: {gstep!r} is no integer ({type(gstep).__name__})"
-            ) from None
+        if not (isinstance(gstep, numbers.Real) and float(gstep).is_integer()):
+            raise refused from None
         value = int(gstep)
     if not -(2**63) <= value < 2**63:
         raise errors.InvalidArgumentError(f"xdl_trace: {where}: {value} is outside int64")
