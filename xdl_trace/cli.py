@@ -444,6 +444,18 @@ def _dump(args):
         for key, array in record.columns.items():
             body = _dump_column(record, key, array, args.summary)
             print(f"  {_shown(key)} {array.dtype}{list(array.shape)}: {body}")
+    if not printed:  # Say so: an empty output reads like an empty trace.
+        steps = [f.meta for f in trace.files if f.meta and f.meta.get("record_count")]
+        span = (
+            f"; gsteps {min(m['gstep_begin'] for m in steps)}.."
+            f"{max(m['gstep_end'] for m in steps)}"
+            if steps
+            else ""
+        )
+        print(
+            f"no record in the selection (ranks: {', '.join(map(str, trace.ranks))}{span})",
+            file=sys.stderr,
+        )
     return 0  # A torn final frame was reported as a TornTailWarning on stderr.
 
 

@@ -231,6 +231,12 @@ def test_a_mistyped_option_is_one_line_naming_it(trace_dir, capsys, argv, said):
     assert not os.path.exists(os.path.join(trace_dir, "w.xlsx.npz"))
 
 
+def test_dump_of_a_selection_holding_no_record_says_so(trace_dir, capsys):
+    code, out, err = run(capsys, "dump", trace_dir, "--gsteps", "100:")
+    assert code == 0 and out == ""
+    assert "no record in the selection (ranks: 0, 1; gsteps 0..7)" in err
+
+
 def test_progress_bar_draws_only_on_a_terminal():
     class Tty(io.StringIO):
         def isatty(self):

@@ -704,6 +704,25 @@ def test_a_runs_evaluation_is_drawn_beside_its_training(tmp_path, hook_per_eval)
     assert len(labels) == (4 if hook_per_eval else 1) and not any("eval" in x for x in labels)
 
 
+def test_a_key_selection_takes_from_training_and_evaluation_alike(tmp_path):
+    """--keys 'eval/*' draws the eval keys alone (the training run stays in the Runs table);
+    --keys loss the training loss alone (its evaluation, which has no such key, is left out);
+    a pattern neither has, or a rank the run does not hold, is an error naming what it holds
+    (before: --ranks 1 of a one-rank run wrote an empty page)."""
+    out = str(tmp_path / "run")
+    _train_and_evaluate(out)
+    model = report.build_report(out, keys="eval/*")
+    assert [c["key"] for c in model["cards"]] == ["eval/acc", "eval/loss"]
+    assert [r["label"] for r in model["runs"]] == ["run", "run · eval"]
+    model = report.build_report(out, keys="loss")
+    assert [c["key"] for c in model["cards"]] == ["loss"]
+    assert [r["label"] for r in model["runs"]] == ["run"]
+    with pytest.raises(KeyError, match="no key matches 'nope'"):
+        report.build_report(out, keys="nope")
+    with pytest.raises(ValueError, match=r"no rank 1 \(ranks: 0\)"):
+        report.build_report(out, ranks=[1])
+
+
 def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path):
     """Two runs written into one directory by one process (a notebook, a sweep): each run's eval
     records are those its process wrote after it began, so `report --run all` pairs them right."""

@@ -369,6 +369,7 @@ def scan_run(
     histogram_capacity=128,
     on_progress=None,
     selection=None,
+    must_match=True,
 ):
     """Reads a run once and returns a ``RunScan``.
 
@@ -378,14 +379,16 @@ def scan_run(
     series/histograms False skip the curves (find-nan needs neither). capacity and
     histogram_capacity: buckets per curve and per distribution at most (even numbers); fewer
     when many keys x ranks would pass the memory budgets above.
-    on_progress(n_bytes) is called as files are consumed.
+    on_progress(n_bytes) is called as files are consumed. must_match=False: ranks or key
+    patterns that match none give an empty scan (a report's training run whose selected keys are
+    its evaluation's), not an error.
     """
     selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
     trace = open_trace(
         path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
     )
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)), prefix)
-    begin_scan(scan, trace, selection, capacity, histogram_capacity)
+    begin_scan(scan, trace, selection, capacity, histogram_capacity, must_match)
     scan.gaps = trace.gaps()  # What `verify` fails besides damage (issue 37 #6).
     scan.copies = [f"{os.path.basename(c.path)}: {c.why}" for c in trace.copies]
     files = [f for f in trace.files if f.rank in scan.ranks]
@@ -436,14 +439,20 @@ def scan_run(
     return scan
 
 
-def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128):
-    """Fills what a scan knows before reading records: its ranks, keys (KeyError when the
-    selection's patterns match none), schema and accumulator capacities."""
+def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128, must_match=True):
+    """Fills what a scan knows before reading records: its ranks, keys, schema and accumulator
+    capacities. must_match: ranks none of which the trace holds are a ValueError, key patterns
+    that match none a KeyError (else an empty scan)."""
     keys, ranks = selection.keys, selection.ranks
     scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
+    if ranks is not None and not scan.ranks and must_match:
+        raise ValueError(
+            f"{trace.path}: no rank {', '.join(map(str, ranks))} "
+            f"(ranks: {', '.join(map(str, trace.ranks))})"
+        )
     all_keys = trace.keys
     scan.keys = select_keys(all_keys, keys)
-    if keys and not scan.keys:
+    if keys and not scan.keys and must_match:
         raise KeyError(f"{trace.path}: no key matches {keys!r} (keys: {', '.join(all_keys)})")
     selected = set(scan.keys)  # Built once: membership per key stays O(1) (issue 24 row 2).
     schema = trace.schema()

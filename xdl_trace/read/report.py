@@ -361,6 +361,7 @@ def build_report(
         paths = [paths]
     scans, runs = [], []
     for p, label, chosen in _expand_runs(paths, selection.run, prefix, name):
+        evaluation = _evaluation(p, label, chosen, name, selection) if prefix == "train" else None
         scans.append(
             analysis.scan_run(
                 p,
@@ -371,10 +372,10 @@ def build_report(
                 selection=selection.replace(
                     run=chosen.id if chosen is not None and chosen.id else selection.run
                 ),
+                must_match=evaluation is None,  # --keys 'eval/*' selects its evaluation's.
             )
         )
         runs.append(chosen)
-        evaluation = _evaluation(p, label, chosen, name, selection) if prefix == "train" else None
         if evaluation is not None:
             scans.append(evaluation[0])
             runs.append(evaluation[1])
@@ -389,17 +390,15 @@ def _evaluation(path, label, run, name, selection):
     if evaluation is None:
         return None
     which, chosen = evaluation
-    try:
-        scan = analysis.scan_run(
-            path,
-            label=f"{label} · eval",
-            prefix="test",
-            name=name,
-            selection=selection.replace(run=which),
-        )
-    except ValueError:  # Its keys, ranks or gsteps are not among those selected.
-        return None
-    return (scan, chosen) if scan.keys or scan.digests else None
+    scan = analysis.scan_run(
+        path,
+        label=f"{label} · eval",
+        prefix="test",
+        name=name,
+        selection=selection.replace(run=which),
+        must_match=False,
+    )
+    return (scan, chosen) if scan.ranks and (scan.keys or scan.digests) else None
 
 
 def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=None):
