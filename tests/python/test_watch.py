@@ -215,6 +215,27 @@ def test_watch_optimizer_traces_each_param_group_s_learning_rate_as_the_schedule
         xdl.watch(_model(), optimizer=[], scope="c")
 
 
+def test_a_param_group_added_after_watch_is_said_once_not_left_out_silently(tmp_path):
+    """Gradual unfreezing (ULMFiT): the backbone's group is added to the optimizer mid-run. Its
+    learning rate has no column (the keys are fixed at begin()); a warning says so once, at the
+    first traced step that sees the new group, pointing at the user's hook.step() line."""
+    model = _model()
+    opt = torch.optim.SGD(model[2].parameters(), lr=0.1)
+    xdl.watch(model, optimizer=opt, gradients=False, digest=False)
+    out = str(tmp_path / "run")
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as hook:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            for step in range(4):
+                if step == 2:
+                    opt.add_param_group({"params": model[0].parameters(), "lr": 0.01})
+                hook.step()
+    lines = [w for w in said if "param groups" in str(w.message)]
+    assert len(lines) == 1 and lines[0].filename == __file__, [str(w.message) for w in said]
+    assert "has 2 param groups, 1 when watched" in str(lines[0].message)
+    assert xdl.open_trace(out).stack("optimizer/lr").tolist() == [0.1] * 4
+
+
 def test_a_leaf_module_that_never_runs_forward_leaves_its_activation_empty_not_the_step(tmp_path):
     """nn.MultiheadAttention uses its out_proj's weight directly: that leaf never runs a forward
     pass. Its activation column is empty (stats of no element, digest of none), said once; the

@@ -211,12 +211,28 @@ def _watch_learning_rates(optimizer, scope):
             f"xdl_trace: watch(optimizer=): a {type(optimizer).__name__} has no param_groups "
             "list; pass a torch.optim.Optimizer"
         )
-    keys = []
+    keys, watched, said = [], len(groups), []
+
+    def rate(group, first):
+        if first and len(groups) != watched and not said:  # One len() a traced step.
+            said.append(True)
+            warnings.warn(
+                f"xdl_trace: the {type(optimizer).__name__} has {len(groups)} param groups, "
+                f"{watched} when watched: the learning rates of groups added since "
+                "(add_param_group, as in gradual unfreezing) are not traced. Add the groups "
+                "before xdl.watch(..., optimizer=) (lr 0 until they train), or trace one with "
+                "xdl.trace_callback (warned once)",
+                RuntimeWarning,
+                stacklevel=errors.caller_stacklevel(),
+            )
+        return float(group["lr"])
+
     for i, group in enumerate(groups):
         if "lr" not in group:
             continue
         key = _names.learning_rate_key(i, len(groups))
-        api.trace_callback(key, lambda group=group: float(group["lr"]), scope=scope)
+        first = not keys
+        api.trace_callback(key, lambda group=group, first=first: rate(group, first), scope=scope)
         keys.append(api.full_key(api.scope_name(scope), key))
     return keys
 
