@@ -723,6 +723,24 @@ def test_a_key_selection_takes_from_training_and_evaluation_alike(tmp_path):
         report.build_report(out, ranks=[1])
 
 
+def test_an_eval_hook_begun_before_the_training_hook_is_still_its_evaluation(tmp_path):
+    out = str(tmp_path / "run")
+    xdl.clear()
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    with xdl.TraceHook(config, is_training=False, scope="eval") as ev, xdl.TraceHook(config) as tr:
+        for step in range(10):
+            tr.step(gstep=step, values={"loss": 1.0 / (step + 1)})
+            if step % 5 == 4:
+                ev.step(gstep=step, values={"acc": step / 10})
+    xdl.clear()
+    model = report.build_report(out)
+    assert [r["label"] for r in model["runs"]] == ["run", "run · eval"]
+    (acc,) = _card(model, "eval/acc")["charts"]
+    assert _series(acc, "run · eval") == pytest.approx({4: 0.4, 9: 0.9})
+
+
 def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path):
     """Two runs written into one directory by one process (a notebook, a sweep): each run's eval
     records are those its process wrote after it began, so `report --run all` pairs them right."""

@@ -198,7 +198,8 @@ def evaluation_of(path, run, name="trace", trains=None):
     "test" files (``TraceHook(is_training=False)``, a hook of its own, so a run id of its own)
     written by a process that wrote `run` (a rank's host and pid), each paired with the latest
     train run of `trains` (default: the directory's) that process began before it (so a pid the
-    OS gave again to a later job pairs with that job). (run, Run) for ``open_trace``: the eval
+    OS gave again to a later job pairs with that job), else its first (an eval hook begun before
+    the training hook). (run, Run) for ``open_trace``: the eval
     run's id, or ("all", None) for several when they are every eval run of the directory (a
     hook begun per evaluation); None for none, for several beside other runs' eval runs, for a
     data file and for a run of XDL's files (no RunInfo)."""
@@ -214,12 +215,12 @@ def evaluation_of(path, run, name="trace", trains=None):
         return {(info["hostname"], info["pid"]) for info in r.infos.values() if info["pid"]}
 
     def trained_by(ev):
-        began = [
-            t
-            for t in trains
-            if writers(t) & writers(ev) and (t.start_ms or 0) <= (ev.start_ms or 0)
-        ]
-        return max(began, key=lambda t: t.start_ms or 0).id if began else None
+        same = [t for t in trains if writers(t) & writers(ev)]
+        began = [t for t in same if (t.start_ms or 0) <= (ev.start_ms or 0)]
+        if began:
+            return max(began, key=lambda t: t.start_ms or 0).id
+        # An eval hook begun before its training hook (`with eval_hook, train_hook:`).
+        return min(same, key=lambda t: t.start_ms or 0).id if same else None
 
     mine = [ev for ev in evals if trained_by(ev) == run.id]
     if len(mine) == 1:
