@@ -1283,7 +1283,11 @@ def _format_warning(message, category, filename, lineno, line=None):
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):  # Bare `xdl-trace`: what it can do.
+        parser.print_help(sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     warnings.formatwarning = _format_warning  # One plain line per torn file, no source echo.
     try:
         return args._run(args)

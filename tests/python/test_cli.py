@@ -231,6 +231,13 @@ def test_a_mistyped_option_is_one_line_naming_it(trace_dir, capsys, argv, said):
     assert not os.path.exists(os.path.join(trace_dir, "w.xlsx.npz"))
 
 
+def test_no_command_lists_the_commands(capsys):
+    """Before: "error: the following arguments are required: COMMAND", naming none."""
+    code, out, err = run(capsys)
+    assert code == 2 and out == ""
+    assert all(f"    {c} " in err for c in ("info", "dump", "report", "diff", "serve")), err
+
+
 def test_dump_of_a_selection_holding_no_record_says_so(trace_dir, capsys):
     code, out, err = run(capsys, "dump", trace_dir, "--gsteps", "100:")
     assert code == 0 and out == ""
