@@ -656,7 +656,7 @@ def _train_and_evaluate(out, steps=40, every=10, hook_per_eval=False, acc_nan_at
     accs = {}
     config = {"output_dir": out, "on_error": "raise", "fsync": False}
     evaluate = None if hook_per_eval else xdl.TraceHook(config, is_training=False, scope="eval")
-    with xdl.TraceHook(config) as train:
+    with xdl.TraceHook(config, metadata={"steps": steps}) as train:
         for step in range(steps):
             w *= np.float32(0.99)
             train.step(gstep=step, values={"loss": float(w.sum())})
@@ -750,6 +750,8 @@ def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path):
     model = report.build_report(out, run="all")
     labels = [r["label"] for r in model["runs"]]
     assert len(labels) == 4 and sum(label.endswith(" · eval") for label in labels) == 2, labels
+    # Each evaluation named after its run, as the metadata that tells the runs apart names it.
+    assert labels == ["steps 20", "steps 20 · eval", "steps 40", "steps 40 · eval"]
     (acc,) = _card(model, "eval/acc")["charts"]
     first, second = [s for s in acc["series"]]
     firsts = {x for x, v in zip(acc["x"], first["values"]) if v is not None}

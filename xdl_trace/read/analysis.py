@@ -244,7 +244,8 @@ def is_optimizer_setting(key):
 class RunScan:
     """What one pass over a run found. Fields (filled by ``scan_run``):
 
-    label, path, prefix (which files: "train", or "test" for eval); ranks; files; bytes; keys
+    label, path, prefix (which files: "train", or "test" for eval); evaluates (set by the
+    report on an eval scan: the RunScan of its training run); ranks; files; bytes; keys
     (scanned, in file order); digests (the selected keys whose column is a tensor digest,
     ``summary="digest"``: checksums, not values, so they are not scanned: no curve, no
     statistics, no alert; ``xdl-trace diff`` compares them);
@@ -275,6 +276,7 @@ class RunScan:
         self.path = path
         self.label = label
         self.prefix = prefix  # "train", or "test" for the eval files.
+        self.evaluates = None  # A report's eval scan: the RunScan of the run it evaluates.
         self.ranks = []
         self.files = 0
         self.bytes = 0

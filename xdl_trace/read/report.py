@@ -377,6 +377,7 @@ def build_report(
         )
         runs.append(chosen)
         if evaluation is not None:
+            evaluation[0].evaluates = scans[-1]  # Labelled after it (model_of).
             scans.append(evaluation[0])
             runs.append(evaluation[1])
     return model_of(scans, runs, prefix, name, selection=selection)
@@ -406,6 +407,9 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     None). writing: per scan, whether its writer is alive (``xdl-trace serve``, which follows
     one run per directory), else None. selection: what a static report read (None: serve)."""
     _label_by_metadata(scans, runs)
+    for scan in scans:  # An evaluation is named after its run, as the metadata named that.
+        if scan.evaluates is not None:
+            scan.label = f"{scan.evaluates.label} · eval"
     several = {}  # (path, prefix) -> whether its directory holds other runs (for the title).
     for scan in scans:
         where = (scan.path, scan.prefix)
