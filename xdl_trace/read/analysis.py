@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 
 from .. import _core, _names
-from . import gpu_steps
+from . import gpu_steps, host_ranges
 from .device_events import DeviceDataWarning, bad_data_message
 from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
 from .selection import Selection
@@ -268,7 +268,8 @@ class RunScan:
     summary_histograms {key: (gsteps, values [s, len(SUMMARY_QUANTILES)])}: the percentiles of
     each "histogram" summary key's own bins over steps (first rank; ``_add_summary_histograms``);
     device_events (``_core.DeviceEventTable``: the device tracers' events, Record field 5),
-    device_dropped (events the tracers lost); gpu: ``gpu_steps.summarize``'s dict (per-step
+    device_dropped (events the tracers lost); host_ranges (``host_ranges.table``: host time by
+    named range, a step); gpu: ``gpu_steps.summarize``'s dict (per-step
     GPU time, kernel and CUDA API tables, launch stats), None without device work.
     """
 
@@ -277,6 +278,7 @@ class RunScan:
         self.label = label
         self.prefix = prefix  # "train", or "test" for the eval files.
         self.evaluates = None  # A report's eval scan: the RunScan of the run it evaluates.
+        self.host_ranges = []  # host_ranges.table's rows: host time by named range.
         self.ranks = []
         self.files = 0
         self.bytes = 0
@@ -522,12 +524,14 @@ def finish_scan(scan, path, prefix, name, selection, series=True):
                 break
     if series:
         _add_summary_histograms(scan, path, prefix, name, selection)
-    if series and len(scan.device_events):
+    if series:
         steps = {}
         for rank, parts in scan._step_calls.items():
             calls = np.concatenate(parts)
             steps[rank] = (calls[:, 0], calls[:, 1])
         columns = scan.device_events.columns()
+        scan.host_ranges = host_ranges.table(columns, steps)
+    if series and len(scan.device_events):
         scan.device_dropped = columns["dropped_events"]
         scan.gpu = gpu_steps.summarize(columns, steps)
         message = bad_data_message(scan.device_events.replaced_strings)

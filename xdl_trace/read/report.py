@@ -129,6 +129,7 @@ def module_norms(scan):
     return {m: (squares[m] ** 0.5, ratios.get(m)) for m in squares}
 
 
+HOST_RANGE_ROWS = 500  # Rows of each run's host-time-by-range table (by self time).
 MODULE_ROWS = 500  # Rows of the GPU-time-by-module table (sortable and searchable on the page).
 
 
@@ -512,6 +513,11 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         "differences": [d["diff"] for d in differences if d["diff"] is not None],
         "difference_charts": [chart for d in differences for chart in d["charts"]],
         "steps": report_charts.step_charts([scans[i] for i in main]),
+        "host_ranges": [
+            {"run": scans[i].label, "rows": scans[i].host_ranges[:HOST_RANGE_ROWS]}
+            for i in main
+            if scans[i].host_ranges
+        ],
         "gpu_charts": report_charts.gpu_charts(scans),
         "gpu": gpu,
         "cards": cards,

@@ -305,6 +305,33 @@ def _bar(share):
     return f"{min(100 * (share or 0), 100):.0f}"
 
 
+def _host_ranges(sections):
+    """The tables of host time by range (``report.model_of``'s host_ranges), one per run that
+    has named ranges; "" when none has."""
+    several = len(sections) > 1
+    return "".join(
+        _fill(
+            "host_ranges",
+            run=f" ({html.escape(section['run'])})" if several else "",
+            rows="".join(
+                _fill(
+                    "host_range_row",
+                    name=html.escape(r["name"]),
+                    category=html.escape(r["category"] or "–"),
+                    calls=r["calls"],
+                    self_ms=_ms(r["per_step_self_ns"]),
+                    bar=_bar(r["share_self"]),
+                    self_share=_percent(r["share_self"]),
+                    total_ms=_ms(r["per_step_total_ns"]),
+                    total_share=_percent(r["share_total"]),
+                )
+                for r in section["rows"]
+            ),
+        )
+        for section in sections
+    )
+
+
 def _gpu_html(sections):
     """The GPU section: per run, the summary of its steps, the kernel table and the host CUDA
     API table (blocking calls marked), after the charts that report.js draws."""
@@ -695,7 +722,11 @@ def render_html(model, live=False, version=0):
         runs_table=_runs_table(model["runs"]),
         n_alerts=len(model["alerts"]),
         alerts_table=alerts_table,
-        steps=_fill("steps" if model["steps"] else "no_steps"),
+        steps=(
+            _fill("steps", host_ranges=_host_ranges(model.get("host_ranges", ())))
+            if model["steps"]
+            else _fill("no_steps")
+        ),
         gpu=_gpu_html(model["gpu"]),
         n_cards=len(model["cards"]),
         differ=_differences_html(model.get("differences")),

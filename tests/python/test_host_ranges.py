@@ -1,0 +1,122 @@
+"""Host time by range (xdl_trace/read/host_ranges.py): each named host range's own and total time
+a step, checked on constructed ranges against a brute-force sweep, and on a real CPU training
+loop whose data loading is known to take the most time, through the report page."""
+
+import time
+
+import numpy as np
+import pytest
+
+import xdl_trace as xdl
+from xdl_trace.read import analysis, host_ranges, report, report_html
+
+
+def _brute_force_own(starts, ends):
+    """Each nanosecond goes to the open range begun last (the outer first of two begun
+    together): own time by counting, for small integer intervals."""
+    own = np.zeros(len(starts))
+    for t in range(min(starts), max(ends)):
+        open_ = [i for i in range(len(starts)) if starts[i] <= t < ends[i]]
+        if open_:
+            own[max(open_, key=lambda i: (starts[i], -ends[i]))] += 1
+    return own
+
+
+@pytest.mark.parametrize(
+    "starts, ends",
+    [
+        ([0, 10, 20, 30], [100, 20, 30, 90]),  # Nested, two of them touching.
+        ([0, 5, 12], [10, 15, 20]),  # Overlapping without nesting (backward marks).
+        ([0, 0, 5, 50], [40, 20, 10, 60]),  # Two begun together, then a gap.
+    ],
+    ids=["nested_touching", "overlapping", "same_start"],
+)
+def test_own_time_goes_to_the_range_begun_last(starts, ends):
+    own = host_ranges.self_times(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+    assert own.tolist() == _brute_force_own(starts, ends).tolist()
+
+
+def _columns(names, rows):
+    """A DeviceEventTable's columns holding only ranges: rows of (name, category, rank, thread,
+    start, end) with names and categories as strings."""
+    index = {n: i for i, n in enumerate(names)}
+    field = lambda j, dtype: np.asarray([r[j] for r in rows], dtype)  # noqa: E731
+    return {
+        "names": list(names),
+        "ranges": {
+            "name": np.asarray([index[r[0]] for r in rows], np.int32),
+            "category": np.asarray([index[r[1]] for r in rows], np.int32),
+            "rank": field(2, np.int64),
+            "thread": field(3, np.int64),
+            "start_ns": field(4, np.int64),
+            "end_ns": field(5, np.int64),
+            "dropped": 0,
+        },
+    }
+
+
+def test_the_table_counts_the_step_windows_only_per_step_and_by_own_time():
+    names = ["", "model", "forward", "layer", "data"]
+    rows = [
+        ("model", "forward", 0, 1, 5, 60),  # Before the first Step() call: setup, left out.
+        ("model", "forward", 0, 1, 110, 170),
+        ("layer", "forward", 0, 1, 120, 160),
+        ("data", "", 0, 1, 170, 200),
+        ("model", "forward", 0, 1, 210, 250),
+        ("layer", "forward", 0, 1, 215, 245),
+        ("data", "", 0, 2, 260, 290),  # Another thread: its own nesting.
+    ]
+    steps = {0: (np.asarray([0, 1, 2]), np.asarray([100, 200, 300]))}  # Two windows of 100 ns.
+    table = {(r["name"], r["category"]): r for r in host_ranges.table(_columns(names, rows), steps)}
+    model, layer, data = table["model", "forward"], table["layer", "forward"], table["data", ""]
+    assert (model["calls"], model["total_ns"], model["self_ns"]) == (2, 100, 30)
+    assert (layer["calls"], layer["self_ns"], data["self_ns"]) == (2, 70, 60)
+    assert model["per_step_total_ns"] == 50 and model["share_total"] == pytest.approx(0.5)
+    assert [r["name"] for r in host_ranges.table(_columns(names, rows), steps)] == [
+        "layer",
+        "data",
+        "model",
+    ]
+    assert host_ranges.table(_columns(names, rows), {0: ([0], [100])}) == []  # One Step().
+
+
+def test_a_cpu_loop_s_slowest_range_is_where_its_time_went(tmp_path):
+    """watch(model, marks=True) and a data-loading range that sleeps 3 ms a step: "data" leads
+    the table by its own time, the model's forward total holds its layers', and the page shows
+    the table under Steps. A run without ranges has none."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    xdl.clear()
+    xdl.watch(model, optimizer=opt, marks=True, digest=False)
+    out = str(tmp_path / "run")
+    with xdl.TraceHook(output_dir=out, on_error="raise", fsync=False) as hook:
+        for _ in range(12):
+            with xdl.host_range("data"):
+                x = torch.randn(8, 16)
+                time.sleep(0.003)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), torch.zeros(8, 1)).backward()
+            hook.step()
+            opt.step()
+    xdl.clear()
+    rows = analysis.scan_run(out).host_ranges
+    by = {(r["name"], r["category"]): r for r in rows}
+    assert rows[0]["name"] == "data" and rows[0]["per_step_self_ns"] >= 3e6
+    assert by["data", ""]["calls"] == 11  # The steps between the first and last Step().
+    forward = by["Sequential", "forward"]
+    layers = sum(by[m, "forward"]["total_ns"] for m in ("0", "1", "2"))
+    assert forward["total_ns"] >= layers and forward["self_ns"] == pytest.approx(
+        forward["total_ns"] - layers, rel=1e-9
+    )
+    assert sum(r["share_self"] for r in rows) <= 1.0
+    page = report_html.render_html(report.build_report(out))
+    assert "Host time by range" in page and "<td class=mono>data</td>" in page
+    plain = str(tmp_path / "plain")
+    xdl.trace_tensor("w", np.zeros(2, np.float32))
+    with xdl.TraceHook(output_dir=plain, fsync=False) as hook:
+        for _ in range(3):
+            hook.step()
+    xdl.clear()
+    assert "Host time by range" not in report_html.render_html(report.build_report(plain))
