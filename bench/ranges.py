@@ -15,6 +15,10 @@ Prints, with a tracer open (ranges kept) and each figure the median of --repeat 
 
 A GPU workload's kernels outlast their launches, so the marks cost its step only where the host
 is the bottleneck; the last figure is an upper bound for a model whose layers run ~10 µs each.
+
+- report's table: ``host_ranges.table`` (the report's "host time by range", recomputed at each
+  update of ``serve``) over --table-ranges ranges of one thread, nested as a module's forward
+  holding 9 children: seconds per million ranges.
 """
 
 import argparse
@@ -111,13 +115,45 @@ def marks(args, directory, run):
     return unmarked, with_marks, modules + leaves, hooks_only
 
 
+def table_time(n):
+    """Seconds per million ranges of ``host_ranges.table`` over `n` ranges of one thread: blocks
+    of one parent holding 9 children, a block a step."""
+    from xdl_trace.read import host_ranges
+
+    blocks = n // 10
+    base = np.arange(blocks, dtype=np.int64) * 1000
+    starts = np.concatenate([base] + [base + 10 + k * 90 for k in range(9)])
+    ends = np.concatenate([base + 950] + [base + 10 + k * 90 + 80 for k in range(9)])
+    names = ["", "forward", "model"] + [str(k) for k in range(9)]
+    name = np.concatenate([np.full(blocks, 2)] + [np.full(blocks, 3 + k) for k in range(9)])
+    columns = {
+        "names": names,
+        "ranges": {
+            "name": name.astype(np.int32),
+            "category": np.ones(len(starts), np.int32),
+            "rank": np.zeros(len(starts), np.int64),
+            "thread": np.ones(len(starts), np.int64),
+            "start_ns": starts,
+            "end_ns": ends,
+        },
+    }
+    steps = {0: (np.arange(blocks + 1), np.arange(blocks + 1, dtype=np.int64) * 1000 - 1)}
+    began = time.perf_counter()
+    rows = host_ranges.table(columns, steps)
+    assert sum(r["calls"] for r in rows) == len(starts)
+    return (time.perf_counter() - began) / (len(starts) / 1e6)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=64)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--calls", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--table-ranges", type=int, default=1_000_000)
     args = parser.parse_args()
+    seconds = statistics.median(table_time(args.table_ranges) for _ in range(args.repeat))
+    print(f"report's host time by range: {seconds:.2f} s per million ranges")
     with tempfile.TemporaryDirectory() as directory:
         calls = [per_call(args.calls, directory, f"calls{i}") for i in range(args.repeat)]
         print(f"note_range: {statistics.median(c for c, _ in calls):.0f} ns per range")
