@@ -4,6 +4,7 @@ the user meant, a failing callback that empties its own column only, a gstep tha
 goes back, guessed hook arguments pointed to the right ones, SIGTERM closing the trace, a full
 disk counted and said."""
 
+import csv
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
-from xdl_trace import errors
+from xdl_trace import cli, errors
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -99,6 +100,33 @@ def test_a_scoped_hooks_name_wins_over_a_default_scope_key_of_that_name(tmp_path
         train.step(gstep=1, values={"loss": np.float32(2)})
     assert xdl.open_trace(out).stack("loss").tolist() == [1, 2]
     assert xdl.open_trace(out, prefix="test").stack("eval/loss").tolist() == [-1]
+
+
+def test_a_value_handed_as_none_is_a_step_without_one_as_meant(cfg, tmp_path):
+    """An eval metric handed every 3rd step, None between (as wandb.log takes a metric at some
+    steps only): no warning, no error counted; its column is empty there, and the readers take
+    its dtype and shape from the first step holding it. Before: each None was a "tracing
+    failed" warning and a column error, and schema()/info/export took the first record's empty
+    column (float32 [0]), so CSV export left the metric out as a vector."""
+    xdl.trace_value("loss")
+    xdl.trace_value("val_acc")
+    hook = xdl.TraceHook(cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with hook:
+            for step in range(6):
+                acc = 0.25 * step if step % 3 == 2 else None
+                hook.step(values={"loss": 1.0 / (step + 1), "val_acc": acc})
+    assert hook.stats()["column_errors"] == 0
+    trace = xdl.open_trace(cfg["output_dir"])
+    assert trace.schema()["val_acc"][:2] == ("float64", ())
+    gsteps, values = trace.stack("val_acc", return_gsteps=True)
+    assert gsteps.tolist() == [2, 5] and values.tolist() == [0.5, 1.25]
+    out = str(tmp_path / "m.csv")
+    cli.main(["export", cfg["output_dir"], "-o", out])
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert [r["val_acc"] for r in rows] == ["", "", "0.5", "", "", "1.25"]
 
 
 def test_a_value_handed_under_an_unknown_name_is_no_failed_step(warn_cfg, read_trace):

@@ -84,7 +84,7 @@ _column_errors = threading.local()
 
 # What an entry whose provider failed writes under on_error="warn": an empty float32 column, as
 # a trace_once entry after its first record (cpp/src/tracer/tracer.cc, EmptyFloatColumn).
-_EMPTY_COLUMN = np.zeros(0, np.float32)
+EMPTY_COLUMN = np.zeros(0, np.float32)
 
 
 def begin_column_errors():
@@ -105,7 +105,7 @@ def _empty_column_or_raise(error):
     if collected is None:
         raise error
     collected.append(error)
-    return _EMPTY_COLUMN
+    return EMPTY_COLUMN
 
 
 def wrap_callable(key, fn, what="callback", summary=None, bins=_core.DEFAULT_HISTOGRAM_BINS):

@@ -403,9 +403,11 @@ def _value_provider(key):
         if handed is _NOT_HANDED:
             raise errors.NotFoundError(
                 f"no value was handed for this step (hook.step(values={{{key!r}: ...}}) or "
-                f"xdl.log({{{key!r}: ...}}) before hook.step())"
+                f"xdl.log({{{key!r}: ...}}) before hook.step(); None says there is none)"
             )
-        return handed
+        # None: no value at this step, said so (an eval metric of every 100th step): an empty
+        # column, as a trace_once key's after its first, no error.
+        return _convert.EMPTY_COLUMN if handed is None else handed
 
     return value
 
@@ -415,7 +417,8 @@ def trace_value(name, scope=None):
     value})``, or ``xdl.log({name: value})`` before ``hook.step()``. Nothing is held by
     reference, so a name rebound each step (``loss = ...``) needs no closure. A traced step
     that was handed no value writes an empty column for it (an error counted and warned once
-    under on_error="warn")."""
+    under on_error="warn"); one handed None writes it empty too, as meant (a metric of some
+    steps only), with no error."""
     scope = scope_name(scope)
     key = _check_key(name)
     key_name = full_key(scope, key)

@@ -177,25 +177,44 @@ absl::StatusOr<std::vector<std::string>> TraceReader::Keys() const {
 }
 
 absl::StatusOr<std::vector<KeySchema>> TraceReader::Schema() const {
+  std::vector<KeySchema> schema;
+  std::vector<std::string> keys;  // The first record's file's keys: later files must match.
+  std::vector<bool> empty;        // Per key: its column was empty in every record read so far.
+  size_t unknown = 0;             // How many are.
+  int64_t records = 0;
+  uint64_t bytes = 0;  // Of the records read (each one's checksum is checked: a bound on cost).
   for (size_t i = 0; i < files().size(); ++i) {
     XDL_ASSIGN_OR_RETURN(const std::shared_ptr<TraceFile> file, File(i));
+    if (!schema.empty() && file->keys() != keys) continue;  // Another run's columns.
     RecordCursor cursor = file->Records();
     RecordView record;
-    bool found = cursor.Next(&record);
-    while (found && IsDeviceOnlyRecord(record, file->keys().size())) found = cursor.Next(&record);
-    if (!found) {
-      XDL_RETURN_IF_ERROR(cursor.status());
-      continue;
+    uint64_t at = cursor.offset();
+    while (cursor.Next(&record)) {
+      bytes += cursor.offset() - at;
+      at = cursor.offset();
+      if (IsDeviceOnlyRecord(record, file->keys().size())) continue;
+      const bool first = schema.empty();
+      if (first) {
+        keys = file->keys();
+        schema.resize(record.columns.size());
+        empty.assign(record.columns.size(), true);
+        unknown = record.columns.size();
+      }
+      for (size_t k = 0; k < record.columns.size() && k < schema.size(); ++k) {
+        const ColumnView& column = record.columns[k];
+        if (!first && (!empty[k] || column.empty())) continue;
+        schema[k] = KeySchema{keys[k], column.dtype, column.shape, {}};
+        if (!file->columns().empty()) schema[k].column = file->columns()[k];
+        if (!column.empty()) {
+          empty[k] = false;
+          --unknown;
+        }
+      }
+      if (unknown == 0 || ++records >= kSchemaRecords || bytes >= kSchemaBytes) return schema;
     }
-    std::vector<KeySchema> schema;
-    for (size_t k = 0; k < record.columns.size(); ++k) {
-      schema.push_back(
-          KeySchema{file->keys()[k], record.columns[k].dtype, record.columns[k].shape, {}});
-      if (!file->columns().empty()) schema.back().column = file->columns()[k];
-    }
-    return schema;
+    XDL_RETURN_IF_ERROR(cursor.status());
   }
-  return std::vector<KeySchema>();
+  return schema;
 }
 
 }  // namespace xdl_trace

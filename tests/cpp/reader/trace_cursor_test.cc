@@ -379,6 +379,51 @@ TEST_CASE("a read of a growing file resumes where the last read ended", "[reader
   CHECK(std::string(two_files.status.message()).find("one file") != std::string::npos);
 }
 
+TEST_CASE("Schema takes each key from the first record that holds a value of it", "[reader]") {
+  TempDir dir;
+  // "later" is empty until gstep 5 (a value handed at some steps only, a gradient before the
+  // first backward: xdl_trace writes shape [0]), "never" at every step, "xdl" empty the XDL
+  // way (no shape) at gstep 0 only.
+  auto write = [&](const std::string& path, std::vector<int64_t> gsteps) {
+    std::string data = HeaderFrame({"w", "loss", "later", "never", "xdl"});
+    for (int64_t g : gsteps) {
+      xdl::proto::Record record = SimpleRecord(g);
+      auto* later = record.add_column();
+      if (g >= 5) {
+        later->set_dtype(xdl::proto::Double);
+        later->set_data(Bytes<double>({0.5}));
+      } else {
+        later->set_dtype(xdl::proto::Float);
+        later->add_shape(0);
+      }
+      auto* never = record.add_column();
+      never->set_dtype(xdl::proto::Float);
+      never->add_shape(0);
+      auto* xdl_empty = record.add_column();
+      xdl_empty->set_dtype(xdl::proto::Int64);
+      if (g > 0) {
+        xdl_empty->add_shape(2);
+        xdl_empty->set_data(Bytes<int64_t>({1, 2}));
+      }
+      data += Frame(record.SerializeAsString());
+    }
+    WriteFile(path, data);
+  };
+  write(dir / "train.trace.0.1", {0, 1, 2, 3});
+  write(dir / "train.trace.0.2", {4, 5, 6});
+  auto schema = MustOpenTrace(dir.path()).Schema();
+  REQUIRE(schema.ok());
+  REQUIRE(schema->size() == 5);
+  CHECK((*schema)[0].shape == Shape{2, 3});
+  CHECK((*schema)[2].key == "later");  // Found in the second file. Before: float32 [0].
+  CHECK((*schema)[2].dtype == DType::kFloat64);
+  CHECK((*schema)[2].shape.empty());
+  CHECK((*schema)[3].dtype == DType::kFloat32);  // Empty everywhere: the empty column.
+  CHECK((*schema)[3].shape == Shape{0});
+  CHECK((*schema)[4].dtype == DType::kInt64);
+  CHECK((*schema)[4].shape == Shape{2});
+}
+
 TEST_CASE("stack gathers keys over steps into one contiguous copy", "[reader]") {
   TempDir dir;
   // "once" holds a value at a file's first step only (XDL writes no shape after).

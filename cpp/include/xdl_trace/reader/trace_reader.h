@@ -60,9 +60,15 @@ class TraceReader {
 
   // The keys of the first file whose Header is complete (empty when none is).
   absl::StatusOr<std::vector<std::string>> Keys() const;
-  // Each key's dtype and shape in the first record of the trace (empty when
-  // the trace holds no record).
+  // Each key's dtype and shape in the first record of the trace that holds a
+  // value of it (a key empty at the first steps: a value handed at some
+  // steps only, a gradient before the first backward), looking at most
+  // kSchemaRecords records or kSchemaBytes into the files of the first
+  // record's columns; an empty column where none holds one. Empty when the
+  // trace holds no record.
   absl::StatusOr<std::vector<KeySchema>> Schema() const;
+  static constexpr int64_t kSchemaRecords = 4096;
+  static constexpr uint64_t kSchemaBytes = uint64_t{64} << 20;
 
   // The selected records, merged across ranks (see TraceCursor).
   TraceCursor Read(ReadOptions options) const;
