@@ -198,8 +198,8 @@ def evaluation_of(path, run, name="trace", trains=None):
     "test" files (``TraceHook(is_training=False)``, a hook of its own, so a run id of its own)
     written by a process that wrote `run` (a rank's host and pid), each paired with the latest
     train run of `trains` (default: the directory's) that process began before it (so a pid the
-    OS gave again to a later job pairs with that job), else its first (an eval hook begun before
-    the training hook). (run, Run) for ``open_trace``: the eval
+    OS gave again to a later job pairs with that job), else the first it was still open for (an
+    eval hook begun before the training hook). (run, Run) for ``open_trace``: the eval
     run's id, or ("all", None) for several when they are every eval run of the directory (a
     hook begun per evaluation); None for none, for several beside other runs' eval runs, for a
     data file and for a run of XDL's files (no RunInfo)."""
@@ -219,8 +219,10 @@ def evaluation_of(path, run, name="trace", trains=None):
         began = [t for t in same if (t.start_ms or 0) <= (ev.start_ms or 0)]
         if began:
             return max(began, key=lambda t: t.start_ms or 0).id
-        # An eval hook begun before its training hook (`with eval_hook, train_hook:`).
-        return min(same, key=lambda t: t.start_ms or 0).id if same else None
+        # An eval hook begun before its training hook (`with eval_hook, train_hook:`): still
+        # open when that began (not an earlier run's eval hook, closed before it).
+        during = [t for t in same if ev.end_ms is None or ev.end_ms >= (t.start_ms or 0)]
+        return min(during, key=lambda t: t.start_ms or 0).id if during else None
 
     mine = [ev for ev in evals if trained_by(ev) == run.id]
     if len(mine) == 1:

@@ -212,7 +212,11 @@ absl::StatusOr<std::vector<KeySchema>> TraceReader::Schema() const {
       }
       if (unknown == 0 || ++records >= kSchemaRecords || bytes >= kSchemaBytes) return schema;
     }
-    XDL_RETURN_IF_ERROR(cursor.status());
+    // Damage past the first record ends the search, not the schema (reading says where).
+    if (!cursor.status().ok()) {
+      if (schema.empty()) return cursor.status();
+      return schema;
+    }
   }
   return schema;
 }

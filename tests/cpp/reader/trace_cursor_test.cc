@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -422,6 +423,18 @@ TEST_CASE("Schema takes each key from the first record that holds a value of it"
   CHECK((*schema)[3].shape == Shape{0});
   CHECK((*schema)[4].dtype == DType::kInt64);
   CHECK((*schema)[4].shape == Shape{2});
+
+  SECTION("damage met while looking ends the search, not the schema") {
+    std::string second = test::ReadFile(dir / "train.trace.0.2");
+    uint32_t header = 0;  // Its records, from the first one's body on.
+    std::memcpy(&header, second.data(), 4);
+    for (size_t i = 4 + header + 8; i < second.size(); ++i) second[i] = '\xff';
+    WriteFile(dir / "train.trace.0.2", second);
+    auto found = MustOpenTrace(dir.path()).Schema();
+    REQUIRE(found.ok());
+    CHECK((*found)[2].shape == Shape{0});  // Its value was in the damaged file.
+    CHECK((*found)[4].shape == Shape{2});
+  }
 }
 
 TEST_CASE("stack gathers keys over steps into one contiguous copy", "[reader]") {
