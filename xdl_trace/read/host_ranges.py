@@ -46,9 +46,9 @@ def table(columns, steps):
     inside the step windows: between a rank's first and last ``Step()`` call),
     per_step_total_ns, per_step_self_ns and share_total, share_self (of the windows' summed
     time; a nested range's total counts in its parent's too, one thread's self times do not
-    overlap), by self time. `columns`: a
-    ``DeviceEventTable``'s (its "ranges" and "names"); `steps`: {rank: (gsteps, Step() call
-    ns)}. [] without ranges or without two steps of a rank holding one."""
+    overlap), by self time. `columns`: a ``DeviceEventTable``'s (its "ranges" and "names");
+    `steps`: {rank: (gsteps, Step() call ns)}. [] without ranges or without two steps of a
+    rank holding one."""
     ranges, names = columns.get("ranges"), columns["names"]
     if ranges is None or len(ranges["name"]) == 0:
         return []

@@ -352,18 +352,18 @@ def _wait_interruptibly(call, abandon=None, within=None, returned=None):
 def _gstep_of(gstep, where):
     """`gstep` as the int64 the records carry: an int, a numpy or torch integer, or a float
     that holds one (100.0). Before, 3.7 was read as 3 and "5" as 5, and 2**70 failed in the
-    core with the binding's message."""
-    refused = errors.InvalidArgumentError(
-        f"xdl_trace: {where}: {gstep!r} is no integer ({type(gstep).__name__})"
-    )
-    if isinstance(gstep, bool):  # True is no step.
-        raise refused
-    try:
-        value = operator.index(gstep)
-    except TypeError:
-        if not (isinstance(gstep, numbers.Real) and float(gstep).is_integer()):
-            raise refused from None
-        value = int(gstep)
+    core with the binding's message. On every step: no message is made unless one is raised."""
+    value = None
+    if not isinstance(gstep, bool):  # True is no step.
+        try:
+            value = operator.index(gstep)
+        except TypeError:
+            if isinstance(gstep, numbers.Real) and float(gstep).is_integer():
+                value = int(gstep)
+    if value is None:
+        raise errors.InvalidArgumentError(
+            f"xdl_trace: {where}: {gstep!r} is no integer ({type(gstep).__name__})"
+        )
     if not -(2**63) <= value < 2**63:
         raise errors.InvalidArgumentError(f"xdl_trace: {where}: {value} is outside int64")
     return value
@@ -699,7 +699,8 @@ class TraceHook:
         if fixed is not None:
             gstep, selector = fixed, lstep
         else:
-            gstep = lstep if gstep is None else gstep
+            if gstep is None:
+                gstep = lstep
             selector = gstep
             self._check_gstep_order(gstep)
         try:
