@@ -80,7 +80,11 @@ class LiveRun:
             or which != self._read_as
             or (
                 trace.run is not None
-                and (trace.run.id != self.run.id or trace.run.resumes != self.run.resumes)
+                and (
+                    self.run is None
+                    or trace.run.id != self.run.id
+                    or trace.run.resumes != self.run.resumes
+                )
             )
         ):  # Another run, or an attempt of this one resumed: what it supersedes is read again.
             return self._first_read(trace, which)
