@@ -1182,6 +1182,57 @@ def _gpu(args):
     return 0
 
 
+# --- ranges ------------------------------------------------------------------
+
+_RANGE_SORT = {"self": "self_ns", "total": "total_ns", "calls": "calls"}
+
+
+def _ranges_configure(parser):
+    parser.add_argument(
+        "--sort", choices=sorted(_RANGE_SORT), default="self", help="row order (default self)"
+    )
+    parser.add_argument("--top", type=int, default=20, help="rows printed (default 20)")
+    parser.add_argument("--csv", metavar="FILE", help="write every row to FILE as CSV")
+    _selection_options(parser)
+
+
+@command(
+    "ranges",
+    "host time by named range (xdl.watch's module marks, the optimizer step, xdl.host_range "
+    "blocks): own and total time a step, as torch.profiler's Self CPU and CPU total",
+    _ranges_configure,
+)
+def _ranges(args):
+    scan = analysis.scan_run(
+        args.path, prefix=args.prefix, name=args.name, selection=_selection(args)
+    )
+    rows = sorted(scan.host_ranges, key=lambda row: -row[_RANGE_SORT[args.sort]])
+    if not rows:
+        print(
+            f"xdl-trace ranges: {args.path} has no named host ranges between two steps (trace "
+            "with xdl.watch(model, marks=True) or `with xdl.host_range(name):` blocks)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"host time by range ({len(rows)}), ms a step and share of the step time:")
+    print(f"  {'self ms':>9} {'self':>6} {'total ms':>9} {'total':>6} {'calls':>7}  range")
+    for row in rows[: args.top]:
+        where = f"{row['category']} {row['name']}" if row["category"] else row["name"]
+        print(
+            f"  {row['per_step_self_ns'] / 1e6:9.3f} {100 * row['share_self']:5.1f}%"
+            f" {row['per_step_total_ns'] / 1e6:9.3f} {100 * row['share_total']:5.1f}%"
+            f" {row['calls']:>7}  {_shown(where)}"
+        )
+    if args.csv:
+        _check_output(args.csv)
+        with _replaced_when_complete(args.csv, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {args.csv} ({len(rows)} rows)")
+    return 0
+
+
 # --- serve -------------------------------------------------------------------
 
 

@@ -2,12 +2,14 @@
 a step, checked on constructed ranges against a brute-force sweep, and on a real CPU training
 loop whose data loading is known to take the most time, through the report page."""
 
+import csv
 import time
 
 import numpy as np
 import pytest
 
 import xdl_trace as xdl
+from xdl_trace import cli
 from xdl_trace.read import analysis, host_ranges, report, report_html
 
 
@@ -80,10 +82,10 @@ def test_the_table_counts_the_step_windows_only_per_step_and_by_own_time():
     assert host_ranges.table(_columns(names, rows), {0: ([0], [100])}) == []  # One Step().
 
 
-def test_a_cpu_loop_s_slowest_range_is_where_its_time_went(tmp_path):
+def test_a_cpu_loop_s_slowest_range_is_where_its_time_went(tmp_path, capsys):
     """watch(model, marks=True) and a data-loading range that sleeps 3 ms a step: "data" leads
-    the table by its own time, the model's forward total holds its layers', and the page shows
-    the table under Steps. A run without ranges has none."""
+    the table by its own time, the model's forward total holds its layers', the page shows
+    the table under Steps and `xdl-trace ranges` prints it. A run without ranges has none."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
@@ -113,6 +115,13 @@ def test_a_cpu_loop_s_slowest_range_is_where_its_time_went(tmp_path):
     assert sum(r["share_self"] for r in rows) <= 1.0
     page = report_html.render_html(report.build_report(out))
     assert "Host time by range" in page and "<td class=mono>data</td>" in page
+    # The same table in the terminal, and every row as CSV.
+    table = str(tmp_path / "ranges.csv")
+    assert cli.main(["ranges", out, "--top", "3", "--csv", table]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[2].endswith("  data") and len(said) == 2 + 3 + 1, said
+    with open(table, newline="") as f:
+        assert [r["name"] for r in csv.DictReader(f)] == [r["name"] for r in rows]
     plain = str(tmp_path / "plain")
     xdl.trace_tensor("w", np.zeros(2, np.float32))
     with xdl.TraceHook(output_dir=plain, fsync=False) as hook:
@@ -120,3 +129,5 @@ def test_a_cpu_loop_s_slowest_range_is_where_its_time_went(tmp_path):
             hook.step()
     xdl.clear()
     assert "Host time by range" not in report_html.render_html(report.build_report(plain))
+    assert cli.main(["ranges", plain]) == 1
+    assert "has no named host ranges" in capsys.readouterr().err
