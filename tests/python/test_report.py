@@ -741,12 +741,15 @@ def test_an_eval_hook_begun_before_the_training_hook_is_still_its_evaluation(tmp
     assert _series(acc, "run · eval") == pytest.approx({4: 0.4, 9: 0.9})
 
 
-def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path):
+@pytest.mark.parametrize("hook_per_eval", [False, True], ids=["one_eval_hook", "hook_per_eval"])
+def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path, hook_per_eval):
     """Two runs written into one directory by one process (a notebook, a sweep): each run's eval
-    records are those its process wrote after it began, so `report --run all` pairs them right."""
+    records are those its process wrote after it began, so `report --run all` pairs them right;
+    a hook per evaluation makes a run each, read together by their ids (before: only when they
+    were every eval run of the directory, so a sweep's evaluations were drawn nowhere)."""
     out = str(tmp_path / "runs")
-    _train_and_evaluate(out, steps=20)
-    _train_and_evaluate(out, steps=40)
+    _train_and_evaluate(out, steps=20, hook_per_eval=hook_per_eval)
+    _train_and_evaluate(out, steps=40, hook_per_eval=hook_per_eval)
     model = report.build_report(out, run="all")
     labels = [r["label"] for r in model["runs"]]
     assert len(labels) == 4 and sum(label.endswith(" · eval") for label in labels) == 2, labels

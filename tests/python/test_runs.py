@@ -235,6 +235,11 @@ def test_several_runs_need_run_and_are_selected_as_documented(cfg, out_dir):
     both = xdl.open_trace(out_dir, run="all")
     assert both.run is None and len(both.runs) == 2
     assert len(list(both.records())) == 10
+    together = xdl.open_trace(out_dir, run=(second, first))  # Whole ids, read together.
+    assert together.run is None and len(list(together.records())) == 10
+    assert [f.index for f in xdl.open_trace(out_dir, run=(second,)).files] == [2, 2]
+    with pytest.raises(ValueError, match="no run 'nope'"):
+        xdl.open_trace(out_dir, run=(first, "nope"))
 
     with pytest.raises(ValueError, match="'nope' matches no run") as error:
         xdl.open_trace(out_dir, run="nope")

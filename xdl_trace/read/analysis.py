@@ -244,8 +244,8 @@ def is_optimizer_setting(key):
 class RunScan:
     """What one pass over a run found. Fields (filled by ``scan_run``):
 
-    label, path, prefix (which files: "train", or "test" for eval); evaluates (set by the
-    report on an eval scan: the RunScan of its training run); ranks; files; bytes; keys
+    label, path, prefix (which files: "train", or "test" for eval); selection (the Selection
+    read); evaluates (set by the report on an eval scan: the RunScan of its training run); ranks; files; bytes; keys
     (scanned, in file order); digests (the selected keys whose column is a tensor digest,
     ``summary="digest"``: checksums, not values, so they are not scanned: no curve, no
     statistics, no alert; ``xdl-trace diff`` compares them);
@@ -278,6 +278,7 @@ class RunScan:
         self.label = label
         self.prefix = prefix  # "train", or "test" for the eval files.
         self.evaluates = None  # A report's eval scan: the RunScan of the run it evaluates.
+        self.selection = None  # The Selection scan_run read (its run: which runs).
         self.host_ranges = []  # host_ranges.table's rows: host time by named range.
         self.ranks = []
         self.files = 0
@@ -392,6 +393,7 @@ def scan_run(
         path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
     )
     scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)), prefix)
+    scan.selection = selection
     begin_scan(scan, trace, selection, capacity, histogram_capacity, must_match)
     scan.gaps = trace.gaps()  # What `verify` fails besides damage (issue 37 #6).
     scan.copies = [f"{os.path.basename(c.path)}: {c.why}" for c in trace.copies]

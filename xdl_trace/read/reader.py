@@ -587,8 +587,9 @@ def open_trace(
     per call too.
 
     ``run``: which run to read when the directory holds several (``xdl.runs(path)`` lists
-    them): "latest", a run id (or a unique prefix of one) or "all"; the default None reads the
-    only run and raises ValueError listing the runs when there are several.
+    them): "latest", a run id (or a unique prefix of one), a tuple of run ids (read together:
+    a run's eval hooks, a run each) or "all"; the default None reads the only run and raises
+    ValueError listing the runs when there are several.
 
     ``verify_checksums``: each record's checksum (Record.crc32c) is checked before its values
     are returned, a damaged record raising TraceIOError naming the file and offset;

@@ -461,13 +461,16 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     opened = {}  # (path, prefix, run id) -> Trace: read only for the values of trace_once keys.
 
     def trace_of(scan, chosen):
-        where = (scan.path, scan.prefix, chosen.id if chosen is not None else None)
+        which = chosen.id if chosen is not None and chosen.id else None
+        if which is None and scan.selection is not None:
+            which = scan.selection.run  # "all", or an evaluation's runs.
+        where = (scan.path, scan.prefix, which)
         if where not in opened:
             opened[where] = analysis.open_trace(
                 scan.path,
                 prefix=scan.prefix,
                 name=name,
-                run=where[2] or ("all" if scan.prefix != prefix else None),
+                run=which,
                 attempts=None if selection is None else selection.attempts,
             )
         return opened[where]

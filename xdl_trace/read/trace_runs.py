@@ -200,9 +200,8 @@ def evaluation_of(path, run, name="trace", trains=None):
     train run of `trains` (default: the directory's) that process began before it (so a pid the
     OS gave again to a later job pairs with that job), else the first it was still open for (an
     eval hook begun before the training hook). (run, Run) for ``open_trace``: the eval
-    run's id, or ("all", None) for several when they are every eval run of the directory (a
-    hook begun per evaluation); None for none, for several beside other runs' eval runs, for a
-    data file and for a run of XDL's files (no RunInfo)."""
+    run's id, or (a tuple of their ids, None) for several (a hook begun per evaluation, or per
+    rank); None for none, for a data file and for a run of XDL's files (no RunInfo)."""
     if run is None or not run.infos or not os.path.isdir(os.fspath(path)):
         return None
     try:
@@ -227,7 +226,7 @@ def evaluation_of(path, run, name="trace", trains=None):
     mine = [ev for ev in evals if trained_by(ev) == run.id]
     if len(mine) == 1:
         return mine[0].id, mine[0]
-    return ("all", None) if mine and len(mine) == len(evals) else None
+    return (tuple(ev.id for ev in mine), None) if mine else None
 
 
 def set_aside_copies(reader):
@@ -287,15 +286,18 @@ def open_reader(path, prefix, name, verify_checksums=True):
 
 
 def select_run(reader, path, run, attempts="latest"):
-    """(reader restricted to the chosen run, that Run or None for "all", every Run).
+    """(reader restricted to the chosen run, that Run or None for several, every Run).
 
     run: None (the only run; ValueError listing them when there are several), "latest", "all",
-    or a run id (a unique prefix is enough; ValueError listing the runs when none matches).
+    a run id (a unique prefix is enough; ValueError listing the runs when none matches), or a
+    tuple of whole run ids (read together, as "all" reads every one).
     attempts: "latest" (each gstep from the attempt of a restarted run that wrote it last) or
     "all" (every attempt's records as written), as ``open_trace`` says."""
-    if run is not None and not isinstance(run, str):
+    several = isinstance(run, tuple) and all(isinstance(r, str) for r in run)
+    if run is not None and not isinstance(run, str) and not several:
         raise errors.InvalidArgumentError(
-            f"xdl_trace: run must be None, 'latest', 'all' or a run id, got {run!r}"
+            f"xdl_trace: run must be None, 'latest', 'all', a run id or a tuple of run ids, "
+            f"got {run!r}"
         )
     attempts = attempts_of(attempts)
     every = [Run(s) for s in reader.runs()]
@@ -310,6 +312,22 @@ def select_run(reader, path, run, attempts="latest"):
     if run == "all":
         _warn_restarted(every, attempts)
         return reader_of(None), (every[0] if len(every) == 1 else None), every
+    if several:  # Those runs together (a run's eval hooks, one run each): their files.
+        chosen = [r for r in every if r.id in run]
+        missing = sorted(set(run) - {r.id for r in chosen})
+        if missing:
+            raise errors.RunChoiceError(
+                f"xdl_trace: no run {', '.join(map(repr, missing))} in {path}; its runs (oldest "
+                "first):\n" + "\n".join(r.listing() for r in every),
+                path,
+                run,
+                every,
+            )
+        _warn_restarted(chosen, attempts)
+        keep = {i for r in chosen for i in r.file_indices}
+        other = [f[0] for i, f in enumerate(reader.files) if i not in keep]
+        narrowed = reader.without(other) if other else reader
+        return (narrowed.latest_attempts() if latest else narrowed), None, every
     if run is None:
         _warn_restarted(every[:1] if len(every) == 1 else [], attempts)
         _warn_incomplete(every[0] if len(every) == 1 else None)
