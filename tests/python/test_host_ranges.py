@@ -15,12 +15,13 @@ from xdl_trace.read import analysis, host_ranges, report, report_html
 
 def _brute_force_own(starts, ends):
     """Each nanosecond goes to the open range begun last (the outer first of two begun
-    together): own time by counting, for small integer intervals."""
+    together; of two alike, the one recorded later): own time by counting, for small integer
+    intervals."""
     own = np.zeros(len(starts))
     for t in range(min(starts), max(ends)):
         open_ = [i for i in range(len(starts)) if starts[i] <= t < ends[i]]
         if open_:
-            own[max(open_, key=lambda i: (starts[i], -ends[i]))] += 1
+            own[max(open_, key=lambda i: (starts[i], -ends[i], i))] += 1
     return own
 
 
@@ -36,6 +37,41 @@ def _brute_force_own(starts, ends):
 def test_own_time_goes_to_the_range_begun_last(starts, ends):
     own = host_ranges.self_times(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
     assert own.tolist() == _brute_force_own(starts, ends).tolist()
+
+
+def _nested_family(rng, lo, hi, depth):
+    """Random ranges nested inside [lo, hi): siblings side by side (some touching), each holding
+    its own children, a few instants among them."""
+    out, t = [], lo
+    while depth and t < hi - 2 and rng.random() < 0.8:
+        start = int(rng.integers(t, hi - 1))
+        end = int(rng.integers(start, hi)) if rng.random() < 0.9 else start
+        out.append((start, end))
+        out += _nested_family(rng, start, end, depth - 1)
+        t = end if rng.random() < 0.5 else end + 1
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_own_times_of_random_ranges_match_the_count(seed):
+    """Nested families (numpy's path: it must take them) and arbitrary overlapping ranges (the
+    sweep's), against counting each nanosecond."""
+    rng = np.random.default_rng(seed)
+    family = _nested_family(rng, 0, 200, 4) or [(0, 10)]
+    starts, ends = (np.asarray(x, np.int64) for x in zip(*family))
+    lasting = ends > starts
+    if lasting.any():
+        assert host_ranges._nested_own(starts[lasting], ends[lasting]) is not None
+    assert (
+        host_ranges.self_times(starts, ends).tolist()
+        == _brute_force_own(starts.tolist(), ends.tolist()).tolist()
+    )
+    starts = rng.integers(0, 150, 12)
+    ends = starts + rng.integers(0, 60, 12)
+    assert (
+        host_ranges.self_times(starts, ends).tolist()
+        == _brute_force_own(starts.tolist(), ends.tolist()).tolist()
+    )
 
 
 def _columns(names, rows):

@@ -17,13 +17,50 @@ def self_times(starts, ends):
     """Each interval's own time (one thread's ranges): the time in which it is the innermost of
     those open, the one begun last. Exact for nested ranges and for ranges that overlap without
     nesting (a leaf module's backward marks, which autograd's hooks may interleave): each
-    moment goes to one range, so own times never exceed the time the ranges cover."""
+    moment goes to one range, so own times never exceed the time the ranges cover. Nested ranges
+    (the common case) are done in numpy (``_nested_own``); others by a sweep in Python."""
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    own = np.zeros(len(starts), np.float64)
+    lasting = np.flatnonzero(ends > starts)  # An instant owns no time.
+    if len(lasting):
+        nested = _nested_own(starts[lasting], ends[lasting])
+        own[lasting] = nested if nested is not None else _swept_own(starts[lasting], ends[lasting])
+    return own
+
+
+def _nested_own(starts, ends):
+    """Own times when the ranges nest (each one ends inside the one it began in: its parent,
+    the innermost open at its start), as duration less the children's; None when they do not."""
     n = len(starts)
-    times = np.concatenate([np.asarray(ends), np.asarray(starts)])
+    order = np.lexsort((-ends, starts))  # By start; of two starting together, the outer first.
+    s, e = starts[order], ends[order]
+    # Open at each one's start: those begun before it less those ended by then (touching ranges
+    # do not overlap), so the open ones form a chain of depth[i] and its parent is the latest
+    # range before it one level up (any later one of that level would lie inside the parent).
+    depth = np.arange(n) - np.searchsorted(np.sort(e), s, side="right")
+    keys = depth * n + np.arange(n)  # Sorted by (depth, position): one searchsorted finds all.
+    by_level = np.sort(keys)
+    below = np.searchsorted(by_level, (depth - 1) * n + np.arange(n)) - 1
+    found = (depth > 0) & (below >= 0)
+    parent = np.where(found, by_level[below.clip(0)] % n, -1)
+    found &= by_level[below.clip(0)] // n == depth - 1
+    if not np.array_equal(found, depth > 0) or np.any(e[found] > e[parent[found]]):
+        return None  # Ranges that overlap without nesting.
+    duration = (e - s).astype(np.float64)
+    children = np.bincount(parent[found], weights=duration[found], minlength=n)
+    own = np.empty(n, np.float64)
+    own[order] = duration - children
+    return own
+
+
+def _swept_own(starts, ends):
+    """Own times by a sweep over the boundaries, the range begun last owning each moment."""
+    n = len(starts)
+    times = np.concatenate([ends, starts])
     is_start = np.repeat([0, 1], n)  # Ends first at one time: touching ranges do not overlap.
     index = np.tile(np.arange(n), 2)
     # Of starts at one time the outer (later end) opens first, so the inner is the innermost.
-    later_end = np.concatenate([np.zeros(n), -np.asarray(ends, np.float64)])
+    later_end = np.concatenate([np.zeros(n, np.int64), -ends])
     order = np.lexsort((later_end, is_start, times))
     own = np.zeros(n, np.float64)
     open_ranges, last = [], 0  # Begun and not ended, in the order begun.
@@ -55,9 +92,13 @@ def table(columns, steps):
     start, end = ranges["start_ns"], ranges["end_ns"]
     duration = (end - start).astype(np.float64)
     own = np.zeros(len(start), np.float64)
-    pairs = np.stack([ranges["rank"], ranges["thread"]], axis=1)
-    for rank, thread in np.unique(pairs, axis=0).tolist():
-        rows = np.flatnonzero((ranges["rank"] == rank) & (ranges["thread"] == thread))
+    # One (rank, OS thread) a lane: a rank is an int32, a thread id fits 32 bits.
+    lane = (ranges["rank"].astype(np.int64) << 32) | (
+        ranges["thread"].astype(np.int64) & 0xFFFFFFFF
+    )
+    lanes = np.unique(lane)
+    for one in lanes.tolist():
+        rows = np.flatnonzero(lane == one) if len(lanes) > 1 else np.arange(len(lane))
         own[rows] = self_times(start[rows], end[rows])
     inside = np.zeros(len(start), bool)
     window_ns, windows = 0, 0
@@ -70,15 +111,19 @@ def table(columns, steps):
         windows += len(calls) - 1
     if not windows or not inside.any():
         return []
-    pair = ranges["name"][inside].astype(np.int64) * len(names) + ranges["category"][inside]
-    keys, inverse = np.unique(pair, return_inverse=True)
-    calls = np.bincount(inverse, minlength=len(keys))
-    totals = np.bincount(inverse, weights=duration[inside], minlength=len(keys))
-    selfs = np.bincount(inverse, weights=own[inside], minlength=len(keys))
+    # (name, category) as one code: categories are few, so the codes count into a small table.
+    category = ranges["category"][inside].astype(np.int64)
+    width = int(category.max()) + 1
+    code = ranges["name"][inside].astype(np.int64) * width + category
+    calls = np.bincount(code)
+    keys = np.flatnonzero(calls)
+    totals = np.bincount(code, weights=duration[inside])[keys]
+    selfs = np.bincount(code, weights=own[inside])[keys]
+    calls = calls[keys]
     out = [
         {
-            "name": names[key // len(names)],
-            "category": names[key % len(names)],
+            "name": names[key // width],
+            "category": names[key % width],
             "calls": int(count),
             "total_ns": float(total),
             "self_ns": float(alone),
