@@ -20,7 +20,7 @@ Fields (each None: everything):
   a step, or a collection of steps (kept as a sorted list).
 * ``ranks``: a collection of ranks (kept as a tuple of ints).
 * ``run``: which run of a directory that holds several: "latest", a run id (or a unique prefix
-  of one) or "all" (as ``open_trace``).
+  of one), a tuple of run ids or "all" (as ``open_trace``).
 * ``attempts``: of a run that a restarted job wrote in several attempts, "latest" (None: each
   gstep from the attempt that wrote it last) or "all" (as ``open_trace``).
 """
