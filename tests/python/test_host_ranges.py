@@ -78,7 +78,10 @@ def _columns(names, rows):
     """A DeviceEventTable's columns holding only ranges: rows of (name, category, rank, thread,
     start, end) with names and categories as strings."""
     index = {n: i for i, n in enumerate(names)}
-    field = lambda j, dtype: np.asarray([r[j] for r in rows], dtype)  # noqa: E731
+
+    def field(j, dtype):
+        return np.asarray([r[j] for r in rows], dtype)
+
     return {
         "names": list(names),
         "ranges": {

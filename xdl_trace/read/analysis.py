@@ -245,10 +245,10 @@ class RunScan:
     """What one pass over a run found. Fields (filled by ``scan_run``):
 
     label, path, prefix (which files: "train", or "test" for eval); selection (the Selection
-    read); evaluates (set by the report on an eval scan: the RunScan of its training run); ranks; files; bytes; keys
-    (scanned, in file order); digests (the selected keys whose column is a tensor digest,
-    ``summary="digest"``: checksums, not values, so they are not scanned: no curve, no
-    statistics, no alert; ``xdl-trace diff`` compares them);
+    read); evaluates (set by the report on an eval scan: the RunScan of its training run);
+    ranks; files; bytes; keys (scanned, in file order); digests (the selected keys whose column
+    is a tensor digest, ``summary="digest"``: checksums, not values, so they are not scanned: no
+    curve, no statistics, no alert; ``xdl-trace diff`` compares them);
     schema {key: (dtype, shape)};
     records {rank: n}; gstep_range (min, max) and time_range (ms) over the records read;
     dropped (records dropped while tracing, from Meta); gaps [lines]: missing files and ranks
@@ -273,12 +273,12 @@ class RunScan:
     GPU time, kernel and CUDA API tables, launch stats), None without device work.
     """
 
-    def __init__(self, path, label, prefix="train"):
+    def __init__(self, path, label, prefix, selection):
         self.path = path
         self.label = label
         self.prefix = prefix  # "train", or "test" for the eval files.
+        self.selection = selection  # What scan_run read (its run: which runs).
         self.evaluates = None  # A report's eval scan: the RunScan of the run it evaluates.
-        self.selection = None  # The Selection scan_run read (its run: which runs).
         self.host_ranges = []  # host_ranges.table's rows: host time by named range.
         self.ranks = []
         self.files = 0
@@ -392,8 +392,8 @@ def scan_run(
     trace = open_trace(
         path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
     )
-    scan = RunScan(trace.path, label or os.path.basename(os.path.normpath(trace.path)), prefix)
-    scan.selection = selection
+    label = label or os.path.basename(os.path.normpath(trace.path))
+    scan = RunScan(trace.path, label, prefix, selection)
     begin_scan(scan, trace, selection, capacity, histogram_capacity, must_match)
     scan.gaps = trace.gaps()  # What `verify` fails besides damage (issue 37 #6).
     scan.copies = [f"{os.path.basename(c.path)}: {c.why}" for c in trace.copies]
@@ -515,7 +515,7 @@ def scan_file(scan, rank, file_path, selection, pairs, series=True, histograms=T
 
 def finish_scan(scan, path, prefix, name, selection, series=True):
     """What a scan derives once its records are read: the step time source per rank, the
-    "histogram" summary keys' distributions and the GPU summary."""
+    "histogram" summary keys' distributions, the host time by range and the GPU summary."""
     for rank in scan.ranks:  # Host spans where a rank has them, else record timestamps.
         for source, found in (
             ("host spans", scan._span_steps),
@@ -524,16 +524,16 @@ def finish_scan(scan, path, prefix, name, selection, series=True):
             if rank in found and found[rank].used:
                 scan.step_time[rank], scan.step_source[rank] = found[rank], source
                 break
-    if series:
-        _add_summary_histograms(scan, path, prefix, name, selection)
-    if series:
-        steps = {}
-        for rank, parts in scan._step_calls.items():
-            calls = np.concatenate(parts)
-            steps[rank] = (calls[:, 0], calls[:, 1])
-        columns = scan.device_events.columns()
-        scan.host_ranges = host_ranges.table(columns, steps)
-    if series and len(scan.device_events):
+    if not series:
+        return
+    _add_summary_histograms(scan, path, prefix, name, selection)
+    steps = {}
+    for rank, parts in scan._step_calls.items():
+        calls = np.concatenate(parts)
+        steps[rank] = (calls[:, 0], calls[:, 1])
+    columns = scan.device_events.columns()
+    scan.host_ranges = host_ranges.table(columns, steps)
+    if len(scan.device_events):
         scan.device_dropped = columns["dropped_events"]
         scan.gpu = gpu_steps.summarize(columns, steps)
         message = bad_data_message(scan.device_events.replaced_strings)

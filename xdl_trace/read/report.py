@@ -411,14 +411,14 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     for scan in scans:  # An evaluation is named after its run, as the metadata named that.
         if scan.evaluates is not None:
             scan.label = f"{scan.evaluates.label} · eval"
-    several = {}  # (path, prefix) -> whether its directory holds other runs (for the title).
-    for scan in scans:
-        where = (scan.path, scan.prefix)
-        if writing is None and where not in several:
-            several[where] = len(trace_runs.runs(scan.path, prefix=scan.prefix, name=name)) > 1
     # The runs asked for; an eval scan beside one (``_evaluation``) has curves and alerts, but
-    # no step times and no comparison (its values differ from training's by design).
+    # no step times, no comparison (its values differ from training's by design), no title.
     main = [i for i, scan in enumerate(scans) if scan.prefix == prefix]
+    several = {}  # path -> whether its directory holds other runs (for the title).
+    for i in main:
+        path = scans[i].path
+        if writing is None and path not in several:
+            several[path] = len(trace_runs.runs(path, prefix=prefix, name=name)) > 1
     # Where ranks and runs part ways: a second pass over the files, so a static report's only
     # (serve would re-read the whole run at every update).
     differences = (
@@ -458,19 +458,16 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
 
     key_order.sort(key=group)
     cards = []
-    opened = {}  # (path, prefix, run id) -> Trace: read only for the values of trace_once keys.
+    opened = {}  # (path, prefix, run) -> Trace: read only for the values of trace_once keys.
 
-    def trace_of(scan, chosen):
-        which = chosen.id if chosen is not None and chosen.id else None
-        if which is None and scan.selection is not None:
-            which = scan.selection.run  # "all", or an evaluation's runs.
-        where = (scan.path, scan.prefix, which)
+    def trace_of(scan):
+        where = (scan.path, scan.prefix, scan.selection.run)  # The runs its scan read.
         if where not in opened:
             opened[where] = analysis.open_trace(
                 scan.path,
                 prefix=scan.prefix,
                 name=name,
-                run=which,
+                run=scan.selection.run,
                 attempts=None if selection is None else selection.attempts,
             )
         return opened[where]
@@ -486,9 +483,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         if rows <= 1 or once:
             # trace_once (a config: its values, never a curve of their mean and std), or a
             # single traced step: a line of text per run.
-            text = report_charts.once_text(
-                scans, key, lambda s: trace_of(s, runs[scans.index(s)]) if once else None
-            )
+            text = report_charts.once_text(scans, key, trace_of if once else lambda scan: None)
             cards.append({"key": key, "meta": meta, "charts": [], "text": text})
             continue
         charts = report_charts.key_charts(scans, key)
@@ -503,8 +498,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     return {
         "title": "xdl_trace report: "
         + ", ".join(
-            _title_part(scans[i], runs[i], several.get((scans[i].path, prefix), False))
-            for i in main
+            _title_part(scans[i], runs[i], several.get(scans[i].path, False)) for i in main
         ),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": [

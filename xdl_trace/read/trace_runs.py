@@ -304,10 +304,17 @@ def select_run(reader, path, run, attempts="latest"):
     # A trace without restarts is read as it is: no second pass over its Headers.
     latest = attempts == "latest" and any(r.attempts > 1 for r in every)
 
-    def reader_of(run_id):
-        """`reader` narrowed to a run (None: as it is), less what later attempts superseded."""
-        chosen = reader if run_id is None else reader.of_run(run_id)
-        return chosen.latest_attempts() if latest else chosen
+    def reader_of(chosen):
+        """`reader` narrowed to the Runs `chosen` (None: as it is), less what later attempts
+        superseded."""
+        if chosen is None or len(chosen) == len(every):
+            narrowed = reader
+        elif len(chosen) == 1:
+            narrowed = reader.of_run(chosen[0].id)
+        else:  # Several runs together: the others' files left out.
+            keep = {i for r in chosen for i in r.file_indices}
+            narrowed = reader.without([f[0] for i, f in enumerate(reader.files) if i not in keep])
+        return narrowed.latest_attempts() if latest else narrowed
 
     if run == "all":
         _warn_restarted(every, attempts)
@@ -324,10 +331,7 @@ def select_run(reader, path, run, attempts="latest"):
                 every,
             )
         _warn_restarted(chosen, attempts)
-        keep = {i for r in chosen for i in r.file_indices}
-        other = [f[0] for i, f in enumerate(reader.files) if i not in keep]
-        narrowed = reader.without(other) if other else reader
-        return (narrowed.latest_attempts() if latest else narrowed), None, every
+        return reader_of(chosen), None, every
     if run is None:
         _warn_restarted(every[:1] if len(every) == 1 else [], attempts)
         _warn_incomplete(every[0] if len(every) == 1 else None)
@@ -357,7 +361,7 @@ def select_run(reader, path, run, attempts="latest"):
         chosen = matches[0]
     _warn_restarted([chosen], attempts)
     _warn_incomplete(chosen)
-    return reader_of(None if len(every) == 1 else chosen.id), chosen, every
+    return reader_of([chosen]), chosen, every
 
 
 def _warn_incomplete(run):

@@ -188,10 +188,8 @@ absl::StatusOr<std::vector<KeySchema>> TraceReader::Schema() const {
     if (!schema.empty() && file->keys() != keys) continue;  // Another run's columns.
     RecordCursor cursor = file->Records();
     RecordView record;
-    uint64_t at = cursor.offset();
     while (cursor.Next(&record)) {
-      bytes += cursor.offset() - at;
-      at = cursor.offset();
+      bytes += record.frame_size;
       if (IsDeviceOnlyRecord(record, file->keys().size())) continue;
       const bool first = schema.empty();
       if (first) {
