@@ -410,14 +410,16 @@ py::tuple NextBatch(PyTraceCursor& self, int64_t max_records) {
                         std::move(unknown));
 }
 
-// [(gsteps int64[n], values[n, *shape] or None, unknown dtype or None)] per key
-// (values of a dtype newer than this reader: uint8[n, row bytes]), and the torn
-// tails met on the way. One copy, into the arrays, with the GIL released;
-// unless `raw`, bfloat16 rows are widened to float32 as they are copied.
+// [(gsteps int64[n], values[n, *shape] or None, unknown dtype or None, shapes
+// or None)] per key (values of a dtype newer than this reader: uint8[n, row
+// bytes]; of a ragged key: its rows flattened one after another, with shapes
+// int64[n, ndim]), and the torn tails met on the way. One copy, into the
+// arrays, with the GIL released; unless `raw`, bfloat16 rows are widened to
+// float32 as they are copied.
 py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> keys,
-                const StepSelection& steps, std::optional<int32_t> rank, bool raw) {
+                const StepSelection& steps, std::optional<int32_t> rank, bool raw, bool ragged) {
   const StackResult result =
-      ReadWithoutGil([&] { return self.reader.Stack(std::move(keys), steps, rank); });
+      ReadWithoutGil([&] { return self.reader.Stack(std::move(keys), steps, rank, ragged); });
   py::list out;
   std::vector<std::pair<const StackedKey*, char*>> copies;
   std::vector<std::pair<const StackedKey*, float*>> widenings;
@@ -427,11 +429,22 @@ py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> key
       std::memcpy(gsteps.mutable_data(), key.gsteps.data(), key.gsteps.size() * sizeof(int64_t));
     }
     if (key.rows.empty()) {
-      out.append(py::make_tuple(std::move(gsteps), py::none(), py::none()));
+      out.append(py::make_tuple(std::move(gsteps), py::none(), py::none(), py::none()));
       continue;
     }
     std::vector<py::ssize_t> shape{static_cast<py::ssize_t>(key.rows.size())};
     shape.insert(shape.end(), key.shape.begin(), key.shape.end());
+    const bool known = IsValidDType(static_cast<int32_t>(key.dtype));
+    py::object shapes = py::none();
+    if (key.ragged()) {
+      const size_t ndim = key.shape.size();
+      py::array_t<int64_t> each({key.row_shapes.size(), ndim});
+      for (size_t r = 0; r < key.row_shapes.size(); ++r) {
+        std::copy(key.row_shapes[r].begin(), key.row_shapes[r].end(), each.mutable_data(r, 0));
+      }
+      shape = {static_cast<py::ssize_t>(key.bytes() / (known ? DTypeSize(key.dtype) : 1))};
+      shapes = std::move(each);
+    }
     const bool widen = !raw && key.dtype == DType::kBFloat16;
     py::array values(widen ? py::dtype("float32") : NumpyDType(key.dtype), shape);
     if (widen) {
@@ -439,10 +452,10 @@ py::tuple Stack(PyTraceReader& self, std::optional<std::vector<std::string>> key
     } else {
       copies.emplace_back(&key, static_cast<char*>(values.mutable_data()));
     }
-    const bool known = IsValidDType(static_cast<int32_t>(key.dtype));
     out.append(py::make_tuple(
         std::move(gsteps), std::move(values),
-        known ? py::object(py::none()) : py::object(py::int_(static_cast<int32_t>(key.dtype)))));
+        known ? py::object(py::none()) : py::object(py::int_(static_cast<int32_t>(key.dtype))),
+        std::move(shapes)));
   }
   {
     py::gil_scoped_release release;
@@ -594,11 +607,14 @@ void RegisterReaderBindings(py::module_& m) {
           "stack",
           [](PyTraceReader& self, std::optional<std::vector<std::string>> keys,
              std::optional<int64_t> begin, std::optional<int64_t> end,
-             std::optional<std::vector<int64_t>> steps, std::optional<int32_t> rank, bool raw) {
-            return Stack(self, std::move(keys), Steps(begin, end, std::move(steps)), rank, raw);
+             std::optional<std::vector<int64_t>> steps, std::optional<int32_t> rank, bool raw,
+             bool ragged) {
+            return Stack(self, std::move(keys), Steps(begin, end, std::move(steps)), rank, raw,
+                         ragged);
           },
           py::arg("keys") = py::none(), py::arg("begin") = py::none(), py::arg("end") = py::none(),
-          py::arg("steps") = py::none(), py::arg("rank") = py::none(), py::arg("raw") = false)
+          py::arg("steps") = py::none(), py::arg("rank") = py::none(), py::arg("raw") = false,
+          py::arg("ragged") = false)
       .def("runs",
            [](const PyTraceReader& self) {
              const auto runs = ReadWithoutGil([&] { return self.reader.Runs(); });

@@ -557,11 +557,13 @@ def _export_npz(trace, args, selection):
             arrays[prefix + "gstep"] = np.asarray(steps, dtype=np.int64)
             arrays[prefix + "lstep"] = np.asarray(lsteps, dtype=np.int64)
             arrays[prefix + "timestamp"] = np.asarray(stamps, dtype=np.int64)
-            stacked, shapes = _stack_for_export(trace, keys, selection.gsteps, rank)
+            # A key whose shape changes (an activation of a last, smaller batch) comes flattened,
+            # its shapes beside it: it used to fail the whole export ("stack needs one shape").
+            stacked = trace.stack_many(keys, gsteps=selection.gsteps, rank=rank, ragged=True)
             progress(sum(f.size for f in trace.files_of_rank(rank)))
-            for key, (key_steps, values) in stacked.items():
-                if key in shapes:
-                    arrays[prefix + "shape_of/" + members[key]] = shapes[key]
+            for key, (key_steps, values, shapes) in stacked.items():
+                if shapes is not None:
+                    arrays[prefix + "shape_of/" + members[key]] = shapes
                 if key in stats:
                     values = np.ascontiguousarray(values).view(stats_dtype)[..., 0]
                 elif key in digests:
@@ -576,43 +578,6 @@ def _export_npz(trace, args, selection):
                 with archive.open(name + ".npy", "w", force_zip64=True) as member:
                     np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
     print(f"wrote {_shown(output)}: {len(arrays)} arrays ({len(keys)} keys x {len(ranks)} ranks)")
-
-
-def _stack_for_export(trace, keys, gsteps, rank):
-    """({key: (gsteps, values)}, {key: shapes}): `keys` of one rank stacked over steps in one
-    pass; a key whose shape changes (an activation of a last, smaller batch) as its steps'
-    values flattened one after another, with its shapes (int64 [steps, ndim]) beside them.
-    Before, such a key failed the whole export ("stack needs one shape")."""
-    try:
-        return trace.stack_many(keys, gsteps=gsteps, rank=rank), {}
-    except TraceError as error:
-        if "changes dtype or shape" not in str(error):
-            raise
-    stacked, shapes = {}, {}
-    for key in keys:  # Which changes: a pass per key, only for a trace that has one.
-        try:
-            stacked.update(trace.stack_many([key], gsteps=gsteps, rank=rank))
-            continue
-        except TraceError as error:
-            if "changes dtype or shape" not in str(error):
-                raise
-        steps, values = [], []
-        for record in trace.records(keys=[key], gsteps=gsteps, ranks=[rank]):
-            column = record.columns[key]
-            if column.nbytes:  # An empty column (trace_once's) is no step's value, as stack's.
-                steps.append(record.gstep)
-                values.append(column)
-        if len({v.dtype for v in values}) > 1 or len({v.ndim for v in values}) > 1:
-            raise ValueError(
-                f"key {key!r} changes dtype or rank between steps (from {values[0].dtype}"
-                f"{list(values[0].shape)}): npz export holds one per key; leave it out with --keys"
-            )
-        stacked[key] = (
-            np.asarray(steps, np.int64),
-            np.concatenate([v.ravel() for v in values]),
-        )
-        shapes[key] = np.asarray([v.shape for v in values], np.int64).reshape(len(values), -1)
-    return stacked, shapes
 
 
 @contextlib.contextmanager

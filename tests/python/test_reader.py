@@ -163,6 +163,49 @@ def test_stack_one_key_over_steps(tmp_path):
     assert w.flags.writeable  # A copy, owned by the caller.
 
 
+def test_stack_many_ragged_keeps_each_steps_shape(tmp_path):
+    """An activation of a last, smaller batch: stack names the shapes it met; a ragged
+    stack gives the steps flattened with their shapes (bfloat16 widened as always), and no
+    shapes for a key of one shape. A change of dtype or number of dimensions is still an
+    error."""
+    path = str(tmp_path / "train.trace.0.1")
+    bf16 = np.array([0x3F80, 0xC000, 0x4000, 0x3F80], dtype=np.uint16)  # 1, -2, 2, 1
+    recs = [
+        tm.record(g, [np.full((n, 2), g, np.float32), tm.column(bf16[:n], wire_dtype=tm.BFLOAT16)])
+        for g, n in ((0, 2), (1, 2), (2, 1))
+    ]
+    tm.write_file(path, ["act", "half"], recs)
+    trace = open_trace(path)
+    with pytest.raises(
+        ValueError, match=r"'act' changes dtype or shape at gstep 2.*float32\[1, 2\]"
+    ):
+        trace.stack("act")
+    stacked = trace.stack_many(["act", "half"], ragged=True)
+    steps, act, shapes = stacked["act"]
+    np.testing.assert_array_equal(steps, [0, 1, 2])
+    np.testing.assert_array_equal(shapes, [[2, 2], [2, 2], [1, 2]])
+    parts = np.split(act, np.cumsum(shapes.prod(1))[:-1])
+    assert [p.reshape(s).tolist() for p, s in zip(parts, shapes)] == [
+        np.full((n, 2), g).tolist() for g, n in ((0, 2), (1, 2), (2, 1))
+    ]
+    _, half, half_shapes = stacked["half"]
+    assert half.dtype == np.float32 and half.tolist() == [1, -2, 1, -2, 1]
+    np.testing.assert_array_equal(half_shapes, [[2], [2], [1]])
+    uniform = open_trace(str(tmp_path / "train.trace.0.1")).stack_many(
+        ["act"], gsteps=(0, 1), ragged=True
+    )
+    assert uniform["act"][2] is None and uniform["act"][1].shape == (2, 2, 2)
+    tm.write_file(
+        path,
+        ["act"],
+        [tm.record(0, [np.zeros((2, 2), np.float32)]), tm.record(1, [np.zeros(4, np.float32)])],
+    )
+    with pytest.raises(
+        ValueError, match=r"gstep 1.*float32\[2, 2\] to float32\[4\]; a ragged stack keeps"
+    ):
+        open_trace(path).stack_many(["act"], ragged=True)
+
+
 def test_stack_skips_empty_once_columns_and_needs_a_rank(tmp_path):
     d = str(tmp_path)
     once = np.arange(3, dtype=np.float32)

@@ -474,22 +474,27 @@ class Trace:
             values = np.zeros((0, _summary_width(descriptor)), dtype=np.float64)
         return key_steps, parse_summary(key, values, descriptor, self.path)
 
-    def stack_many(self, keys=None, gsteps=None, rank=None, raw=None):
+    def stack_many(self, keys=None, gsteps=None, rank=None, raw=None, ragged=False):
         """``stack`` for several keys (default all) in one pass over the files:
-        ``{key: (gsteps, values)}``."""
+        ``{key: (gsteps, values)}``. With ``ragged``, ``{key: (gsteps, values,
+        shapes)}``: a key whose shape changes between steps (an activation of a
+        last, smaller batch; its dtype and number of dimensions kept) comes as
+        its steps' values flattened one after another, with ``shapes`` int64
+        ``[steps, ndim]`` (``np.split(values, np.cumsum(shapes.prod(1))[:-1])``
+        gives them back); ``shapes`` is None for a key of one shape."""
         keys = list(self.keys if keys is None else keys)
         begin, end, steps = gstep_window(gsteps)
         raw = self.raw if raw is None else bool(raw)
-        results, torn_tails = self._reader.stack(keys, begin, end, steps, rank, raw)
+        results, torn_tails = self._reader.stack(keys, begin, end, steps, rank, raw, ragged)
         for torn in torn_tails:
             self._report_torn(torn)
         out = {}
-        for key, (key_steps, values, dtype) in zip(keys, results):
+        for key, (key_steps, values, dtype, shapes) in zip(keys, results):
             if dtype is not None:  # Newer than this reader: raw bytes.
                 self._report_unknown_dtype(self.path, dtype)
             if values is None:
                 values = np.zeros((0,), dtype=np.float32)
-            out[key] = (key_steps, values)
+            out[key] = (key_steps, values, shapes) if ragged else (key_steps, values)
         return out
 
     # --- checks ---------------------------------------------------------------

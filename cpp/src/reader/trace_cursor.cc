@@ -114,12 +114,18 @@ std::optional<uint64_t> ReadStartOffset(const TraceFile& file, const StepSelecti
   return std::max(covered, first);
 }
 
+size_t StackedKey::bytes() const {
+  if (!ragged()) return rows.size() * row_bytes();
+  size_t total = 0;
+  for (const absl::string_view row : rows) total += row.size();
+  return total;
+}
+
 void StackedKey::CopyRowsTo(char* out) const {
-  const size_t bytes = row_bytes();
-  if (bytes == 0) return;  // Also keeps memcpy away from null pointers.
   for (const absl::string_view row : rows) {
-    std::memcpy(out, row.data(), bytes);
-    out += bytes;
+    if (row.empty()) continue;  // Keeps memcpy away from null pointers.
+    std::memcpy(out, row.data(), row.size());
+    out += row.size();
   }
 }
 
@@ -337,7 +343,8 @@ TraceCursor TraceReader::Read(ReadOptions options) const {
 
 absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::string>> keys,
                                                const StepSelection& steps,
-                                               std::optional<int32_t> rank) const {
+                                               std::optional<int32_t> rank,
+                                               bool ragged) const {
   if (!rank) {
     const std::vector<int32_t> all = ranks();
     if (all.size() > 1) {
@@ -378,12 +385,20 @@ absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::st
         if (stacked.rows.empty()) {
           stacked.dtype = column.dtype;
           stacked.shape = shape;
-        } else if (column.dtype != stacked.dtype || shape != stacked.shape) {
+        } else if (column.dtype != stacked.dtype || shape.size() != stacked.shape.size() ||
+                   (shape != stacked.shape && !ragged)) {
           return absl::InvalidArgumentError(absl::StrCat(
               file->path(), ": key '", stacked.key, "' changes dtype or shape at gstep ",
-              record.gstep, " (byte offset ", record.offset,
-              "); stack needs one shape: read such a key record by record"));
+              record.gstep, " (byte offset ", record.offset, ") from ",
+              DTypeName(stacked.dtype), "[", absl::StrJoin(stacked.shape, ", "), "] to ",
+              DTypeName(column.dtype), "[", absl::StrJoin(shape, ", "), "]; ",
+              ragged ? "a ragged stack keeps one dtype and number of dimensions"
+                     : "stack needs one shape: read such a key record by record"));
         }
+        if (!stacked.ragged() && shape != stacked.shape) {  // The first change: every row so far.
+          stacked.row_shapes.assign(stacked.rows.size(), stacked.shape);
+        }
+        if (stacked.ragged()) stacked.row_shapes.push_back(shape);
         stacked.gsteps.push_back(record.gstep);
         stacked.rows.push_back(column.data);
       }

@@ -495,6 +495,22 @@ TEST_CASE("stack gathers keys over steps into one contiguous copy", "[reader]") 
     const std::string message(changed.status().message());
     CHECK(message.find(dir / "train.trace.0.2") != std::string::npos);
     CHECK(message.find("key 'once' changes dtype or shape at gstep 3") != std::string::npos);
+    CHECK(message.find("from float32[3] to float32[2]") != std::string::npos);
+  }
+  SECTION("a ragged stack keeps each row's shape where the shape changes") {
+    write(dir / "train.trace.0.2", {3, 4}, {2});
+    const TraceReader changed = MustOpenTrace(dir.path());
+    auto ragged = changed.Stack(std::vector<std::string>{"once", "w"}, {}, 0, /*ragged=*/true);
+    REQUIRE(ragged.ok());
+    const StackedKey& once = ragged->keys[0];
+    CHECK(once.gsteps == std::vector<int64_t>{0, 3});
+    CHECK(once.row_shapes == std::vector<Shape>{{3}, {2}});
+    REQUIRE(once.bytes() == 5 * sizeof(float));
+    std::vector<float> values(5);
+    once.CopyRowsTo(reinterpret_cast<char*>(values.data()));
+    CHECK(values == std::vector<float>(5, 7.0f));
+    CHECK_FALSE(ragged->keys[1].ragged());  // "w" keeps its shape: no shapes kept.
+    CHECK(ragged->keys[1].bytes() == 5 * 24);
   }
   SECTION("several ranks need a rank; a missing key names the file") {
     WriteSteps(dir / "train.trace.1.1", {0});

@@ -21,12 +21,17 @@ namespace xdl_trace {
 struct StackedKey {
   std::string key;
   DType dtype = DType::kFloat32;  // Of every row (when there are rows).
-  Shape shape;  // Of one row; [row bytes] for a dtype newer than this reader (raw bytes).
+  Shape shape;  // Of the first row; [row bytes] for a dtype newer than this reader (raw bytes).
   std::vector<int64_t> gsteps;
   std::vector<absl::string_view> rows;
+  // Each row's shape, where a ragged Stack met a key whose shape changes (an
+  // activation of a last, smaller batch); empty where every row has `shape`.
+  std::vector<Shape> row_shapes;
 
-  size_t row_bytes() const { return rows.empty() ? 0 : rows[0].size(); }
-  // Copies the rows back to back into `out` (rows.size() * row_bytes() bytes).
+  bool ragged() const { return !row_shapes.empty(); }
+  size_t row_bytes() const { return rows.empty() ? 0 : rows[0].size(); }  // Of the first row.
+  size_t bytes() const;  // Of every row.
+  // Copies the rows back to back into `out` (bytes() bytes).
   void CopyRowsTo(char* out) const;
 };
 

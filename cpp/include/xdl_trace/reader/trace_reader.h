@@ -77,10 +77,13 @@ class TraceReader {
   // selected steps of one rank (nullopt: the only rank; InvalidArgument when
   // there are several), in file order, leaving out empty (trace_once) columns.
   // A key whose dtype or shape changes is InvalidArgument naming the file,
-  // key, gstep and offset.
+  // key, gstep and offset; with `ragged`, a key whose shape changes but not
+  // its dtype or number of dimensions is gathered with each row's shape
+  // (StackedKey::row_shapes).
   absl::StatusOr<StackResult> Stack(std::optional<std::vector<std::string>> keys,
                                     const StepSelection& steps,
-                                    std::optional<int32_t> rank = std::nullopt) const;
+                                    std::optional<int32_t> rank = std::nullopt,
+                                    bool ragged = false) const;
 
   // The runs among files(), oldest first (by start time, then first file
   // index). A file's run is its Meta's run_id, else its Header's RunInfo; a
