@@ -343,8 +343,7 @@ TraceCursor TraceReader::Read(ReadOptions options) const {
 
 absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::string>> keys,
                                                const StepSelection& steps,
-                                               std::optional<int32_t> rank,
-                                               bool ragged) const {
+                                               std::optional<int32_t> rank, bool ragged) const {
   if (!rank) {
     const std::vector<int32_t> all = ranks();
     if (all.size() > 1) {
@@ -389,9 +388,9 @@ absl::StatusOr<StackResult> TraceReader::Stack(std::optional<std::vector<std::st
                    (shape != stacked.shape && !ragged)) {
           return absl::InvalidArgumentError(absl::StrCat(
               file->path(), ": key '", stacked.key, "' changes dtype or shape at gstep ",
-              record.gstep, " (byte offset ", record.offset, ") from ",
-              DTypeName(stacked.dtype), "[", absl::StrJoin(stacked.shape, ", "), "] to ",
-              DTypeName(column.dtype), "[", absl::StrJoin(shape, ", "), "]; ",
+              record.gstep, " (byte offset ", record.offset, ") from ", DTypeName(stacked.dtype),
+              "[", absl::StrJoin(stacked.shape, ", "), "] to ", DTypeName(column.dtype), "[",
+              absl::StrJoin(shape, ", "), "]; ",
               ragged ? "a ragged stack keeps one dtype and number of dimensions"
                      : "stack needs one shape: read such a key record by record"));
         }

@@ -30,7 +30,7 @@ struct StackedKey {
 
   bool ragged() const { return !row_shapes.empty(); }
   size_t row_bytes() const { return rows.empty() ? 0 : rows[0].size(); }  // Of the first row.
-  size_t bytes() const;  // Of every row.
+  size_t bytes() const;                                                   // Of every row.
   // Copies the rows back to back into `out` (bytes() bytes).
   void CopyRowsTo(char* out) const;
 };
