@@ -728,6 +728,13 @@ def _find_nan_configure(parser):
 def _find_nan(args):
     trace = _open(args)
     selection = _selection(args)
+    # The run's evaluation (test.* files beside it) is read as well: a NaN in the eval loss is
+    # a NaN in the run (it used to say "no NaN").
+    evaluation = None
+    if args.prefix == "train" and trace.run is not None:
+        evaluation = analysis.scan_evaluation(
+            args.path, trace.run, args.name, selection, series=False, histograms=False
+        )
     with Progress(trace.nbytes, "find-nan") as progress:
         scan = analysis.scan_run(
             args.path,
@@ -737,35 +744,48 @@ def _find_nan(args):
             histograms=False,
             on_progress=progress,
             selection=selection,
+            must_match=evaluation is None,  # --keys 'eval/*' selects its evaluation's.
         )
-    found = analysis.bad_values(scan, selection)
-    checked = len(scan.keys) - len(scan.unchecked)
+    found = [(b, "") for b in analysis.bad_values(scan, selection)]
+    scans = [scan]
+    if evaluation is not None:
+        scans.append(evaluation[0])
+        found += [(b, " (eval)") for b in analysis.bad_values(evaluation[0])]
+        found.sort(key=lambda pair: (pair[0].gstep, pair[0].rank, pair[1], pair[0].key))
+    unchecked = sum(len(s.unchecked) for s in scans)
     # What a histogram summary can say (issue 24 #11): its counts are of finite values only.
     unchecked = (
-        f"{len(scan.unchecked)} histogram key{'s' if len(scan.unchecked) != 1 else ''} not "
+        f"{unchecked} histogram key{'s' if unchecked != 1 else ''} not "
         'checked: a histogram summary counts finite values only (docs/format.md "Summary '
         'columns"); trace a stats summary to count NaN/Inf'
-        if scan.unchecked
+        if unchecked
         else ""
     )
     if args.json:
-        print(json.dumps([b.as_dict() for b in found], indent=2))
+        print(json.dumps([dict(b.as_dict(), eval=bool(where)) for b, where in found], indent=2))
         if unchecked:
             print(f"xdl-trace find-nan: note: {unchecked}", file=sys.stderr)
         return 1 if found else 0
     if not found:
-        print(f"no NaN or Inf in {checked} keys over {scan.total_records} records")
-    traced = _traced_gsteps(trace, found)
-    for b in found:
+        read = [(s, what) for s, what in zip(scans, ("", "eval ")) if s.keys]
         print(
-            f"{_shown(b.key)}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
+            "no NaN or Inf in "
+            + ", nor in ".join(
+                f"{len(s.keys) - len(s.unchecked)} {what}key(s) over {s.total_records} records"
+                for s, what in read or [(scan, "")]
+            )
+        )
+    traced = _traced_gsteps(trace, [b for b, where in found if not where])
+    for b, where in found:
+        print(
+            f"{_shown(b.key)}{where}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
             f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
-            + _clean_before(traced[b.rank], b.gstep)
+            + ("" if where else _clean_before(traced[b.rank], b.gstep))
         )
     if unchecked:
         print(unchecked)
     beside = _beside(trace.path, args.prefix, args.name)
-    if beside is not None:
+    if beside is not None and evaluation is None:
         print(
             f"not read: the {beside['records']} records of {beside['prefix']}.{args.name}.* beside"
             f" them (find-nan --prefix {beside['prefix']} reads those)"

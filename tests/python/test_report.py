@@ -770,9 +770,22 @@ def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_pat
     assert (
         "also here: eval files test.trace.* (4 run(s), 4 records): read them with --prefix test"
     ) in said
+    # find-nan reads the run's evaluation with it: a NaN in the eval accuracy is found (before:
+    # "no NaN", exit 0, and a line saying the eval files were not read).
     find_nan = [sys.executable, "-m", "xdl_trace", "find-nan", out]
-    said = subprocess.run(find_nan, capture_output=True, text=True, cwd=REPO, check=True).stdout
-    assert "not read: the 4 records of test.trace.* beside them (find-nan --prefix test" in said
+    found = subprocess.run(find_nan, capture_output=True, text=True, cwd=REPO)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert found.stdout.splitlines() == [
+        "eval/acc (eval): first at gstep 29 (rank 0, lstep 0): 1 NaN, 0 Inf; 1 record(s) affected"
+    ]
+    found = subprocess.run(find_nan + ["--json"], capture_output=True, text=True, cwd=REPO)
+    assert [(b["key"], b["gstep"], b["eval"]) for b in json.loads(found.stdout)] == [
+        ("eval/acc", 29, True)
+    ]
+    said = subprocess.run(
+        find_nan + ["--keys", "w,*loss"], capture_output=True, text=True, cwd=REPO, check=True
+    ).stdout
+    assert said.startswith("no NaN or Inf in 2 key(s) over 40 records, nor in 1 eval key(s) over 4")
     found = subprocess.run(
         find_nan + ["--prefix", "test", "--run", "all"], capture_output=True, text=True, cwd=REPO
     )

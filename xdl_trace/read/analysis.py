@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 
 from .. import _core, _names
-from . import gpu_steps, host_ranges
+from . import gpu_steps, host_ranges, trace_runs
 from .device_events import DeviceDataWarning, bad_data_message
 from .reader import STATS_FIELDS, TornTailWarning, UnknownDTypeWarning, open_trace
 from .selection import Selection
@@ -895,6 +895,27 @@ def find_nan(
         path, prefix=prefix, name=name, series=False, histograms=False, selection=selection
     )
     return [b.as_dict() for b in bad_values(scan, selection)]
+
+
+def scan_evaluation(path, run, name, selection, label=None, **options):
+    """(RunScan, Run or None) of the eval records beside the train Run `run` ("test" files its
+    process wrote, ``trace_runs.evaluation_of``), read with `selection`'s keys, gsteps and ranks
+    and ``scan_run``'s `options`; None when there are none, or when the selection takes none of
+    them."""
+    evaluation = trace_runs.evaluation_of(path, run, name)
+    if evaluation is None:
+        return None
+    which, chosen = evaluation
+    scan = scan_run(
+        path,
+        label=label,
+        prefix="test",
+        name=name,
+        selection=selection.replace(run=which),
+        must_match=False,
+        **options,
+    )
+    return (scan, chosen) if scan.ranks and (scan.keys or scan.digests) else None
 
 
 def bad_values(scan, selection=None):

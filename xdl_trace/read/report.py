@@ -362,7 +362,11 @@ def build_report(
         paths = [paths]
     scans, runs = [], []
     for p, label, chosen in _expand_runs(paths, selection.run, prefix, name):
-        evaluation = _evaluation(p, label, chosen, name, selection) if prefix == "train" else None
+        evaluation = (
+            analysis.scan_evaluation(p, chosen, name, selection, label=f"{label} · eval")
+            if prefix == "train"
+            else None
+        )
         scans.append(
             analysis.scan_run(
                 p,
@@ -384,25 +388,6 @@ def build_report(
     return model_of(scans, runs, prefix, name, selection=selection)
 
 
-def _evaluation(path, label, run, name, selection):
-    """(RunScan, Run or None) of the eval records beside the train run `run` ("test" files its
-    process wrote, ``trace_runs.evaluation_of``), labelled "<label> · eval"; None when there
-    are none, or when the selection takes none of them."""
-    evaluation = trace_runs.evaluation_of(path, run, name)
-    if evaluation is None:
-        return None
-    which, chosen = evaluation
-    scan = analysis.scan_run(
-        path,
-        label=f"{label} · eval",
-        prefix="test",
-        name=name,
-        selection=selection.replace(run=which),
-        must_match=False,
-    )
-    return (scan, chosen) if scan.ranks and (scan.keys or scan.digests) else None
-
-
 def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=None):
     """The report model of scanned runs (``analysis.RunScan``, with the ``Run`` each read, or
     None). writing: per scan, whether its writer is alive (``xdl-trace serve``, which follows
@@ -411,8 +396,9 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     for scan in scans:  # An evaluation is named after its run, as the metadata named that.
         if scan.evaluates is not None:
             scan.label = f"{scan.evaluates.label} · eval"
-    # The runs asked for; an eval scan beside one (``_evaluation``) has curves and alerts, but
-    # no step times, no comparison (its values differ from training's by design), no title.
+    # The runs asked for; an eval scan beside one (``analysis.scan_evaluation``) has curves and
+    # alerts, but no step times, no comparison (its values differ from training's by design),
+    # no title.
     main = [i for i, scan in enumerate(scans) if scan.prefix == prefix]
     several = {}  # path -> whether its directory holds other runs (for the title).
     for i in main:
