@@ -422,3 +422,100 @@ def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it
     xdl.clear()
     live.refresh()
     assert eval_gsteps() == [4, 9]
+
+
+# A training process that steps when told: each line on its stdin is a step; "nan" makes that
+# step's loss NaN; "more" adds named host ranges from that step on.
+_STEPPER = r"""
+import sys
+import numpy as np
+import xdl_trace as xdl
+out = sys.argv[1]
+loss = np.zeros((), np.float32)
+xdl.trace_tensor("loss", loss)
+names = [f"op{i}" for i in range(4)]
+with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False,
+                    "meta_interval_s": 0.1}) as hook:
+    for step, line in enumerate(sys.stdin):
+        if line.strip() == "more":
+            names += [f"op{i}" for i in range(4, 12)]
+        for name in names:
+            with xdl.host_range(name, "forward"):
+                pass
+        loss[...] = np.nan if line.strip() == "nan" else 1.0 / (1 + step)
+        hook.step(gstep=step)
+        print(step, flush=True)
+"""
+
+
+def test_serve_page_follows_the_headline_and_tables_as_the_run_writes(tmp_path, page):
+    """The live page's headline, host-time table (and GPU tables, the same path) follow the run
+    as its alerts do: a NaN written after the page opened is named in the headline, ranges that
+    begin later are rows of the table, and the order the user sorted it in and what they typed
+    in its search box are kept across updates. Before: they stayed as at page load."""
+    out = str(tmp_path / "run")
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _STEPPER, out],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    server = None
+
+    def step(line=""):
+        writer.stdin.write(line + "\n")
+        writer.stdin.flush()
+        return int(writer.stdout.readline())
+
+    try:
+        for _ in range(3):
+            step()
+        server = subprocess.Popen(
+            [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=REPO),
+        )
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/)", server.stdout.readline()).group(1)
+        page.open(url)
+        rows = "return [...document.querySelectorAll('#host-ranges tbody tr')]"
+        names = rows + ".map(r => r.cells[0].textContent)"
+        assert sorted(page.js(names)) == ["op0", "op1", "op2", "op3"]
+        assert page.js("return document.getElementById('headline-box').textContent") == ""
+        page.click("#host-ranges th:nth-child(1)")  # Sorted by name, descending next.
+        page.click("#host-ranges th:nth-child(1)")
+        assert page.js(names) == ["op3", "op2", "op1", "op0"]
+        step("more")
+        page.wait(rows + ".length == 12", timeout=30)
+        # Descending still: op9 first (a text sort), the new rows in their place.
+        assert page.js(names)[:3] == ["op9", "op8", "op7"]
+        page.type("#host-ranges .table-search", "op1")
+        visible = rows + ".filter(r => r.style.display != 'none').map(r => r.cells[0].textContent)"
+        assert page.js(visible) == ["op11", "op10", "op1"]
+        gstep = step("nan")
+        page.wait(
+            "return document.getElementById('headline-box').textContent"
+            f".indexOf('first non-finite at gstep {gstep}') >= 0",
+            timeout=30,
+        )
+        for _ in range(2):
+            step()
+        calls = page.js(rows + ".map(r => r.cells[2].textContent)")
+        page.wait(
+            rows + f".map(r => r.cells[2].textContent).join() != {calls!r}.join()", timeout=30
+        )
+        assert page.js(visible) == ["op11", "op10", "op1"]  # Its search kept after the update.
+        page.open("about:blank")
+        page.check()
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=30)
+        if server is not None:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()

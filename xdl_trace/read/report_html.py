@@ -22,6 +22,7 @@ __all__ = [
     "render_html",
     "runs_html",
     "alerts_html",
+    "sections_html",
     "model_from_page",
     "human_bytes",
     "pack_charts",
@@ -335,9 +336,11 @@ def _host_ranges(sections):
 def _gpu_html(sections):
     """The GPU section: per run, the summary of its steps, the kernel table and the host CUDA
     API table (blocking calls marked), after the charts that report.js draws."""
-    if not sections:
-        return ""
-    out = [_fill("gpu_heading")]
+    return _fill("gpu_heading", runs=_gpu_runs(sections)) if sections else ""
+
+
+def _gpu_runs(sections):
+    out = []
     for g in sections:
         p, launch = g["per_step"], g["launch"]
         kernel_rows = "".join(
@@ -548,6 +551,29 @@ def alerts_html(model):
     return _alerts_table(model["alerts"], len(model["runs"]) > 1)[0]
 
 
+def sections_html(model):
+    """What else of a model's page is a table that changes as a run is written (serve sends
+    them with each update): {element id: its inner HTML}."""
+    return {
+        "headline-box": _headline(model),
+        "host-ranges": _host_ranges(model.get("host_ranges", ())),
+        "gpu-runs": _gpu_runs(model["gpu"]),
+    }
+
+
+def _headline(model):
+    items = "".join(
+        _fill(
+            "headline_item",
+            severity=h["severity"],
+            tag=html.escape(h["tag"]),
+            text=html.escape(h["text"]),
+        )
+        for h in model.get("headline", ())
+    )
+    return _fill("headline", items=items) if items else ""
+
+
 # Cards whose charts travel in the page's main data block; the others' follow the scripts, one
 # block each, parsed when the card comes into view: the first charts draw before the browser
 # has read the rest of a large page (issue 32 #6).
@@ -697,18 +723,9 @@ def render_html(model, live=False, version=0):
     )
     bad_keys = {a["key"] for a in model["alerts"] if a["severity"] == "error"}
     cards = [_card(n, card, card["key"] in bad_keys) for n, card in enumerate(model["cards"])]
-    items = "".join(
-        _fill(
-            "headline_item",
-            severity=h["severity"],
-            tag=html.escape(h["tag"]),
-            text=html.escape(h["text"]),
-        )
-        for h in model.get("headline", ())
-    )
     return _fill(
         "page",
-        headline=_fill("headline", items=items) if items else "",
+        headline=_headline(model),
         title=html.escape(model["title"]),
         live="1" if live else "0",
         version=version,

@@ -226,6 +226,7 @@ class LiveReport:
             "model": index,
             "runs_html": report_html.runs_html(model),
             "alerts_html": report_html.alerts_html(model),
+            "sections_html": report_html.sections_html(model),
             "n_alerts": len(model["alerts"]),
             "state": state,
             "records": sum(r["records"] for r in model["runs"]),

@@ -2,7 +2,7 @@
 window.xdlLive = function (D, page) {
   var version = document.body.getAttribute('data-version');
   var note = document.getElementById('live-note');
-  var shownAlerts = null;  // The alerts table's HTML last put on the page.
+  var shown = {};  // Element id -> the HTML last put in it.
   function keysOf(model) {
     return model.cards.map(function (c) { return c.key; }).join('\n');
   }
@@ -33,22 +33,42 @@ window.xdlLive = function (D, page) {
     D.steps = model.steps; D.gpu_charts = model.gpu_charts; D.cards = model.cards;
     D.runs = model.runs; D.alerts = model.alerts;
     document.getElementById('runs-table').innerHTML = update.runs_html;
-    var alerts = document.getElementById('alerts-table');
-    if (update.alerts_html !== shownAlerts) {
-      // Replaced only when it changed; what the user typed in its search box is kept.
-      var typed = alerts.querySelector('.table-search');
-      var query = typed ? typed.value : '';
-      alerts.innerHTML = update.alerts_html;
-      shownAlerts = update.alerts_html;
-      page.enhanceTables(alerts);
-      var box = alerts.querySelector('.table-search');
-      if (box && query) {
-        box.value = query;
-        box.dispatchEvent(new Event('input'));
-      }
-    }
+    replace('alerts-table', update.alerts_html);
+    // The headline, the host-time tables and the GPU tables follow the run as the alerts do.
+    Object.keys(update.sections_html).forEach(function (id) {
+      replace(id, update.sections_html[id]);
+    });
     document.getElementById('n-alerts').textContent = String(update.n_alerts);
     page.extend();
+  }
+  // A table's element gets its new HTML only when it changed; the order the user sorted a
+  // table in and what they typed in its search box are kept (the n-th table of the element
+  // gets the n-th table's).
+  function replace(id, html) {
+    var el = document.getElementById(id);
+    if (!el || shown[id] === html) return;
+    var sorted = Array.prototype.map.call(el.querySelectorAll('table'), function (t) {
+      var head = t.querySelector('th[aria-sort]');
+      return head && {column: head.cellIndex, order: head.getAttribute('aria-sort')};
+    });
+    var typed = Array.prototype.map.call(el.querySelectorAll('.table-search'), function (b) {
+      return b.value;
+    });
+    el.innerHTML = html;
+    shown[id] = html;
+    page.enhanceTables(el);
+    el.querySelectorAll('table').forEach(function (t, i) {
+      var head = sorted[i] && t.tHead && t.tHead.rows[t.tHead.rows.length - 1].cells[sorted[i].column];
+      if (!head) return;
+      head.click();  // Sorts (report.js sortBy); a second click turns the order round.
+      if (head.getAttribute('aria-sort') !== sorted[i].order) head.click();
+    });
+    el.querySelectorAll('.table-search').forEach(function (box, i) {
+      if (typed[i]) {
+        box.value = typed[i];
+        box.dispatchEvent(new Event('input'));
+      }
+    });
   }
   function poll() {
     fetch('update?since=' + version, {cache: 'no-store'}).then(function (r) {
