@@ -643,6 +643,53 @@ def test_a_watched_gradient_s_card_gives_its_shape(tmp_path):
     assert cards["gradient/bias"].startswith("float32 [2] · stats · gradient")
 
 
+def _quantiles(x):
+    return np.quantile(x, [0.1, 0.5, 0.9])
+
+
+def test_a_user_summary_of_a_few_values_is_a_curve_per_value(tmp_path):
+    """summary=callable returning a few values (quantiles): one curve per element, named after
+    the function, the values it returned at each step; on two ranks a colour per rank and a dash
+    per element. Before: "mean ± std, min / max" and "l2 norm" of the three quantiles taken
+    together, drawn as if they were the tensor's. A wider output stays a tensor's charts."""
+    xdl.clear()
+    w = np.linspace(0, 1, 101, dtype=np.float32)
+    xdl.trace_variable("w", w, summary=_quantiles)
+    xdl.trace_tensor("wide", lambda: w[:20] * 2, summary=lambda x: x.astype(np.float64))
+    for rank in (0, 1):
+        config = {"output_dir": str(tmp_path), "fsync": False, "on_error": "raise", "rank": rank}
+        with xdl.TraceHook(config) as hook:
+            w[:] = np.linspace(0, 1, 101) * (1 + rank)
+            for _ in range(5):
+                hook.step()
+                w *= np.float32(0.5)
+    xdl.clear()
+    model = report.build_report([str(tmp_path)], run="all", ranks=[0])
+    (chart,) = _card(model, "w")["charts"]
+    assert chart["title"] == "values of _quantiles"
+    assert [s["label"] for s in chart["series"]] == [
+        "_quantiles[0]",
+        "_quantiles[1]",
+        "_quantiles[2]",
+    ]
+    want = np.quantile(np.linspace(0, 1, 101), [0.1, 0.5, 0.9])
+    for i, s in enumerate(chart["series"]):
+        got = _series(chart, s["label"])
+        assert got == pytest.approx({g: want[i] * 0.5**g for g in range(5)}, rel=1e-4)
+    assert [c["title"] for c in _card(model, "wide")["charts"]][:2] == [
+        "mean ± std, min / max",
+        "l2 norm",
+    ]
+    (chart,) = _card(report.build_report([str(tmp_path)], run="all"), "w")["charts"]
+    styles = {s["label"]: (s["color"], s["dash"]) for s in chart["series"]}
+    assert len(styles) == 6
+    assert styles["rank 0 _quantiles[1]"][0] == styles["rank 0 _quantiles[0]"][0]
+    assert styles["rank 0 _quantiles[1]"][0] != styles["rank 1 _quantiles[1]"][0]
+    assert styles["rank 1 _quantiles[0]"][1] != styles["rank 1 _quantiles[1]"][1]
+    got = _series(chart, "rank 1 _quantiles[2]")
+    assert got == pytest.approx({g: 2 * want[2] * 0.5**g for g in range(5)}, rel=1e-4)
+
+
 def _train_and_evaluate(out, steps=40, every=10, hook_per_eval=False, acc_nan_at=None):
     """A training hook (default scope) and its evaluation (scope "eval", is_training=False:
     test.* files): one long-lived eval hook, or a hook begun per evaluation with a fixed gstep

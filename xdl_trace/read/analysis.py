@@ -267,6 +267,9 @@ class RunScan:
     elements {key: max elements seen}; rows {key: records with a non-empty column};
     summary_histograms {key: (gsteps, values [s, len(SUMMARY_QUANTILES)])}: the percentiles of
     each "histogram" summary key's own bins over steps (first rank; ``_add_summary_histograms``);
+    summary_values {(key, rank): (gsteps, values [s, width])}: a user summary key's values (a
+    callable's output of at most SUMMARY_VALUES_WIDTH elements, each its own curve;
+    ``_add_summary_values``);
     device_events (``_core.DeviceEventTable``: the device tracers' events, Record field 5),
     device_dropped (events the tracers lost); host_ranges (``host_ranges.table``: host time by
     named range, a step); gpu: ``gpu_steps.summarize``'s dict (per-step
@@ -307,6 +310,7 @@ class RunScan:
         self.rows = {}  # key -> records with a non-empty column.
         self.frozen = set()  # Variables traced without their gradient: frozen (frozen_variables).
         self.summary_histograms = {}  # key -> (gsteps, quantiles [s, q]) of "histogram" keys.
+        self.summary_values = {}  # (key, rank) -> (gsteps, values [s, width]) of user summaries.
         self.device_events = _core.DeviceEventTable()
         self.device_dropped = 0
         self.gpu = None
@@ -527,6 +531,7 @@ def finish_scan(scan, path, prefix, name, selection, series=True):
     if not series:
         return
     _add_summary_histograms(scan, path, prefix, name, selection)
+    _add_summary_values(scan, path, prefix, name, selection)
     steps = {}
     for rank, parts in scan._step_calls.items():
         calls = np.concatenate(parts)
@@ -588,16 +593,56 @@ def _add_summary_histograms(scan, path, prefix, name, selection):
     )
     rank = scan.ranks[0]
     for key in keys:
-        gsteps = selection.gsteps
-        if scan.rows.get(key, 0) > SUMMARY_HISTOGRAM_STEPS:
-            lo, hi = scan.gstep_range
-            picks = np.unique(np.linspace(lo, hi, SUMMARY_HISTOGRAM_STEPS).round().astype(int))
-            gsteps = [int(g) for g in picks]
+        gsteps = _evenly_spaced(scan, key, selection)
         found, hist = trace.stack_summary(key, gsteps=gsteps, rank=rank)
         if len(found) == 0:
             continue
         values = histogram_percentiles(hist.edges, hist.counts, SUMMARY_QUANTILES)
         scan.summary_histograms[key] = (np.asarray(found), values)
+
+
+def _evenly_spaced(scan, key, selection):
+    """The gsteps of `key` to read again: the selection's, or SUMMARY_HISTOGRAM_STEPS of them
+    evenly spaced when the key has more records."""
+    if scan.rows.get(key, 0) <= SUMMARY_HISTOGRAM_STEPS:
+        return selection.gsteps
+    lo, hi = scan.gstep_range
+    picks = np.unique(np.linspace(lo, hi, SUMMARY_HISTOGRAM_STEPS).round().astype(int))
+    return [int(g) for g in picks]
+
+
+# A user summary (a callable's output) of at most this many elements is drawn as one curve per
+# element (quantiles, a few norms); a wider one as a tensor of its values.
+SUMMARY_VALUES_WIDTH = 8
+
+
+def _add_summary_values(scan, path, prefix, name, selection):
+    """The values of each user summary key of 1 < elements <= SUMMARY_VALUES_WIDTH, per rank:
+    at most SUMMARY_HISTOGRAM_STEPS records, evenly spaced over the selected gsteps (its stats
+    rows are of the summary's values taken together: their mean is no field of it). A key whose
+    width changes between steps is left as it is."""
+    keys = [
+        k
+        for k in scan.keys
+        if getattr(scan.schema.get(k), "kind", None) == "user_summary"
+        and 1 < scan.elements.get(k, 0) <= SUMMARY_VALUES_WIDTH
+    ]
+    if not keys or scan.gstep_range is None:
+        return
+    trace = open_trace(
+        path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
+    )
+    for key in keys:
+        gsteps = _evenly_spaced(scan, key, selection)
+        for rank in scan.ranks:
+            found, values, shapes = trace.stack_many([key], gsteps=gsteps, rank=rank, ragged=True)[
+                key
+            ]
+            if len(found) and shapes is None:
+                scan.summary_values[(key, rank)] = (
+                    np.asarray(found),
+                    np.asarray(values, np.float64).reshape(len(found), -1),
+                )
 
 
 def _histogram_group(files, selection, capacity):

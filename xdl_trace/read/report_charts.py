@@ -263,6 +263,10 @@ def key_charts(scans, key):
     charts = []
     if any(getattr(s.schema.get(key), "kind", None) == "histogram" for s in scans):
         return _summary_histogram_charts(scans, key)
+    if any(s.summary_values for s in scans):
+        values = _summary_value_charts(scans, key)
+        if values:
+            return values
     # Looked up per rank, never by a walk over every (key, rank): linear in keys (issue 24 #2).
     groups = _groups(scans, lambda s: {r for r in s.ranks if (key, r) in s.stats})
     if not groups:
@@ -395,6 +399,42 @@ def _learning_rate(scan, rank, x):
         values = np.where(at >= 0, mean[np.clip(at, 0, None), MEAN], np.nan)
         return key, values
     return None, None
+
+
+# Dashes that tell a summary's elements apart where colours tell runs and ranks apart.
+_ELEMENT_DASHES = (None, [6, 3], [2, 3], [8, 3, 2, 3])
+
+
+def _summary_value_charts(scans, key):
+    """A user summary key of a few elements (``analysis.SUMMARY_VALUES_WIDTH``): one curve per
+    element, named after the summary function ("q[0]", "q[1]", ...). Its stats would be of the
+    summary's values taken together, which no summary means (the mean of three quantiles)."""
+    groups = _groups(scans, lambda s: {r for r in s.ranks if (key, r) in s.summary_values})
+    if not groups:
+        return []
+    descriptor = groups[0][0].schema[key].descriptor or {}
+    function = (descriptor.get("summary_name") or "summary").rsplit(".", 1)[-1]
+    chart = Chart(
+        f"values of {function}",
+        "value",
+        note=f"{function}'s output, one curve per element ({function}[i])",
+    )
+    single = len(groups) == 1
+    values = []
+    for scan, rank, label, color in groups:
+        x, rows = scan.summary_values[(key, rank)]
+        for i in range(rows.shape[1]):
+            name = f"{function}[{i}]"
+            if single:  # One run and rank: a colour per element.
+                chart.line(x, rows[:, i], name, PALETTE[i % len(PALETTE)])
+            else:  # A colour per run or rank, a dash per element.
+                dash = _ELEMENT_DASHES[i % len(_ELEMENT_DASHES)]
+                chart.line(x, rows[:, i], f"{label} {name}", color, dash=dash)
+            values.append(rows[:, i])
+    chart.spec["log"] = _wants_log(*values) and all(
+        bool(np.nanmin(v) > 0) for v in values if np.isfinite(v).any()
+    )
+    return [chart.build()]
 
 
 def _summary_histogram_charts(scans, key):
