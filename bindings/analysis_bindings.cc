@@ -390,14 +390,14 @@ py::dict DeviceEventColumns(const internal::DeviceEventTable& table) {
 // A trace at `path` less the files at `excluded` (copies the Python reader set aside), narrowed
 // to run `run_id` when one is given, and to each rank's latest attempts unless `all_attempts`.
 TraceReader OpenRun(const std::string& path, const std::string& prefix, const std::string& name,
-                    const std::optional<std::string>& run_id, bool check_record_crc,
+                    const std::optional<std::vector<std::string>>& run_ids, bool check_record_crc,
                     const std::vector<std::string>& excluded, bool all_attempts) {
   FileOptions options;
   options.check_record_crc = check_record_crc;
   TraceReader reader =
       CallWithoutGil([&] { return TraceReader::Open(path, prefix, name, options); });
   reader = reader.Without(excluded);
-  if (run_id) reader = CallWithoutGil([&] { return reader.OfRun(*run_id); });
+  if (run_ids) reader = CallWithoutGil([&] { return reader.OfRuns(*run_ids); });
   if (!all_attempts) reader = CallWithoutGil([&] { return reader.LatestAttempts(); });
   return reader;
 }
@@ -449,8 +449,9 @@ py::dict RunDiffToDict(const internal::RunDiffResult& result) {
 
 // diff_runs(...) -> [dict]: internal::DiffRuns of rank_a of one trace against each of ranks_b of
 // another (or the same), a dict per rank (RunDiffToDict).
-py::list DiffRunsShim(const std::string& path_a, std::optional<std::string> run_a, int32_t rank_a,
-                      const std::string& path_b, std::optional<std::string> run_b,
+py::list DiffRunsShim(const std::string& path_a, std::optional<std::vector<std::string>> run_a,
+                      int32_t rank_a, const std::string& path_b,
+                      std::optional<std::vector<std::string>> run_b,
                       const std::vector<int32_t>& ranks_b, std::vector<std::string> keys,
                       std::optional<int64_t> begin, std::optional<int64_t> end,
                       std::optional<std::vector<int64_t>> steps, double rtol, double atol,

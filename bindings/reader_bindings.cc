@@ -623,14 +623,14 @@ void RegisterReaderBindings(py::module_& m) {
              return out;
            })
       .def(
-          "of_run",
-          [](const PyTraceReader& self, const std::string& run_id) {
-            TraceReader reader = ReadWithoutGil([&] { return self.reader.OfRun(run_id); });
+          "of_runs",
+          [](const PyTraceReader& self, const std::vector<std::string>& run_ids) {
+            TraceReader reader = ReadWithoutGil([&] { return self.reader.OfRuns(run_ids); });
             auto subset = std::make_shared<PyTraceReader>(PyTraceReader{reader, {}});
             subset->files.resize(reader.files().size());
             return subset;
           },
-          py::arg("run_id"))
+          py::arg("run_ids"))
       .def("latest_attempts",
            [](const PyTraceReader& self) {
              TraceReader reader = ReadWithoutGil([&] { return self.reader.LatestAttempts(); });

@@ -877,7 +877,13 @@ def _diff(args):
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
         return 0 if result.identical else 1
-    print(_diff_text(result, args.other is None))
+    if result.keys or result.evaluation is None:  # Else --keys took the evaluations' alone.
+        print(_diff_text(result, args.other is None) + "\n")
+    if result.evaluation is not None:
+        print(f"evaluations (test.{args.name}.* beside the runs):")
+        print(_diff_text(result.evaluation, False))
+    elif result.evaluation_only:
+        print(f"evaluation only in {result.evaluation_only} (test.{args.name}.*): not compared")
     return 0 if result.identical else 1
 
 
@@ -967,7 +973,7 @@ def _diff_text(result, ranks):
     steps = sum(s["compared"] for s in result.steps)
     bases = sorted({k.basis for k in result.keys if k.basis})
     how = " and ".join(bases) if bases else "nothing"
-    if result.identical:
+    if result.records_identical:
         lines.append(
             f"{'ranks agree' if ranks else 'identical'}: {len(compared)} key(s) over {steps} "
             f"step pair(s), compared by {how}"

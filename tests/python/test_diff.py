@@ -479,3 +479,81 @@ def test_ranks_are_compared_in_one_pass_over_rank_0(tmp_path):
         (0, 2, 10),
         (0, 3, 10),
     ]
+
+
+def write_trained_and_evaluated(out, eval_change_at=None, hook_per_eval=False, evaluate=True):
+    """A training hook (w, loss) and its evaluation (scope "eval", test.* files): one eval hook,
+    or a hook begun per evaluation (XDL's way: a run each). `eval_change_at`: the eval accuracy
+    of that gstep is off by 1e-6."""
+    xdl.clear()
+    w = np.zeros(8, np.float32)
+    xdl.trace_variable("w", w)
+    xdl.trace_value("acc", scope="eval")
+    config = {"output_dir": str(out), "on_error": "raise", "fsync": False}
+    one = (
+        None
+        if hook_per_eval or not evaluate
+        else xdl.TraceHook(config, is_training=False, scope="eval")
+    )
+    with xdl.TraceHook(config) as train:
+        for step in range(40):
+            w[:] = np.cos(np.arange(8) + step)
+            train.step(gstep=step)
+            if evaluate and step % 10 == 9:
+                acc = step / 40 + (1e-6 if step == eval_change_at else 0.0)
+                if hook_per_eval:
+                    with xdl.TraceHook(config, is_training=False, scope="eval", gstep=step) as h:
+                        h.step(values={"acc": acc})
+                else:
+                    one.step(gstep=step, values={"acc": acc})
+    if one is not None:
+        one.end()
+    xdl.clear()
+    return str(out)
+
+
+@pytest.mark.parametrize("hook_per_eval", [False, True], ids=["one_eval_hook", "hook_per_eval"])
+def test_two_runs_evaluations_are_compared_with_them(tmp_path, capsys, hook_per_eval):
+    """diff A B compares the runs' evaluations (test.* files beside each, paired as the report
+    pairs them) as well: training identical and an eval accuracy off at gstep 29 is a difference
+    (exit 1), named there; a run without one is said; --keys can take the evaluations' keys
+    alone; report A B draws the eval comparison as its own. Before: "identical", exit 0. A hook
+    begun per evaluation makes one run per evaluation, read together (TraceReader::OfRuns)."""
+    a = write_trained_and_evaluated(tmp_path / "a", hook_per_eval=hook_per_eval)
+    b = write_trained_and_evaluated(tmp_path / "b", 29, hook_per_eval=hook_per_eval)
+    same = write_trained_and_evaluated(tmp_path / "same", hook_per_eval=hook_per_eval)
+    result = xdl.diff(a, b)
+    assert result.records_identical and not result.identical
+    (acc,) = result.evaluation.keys
+    assert (acc.key, acc.first["gstep"], acc.steps_compared) == ("eval/acc", 29, 4)
+    assert result.as_dict()["evaluation"]["identical"] is False
+    assert cli.main(["diff", a, b]) == 1
+    said = capsys.readouterr().out
+    assert "identical: 1 key(s) over 40 step pair(s)" in said
+    assert "evaluations (test.trace.* beside the runs):" in said
+    assert said.rstrip().endswith("run B differs from run A from gstep 29 in eval/acc")
+    assert cli.main(["diff", a, same]) == 0
+    assert "identical: 1 key(s) over 4 step pair(s), compared by values" in capsys.readouterr().out
+    assert cli.main(["diff", a, b, "--keys", "eval/*"]) == 1
+    assert capsys.readouterr().out.startswith("evaluations (test.trace.* beside the runs):")
+    assert cli.main(["diff", a, b, "--keys", "w"]) == 0  # The evaluations hold no w.
+    untested = write_trained_and_evaluated(tmp_path / "untested", evaluate=False)
+    assert cli.main(["diff", a, untested]) == 1
+    assert "evaluation only in A (test.trace.*)" in capsys.readouterr().out
+
+    # A directory holding two runs, each with its evaluation: the latest one's alone is read
+    # (its eval runs' files, not the earlier run's: before, diff's C++ pass read every eval run
+    # of the directory when they were several).
+    twice = tmp_path / "twice"
+    write_trained_and_evaluated(twice, 19, hook_per_eval=hook_per_eval)
+    write_trained_and_evaluated(twice, hook_per_eval=hook_per_eval)
+    result = xdl.diff(a, str(twice), run_b="latest")
+    assert result.identical, result.as_dict()
+    assert result.evaluation.keys[0].steps_compared == 4
+
+    from xdl_trace.read import report
+
+    model = report.build_report([a, b])
+    texts = [h["text"] for h in model["headline"]]
+    assert "b vs a: the runs agree (1 keys compared by values)" in texts
+    assert "b · eval vs a · eval: the runs differ from gstep 29 in eval/acc" in texts

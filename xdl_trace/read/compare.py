@@ -41,6 +41,7 @@ import fnmatch
 import warnings
 
 from .. import _core, _names
+from . import trace_runs
 from .analysis import digested_key, is_digest, is_optimizer_setting
 from .reader import TornTailWarning, open_trace
 from .selection import Selection
@@ -104,6 +105,11 @@ class DiffResult:
     ranks_only_b: list
     bytes_read: int
     replicated: object = None  # Ranks: what chose the compared keys, in words; None for runs.
+    # Runs: their evaluations (test.* files beside each, trace_runs.evaluation_of) compared as a
+    # DiffResult of their own; evaluation_only "A" or "B" where one run has one, None where both
+    # or neither have.
+    evaluation: object = None
+    evaluation_only: object = None
 
     @property
     def differing(self):
@@ -111,6 +117,13 @@ class DiffResult:
 
     @property
     def identical(self):
+        return self.records_identical and not (
+            self.evaluation_only or (self.evaluation is not None and not self.evaluation.identical)
+        )
+
+    @property
+    def records_identical(self):
+        """Nothing differs in the records compared (their runs' evaluations aside)."""
         return not (
             self.differing
             or self.only_a
@@ -125,6 +138,8 @@ class DiffResult:
         or max_rel (a NaN on one side only; a difference from a 0 of A) is the string "inf"."""
         out = _json_safe(dataclasses.asdict(self))
         out["identical"] = self.identical
+        if self.evaluation is not None:
+            out["evaluation"]["identical"] = self.evaluation.identical
         return out
 
 
@@ -196,8 +211,8 @@ def _norm_column(key, column, schema):
     return key if column != key and getattr(schema[key], "kind", None) == "stats" else ""
 
 
-def _run_id(trace):
-    return None if trace.run is None else trace.run.id
+def _run_ids(trace):
+    return None if trace.run_ids is None else list(trace.run_ids)
 
 
 def diff(
@@ -223,7 +238,11 @@ def diff(
     ``Selection``; rtol/atol: a tolerance (both 0: exact); per_rank: globs of keys that
     legitimately differ per rank (the rank comparison leaves them out; see the module
     docstring); run/run_b: which run of each directory (as ``open_trace``; run_b defaults to
-    run); attempts: of a restarted run, "latest" (None) or "all" (as ``open_trace``)."""
+    run); attempts: of a restarted run, "latest" (None) or "all" (as ``open_trace``).
+
+    Two training runs (prefix "train") whose directories hold their evaluations (test.* files
+    their processes wrote, as the report pairs them) have those compared too, with the same
+    selection: ``DiffResult.evaluation``. `keys` must match a key of either."""
     sel = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run, attempts=attempts)
     if rtol < 0 or atol < 0:
         raise ValueError(f"rtol and atol must be >= 0, not {rtol} and {atol}")
@@ -234,6 +253,52 @@ def diff(
         if same
         else open_trace(b, prefix=prefix, name=name, run=run_b or sel.run, attempts=sel.attempts)
     )
+    pair = None if same or prefix != "train" else _evaluations(trace_a, trace_b, name)
+    evaluation = None
+    if pair is not None and None not in pair:
+        evaluation = _diff_traces(
+            open_trace(a, prefix="test", name=name, run=pair[0], attempts=sel.attempts),
+            open_trace(b, prefix="test", name=name, run=pair[1], attempts=sel.attempts),
+            sel,
+            rtol,
+            atol,
+            per_rank,
+            "test",
+            name,
+            must_match=False,
+        )
+    result = _diff_traces(
+        trace_a,
+        trace_b,
+        sel,
+        rtol,
+        atol,
+        per_rank,
+        prefix,
+        name,
+        must_match=evaluation is None or not evaluation.keys,
+    )
+    result.evaluation = evaluation if evaluation is not None and evaluation.keys else None
+    if pair is not None and (pair[0] is None) != (pair[1] is None):
+        result.evaluation_only = "A" if pair[1] is None else "B"
+    return result
+
+
+def _evaluations(trace_a, trace_b, name):
+    """(A's, B's) evaluation runs (``open_trace``'s run: an id or a tuple of them; None for a
+    run without one) of two training traces; None when neither has one."""
+    found = []
+    for trace in (trace_a, trace_b):
+        paired = trace_runs.evaluation_of(trace.path, trace.run, name)
+        found.append(None if paired is None else paired[0])
+    return None if found == [None, None] else tuple(found)
+
+
+def _diff_traces(trace_a, trace_b, sel, rtol, atol, per_rank, prefix, name, must_match=True):
+    """``diff`` of two opened traces (the same one: its ranks). must_match=False: key patterns
+    or gsteps that select nothing give a result without keys, not an error (an evaluation whose
+    keys the selection leaves out)."""
+    same = trace_b is trace_a
     schema_a, schema_b = trace_a.schema(), trace_b.schema()
     companions_a, companions_b = _companions(schema_a), _companions(schema_b)
     folded = set(companions_a.values()) | set(companions_b.values())
@@ -255,7 +320,7 @@ def diff(
     wanted_a, wanted_b = wanted(schema_a, companions_a), wanted(schema_b, companions_b)
     # A selection that holds nothing is an error (a typo is not "identical"), naming the runs.
     where = trace_a.path if same else f"{trace_a.path} and {trace_b.path}"
-    if patterns is not None and not wanted_a and not wanted_b:
+    if patterns is not None and not wanted_a and not wanted_b and must_match:
         keys = ", ".join(dict.fromkeys(list(schema_a) + list(schema_b)))
         raise KeyError(f"{where}: no key matches {sel.keys!r} (keys: {keys})")
     only_a = [k for k in wanted_a if k not in schema_b]
@@ -312,10 +377,10 @@ def diff(
     for rank_a, ranks_b in calls:
         found = _core.diff_runs(
             trace_a.path,
-            _run_id(trace_a),
+            _run_ids(trace_a),
             rank_a,
             trace_b.path,
-            _run_id(trace_b),
+            _run_ids(trace_b),
             ranks_b,
             columns_a,
             begin,
@@ -368,8 +433,10 @@ def diff(
                     structural_gstep=k["structural_gstep"] if k["structural"] else None,
                 )
             )
-    if sel.gsteps is not None and not any(
-        r["compared"] or r["only_a"] or r["only_b"] for r in step_rows
+    if (
+        sel.gsteps is not None
+        and must_match
+        and not any(r["compared"] or r["only_a"] or r["only_b"] for r in step_rows)
     ):
         raise ValueError(f"{where}: no record in the gsteps selected: {sel.gsteps!r}")
     # Of the keys parting at one gstep, an optimizer's setting first: it explains the rest.

@@ -337,6 +337,11 @@ class Trace:
         # failed by verify().
         self.copies = copies
         self._reader, self.run, self.runs = trace_runs.select_run(reader, path, run, attempts)
+        # The ids of the runs read (None: every run), for a reader that opens the files again
+        # (diff's C++ pass).
+        self.run_ids = (
+            (self.run.id,) if self.run is not None else run if isinstance(run, tuple) else None
+        )
         self.attempts = attempts_of(attempts)
         self.files = [
             TraceFileInfo(*info, _open=functools.partial(self._reader.file, i))

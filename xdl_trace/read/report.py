@@ -283,10 +283,20 @@ def _differences(scans, runs, selection, prefix, name):
             headline_item, alerts = comparison_failed(label, what, error)
             out.append({"headline": headline_item, "alerts": alerts, "diff": None, "charts": []})
             return
-        headline_item, alerts = agreement_alerts(result, label, what)
-        diff = dict(result.as_dict(), label=label, what=what)
-        charts = report_charts.divergence_charts(result, label, what)
-        out.append({"headline": headline_item, "alerts": alerts, "diff": diff, "charts": charts})
+        # Two runs' evaluations (compare.diff pairs them) are a comparison of their own.
+        compared = [(result, label)]
+        if result.evaluation is not None:
+            compared.append(
+                (result.evaluation, f"{scans[b].label} · eval vs {scans[a].label} · eval")
+            )
+        for one, named in compared:
+            headline_item, alerts = agreement_alerts(one, named, what)
+            diff = dict(one.as_dict(), label=named, what=what)
+            diff.pop("evaluation", None)  # Drawn as its own comparison.
+            charts = report_charts.divergence_charts(one, named, what)
+            out.append(
+                {"headline": headline_item, "alerts": alerts, "diff": diff, "charts": charts}
+            )
 
     for i, scan in enumerate(scans):
         if len(scan.ranks) > 1:

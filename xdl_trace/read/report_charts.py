@@ -407,7 +407,7 @@ _ELEMENT_DASHES = (None, [6, 3], [2, 3], [8, 3, 2, 3])
 
 def _summary_value_charts(scans, key):
     """A user summary key of a few elements (``analysis.SUMMARY_VALUES_WIDTH``): one curve per
-    element, named after the summary function ("q[0]", "q[1]", ...). Its stats would be of the
+    element, named after the summary callable: "q[0]", "q[1]", ... Its stats would be of the
     summary's values taken together, which no summary means (the mean of three quantiles)."""
     groups = _groups(scans, lambda s: {r for r in s.ranks if (key, r) in s.summary_values})
     if not groups:

@@ -309,11 +309,8 @@ def select_run(reader, path, run, attempts="latest"):
         superseded."""
         if chosen is None or len(chosen) == len(every):
             narrowed = reader
-        elif len(chosen) == 1:
-            narrowed = reader.of_run(chosen[0].id)
-        else:  # Several runs together: the others' files left out.
-            keep = {i for r in chosen for i in r.file_indices}
-            narrowed = reader.without([f[0] for i, f in enumerate(reader.files) if i not in keep])
+        else:
+            narrowed = reader.of_runs([r.id for r in chosen])
         return narrowed.latest_attempts() if latest else narrowed
 
     if run == "all":

@@ -247,8 +247,11 @@ absl::StatusOr<std::vector<RunSummary>> TraceReader::Runs() const {
   return runs;
 }
 
-absl::StatusOr<TraceReader> TraceReader::OfRun(absl::string_view run_id) const {
-  XDL_ASSIGN_OR_RETURN(const std::vector<RunSummary> runs, Runs());
+namespace {
+
+// The run of `runs` named `run_id` (its id, or a prefix of exactly one).
+absl::StatusOr<const RunSummary*> MatchRun(const std::vector<RunSummary>& runs,
+                                           absl::string_view run_id) {
   const RunSummary* match = nullptr;
   std::vector<const RunSummary*> prefixed;
   for (const RunSummary& run : runs) {
@@ -264,7 +267,23 @@ absl::StatusOr<TraceReader> TraceReader::OfRun(absl::string_view run_id) const {
     return absl::NotFoundError(
         absl::StrCat("no run '", run_id, "' in this trace; its runs: ", DescribeRuns(runs)));
   }
-  return Subset(match->files);
+  return match;
+}
+
+}  // namespace
+
+absl::StatusOr<TraceReader> TraceReader::OfRun(absl::string_view run_id) const {
+  return OfRuns({std::string(run_id)});
+}
+
+absl::StatusOr<TraceReader> TraceReader::OfRuns(const std::vector<std::string>& run_ids) const {
+  XDL_ASSIGN_OR_RETURN(const std::vector<RunSummary> runs, Runs());
+  std::set<size_t> kept;
+  for (const std::string& run_id : run_ids) {
+    XDL_ASSIGN_OR_RETURN(const RunSummary* run, MatchRun(runs, run_id));
+    kept.insert(run->files.begin(), run->files.end());
+  }
+  return Subset(std::vector<size_t>(kept.begin(), kept.end()));
 }
 
 absl::StatusOr<TraceReader> TraceReader::LatestAttempts() const {

@@ -107,6 +107,15 @@ TEST_CASE("Runs groups files by run id, oldest first, with each rank's RunInfo",
   REQUIRE(!missing.ok());
   CHECK(missing.status().code() == absl::StatusCode::kNotFound);
   CHECK(std::string(missing.status().message()).find("aaaa-old") != std::string::npos);
+
+  auto both = reader->OfRuns({"bbbb", "aaaa-old"});  // Read together, in files() order.
+  REQUIRE(both.ok());
+  REQUIRE(both->files().size() == reader->files().size());
+  for (size_t i = 0; i < both->files().size(); ++i) {
+    CHECK(both->files()[i].path == reader->files()[i].path);
+  }
+  auto one_missing = reader->OfRuns({"bbbb", "cccc"});
+  CHECK(one_missing.status().code() == absl::StatusCode::kNotFound);
 }
 
 TEST_CASE("a data file without Meta or RunInfo is in the run without an id", "[runs]") {

@@ -98,6 +98,9 @@ class TraceReader {
   // exactly one). NotFound naming the runs there are when none matches,
   // InvalidArgument when a prefix matches several.
   absl::StatusOr<TraceReader> OfRun(absl::string_view run_id) const;
+  // A reader over the files of several runs read together (a run's eval
+  // hooks, each a run of its own), in files() order; errors as OfRun's.
+  absl::StatusOr<TraceReader> OfRuns(const std::vector<std::string>& run_ids) const;
   // A reader over the same files that leaves out what a restarted job wrote
   // twice: in each run written by several attempts of a rank (a restart under
   // the same run id, RunSummary::attempts), an attempt's records at or after
