@@ -728,30 +728,12 @@ def _find_nan_configure(parser):
 def _find_nan(args):
     trace = _open(args)
     selection = _selection(args)
-    # The run's evaluation (test.* files beside it) is read as well: a NaN in the eval loss is
-    # a NaN in the run (it used to say "no NaN").
-    evaluation = None
-    if args.prefix == "train" and trace.run is not None:
-        evaluation = analysis.scan_evaluation(
-            args.path, trace.run, args.name, selection, series=False, histograms=False
-        )
     with Progress(trace.nbytes, "find-nan") as progress:
-        scan = analysis.scan_run(
-            args.path,
-            prefix=args.prefix,
-            name=args.name,
-            series=False,
-            histograms=False,
-            on_progress=progress,
-            selection=selection,
-            must_match=evaluation is None,  # --keys 'eval/*' selects its evaluation's.
+        scan, evaluation = analysis.nan_scans(
+            args.path, args.prefix, args.name, selection, on_progress=progress
         )
-    found = [(b, "") for b in analysis.bad_values(scan, selection)]
-    scans = [scan]
-    if evaluation is not None:
-        scans.append(evaluation[0])
-        found += [(b, " (eval)") for b in analysis.bad_values(evaluation[0])]
-        found.sort(key=lambda pair: (pair[0].gstep, pair[0].rank, pair[1], pair[0].key))
+    found = analysis.first_bad_values(scan, evaluation, selection)  # [(BadValue, of eval)]
+    scans = [scan] if evaluation is None else [scan, evaluation]
     unchecked = sum(len(s.unchecked) for s in scans)
     # What a histogram summary can say (issue 24 #11): its counts are of finite values only.
     unchecked = (
@@ -762,7 +744,7 @@ def _find_nan(args):
         else ""
     )
     if args.json:
-        print(json.dumps([dict(b.as_dict(), eval=bool(where)) for b, where in found], indent=2))
+        print(json.dumps([dict(b.as_dict(), eval=evaluated) for b, evaluated in found], indent=2))
         if unchecked:
             print(f"xdl-trace find-nan: note: {unchecked}", file=sys.stderr)
         return 1 if found else 0
@@ -771,16 +753,16 @@ def _find_nan(args):
         print(
             "no NaN or Inf in "
             + ", nor in ".join(
-                f"{len(s.keys) - len(s.unchecked)} {what}key(s) over {s.total_records} records"
+                f"{len(s.keys) - len(s.unchecked)} {what}keys over {s.total_records} records"
                 for s, what in read or [(scan, "")]
             )
         )
-    traced = _traced_gsteps(trace, [b for b, where in found if not where])
-    for b, where in found:
+    traced = _traced_gsteps(trace, [b for b, evaluated in found if not evaluated])
+    for b, evaluated in found:
         print(
-            f"{_shown(b.key)}{where}: first at gstep {b.gstep} (rank {b.rank}, lstep {b.lstep}): "
-            f"{b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
-            + ("" if where else _clean_before(traced[b.rank], b.gstep))
+            f"{_shown(b.key)}{' (eval)' if evaluated else ''}: first at gstep {b.gstep} (rank "
+            f"{b.rank}, lstep {b.lstep}): {b.nan} NaN, {b.inf} Inf; {b.records} record(s) affected"
+            + ("" if evaluated else _clean_before(traced[b.rank], b.gstep))
         )
     if unchecked:
         print(unchecked)

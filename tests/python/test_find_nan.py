@@ -99,8 +99,8 @@ def test_find_nan_reports_the_first_bad_record_per_key(tmp_path):
     _write(out, 0, 20, fill, gstep_offset=100)
     found = xdl.find_nan(out)
     assert found == [
-        {"key": "w", "rank": 0, "gstep": 107, "lstep": 7, "nan": 1, "inf": 1},
-        {"key": "h", "rank": 0, "gstep": 112, "lstep": 12, "nan": 0, "inf": 2},
+        {"key": "w", "rank": 0, "gstep": 107, "lstep": 7, "nan": 1, "inf": 1, "eval": False},
+        {"key": "h", "rank": 0, "gstep": 112, "lstep": 12, "nan": 0, "inf": 2, "eval": False},
     ]
     scan = analysis.scan_run(out, series=False, histograms=False)
     assert scan.first_bad["w"].records == 1
@@ -112,7 +112,7 @@ def test_find_nan_takes_the_earliest_gstep_across_ranks(tmp_path):
     _write(out, 0, 15, lambda s, w, h: w.__setitem__((0, 0), np.nan) if s == 9 else None)
     _write(out, 1, 15, lambda s, w, h: w.__setitem__((2, 3), np.nan) if s >= 4 else None)
     assert xdl.find_nan(out) == [
-        {"key": "w", "rank": 1, "gstep": 4, "lstep": 4, "nan": 1, "inf": 0}
+        {"key": "w", "rank": 1, "gstep": 4, "lstep": 4, "nan": 1, "inf": 0, "eval": False}
     ]
     assert xdl.find_nan(out, ranks=[0])[0]["gstep"] == 9
     assert xdl.find_nan(out, gsteps=(0, 3)) == []
@@ -134,7 +134,7 @@ def test_find_nan_command_exit_status_and_json(tmp_path):
     result = run(bad, "--json")
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout) == [
-        {"key": "w", "rank": 0, "gstep": 3, "lstep": 3, "nan": 1, "inf": 0}
+        {"key": "w", "rank": 0, "gstep": 3, "lstep": 3, "nan": 1, "inf": 0, "eval": False}
     ]
     text = run(bad)
     assert text.returncode == 1
@@ -165,7 +165,7 @@ def test_find_nan_skips_empty_columns(tmp_path):
         for _ in range(4):
             hook.step()
     assert xdl.find_nan(out) == [
-        {"key": "config", "rank": 0, "gstep": 0, "lstep": 0, "nan": 1, "inf": 0}
+        {"key": "config", "rank": 0, "gstep": 0, "lstep": 0, "nan": 1, "inf": 0, "eval": False}
     ]
 
 

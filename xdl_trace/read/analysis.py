@@ -932,14 +932,48 @@ def find_nan(
     path, prefix="train", name="trace", keys=None, gsteps=None, ranks=None, run=None, selection=None
 ):
     """The first NaN/Inf of each key, from full tensors: a list of dicts with ``key``, ``rank``,
-    ``gstep``, ``lstep`` (of the first record holding one; earliest gstep, then lowest rank) and
-    ``nan``, ``inf`` (how many elements of that record), ordered by gstep then key. Empty when
+    ``gstep``, ``lstep`` (of the first record holding one; earliest gstep, then lowest rank),
+    ``nan``, ``inf`` (how many elements of that record) and ``eval`` (a key of the run's
+    evaluation, read with a training run: ``nan_scans``), ordered by gstep then key. Empty when
     the run is clean. selection and keys, gsteps, ranks, run: as ``scan_run``."""
     selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
-    scan = scan_run(
-        path, prefix=prefix, name=name, series=False, histograms=False, selection=selection
+    scans = nan_scans(path, prefix, name, selection)
+    return [
+        dict(b.as_dict(), eval=evaluated) for b, evaluated in first_bad_values(*scans, selection)
+    ]
+
+
+def nan_scans(path, prefix, name, selection, on_progress=None):
+    """(scan, its evaluation's scan or None): what find-nan reads, without curves: the run and,
+    for a training run, its evaluation (``scan_evaluation``: a NaN in the eval loss is a NaN of
+    the run). Key patterns must match a key of either."""
+    trace = open_trace(
+        path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
     )
-    return [b.as_dict() for b in bad_values(scan, selection)]
+    evaluation = None
+    if prefix == "train" and trace.run is not None:
+        found = scan_evaluation(path, trace.run, name, selection, series=False, histograms=False)
+        evaluation = None if found is None else found[0]
+    scan = scan_run(
+        path,
+        prefix=prefix,
+        name=name,
+        series=False,
+        histograms=False,
+        on_progress=on_progress,
+        selection=selection,
+        must_match=evaluation is None,  # --keys 'eval/*' selects its evaluation's.
+    )
+    return scan, evaluation
+
+
+def first_bad_values(scan, evaluation, selection=None):
+    """[(BadValue, whether of the evaluation)] of ``nan_scans``, by gstep, then rank, the run's
+    before its evaluation's, then key."""
+    found = [(b, False) for b in bad_values(scan, selection)]
+    if evaluation is not None:
+        found += [(b, True) for b in bad_values(evaluation)]
+    return sorted(found, key=lambda pair: (pair[0].gstep, pair[0].rank, pair[1], pair[0].key))
 
 
 def scan_evaluation(path, run, name, selection, label=None, **options):
