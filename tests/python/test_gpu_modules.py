@@ -191,6 +191,44 @@ def test_each_op_goes_to_the_innermost_range_of_its_launch_thread():
     assert sum(r["kernels"] for r in rows.values()) == len(ops)
 
 
+def _innermost_by_hand(starts, ends, at):
+    """The reference: for each time, of the ranges holding it, the one begun last (of two begun
+    together, the shorter)."""
+    out = []
+    for t in at:
+        holding = [i for i in range(len(starts)) if starts[i] <= t <= ends[i]]
+        out.append(max(holding, key=lambda i: (starts[i], -ends[i])) if holding else -1)
+    return out
+
+
+@pytest.mark.parametrize("overlapping", [False, True], ids=["nested", "overlapping"])
+def test_the_innermost_range_of_many_matches_a_search_by_hand(overlapping):
+    """gpu_steps._innermost over 2,000 random ranges of a thread, nested and touching, or one
+    overlapping its parent without nesting (a leaf module's backward mark outliving it): each
+    time goes to the range begun last of those holding it, as a search by hand says."""
+    rng = np.random.default_rng(3)
+    starts, ends = [], []
+
+    def nest(lo, hi, depth):  # Children one after another inside [lo, hi], some touching.
+        t = lo
+        while depth < 4 and hi - t > 8 and len(starts) < 2000:
+            a = t + int(rng.integers(0, 3))
+            b = a + int(rng.integers(1, max(2, (hi - a) // 3)))
+            starts.append(a)
+            ends.append(b)
+            nest(a, b, depth + 1)
+            t = b
+
+    nest(0, 1_000_000, 0)
+    assert len(starts) == 2000
+    starts, ends = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
+    if overlapping:  # A leaf's range that outlives its parent's.
+        ends[5] = ends[5] + 10_000
+    at = rng.integers(0, 1_000_000, 3000)
+    want = _innermost_by_hand(starts.tolist(), ends.tolist(), at.tolist())
+    assert gpu_steps._innermost(starts, ends, at).tolist() == want
+
+
 def _synthetic_run(tmp_path, rate=40_000, plugin_config=""):
     if not os.path.exists(SYNTHETIC):
         pytest.skip(f"SKIPPED: {SYNTHETIC} is not built (make build)")
