@@ -684,3 +684,52 @@ def test_a_scope_written_with_a_trailing_slash_is_that_scope(cfg):
     with xdl.TraceHook(cfg, scope="eval/") as hook:
         hook.step()
     assert xdl.open_trace(cfg["output_dir"]).keys == ["eval/acc"]
+
+
+def test_an_eval_hook_given_no_gstep_stamps_the_training_step_it_evaluates(tmp_path):
+    """README's eval hook, stepped after each evaluation with no gstep: its records carry the
+    gstep of the training run of this process in that directory (19, 39, 59), several eval
+    batches one gstep without a "gstep repeats" warning; before: 0, 1, 2, drawn at the start of
+    the training axis. A given gstep wins; before the training run's first step, or in a
+    directory no training hook writes, the local count as before; a new training run begins
+    without the previous run's step."""
+    out = str(tmp_path / "run")
+    xdl.clear()
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # No "gstep repeats" warning.
+        with xdl.TraceHook(config) as train, xdl.TraceHook(
+            config, is_training=False, scope="eval"
+        ) as evaluate:
+            evaluate.step(values={"acc": 0.0})  # Before any training step: lstep 0.
+            for step in range(60):
+                train.step(gstep=1000 + step if step >= 50 else step, values={"loss": 1.0})
+                if step % 20 == 19:
+                    for batch in range(2):  # Two eval batches, one gstep.
+                        evaluate.step(values={"acc": step + batch / 10})
+            evaluate.step(gstep=7, values={"acc": 7.0})  # Given: it wins.
+    trace = xdl.open_trace(out).evaluation()
+    got = [(r.gstep, r.lstep, float(r.columns["eval/acc"])) for r in trace.records()]
+    assert sorted(got) == sorted(
+        [(0, 0, 0.0), (19, 1, 19.0), (19, 2, 19.1), (39, 3, 39.0), (39, 4, 39.1)]
+        + [(1059, 5, 59.0), (1059, 6, 59.1), (7, 7, 7.0)]
+    )
+    # A second training run into the directory: its evaluation before its first step is not
+    # stamped with the first run's last gstep.
+    with xdl.TraceHook(config) as train, xdl.TraceHook(
+        config, is_training=False, scope="eval"
+    ) as evaluate:
+        evaluate.step(values={"acc": 1.0})
+        train.step(values={"loss": 1.0})
+    second = xdl.open_trace(out, run="latest").evaluation()
+    assert [r.gstep for r in second.records()] == [0]
+    elsewhere = str(tmp_path / "elsewhere")  # No training hook writes there.
+    with xdl.TraceHook(
+        dict(config, output_dir=elsewhere), is_training=False, scope="eval"
+    ) as evaluate:
+        for _ in range(2):
+            evaluate.step(values={"acc": 1.0})
+    assert [r.gstep for r in xdl.open_trace(elsewhere, prefix="test").records()] == [0, 1]
+    xdl.clear()

@@ -321,6 +321,7 @@ class Trace:
     ):
         path = os.fspath(path)
         self.raw = bool(raw)  # Default for records/stack: keep bfloat16 bits.
+        self.verify_checksums = verify_checksums
         self._descriptors = {}  # file index -> {key: descriptor} or None.
         if path.startswith("file://"):
             path = path[len("file://") :]
@@ -358,6 +359,27 @@ class Trace:
 
     def files_of_rank(self, rank):
         return [f for f in self.files if f.rank == rank]
+
+    def evaluation(self):
+        """The eval records of this training run (``TraceHook(is_training=False)``'s test.*
+        files its processes wrote, paired as the report pairs them,
+        ``trace_runs.evaluation_of``) as a Trace read the same way (several eval runs, a hook
+        begun per evaluation, read together); None when it has none, or when this trace is no
+        one training run (test files, run="all" over several)."""
+        if self.prefix != "train" or self.run is None:
+            return None
+        found = trace_runs.evaluation_of(self.path, self.run, self.name)
+        if found is None:
+            return None
+        return Trace(
+            self.path,
+            prefix="test",
+            name=self.name,
+            raw=self.raw,
+            run=found[0],
+            verify_checksums=self.verify_checksums,
+            attempts=self.attempts,
+        )
 
     def schema(self):
         """``{key: ColumnSchema}`` from the first record: a ``(dtype name, shape)``

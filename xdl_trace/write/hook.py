@@ -439,6 +439,7 @@ class TraceHook:
         self._forked = False  # Began in a parent process: the tracer is the parent's.
         self._pending_gstep = None
         self._last_gstep = None  # The gstep of the previous step() (item 8 of issue 34).
+        self._gstep_key = None  # _run.gstep_key of this run's directory, from begin().
         self._value_keys = []  # The keys of this tracer registered with xdl.trace_value.
         self._value_names = {}  # Their names without the scope, where one key has the name.
         self._groups = []
@@ -503,6 +504,9 @@ class TraceHook:
                 f"xdl_trace: config 'output_dir': '{cfg.output_dir}' is not writable ({why})"
             ) from error
         self._run_id = self._tracer.config.run_id
+        self._gstep_key = _run.gstep_key(cfg.output_dir, cfg.output_file_name, placement.rank)
+        if cfg.is_training:  # Its evaluation waits for its first step (not an older run's).
+            _run.note_training_gstep(self._gstep_key, None)
         self._check_device_tracers()
         # Groups of entries read together (xdl.watch) among what this tracer traces.
         self._groups = _device.groups(self._scopes, self._tracer.keys)
@@ -696,6 +700,10 @@ class TraceHook:
         lstep = self._lstep
         self._lstep = lstep + 1
         fixed = self._fixed_gstep
+        if fixed is None and gstep is None and not self._config.is_training:
+            # An eval hook given no gstep: the step of the training run it evaluates, as a fixed
+            # gstep (several eval batches may share it).
+            fixed = _run.training_gstep(self._gstep_key)
         if fixed is not None:
             gstep, selector = fixed, lstep
         else:
@@ -703,6 +711,8 @@ class TraceHook:
                 gstep = lstep
             selector = gstep
             self._check_gstep_order(gstep)
+            if self._config.is_training:
+                _run.note_training_gstep(self._gstep_key, gstep)
         try:
             if self._filter is not None and not self._filter(selector):
                 self._steps_skipped += 1
