@@ -41,7 +41,6 @@ import fnmatch
 import warnings
 
 from .. import _core, _names
-from . import trace_runs
 from .analysis import digested_key, is_digest, is_optimizer_setting
 from .reader import TornTailWarning, open_trace
 from .selection import Selection
@@ -253,20 +252,15 @@ def diff(
         if same
         else open_trace(b, prefix=prefix, name=name, run=run_b or sel.run, attempts=sel.attempts)
     )
-    pair = None if same or prefix != "train" else _evaluations(trace_a, trace_b, name)
-    evaluation = None
-    if pair is not None and None not in pair:
-        evaluation = _diff_traces(
-            open_trace(a, prefix="test", name=name, run=pair[0], attempts=sel.attempts),
-            open_trace(b, prefix="test", name=name, run=pair[1], attempts=sel.attempts),
-            sel,
-            rtol,
-            atol,
-            per_rank,
-            "test",
-            name,
-            must_match=False,
-        )
+    evaluation, evaluation_only = None, None
+    if not same and prefix == "train":
+        eval_a, eval_b = trace_a.evaluation(), trace_b.evaluation()
+        if eval_a is not None and eval_b is not None:
+            evaluation = _diff_traces(
+                eval_a, eval_b, sel, rtol, atol, per_rank, "test", name, must_match=False
+            )
+        elif eval_a is not None or eval_b is not None:
+            evaluation_only = "A" if eval_b is None else "B"
     result = _diff_traces(
         trace_a,
         trace_b,
@@ -279,19 +273,8 @@ def diff(
         must_match=evaluation is None or not evaluation.keys,
     )
     result.evaluation = evaluation if evaluation is not None and evaluation.keys else None
-    if pair is not None and (pair[0] is None) != (pair[1] is None):
-        result.evaluation_only = "A" if pair[1] is None else "B"
+    result.evaluation_only = evaluation_only
     return result
-
-
-def _evaluations(trace_a, trace_b, name):
-    """(A's, B's) evaluation runs (``open_trace``'s run: an id or a tuple of them; None for a
-    run without one) of two training traces; None when neither has one."""
-    found = []
-    for trace in (trace_a, trace_b):
-        paired = trace_runs.evaluation_of(trace.path, trace.run, name)
-        found.append(None if paired is None else paired[0])
-    return None if found == [None, None] else tuple(found)
 
 
 def _diff_traces(trace_a, trace_b, sel, rtol, atol, per_rank, prefix, name, must_match=True):

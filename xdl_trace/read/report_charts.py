@@ -103,6 +103,13 @@ def _wants_log(*arrays):
     return bool(values.size > 1 and values.max() > 1e3 * values.min())
 
 
+def _wants_log_of_positive(curves):
+    """A log axis for curves of values spanning decades, none of them 0 or below."""
+    return _wants_log(*curves) and all(
+        bool(np.nanmin(v) > 0) for v in curves if np.isfinite(v).any()
+    )
+
+
 def _groups(scans, per_rank):
     """[(scan, rank, label, color)] in a fixed order: runs, then ranks."""
     out = []
@@ -282,9 +289,7 @@ def key_charts(scans, key):
                 chart.band(x, low[:, MEAN], high[:, MEAN], label, color, alpha=0.15)
             chart.line(x, mean[:, MEAN], label, color)
             values.append(mean[:, MEAN])
-        chart.spec["log"] = _wants_log(*values) and all(
-            bool(np.nanmin(v) > 0) for v in values if np.isfinite(v).any()
-        )
+        chart.spec["log"] = _wants_log_of_positive(values)
         return [chart.build()] + _ratio_charts(scans, key)
     values = Chart("mean ± std, min / max", "value", note="band: mean ± std; dashed: min and max")
     norms = Chart("l2 norm", "l2 norm")
@@ -431,9 +436,7 @@ def _summary_value_charts(scans, key):
                 dash = _ELEMENT_DASHES[i % len(_ELEMENT_DASHES)]
                 chart.line(x, rows[:, i], f"{label} {name}", color, dash=dash)
             values.append(rows[:, i])
-    chart.spec["log"] = _wants_log(*values) and all(
-        bool(np.nanmin(v) > 0) for v in values if np.isfinite(v).any()
-    )
+    chart.spec["log"] = _wants_log_of_positive(values)
     return [chart.build()]
 
 

@@ -58,7 +58,8 @@ window.xdlLive = function (D, page) {
     shown[id] = html;
     page.enhanceTables(el);
     el.querySelectorAll('table').forEach(function (t, i) {
-      var head = sorted[i] && t.tHead && t.tHead.rows[t.tHead.rows.length - 1].cells[sorted[i].column];
+      if (!sorted[i] || !t.tHead) return;
+      var head = t.tHead.rows[t.tHead.rows.length - 1].cells[sorted[i].column];
       if (!head) return;
       head.click();  // Sorts (report.js sortBy); a second click turns the order round.
       if (head.getAttribute('aria-sort') !== sorted[i].order) head.click();
