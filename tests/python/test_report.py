@@ -656,6 +656,7 @@ def test_a_user_summary_of_a_few_values_is_a_curve_per_value(tmp_path):
     w = np.linspace(0, 1, 101, dtype=np.float32)
     xdl.trace_variable("w", w, summary=_quantiles)
     xdl.trace_tensor("wide", lambda: w[:20] * 2, summary=lambda x: x.astype(np.float64))
+    xdl.trace_tensor("lambda", lambda: w[:4], summary=lambda x: x[:2].astype(np.float64))
     for rank in (0, 1):
         config = {"output_dir": str(tmp_path), "fsync": False, "on_error": "raise", "rank": rank}
         with xdl.TraceHook(config) as hook:
@@ -676,6 +677,11 @@ def test_a_user_summary_of_a_few_values_is_a_curve_per_value(tmp_path):
     for i, s in enumerate(chart["series"]):
         got = _series(chart, s["label"])
         assert got == pytest.approx({g: want[i] * 0.5**g for g in range(5)}, rel=1e-4)
+    # A lambda's curves are the summary's ("<lambda>[0]" says nothing).
+    assert [s["label"] for s in _card(model, "lambda")["charts"][0]["series"]] == [
+        "summary[0]",
+        "summary[1]",
+    ]
     assert [c["title"] for c in _card(model, "wide")["charts"]][:2] == [
         "mean ± std, min / max",
         "l2 norm",

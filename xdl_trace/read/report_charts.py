@@ -418,7 +418,9 @@ def _summary_value_charts(scans, key):
     if not groups:
         return []
     descriptor = groups[0][0].schema[key].descriptor or {}
-    function = (descriptor.get("summary_name") or "summary").rsplit(".", 1)[-1]
+    function = (descriptor.get("summary_name") or "").rsplit(".", 1)[-1]
+    if not function.isidentifier():  # A lambda's "<lambda>", a callable object's nothing.
+        function = "summary"
     chart = Chart(
         f"values of {function}",
         "value",
