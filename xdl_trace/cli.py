@@ -465,8 +465,16 @@ def _dump(args):
 @command("verify", "check every file against its Meta (exit 1 on any problem)")
 def _verify(args):
     trace = _open(args, default_run="all")  # Every file, whatever run wrote it.
-    with Progress(trace.nbytes, "verify") as progress:
-        reports = trace.verify(on_progress=progress)
+    traces = [trace]
+    if args.run is None and _beside(trace.path, args.prefix, args.name) is not None:
+        # And the directory's other file set (a training run's eval files, test.*): a damaged
+        # eval file fails verify as a training file does.
+        other = "test" if args.prefix == "train" else "train"
+        traces.append(
+            open_trace(trace.path, prefix=other, name=args.name, run="all", attempts=args.attempts)
+        )
+    with Progress(sum(t.nbytes for t in traces), "verify") as progress:
+        reports = [r for t in traces for r in t.verify(on_progress=progress)]
     failed = unverifiable = 0
     for r in reports:
         name = _shown(os.path.basename(r["path"]))
@@ -494,7 +502,7 @@ def _verify(args):
     verified = len(reports) - failed - unverifiable
     note = f", {unverifiable} unverifiable (nothing to check them against)" if unverifiable else ""
     print(f"{verified} of {len(reports)} files verified{note}")
-    gaps = trace.gaps()  # Missing files and ranks fail too (issue 24).
+    gaps = [gap for t in traces for gap in t.gaps()]  # Missing files and ranks fail too.
     for gap in gaps:
         print(f"MISSING {_shown(gap)}")
     return 1 if failed or gaps else 0

@@ -815,6 +815,27 @@ def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path, hook
     assert (sorted(firsts), sorted(seconds)) == ([9, 19], [9, 19, 29, 39])
 
 
+def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
+    """verify RUN checks every data file of the directory, the eval files (test.*) too: a
+    flipped bit in one fails verify naming it. Before: only train.* were verified ("4 of 4
+    files verified", exit 0)."""
+    out = str(tmp_path / "run")
+    _train_and_evaluate(out, hook_per_eval=True)
+    verify = [sys.executable, "-m", "xdl_trace", "verify", out]
+    said = subprocess.run(verify, capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert said.count("OK    test.trace.0.") == 4 and "OK    train.trace.0.1" in said, said
+    assert said.rstrip().endswith("5 of 5 files verified")
+    damaged = sorted(f for f in os.listdir(out) if f.startswith("test.") and "meta" not in f)[1]
+    with open(os.path.join(out, damaged), "r+b") as f:
+        f.seek(-3, os.SEEK_END)
+        byte = f.read(1)
+        f.seek(-3, os.SEEK_END)
+        f.write(bytes([byte[0] ^ 0x10]))
+    failed = subprocess.run(verify, capture_output=True, text=True, cwd=REPO)
+    assert failed.returncode == 1, failed.stdout
+    assert f"FAIL  {damaged}" in failed.stdout
+
+
 def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_path):
     out = str(tmp_path / "run")
     _train_and_evaluate(out, hook_per_eval=True, acc_nan_at=29)
