@@ -1014,7 +1014,9 @@ def _timeline(args):
             os.remove(partial)
     print(
         f"wrote {args.output}: {info['steps']} traced steps, {info['steps_not_traced']} steps "
-        f"not traced, {info['device_events']} device events, {info['flows']} flows from "
+        f"not traced, "
+        + (f"{info['eval_steps']} eval steps, " if info["eval_steps"] else "")
+        + f"{info['device_events']} device events, {info['flows']} flows from "
         f"{info['ranks']} rank(s)"
         + (
             f"; {info['dropped_events']} device events dropped while tracing"

@@ -299,3 +299,45 @@ def test_device_work_of_not_traced_steps_is_linked_to_their_own_span(tmp_path, f
         assert kernel["args"]["step_correlation_id"] == step["args"]["correlation_id"] > 0
     flow_starts = {e["ts"] for e in events["s"] if e["cat"] == "step"}
     assert flow_starts == {e["ts"] for e in steps.values()}
+
+
+def test_a_runs_evaluation_is_on_tracks_of_its_own_in_the_timeline(tmp_path):
+    """A training hook and its eval hook (stepped three times after every 10th training step,
+    an xdl.host_range around each eval batch): the eval steps are on "eval steps" (their gsteps
+    the training step they evaluate), each starting where the training step before it ended (an
+    eval hook's first step of an evaluation would otherwise span the training since the last
+    one), and the ranges its records carry are on their thread's range track. Before: no eval
+    step and no eval range in the timeline."""
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    xdl.clear()
+    xdl.trace_tensor("w", np.arange(4, dtype=np.float32))
+    xdl.trace_value("acc", scope="eval")
+    run = str(tmp_path / "run")
+    config = {"output_dir": run, "fsync": False, "on_error": "raise"}
+    with xdl.TraceHook(config) as train, xdl.TraceHook(
+        config, is_training=False, scope="eval"
+    ) as evaluate:
+        for step in range(30):
+            train.step()
+            if step % 10 == 9:
+                for _ in range(3):
+                    with xdl.host_range("eval batch"):
+                        sum(range(1000))
+                    evaluate.step(values={"acc": 0.5})
+    xdl.clear()
+    trace = _timeline(tmp_path, run)
+    events = check_chrome_trace(trace)
+    threads = {e["tid"]: e["args"]["name"] for e in events["M"] if e["name"] == "thread_name"}
+    assert threads[11] == "eval steps"
+    evals = sorted((e for e in events["X"] if e["tid"] == 11), key=lambda e: e["ts"])
+    assert [e["name"] for e in evals] == [f"eval step {g}" for g in (9, 19, 29) for _ in range(3)]
+    steps = {e["args"]["gstep"]: e for e in events["X"] if e["tid"] == 1}
+    for e in evals[::3]:  # The first of each evaluation: after its training step ended.
+        trained = steps[e["args"]["gstep"]]
+        assert e["ts"] >= trained["ts"] + trained["dur"] - 1e-3
+    batches = [e for e in events["X"] if e["name"] == "eval batch"]
+    assert len(batches) == 9 and all(threads[e["tid"]].startswith("ranges") for e in batches)
+    assert trace["otherData"]["eval_steps"] == 9 and trace["otherData"]["steps"] == 30

@@ -34,6 +34,8 @@ in nanoseconds since the epoch (CLOCK_REALTIME), is in ``otherData``, which
 follows the event array.
 """
 
+import array
+import bisect
 import io
 import json
 import math
@@ -73,6 +75,7 @@ _SPAN_THREADS = {  # HostSpan.Kind -> (tid in the host process, thread name)
     HostSpan.DEVICE_COLLECT: (4, "device collect"),
 }
 _OTHER_SPAN_THREAD = (9, "other")
+_EVAL_TID_OFFSET = 10  # An evaluation's span kinds: "eval steps" at tid 11, and so on.
 _STEP_KINDS = {HostSpan.STEP, HostSpan.STEP_NOT_TRACED}  # Sources of step flows.
 NOT_TRACED_CATEGORY = "step (not traced)"
 # Device work (kernels, copies, memsets): the targets of step flows; CUDA API calls: the sources
@@ -117,18 +120,34 @@ def _stat_value(stat):
 
 
 class _Rank:
-    """What the timeline remembers about one rank while streaming (bounded)."""
+    """What the timeline remembers about one rank while streaming (bounded). `trained`: of an
+    evaluation's records, the _Rank of the training run's (the same process: its host process
+    and OS threads' tracks are shared; its span kinds get tracks of their own)."""
 
-    def __init__(self, rank):
+    def __init__(self, rank, trained=None):
         self.rank = rank
         self.host_pid = 1 + rank * 1000
+        self.evaluation = trained is not None
+        self.trained = trained
+        # With an evaluation to draw: the end of each step, in order (8 bytes a step), so an eval
+        # step starts no earlier than the training step before it ended (``eval_step_start``).
+        self.step_ends = None
         self.steps = _BoundedMap(_STEP_MEMORY)  # correlation id -> (start_ns, gstep, lstep)
         self.launches = _BoundedMap(_LAUNCH_MEMORY)  # (tracer, correlation id) -> (pid, tid, ts)
         self.device_pids = {}  # (tracer, device id) -> pid
         self.api_tids = {}  # (tracer, line id) -> tid
-        self.thread_slots = {}  # OS thread id -> slot (its range and API tracks)
+        # OS thread id -> slot (its range and API tracks), shared with the training run's.
+        self.thread_slots = {} if trained is None else trained.thread_slots
         self.memory = {}  # device pid -> bytes allocated since tracing started
         self.past_window = False  # A record beyond the gstep window was read.
+
+    def eval_step_start(self, span):
+        """Where an eval step's span starts: an eval hook's step runs from its previous Step(),
+        which for the first step of an evaluation lies before the training steps since the last
+        one; it starts where the training step before it ended."""
+        ends = self.trained.step_ends
+        i = bisect.bisect_right(ends, span.end_ns) if ends else 0
+        return max(span.start_ns, ends[i - 1]) if i else span.start_ns
 
 
 class _TimelineWriter:
@@ -144,6 +163,7 @@ class _TimelineWriter:
         self.stats = {
             "steps": 0,
             "steps_not_traced": 0,
+            "eval_steps": 0,  # Of the run's evaluation (its eval hooks' test.* records).
             "host_spans": 0,
             "device_events": 0,
             "flows": 0,
@@ -228,17 +248,26 @@ class _TimelineWriter:
             if span.correlation_id and span.kind in _STEP_KINDS:
                 # Remembered even outside the window: its device work is left out by it.
                 state.steps.put(span.correlation_id, (span.start_ns, span.gstep, span.lstep))
+            start = span.start_ns
+            if span.kind in _STEP_KINDS:
+                if state.step_ends is not None:
+                    state.step_ends.append(span.end_ns)
+                elif state.evaluation:
+                    start = state.eval_step_start(span)
             if not self.in_window(span.gstep):
                 continue
             tid, thread_name = _SPAN_THREADS.get(span.kind, _OTHER_SPAN_THREAD)
+            step = "step"
+            if state.evaluation:
+                tid, thread_name, step = tid + _EVAL_TID_OFFSET, "eval " + thread_name, "eval step"
             self.meta("thread_name", pid, tid, thread_name, sort=tid)
             category = "host"
             if span.kind == HostSpan.STEP:
-                self.stats["steps"] += 1
-                label = f"step {span.gstep}"
+                self.stats["eval_steps" if state.evaluation else "steps"] += 1
+                label = f"{step} {span.gstep}"
             elif span.kind == HostSpan.STEP_NOT_TRACED:
                 self.stats["steps_not_traced"] += 1
-                label = f"step {span.gstep} (not traced)"
+                label = f"{step} {span.gstep} (not traced)"
                 category = NOT_TRACED_CATEGORY
             else:
                 self.stats["host_spans"] += 1
@@ -253,8 +282,8 @@ class _TimelineWriter:
                 args += f',"spans_dropped":{span.spans_dropped}'
             self.emit(
                 f'{{"ph":"X","name":"{label}","cat":"{category}","pid":{pid},"tid":{tid},'
-                f'"ts":{self.us(span.start_ns)},'
-                f'"dur":{max(0, span.end_ns - span.start_ns) / 1000.0:.3f},"args":{{{args}}}}}'
+                f'"ts":{self.us(start)},'
+                f'"dur":{max(0, span.end_ns - start) / 1000.0:.3f},"args":{{{args}}}}}'
             )
 
     def _line_place(self, state, t, device, line):
@@ -436,8 +465,10 @@ def stream_timeline(
     its keys are not used). Its gsteps: the window from the first to the last selected step,
     ``(begin, end)`` inclusive, either may be None: keeps the spans of those steps and the
     device work they launched. Its ranks: the ranks to keep (default all). Its run: which run
-    of a directory holding several (as ``open_trace``). Returns the summary also written as
-    ``otherData``.
+    of a directory holding several (as ``open_trace``). A training run's evaluation
+    (``Trace.evaluation``) comes with it: its steps on "eval steps" tracks of the same host
+    process, its named ranges (an eval forward's module marks) on their threads' tracks.
+    Returns the summary also written as ``otherData``.
     """
     selection = Selection.of(selection, gsteps=gsteps, ranks=ranks, run=run)
     ranks = selection.ranks
@@ -448,9 +479,28 @@ def stream_timeline(
     begin, end = selection.window()[:2] if selection.gsteps else (None, None)
     writer = _TimelineWriter(out, (begin, end))
     states = {r: _Rank(r) for r in selected}
+    evaluation = trace.evaluation()
+    if evaluation is not None:
+        for state in states.values():
+            state.step_ends = array.array("q")
+    _stream(writer, trace, states, selected)
+    if evaluation is not None:
+        trained = {r: states.setdefault(r, _Rank(r)) for r in evaluation.ranks if r in selected}
+        _stream(writer, evaluation, {r: _Rank(r, trained[r]) for r in trained}, selected)
+    other = {"source": str(path), "ranks": len(selected)}
+    if selection.gsteps:
+        other["gsteps"] = [begin, end]
+    message = bad_data_message(writer.stats["bad_names"], writer.stats["bad_stats"])
+    if message:
+        warnings.warn(f"{path}: {message}", DeviceDataWarning, stacklevel=2)
+    return writer.finish(other)
+
+
+def _stream(writer, trace, states, ranks):
+    """Writes the spans and device events of `trace`'s records of `ranks` ({rank: _Rank})."""
     # Spans of step g travel in the record of g or of a later traced step, so the
     # read starts at `begin` and ends once every rank has a record past `end`.
-    for record in trace.records(keys=[], gsteps=(begin, None), ranks=selected):
+    for record in trace.records(keys=[], gsteps=(writer.begin, None), ranks=ranks):
         state = states.setdefault(record.rank, _Rank(record.rank))
         if state.past_window:
             if all(s.past_window for s in states.values()):
@@ -464,15 +514,8 @@ def stream_timeline(
         writer.host_spans(state, spans)
         if traces:
             writer.device_traces(state, traces, writer.in_window(record.gstep))
-        if end is not None and record.gstep > end:
+        if writer.end is not None and record.gstep > writer.end:
             state.past_window = True
-    other = {"source": str(path), "ranks": len(selected)}
-    if selection.gsteps:
-        other["gsteps"] = [begin, end]
-    message = bad_data_message(writer.stats["bad_names"], writer.stats["bad_stats"])
-    if message:
-        warnings.warn(f"{path}: {message}", DeviceDataWarning, stacklevel=2)
-    return writer.finish(other)
 
 
 def build_timeline(
