@@ -411,6 +411,7 @@ class TraceHook:
     ):
         config = _merge_config(config, options)
         self._config, self._on_error = build_config(config, is_training)
+        self._training = bool(is_training)  # Read at every step (the config's is a C++ field).
         self._rank_option = config.get("rank")
         self._metadata_json = _run.metadata_json(metadata, _run.replicated_globs(replicated))
         self._fixed_gstep = None if gstep is None else _gstep_of(gstep, "TraceHook(gstep=)")
@@ -505,7 +506,7 @@ class TraceHook:
             ) from error
         self._run_id = self._tracer.config.run_id
         self._gstep_key = _run.gstep_key(cfg.output_dir, cfg.output_file_name, placement.rank)
-        if cfg.is_training:  # Its evaluation waits for its first step (not an older run's).
+        if self._training:  # Its evaluation waits for its first step (not an older run's).
             _run.note_training_gstep(self._gstep_key, None)
         self._check_device_tracers()
         # Groups of entries read together (xdl.watch) among what this tracer traces.
@@ -700,7 +701,7 @@ class TraceHook:
         lstep = self._lstep
         self._lstep = lstep + 1
         fixed = self._fixed_gstep
-        if fixed is None and gstep is None and not self._config.is_training:
+        if fixed is None and gstep is None and not self._training:
             # An eval hook given no gstep: the step of the training run it evaluates, as a fixed
             # gstep (several eval batches may share it).
             fixed = _run.training_gstep(self._gstep_key)
@@ -711,7 +712,7 @@ class TraceHook:
                 gstep = lstep
             selector = gstep
             self._check_gstep_order(gstep)
-            if self._config.is_training:
+            if self._training:
                 _run.note_training_gstep(self._gstep_key, gstep)
         try:
             if self._filter is not None and not self._filter(selector):
