@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass
 
 from .. import _core, _names, errors
@@ -31,10 +32,10 @@ _begun = {}
 _begun_lock = threading.Lock()
 # The job of a process that no launcher names: itself (and children it forks).
 _PROCESS_JOB = f"process={uuid.uuid4().hex}"
-# The gstep a training hook of this process last stepped, per (output_dir, name, rank): what an
-# eval hook of that directory given no gstep evaluates (training_gstep).
-_training_gsteps = {}  # Guarded by _training_gsteps_lock.
-_training_gsteps_lock = threading.Lock()
+# The training hook this process began last per (output_dir, name, rank): an eval hook of that
+# directory given no gstep takes the gstep it last stepped (training_hook).
+_training_hooks = {}  # Guarded by _training_hooks_lock: weak references.
+_training_hooks_lock = threading.Lock()
 
 # Ranks are int32 on the wire (Meta.rank, RunInfo.rank).
 MAX_RANK = 2**31 - 1
@@ -185,23 +186,24 @@ def run_info(placement, metadata_string):
 
 
 def gstep_key(output_dir, name, rank):
-    """Where ``note_training_gstep`` keeps the gstep of the hooks of output_dir (file name, rank)."""
+    """Where ``note_training_hook`` keeps the training hook of output_dir (file name, rank)."""
     return (os.path.abspath(output_dir), name, rank)
 
 
-def note_training_gstep(key, gstep):
-    """A training hook's step (None: its run begins, no step yet), for ``training_gstep``."""
-    with _training_gsteps_lock:
-        _training_gsteps[key] = gstep
+def note_training_hook(key, hook):
+    """A training hook begins in the directory of `key` (``gstep_key``)."""
+    with _training_hooks_lock:
+        _training_hooks[key] = weakref.ref(hook)
 
 
-def training_gstep(key):
-    """The gstep the latest training run this process began in the directory of `key`
-    (``gstep_key``) last stepped; None before its first step, or with none. An eval hook stamps
-    its records with it: the step it evaluates, as TensorFlow's evaluation reads the global step
-    and W&B logs at the step counter it shares."""
-    with _training_gsteps_lock:
-        return _training_gsteps.get(key)
+def training_hook(key):
+    """The training hook this process began last in the directory of `key`, while it lives;
+    None without one. An eval hook stamps its records with the gstep it last stepped: the step
+    it evaluates, as TensorFlow's evaluation reads the global step and W&B logs at the step
+    counter it shares."""
+    with _training_hooks_lock:
+        ref = _training_hooks.get(key)
+    return None if ref is None else ref()
 
 
 def _next_run_number(output_dir, prefix, name, rank):

@@ -506,8 +506,8 @@ class TraceHook:
             ) from error
         self._run_id = self._tracer.config.run_id
         self._gstep_key = _run.gstep_key(cfg.output_dir, cfg.output_file_name, placement.rank)
-        if self._training:  # Its evaluation waits for its first step (not an older run's).
-            _run.note_training_gstep(self._gstep_key, None)
+        if self._training:  # Its evaluation takes the gstep it steps (self._last_gstep).
+            _run.note_training_hook(self._gstep_key, self)
         self._check_device_tracers()
         # Groups of entries read together (xdl.watch) among what this tracer traces.
         self._groups = _device.groups(self._scopes, self._tracer.keys)
@@ -704,16 +704,15 @@ class TraceHook:
         if fixed is None and gstep is None and not self._training:
             # An eval hook given no gstep: the step of the training run it evaluates, as a fixed
             # gstep (several eval batches may share it).
-            fixed = _run.training_gstep(self._gstep_key)
+            trainer = _run.training_hook(self._gstep_key)
+            fixed = None if trainer is None else trainer._last_gstep
         if fixed is not None:
             gstep, selector = fixed, lstep
         else:
             if gstep is None:
                 gstep = lstep
             selector = gstep
-            self._check_gstep_order(gstep)
-            if self._training:
-                _run.note_training_gstep(self._gstep_key, gstep)
+            self._check_gstep_order(gstep)  # Sets self._last_gstep.
         try:
             if self._filter is not None and not self._filter(selector):
                 self._steps_skipped += 1
