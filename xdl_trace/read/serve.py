@@ -5,7 +5,8 @@
 A ``LiveRun`` keeps one ``analysis.RunScan`` per run, made by the static report's scan at the
 first ``update``; each later one reads only what the run's files gained: a file whose size is
 unchanged is not opened again, a grown one is scanned on from the byte where its last read
-ended (``RunScan.end_offsets``: the frames before are not walked again), a new one (a rollover,
+ended (``RunScan.end_offsets``: the frames before are not walked again; every record after it,
+a gstep repeated included), a new one (a rollover,
 a rank that started late) from its start, for the records after the last gstep its rank had;
 they are added to the same accumulators. One updater thread refreshes every run twice a second
 and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``) only hand
@@ -101,8 +102,15 @@ class LiveRun:
         histogram_rank = scan.ranks[0] if scan.ranks else None
         scan.torn_tails = {}
         for f in grown:
+            # A file read before goes on from where that read ended (scan_file): every record
+            # after it is new, gsteps repeated included (an evaluation's batches share one).
+            # A new file (a rollover, a rank that started late): the records after the last
+            # gstep its rank had.
             last = scan.last_gstep.get(f.rank)
-            window = self._selection.replace(gsteps=None if last is None else (last + 1, None))
+            read = f.path in scan.end_offsets
+            window = self._selection.replace(
+                gsteps=None if last is None or read else (last + 1, None)
+            )
             with warnings.catch_warnings():
                 # The file being written ends inside the record being appended: not an error.
                 warnings.simplefilter("ignore", TornTailWarning)
