@@ -1186,9 +1186,13 @@ def _ranges_configure(parser):
     _ranges_configure,
 )
 def _ranges(args):
-    scan = analysis.scan_run(
-        args.path, prefix=args.prefix, name=args.name, selection=_selection(args)
-    )
+    selection = _selection(args)
+    scan = analysis.scan_run(args.path, prefix=args.prefix, name=args.name, selection=selection)
+    run = _open(args).run
+    if args.prefix == "train" and run is not None:  # Its evaluation's time, where it ran.
+        evaluation = analysis.scan_evaluation(args.path, run, args.name, selection)
+        if evaluation is not None:
+            analysis.add_evaluation_ranges(scan, evaluation[0])
     rows = sorted(scan.host_ranges, key=lambda row: -row[_RANGE_SORT[args.sort]])
     if not rows:
         print(

@@ -170,3 +170,42 @@ def test_a_cpu_loop_s_slowest_range_is_where_its_time_went(tmp_path, capsys):
     assert "Host time by range" not in report_html.render_html(report.build_report(plain))
     assert cli.main(["ranges", plain]) == 1
     assert "has no named host ranges" in capsys.readouterr().err
+
+
+def test_an_evaluations_ranges_are_counted_apart_in_the_steps_it_ran_in(tmp_path, capsys):
+    """A range rides in the record of the hook that steps next: an evaluation's (its batches'
+    `xdl.host_range`, 5 ms each) are in the eval hook's records. The training run's table counts
+    them in the training step they ran in, phase "eval" (an eval forward's marks: "eval
+    forward"), apart from training's; the report and `xdl-trace ranges` alike. Before: missing,
+    their time unexplained in a long step. with_evaluation merges the two tables' names."""
+    xdl.clear()
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    out = str(tmp_path / "run")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    with xdl.TraceHook(config) as train, xdl.TraceHook(
+        config, is_training=False, scope="eval"
+    ) as evaluate:
+        for step in range(20):
+            with xdl.host_range("step", "forward"):
+                time.sleep(0.001)
+            train.step(values={"loss": 1.0})
+            if step in (4, 9):
+                for _ in range(2):
+                    with xdl.host_range("batch"):
+                        time.sleep(0.005)
+                    evaluate.step(values={"acc": 0.5})
+    xdl.clear()
+    by = {(r["name"], r["category"]): r for r in report.build_report(out)["host_ranges"][0]["rows"]}
+    assert by["batch", "eval"]["calls"] == 4 and by["batch", "eval"]["total_ns"] >= 20e6
+    assert by["step", "forward"]["calls"] == 19  # Training's: inside the step windows.
+    assert cli.main(["ranges", out]) == 0
+    assert any(line.endswith("  eval batch") for line in capsys.readouterr().out.splitlines())
+    names = ["", "a"]
+    theirs = _columns(["x", "", "forward"], [("x", "forward", 0, 1, 5, 9), ("x", "", 0, 1, 1, 2)])
+    merged = host_ranges.with_evaluation(_columns(names, [("a", "", 0, 1, 0, 3)]), theirs)
+    got = [
+        (merged["names"][n], merged["names"][c])
+        for n, c in zip(merged["ranges"]["name"], merged["ranges"]["category"])
+    ]
+    assert got == [("a", ""), ("x", "eval forward"), ("x", "eval")]

@@ -283,6 +283,7 @@ class RunScan:
         self.selection = selection  # What scan_run read (its run: which runs).
         self.evaluates = None  # A report's eval scan: the RunScan of the run it evaluates.
         self.host_ranges = []  # host_ranges.table's rows: host time by named range.
+        self.step_calls = {}  # rank -> (gsteps, Step() call ns): the windows of host_ranges.
         self.ranks = []
         self.files = 0
         self.bytes = 0
@@ -537,6 +538,7 @@ def finish_scan(scan, path, prefix, name, selection, series=True):
         calls = np.concatenate(parts)
         steps[rank] = (calls[:, 0], calls[:, 1])
     columns = scan.device_events.columns()
+    scan.step_calls = steps
     scan.host_ranges = host_ranges.table(columns, steps)
     if len(scan.device_events):
         scan.device_dropped = columns["dropped_events"]
@@ -995,6 +997,17 @@ def scan_evaluation(path, run, name, selection, label=None, **options):
         **options,
     )
     return (scan, chosen) if scan.ranks and (scan.keys or scan.digests) else None
+
+
+def add_evaluation_ranges(scan, evaluation):
+    """A training scan's host time by range with the named ranges its evaluation's records carry
+    (``host_ranges.with_evaluation``: phase "eval <phase>") counted in its step windows, where
+    the evaluation ran: the time a step spends evaluating is on the table, apart from training's.
+    Both scans read with series (their device events)."""
+    columns = host_ranges.with_evaluation(
+        scan.device_events.columns(), evaluation.device_events.columns()
+    )
+    scan.host_ranges = host_ranges.table(columns, scan.step_calls)
 
 
 def bad_values(scan, selection=None):

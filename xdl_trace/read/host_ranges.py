@@ -10,7 +10,7 @@ calls, docs/format.md "Host spans"); shares are of their summed wall time.
 
 import numpy as np
 
-__all__ = ["self_times", "table"]
+__all__ = ["self_times", "table", "with_evaluation"]
 
 
 def self_times(starts, ends):
@@ -138,3 +138,35 @@ def table(columns, steps):
     ]
     out.sort(key=lambda row: -row["self_ns"])
     return out
+
+
+def with_evaluation(columns, evaluation):
+    """`columns` (a training run's ``DeviceEventTable.columns()``) with the named ranges of its
+    evaluation's records added (an eval forward's module marks, ``xdl.host_range`` blocks around
+    eval batches: a range rides in the record of the hook that steps next), their phase
+    "eval <phase>" ("eval" for none), so ``table`` counts the evaluation's time in the training
+    steps it ran in, apart from training's. Only "ranges" and "names" are merged."""
+    theirs = evaluation.get("ranges")
+    if theirs is None or len(theirs["name"]) == 0:
+        return columns
+    names = list(columns["names"])
+    index = {name: i for i, name in enumerate(names)}
+
+    def code(name):
+        if name not in index:
+            index[name] = len(names)
+            names.append(name)
+        return index[name]
+
+    their_names = evaluation["names"]
+    name_codes = np.asarray([code(n) for n in their_names], np.int64)
+    phase_codes = np.asarray([code(f"eval {n}" if n else "eval") for n in their_names], np.int64)
+    ours = columns.get("ranges")
+    added = {
+        "name": name_codes[theirs["name"]],
+        "category": phase_codes[theirs["category"]],
+        **{field: theirs[field] for field in ("rank", "thread", "start_ns", "end_ns")},
+    }
+    merged = {f: v if ours is None else np.concatenate([ours[f], v]) for f, v in added.items()}
+    merged["dropped"] = (0 if ours is None else ours["dropped"]) + theirs["dropped"]
+    return dict(columns, ranges=merged, names=names)

@@ -406,6 +406,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     for scan in scans:  # An evaluation is named after its run, as the metadata named that.
         if scan.evaluates is not None:
             scan.label = f"{scan.evaluates.label} · eval"
+            analysis.add_evaluation_ranges(scan.evaluates, scan)  # Its time in their steps.
     # The runs asked for; an eval scan beside one (``analysis.scan_evaluation``) has curves and
     # alerts, but no step times, no comparison (its values differ from training's by design),
     # no title.

@@ -65,6 +65,7 @@ class LiveRun:
         self.run = None  # Its trace_runs.Run (ids, pids, metadata).
         self.bytes_read = 0  # Bytes of records added so far (grows by what files gained).
         self._sizes = {}  # data file path -> size when it was last read.
+        self.evaluates = None  # Of an evaluation: the LiveRun of the run it evaluates.
         self._selection = Selection()
 
     def update(self):
@@ -182,9 +183,11 @@ class LiveReport:
         for p, label in zip(paths, labels):
             self.runs.append(LiveRun(p, label, prefix, name))
             if prefix == "train":  # Its eval records beside it, as the static report has them.
-                self.runs.append(
-                    LiveRun(p, f"{label} · eval", "test", name, _evaluation_of(self.runs[-1]))
+                evaluation = LiveRun(
+                    p, f"{label} · eval", "test", name, _evaluation_of(self.runs[-1])
                 )
+                evaluation.evaluates = self.runs[-1]
+                self.runs.append(evaluation)
         self.prefix, self.name, self.poll_s = prefix, name, poll_s
         self._lock = threading.Lock()
         self._version = 0  # Guarded by _lock.
@@ -206,6 +209,9 @@ class LiveReport:
             return False
         self._writing = writing
         live = [run for run in self.runs if run.scan is not None]
+        for run in live:  # An evaluation's scan names its run's (report.model_of).
+            evaluates = run.evaluates
+            run.scan.evaluates = None if evaluates is None else evaluates.scan
         model = report.model_of(
             [r.scan for r in live], [r.run for r in live], self.prefix, self.name, writing
         )
