@@ -704,10 +704,10 @@ def _export(args):
     keys = _parse_list(args.keys) or all_keys
     known = set(all_keys)
     missing = [k for k in keys if k not in known]
-    if missing:
+    if missing:  # Exit 2, as for a key CSV cannot hold: the command was asked wrongly.
         print(
             f"xdl-trace export: error: no key {_shown(repr(missing[0]))} "
-            f"(keys: {_shown(', '.join(all_keys))})",
+            f"(keys: {_shown(', '.join(all_keys))}){_eval_keys_hint(args)}",
             file=sys.stderr,
         )
         return 2
@@ -1336,8 +1336,28 @@ def main(argv=None):
         return args._error_exit
     except (TraceError, OSError, KeyError, ValueError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"xdl-trace {args.command}: error: {_shown(message)}", file=sys.stderr)
+        hint = _eval_keys_hint(args) if isinstance(error, LookupError) else ""
+        print(f"xdl-trace {args.command}: error: {_shown(message)}{hint}", file=sys.stderr)
         return args._error_exit
+
+
+def _eval_keys_hint(args):
+    """For a key the training run lacks: "; the run's evaluation holds eval/acc (...): read it
+    with --prefix test" where the --keys asked for match keys of its eval records; else ""."""
+    if not getattr(args, "keys", None) or getattr(args, "prefix", None) != "train":
+        return ""
+    try:
+        evaluation = _open(args).evaluation()
+    except (TraceError, OSError, ValueError):
+        return ""
+    keys = [] if evaluation is None else analysis.select_keys(evaluation.keys, args.keys)
+    if not keys:
+        return ""
+    several = " --run all" if evaluation.run is None else ""  # A hook begun per evaluation.
+    return (
+        f"; the run's evaluation (test.{args.name}.* beside it) holds {', '.join(keys[:5])}: "
+        f"read it with --prefix test{several}"
+    )
 
 
 if __name__ == "__main__":

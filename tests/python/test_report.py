@@ -836,6 +836,27 @@ def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
     assert f"FAIL  {damaged}" in failed.stdout
 
 
+@pytest.mark.parametrize("hook_per_eval", [False, True], ids=["one_eval_hook", "hook_per_eval"])
+def test_a_key_of_the_evaluation_asked_of_the_training_run_says_where_it_is(
+    tmp_path, hook_per_eval
+):
+    """dump/export --keys eval/acc of a training run: the error names the eval files that hold
+    it and how to read them (before: "no key 'eval/acc'" and the training keys alone)."""
+    out = str(tmp_path / "run")
+    _train_and_evaluate(out, hook_per_eval=hook_per_eval)
+    how = "--prefix test --run all" if hook_per_eval else "--prefix test"
+    for command in (["dump", out], ["export", out, "-o", str(tmp_path / "x.csv")]):
+        said = subprocess.run(
+            [sys.executable, "-m", "xdl_trace", *command, "--keys", "eval/acc"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+        assert said.returncode in (1, 2) and said.stderr.rstrip().endswith(
+            f"the run's evaluation (test.trace.* beside it) holds eval/acc: read it with {how}"
+        ), said.stderr
+
+
 def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_path):
     out = str(tmp_path / "run")
     _train_and_evaluate(out, hook_per_eval=True, acc_nan_at=29)
