@@ -1004,10 +1004,10 @@ def add_evaluation_ranges(scan, evaluation):
     (``host_ranges.with_evaluation``: phase "eval <phase>") counted in its step windows, where
     the evaluation ran: the time a step spends evaluating is on the table, apart from training's.
     Both scans read with series (their device events)."""
-    columns = host_ranges.with_evaluation(
-        scan.device_events.columns(), evaluation.device_events.columns()
-    )
-    scan.host_ranges = host_ranges.table(columns, scan.step_calls)
+    theirs = evaluation.device_events.columns()  # Small: an evaluation's few records.
+    if len(theirs["ranges"]["name"]):  # Else the training's own table stands.
+        columns = host_ranges.with_evaluation(scan.device_events.columns(), theirs)
+        scan.host_ranges = host_ranges.table(columns, scan.step_calls)
 
 
 def bad_values(scan, selection=None):
