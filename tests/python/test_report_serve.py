@@ -521,22 +521,25 @@ def test_serve_page_follows_the_headline_and_tables_as_the_run_writes(tmp_path, 
                 server.wait()
 
 
-def test_a_grown_file_gives_every_new_record_gstep_repeated_or_not(tmp_path):
+def test_every_new_record_is_read_gstep_repeated_or_not(tmp_path):
     """Records appended after an update at the gstep the last one had (an evaluation's batches
-    share the training step; an XDL eval hook's fixed gstep) are read by the next update, as
-    the static report reads them. Before: the update read on from where the last read ended but
-    kept only gsteps past the last one, so they were never counted."""
+    share the training step; an XDL eval hook's fixed gstep) are read by the next update, in the
+    file being written and in the next one after a rollover, as the static report reads them.
+    Before: an update kept only gsteps past the last one read, so they were never counted."""
     out = str(tmp_path / "run")
     xdl.clear()
     xdl.trace_value("acc", scope="eval")
+    xdl.trace_tensor("batch", np.zeros(100_000, np.float32), scope="eval")  # 400 KB a record.
     config = {"output_dir": out, "fsync": False, "on_error": "raise", "meta_interval_s": 0}
+    config["max_file_m_size"] = 1  # A new file every 2 records.
     live = serve.LiveRun(out, prefix="test")
     with xdl.TraceHook(config, is_training=False, scope="eval", gstep=19) as evaluate:
-        for batch in range(3):
+        for batch in range(7):
             evaluate.step(values={"acc": float(batch)})
             evaluate.flush()
             assert live.update()
             assert live.scan.total_records == batch + 1
     xdl.clear()
+    assert len([f for f in os.listdir(out) if not f.endswith(".meta")]) == 4
     static = analysis.scan_run(out, prefix="test")
-    assert live.scan.total_records == static.total_records == 3
+    assert live.scan.total_records == static.total_records == 7

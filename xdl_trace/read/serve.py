@@ -5,10 +5,9 @@
 A ``LiveRun`` keeps one ``analysis.RunScan`` per run, made by the static report's scan at the
 first ``update``; each later one reads only what the run's files gained: a file whose size is
 unchanged is not opened again, a grown one is scanned on from the byte where its last read
-ended (``RunScan.end_offsets``: the frames before are not walked again; every record after it,
-a gstep repeated included), a new one (a rollover,
-a rank that started late) from its start, for the records after the last gstep its rank had;
-they are added to the same accumulators. One updater thread refreshes every run twice a second
+ended (``RunScan.end_offsets``: the frames before are not walked again), a new one (a rollover,
+a rank that started late) from its start; every record so read is new, a repeated gstep
+included, and is added to the same accumulators. One updater thread refreshes every run twice a second
 and keeps the latest report model as JSON; request threads (``ThreadingHTTPServer``) only hand
 out the page and that JSON, so a slow browser never slows the reading. The page
 (report.js with live.js) holds no chart data: each card fetches its charts (``/card``) when it
@@ -103,15 +102,10 @@ class LiveRun:
         histogram_rank = scan.ranks[0] if scan.ranks else None
         scan.torn_tails = {}
         for f in grown:
-            # A file read before goes on from where that read ended (scan_file): every record
-            # after it is new, gsteps repeated included (an evaluation's batches share one).
-            # A new file (a rollover, a rank that started late): the records after the last
-            # gstep its rank had.
-            last = scan.last_gstep.get(f.rank)
-            read = f.path in scan.end_offsets
-            window = self._selection.replace(
-                gsteps=None if last is None or read else (last + 1, None)
-            )
+            # A file read before goes on from where that read ended (scan_file), a new one (a
+            # rollover, a rank that started late) from its start: every record read is new,
+            # gsteps repeated included (an evaluation's batches share one). No gstep window:
+            # each record is in one file, and every file a read took is in end_offsets.
             with warnings.catch_warnings():
                 # The file being written ends inside the record being appended: not an error.
                 warnings.simplefilter("ignore", TornTailWarning)
@@ -119,7 +113,7 @@ class LiveRun:
                     scan,
                     f.rank,
                     f.path,
-                    window.before(f.superseded_from),
+                    self._selection.before(f.superseded_from),
                     pairs,
                     histograms=f.rank == histogram_rank,
                 )
