@@ -281,9 +281,15 @@ def _info(args):
     beside = info["beside"]
     if beside is not None:
         what = "eval" if beside["prefix"] == "test" else "training"
+        read = (
+            "the runs' evaluations, which report, find-nan, diff and timeline read with them; "
+            "alone: --prefix test"
+            if what == "eval"
+            else f"read them with --prefix {beside['prefix']}"
+        )
         print(
             f"also here: {what} files {beside['prefix']}.{args.name}.* ({beside['runs']} run(s), "
-            f"{beside['records']} records): read them with --prefix {beside['prefix']}"
+            f"{beside['records']} records): {read}"
         )
     print(f"keys ({len(info['keys'])}{'' if schema else ', from the Header: no record yet'}):")
     for k in info["keys"]:

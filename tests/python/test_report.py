@@ -863,7 +863,8 @@ def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_pat
     cli = [sys.executable, "-m", "xdl_trace", "info", out]
     said = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert (
-        "also here: eval files test.trace.* (4 run(s), 4 records): read them with --prefix test"
+        "also here: eval files test.trace.* (4 run(s), 4 records): the runs' evaluations, which "
+        "report, find-nan, diff and timeline read with them; alone: --prefix test"
     ) in said
     # find-nan reads the run's evaluation with it: a NaN in the eval accuracy is found (before:
     # "no NaN", exit 0, and a line saying the eval files were not read).
