@@ -64,6 +64,28 @@ def _wait_for_step(proc, step):
     raise AssertionError(f"the writer ended before step {step}")
 
 
+def _serve(out):
+    """(process, url) of `xdl-trace serve out` on a free port, once it listens."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    return server, re.search(r"at (http://127\.0\.0\.1:\d+/)", server.stdout.readline()).group(1)
+
+
+def _stop(server):
+    """Ctrl-C to a serve, then a kill if it has not ended within 10 s."""
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 def test_the_first_read_of_a_finished_run_is_the_static_report_s_scan(tmp_path, monkeypatch):
     """A large finished run is read once as `report` reads it: its distributions' rows grouped in
     C++ (a file scanned per record instead took 462 s for 1,000 keys x 10,000 steps), and the
@@ -229,14 +251,7 @@ def test_page_follows_the_writers_and_says_when_they_are_killed(tmp_path, page):
     try:
         for w in writers:
             _wait_for_step(w, 5)
-        server = subprocess.Popen(
-            [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYTHONPATH=REPO),
-        )
-        url = re.search(r"at (http://127\.0\.0\.1:\d+/)", server.stdout.readline()).group(1)
+        server, url = _serve(out)
         page.open(url)
         assert page.js("return document.body.dataset.live") == "1"
         assert "writing" in page.element("#runs-table").text
@@ -278,12 +293,7 @@ def test_page_follows_the_writers_and_says_when_they_are_killed(tmp_path, page):
             w.kill()
             w.wait()
         if server is not None:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            _stop(server)
 
 
 def test_serve_rejects_a_busy_port_with_a_clear_error(tmp_path):
@@ -326,15 +336,8 @@ def test_serve_page_fetches_each_card_as_it_comes_into_view(tmp_path, page):
                 v[:] = step * (i + 1) + np.arange(4)
             hook.step(gstep=step)
     xdl.clear()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=REPO),
-    )
+    server, url = _serve(out)
     try:
-        url = re.search(r"at (http://127\.0\.0\.1:\d+/)", server.stdout.readline()).group(1)
         html = urllib.request.urlopen(url).read().decode()
         data = re.search(r"id='xdl-report-data'>([^<]*)", html).group(1)
         assert all(c["charts"] is None for c in json.loads(data)["cards"])
@@ -362,12 +365,7 @@ def test_serve_page_fetches_each_card_as_it_comes_into_view(tmp_path, page):
         page.open("about:blank")
         page.check()
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        _stop(server)
 
 
 def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it(tmp_path):
@@ -471,14 +469,7 @@ def test_serve_page_follows_the_headline_and_tables_as_the_run_writes(tmp_path, 
     try:
         for _ in range(3):
             step()
-        server = subprocess.Popen(
-            [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=dict(os.environ, PYTHONPATH=REPO),
-        )
-        url = re.search(r"at (http://127\.0\.0\.1:\d+/)", server.stdout.readline()).group(1)
+        server, url = _serve(out)
         page.open(url)
         rows = "return [...document.querySelectorAll('#host-ranges tbody tr')]"
         names = rows + ".map(r => r.cells[0].textContent)"
@@ -513,12 +504,7 @@ def test_serve_page_follows_the_headline_and_tables_as_the_run_writes(tmp_path, 
         writer.stdin.close()
         writer.wait(timeout=30)
         if server is not None:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            _stop(server)
 
 
 def test_every_new_record_is_read_gstep_repeated_or_not(tmp_path):
