@@ -1,6 +1,7 @@
 """A real Chromium driven through chromedriver (Debian's chromium-driver, python3-selenium) for the
 report tests: open a page, type, hover, drag, read the DOM, and fail on any JavaScript error."""
 
+import os
 import shutil
 
 import pytest
@@ -36,7 +37,10 @@ class Page:
         ):
             options.add_argument(flag)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        self.driver = webdriver.Chrome(service=Service(driver), options=options)
+        # Under `make sanitize` LD_PRELOAD holds libasan, which chromedriver and Chromium abort
+        # under: the browser runs without it (the page's server, the code tested, keeps it).
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        self.driver = webdriver.Chrome(service=Service(driver, env=env), options=options)
         self.driver.set_page_load_timeout(120)
         self.driver.set_script_timeout(60)
 
