@@ -750,6 +750,12 @@ def test_a_runs_evaluation_is_drawn_beside_its_training(tmp_path, hook_per_eval)
         for h in model["headline"]
     ), model["headline"]
     assert [s["label"] for c in model["steps"] for s in c["series"]] == ["rank 0"]  # Training's.
+    # Where the evaluations ran, marked on the step time (their time is in the next step).
+    assert model["steps"][0]["marks"] == sorted(accs) == [9, 19, 29, 39]
+    assert report.render_pngs(model, str(tmp_path / "png"))[0].endswith("000_step_time.png")
+    assert model["steps"][0]["note"].endswith(
+        "dashed: an evaluation ran after that gstep (its time is in the next step)"
+    )
     assert model["differences"] == []
     # --prefix test still reads the eval files alone, with nothing beside them.
     evaluated = report.build_report(out, prefix="test", run="all")  # A run a hook.

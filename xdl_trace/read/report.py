@@ -411,6 +411,8 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
     # alerts, but no step times, no comparison (its values differ from training's by design),
     # no title.
     main = [i for i, scan in enumerate(scans) if scan.prefix == prefix]
+    steps = report_charts.step_charts([scans[i] for i in main])
+    report_charts.mark_evaluations(steps, [s for s in scans if s.evaluates is not None])
     several = {}  # path -> whether its directory holds other runs (for the title).
     for i in main:
         path = scans[i].path
@@ -506,7 +508,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
         "differences": [d["diff"] for d in differences if d["diff"] is not None],
         "difference_charts": [chart for d in differences for chart in d["charts"]],
-        "steps": report_charts.step_charts([scans[i] for i in main]),
+        "steps": steps,
         "host_ranges": [
             {"run": scans[i].label, "rows": scans[i].host_ranges[:HOST_RANGE_ROWS]}
             for i in main

@@ -20,6 +20,7 @@ __all__ = [
     "step_charts",
     "gpu_charts",
     "key_charts",
+    "mark_evaluations",
     "once_text",
     "rgba",
     "divergence_charts",
@@ -123,6 +124,25 @@ def _groups(scans, per_rank):
             )
             out.append((scan, rank, " · ".join(parts)))
     return [(s, r, label, PALETTE[i % len(PALETTE)]) for i, (s, r, label) in enumerate(out)]
+
+
+# Evaluations marked on the step-time chart at most; more (an evaluation every few steps) would
+# hide the curve.
+MAX_EVALUATION_MARKS = 100
+
+
+def mark_evaluations(charts, evaluations):
+    """Marks on the step-time chart (``step_charts``' first) the gsteps where the runs'
+    evaluations (their eval scans) ran: their time is in the training step after it, a spike
+    that the marks explain. Not past MAX_EVALUATION_MARKS."""
+    gsteps = sorted(
+        {int(g) for scan in evaluations for steps, _ in scan.step_calls.values() for g in steps}
+    )
+    if not charts or not gsteps or len(gsteps) > MAX_EVALUATION_MARKS:
+        return
+    spec = charts[0]
+    spec["marks"] = gsteps
+    spec["note"] += "; dashed: an evaluation ran after that gstep (its time is in the next step)"
 
 
 def step_charts(scans):

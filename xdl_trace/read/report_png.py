@@ -74,6 +74,8 @@ def _draw(plt, model, directory, dpi):
                 label=None if name in labelled else name,
             )
             labelled.add(name)
+        for gstep in spec.get("marks", ()):  # The evaluations, on the step-time chart.
+            ax.axvline(gstep, color="#5a5a5a", alpha=0.55, linewidth=0.8, linestyle=(0, (3, 3)))
         if spec["log"]:
             ax.set_yscale("log")
         title = spec["title"] if key == "steps" else f"{key}: {spec['title']}"

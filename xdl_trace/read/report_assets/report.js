@@ -121,6 +121,20 @@
       ctx.restore();
     }}};
   }
+  // Dashed vertical lines at spec.marks (gsteps): the evaluations on the step-time chart.
+  function marks(spec) {
+    return {hooks: {draw: function (u) {
+      if (!spec.marks || !spec.marks.length) return;
+      var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+      ctx.save(); ctx.strokeStyle = 'rgba(90,90,90,0.55)'; ctx.lineWidth = uPlot.pxRatio;
+      ctx.setLineDash([3 * uPlot.pxRatio, 3 * uPlot.pxRatio]);
+      spec.marks.forEach(function (g) {
+        var x = Math.round(u.valToPos(g, 'x', true)) + 0.5;
+        ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
+      });
+      ctx.restore();
+    }}};
+  }
   function tooltip(spec, bad) {
     var tip;
     return {hooks: {
@@ -225,7 +239,7 @@
          label: spec.xlabel, labelSize: 16, labelFont: labelFont, incrs: STEP_INCRS},
         yAxis
       ],
-      plugins: [shade(bad), tooltip(spec, bad)]
+      plugins: [shade(bad), marks(spec), tooltip(spec, bad)]
     };
     return new uPlot(opts, chartData(spec, log), el);
   }
@@ -274,7 +288,9 @@
   // is kept); the note (a NaN region) and legend follow.
   function update(p, spec) {
     if (p.spec === spec) return;
-    var same = spec.series.length === p.spec.series.length && spec.bands.length === p.spec.bands.length;
+    var same = spec.series.length === p.spec.series.length &&
+        spec.bands.length === p.spec.bands.length &&
+        String(spec.marks || '') === String(p.spec.marks || '');
     p.spec = spec;
     if (!same) { rebuild(p); return; }
     var x = p.plot.scales.x, xs = p.plot.data[0];
