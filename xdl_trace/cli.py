@@ -1194,9 +1194,8 @@ def _ranges_configure(parser):
 def _ranges(args):
     selection = _selection(args)
     scan = analysis.scan_run(args.path, prefix=args.prefix, name=args.name, selection=selection)
-    run = _open(args).run
-    if args.prefix == "train" and run is not None:  # Its evaluation's time, where it ran.
-        evaluation = analysis.scan_evaluation(args.path, run, args.name, selection)
+    if args.prefix == "train":  # Its evaluation's time, where it ran.
+        evaluation = analysis.scan_evaluation(args.path, _open(args).run, args.name, selection)
         if evaluation is not None:
             analysis.add_evaluation_ranges(scan, evaluation[0])
     rows = sorted(scan.host_ranges, key=lambda row: -row[_RANGE_SORT[args.sort]])

@@ -953,7 +953,7 @@ def nan_scans(path, prefix, name, selection, on_progress=None):
         path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
     )
     evaluation = None
-    if prefix == "train" and trace.run is not None:
+    if prefix == "train":
         found = scan_evaluation(path, trace.run, name, selection, series=False, histograms=False)
         evaluation = None if found is None else found[0]
     scan = scan_run(
@@ -981,8 +981,8 @@ def first_bad_values(scan, evaluation, selection=None):
 def scan_evaluation(path, run, name, selection, label=None, **options):
     """(RunScan, Run or None) of the eval records beside the train Run `run` ("test" files its
     process wrote, ``trace_runs.evaluation_of``), read with `selection`'s keys, gsteps and ranks
-    and ``scan_run``'s `options`; None when there are none, or when the selection takes none of
-    them."""
+    and ``scan_run``'s `options`; None when there are none (`run` None: no one run), or when
+    the selection takes none of them."""
     evaluation = trace_runs.evaluation_of(path, run, name)
     if evaluation is None:
         return None

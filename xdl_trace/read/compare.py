@@ -256,9 +256,7 @@ def diff(
     if not same and prefix == "train":
         eval_a, eval_b = trace_a.evaluation(), trace_b.evaluation()
         if eval_a is not None and eval_b is not None:
-            evaluation = _diff_traces(
-                eval_a, eval_b, sel, rtol, atol, per_rank, "test", name, must_match=False
-            )
+            evaluation = _diff_traces(eval_a, eval_b, sel, rtol, atol, per_rank, must_match=False)
         elif eval_a is not None or eval_b is not None:
             evaluation_only = "A" if eval_b is None else "B"
     result = _diff_traces(
@@ -268,8 +266,6 @@ def diff(
         rtol,
         atol,
         per_rank,
-        prefix,
-        name,
         must_match=evaluation is None or not evaluation.keys,
     )
     result.evaluation = evaluation if evaluation is not None and evaluation.keys else None
@@ -277,7 +273,7 @@ def diff(
     return result
 
 
-def _diff_traces(trace_a, trace_b, sel, rtol, atol, per_rank, prefix, name, must_match=True):
+def _diff_traces(trace_a, trace_b, sel, rtol, atol, per_rank, must_match=True):
     """``diff`` of two opened traces (the same one: its ranks). must_match=False: key patterns
     or gsteps that select nothing give a result without keys, not an error (an evaluation whose
     keys the selection leaves out)."""
@@ -371,8 +367,8 @@ def _diff_traces(trace_a, trace_b, sel, rtol, atol, per_rank, prefix, name, must
             steps,
             float(rtol),
             float(atol),
-            prefix,
-            name,
+            trace_a.prefix,
+            trace_a.name,
             excluded_a=[c.path for c in trace_a.copies],  # As the Python reader: left out.
             excluded_b=[c.path for c in trace_b.copies],
             keys_b=columns_b,

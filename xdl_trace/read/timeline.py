@@ -127,7 +127,6 @@ class _Rank:
     def __init__(self, rank, trained=None):
         self.rank = rank
         self.host_pid = 1 + rank * 1000
-        self.evaluation = trained is not None
         self.trained = trained
         # With an evaluation to draw: the end of each step, in order (8 bytes a step), so an eval
         # step starts no earlier than the training step before it ended (``eval_step_start``).
@@ -140,6 +139,10 @@ class _Rank:
         self.thread_slots = {} if trained is None else trained.thread_slots
         self.memory = {}  # device pid -> bytes allocated since tracing started
         self.past_window = False  # A record beyond the gstep window was read.
+
+    @property
+    def evaluation(self):
+        return self.trained is not None
 
     def eval_step_start(self, span):
         """Where an eval step's span starts: an eval hook's step runs from its previous Step(),
