@@ -463,3 +463,62 @@ def test_a_flat_line_sits_in_a_band_and_a_short_run_has_whole_gsteps(tmp_path, p
     assert [float(v) for v in x_labels] == [0, 1, 2]
     ys = [float(v) for v in y_labels]
     assert min(ys) < 0 < max(ys) <= 1, ys
+
+
+def test_the_evaluations_are_marked_on_the_step_time_as_a_user_sees_it(tmp_path, page):
+    """A run evaluated after gsteps 9, 19 and 29 (an eval hook, 2 ms of work each): the page's
+    step-time chart draws a dashed line at each (pixels on its canvas there, none between), its
+    note says what they are, hovering the step after one shows that gstep, and the lines are
+    drawn again on a log axis and with smoothing; no JavaScript error."""
+    import time
+
+    xdl.clear()
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    out = str(tmp_path / "run")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    with xdl.TraceHook(config) as train, xdl.TraceHook(
+        config, is_training=False, scope="eval"
+    ) as evaluate:
+        for step in range(40):
+            train.step(values={"loss": 1.0 / (1 + step)})
+            if step in (9, 19, 29):
+                time.sleep(0.002)
+                evaluate.step(values={"acc": step / 40})
+    xdl.clear()
+    html = str(tmp_path / "r.html")
+    report.write_report(out, html)
+    page.open(html)
+    page.js("document.getElementById('steps-heading').scrollIntoView()")
+    page.wait("return document.querySelector('#steps .u-over')")
+    assert "dashed: an evaluation ran after that gstep" in page.element("#steps .note").text
+    # A column of the canvas at a mark holds the line's grey; halfway between two marks, none.
+    ink = (
+        "var p = xdlReport.plots.find(p => p.where.group == 'steps'), u = p.plot;"
+        "var x = Math.round(u.valToPos(arguments[0], 'x', true)), b = u.bbox;"
+        "var d = u.ctx.getImageData(x, b.top, 1, b.height).data, n = 0;"
+        "for (var i = 0; i < d.length; i += 4) if (d[i + 3] && d[i] < 200 && d[i] == d[i + 2]) n++;"
+        "return n;"
+    )
+    assert page.js("return xdlReport.plots.find(p => p.where.group == 'steps').spec.marks") == [
+        9,
+        19,
+        29,
+    ]
+    for gstep in (9, 19, 29):
+        assert page.js(ink, gstep) > 20, gstep
+    assert page.js(ink, 14.5) < 5
+    page.hover("#steps .u-over", (10 - 1) / (39 - 1))  # The step after the first evaluation.
+    tip = page.wait(
+        "var t = document.querySelector('#steps .tip');"
+        "return t && t.style.display == 'block' && t.textContent"
+    )
+    assert "gstep 10" in tip, tip
+    page.select("#yscale", "log")
+    page.js(
+        "var s = document.getElementById('smooth'); s.value = 0.5;"
+        "s.dispatchEvent(new Event('input'))"
+    )
+    page.wait("return document.querySelector('#steps .u-over')")
+    assert page.js(ink, 19) > 20
+    page.check()
