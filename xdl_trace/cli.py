@@ -211,7 +211,7 @@ def _info(args):
         "copies": [{"path": c.path, "why": c.why} for c in trace.copies],
         "keys": [_key_info(k, entry) for k, entry in schema.items()]
         or [_header_key_info(k, trace) for k in trace.keys],
-        "beside": _beside(trace.path, args.prefix, args.name),
+        "beside": _beside(trace.path, args.prefix, args.name, trace.run),
     }
     if args.json:
         print(json.dumps(info, indent=2))
@@ -287,9 +287,16 @@ def _info(args):
             if what == "eval"
             else f"read them with --prefix {beside['prefix']}"
         )
+        of_run = beside["of_run"]
+        shown = (
+            ""
+            if of_run is None
+            else f"; the run shown: {of_run['runs']} run{'s' * (of_run['runs'] != 1)}, "
+            f"{of_run['records']} records"
+        )
         print(
             f"also here: {what} files {beside['prefix']}.{args.name}.* ({beside['runs']} run(s), "
-            f"{beside['records']} records): {read}"
+            f"{beside['records']} records{shown}): {read}"
         )
     print(f"keys ({len(info['keys'])}{'' if schema else ', from the Header: no record yet'}):")
     for k in info["keys"]:
@@ -303,9 +310,11 @@ def _info(args):
     return 0
 
 
-def _beside(path, prefix, name):
+def _beside(path, prefix, name, run=None):
     """The other file set of a run directory (a training run's eval files, test.*, or the
-    reverse), which `prefix` does not read: {"prefix", "runs", "records"}, else None."""
+    reverse), which `prefix` does not read: {"prefix", "runs", "records", "of_run"}, else None.
+    "of_run": for the training Run `run`, the eval runs paired with it
+    (``trace_runs.evaluation_of``) as {"runs", "records"}; None when not asked."""
     other = "test" if prefix == "train" else "train"
     if not os.path.isdir(path):
         return None
@@ -314,7 +323,13 @@ def _beside(path, prefix, name):
     except FileNotFoundError:
         return None
     records = sum(r.records or 0 for r in others)
-    return {"prefix": other, "runs": len(others), "records": records}
+    of_run = None
+    if run is not None and other == "test":
+        found = trace_runs.evaluation_of(path, run, name, trains=None)
+        ids = () if found is None else found[0] if isinstance(found[0], tuple) else (found[0],)
+        mine = [r for r in others if r.id in ids]
+        of_run = {"runs": len(mine), "records": sum(r.records or 0 for r in mine)}
+    return {"prefix": other, "runs": len(others), "records": records, "of_run": of_run}
 
 
 def _header_key_info(key, trace):

@@ -821,6 +821,48 @@ def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path, hook
     assert (sorted(firsts), sorted(seconds)) == ([9, 19], [9, 19, 29, 39])
 
 
+_EVAL_JOB = """
+import sys, xdl_trace as xdl
+xdl.trace_value("acc", scope="eval")
+with xdl.TraceHook({"output_dir": sys.argv[1], "on_error": "raise"}, is_training=False,
+                   scope="eval") as hook:
+    for gstep in (9, 19):  # The checkpoints it evaluates.
+        hook.step(gstep=gstep, values={"acc": float(sys.argv[2]) + gstep})
+"""
+
+
+def test_an_eval_job_of_its_own_is_the_evaluation_of_the_run_it_followed(tmp_path):
+    """An eval job in a process of its own (it loads the run's checkpoints and evaluates them,
+    as TensorFlow's evaluator task does) writes test.* files into the run's directory: it is the
+    evaluation of the training run that began last before it, in report, info and Python. A
+    sweep of two runs, each evaluated after it: each gets its own. Before: an eval run was
+    paired only with a training run of its own process, so the job's accuracies were drawn
+    nowhere while `info` called them "the runs' evaluations"."""
+    out = str(tmp_path / "runs")
+    env = {**os.environ, "PYTHONPATH": REPO}
+    for first in (100, 200):
+        _train_and_evaluate(out, steps=first // 5, every=1000)  # No evaluation of its own.
+        job = [sys.executable, "-c", _EVAL_JOB, out, str(first)]
+        subprocess.run(job, env=env, cwd=str(tmp_path), check=True, timeout=120)
+    model = report.build_report(out, run="all")
+    assert [r["label"] for r in model["runs"]] == [
+        "steps 20",
+        "steps 20 · eval",
+        "steps 40",
+        "steps 40 · eval",
+    ]
+    (acc,) = _card(model, "eval/acc")["charts"]
+    assert _series(acc, "steps 20 · eval") == pytest.approx({9: 109, 19: 119})
+    assert _series(acc, "steps 40 · eval") == pytest.approx({9: 209, 19: 219})
+    latest = xdl.open_trace(out, run="latest")
+    assert latest.evaluation().stack("eval/acc").tolist() == [209, 219]
+    said = subprocess.run(
+        [sys.executable, "-m", "xdl_trace", "info", out, "--run", "latest"],
+        capture_output=True, text=True, cwd=REPO, check=True,
+    ).stdout
+    assert "eval files test.trace.* (2 run(s), 4 records; the run shown: 1 run, 2 records)" in said
+
+
 def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
     """verify RUN checks every data file of the directory, the eval files (test.*) too: a
     flipped bit in one fails verify naming it. Before: only train.* were verified ("4 of 4
@@ -869,7 +911,8 @@ def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_pat
     cli = [sys.executable, "-m", "xdl_trace", "info", out]
     said = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert (
-        "also here: eval files test.trace.* (4 run(s), 4 records): the runs' evaluations, which "
+        "also here: eval files test.trace.* (4 run(s), 4 records; the run shown: 4 runs, 4 "
+        "records): the runs' evaluations, which "
         "report, find-nan, diff and timeline read with them; alone: --prefix test"
     ) in said
     # find-nan reads the run's evaluation with it: a NaN in the eval accuracy is found (before:

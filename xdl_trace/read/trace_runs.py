@@ -199,7 +199,9 @@ def evaluation_of(path, run, name="trace", trains=None):
     written by a process that wrote `run` (a rank's host and pid), each paired with the latest
     train run of `trains` (default: the directory's) that process began before it (so a pid the
     OS gave again to a later job pairs with that job), else the first it was still open for (an
-    eval hook begun before the training hook). (run, Run) for ``open_trace``: the eval
+    eval hook begun before the training hook). An eval run of a process that wrote no train run
+    here (an eval job of its own) pairs by the same rule with the train runs of every process.
+    (run, Run) for ``open_trace``: the eval
     run's id, or (a tuple of their ids, None) for several (a hook begun per evaluation, or per
     rank); None for none, for a data file and for a run of XDL's files (no RunInfo)."""
     if run is None or not run.infos or not os.path.isdir(os.fspath(path)):
@@ -214,7 +216,10 @@ def evaluation_of(path, run, name="trace", trains=None):
         return {(info["hostname"], info["pid"]) for info in r.infos.values() if info["pid"]}
 
     def trained_by(ev):
-        same = [t for t in trains if writers(t) & writers(ev)]
+        # An eval job of its own (a process that evaluates checkpoints, as TensorFlow's
+        # evaluator task does) wrote no training run here: the run it evaluates is one of
+        # another process, by the same rule of time.
+        same = [t for t in trains if writers(t) & writers(ev)] or trains
         began = [t for t in same if (t.start_ms or 0) <= (ev.start_ms or 0)]
         if began:
             return max(began, key=lambda t: t.start_ms or 0).id
