@@ -221,11 +221,12 @@ def _info(args):
         shown = "all runs" if trace.run is None else f"run {trace.run.id}"
         print(f"runs: {len(trace.runs)}, oldest first (showing {shown}; pick one with --run)")
         for run in trace.runs:
-            mine = [files[i]["scanned"] for i in run.file_indices if i < len(files)]
-            # Not closed cleanly: the scan's count, never the stale Metas' "no records".
+            mine = [files[i] for i in run.file_indices if i < len(files)]
+            # Not closed cleanly: the scan's count, never the stale Metas' "no records"; a file
+            # closed cleanly beside them (a restarted run's later attempt) by its Meta's count.
             scanned = (
-                sum(s["records"] for s in mine if s is not None)
-                if not run.closed_cleanly and any(s is not None for s in mine)
+                sum(f["records"] or 0 if f["scanned"] is None else f["scanned"]["records"] for f in mine)
+                if not run.closed_cleanly and any(f["scanned"] is not None for f in mine)
                 else None
             )
             print(f"  {run.describe(scanned)}")

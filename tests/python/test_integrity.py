@@ -303,8 +303,11 @@ out, first, last, crash = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.a
 ckpt = os.path.join(out, "ckpt.npy")
 w = np.load(ckpt) if first else np.arange(6, dtype=np.float32)
 xdl.trace_tensor("w", w)
+xdl.trace_value("acc", scope="eval")
 hook = xdl.TraceHook({"output_dir": out, "on_error": "raise"})
+evaluate = xdl.TraceHook({"output_dir": out, "on_error": "raise"}, is_training=False, scope="eval")
 hook.begin()
+evaluate.begin()
 for step in range(first, last):
     w *= np.float32(1.01)
     if crash and step == 13:
@@ -312,9 +315,13 @@ for step in range(first, last):
     hook.step(gstep=step)
     if step % 10 == 9:
         np.save(ckpt, w)
+    if step % 5 == 4:  # Its evaluation: gstep 14 evaluated by both attempts.
+        evaluate.step(values={"acc": float(w[1]) + (100 if crash and step == 14 else 0)})
 if crash:
     hook.flush()
+    evaluate.flush()
     os._exit(3)
+evaluate.end()
 hook.end()
 """
 
@@ -349,6 +356,15 @@ def test_a_resumed_run_reads_each_gstep_from_the_attempt_that_wrote_it_last(tmp_
 
     with pytest.warns(RestartedRunWarning, match="attempt 2 resumed at gstep 10"):
         trace = open_trace(resumed)
+    # Its evaluation, restarted with it under the same run id: gstep 14 from attempt 2, and
+    # the warning says whose attempts these are (before: a second "run job-7" warning, another
+    # gstep).
+    with pytest.warns(RestartedRunWarning, match=r"job-7 \(eval files, test\.\*\): .* gstep 14"):
+        evaluated = trace.evaluation().stack("eval/acc", return_gsteps=True)
+    assert list(evaluated[0]) == [4, 9, 14, 19, 24, 29]
+    np.testing.assert_array_equal(
+        evaluated[1], open_trace(reference).evaluation().stack("eval/acc")
+    )
     assert [f.superseded_from for f in trace.files] == [10, None]
     gsteps, values = trace.stack("w", return_gsteps=True)
     assert list(gsteps) == list(range(30))  # Each once, in order: no zigzag back to 10.
@@ -364,15 +380,17 @@ def test_a_resumed_run_reads_each_gstep_from_the_attempt_that_wrote_it_last(tmp_
         scan = analysis.scan_run(resumed)
         assert scan.records == {0: 30} and scan.rows["w"] == 30
         static = report.build_report(resumed)
-        (facts,) = static["runs"]
+        facts, its_evaluation = static["runs"]
         assert facts["records"] == 30  # Read, not the Metas' 35.
+        assert its_evaluation["records"] == 6
         # Dask plans each file's share: the same 30 steps.
         frame = xdl_dask.to_dataframe(resumed, keys=["w"]).compute()
         assert sorted(frame["gstep"]) == list(range(30))
         assert list(xdl_dask.to_array(resumed, "w").compute()[:, 1]) == list(expected[:, 1])
         # Serve reads the run again once an attempt resumed: its page is the static one.
         assert live.update() and live.scan.records == {0: 30}
-        assert report.model_of([live.scan], [live.run], writing=[False])["cards"] == static["cards"]
+        trained = report.build_report(resumed, keys="w")["cards"]  # Its evaluation left out.
+        assert report.model_of([live.scan], [live.run], writing=[False])["cards"] == trained
         assert facts["restarts"].startswith("2 attempts under one run id: attempt 2 resumed at")
         # attempts="all" reads what the crashed attempt traced before it died.
         every = open_trace(resumed, attempts="all")
@@ -384,5 +402,8 @@ def test_a_resumed_run_reads_each_gstep_from_the_attempt_that_wrote_it_last(tmp_
     assert found.returncode == 1 and "13" in found.stdout, found.stdout
     info = cli("info", resumed)
     assert "train.trace.0.1  (superseded from gstep 10 by a later attempt)" in info.stdout
+    # The run's line counts the crashed attempt's records by scanning and the closed one's
+    # by its Meta (before: the scanned file's 15 alone).
+    assert "35 records found by scanning" in info.stdout, info.stdout
     with pytest.raises(ValueError, match="attempts must be 'latest' or 'all'"):
         open_trace(resumed, attempts="first")

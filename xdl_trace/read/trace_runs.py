@@ -128,8 +128,8 @@ class Run:
 
     def describe(self, scanned=None):
         """One line: id, ranks, world size, hosts, start, gsteps, records. `scanned`: the
-        complete records a scan of a run not closed cleanly found (its Metas are behind: their
-        counts and step ranges are not said, the scan's count is)."""
+        complete records of a run not closed cleanly, its files whose Meta is not final counted
+        by a scan (the stale Metas' counts and step ranges are not said)."""
         start = self.start.strftime("%Y-%m-%d %H:%M:%S UTC") if self.start else "start unknown"
         if scanned is not None:
             counted = f"{scanned} records found by scanning (the Meta is not final; gsteps ?)"
@@ -308,6 +308,8 @@ def select_run(reader, path, run, attempts="latest"):
     every = [Run(s) for s in reader.runs()]
     # A trace without restarts is read as it is: no second pass over its Headers.
     latest = attempts == "latest" and any(r.attempts > 1 for r in every)
+    # Eval files (an eval hook's, under the training run's fixed id): their warnings say so.
+    evaluation = any(f[1] == "test" for f in reader.files)
 
     def reader_of(chosen):
         """`reader` narrowed to the Runs `chosen` (None: as it is), less what later attempts
@@ -319,7 +321,7 @@ def select_run(reader, path, run, attempts="latest"):
         return narrowed.latest_attempts() if latest else narrowed
 
     if run == "all":
-        _warn_restarted(every, attempts)
+        _warn_restarted(every, attempts, evaluation)
         return reader_of(None), (every[0] if len(every) == 1 else None), every
     if several:  # Those runs together (a run's eval hooks, one run each): their files.
         chosen = [r for r in every if r.id in run]
@@ -332,10 +334,10 @@ def select_run(reader, path, run, attempts="latest"):
                 run,
                 every,
             )
-        _warn_restarted(chosen, attempts)
+        _warn_restarted(chosen, attempts, evaluation)
         return reader_of(chosen), None, every
     if run is None:
-        _warn_restarted(every[:1] if len(every) == 1 else [], attempts)
+        _warn_restarted(every[:1] if len(every) == 1 else [], attempts, evaluation)
         _warn_incomplete(every[0] if len(every) == 1 else None)
         if len(every) > 1:
             raise errors.RunChoiceError(
@@ -361,7 +363,7 @@ def select_run(reader, path, run, attempts="latest"):
                 every,
             )
         chosen = matches[0]
-    _warn_restarted([chosen], attempts)
+    _warn_restarted([chosen], attempts, evaluation)
     _warn_incomplete(chosen)
     return reader_of([chosen]), chosen, every
 
@@ -379,9 +381,10 @@ def _warn_incomplete(run):
         )
 
 
-def _warn_restarted(read, attempts):
+def _warn_restarted(read, attempts, evaluation=False):
     """Says of each run read that several attempts wrote under one run id (a job restarted with
-    the same TORCHELASTIC_RUN_ID or XDL_TRACE_RUN_ID) where they resumed and what is read."""
+    the same TORCHELASTIC_RUN_ID or XDL_TRACE_RUN_ID) where they resumed and what is read.
+    `evaluation`: eval files (test.*), whose run shares the training run's id, named so."""
     for run in read:
         if run is not None and run.attempts > 1:
             what = (
@@ -391,7 +394,8 @@ def _warn_restarted(read, attempts):
                 "--attempts all, reads the superseded records too)"
             )
             warnings.warn(
-                f"xdl_trace: run {run.id}: {run.restarts()} (a job restarted with the same run "
+                f"xdl_trace: run {run.id}{' (eval files, test.*)' * evaluation}: "
+                f"{run.restarts()} (a job restarted with the same run "
                 f'id): {what} (docs/python.md, "Runs")',
                 RestartedRunWarning,
                 stacklevel=4,
