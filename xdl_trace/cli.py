@@ -225,7 +225,10 @@ def _info(args):
             # Not closed cleanly: the scan's count, never the stale Metas' "no records"; a file
             # closed cleanly beside them (a restarted run's later attempt) by its Meta's count.
             scanned = (
-                sum(f["records"] or 0 if f["scanned"] is None else f["scanned"]["records"] for f in mine)
+                sum(
+                    f["records"] or 0 if f["scanned"] is None else f["scanned"]["records"]
+                    for f in mine
+                )
                 if not run.closed_cleanly and any(f["scanned"] is not None for f in mine)
                 else None
             )
@@ -1083,10 +1086,11 @@ def _report_configure(parser):
 def _report(args):
     _check_output(args.output)
     runs = [args.path] + list(args.more_runs)
-    total = sum(
-        open_trace(r, prefix=args.prefix, name=args.name, run=args.run).nbytes for r in runs
-    )
-    with Progress(total, "report") as progress:
+    traces = [
+        open_trace(r, prefix=args.prefix, name=args.name, run=args.run or "all") for r in runs
+    ]
+    _say_every_run_drawn(traces, args.run)
+    with Progress(sum(t.nbytes for t in traces), "report") as progress:
         result = report.write_report(
             runs,
             args.output,
@@ -1105,6 +1109,18 @@ def _report(args):
     if result["pngs"]:
         print(f"wrote {len(result['pngs'])} PNG(s) to {args.png}")
     return 0
+
+
+def _say_every_run_drawn(traces, run):
+    """The note of report and serve given a directory of several runs and no --run: each run is
+    drawn, a series of its own (a sweep, a notebook run twice), and how to pick one."""
+    for trace in traces:
+        if run is None and len(trace.runs) > 1:
+            print(
+                f"{trace.path} holds {len(trace.runs)} runs: each is drawn, a series of its own "
+                "(--run latest or --run ID for one; `xdl-trace info` lists them)",
+                file=sys.stderr,
+            )
 
 
 _GPU_SORT = {"total": "total_ns", "count": "count", "mean": "mean_ns"}
@@ -1261,20 +1277,29 @@ def _serve_configure(parser):
 
 @command(
     "serve",
-    "serve the report as a local web page that follows the runs as they write (the latest run "
-    "of each directory)",
+    "serve the report as a local web page that follows the runs as they write (every run of "
+    "each directory, new ones as they begin; --run latest follows the newest alone)",
     _serve_configure,
 )
 def _serve(args):
     from .read import serve
 
     runs = [args.path] + list(args.more_runs)
+    for path in runs:
+        try:
+            _say_every_run_drawn(
+                [open_trace(path, prefix=args.prefix, name=args.name, run="all")], args.run
+            )
+        except FileNotFoundError:
+            pass  # Not written yet: serve waits for it.
 
     def ready(url):
         print(f"serving {', '.join(runs)} at {url} (Ctrl-C stops)", flush=True)
 
     try:
-        serve.serve(runs, args.host, args.port, args.prefix, args.name, on_ready=ready)
+        serve.serve(
+            runs, args.host, args.port, args.prefix, args.name, on_ready=ready, run=args.run
+        )
     except KeyboardInterrupt:
         pass
     return 0
@@ -1306,7 +1331,8 @@ def build_parser():
             "--run",
             default=None,
             help='which run when the directory holds several: "latest", a run id (or a unique '
-            'prefix of one) or "all" (info and verify default to all; `info` lists the runs)',
+            'prefix of one) or "all" (info, verify, report and serve default to all; `info` '
+            "lists the runs)",
         )
         p.add_argument(
             "--attempts",

@@ -858,7 +858,10 @@ def test_an_eval_job_of_its_own_is_the_evaluation_of_the_run_it_followed(tmp_pat
     assert latest.evaluation().stack("eval/acc").tolist() == [209, 219]
     said = subprocess.run(
         [sys.executable, "-m", "xdl_trace", "info", out, "--run", "latest"],
-        capture_output=True, text=True, cwd=REPO, check=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
     ).stdout
     assert "eval files test.trace.* (2 run(s), 4 records; the run shown: 1 run, 2 records)" in said
 

@@ -1,12 +1,14 @@
 """xdl-trace serve: the live report of runs being written, read incrementally (LiveRun) and
 followed by a real Chromium (browser.py) while training processes write and are killed."""
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import numpy as np
 
@@ -64,10 +66,10 @@ def _wait_for_step(proc, step):
     raise AssertionError(f"the writer ended before step {step}")
 
 
-def _serve(out):
-    """(process, url) of `xdl-trace serve out` on a free port, once it listens."""
+def _serve(out, *more):
+    """(process, url) of `xdl-trace serve out [more]` on a free port, once it listens."""
     server = subprocess.Popen(
-        [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0"],
+        [sys.executable, "-m", "xdl_trace", "serve", out, "--port", "0", *more],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -320,11 +322,6 @@ def test_serve_page_fetches_each_card_as_it_comes_into_view(tmp_path, page):
     """Issue 32 #6 under serve: the page and its updates carry no chart data (the cards'
     index only, with per card the version that last changed it); each card fetches its
     charts (/card?n=N) when drawn: the first ones on load, the last one once scrolled to."""
-    import json
-    import urllib.request
-
-    import numpy as np
-
     out = str(tmp_path / "run")
     xdl.clear()
     values = [np.zeros(4, np.float32) for _ in range(60)]
@@ -379,13 +376,12 @@ def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it
     config = {"output_dir": out, "on_error": "raise", "fsync": False}
     live = serve.LiveReport([out])
 
-    def eval_gsteps():
+    def eval_gsteps(live=live, label="run · eval"):
         cards = {c["key"]: c for c in live.state()[1]["cards"]}
         if "eval/acc" not in cards:
             return []
         (chart,) = cards["eval/acc"]["charts"]
-        (series,) = chart["series"]
-        assert series["label"] == "run · eval"
+        (series,) = [s for s in chart["series"] if s["label"] == label]
         return [x for x, v in zip(chart["x"], series["values"]) if v is not None]
 
     with xdl.TraceHook(config) as train:
@@ -406,8 +402,10 @@ def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it
     model = live.state()[1]
     assert model["cards"] == static["cards"]
     assert [r["label"] for r in model["runs"]] == ["run", "run · eval"]
-    # A second run into the directory (one eval hook now): serve follows it and its evaluation
-    # alone, never the first run's eval steps merged into the second's.
+    # A second run into the directory (one eval hook now) joins the page beside the first, as
+    # `report` draws the directory, each with its own evaluation (never the first run's eval
+    # steps merged into the second's); with run="latest", serve follows the newest alone.
+    newest = serve.LiveReport([out], run="latest")
     xdl.trace_variable("w", w)
     xdl.trace_value("acc", scope="eval")
     with xdl.TraceHook(config) as train, xdl.TraceHook(
@@ -417,9 +415,39 @@ def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it
             train.step(gstep=step)
             if step % 5 == 4:
                 ev.step(gstep=step, values={"acc": 0.5})
+            if step == 10:
+                train.flush()
+                ev.flush()
+                newest.refresh()
+                live.refresh()
+                assert eval_gsteps(newest) == [4, 9]
     xdl.clear()
     live.refresh()
-    assert eval_gsteps() == [4, 9]
+    first, second = [run.id[:8] for run in xdl.runs(out)]
+    assert [r["label"] for r in live.state()[1]["runs"]] == [
+        f"run · {first}",
+        f"run · {first} · eval",
+        f"run · {second}",
+        f"run · {second} · eval",
+    ]
+    assert eval_gsteps(label=f"run · {first} · eval") == [9, 19, 29, 39]
+    assert eval_gsteps(label=f"run · {second} · eval") == [4, 9]
+    assert live.state()[1]["cards"] == report.build_report(out)["cards"]
+    newest.refresh()
+    assert [r["label"] for r in newest.state()[1]["runs"]] == ["run", "run · eval"]
+    assert eval_gsteps(newest) == [4, 9]
+    # The command takes --run as the others do (before: serve ignored it).
+    for more, runs in (((), 4), (("--run", "latest"), 2), (("--run", first), 2)):
+        server, url = _serve(out, *more)
+        try:
+            update = json.loads(urllib.request.urlopen(url + "update?since=-1").read())
+        finally:
+            _stop(server)
+        assert len(update["model"]["runs"]) == runs, (more, update["model"]["runs"])
+        if more:  # The second run, then the first: the one asked for.
+            assert update["model"]["runs"][0]["id"].startswith(
+                second if more[1] == "latest" else first
+            )
 
 
 # A training process that steps when told: each line on its stdin is a step; "nan" makes that

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import xdl_trace as xdl
+from xdl_trace.read import report
 from xdl_trace.write import _run
 
 from conftest import REPO
@@ -347,13 +348,22 @@ def test_cli_lists_runs_and_takes_run(cfg, out_dir, tmp_path, capsys):
 def test_report_and_find_nan_take_run(cfg, out_dir, tmp_path, capsys):
     from xdl_trace import cli
 
-    write_run(cfg, steps=2)
-    write_run(cfg, steps=3, gstep0=100)
+    first = write_run(cfg, steps=2)
+    second = write_run(cfg, steps=3, gstep0=100)
     html = str(tmp_path / "r.html")
-    assert cli.main(["report", out_dir, "-o", html]) == 1
-    assert "holds 2 runs" in capsys.readouterr().err
+    # A report draws every run of a directory, a series each, as TensorBoard its logdir, and
+    # says how to pick one (before: an error asking for --run).
+    assert cli.main(["report", out_dir, "-o", html]) == 0
+    assert "holds 2 runs: each is drawn, a series of its own" in capsys.readouterr().err
+    model = report.build_report(out_dir)
+    name = os.path.basename(out_dir)
+    assert [r["label"] for r in model["runs"]] == [
+        f"{name} · {first[:8]}",
+        f"{name} · {second[:8]}",
+    ]
     assert cli.main(["report", out_dir, "--run", "latest", "-o", html]) == 0
-    assert os.path.getsize(html) > 0
+    assert "holds 2 runs" not in capsys.readouterr().err
+    assert [r["id"] for r in report.build_report(out_dir, run="latest")["runs"]] == [second]
     assert cli.main(["find-nan", out_dir]) == 2  # An error: 1 would say a NaN was found.
     assert "holds 2 runs" in capsys.readouterr().err
     assert cli.main(["find-nan", out_dir, "--run", "all"]) == 0

@@ -240,19 +240,22 @@ def run_labels(paths):
 
 
 def _expand_runs(paths, run, prefix, name):
-    """[(path, label, Run or None)]: one entry per path, or with run="all" one per run of a
-    path that holds several (each its own series, labelled with the start of its id)."""
+    """[(path, label, Run or None)]: one entry per path, or, where a directory holds several
+    runs and `run` is None or "all", one per run (each its own series, labelled with the start
+    of its id; ``_label_by_metadata`` names them after what differs), as TensorBoard draws every
+    run of its logdir."""
     out = []
     for path, label in zip(paths, run_labels(paths)):
-        every = trace_runs.runs(path, prefix=prefix, name=name) if run == "all" else []
+        if run is not None and run != "all":
+            out.append(
+                (path, label, analysis.open_trace(path, prefix=prefix, name=name, run=run).run)
+            )
+            continue
+        every = trace_runs.runs(path, prefix=prefix, name=name)
         if len(every) > 1:
             out += [(path, f"{label} · {r.id[:8]}", r) for r in every]
-            continue
-        if run == "all" or run is None:
-            chosen = every[0] if every else _only_run(path, prefix, name)
         else:
-            chosen = analysis.open_trace(path, prefix=prefix, name=name, run=run).run
-        out.append((path, label, chosen))
+            out.append((path, label, every[0] if every else None))
     return out
 
 
@@ -305,11 +308,6 @@ def _differences(scans, runs, selection, prefix, name):
         if scans[i].path != scans[0].path or runs[i] is not runs[0]:
             add(0, i, "runs")
     return out
-
-
-def _only_run(path, prefix, name):
-    every = trace_runs.runs(path, prefix=prefix, name=name)
-    return every[0] if len(every) == 1 else None
 
 
 def _label_by_metadata(scans, runs):
@@ -366,7 +364,8 @@ def build_report(
     """Scans each run once and returns the report model (a JSON-ready dict). selection: a
     ``Selection`` (keys as glob patterns, as ``analysis.scan_run``), the same for every path;
     the keywords keys, gsteps, ranks and run stand for its fields. Its run: which run of a
-    directory that holds several (as ``open_trace``), "all" for each of them."""
+    directory that holds several (as ``open_trace``); None or "all": each of them, a series
+    each."""
     selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

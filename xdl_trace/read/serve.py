@@ -50,8 +50,8 @@ def _alive(pid):
 
 
 class LiveRun:
-    """One run followed as it writes (the latest run of `path` when it holds several). Not
-    thread-safe: one updater thread calls ``update``."""
+    """One run followed as it writes (`which`: the run to read, asked at each update; default
+    the latest of `path`). Not thread-safe: one updater thread calls ``update``."""
 
     def __init__(self, path, label=None, prefix="train", name="trace", which=None):
         self.path = os.fspath(path)
@@ -154,14 +154,12 @@ class LiveRun:
 
 def _evaluation_of(training):
     """The `which` of the LiveRun that follows the eval records of the LiveRun `training`
-    (``trace_runs.evaluation_of`` of the run it follows, the latest of its directory)."""
+    (``trace_runs.evaluation_of`` of the run it follows, paired as the static report pairs)."""
 
     def which():
         if training.run is None:
             return None
-        found = trace_runs.evaluation_of(
-            training.path, training.run, training.name, trains=[training.run]
-        )
+        found = trace_runs.evaluation_of(training.path, training.run, training.name)
         return None if found is None else found[0]
 
     return which
@@ -169,20 +167,23 @@ def _evaluation_of(training):
 
 class LiveReport:
     """The runs of a serve and their latest report model, refreshed by one updater thread.
-    ``state()`` is read by request threads: the model JSON and its version, under a lock."""
+    ``state()`` is read by request threads: the model JSON and its version, under a lock.
 
-    def __init__(self, paths, prefix="train", name="trace", poll_s=POLL_S):
-        labels = report.run_labels(paths)
-        self.runs = []
-        for p, label in zip(paths, labels):
-            self.runs.append(LiveRun(p, label, prefix, name))
-            if prefix == "train":  # Its eval records beside it, as the static report has them.
-                evaluation = LiveRun(
-                    p, f"{label} · eval", "test", name, _evaluation_of(self.runs[-1])
-                )
-                evaluation.evaluates = self.runs[-1]
-                self.runs.append(evaluation)
+    run: None or "all" follows every run of each directory, a LiveRun each, a run that begins
+    later joining at the next refresh (a sweep, a job launched again: TensorBoard draws every
+    run of its logdir); else which run of each directory (``open_trace``'s run, "latest": the
+    newest, whichever it is at each refresh)."""
+
+    def __init__(self, paths, prefix="train", name="trace", poll_s=POLL_S, run=None):
         self.prefix, self.name, self.poll_s = prefix, name, poll_s
+        self.paths = [os.fspath(p) for p in paths]
+        self._labels = dict(zip(self.paths, report.run_labels(self.paths)))
+        self._every = run is None or run == "all"
+        self.runs = []  # Updater thread only: LiveRuns, each training run's evaluation after it.
+        self._followed = {}  # Updater thread only: (path, run id) -> its LiveRun (every-run mode).
+        if not self._every:
+            for p in self.paths:
+                self._follow(p, self._labels[p], lambda run=run: run)
         self._lock = threading.Lock()
         self._version = 0  # Guarded by _lock.
         self._payload = None  # Guarded by _lock: the JSON of /update.
@@ -193,9 +194,44 @@ class LiveReport:
         self._thread = None
         self.errors = []  # Updater thread only: the last few errors an update raised.
 
+    def _follow(self, path, label, which):
+        """Follows the run `which` names at `path`, and its evaluation beside it (eval records,
+        as the static report has them); returns the training run's LiveRun."""
+        training = LiveRun(path, label, self.prefix, self.name, which)
+        self.runs.append(training)
+        if self.prefix == "train":
+            evaluation = LiveRun(
+                path, f"{label} · eval", "test", self.name, _evaluation_of(training)
+            )
+            evaluation.evaluates = training
+            self.runs.append(evaluation)
+        return training
+
+    def _discover(self):
+        """Follows each run of the directories not followed yet (every-run mode), labelled as the
+        static report labels them: the directory's name, with the start of the run id where it
+        holds several (``report.model_of`` then names them after the metadata that differs)."""
+        for path in self.paths:
+            try:
+                every = trace_runs.runs(path, prefix=self.prefix, name=self.name)
+            except (FileNotFoundError, ValueError):
+                continue  # Nothing written yet.
+            for r in every:
+                if (path, r.id) not in self._followed:
+                    # A run of XDL's files has no id: the only run, read as "latest".
+                    which = lambda id=r.id or "latest": id  # noqa: E731
+                    self._followed[path, r.id] = self._follow(path, self._labels[path], which)
+            for (p, run_id), live in self._followed.items():
+                if p == path:
+                    live.label = self._labels[path] + (f" · {run_id[:8]}" if len(every) > 1 else "")
+                    if live.scan is not None:
+                        live.scan.label = live.label
+
     def refresh(self):
         """One update of every run; a new model (and version) when anything changed."""
         changed = False
+        if self._every:
+            self._discover()
         for run in self.runs:
             changed |= run.update()
         writing = [run.writing() for run in self.runs if run.scan is not None]
@@ -209,7 +245,8 @@ class LiveReport:
         model = report.model_of(
             [r.scan for r in live], [r.run for r in live], self.prefix, self.name, writing
         )
-        waiting = [r.path for r in self.runs if r.scan is None and r.prefix == self.prefix]
+        started = {r.path for r in self.runs if r.scan is not None and r.prefix == self.prefix}
+        waiting = [p for p in self.paths if p not in started]
         state = "; ".join(
             f"{r['label']}: {'writing' if r['writing'] else 'writer gone'}" for r in model["runs"]
         )
@@ -328,10 +365,12 @@ def _handler(live):
     return Handler
 
 
-def serve(paths, host="127.0.0.1", port=8080, prefix="train", name="trace", on_ready=None):
+def serve(
+    paths, host="127.0.0.1", port=8080, prefix="train", name="trace", on_ready=None, run=None
+):
     """Serves the live report of the runs at `paths` until interrupted. on_ready(url) is
-    called once the server listens (port 0 picks a free port)."""
-    live = LiveReport(paths, prefix, name)
+    called once the server listens (port 0 picks a free port). run: as ``LiveReport``'s."""
+    live = LiveReport(paths, prefix, name, run=run)
     server = http.server.ThreadingHTTPServer((host, port), _handler(live))
     live.start()
     server.daemon_threads = True
