@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -864,6 +865,45 @@ def test_an_eval_job_of_its_own_is_the_evaluation_of_the_run_it_followed(tmp_pat
         check=True,
     ).stdout
     assert "eval files test.trace.* (2 run(s), 4 records; the run shown: 1 run, 2 records)" in said
+
+
+def test_an_evaluation_on_rank_0_alone_is_no_incomplete_run(tmp_path, monkeypatch):
+    """Data-parallel training on 2 ranks, evaluated on rank 0 alone (the usual way): the eval
+    run records the world size 2 and holds rank 0. Before: every read of it warned "holds 1 of
+    2 ranks ... give every rank the same XDL_TRACE_RUN_ID", the report raised a "missing file"
+    error alert ("world size 2 but no file of rank 1") and `info --prefix test` flagged the run
+    incomplete; an evaluation need not run on every rank."""
+    out = str(tmp_path / "ddp")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("XDL_TRACE_RUN_ID", "ddp-job")
+    xdl.clear()
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    for rank in (0, 1):
+        with xdl.TraceHook(dict(config, rank=rank)) as train:
+            for step in range(20):
+                train.step(gstep=step, values={"loss": 1.0 / (step + 1)})
+    with xdl.TraceHook(dict(config, rank=0), is_training=False, scope="eval") as evaluate:
+        evaluate.step(gstep=19, values={"acc": 0.9})
+    xdl.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        model = report.build_report(out)
+        assert xdl.open_trace(out).evaluation().stack("eval/acc").tolist() == [0.9]
+    assert [(r["label"], r["ranks"]) for r in model["runs"]] == [
+        ("ddp", [0, 1]),
+        ("ddp · eval", [0]),
+    ]
+    assert [a for a in model["alerts"] if a["kind"] == "missing file"] == []
+    said = subprocess.run(
+        [sys.executable, "-m", "xdl_trace", "info", out, "--prefix", "test"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
+    assert "ranks 0 of 2" in said.stdout and "incomplete" not in said.stdout + said.stderr
 
 
 def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):

@@ -529,7 +529,8 @@ class Trace:
     def gaps(self):
         """What is missing from the trace's runs, as lines (issue 24): a rank whose file indices
         skip one (a deleted or lost file: "run R, rank 0: no file #3 (its files run #1..#5)"),
-        and ranks absent from a run whose RunInfo gives its world size. A file copied under
+        and ranks absent from a training run whose RunInfo gives its world size (an evaluation
+        need not run on every rank: ``Run.evaluation``). A file copied under
         another rank or index is ``verify``'s (its Meta's rank and file_index)."""
         problems = []
         by_run, present = {}, {}
@@ -549,7 +550,7 @@ class Trace:
                         f"{name}, rank {rank}: no file {listed}{more} (its files run #{lo}..#{hi})"
                     )
         for run in self.runs:
-            if run.id in by_run and run.world_size:
+            if run.id in by_run and run.world_size and not run.evaluation:
                 absent = sorted(set(range(run.world_size)) - set(run.ranks))
                 if absent:
                     problems.append(

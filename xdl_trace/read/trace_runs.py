@@ -67,7 +67,9 @@ class Run:
     (writers of one rank under this run id, by pid and start time: more than 1 when a job
     restarted with the same run id) and ``resumes`` (where each later attempt took over: a dict
     of ``rank``, ``attempt`` (2 for the second) and ``gstep``, its first; the earlier attempts'
-    records from there on are superseded, see ``open_trace``'s ``attempts``)."""
+    records from there on are superseded, see ``open_trace``'s ``attempts``); ``evaluation``:
+    eval files (test.*), which need not hold every rank of the world size (an evaluation on
+    rank 0 alone is no incomplete run)."""
 
     __slots__ = (
         "id",
@@ -88,10 +90,12 @@ class Run:
         "attempts",
         "resumes",
         "file_indices",
+        "evaluation",
     )
 
-    def __init__(self, summary):
+    def __init__(self, summary, evaluation=False):
         self.id = summary["run_id"]
+        self.evaluation = evaluation
         self.ranks = list(summary["ranks"])
         self.infos = {
             rank: info for rank, info in zip(self.ranks, summary["run_infos"]) if info is not None
@@ -117,6 +121,16 @@ class Run:
         self.closed_cleanly = summary["closed_cleanly"]
         self.attempts = summary.get("attempts", 1)
         self.resumes = list(summary.get("resumes", []))
+
+    @property
+    def incomplete(self):
+        """Whether a training run lacks ranks its world size counts (ranks started by hand that
+        became separate runs, or ranks that wrote elsewhere)."""
+        return (
+            not self.evaluation
+            and self.world_size is not None
+            and len(self.ranks) < self.world_size
+        )
 
     @property
     def start(self):
@@ -153,7 +167,7 @@ class Run:
             + (
                 f"  (incomplete: {len(self.ranks)} of {self.world_size} ranks; the others wrote "
                 "elsewhere or as another run: give every rank the same XDL_TRACE_RUN_ID)"
-                if self.world_size is not None and len(self.ranks) < self.world_size
+                if self.incomplete
                 else ""
             )
             + (f"  ({self.restarts()})" if self.attempts > 1 else "")
@@ -190,7 +204,7 @@ class Run:
 def runs(path, prefix="train", name="trace"):
     """The runs of the trace at ``path`` (a directory or one data file), oldest first."""
     reader, _ = set_aside_copies(open_reader(path, prefix, name))
-    return [Run(s) for s in reader.runs()]
+    return [Run(s, evaluation=prefix == "test") for s in reader.runs()]
 
 
 def evaluation_of(path, run, name="trace", trains=None):
@@ -305,11 +319,11 @@ def select_run(reader, path, run, attempts="latest"):
             f"got {run!r}"
         )
     attempts = attempts_of(attempts)
-    every = [Run(s) for s in reader.runs()]
+    # Eval files (an eval hook's: their restarts' warnings say so, a rank subset is no gap).
+    evaluation = any(f[1] == "test" for f in reader.files)
+    every = [Run(s, evaluation) for s in reader.runs()]
     # A trace without restarts is read as it is: no second pass over its Headers.
     latest = attempts == "latest" and any(r.attempts > 1 for r in every)
-    # Eval files (an eval hook's, under the training run's fixed id): their warnings say so.
-    evaluation = any(f[1] == "test" for f in reader.files)
 
     def reader_of(chosen):
         """`reader` narrowed to the Runs `chosen` (None: as it is), less what later attempts
@@ -369,9 +383,8 @@ def select_run(reader, path, run, attempts="latest"):
 
 
 def _warn_incomplete(run):
-    """Warns when the run read lacks ranks its world size counts (ranks started by hand that
-    became separate runs, or ranks that wrote elsewhere)."""
-    if run is not None and run.world_size is not None and len(run.ranks) < run.world_size:
+    """Warns when the run read is incomplete (``Run.incomplete``)."""
+    if run is not None and run.incomplete:
         warnings.warn(
             f"xdl_trace: run {run.id} holds {len(run.ranks)} of {run.world_size} ranks "
             f"({', '.join(map(str, run.ranks))}); the others wrote elsewhere or as another run: "
