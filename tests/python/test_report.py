@@ -973,7 +973,7 @@ def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_pat
     said = subprocess.run(
         find_nan + ["--keys", "w,*loss"], capture_output=True, text=True, cwd=REPO, check=True
     ).stdout
-    assert said.startswith("no NaN or Inf in 2 keys over 40 records, nor in 1 eval keys over 4")
+    assert said.startswith("no NaN or Inf in 2 keys over 40 records, nor in 1 eval key over 4")
     found = subprocess.run(
         find_nan + ["--prefix", "test", "--run", "all"], capture_output=True, text=True, cwd=REPO
     )
