@@ -450,6 +450,44 @@ def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it
             )
 
 
+def test_a_sweeps_finished_runs_are_not_read_again_at_each_look(tmp_path, monkeypatch):
+    """serve of a directory holding many finished runs (a sweep) looks at their files twice a
+    second: a run whose files and Metas are unchanged, in a directory with no new file, is not
+    opened again (before: every run and its evaluation opened and paired at every look, 197 ms
+    a look for 21 runs here, O(runs x files)); a record appended to one run is read."""
+    out = str(tmp_path / "sweep")
+    xdl.clear()
+    xdl.trace_value("loss")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    for lr in (0.1, 0.01, 0.001):
+        with xdl.TraceHook(config, metadata={"lr": lr}) as hook:
+            for step in range(5):
+                hook.step(gstep=step, values={"loss": lr * step})
+    live = serve.LiveReport([out])
+    live.refresh()
+    live.refresh()  # The first look after a read sees the files it read.
+    opened = []
+    real_open = analysis.open_trace
+    monkeypatch.setattr(
+        analysis, "open_trace", lambda *a, **k: opened.append(a) or real_open(*a, **k)
+    )
+    assert not live.refresh() and opened == []
+    assert [r["records"] for r in live.state()[1]["runs"]] == [5, 5, 5]
+    # One more run begins: a new file, so each run looks again, and the new one joins.
+    with xdl.TraceHook(config, metadata={"lr": 1.0}) as hook:
+        hook.step(gstep=0, values={"loss": 0.0})
+        hook.flush()
+        assert live.refresh() and opened
+        assert [r["records"] for r in live.state()[1]["runs"]] == [5, 5, 5, 1]
+        del opened[:]
+        live.refresh()  # Its first look after its read.
+        hook.step(gstep=1, values={"loss": 1.0})
+        hook.flush()
+        assert live.refresh()
+        assert [r["records"] for r in live.state()[1]["runs"]] == [5, 5, 5, 2]
+    xdl.clear()
+
+
 # A training process that steps when told: each line on its stdin is a step; "nan" makes that
 # step's loss NaN; "more" adds named host ranges from that step on.
 _STEPPER = r"""

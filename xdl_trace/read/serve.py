@@ -66,9 +66,30 @@ class LiveRun:
         self._sizes = {}  # data file path -> size when it was last read.
         self.evaluates = None  # Of an evaluation: the LiveRun of the run it evaluates.
         self._selection = Selection()
+        self._looked = None  # What the last update saw (``_look``): unchanged, nothing to read.
 
-    def update(self):
-        """Reads what the run's files gained since the last call; True when anything did."""
+    def _look(self, names):
+        """What tells that the run may have changed since the last update, without opening it:
+        the names in its directory (a new file: a rollover, a rank, a run or an attempt that
+        began) and the size and time of each file it read and of their Metas (records
+        appended, a Meta rewritten: closed). `names`: the directory's, listed by the caller."""
+        own = []
+        for path in self._sizes:
+            for p in (path, path + ".meta"):
+                try:
+                    st = os.stat(p)
+                    own.append((st.st_size, st.st_mtime_ns))
+                except OSError:
+                    own.append(None)
+        return names, tuple(own)
+
+    def update(self, names=None):
+        """Reads what the run's files gained since the last call; True when anything did.
+        `names`: the listing of the run's directory (``_names``), when the caller has it."""
+        looked = self._look(_names(self.path) if names is None else names)
+        if looked == self._looked:
+            return False  # A sweep's finished runs cost a stat per file, not a read.
+        self._looked = looked
         which = self._which()
         if which is None:
             return False
@@ -152,6 +173,14 @@ class LiveRun:
         return any(_alive(pid) for pid in self.run.pids.values())
 
 
+def _names(path):
+    """The names in the directory `path` (or of the data file `path`), sorted: a new one is news."""
+    try:
+        return tuple(sorted(os.listdir(path))) if os.path.isdir(path) else (path,)
+    except OSError:
+        return ()
+
+
 def _evaluation_of(training):
     """The `which` of the LiveRun that follows the eval records of the LiveRun `training`
     (``trace_runs.evaluation_of`` of the run it follows, paired as the static report pairs)."""
@@ -232,8 +261,9 @@ class LiveReport:
         changed = False
         if self._every:
             self._discover()
+        names = {path: _names(path) for path in self.paths}  # One listing a refresh.
         for run in self.runs:
-            changed |= run.update()
+            changed |= run.update(names[run.path])
         writing = [run.writing() for run in self.runs if run.scan is not None]
         if not changed and writing == self._writing and self._payload is not None:
             return False
