@@ -341,3 +341,47 @@ def test_a_runs_evaluation_is_on_tracks_of_its_own_in_the_timeline(tmp_path):
     batches = [e for e in events["X"] if e["name"] == "eval batch"]
     assert len(batches) == 9 and all(threads[e["tid"]].startswith("ranges") for e in batches)
     assert trace["otherData"]["eval_steps"] == 9 and trace["otherData"]["steps"] == 30
+
+
+# An eval job of its own: it begins, loads a checkpoint (0.4 s), evaluates it as gstep 9.
+_EVAL_JOB = """
+import sys, time, xdl_trace as xdl
+xdl.trace_value("acc", scope="eval")
+with xdl.TraceHook({"output_dir": sys.argv[1], "on_error": "raise"}, is_training=False,
+                   scope="eval") as hook:
+    print("began", flush=True)
+    time.sleep(0.4)
+    hook.step(gstep=9, values={"acc": 0.5})
+"""
+
+
+def test_an_eval_job_of_its_own_keeps_its_steps_span_in_the_timeline(tmp_path):
+    """An eval job in a process of its own, running beside the training: its step spans its own
+    work (the 0.4 s it took to load and evaluate), not cut to where a training step ended, as
+    the training process's own eval steps are (they would otherwise span the training since
+    the last evaluation). Before: cut to under one training step."""
+    import time
+
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    run = str(tmp_path / "run")
+    job = subprocess.Popen(
+        [sys.executable, "-c", _EVAL_JOB, run],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    assert job.stdout.readline().strip() == "began"
+    xdl.clear()
+    xdl.trace_tensor("w", np.arange(4, dtype=np.float32))
+    with xdl.TraceHook({"output_dir": run, "fsync": False, "on_error": "raise"}) as train:
+        for _ in range(30):
+            time.sleep(0.02)
+            train.step()
+    xdl.clear()
+    assert job.wait(timeout=60) == 0
+    events = check_chrome_trace(_timeline(tmp_path, run))
+    (evaluated,) = [e for e in events["X"] if e["tid"] == 11]
+    assert evaluated["name"] == "eval step 9" and evaluated["dur"] >= 0.35e6, evaluated

@@ -121,13 +121,15 @@ def _stat_value(stat):
 
 class _Rank:
     """What the timeline remembers about one rank while streaming (bounded). `trained`: of an
-    evaluation's records, the _Rank of the training run's (the same process: its host process
-    and OS threads' tracks are shared; its span kinds get tracks of their own)."""
+    evaluation's records, the _Rank of the training run's (its host process and OS threads'
+    tracks are shared; its span kinds get tracks of their own); `inline`: whether the training's
+    own process evaluated (else an eval job of its own)."""
 
-    def __init__(self, rank, trained=None):
+    def __init__(self, rank, trained=None, inline=True):
         self.rank = rank
         self.host_pid = 1 + rank * 1000
         self.trained = trained
+        self.inline = inline
         # With an evaluation to draw: the end of each step, in order (8 bytes a step), so an eval
         # step starts no earlier than the training step before it ended (``eval_step_start``).
         self.step_ends = None
@@ -147,9 +149,10 @@ class _Rank:
     def eval_step_start(self, span):
         """Where an eval step's span starts: an eval hook's step runs from its previous Step(),
         which for the first step of an evaluation lies before the training steps since the last
-        one; it starts where the training step before it ended."""
+        one; it starts where the training step before it ended. An eval job of its own (another
+        process) steps apart from training: its span stands."""
         ends = self.trained.step_ends
-        i = bisect.bisect_right(ends, span.end_ns) if ends else 0
+        i = bisect.bisect_right(ends, span.end_ns) if ends and self.inline else 0
         return max(span.start_ns, ends[i - 1]) if i else span.start_ns
 
 
@@ -488,8 +491,14 @@ def stream_timeline(
             state.step_ends = array.array("q")
     _stream(writer, trace, states, selected)
     if evaluation is not None:
-        trained = {r: states.setdefault(r, _Rank(r)) for r in evaluation.ranks if r in selected}
-        _stream(writer, evaluation, {r: _Rank(r, trained[r]) for r in trained}, selected)
+        eval_runs = [r for r in evaluation.runs if r.id in evaluation.run_ids]
+        evaluated = {}
+        for r in evaluation.ranks:
+            if r in selected:
+                # Evaluated by the training's own process (not an eval job of its own).
+                inline = any(trace.run.writers(r) & run.writers(r) for run in eval_runs)
+                evaluated[r] = _Rank(r, states.setdefault(r, _Rank(r)), inline)
+        _stream(writer, evaluation, evaluated, selected)
     other = {"source": str(path), "ranks": len(selected)}
     if selection.gsteps:
         other["gsteps"] = [begin, end]

@@ -122,6 +122,14 @@ class Run:
         self.attempts = summary.get("attempts", 1)
         self.resumes = list(summary.get("resumes", []))
 
+    def writers(self, rank=None):
+        """The processes that wrote the run (of `rank`; default every rank): {(host, pid)}."""
+        return {
+            (info["hostname"], info["pid"])
+            for r, info in self.infos.items()
+            if info["pid"] and (rank is None or r == rank)
+        }
+
     @property
     def incomplete(self):
         """Whether a training run lacks ranks its world size counts (ranks started by hand that
@@ -226,14 +234,11 @@ def evaluation_of(path, run, name="trace", trains=None):
     except FileNotFoundError:
         return None
 
-    def writers(r):
-        return {(info["hostname"], info["pid"]) for info in r.infos.values() if info["pid"]}
-
     def trained_by(ev):
         # An eval job of its own (a process that evaluates checkpoints, as TensorFlow's
         # evaluator task does) wrote no training run here: the run it evaluates is one of
         # another process, by the same rule of time.
-        same = [t for t in trains if writers(t) & writers(ev)] or trains
+        same = [t for t in trains if t.writers() & ev.writers()] or trains
         began = [t for t in same if (t.start_ms or 0) <= (ev.start_ms or 0)]
         if began:
             return max(began, key=lambda t: t.start_ms or 0).id
