@@ -906,6 +906,42 @@ def test_an_evaluation_on_rank_0_alone_is_no_incomplete_run(tmp_path, monkeypatc
     assert "ranks 0 of 2" in said.stdout and "incomplete" not in said.stdout + said.stderr
 
 
+def _sweep(out, lrs, nudge_last=False):
+    xdl.clear()
+    xdl.trace_value("loss")
+    for n, lr in enumerate(lrs):
+        config = {"output_dir": out, "on_error": "raise", "fsync": False}
+        with xdl.TraceHook(config, metadata={"lr": lr}) as hook:
+            for step in range(10):
+                nudge = 1e-6 if nudge_last and n == len(lrs) - 1 and step >= 4 else 0.0
+                hook.step(gstep=step, values={"loss": 1.0 / (1 + lr * step) + nudge})
+    xdl.clear()
+
+
+def test_a_sweeps_runs_that_differ_as_configured_are_information_not_warnings(tmp_path):
+    """A report of a sweep's directory compares each run with the first: runs whose metadata
+    differ (lr) differ by design, so the page says so as information, folded into one headline
+    line past FOLD_AFTER comparisons (before: a warning each, 38 opening lines for 20 runs);
+    two runs of the same metadata that differ are still a warning, first on the page."""
+    sweep = str(tmp_path / "sweep")
+    _sweep(sweep, [0.1, 0.2, 0.3, 0.4, 0.5])
+    model = report.build_report(sweep)
+    (line,) = model["headline"]
+    assert (line["tag"], line["severity"]) == ("runs differ", "info")
+    assert line["text"].startswith("4 comparisons: runs differ, the first lr 0.2 vs lr 0.1: ")
+    assert line["text"].endswith(
+        "their metadata differ (lr); each in the alerts and under Where the runs differ"
+    )
+    differ = [a for a in model["alerts"] if a["kind"] == "runs differ"]
+    assert len(differ) == 4 and {a["severity"] for a in differ} == {"info"}
+    assert len(model["differences"]) == 4
+    again = str(tmp_path / "again")  # A determinism check: one config run twice.
+    _sweep(again, [0.1, 0.1], nudge_last=True)
+    (line,) = report.build_report(again)["headline"]
+    assert (line["tag"], line["severity"]) == ("runs differ", "warn")
+    assert line["text"].endswith("the runs differ from gstep 4 in loss"), line["text"]
+
+
 def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
     """verify RUN checks every data file of the directory, the eval files (test.*) too: a
     flipped bit in one fails verify naming it. Before: only train.* were verified ("4 of 4

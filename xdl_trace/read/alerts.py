@@ -218,11 +218,13 @@ def _sorted_median(values):
 AGREEMENT_ALERT_KEYS = 10
 
 
-def agreement_alerts(result, label, what):
+def agreement_alerts(result, label, what, expected=()):
     """A ``compare.diff`` result (`what`: "ranks" of one run, or "runs") as the page's opening line
     ({"run", "gstep", "keys", "text", "tag", "severity"}: "ranks agree", "rank 1 differs from rank 0 from gstep 110
     in 0.weight (and 5 more keys)") and alerts: one per differing key (the first
-    AGREEMENT_ALERT_KEYS), each naming its first differing gstep and what was compared."""
+    AGREEMENT_ALERT_KEYS), each naming its first differing gstep and what was compared.
+    `expected`: the metadata entries that differ between two runs (a sweep's "lr"): runs
+    configured apart are expected to differ, so it is said as information, not a warning."""
     differing = result.differing
     bases = sorted({k.basis for k in result.keys if k.basis})
     how = " and ".join(bases) if bases else "nothing"
@@ -257,8 +259,12 @@ def agreement_alerts(result, label, what):
     else:
         text = f"{label}: the runs differ from gstep {first.first['gstep']} in {first.key}{more}"
     text += which
+    severity = "warn"
+    if expected:
+        severity = "info"
+        text += f"; their metadata differ ({', '.join(expected)})"
     headline_item = {"run": label, "gstep": first.first["gstep"], "keys": keys, "text": text}
-    headline_item.update(tag=kind, severity="warn")
+    headline_item.update(tag=kind, severity=severity)
     alerts = []
     for k in differing[:AGREEMENT_ALERT_KEYS]:
         p = k.first
@@ -278,11 +284,11 @@ def agreement_alerts(result, label, what):
                     f"{compare.norm_change(k.last)} at the last ({k.last['gstep']})"
                 )
         rank = k.rank_b if what == "ranks" else None
-        alerts.append(_alert("warn", kind, label, k.key, rank, p["gstep"], detail))
+        alerts.append(_alert(severity, kind, label, k.key, rank, p["gstep"], detail))
     if len(differing) > AGREEMENT_ALERT_KEYS:
         alerts.append(
             _alert(
-                "warn",
+                severity,
                 kind,
                 label,
                 "",

@@ -259,6 +259,33 @@ def _expand_runs(paths, run, prefix, name):
     return out
 
 
+FOLD_AFTER = 3  # Headline items of information of one kind shown one by one, at most.
+
+
+def _folded(items):
+    """The comparisons' headline items, those of information (a sweep's runs that differ as their
+    metadata do; ranks that agree) of one kind folded into one line where there are more than
+    FOLD_AFTER: a sweep of 20 runs opens with one line, not 38. Each stays in the alerts and in
+    "Where the runs differ"."""
+    counts = {}
+    for item in items:
+        if item["severity"] == "info":
+            counts[item["tag"]] = counts.get(item["tag"], 0) + 1
+    out, folded = [], set()
+    for item in items:
+        tag = item["tag"]
+        if item["severity"] != "info" or counts[tag] <= FOLD_AFTER:
+            out.append(item)
+        elif tag not in folded:
+            folded.add(tag)
+            text = (
+                f"{counts[tag]} comparisons: {tag}, the first {item['text']}; each in the alerts "
+                "and under Where the runs differ"
+            )
+            out.append(dict(item, run="", gstep=None, keys=[], text=text))
+    return out
+
+
 def _differences(scans, runs, selection, prefix, name):
     """Where the ranks of each multi-rank run part ways (every rank against the lowest), and with
     several runs where each later run parts from the first (``compare.diff``, a second pass over
@@ -292,8 +319,10 @@ def _differences(scans, runs, selection, prefix, name):
             compared.append(
                 (result.evaluation, f"{scans[b].label} · eval vs {scans[a].label} · eval")
             )
+        # A sweep's runs differ by design: by the hyperparameters their metadata record.
+        expected = () if b is None else _metadata_differing([runs[a], runs[b]])
         for one, named in compared:
-            headline_item, alerts = agreement_alerts(one, named, what)
+            headline_item, alerts = agreement_alerts(one, named, what, expected)
             diff = dict(one.as_dict(), label=named, what=what)
             diff.pop("evaluation", None)  # Drawn as its own comparison.
             charts = report_charts.divergence_charts(one, named, what)
@@ -321,10 +350,7 @@ def _label_by_metadata(scans, runs):
         metas = [runs[i].metadata if runs[i] is not None else {} for i in members]
         if len(members) < 2:
             continue
-        names = sorted({k for m in metas for k in m})
-        differ = [
-            k for k in names if len({json.dumps(m.get(k), sort_keys=True) for m in metas}) > 1
-        ]
+        differ = _metadata_differing([runs[i] for i in members])
         if not differ:
             continue
         labels = [" · ".join(f"{k} {_metadata_value(m.get(k))}" for k in differ) for m in metas]
@@ -332,6 +358,14 @@ def _label_by_metadata(scans, runs):
             continue
         for i, label in zip(members, labels):
             scans[i].label = label
+
+
+def _metadata_differing(runs):
+    """The metadata entries (``TraceHook(metadata=...)``) whose values differ between `runs`
+    (Run or None: no metadata), sorted."""
+    metas = [run.metadata if run is not None else {} for run in runs]
+    names = sorted({k for m in metas for k in m})
+    return [k for k in names if len({json.dumps(m.get(k), sort_keys=True) for m in metas}) > 1]
 
 
 def _metadata_value(value):
@@ -503,7 +537,9 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
             _run_facts(s, r, selection, None if writing is None else writing[i])
             for i, (s, r) in enumerate(zip(scans, runs))
         ],
-        "headline": [d["headline"] for d in differences] + headline(scans) + _gpu_headline(gpu),
+        "headline": _folded([d["headline"] for d in differences])
+        + headline(scans)
+        + _gpu_headline(gpu),
         "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
         "differences": [d["diff"] for d in differences if d["diff"] is not None],
         "difference_charts": [chart for d in differences for chart in d["charts"]],
