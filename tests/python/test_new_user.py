@@ -372,11 +372,14 @@ def test_read_only_output_dir_is_named_not_its_lock_file(tmp_path):
 def test_cli_asks_for_run_as_an_option_and_dump_all_names_each_run(out_dir, capsys):
     first = write_run(out_dir, x=np.ones(2))
     second = write_run(out_dir, x=np.ones(2))
-    for command in (["dump"], ["export", "-o", os.path.join(out_dir, "x.npz")], ["report"]):
+    for command in (["dump"], ["export", "-o", os.path.join(out_dir, "x.npz")]):
         code, _, err = run_cli(capsys, command[0], out_dir, *command[1:])
         assert code == 1
         assert "--run latest" in err and "--run all" in err and "run='" not in err, err
         assert first in err and second in err
+    # A report draws them all (as TensorBoard a logdir), and says how to pick one.
+    code, _, err = run_cli(capsys, "report", out_dir, "-o", os.path.join(out_dir, "r.html"))
+    assert code == 0 and "holds 2 runs: each is drawn" in err and "--run latest" in err, err
     code, out, _ = run_cli(capsys, "dump", out_dir, "--run", "all")
     assert code == 0
     heads = [line for line in out.splitlines() if line.startswith("rank:")]

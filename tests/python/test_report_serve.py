@@ -450,6 +450,18 @@ def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it
             )
 
 
+def _fails_once(real_open):
+    calls = []
+
+    def open_trace(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise ValueError("no Header yet")
+        return real_open(*args, **kwargs)
+
+    return open_trace
+
+
 def test_a_sweeps_finished_runs_are_not_read_again_at_each_look(tmp_path, monkeypatch):
     """serve of a directory holding many finished runs (a sweep) looks at their files twice a
     second: a run whose files and Metas are unchanged, in a directory with no new file, is not
@@ -486,6 +498,11 @@ def test_a_sweeps_finished_runs_are_not_read_again_at_each_look(tmp_path, monkey
         assert live.refresh()
         assert [r["records"] for r in live.state()[1]["runs"]] == [5, 5, 5, 2]
     xdl.clear()
+    # A run not readable at a look (its Header not written yet) is looked at again, though what
+    # it writes next adds no name to the directory.
+    late = serve.LiveRun(out, which=lambda: "latest")
+    monkeypatch.setattr(analysis, "open_trace", _fails_once(real_open))
+    assert not late.update() and late.update() and late.scan.records == {0: 2}
 
 
 # A training process that steps when told: each line on its stdin is a step; "nan" makes that

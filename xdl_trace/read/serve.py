@@ -89,14 +89,17 @@ class LiveRun:
         looked = self._look(_names(self.path) if names is None else names)
         if looked == self._looked:
             return False  # A sweep's finished runs cost a stat per file, not a read.
-        self._looked = looked
         which = self._which()
         if which is None:
+            self._looked = looked  # No such run (an evaluation not begun): asked again at news.
             return False
         try:
             trace = analysis.open_trace(self.path, prefix=self.prefix, name=self.name, run=which)
         except (FileNotFoundError, ValueError):
-            return False  # No file yet: the run has not started writing.
+            # Not readable yet (no file, a Header not written): looked at again next time, as
+            # what it writes next may change no name.
+            return False
+        self._looked = looked
         if (
             self.scan is None
             or which != self._read_as
