@@ -14,6 +14,7 @@ import datetime
 import hashlib
 import json
 import os
+import shlex
 import sys
 import urllib.parse
 import warnings
@@ -1354,19 +1355,26 @@ def build_parser():
     return parser
 
 
-def _run_choice_message(error):
-    """A RunChoiceError in CLI terms: --run, not run='...'."""
+def _run_choice_message(error, command):
+    """A RunChoiceError in CLI terms: --run, not run='...'; for diff, how to compare two runs
+    of the directory (reading them together compares nothing)."""
     if error.run is None:
         head = f"{error.path} holds {len(error.runs)} runs"
     elif sum(r.id.startswith(error.run) for r in error.runs) > 1:
         head = f"--run {error.run!r} is the prefix of several runs in {error.path}"
     else:
         head = f"--run {error.run!r} matches no run in {error.path}"
-    return (
-        f"{head}; pick one with --run latest, --run ID (a unique prefix is enough) or read "
-        "them together with --run all (oldest first):\n"
-        + "\n".join(r.listing() for r in error.runs)
+    pick = (
+        "pick one with --run latest, --run ID (a unique prefix is enough) or read them together "
+        "with --run all"
     )
+    if command == "diff":
+        path = shlex.quote(error.path)
+        pick = (
+            f"compare two of them with `xdl-trace diff {path} {path} --run ID --run-b ID` (a "
+            "unique prefix is enough), or the ranks of one with --run ID"
+        )
+    return f"{head}; {pick} (oldest first):\n" + "\n".join(r.listing() for r in error.runs)
 
 
 def _format_warning(message, category, filename, lineno, line=None):
@@ -1385,7 +1393,8 @@ def main(argv=None):
     except BrokenPipeError:  # pragma: no cover - `xdl-trace dump | head`
         return 0
     except RunChoiceError as error:
-        print(f"xdl-trace {args.command}: error: {_run_choice_message(error)}", file=sys.stderr)
+        message = _run_choice_message(error, args.command)
+        print(f"xdl-trace {args.command}: error: {message}", file=sys.stderr)
         return args._error_exit
     except (TraceError, OSError, KeyError, ValueError) as error:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error

@@ -550,6 +550,13 @@ def test_two_runs_evaluations_are_compared_with_them(tmp_path, capsys, hook_per_
     result = xdl.diff(a, str(twice), run_b="latest")
     assert result.identical, result.as_dict()
     assert result.evaluation.keys[0].steps_compared == 4
+    # `diff DIR` of a directory of two runs says how to compare them (before: "read them
+    # together with --run all", which compares nothing).
+    assert cli.main(["diff", str(twice)]) == 2
+    said = capsys.readouterr().err
+    assert f"compare two of them with `xdl-trace diff {twice} {twice} --run ID --run-b ID`" in said
+    first, second = [r.id for r in xdl.runs(str(twice))]
+    assert cli.main(["diff", str(twice), str(twice), "--run", first[:8], "--run-b", second]) == 1
 
     from xdl_trace.read import report
 
