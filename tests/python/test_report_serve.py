@@ -298,6 +298,45 @@ def test_page_follows_the_writers_and_says_when_they_are_killed(tmp_path, page):
             _stop(server)
 
 
+def test_a_run_that_begins_while_the_page_is_open_joins_it(tmp_path, page):
+    """A sweep's next run begins while its page is open in a browser: within seconds the Runs
+    table has its row, both runs are named after their metadata ("lr 0.1", "lr 0.2"), and the
+    loss chart draws a series for each; no JavaScript error. Before: serve followed the latest
+    run alone, so the page dropped the first run when the second began."""
+    out = str(tmp_path / "sweep")
+    _sweep_run(out, 0.1)
+    server, url = _serve(out)
+    try:
+        page.open(url)
+        series = (
+            "var p = xdlReport.plots.find(p => p.box.closest('#card-0'));"
+            "return p ? p.plot.series.slice(1).map(s => s.label) : []"
+        )
+        page.wait(f"return (function () {{ {series} }})().length == 1", timeout=30)
+        assert page.js(series) == ["rank 0"]  # One run of one rank.
+        _sweep_run(out, 0.2)
+        page.wait(
+            "var t = document.getElementById('runs-table').textContent;"
+            "return t.indexOf('lr 0.1') >= 0 && t.indexOf('lr 0.2') >= 0",
+            timeout=30,
+        )
+        page.wait(f"return (function () {{ {series} }})().length == 2", timeout=30)
+        assert page.js(series) == ["lr 0.1", "lr 0.2"]
+        page.open("about:blank")
+        page.check()
+    finally:
+        _stop(server)
+
+
+def _sweep_run(out, lr):
+    xdl.clear()
+    xdl.trace_value("loss")
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise"}, metadata={"lr": lr}) as hook:
+        for step in range(10):
+            hook.step(gstep=step, values={"loss": 1.0 / (1 + lr * step)})
+    xdl.clear()
+
+
 def test_serve_rejects_a_busy_port_with_a_clear_error(tmp_path):
     import socket
 
