@@ -209,3 +209,49 @@ def test_an_evaluations_ranges_are_counted_apart_in_the_steps_it_ran_in(tmp_path
         for n, c in zip(merged["ranges"]["name"], merged["ranges"]["category"])
     ]
     assert got == [("a", ""), ("x", "eval forward"), ("x", "eval")]
+
+
+# An eval job of its own: evaluates three checkpoints, a 20 ms range each, beside training.
+_EVAL_JOB = """
+import sys, time, xdl_trace as xdl
+xdl.trace_value("acc", scope="eval")
+with xdl.TraceHook({"output_dir": sys.argv[1], "on_error": "raise"}, is_training=False,
+                   scope="eval") as hook:
+    print("began", flush=True)
+    for gstep in (4, 9, 14):
+        with xdl.host_range("batch"):
+            time.sleep(0.02)
+        hook.step(gstep=gstep, values={"acc": 0.5})
+"""
+
+
+def test_an_eval_job_of_its_own_is_not_counted_in_the_training_steps(tmp_path):
+    """An eval job in a process of its own runs beside the training: its ranges ran in no
+    training step, so the training run's table does not count them there, though their times
+    fall inside its step windows (before: "batch", phase "eval", 60 ms in the training steps)."""
+    import os
+    import subprocess
+    import sys
+
+    out = str(tmp_path / "run")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    job = subprocess.Popen(
+        [sys.executable, "-c", _EVAL_JOB, out],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=repo),
+    )
+    assert job.stdout.readline().strip() == "began"
+    xdl.clear()
+    xdl.trace_value("loss")
+    with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as train:
+        for _ in range(20):
+            with xdl.host_range("step", "forward"):
+                time.sleep(0.005)
+            train.step(values={"loss": 1.0})
+    xdl.clear()
+    assert job.wait(timeout=60) == 0
+    model = report.build_report(out)
+    assert [r["label"] for r in model["runs"]] == ["run", "run · eval"]  # Its evaluation.
+    (table,) = model["host_ranges"]
+    assert {(r["name"], r["category"]) for r in table["rows"]} == {("step", "forward")}

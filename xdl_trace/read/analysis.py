@@ -246,7 +246,7 @@ class RunScan:
 
     label, path, prefix (which files: "train", or "test" for eval); selection (the Selection
     read); evaluates (set by the report on an eval scan: the RunScan of its training run);
-    ranks; files; bytes; keys (scanned, in file order); digests (the selected keys whose column
+    writers {(host, pid)}: the processes that wrote the runs read (``Run.writers``); ranks; files; bytes; keys (scanned, in file order); digests (the selected keys whose column
     is a tensor digest, ``summary="digest"``: checksums, not values, so they are not scanned: no
     curve, no statistics, no alert; ``xdl-trace diff`` compares them);
     schema {key: (dtype, shape)};
@@ -282,6 +282,7 @@ class RunScan:
         self.prefix = prefix  # "train", or "test" for the eval files.
         self.selection = selection  # What scan_run read (its run: which runs).
         self.evaluates = None  # A report's eval scan: the RunScan of the run it evaluates.
+        self.writers = set()  # (host, pid) of the processes that wrote the runs read.
         self.host_ranges = []  # host_ranges.table's rows: host time by named range.
         self.step_calls = {}  # rank -> (gsteps, Step() call ns): the windows of host_ranges.
         self.ranks = []
@@ -455,6 +456,8 @@ def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128, mus
     capacities. must_match: ranks none of which the trace holds are a ValueError, key patterns
     that match none a KeyError (else an empty scan)."""
     keys, ranks = selection.keys, selection.ranks
+    read = [r for r in trace.runs if trace.run_ids is None or r.id in trace.run_ids]
+    scan.writers = set().union(*(r.writers() for r in read))
     scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
     if ranks is not None and not scan.ranks and must_match:
         raise ValueError(
@@ -1003,7 +1006,10 @@ def add_evaluation_ranges(scan, evaluation):
     """A training scan's host time by range with the named ranges its evaluation's records carry
     (``host_ranges.with_evaluation``: phase "eval <phase>") counted in its step windows, where
     the evaluation ran: the time a step spends evaluating is on the table, apart from training's.
-    Both scans read with series (their device events)."""
+    Both scans read with series (their device events). An eval job of its own (no process of
+    the training's) ran in no training step: its ranges are not counted there."""
+    if not scan.writers & evaluation.writers:
+        return
     theirs = evaluation.device_events.columns()  # Small: an evaluation's few records.
     if len(theirs["ranges"]["name"]):  # Else the training's own table stands.
         columns = host_ranges.with_evaluation(scan.device_events.columns(), theirs)
