@@ -296,7 +296,7 @@ def _info(args):
         shown = (
             ""
             if of_run is None
-            else f"; the run shown: {_count(of_run['runs'], 'run')}, "
+            else f"; the run shown: {report_html.counted(of_run['runs'], 'run')}, "
             f"{of_run['records']} records"
         )
         print(
@@ -313,11 +313,6 @@ def _info(args):
             stored = "" if k["dtype"] is None and k["shape"] is None else f" (stored as {stored})"
             print(f"  {_shown(k['key'])}  {k['kind']} of {source}{stored}")
     return 0
-
-
-def _count(n, noun):
-    """ "1 key", "3 keys"."""
-    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _beside(path, prefix, name, run=None):
@@ -776,7 +771,7 @@ def _find_nan(args):
     unchecked = sum(len(s.unchecked) for s in scans)
     # What a histogram summary can say (issue 24 #11): its counts are of finite values only.
     unchecked = (
-        f"{_count(unchecked, 'histogram key')} not "
+        f"{report_html.counted(unchecked, 'histogram key')} not "
         'checked: a histogram summary counts finite values only (docs/format.md "Summary '
         'columns"); trace a stats summary to count NaN/Inf'
         if unchecked
@@ -792,8 +787,8 @@ def _find_nan(args):
         print(
             "no NaN or Inf in "
             + ", nor in ".join(
-                f"{_count(len(s.keys) - len(s.unchecked), what + 'key')} over "
-                f"{_count(s.total_records, 'record')}"
+                f"{report_html.counted(len(s.keys) - len(s.unchecked), what + 'key')} over "
+                f"{report_html.counted(s.total_records, 'record')}"
                 for s, what in read or [(scan, "")]
             )
         )

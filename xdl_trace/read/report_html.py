@@ -65,6 +65,11 @@ def _fill(fragment, /, **values):
     return _fragments()[fragment].substitute(values)
 
 
+def counted(n, noun):
+    """ "1 run", "3 runs": a count in words that agree with it."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def human_bytes(n):
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
