@@ -37,6 +37,19 @@ def run_python(*args, timeout=120):
     )
 
 
+def start_python(code, *args):
+    """A process of its own running `code` with ARGS and this checkout first on the path (as
+    run_python), returned once it printed its first line: the Popen, its stdout a text pipe."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=REPO),
+    )
+    assert process.stdout.readline(), "the process ended before its first line"
+    return process
+
+
 def error_exit(command):
     """The exit status of an xdl-trace command that fails: 2 for diff and find-nan, whose 1 is an
     answer (the runs differ, a NaN was found), as diff(1) and grep do; 1 for the others."""

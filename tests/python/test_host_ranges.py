@@ -12,6 +12,8 @@ import xdl_trace as xdl
 from xdl_trace import cli
 from xdl_trace.read import analysis, host_ranges, report, report_html
 
+from conftest import start_python
+
 
 def _brute_force_own(starts, ends):
     """Each nanosecond goes to the open range begun last (the outer first of two begun
@@ -229,19 +231,8 @@ def test_an_eval_job_of_its_own_is_not_counted_in_the_training_steps(tmp_path):
     """An eval job in a process of its own runs beside the training: its ranges ran in no
     training step, so the training run's table does not count them there, though their times
     fall inside its step windows (before: "batch", phase "eval", 60 ms in the training steps)."""
-    import os
-    import subprocess
-    import sys
-
     out = str(tmp_path / "run")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    job = subprocess.Popen(
-        [sys.executable, "-c", _EVAL_JOB, out],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=repo),
-    )
-    assert job.stdout.readline().strip() == "began"
+    job = start_python(_EVAL_JOB, out)  # Once it began.
     xdl.clear()
     xdl.trace_value("loss")
     with xdl.TraceHook({"output_dir": out, "on_error": "raise", "fsync": False}) as train:

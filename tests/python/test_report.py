@@ -20,6 +20,12 @@ from xdl_trace.read.selection import Selection
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _xdl_trace(*args, check=False):
+    """`python -m xdl_trace ARGS` as a user runs it: the CompletedProcess (text)."""
+    command = [sys.executable, "-m", "xdl_trace", *args]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=check)
+
+
 def _train(out_dir, rank=0, steps=60, seed=0, explode_at=None, nan_at=None, scale=1.0):
     """A small numpy regression traced like the quick start: w (variable) and its gradient, the
     loss (a callback), a frozen tensor, a hidden activation."""
@@ -857,13 +863,7 @@ def test_an_eval_job_of_its_own_is_the_evaluation_of_the_run_it_followed(tmp_pat
     assert _series(acc, "steps 40 · eval") == pytest.approx({9: 209, 19: 219})
     latest = xdl.open_trace(out, run="latest")
     assert latest.evaluation().stack("eval/acc").tolist() == [209, 219]
-    said = subprocess.run(
-        [sys.executable, "-m", "xdl_trace", "info", out, "--run", "latest"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
-    ).stdout
+    said = _xdl_trace("info", out, "--run", "latest", check=True).stdout
     assert "eval files test.trace.* (2 run(s), 4 records; the run shown: 1 run, 2 records)" in said
 
 
@@ -896,13 +896,7 @@ def test_an_evaluation_on_rank_0_alone_is_no_incomplete_run(tmp_path, monkeypatc
         ("ddp · eval", [0]),
     ]
     assert [a for a in model["alerts"] if a["kind"] == "missing file"] == []
-    said = subprocess.run(
-        [sys.executable, "-m", "xdl_trace", "info", out, "--prefix", "test"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
-    )
+    said = _xdl_trace("info", out, "--prefix", "test", check=True)
     assert "ranks 0 of 2" in said.stdout and "incomplete" not in said.stdout + said.stderr
 
 
@@ -966,8 +960,7 @@ def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
     files verified", exit 0)."""
     out = str(tmp_path / "run")
     _train_and_evaluate(out, hook_per_eval=True)
-    verify = [sys.executable, "-m", "xdl_trace", "verify", out]
-    said = subprocess.run(verify, capture_output=True, text=True, cwd=REPO, check=True).stdout
+    said = _xdl_trace("verify", out, check=True).stdout
     assert said.count("OK    test.trace.0.") == 4 and "OK    train.trace.0.1" in said, said
     assert said.rstrip().endswith("5 of 5 files verified")
     damaged = sorted(f for f in os.listdir(out) if f.startswith("test.") and "meta" not in f)[1]
@@ -976,7 +969,7 @@ def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
         byte = f.read(1)
         f.seek(-3, os.SEEK_END)
         f.write(bytes([byte[0] ^ 0x10]))
-    failed = subprocess.run(verify, capture_output=True, text=True, cwd=REPO)
+    failed = _xdl_trace("verify", out)
     assert failed.returncode == 1, failed.stdout
     assert f"FAIL  {damaged}" in failed.stdout
 
@@ -991,12 +984,7 @@ def test_a_key_of_the_evaluation_asked_of_the_training_run_says_where_it_is(
     _train_and_evaluate(out, hook_per_eval=hook_per_eval)
     how = "--prefix test --run all" if hook_per_eval else "--prefix test"
     for command in (["dump", out], ["export", out, "-o", str(tmp_path / "x.csv")]):
-        said = subprocess.run(
-            [sys.executable, "-m", "xdl_trace", *command, "--keys", "eval/acc"],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-        )
+        said = _xdl_trace(*command, "--keys", "eval/acc")
         assert said.returncode in (1, 2) and said.stderr.rstrip().endswith(
             f"the run's evaluation (test.trace.* beside it) holds eval/acc: read it with {how}"
         ), said.stderr
@@ -1005,8 +993,7 @@ def test_a_key_of_the_evaluation_asked_of_the_training_run_says_where_it_is(
 def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_path):
     out = str(tmp_path / "run")
     _train_and_evaluate(out, hook_per_eval=True, acc_nan_at=29)
-    cli = [sys.executable, "-m", "xdl_trace", "info", out]
-    said = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, check=True).stdout
+    said = _xdl_trace("info", out, check=True).stdout
     assert (
         "also here: eval files test.trace.* (4 run(s), 4 records; the run shown: 4 runs, 4 "
         "records): the runs' evaluations, which "
@@ -1014,33 +1001,26 @@ def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_pat
     ) in said
     # find-nan reads the run's evaluation with it: a NaN in the eval accuracy is found (before:
     # "no NaN", exit 0, and a line saying the eval files were not read).
-    find_nan = [sys.executable, "-m", "xdl_trace", "find-nan", out]
-    found = subprocess.run(find_nan, capture_output=True, text=True, cwd=REPO)
+    found = _xdl_trace("find-nan", out)
     assert found.returncode == 1, found.stdout + found.stderr
     assert found.stdout.splitlines() == [
         "eval/acc (eval): first at gstep 29 (rank 0, lstep 0): 1 NaN, 0 Inf; 1 record(s) affected"
     ]
-    found = subprocess.run(find_nan + ["--json"], capture_output=True, text=True, cwd=REPO)
+    found = _xdl_trace("find-nan", out, "--json")
     assert [(b["key"], b["gstep"], b["eval"]) for b in json.loads(found.stdout)] == [
         ("eval/acc", 29, True)
     ]
-    said = subprocess.run(
-        find_nan + ["--keys", "w,*loss"], capture_output=True, text=True, cwd=REPO, check=True
-    ).stdout
+    said = _xdl_trace("find-nan", out, "--keys", "w,*loss", check=True).stdout
     assert said.startswith("no NaN or Inf in 2 keys over 40 records, nor in 1 eval key over 4")
-    found = subprocess.run(
-        find_nan + ["--prefix", "test", "--run", "all"], capture_output=True, text=True, cwd=REPO
-    )
+    found = _xdl_trace("find-nan", out, "--prefix", "test", "--run", "all")
     assert found.returncode == 1 and "eval/acc: first at gstep 29" in found.stdout, found.stdout
-    said = subprocess.run(
-        cli + ["--prefix", "test"], capture_output=True, text=True, cwd=REPO, check=True
-    ).stdout
+    said = _xdl_trace("info", out, "--prefix", "test", check=True).stdout
     assert "also here: training files train.trace.* (1 run(s), 40 records)" in said
     only_eval = tmp_path / "only_eval"
     only_eval.mkdir()
     for f in os.listdir(out):
         if f.startswith("test."):
             os.rename(os.path.join(out, f), only_eval / f)
-    failed = subprocess.run(cli[:-1] + [str(only_eval)], capture_output=True, text=True, cwd=REPO)
+    failed = _xdl_trace("info", str(only_eval))
     assert failed.returncode == 1
     assert 'found: test.trace (prefix "test", name "trace")' in failed.stderr, failed.stderr

@@ -8,6 +8,7 @@ import sys
 
 
 import trace_file_maker as tm
+from conftest import start_python
 from xdl_trace import cli
 from xdl_trace.read import timeline
 from xdl_trace._proto import device_trace_pb2 as dt
@@ -367,13 +368,7 @@ def test_an_eval_job_of_its_own_keeps_its_steps_span_in_the_timeline(tmp_path):
     import xdl_trace as xdl
 
     run = str(tmp_path / "run")
-    job = subprocess.Popen(
-        [sys.executable, "-c", _EVAL_JOB, run],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONPATH=REPO),
-    )
-    assert job.stdout.readline().strip() == "began"
+    job = start_python(_EVAL_JOB, run)  # Once it began.
     xdl.clear()
     xdl.trace_tensor("w", np.arange(4, dtype=np.float32))
     with xdl.TraceHook({"output_dir": run, "fsync": False, "on_error": "raise"}) as train:
