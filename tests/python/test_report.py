@@ -929,6 +929,8 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     )
     model = report.build_report(sweep)
     assert compared == [] and model["differences"] == []
+    # Its title names the directory, not 5 labels (a tab shows a few words).
+    assert model["title"] == "xdl_trace report: sweep (5 runs)"
     (line,) = model["headline"]
     assert (line["tag"], line["severity"]) == ("runs configured apart", "info")
     assert line["text"].startswith(
@@ -938,7 +940,9 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     assert alert["detail"].endswith(": lr 0.2, lr 0.3, lr 0.4, lr 0.5")
     two = str(tmp_path / "two")
     _sweep(two, [0.1, 0.2])
-    (line,) = report.build_report(two)["headline"]
+    model = report.build_report(two)
+    assert model["title"] == "xdl_trace report: two: lr 0.1, lr 0.2"
+    (line,) = model["headline"]
     assert (line["tag"], line["severity"]) == ("runs differ", "info")
     assert line["text"] == (
         "lr 0.2 vs lr 0.1: the runs differ from gstep 1 in loss; their metadata differ (lr)"

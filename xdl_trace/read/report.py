@@ -406,6 +406,30 @@ def _metadata_value(value):
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
+TITLE_RUNS = 4  # A directory drawn whole is named by its runs' labels up to this many.
+
+
+def _named(scans, runs, several):
+    """The runs of a page in a few words, for its title and header: each run's `_title_part`, a
+    directory drawn whole (several of its runs) as "sweep: lr 0.1, lr 0.2", or past TITLE_RUNS
+    runs "sweep (21 runs)" (a title of 21 labels says nothing a tab can show)."""
+    by_path = {}
+    for scan, run in zip(scans, runs):
+        by_path.setdefault(scan.path, []).append((scan, run))
+    parts = []
+    for path, members in by_path.items():
+        if len(members) == 1:
+            scan, run = members[0]
+            parts.append(_title_part(scan, run, several.get(path, False)))
+            continue
+        base = os.path.basename(os.path.normpath(path)) or path
+        if len(members) > TITLE_RUNS:
+            parts.append(f"{base} ({len(members)} runs)")
+        else:
+            parts.append(f"{base}: " + ", ".join(scan.label for scan, _ in members))
+    return "; ".join(parts)
+
+
 def _title_part(scan, run, several):
     """A run in the page's title: its label, and the start of its id when its directory holds
     other runs (two pages of one directory's runs get different titles, issue 32 #5)."""
@@ -561,11 +585,10 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
             {"key": key, "meta": _card_meta(scan.schema.get(key), None), "charts": [], "text": text}
         )
     gpu = _gpu_sections(scans)
+    named = _named([scans[i] for i in main], [runs[i] for i in main], several)
     return {
-        "title": "xdl_trace report: "
-        + ", ".join(
-            _title_part(scans[i], runs[i], several.get(scans[i].path, False)) for i in main
-        ),
+        "title": f"xdl_trace report: {named}",
+        "named": named,  # What the page's header says it shows.
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": [
             _run_facts(s, r, selection, None if writing is None else writing[i])

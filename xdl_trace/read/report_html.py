@@ -739,7 +739,7 @@ def render_html(model, live=False, version=0):
         tool="serve" if live else "report",
         uplot_css=_asset("uPlot.min.css"),
         css=_asset_body("report.css"),
-        runs=html.escape(", ".join(r["label"] for r in model["runs"])),
+        runs=html.escape(model["named"]),
         generated=html.escape(model["generated"]),
         runs_table=_runs_table(model["runs"]),
         n_alerts=len(model["alerts"]),
