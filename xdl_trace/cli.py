@@ -23,6 +23,7 @@ import zipfile
 import numpy as np
 
 from .read import analysis, gpu_steps, report, report_html, timeline, trace_runs
+from .read.alerts import counted
 from .read.compare import diff as diff_runs, has_norms, norm_change
 from ._version import __version__
 from .errors import RunChoiceError, TraceError, printable
@@ -296,7 +297,7 @@ def _info(args):
         shown = (
             ""
             if of_run is None
-            else f"; the run shown: {report_html.counted(of_run['runs'], 'run')}, "
+            else f"; the run shown: {counted(of_run['runs'], 'run')}, "
             f"{of_run['records']} records"
         )
         print(
@@ -771,7 +772,7 @@ def _find_nan(args):
     unchecked = sum(len(s.unchecked) for s in scans)
     # What a histogram summary can say (issue 24 #11): its counts are of finite values only.
     unchecked = (
-        f"{report_html.counted(unchecked, 'histogram key')} not "
+        f"{counted(unchecked, 'histogram key')} not "
         'checked: a histogram summary counts finite values only (docs/format.md "Summary '
         'columns"); trace a stats summary to count NaN/Inf'
         if unchecked
@@ -787,8 +788,8 @@ def _find_nan(args):
         print(
             "no NaN or Inf in "
             + ", nor in ".join(
-                f"{report_html.counted(len(s.keys) - len(s.unchecked), what + 'key')} over "
-                f"{report_html.counted(s.total_records, 'record')}"
+                f"{counted(len(s.keys) - len(s.unchecked), what + 'key')} over "
+                f"{counted(s.total_records, 'record')}"
                 for s, what in read or [(scan, "")]
             )
         )

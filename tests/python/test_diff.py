@@ -419,7 +419,7 @@ def test_replicated_declaration_decides_what_ranks_compare(tmp_path, capsys):
     assert rule.identical and rule.per_rank == ["act"]
     assert rule.replicated == "replicated by rule: parameters, gradients and optimizer settings"
     (text,) = [h["text"] for h in report.build_report([str(tmp_path / "rule")])["headline"]]
-    assert text.endswith("ranks agree (1 keys compared by values); " + rule.replicated)
+    assert text.endswith("ranks agree (1 key compared by values); " + rule.replicated)
 
     declared = write_two_ranks(tmp_path / "declared", replicated=["w", "act*"])
     assert xdl.open_trace(declared).run.metadata == {"xdl_trace.replicated": ["w", "act*"]}
@@ -562,5 +562,5 @@ def test_two_runs_evaluations_are_compared_with_them(tmp_path, capsys, hook_per_
 
     model = report.build_report([a, b])
     texts = [h["text"] for h in model["headline"]]
-    assert "b vs a: the runs agree (1 keys compared by values)" in texts
+    assert "b vs a: the runs agree (1 key compared by values)" in texts
     assert "b · eval vs a · eval: the runs differ from gstep 29 in eval/acc" in texts

@@ -292,7 +292,7 @@ def test_html_is_self_contained(runs, tmp_path):
     # The RUNS table says how many ranks and which: run_a has ranks 0 and 1, run_b rank 0 only
     # (a bare "0" would read as no rank at all).
     cells = re.findall(
-        r"<td>([^<]*)</td>", page.split("<table class=facts>")[1].split("</table>")[0]
+        r"<td>([^<]*)</td>", page.split("<table class='facts runs'>")[1].split("</table>")[0]
     )
     assert "2 (0, 1)" in cells and "1 (0)" in cells
     assert report_html._ranks_text([0, 1, 2, 3, 4, 5, 6, 7]) == "8 (0–7)"

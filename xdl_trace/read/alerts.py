@@ -156,7 +156,7 @@ def headline(scans):
         )
         named = ", ".join(keys[:HEADLINE_KEYS]) + (", …" if len(keys) > HEADLINE_KEYS else "")
         where = f"{scan.label}: " if len(scans) > 1 else ""
-        count = f"{len(keys)} key" + ("s" if len(keys) > 1 else "")
+        count = counted(len(keys), "key")
         out.append(
             {
                 "run": scan.label,
@@ -218,6 +218,11 @@ def _sorted_median(values):
 AGREEMENT_ALERT_KEYS = 10
 
 
+def counted(n, noun):
+    """ "1 key", "3 keys": a count in words that agree with it."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def agreement_alerts(result, label, what, expected=()):
     """A ``compare.diff`` result (`what`: "ranks" of one run, or "runs") as the page's opening line
     ({"run", "gstep", "keys", "text", "tag", "severity"}: "ranks agree", "rank 1 differs from rank 0 from gstep 110
@@ -238,7 +243,7 @@ def agreement_alerts(result, label, what, expected=()):
         steps_only = sum(s["only_a"] + s["only_b"] for s in result.steps)
         text = (
             f"{label}: ranks agree" if what == "ranks" else f"{label}: the runs agree"
-        ) + f" ({len({k.key for k in result.keys})} keys compared by {how}"
+        ) + f" ({counted(len({k.key for k in result.keys}), 'key')} compared by {how}"
         text += ")" if not steps_only else f"; {steps_only} gsteps on one side only)"
         text += which
         if bases == ["summaries"]:
@@ -250,7 +255,7 @@ def agreement_alerts(result, label, what, expected=()):
     first = differing[0]
     kind = "ranks differ" if what == "ranks" else "runs differ"
     keys = sorted({k.key for k in differing}, key=[k.key for k in differing].index)
-    more = f" (and {len(keys) - 1} more keys)" if len(keys) > 1 else ""
+    more = f" (and {counted(len(keys) - 1, 'more key')})" if len(keys) > 1 else ""
     if what == "ranks":
         text = (
             f"{label}: rank {first.rank_b} differs from rank {first.rank_a} from gstep "

@@ -16,10 +16,10 @@ import os
 
 from ..errors import TraceError
 from . import analysis, compare, gpu_advice, gpu_steps, report_charts, trace_runs
-from .alerts import agreement_alerts, comparison_failed, find_alerts, headline
+from .alerts import agreement_alerts, comparison_failed, counted, find_alerts, headline
 from .alerts import EXPLODING_FACTOR, EXPLODING_NORM, VANISHING_FACTOR, VANISHING_NORM
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
-from .report_html import counted, render_html
+from .report_html import render_html
 from .report_png import render_pngs
 from .selection import Selection
 
@@ -376,7 +376,8 @@ def _not_compared(first, apart):
 def _label_by_metadata(scans, runs):
     """Runs expanded from one directory (labelled "dir · <id prefix>") relabelled by the
     metadata entries that differ between them: "lr 0.02" and "lr 0.2", as legends should say
-    (issue 32 #5). Labels are unchanged where no metadata tells the runs apart."""
+    (issue 32 #5); where runs share those values (a sweep's repeats), each also by the start of
+    its id: "lr 0.1 · d8f5ad2a". Labels are unchanged where no metadata tells the runs apart."""
     groups = {}
     for i, scan in enumerate(scans):
         groups.setdefault((scan.path, scan.prefix), []).append(i)
@@ -388,6 +389,10 @@ def _label_by_metadata(scans, runs):
         if not differ:
             continue
         labels = [" · ".join(f"{k} {_metadata_value(m.get(k))}" for k in differ) for m in metas]
+        if len(set(labels)) < len(labels) and all(
+            runs[i] is not None and runs[i].id for i in members
+        ):
+            labels = [f"{label} · {runs[i].id[:8]}" for i, label in zip(members, labels)]
         if len(set(labels)) < len(labels):
             continue
         for i, label in zip(members, labels):

@@ -65,11 +65,6 @@ def _fill(fragment, /, **values):
     return _fragments()[fragment].substitute(values)
 
 
-def counted(n, noun):
-    """ "1 run", "3 runs": a count in words that agree with it."""
-    return f"{n} {noun}{'s' * (n != 1)}"
-
-
 def human_bytes(n):
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
@@ -168,7 +163,9 @@ def _runs_table(runs):
                 records=r["records"],
                 dropped=_fill("bad_cell" if r["dropped"] else "cell", value=r["dropped"]),
                 duration=_human_seconds(r["duration_s"]),
+                seconds="" if r["duration_s"] is None else r["duration_s"],
                 size=human_bytes(r["bytes"]),
+                bytes=r["bytes"],
                 files=r["files"],
                 keys=r["keys"],
             )

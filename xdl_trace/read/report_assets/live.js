@@ -32,7 +32,7 @@ window.xdlLive = function (D, page) {
     });
     D.steps = model.steps; D.gpu_charts = model.gpu_charts; D.cards = model.cards;
     D.runs = model.runs; D.alerts = model.alerts;
-    document.getElementById('runs-table').innerHTML = update.runs_html;
+    replace('runs-table', update.runs_html);
     replace('alerts-table', update.alerts_html);
     // The headline, the host-time tables and the GPU tables follow the run as the alerts do.
     Object.keys(update.sections_html).forEach(function (id) {

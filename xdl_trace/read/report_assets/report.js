@@ -513,7 +513,10 @@
   var SEARCH_ROWS = 8, SCROLL_ROWS = 25;
   function cellValue(cell) {
     var text = cell ? cell.textContent.trim() : '';
-    var num = /^[-+]?(\d|\.\d)/.test(text) ? parseFloat(text.replace(/,/g, '')) : NaN;
+    // A cell whose text has a unit ("5.4 KB", "2 ms") carries the number to sort by.
+    var by = cell && cell.getAttribute('data-sort');
+    var num = by !== null && by !== undefined && by !== '' ? parseFloat(by)
+      : /^[-+]?(\d|\.\d)/.test(text) ? parseFloat(text.replace(/,/g, '')) : NaN;
     return {text: text.toLowerCase(), num: isFinite(num) ? num : null};
   }
   function sortBy(table, column, head) {
@@ -559,7 +562,7 @@
     table.parentNode.insertBefore(box, table);
   }
   function enhanceTables(root) {
-    var tables = root.querySelectorAll('table.device, table.alerts');
+    var tables = root.querySelectorAll('table.device, table.alerts, table.runs');
     for (var t = 0; t < tables.length; t++) {
       var table = tables[t];
       if (table.hasAttribute('data-sortable') || !table.tHead || !table.tBodies.length) continue;
