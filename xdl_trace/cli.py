@@ -331,7 +331,7 @@ def _beside(path, prefix, name, run=None):
     records = sum(r.records or 0 for r in others)
     of_run = None
     if run is not None and other == "test":
-        found = trace_runs.evaluation_of(path, run, name, trains=None)
+        found = trace_runs.evaluation_of(path, run, name)
         ids = () if found is None else found[0] if isinstance(found[0], tuple) else (found[0],)
         mine = [r for r in others if r.id in ids]
         of_run = {"runs": len(mine), "records": sum(r.records or 0 for r in mine)}

@@ -305,6 +305,21 @@ def agreement_alerts(result, label, what, expected=()):
     return headline_item, alerts
 
 
+def configured_apart(first, apart):
+    """agreement_alerts' headline item and alert for a sweep's runs left uncompared (`apart`:
+    label -> the metadata entries in which each differs from the first run, labelled `first`):
+    configured apart, they differ by design."""
+    entries = sorted({k for differ in apart.values() for k in differ})
+    text = (
+        f"{counted(len(apart), 'run')} not compared with {first}: configured apart (their "
+        f"metadata differ: {', '.join(entries)}); `xdl-trace diff A B` compares two, `report A "
+        "B` draws where two part"
+    )
+    headline_item, _ = _run_verdict("info", "runs configured apart", first, text)
+    detail = f"{text}: {', '.join(apart)}"
+    return headline_item, [_alert("info", "runs configured apart", first, "", None, None, detail)]
+
+
 def comparison_failed(label, what, error):
     """agreement_alerts' headline item and alert for a comparison that could not be made (`what`:
     "ranks" or "runs"; `error`: why, e.g. a malformed TraceHook(replicated=) entry in the run's

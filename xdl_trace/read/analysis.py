@@ -246,7 +246,8 @@ class RunScan:
 
     label, path, prefix (which files: "train", or "test" for eval); selection (the Selection
     read); evaluates (set by the report on an eval scan: the RunScan of its training run);
-    writers {(host, pid)}: the processes that wrote the runs read (``Run.writers``); ranks; files; bytes; keys (scanned, in file order); digests (the selected keys whose column
+    writers {(host, pid)}: the processes that wrote the runs read (``Run.writers``); ranks;
+    files; bytes; keys (scanned, in file order); digests (the selected keys whose column
     is a tensor digest, ``summary="digest"``: checksums, not values, so they are not scanned: no
     curve, no statistics, no alert; ``xdl-trace diff`` compares them);
     schema {key: (dtype, shape)};

@@ -324,7 +324,7 @@ def select_run(reader, path, run, attempts="latest"):
             f"got {run!r}"
         )
     attempts = attempts_of(attempts)
-    # Eval files (an eval hook's: their restarts' warnings say so, a rank subset is no gap).
+    # Eval files (an eval hook's: a rank subset is no gap, their restarts' warnings say so).
     evaluation = any(f[1] == "test" for f in reader.files)
     every = [Run(s, evaluation) for s in reader.runs()]
     # A trace without restarts is read as it is: no second pass over its Headers.
@@ -340,7 +340,7 @@ def select_run(reader, path, run, attempts="latest"):
         return narrowed.latest_attempts() if latest else narrowed
 
     if run == "all":
-        _warn_restarted(every, attempts, evaluation)
+        _warn_restarted(every, attempts)
         return reader_of(None), (every[0] if len(every) == 1 else None), every
     if several:  # Those runs together (a run's eval hooks, one run each): their files.
         chosen = [r for r in every if r.id in run]
@@ -353,10 +353,10 @@ def select_run(reader, path, run, attempts="latest"):
                 run,
                 every,
             )
-        _warn_restarted(chosen, attempts, evaluation)
+        _warn_restarted(chosen, attempts)
         return reader_of(chosen), None, every
     if run is None:
-        _warn_restarted(every[:1] if len(every) == 1 else [], attempts, evaluation)
+        _warn_restarted(every[:1] if len(every) == 1 else [], attempts)
         _warn_incomplete(every[0] if len(every) == 1 else None)
         if len(every) > 1:
             raise errors.RunChoiceError(
@@ -382,7 +382,7 @@ def select_run(reader, path, run, attempts="latest"):
                 every,
             )
         chosen = matches[0]
-    _warn_restarted([chosen], attempts, evaluation)
+    _warn_restarted([chosen], attempts)
     _warn_incomplete(chosen)
     return reader_of([chosen]), chosen, every
 
@@ -399,10 +399,10 @@ def _warn_incomplete(run):
         )
 
 
-def _warn_restarted(read, attempts, evaluation=False):
+def _warn_restarted(read, attempts):
     """Says of each run read that several attempts wrote under one run id (a job restarted with
-    the same TORCHELASTIC_RUN_ID or XDL_TRACE_RUN_ID) where they resumed and what is read.
-    `evaluation`: eval files (test.*), whose run shares the training run's id, named so."""
+    the same TORCHELASTIC_RUN_ID or XDL_TRACE_RUN_ID) where they resumed and what is read (of
+    eval files, whose run shares the training run's id, that they are)."""
     for run in read:
         if run is not None and run.attempts > 1:
             what = (
@@ -412,7 +412,7 @@ def _warn_restarted(read, attempts, evaluation=False):
                 "--attempts all, reads the superseded records too)"
             )
             warnings.warn(
-                f"xdl_trace: run {run.id}{' (eval files, test.*)' * evaluation}: "
+                f"xdl_trace: run {run.id}{' (eval files, test.*)' * run.evaluation}: "
                 f"{run.restarts()} (a job restarted with the same run "
                 f'id): {what} (docs/python.md, "Runs")',
                 RestartedRunWarning,
