@@ -958,6 +958,33 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     assert line["text"].startswith("4 comparisons: runs agree, the first many · ")
 
 
+def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path):
+    """The PNG of a chart of more than LEGEND_INSIDE series (a sweep of 9 runs) puts its legend
+    beside the plot, in a wider figure, never over the curves (before: 21 names covered the
+    loss chart); two runs keep theirs inside, the figure as wide as ever."""
+    from PIL import Image
+
+    from xdl_trace.read import report_png
+
+    def loss_png(path, out):
+        paths = report.render_pngs(report.build_report(path, keys="loss"), str(out))
+        (loss,) = [p for p in paths if "loss" in os.path.basename(p)]
+        with Image.open(loss) as image:
+            return np.asarray(image.convert("L"))
+
+    sweep = str(tmp_path / "sweep")
+    _sweep(sweep, [n / 10 for n in range(1, 10)])
+    assert report_png.LEGEND_INSIDE < 9 <= report_png.LEGEND_ROWS
+    nine = loss_png(sweep, tmp_path / "p9")
+    assert nine.shape == (320, int((8 + 1.9) * 100))
+    dark = nine < 100
+    right_spine = np.flatnonzero(dark.sum(axis=0) > 150).max()  # The axes' right border.
+    assert dark[:, right_spine + 5 :].sum() > 50  # The names, beside it.
+    two = str(tmp_path / "two")
+    _sweep(two, [0.1, 0.2])
+    assert loss_png(two, tmp_path / "p2").shape == (320, 800)
+
+
 def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
     """verify RUN checks every data file of the directory, the eval files (test.*) too: a
     flipped bit in one fails verify naming it. Before: only train.* were verified ("4 of 4

@@ -1,12 +1,16 @@
 """The report's charts as PNG files: the chart specs of a report model (``build_report``) drawn
 with matplotlib (Agg), one file per chart, as the HTML page draws them with uPlot."""
 
+import math
 import os
 import re
 
 import numpy as np
 
 __all__ = ["render_pngs"]
+
+LEGEND_INSIDE = 8  # Series named in a legend over the plot, at most; more go beside it,
+LEGEND_ROWS = 14  # in columns of this many.
 
 
 def _slug(text):
@@ -84,7 +88,13 @@ def _draw(plt, model, directory, dpi):
         ax.set_ylabel(spec["ylabel"], fontsize=9)
         ax.grid(True, color="#e6e9ef", linewidth=0.8)
         ax.tick_params(labelsize=8)
-        if len(labelled) > 1:
+        if len(labelled) > LEGEND_INSIDE:  # A sweep's runs: beside the plot, never over it.
+            columns = math.ceil(len(labelled) / LEGEND_ROWS)
+            fig.set_size_inches(8 + 1.9 * columns, 3.2)
+            ax.legend(
+                fontsize=7, frameon=False, ncol=columns, loc="upper left", bbox_to_anchor=(1.01, 1)
+            )
+        elif len(labelled) > 1:
             ax.legend(fontsize=8, frameon=False, ncol=min(len(labelled), 4))
         fig.tight_layout()
         path = os.path.join(directory, f"{n:03d}_{_slug(title)}.png")
