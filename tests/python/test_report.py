@@ -959,9 +959,10 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
 
 
 def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path):
-    """The PNG of a chart of more than LEGEND_INSIDE series (a sweep of 9 runs) puts its legend
+    """The PNG of a chart of more than LEGEND_INSIDE series (a sweep of 12 runs) puts its legend
     beside the plot, in a wider figure, never over the curves (before: 21 names covered the
-    loss chart); two runs keep theirs inside, the figure as wide as ever."""
+    loss chart); two runs keep theirs inside, the figure as wide as ever. Each of the 12 runs
+    has a colour of its own (before: the 11th took the 1st's)."""
     from PIL import Image
 
     from xdl_trace.read import report_png
@@ -973,11 +974,13 @@ def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path):
             return np.asarray(image.convert("L"))
 
     sweep = str(tmp_path / "sweep")
-    _sweep(sweep, [n / 10 for n in range(1, 10)])
-    assert report_png.LEGEND_INSIDE < 9 <= report_png.LEGEND_ROWS
-    nine = loss_png(sweep, tmp_path / "p9")
-    assert nine.shape == (320, int((8 + 1.9) * 100))
-    dark = nine < 100
+    _sweep(sweep, [n / 10 for n in range(1, 13)])
+    (chart,) = _card(report.build_report(sweep, keys="loss"), "loss")["charts"]
+    assert len({s["color"] for s in chart["series"]}) == 12
+    assert report_png.LEGEND_INSIDE < 12 <= report_png.LEGEND_ROWS
+    twelve = loss_png(sweep, tmp_path / "p12")
+    assert twelve.shape == (320, int((8 + 1.9) * 100))
+    dark = twelve < 100
     right_spine = np.flatnonzero(dark.sum(axis=0) > 150).max()  # The axes' right border.
     assert dark[:, right_spine + 5 :].sum() > 50  # The names, beside it.
     two = str(tmp_path / "two")

@@ -29,6 +29,8 @@ __all__ = [
 # TensorBoard's distribution view: percentiles at these fractions, drawn as nested bands.
 DISTRIBUTION_QUANTILES = (0.0, 0.0668, 0.1587, 0.3085, 0.5, 0.6915, 0.8413, 0.9332, 1.0)
 
+# Matplotlib's tab10, then tab20's light shade of each: a sweep's 11th to 20th runs get colours
+# of their own before any repeats.
 PALETTE = (
     "#1f77b4",
     "#d62728",
@@ -40,6 +42,16 @@ PALETTE = (
     "#17becf",
     "#7f7f7f",
     "#bcbd22",
+    "#aec7e8",
+    "#ff9896",
+    "#98df8a",
+    "#ffbb78",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#9edae5",
+    "#c7c7c7",
+    "#dbdb8d",
 )
 
 
