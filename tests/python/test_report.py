@@ -919,7 +919,7 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     each, and a sweep of 20 runs opened with 38 lines. Two runs are compared whatever their
     metadata (`report A B`), configured apart as information; of the same metadata, a
     difference is a warning, first on the page. More than FOLD_AFTER lines of one kind of
-    information fold into one."""
+    information fold into one; past COMPARED_RUNS, runs are named, not compared."""
     sweep = str(tmp_path / "sweep")
     _sweep(sweep, [0.1, 0.2, 0.3, 0.4, 0.5])
     compared = []
@@ -932,9 +932,9 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     # Its title names the directory, not 5 labels (a tab shows a few words).
     assert model["title"] == "xdl_trace report: sweep (5 runs)"
     (line,) = model["headline"]
-    assert (line["tag"], line["severity"]) == ("runs configured apart", "info")
+    assert (line["tag"], line["severity"]) == ("not compared", "info")
     assert line["text"].startswith(
-        "4 runs not compared with lr 0.1: configured apart (their metadata differ: lr)"
+        "4 runs configured apart (their metadata differ: lr) not compared with lr 0.1; "
     )
     (alert,) = model["alerts"]
     assert alert["detail"].endswith(": lr 0.2, lr 0.3, lr 0.4, lr 0.5")
@@ -956,6 +956,14 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     _sweep(many, [0.1] * 5)
     (line,) = report.build_report(many)["headline"]
     assert line["text"].startswith("4 comparisons: runs agree, the first many · ")
+    # A directory a script was launched into 11 times: its first compared with COMPARED_RUNS
+    # of them, the last two named.
+    _sweep(many, [0.1] * 6)
+    compared.clear()
+    agree, beyond = report.build_report(many)["headline"]
+    assert len(compared) == report.COMPARED_RUNS == 8
+    assert agree["text"].startswith("8 comparisons: runs agree")
+    assert beyond["text"].startswith("2 more runs (a page compares at most 8) not compared with ")
 
 
 def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path):

@@ -305,19 +305,27 @@ def agreement_alerts(result, label, what, expected=()):
     return headline_item, alerts
 
 
-def configured_apart(first, apart):
-    """agreement_alerts' headline item and alert for a sweep's runs left uncompared (`apart`:
-    label -> the metadata entries in which each differs from the first run, labelled `first`):
-    configured apart, they differ by design."""
-    entries = sorted({k for differ in apart.values() for k in differ})
+def not_compared(first, apart, beyond, most):
+    """agreement_alerts' headline item and alert for the runs of a page left uncompared with its
+    first run (labelled `first`): `apart` (label -> the metadata entries in which each differs
+    from it: configured apart, a sweep's, they differ by design) and `beyond` (the labels past
+    the `most` a page compares)."""
+    parts = []
+    if apart:
+        entries = sorted({k for differ in apart.values() for k in differ})
+        parts.append(
+            f"{counted(len(apart), 'run')} configured apart (their metadata differ: "
+            f"{', '.join(entries)})"
+        )
+    if beyond:
+        parts.append(f"{counted(len(beyond), 'more run')} (a page compares at most {most})")
     text = (
-        f"{counted(len(apart), 'run')} not compared with {first}: configured apart (their "
-        f"metadata differ: {', '.join(entries)}); `xdl-trace diff A B` compares two, `report A "
-        "B` draws where two part"
+        f"{' and '.join(parts)} not compared with {first}; `xdl-trace diff A B` compares two, "
+        "`report A B` draws where two part"
     )
-    headline_item, _ = _run_verdict("info", "runs configured apart", first, text)
-    detail = f"{text}: {', '.join(apart)}"
-    return headline_item, [_alert("info", "runs configured apart", first, "", None, None, detail)]
+    headline_item, _ = _run_verdict("info", "not compared", first, text)
+    detail = f"{text}: {', '.join([*apart, *beyond])}"
+    return headline_item, [_alert("info", "not compared", first, "", None, None, detail)]
 
 
 def comparison_failed(label, what, error):

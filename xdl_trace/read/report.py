@@ -16,7 +16,7 @@ import os
 
 from ..errors import TraceError
 from . import analysis, compare, gpu_advice, gpu_steps, report_charts, trace_runs
-from .alerts import agreement_alerts, comparison_failed, configured_apart, find_alerts, headline
+from .alerts import agreement_alerts, comparison_failed, find_alerts, headline, not_compared
 from .alerts import EXPLODING_FACTOR, EXPLODING_NORM, VANISHING_FACTOR, VANISHING_NORM
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
 from .report_html import render_html
@@ -260,6 +260,7 @@ def _expand_runs(paths, run, prefix, name):
 
 
 FOLD_AFTER = 3  # Headline items of information of one kind shown one by one, at most.
+COMPARED_RUNS = 8  # Runs a page compares with its first, at most.
 
 
 def _folded(items):
@@ -291,7 +292,8 @@ def _differences(scans, runs, selection, prefix, name):
     several runs where each later run parts from the first (``compare.diff``, a second pass over
     the files): per comparison its headline, alerts and the diff as a dict. Of more than two
     runs, those whose metadata differ from the first's (a sweep) are named in one line, not
-    compared; two runs are compared whatever their metadata (``report A B``)."""
+    compared, as are the runs past COMPARED_RUNS; two runs are compared whatever their
+    metadata (``report A B``)."""
     out = []
 
     def add(a, b, what):
@@ -335,17 +337,23 @@ def _differences(scans, runs, selection, prefix, name):
     for i, scan in enumerate(scans):
         if len(scan.ranks) > 1:
             add(i, None, "ranks")
-    apart = {}  # A sweep's runs configured apart from the first: label -> metadata that differ.
+    # Each comparison reads both runs again (5 runs: the page in 0.93 s, 0.23 s without): of
+    # more than two runs, those configured apart are named, not compared, and past
+    # COMPARED_RUNS the others too (a directory a script was launched into 50 times).
+    apart, beyond, compared = {}, [], 0
     for i in range(1, len(scans)):
         if scans[i].path == scans[0].path and runs[i] is runs[0]:
             continue
         differ = _metadata_differing([runs[0], runs[i]])
         if differ and len(scans) > 2:
             apart[scans[i].label] = differ
+        elif compared == COMPARED_RUNS:
+            beyond.append(scans[i].label)
         else:
             add(0, i, "runs")
-    if apart:  # Comparing each would read every run again (5 runs: 0.93 s, 0.23 s without).
-        headline_item, alerts = configured_apart(scans[0].label, apart)
+            compared += 1
+    if apart or beyond:
+        headline_item, alerts = not_compared(scans[0].label, apart, beyond, COMPARED_RUNS)
         out.append({"headline": headline_item, "alerts": alerts, "diff": None, "charts": []})
     return out
 
