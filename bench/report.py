@@ -34,6 +34,14 @@ compare the report's "built in"), the page's bytes, those of one /update, its fi
 load event:
 
     /usr/bin/python3 bench/report.py --page 300x2000 --page 1000x10000 --root /work/main --serve
+
+--sweep RUNS measures a directory holding RUNS runs (a sweep: lr in three values, each run 40
+records of 8 x 64K float32 tensors and an evaluation hook beside it): `report DIR` (every run
+drawn; each root's rules for which to compare) and `serve`'s look at the finished directory
+(LiveReport.refresh in the root's xdl_trace: the first, which reads every run, then the mean
+of 20 looks that find nothing new), each root side by side:
+
+    /usr/bin/python3 bench/report.py --sweep 21 --root ../old-checkout
 """
 
 import argparse
@@ -270,6 +278,81 @@ def measure_pages(shapes, roots, directory, served=False):
                 measure_served(trace, root)
 
 
+def write_sweep(directory, runs):
+    """RUNS runs into `directory`, lr cycling over three values, each with an eval hook."""
+    import xdl_trace as xdl
+
+    rng = np.random.default_rng(0)
+    for n in range(runs):
+        lr = (0.1, 0.01, 0.001)[n % 3]
+        xdl.clear()
+        weights = [rng.normal(size=64 * 1024).astype(np.float32) for _ in range(8)]
+        for i, w in enumerate(weights):
+            xdl.trace_variable(f"layer{i}/w", w)
+        xdl.trace_value("loss")
+        xdl.trace_value("acc", scope="eval")
+        config = {"output_dir": directory, "fsync": False}
+        with xdl.TraceHook(config, metadata={"lr": lr}) as hook, xdl.TraceHook(
+            config, is_training=False, scope="eval"
+        ) as evaluate:
+            for step in range(40):
+                for w in weights:
+                    w *= np.float32(1 - lr)
+                hook.step(gstep=step, values={"loss": float(weights[0][0])})
+                if step % 10 == 9:
+                    evaluate.step(values={"acc": step / 40})
+    xdl.clear()
+
+
+# serve's looks at a finished directory with the xdl_trace of {root}: the first refresh (every
+# run read) and the mean of 20 more (nothing new), as JSON.
+LOOK_CHILD = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+from xdl_trace.read import serve
+live = serve.LiveReport([{path!r}])
+start = time.perf_counter()
+live.refresh()
+first = time.perf_counter() - start
+live.refresh()  # A look after a first read may see the files it read.
+start = time.perf_counter()
+for _ in range(20):
+    live.refresh()
+print("BENCH " + json.dumps({{"first": first, "look": (time.perf_counter() - start) / 20,
+                              "runs": len(live.state()[1]["runs"])}}))
+"""
+
+
+def measure_sweep(runs, roots, base):
+    directory = os.path.join(base, "sweep")
+    start = time.perf_counter()
+    write_sweep(directory, runs)
+    size = sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory))
+    print(
+        f"sweep: {runs} runs (each with its evaluation), {size / 1e6:.0f} MB in {directory} "
+        f"(written in {time.perf_counter() - start:.1f} s)"
+    )
+    print(f"{'root':<40} {'report s':>9} {'serve first s':>14} {'serve look ms':>14} {'series':>7}")
+    for root in roots:
+        rep = best_of(["report", directory, "-o", os.path.join(base, "sweep.html")], 2, root)
+        if rep["code"] != 0:  # An older root asks for --run: its page of every run.
+            rep = best_of(
+                ["report", directory, "--run", "all", "-o", os.path.join(base, "sweep.html")],
+                2,
+                root,
+            )
+        code = LOOK_CHILD.format(root=root, path=directory)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        line = next((l for l in done.stdout.splitlines() if l.startswith("BENCH ")), None)
+        if line is None:
+            raise SystemExit(f"serve's look failed:\n{done.stdout}\n{done.stderr}")
+        look = json.loads(line[len("BENCH ") :])
+        print(
+            f"{root[-40:]:<40} {rep['seconds']:9.2f} {look['first']:14.2f} "
+            f"{look['look'] * 1e3:14.1f} {look['runs']:7d}"
+        )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", help="where to write the trace (default: a temp dir)")
@@ -285,7 +368,20 @@ def main():
     parser.add_argument(
         "--serve", action="store_true", help="with --page: the page of xdl-trace serve as well"
     )
+    parser.add_argument("--sweep", type=int, metavar="RUNS", help="a directory of RUNS runs")
     args = parser.parse_args()
+    if args.sweep:
+        root = os.path.abspath(args.root)
+        roots = [root] + ([ROOT] if root != ROOT else [])
+        base = args.dir or tempfile.mkdtemp(
+            prefix="xdl_sweep_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
+        try:
+            measure_sweep(args.sweep, roots, base)
+        finally:
+            if not args.keep:
+                shutil.rmtree(base, ignore_errors=True)
+        return
     if args.page:
         root = os.path.abspath(args.root)
         roots = [root] + ([ROOT] if root != ROOT else [])

@@ -504,8 +504,9 @@ def _fails_once(real_open):
 def test_a_sweeps_finished_runs_are_not_read_again_at_each_look(tmp_path, monkeypatch):
     """serve of a directory holding many finished runs (a sweep) looks at their files twice a
     second: a run whose files and Metas are unchanged, in a directory with no new file, is not
-    opened again (before: every run and its evaluation opened and paired at every look, 197 ms
-    a look for 21 runs here, O(runs x files)); a record appended to one run is read."""
+    opened again, nor the directory's runs listed (before: every run and its evaluation opened
+    and paired at every look, 197 ms a look for 21 runs here, O(runs x files)); a record
+    appended to one run is read, a run that begins joins."""
     out = str(tmp_path / "sweep")
     xdl.clear()
     xdl.trace_value("loss")
@@ -517,18 +518,21 @@ def test_a_sweeps_finished_runs_are_not_read_again_at_each_look(tmp_path, monkey
     live = serve.LiveReport([out])
     live.refresh()
     live.refresh()  # The first look after a read sees the files it read.
-    opened = []
-    real_open = analysis.open_trace
+    opened, listed = [], []
+    real_open, real_runs = analysis.open_trace, serve.trace_runs.runs
     monkeypatch.setattr(
         analysis, "open_trace", lambda *a, **k: opened.append(a) or real_open(*a, **k)
     )
-    assert not live.refresh() and opened == []
+    monkeypatch.setattr(
+        serve.trace_runs, "runs", lambda *a, **k: listed.append(a) or real_runs(*a, **k)
+    )
+    assert not live.refresh() and opened == [] and listed == []  # No Header read.
     assert [r["records"] for r in live.state()[1]["runs"]] == [5, 5, 5]
     # One more run begins: a new file, so each run looks again, and the new one joins.
     with xdl.TraceHook(config, metadata={"lr": 1.0}) as hook:
         hook.step(gstep=0, values={"loss": 0.0})
         hook.flush()
-        assert live.refresh() and opened
+        assert live.refresh() and opened and listed
         assert [r["records"] for r in live.state()[1]["runs"]] == [5, 5, 5, 1]
         del opened[:]
         live.refresh()  # Its first look after its read.

@@ -213,6 +213,7 @@ class LiveReport:
         self._every = run is None or run == "all"
         self.runs = []  # Updater thread only: LiveRuns, each training run's evaluation after it.
         self._followed = {}  # Updater thread only: (path, run id) -> its LiveRun (every-run mode).
+        self._listed = {}  # Updater thread only: path -> its names when its runs were listed.
         if not self._every:
             for p in self.paths:
                 self._follow(p, self._labels[p], lambda run=run: run)
@@ -239,15 +240,21 @@ class LiveReport:
             self.runs.append(evaluation)
         return training
 
-    def _discover(self):
+    def _discover(self, names):
         """Follows each run of the directories not followed yet (every-run mode), labelled as the
         static report labels them: the directory's name, with the start of the run id where it
-        holds several (``report.model_of`` then names them after the metadata that differs)."""
+        holds several (``report.model_of`` then names them after the metadata that differs).
+        `names`: each directory's listing; one whose names are those of its last listing is not
+        listed again (that reads every file's Header): a run that begins adds a data file, and
+        its Meta once the Header is written (``DataFileSegment::WriteHeader``), both new names."""
         for path in self.paths:
+            if self._listed.get(path) == names[path]:
+                continue
             try:
                 every = trace_runs.runs(path, prefix=self.prefix, name=self.name)
             except (FileNotFoundError, ValueError):
                 continue  # Nothing written yet.
+            self._listed[path] = names[path]
             for r in every:
                 if (path, r.id) not in self._followed:
                     # A run of XDL's files has no id: the only run, read as "latest".
@@ -262,9 +269,9 @@ class LiveReport:
     def refresh(self):
         """One update of every run; a new model (and version) when anything changed."""
         changed = False
-        if self._every:
-            self._discover()
         names = {path: _names(path) for path in self.paths}  # One listing a refresh.
+        if self._every:
+            self._discover(names)
         for run in self.runs:
             changed |= run.update(names[run.path])
         writing = [run.writing() for run in self.runs if run.scan is not None]
