@@ -826,6 +826,11 @@ def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path, hook
     firsts = {x for x, v in zip(acc["x"], first["values"]) if v is not None}
     seconds = {x for x, v in zip(acc["x"], second["values"]) if v is not None}
     assert (sorted(firsts), sorted(seconds)) == ([9, 19], [9, 19, 29, 39])
+    # In Python, the evaluation of every run read (run="all"), as of one (before: None).
+    every = xdl.open_trace(out, run="all").evaluation()
+    assert [r.gstep for r in every.records()] == [9, 19, 9, 19, 29, 39]
+    latest = xdl.open_trace(out, run="latest").evaluation()
+    assert [r.gstep for r in latest.records()] == [9, 19, 29, 39]
 
 
 _EVAL_JOB = """

@@ -380,3 +380,30 @@ def test_an_eval_job_of_its_own_keeps_its_steps_span_in_the_timeline(tmp_path):
     events = check_chrome_trace(_timeline(tmp_path, run))
     (evaluated,) = [e for e in events["X"] if e["tid"] == 11]
     assert evaluated["name"] == "eval step 9" and evaluated["dur"] >= 0.35e6, evaluated
+
+
+def test_the_evaluations_of_every_run_read_are_in_its_timeline(tmp_path):
+    """`timeline DIR --run all` of a directory of two runs, each with its evaluation: the eval
+    steps of both (Trace.evaluation of every run read; before it was None for several runs,
+    so their eval steps were left out)."""
+    import numpy as np
+
+    import xdl_trace as xdl
+
+    run = str(tmp_path / "runs")
+    for steps in (10, 20):
+        xdl.clear()
+        xdl.trace_tensor("w", np.arange(4, dtype=np.float32))
+        xdl.trace_value("acc", scope="eval")
+        config = {"output_dir": run, "fsync": False, "on_error": "raise"}
+        with xdl.TraceHook(config) as train, xdl.TraceHook(
+            config, is_training=False, scope="eval"
+        ) as evaluate:
+            for step in range(steps):
+                train.step()
+                if step % 5 == 4:
+                    evaluate.step(values={"acc": 0.5})
+    xdl.clear()
+    trace = _timeline(tmp_path, run, "--run", "all")
+    assert trace["otherData"]["steps"] == 30 and trace["otherData"]["eval_steps"] == 6
+    check_chrome_trace(trace)

@@ -360,23 +360,32 @@ class Trace:
     def files_of_rank(self, rank):
         return [f for f in self.files if f.rank == rank]
 
+    @property
+    def runs_read(self):
+        """The Runs this trace reads, of ``runs`` (every run of its directory)."""
+        return [r for r in self.runs if self.run_ids is None or r.id in self.run_ids]
+
     def evaluation(self):
-        """The eval records of this training run (``TraceHook(is_training=False)``'s test.*
-        files its processes wrote, paired as the report pairs them,
+        """The eval records of the training runs read (``TraceHook(is_training=False)``'s test.*
+        files their processes wrote, paired as the report pairs them,
         ``trace_runs.evaluation_of``) as a Trace read the same way (several eval runs, a hook
-        begun per evaluation, read together); None when it has none, or when this trace is no
-        one training run (test files, run="all" over several)."""
-        if self.prefix != "train" or self.run is None:
+        begun per evaluation or the evaluations of run="all" over a sweep, read together); None
+        when they have none, or for test files."""
+        if self.prefix != "train":
             return None
-        found = trace_runs.evaluation_of(self.path, self.run, self.name)
-        if found is None:
+        ids = []
+        for run in self.runs_read:
+            found = trace_runs.evaluation_of(self.path, run, self.name, trains=self.runs)
+            if found is not None:
+                ids += found[0] if isinstance(found[0], tuple) else [found[0]]
+        if not ids:
             return None
         return Trace(
             self.path,
             prefix="test",
             name=self.name,
             raw=self.raw,
-            run=found[0],
+            run=ids[0] if len(ids) == 1 else tuple(ids),
             verify_checksums=self.verify_checksums,
             attempts=self.attempts,
         )

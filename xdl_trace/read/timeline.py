@@ -462,6 +462,11 @@ class _TimelineWriter:
         return other
 
 
+def _writers(trace, rank):
+    """The processes that wrote `rank` of the runs `trace` reads: {(host, pid)}."""
+    return set().union(*(r.writers(rank) for r in trace.runs_read))
+
+
 def stream_timeline(
     path, out, prefix="train", name="trace", gsteps=None, ranks=None, run=None, selection=None
 ):
@@ -491,12 +496,11 @@ def stream_timeline(
             state.step_ends = array.array("q")
     _stream(writer, trace, states, selected)
     if evaluation is not None:
-        eval_runs = [r for r in evaluation.runs if r.id in evaluation.run_ids]
         evaluated = {}
         for r in evaluation.ranks:
             if r in selected:
                 # Evaluated by the training's own process (not an eval job of its own).
-                inline = any(trace.run.writers(r) & run.writers(r) for run in eval_runs)
+                inline = bool(_writers(trace, r) & _writers(evaluation, r))
                 evaluated[r] = _Rank(r, states.setdefault(r, _Rank(r)), inline)
         _stream(writer, evaluation, evaluated, selected)
     other = {"source": str(path), "ranks": len(selected)}
