@@ -1230,7 +1230,9 @@ def _ranges(args):
     selection = _selection(args)
     scan = analysis.scan_run(args.path, prefix=args.prefix, name=args.name, selection=selection)
     if args.prefix == "train":  # Its evaluation's time, where it ran.
-        evaluation = analysis.scan_evaluation(args.path, _open(args).run, args.name, selection)
+        evaluation = analysis.scan_evaluation(
+            args.path, _open(args).runs_read, args.name, selection
+        )
         if evaluation is not None:
             analysis.add_evaluation_ranges(scan, evaluation[0])
     rows = sorted(scan.host_ranges, key=lambda row: -row[_RANGE_SORT[args.sort]])

@@ -1001,6 +1001,20 @@ def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path):
     assert loss_png(two, tmp_path / "p2").shape == (320, 800)
 
 
+def test_find_nan_over_every_run_reads_their_evaluations(tmp_path):
+    """find-nan --run all of a directory of two runs: a NaN in the first run's eval accuracy is
+    found (before: the evaluations of several runs were not read: "no NaN", exit 0); the latest
+    run alone has none."""
+    out = str(tmp_path / "runs")
+    _train_and_evaluate(out, steps=20, acc_nan_at=9)
+    _train_and_evaluate(out, steps=20)
+    found = _xdl_trace("find-nan", out, "--run", "all")
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert found.stdout.startswith("eval/acc (eval): first at gstep 9 "), found.stdout
+    latest = _xdl_trace("find-nan", out, "--run", "latest")
+    assert latest.returncode == 0 and "nor in 2 eval keys over 2 records" in latest.stdout
+
+
 def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
     """verify RUN checks every data file of the directory, the eval files (test.*) too: a
     flipped bit in one fails verify naming it. Before: only train.* were verified ("4 of 4

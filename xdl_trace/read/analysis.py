@@ -957,7 +957,9 @@ def nan_scans(path, prefix, name, selection, on_progress=None):
     )
     evaluation = None
     if prefix == "train":
-        found = scan_evaluation(path, trace.run, name, selection, series=False, histograms=False)
+        found = scan_evaluation(
+            path, trace.runs_read, name, selection, series=False, histograms=False
+        )
         evaluation = None if found is None else found[0]
     scan = scan_run(
         path,
@@ -982,10 +984,10 @@ def first_bad_values(scan, evaluation, selection=None):
 
 
 def scan_evaluation(path, run, name, selection, label=None, **options):
-    """(RunScan, Run or None) of the eval records beside the train Run `run` ("test" files its
-    process wrote, ``trace_runs.evaluation_of``), read with `selection`'s keys, gsteps and ranks
-    and ``scan_run``'s `options`; None when there are none (`run` None: no one run), or when
-    the selection takes none of them."""
+    """(RunScan, Run or None) of the eval records beside the train Run `run` (or a list of
+    Runs: their evaluations together; ``trace_runs.evaluation_of``), read with `selection`'s
+    keys, gsteps and ranks and ``scan_run``'s `options`; None when there are none, or when the
+    selection takes none of them."""
     evaluation = trace_runs.evaluation_of(path, run, name)
     if evaluation is None:
         return None

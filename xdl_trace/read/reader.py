@@ -373,19 +373,15 @@ class Trace:
         when they have none, or for test files."""
         if self.prefix != "train":
             return None
-        ids = []
-        for run in self.runs_read:
-            found = trace_runs.evaluation_of(self.path, run, self.name, trains=self.runs)
-            if found is not None:
-                ids += found[0] if isinstance(found[0], tuple) else [found[0]]
-        if not ids:
+        found = trace_runs.evaluation_of(self.path, self.runs_read, self.name, self.runs)
+        if found is None:
             return None
         return Trace(
             self.path,
             prefix="test",
             name=self.name,
             raw=self.raw,
-            run=ids[0] if len(ids) == 1 else tuple(ids),
+            run=found[0],
             verify_checksums=self.verify_checksums,
             attempts=self.attempts,
         )

@@ -216,7 +216,8 @@ def runs(path, prefix="train", name="trace"):
 
 
 def evaluation_of(path, run, name="trace", trains=None):
-    """How to read the eval records beside the train Run `run` in the directory `path`: its
+    """How to read the eval records beside the train Run `run` (or a list of Runs: their
+    evaluations together, those of run="all") in the directory `path`: its
     "test" files (``TraceHook(is_training=False)``, a hook of its own, so a run id of its own)
     written by a process that wrote `run` (a rank's host and pid), each paired with the latest
     train run of `trains` (default: the directory's) that process began before it (so a pid the
@@ -226,7 +227,9 @@ def evaluation_of(path, run, name="trace", trains=None):
     (run, Run) for ``open_trace``: the eval
     run's id, or (a tuple of their ids, None) for several (a hook begun per evaluation, or per
     rank); None for none, for a data file and for a run of XDL's files (no RunInfo)."""
-    if run is None or not run.infos or not os.path.isdir(os.fspath(path)):
+    of = [run] if isinstance(run, Run) else [r for r in run or () if r is not None]
+    ids = {r.id for r in of if r.infos}
+    if not ids or not os.path.isdir(os.fspath(path)):
         return None
     try:
         evals = runs(path, "test", name)
@@ -247,7 +250,7 @@ def evaluation_of(path, run, name="trace", trains=None):
         during = [t for t in same if ev.end_ms is None or ev.end_ms >= (t.start_ms or 0)]
         return min(during, key=lambda t: t.start_ms or 0).id if during else None
 
-    mine = [ev for ev in evals if trained_by(ev) == run.id]
+    mine = [ev for ev in evals if trained_by(ev) in ids]
     if len(mine) == 1:
         return mine[0].id, mine[0]
     return (tuple(ev.id for ev in mine), None) if mine else None
