@@ -164,7 +164,16 @@ def _scan(f):
 )
 def _info(args):
     trace = _open(args, default_run="all")  # Lists every run; --run narrows the files.
-    schema = trace.schema()
+    # A damaged file (its Header) leaves the keys unread: the runs and files are still listed,
+    # then the error, exit 1 (a sweep with one damaged run: info says which file).
+    unreadable = None
+    try:
+        schema = trace.schema()
+        keys = [_key_info(k, entry) for k, entry in schema.items()] or [
+            _header_key_info(k, trace) for k in trace.keys
+        ]
+    except TraceError as error:
+        schema, keys, unreadable = {}, [], error
     files = []
     for f in trace.files:
         meta = f.meta or {}
@@ -211,13 +220,13 @@ def _info(args):
         "bytes": trace.nbytes,
         "gaps": trace.gaps(),
         "copies": [{"path": c.path, "why": c.why} for c in trace.copies],
-        "keys": [_key_info(k, entry) for k, entry in schema.items()]
-        or [_header_key_info(k, trace) for k in trace.keys],
+        "keys": keys,
         "beside": _beside(trace.path, args.prefix, args.name, trace.run),
+        "error": None if unreadable is None else str(unreadable),
     }
     if args.json:
         print(json.dumps(info, indent=2))
-        return 0
+        return 0 if unreadable is None else 1
     print(f"trace: {trace.path}")
     if len(trace.runs) > 1 or (trace.runs and trace.runs[0].id):
         shown = "all runs" if trace.run is None else f"run {trace.run.id}"
@@ -304,6 +313,10 @@ def _info(args):
             f"also here: {what} files {beside['prefix']}.{args.name}.* ({beside['runs']} run(s), "
             f"{beside['records']} records{shown}): {read}"
         )
+    if unreadable is not None:
+        print(f"keys: not read: {_shown(str(unreadable))}")
+        print(f"xdl-trace info: error: {_shown(str(unreadable))}", file=sys.stderr)
+        return 1
     print(f"keys ({len(info['keys'])}{'' if schema else ', from the Header: no record yet'}):")
     for k in info["keys"]:
         stored = _spec_text(k, "not declared at start")

@@ -98,8 +98,10 @@ def test_a_flipped_bit_in_the_header_length_prefix_is_corruption_not_a_torn_tail
     path = write_steps(out)
     flip(path, 3, 0x01)  # Bit 24 of the Header's length: the frame now runs past the file.
     every_reader_refuses(out, "corrupt at byte offset 0")
+    # info lists the file (its Meta's facts), then fails naming the corruption: no torn tail.
     info = run("-m", "xdl_trace", "info", out)
-    assert "closed cleanly" not in info.stdout and "torn" not in info.stderr, info
+    assert info.returncode == 1 and "torn" not in info.stdout + info.stderr, info
+    assert "keys: not read: " in info.stdout and "(a damaged length prefix)" in info.stderr, info
 
 
 # --- Item 3: a file cut while records() walks its mapping ---------------------------------------

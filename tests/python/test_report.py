@@ -15,6 +15,7 @@ import pytest
 import xdl_trace as xdl
 from headless_chromium import Chromium
 from xdl_trace.read import alerts, analysis, device_events, gpu_steps, report, report_html
+from xdl_trace.errors import TraceError
 from xdl_trace.read.selection import Selection
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -1013,6 +1014,32 @@ def test_find_nan_over_every_run_reads_their_evaluations(tmp_path):
     assert found.stdout.startswith("eval/acc (eval): first at gstep 9 "), found.stdout
     latest = _xdl_trace("find-nan", out, "--run", "latest")
     assert latest.returncode == 0 and "nor in 2 eval keys over 2 records" in latest.stdout
+
+
+def test_a_damaged_run_of_a_sweep_leaves_the_others_drawn(tmp_path):
+    """A sweep of three runs whose first run's Header took a flipped bit: `report DIR` draws the
+    two others and opens with an error naming the run and the file; `info DIR` lists the runs
+    and files, then the error (exit 1). Before: both failed whole on the one file, so drawing
+    every run of a directory would have hidden the sound runs behind one damaged one."""
+    sweep = str(tmp_path / "sweep")
+    _sweep(sweep, [0.1, 0.2, 0.3])
+    first = os.path.join(sweep, "train.trace.0.1")
+    with open(first, "r+b") as f:
+        f.seek(30)
+        byte = f.read(1)
+        f.seek(30)
+        f.write(bytes([byte[0] ^ 0x20]))
+    model = report.build_report(sweep)
+    assert [r["label"] for r in model["runs"]] == ["lr 0.2", "lr 0.3"]
+    line = model["headline"][0]
+    assert (line["tag"], line["severity"]) == ("run not read", "error")
+    assert "not read, the other runs drawn: " in line["text"] and first in line["text"]
+    assert "a damaged Header" in line["text"]
+    said = _xdl_trace("info", sweep)
+    assert said.returncode == 1 and "runs: 3" in said.stdout, said.stdout
+    assert said.stdout.count("  rank 0 #") == 3 and "a damaged Header" in said.stderr
+    with pytest.raises(TraceError, match="a damaged Header"):  # That run alone: its error.
+        report.build_report(sweep, run=xdl.runs(sweep)[0].id)
 
 
 def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):

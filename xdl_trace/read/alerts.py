@@ -328,6 +328,14 @@ def not_compared(first, apart, beyond, most):
     return headline_item, [_alert("info", "not compared", first, "", None, None, detail)]
 
 
+def run_not_read(label, run_id, error):
+    """The headline item and alert of a run of a page that could not be read (`error`: a damaged
+    Header, ...): the page draws the others."""
+    which = f" (run {run_id})" if run_id and run_id[:8] not in label else ""
+    text = f"{label}{which} not read, the other runs drawn: {error}"
+    return _run_verdict("error", "run not read", label, text)
+
+
 def comparison_failed(label, what, error):
     """agreement_alerts' headline item and alert for a comparison that could not be made (`what`:
     "ranks" or "runs"; `error`: why, e.g. a malformed TraceHook(replicated=) entry in the run's

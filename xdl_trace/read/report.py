@@ -17,6 +17,7 @@ import os
 from ..errors import TraceError
 from . import analysis, compare, gpu_advice, gpu_steps, report_charts, trace_runs
 from .alerts import agreement_alerts, comparison_failed, find_alerts, headline, not_compared
+from .alerts import run_not_read
 from .alerts import EXPLODING_FACTOR, EXPLODING_NORM, VANISHING_FACTOR, VANISHING_NORM
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
 from .report_html import render_html
@@ -451,15 +452,16 @@ def build_report(
     selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    scans, runs = [], []
-    for p, label, chosen in _expand_runs(paths, selection.run, prefix, name):
-        evaluation = (
-            analysis.scan_evaluation(p, chosen, name, selection, label=f"{label} · eval")
-            if prefix == "train"
-            else None
-        )
-        scans.append(
-            analysis.scan_run(
+    scans, runs, unread = [], [], []
+    entries = _expand_runs(paths, selection.run, prefix, name)
+    for p, label, chosen in entries:
+        try:
+            evaluation = (
+                analysis.scan_evaluation(p, chosen, name, selection, label=f"{label} · eval")
+                if prefix == "train"
+                else None
+            )
+            scan = analysis.scan_run(
                 p,
                 label=label,
                 prefix=prefix,
@@ -470,13 +472,26 @@ def build_report(
                 ),
                 must_match=evaluation is None,  # --keys 'eval/*' selects its evaluation's.
             )
-        )
+        except TraceError as error:  # A damaged run of several: the others are drawn.
+            if len(entries) == 1:
+                raise
+            unread.append(run_not_read(label, None if chosen is None else chosen.id, error))
+            continue
+        scans.append(scan)
         runs.append(chosen)
         if evaluation is not None:
             evaluation[0].evaluates = scans[-1]  # Labelled after it (model_of).
             scans.append(evaluation[0])
             runs.append(evaluation[1])
-    return model_of(scans, runs, prefix, name, selection=selection)
+    if not scans:
+        raise TraceError(
+            f"no run of {', '.join(map(os.fspath, paths))} could be read: "
+            + "; ".join(alerts[0]["detail"] for _, alerts in unread)
+        )
+    model = model_of(scans, runs, prefix, name, selection=selection)
+    model["headline"] = [item for item, _ in unread] + model["headline"]
+    model["alerts"] = [a for _, alerts in unread for a in alerts] + model["alerts"]
+    return model
 
 
 def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=None):
