@@ -489,6 +489,32 @@ def test_serve_follows_a_runs_evaluation_beside_it_as_the_static_report_draws_it
             )
 
 
+def test_a_damaged_run_of_a_sweep_leaves_the_others_served(tmp_path):
+    """serve of a sweep whose first run's Header took a flipped bit: the page draws the other
+    runs, opens with the error naming the run, and goes on following the directory (a run that
+    begins joins). Before: every refresh raised on the one file, so the page never came."""
+    out = str(tmp_path / "sweep")
+    for lr in (0.1, 0.2, 0.3):
+        _sweep_run(out, lr)
+    with open(os.path.join(out, "train.trace.0.1"), "r+b") as f:
+        f.seek(30)
+        byte = f.read(1)
+        f.seek(30)
+        f.write(bytes([byte[0] ^ 0x20]))
+    live = serve.LiveReport([out])
+    assert live.refresh()
+    model = live.state()[1]
+    assert [r["label"] for r in model["runs"]] == ["lr 0.2", "lr 0.3"]
+    assert model["headline"][0]["tag"] == "run not read"
+    assert "a damaged Header" in model["headline"][0]["text"]
+    assert not live.refresh()  # Nothing new: the damaged file is not read again.
+    _sweep_run(out, 0.4)
+    assert live.refresh()
+    model = live.state()[1]
+    assert [r["label"] for r in model["runs"]] == ["lr 0.2", "lr 0.3", "lr 0.4"]
+    assert model["headline"][0]["tag"] == "run not read"
+
+
 def _fails_once(real_open):
     calls = []
 

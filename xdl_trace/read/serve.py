@@ -25,7 +25,9 @@ import threading
 import urllib.parse
 import warnings
 
+from ..errors import TraceError
 from . import analysis, report, report_html, trace_runs
+from .alerts import run_not_read
 from .reader import TornTailWarning
 from .selection import Selection
 
@@ -67,6 +69,7 @@ class LiveRun:
         self.evaluates = None  # Of an evaluation: the LiveRun of the run it evaluates.
         self._selection = Selection()
         self._looked = None  # What the last update saw (``_look``): unchanged, nothing to read.
+        self.error = None  # Why the last update failed (a damaged file), else None.
 
     def _look(self, names):
         """What tells that the run may have changed since the last update, without opening it:
@@ -272,19 +275,37 @@ class LiveReport:
         names = {path: _names(path) for path in self.paths}  # One listing a refresh.
         if self._every:
             self._discover(names)
+        failed = []
         for run in self.runs:
-            changed |= run.update(names[run.path])
-        writing = [run.writing() for run in self.runs if run.scan is not None]
+            try:
+                changed |= run.update(names[run.path])
+            except TraceError as error:  # A damaged run: the others are drawn, it is named.
+                changed |= run.error != str(error)
+                run.error = str(error)
+                failed.append(error)
+            else:  # Read since (a look that saw nothing new keeps the error it had).
+                if run.scan is not None and run.error is not None:
+                    run.error, changed = None, True
+        live = [run for run in self.runs if run.scan is not None]
+        if failed and not live:
+            raise failed[0]  # Nothing to draw: the updater says it and retries.
+        writing = [run.writing() for run in live]
         if not changed and writing == self._writing and self._payload is not None:
             return False
         self._writing = writing
-        live = [run for run in self.runs if run.scan is not None]
         for run in live:  # An evaluation's scan names its run's (report.model_of).
             evaluates = run.evaluates
             run.scan.evaluates = None if evaluates is None else evaluates.scan
         model = report.model_of(
             [r.scan for r in live], [r.run for r in live], self.prefix, self.name, writing
         )
+        unread = [
+            run_not_read(r.label, None if r.run is None else r.run.id, r.error)
+            for r in self.runs
+            if r.error is not None
+        ]
+        model["headline"] = [item for item, _ in unread] + model["headline"]
+        model["alerts"] = [a for _, alerts in unread for a in alerts] + model["alerts"]
         started = {r.path for r in self.runs if r.scan is not None and r.prefix == self.prefix}
         waiting = [p for p in self.paths if p not in started]
         state = "; ".join(
