@@ -488,16 +488,14 @@ def build_report(
             f"no run of {', '.join(map(os.fspath, paths))} could be read: "
             + "; ".join(alerts[0]["detail"] for _, alerts in unread)
         )
-    model = model_of(scans, runs, prefix, name, selection=selection)
-    model["headline"] = [item for item, _ in unread] + model["headline"]
-    model["alerts"] = [a for _, alerts in unread for a in alerts] + model["alerts"]
-    return model
+    return model_of(scans, runs, prefix, name, selection=selection, unread=unread)
 
 
-def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=None):
+def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=None, unread=()):
     """The report model of scanned runs (``analysis.RunScan``, with the ``Run`` each read, or
-    None). writing: per scan, whether its writer is alive (``xdl-trace serve``, which follows
-    one run per directory), else None. selection: what a static report read (None: serve)."""
+    None). writing: per scan, whether its writer is alive (``xdl-trace serve``), else None.
+    selection: what a static report read (None: serve). unread: (headline item, alerts) of each
+    run of the page that could not be read (``alerts.run_not_read``), first on the page."""
     _label_by_metadata(scans, runs)
     for scan in scans:  # An evaluation is named after its run, as the metadata named that.
         if scan.evaluates is not None:
@@ -599,10 +597,13 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
             _run_facts(s, r, selection, None if writing is None else writing[i])
             for i, (s, r) in enumerate(zip(scans, runs))
         ],
-        "headline": _folded([d["headline"] for d in differences])
+        "headline": [item for item, _ in unread]
+        + _folded([d["headline"] for d in differences])
         + headline(scans)
         + _gpu_headline(gpu),
-        "alerts": [a for d in differences for a in d["alerts"]] + find_alerts(scans),
+        "alerts": [a for _, alerts in unread for a in alerts]
+        + [a for d in differences for a in d["alerts"]]
+        + find_alerts(scans),
         "differences": [d["diff"] for d in differences if d["diff"] is not None],
         "difference_charts": [chart for d in differences for chart in d["charts"]],
         "steps": steps,

@@ -296,16 +296,19 @@ class LiveReport:
         for run in live:  # An evaluation's scan names its run's (report.model_of).
             evaluates = run.evaluates
             run.scan.evaluates = None if evaluates is None else evaluates.scan
-        model = report.model_of(
-            [r.scan for r in live], [r.run for r in live], self.prefix, self.name, writing
-        )
         unread = [
             run_not_read(r.label, None if r.run is None else r.run.id, r.error)
             for r in self.runs
             if r.error is not None
         ]
-        model["headline"] = [item for item, _ in unread] + model["headline"]
-        model["alerts"] = [a for _, alerts in unread for a in alerts] + model["alerts"]
+        model = report.model_of(
+            [r.scan for r in live],
+            [r.run for r in live],
+            self.prefix,
+            self.name,
+            writing,
+            unread=unread,
+        )
         started = {r.path for r in self.runs if r.scan is not None and r.prefix == self.prefix}
         waiting = [p for p in self.paths if p not in started]
         state = "; ".join(
