@@ -370,26 +370,18 @@ def main():
     )
     parser.add_argument("--sweep", type=int, metavar="RUNS", help="a directory of RUNS runs")
     args = parser.parse_args()
-    if args.sweep:
+    if args.sweep or args.page:  # Each root's figures side by side, in one scratch directory.
         root = os.path.abspath(args.root)
         roots = [root] + ([ROOT] if root != ROOT else [])
         base = args.dir or tempfile.mkdtemp(
-            prefix="xdl_sweep_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+            prefix="xdl_sweep_bench_" if args.sweep else "xdl_page_bench_",
+            dir="/dev/shm" if os.path.isdir("/dev/shm") else None,
         )
         try:
-            measure_sweep(args.sweep, roots, base)
-        finally:
-            if not args.keep:
-                shutil.rmtree(base, ignore_errors=True)
-        return
-    if args.page:
-        root = os.path.abspath(args.root)
-        roots = [root] + ([ROOT] if root != ROOT else [])
-        base = args.dir or tempfile.mkdtemp(
-            prefix="xdl_page_bench_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
-        )
-        try:
-            measure_pages(args.page, roots, base, args.serve)
+            if args.sweep:
+                measure_sweep(args.sweep, roots, base)
+            else:
+                measure_pages(args.page, roots, base, args.serve)
         finally:
             if not args.keep:
                 shutil.rmtree(base, ignore_errors=True)
