@@ -5,7 +5,6 @@ before its fix."""
 
 import glob
 import os
-import resource
 import sys
 import textwrap
 

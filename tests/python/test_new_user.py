@@ -152,7 +152,6 @@ def test_info_shows_dropped_records_and_scans_an_unclosed_rank(tmp_path, capsys)
         meta_overrides={"dropped_records": 2},
     )
     # Rank 1: its Meta (written early) says 1 record; 5 are in the file, then half a frame.
-    records = tm.simple_records(range(5))
     tm.write_file(
         f"{d}/train.trace.1.1",
         keys,

@@ -14,7 +14,7 @@ import pytest
 
 import xdl_trace as xdl
 from headless_chromium import Chromium
-from xdl_trace.read import alerts, analysis, device_events, gpu_steps, report, report_html
+from xdl_trace.read import alerts, analysis, gpu_steps, report, report_html
 from xdl_trace.errors import TraceError
 from xdl_trace.read.selection import Selection
 
