@@ -1042,6 +1042,38 @@ def test_a_damaged_run_of_a_sweep_leaves_the_others_drawn(tmp_path):
         report.build_report(sweep, run=xdl.runs(sweep)[0].id)
 
 
+def test_a_sweeps_page_draws_the_distributions_of_its_first_runs(tmp_path):
+    """A page of 6 runs draws the distributions of the first DISTRIBUTION_RUNS (4) and says so
+    on the last drawn (before: one per run per key, 3,000 of the 3,601 charts of a sweep of 10
+    runs x 300 keys: a 29 MB page that took 1.2 GB to build); a page of one of the others
+    (--run ID) draws its own."""
+    out = str(tmp_path / "sweep")
+    for n in range(6):
+        xdl.clear()
+        w = np.arange(8, dtype=np.float32) * (n + 1)
+        xdl.trace_variable("w", w)
+        with xdl.TraceHook({"output_dir": out, "fsync": False}, metadata={"seed": n}) as hook:
+            for step in range(5):
+                w *= np.float32(0.9)
+                hook.step(gstep=step)
+    xdl.clear()
+    model = report.build_report(out)
+    distributions = [c for c in _card(model, "w")["charts"] if c.get("kind") == "distribution"]
+    assert report.DISTRIBUTION_RUNS == 4
+    assert [c["title"] for c in distributions] == [f"distribution · seed {n}" for n in range(4)]
+    assert distributions[-1]["note"].endswith(
+        "; the first 4 of 6 runs' distributions (a page of one run, --run ID, draws its own)"
+    )
+    assert "the first" not in distributions[0]["note"]
+    from xdl_trace.read import serve
+
+    live = serve.LiveReport([out])  # serve draws the same.
+    live.refresh()
+    assert live.state()[1]["cards"] == model["cards"]
+    last = report.build_report(out, run=xdl.runs(out)[-1].id)
+    assert [c["title"] for c in _card(last, "w")["charts"] if c.get("kind")] == ["distribution"]
+
+
 def test_verify_checks_the_eval_files_beside_the_training_files(tmp_path):
     """verify RUN checks every data file of the directory, the eval files (test.*) too: a
     flipped bit in one fails verify naming it. Before: only train.* were verified ("4 of 4

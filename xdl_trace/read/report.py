@@ -20,6 +20,7 @@ from .alerts import agreement_alerts, comparison_failed, find_alerts, headline, 
 from .alerts import run_not_read
 from .alerts import EXPLODING_FACTOR, EXPLODING_NORM, VANISHING_FACTOR, VANISHING_NORM
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
+from .report_charts import DISTRIBUTION_RUNS
 from .report_html import render_html
 from .report_png import render_pngs
 from .selection import Selection
@@ -454,10 +455,13 @@ def build_report(
         paths = [paths]
     scans, runs, unread = [], [], []
     entries = _expand_runs(paths, selection.run, prefix, name)
-    for p, label, chosen in entries:
+    for n, (p, label, chosen) in enumerate(entries):
+        histograms = n < DISTRIBUTION_RUNS
         try:
             evaluation = (
-                analysis.scan_evaluation(p, chosen, name, selection, label=f"{label} · eval")
+                analysis.scan_evaluation(
+                    p, chosen, name, selection, label=f"{label} · eval", histograms=histograms
+                )
                 if prefix == "train"
                 else None
             )
@@ -471,6 +475,7 @@ def build_report(
                     run=chosen.id if chosen is not None and chosen.id else selection.run
                 ),
                 must_match=evaluation is None,  # --keys 'eval/*' selects its evaluation's.
+                histograms=histograms,
             )
         except TraceError as error:  # A damaged run of several: the others are drawn.
             if len(entries) == 1:

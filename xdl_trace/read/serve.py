@@ -70,6 +70,7 @@ class LiveRun:
         self._selection = Selection()
         self._looked = None  # What the last update saw (``_look``): unchanged, nothing to read.
         self.error = None  # Why the last update failed (a damaged file), else None.
+        self.histograms = True  # Whether its distributions are read (a page's first runs').
 
     def _look(self, names):
         """What tells that the run may have changed since the last update, without opening it:
@@ -142,7 +143,7 @@ class LiveRun:
                     f.path,
                     self._selection.before(f.superseded_from),
                     pairs,
-                    histograms=f.rank == histogram_rank,
+                    histograms=self.histograms and f.rank == histogram_rank,
                 )
             self.bytes_read += f.size - self._sizes.get(f.path, 0)
             self._sizes[f.path] = f.size
@@ -164,7 +165,12 @@ class LiveRun:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", TornTailWarning)  # A file being written.
             self.scan = analysis.scan_run(
-                self.path, self.label, prefix=self.prefix, name=self.name, run=run
+                self.path,
+                self.label,
+                prefix=self.prefix,
+                name=self.name,
+                run=run,
+                histograms=self.histograms,
             )
         self.bytes_read = sum(self._sizes.values())
         return True
@@ -234,12 +240,16 @@ class LiveReport:
         """Follows the run `which` names at `path`, and its evaluation beside it (eval records,
         as the static report has them); returns the training run's LiveRun."""
         training = LiveRun(path, label, self.prefix, self.name, which)
+        # As the static page: the distributions of its first DISTRIBUTION_RUNS runs.
+        followed = sum(r.evaluates is None for r in self.runs)
+        training.histograms = followed < report.DISTRIBUTION_RUNS
         self.runs.append(training)
         if self.prefix == "train":
             evaluation = LiveRun(
                 path, f"{label} · eval", "test", self.name, _evaluation_of(training)
             )
             evaluation.evaluates = training
+            evaluation.histograms = training.histograms
             self.runs.append(evaluation)
         return training
 
