@@ -515,6 +515,27 @@ def test_a_damaged_run_of_a_sweep_leaves_the_others_served(tmp_path):
     assert model["headline"][0]["tag"] == "run not read"
 
 
+def test_before_its_first_page_serve_says_which_run_it_reads(tmp_path, monkeypatch):
+    """The first read of a big sweep takes seconds (21 runs of 84 MB: 3.9 s): until the first
+    page, GET / says which run it reads ("reading DIR: run 2 of 3"), not only that it waits."""
+    out = str(tmp_path / "sweep")
+    for lr in (0.1, 0.2, 0.3):
+        _sweep_run(out, lr)
+    live = serve.LiveReport([out])
+    said = []
+    real_scan = serve.analysis.scan_run
+
+    def scan_run(*args, **kwargs):
+        said.append(live.reading())
+        return real_scan(*args, **kwargs)
+
+    monkeypatch.setattr(serve.analysis, "scan_run", scan_run)
+    live.refresh()
+    trained = [s for s in said if s is not None]
+    assert trained[:1] == [f"reading {out}: run 1 of 3"] and trained[-1].endswith("run 3 of 3")
+    assert live.reading() is None  # The page is there.
+
+
 def _fails_once(real_open):
     calls = []
 

@@ -229,6 +229,7 @@ class LiveReport:
         self._lock = threading.Lock()
         self._version = 0  # Guarded by _lock.
         self._payload = None  # Guarded by _lock: the JSON of /update.
+        self._reading = None  # Guarded by _lock: what the first refresh reads now, in words.
         self._model = None  # Guarded by _lock.
         self._cards = []  # Guarded by _lock: per card (key, its charts' JSON, version changed).
         self._writing = None  # Updater thread only.
@@ -286,7 +287,10 @@ class LiveReport:
         if self._every:
             self._discover(names)
         failed = []
+        first = [r for r in self.runs if r.scan is None and r.evaluates is None]
         for run in self.runs:
+            if self._payload is None and run in first:  # Before the first page: say what.
+                self._say_reading(f"reading {run.path}: run {first.index(run) + 1} of {len(first)}")
             try:
                 changed |= run.update(names[run.path])
             except TraceError as error:  # A damaged run: the others are drawn, it is named.
@@ -356,12 +360,22 @@ class LiveReport:
             self._model = model
             self._cards = cards
             self._payload = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+            self._reading = None
         return True
 
     def state(self):
         """(version, model, payload JSON) of the latest refresh."""
         with self._lock:
             return self._version, self._model, self._payload
+
+    def reading(self):
+        """What the first refresh reads now ("reading runs/sweep: run 3 of 21"), else None."""
+        with self._lock:
+            return self._reading
+
+    def _say_reading(self, text):
+        with self._lock:
+            self._reading = text
 
     def card(self, n):
         """The JSON of card `n`'s charts (packed, ``report_html.charts_json``) and the version
@@ -402,8 +416,9 @@ def _handler(live):
             url = urllib.parse.urlsplit(self.path)
             version, model, payload = live.state()
             if url.path == "/":
-                if model is None:
-                    body = "<p>waiting for the runs' first records…</p>".encode()
+                if model is None:  # The first read of big runs takes a while: say where.
+                    doing = live.reading() or "waiting for the runs' first records"
+                    body = f"<p>{html.escape(doing)}…</p>".encode()
                     return self._send(200, "text/html; charset=utf-8", body, refresh=True)
                 page = report_html.render_html(model, live=True, version=version)
                 return self._send(200, "text/html; charset=utf-8", page.encode("utf-8"))
