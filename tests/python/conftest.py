@@ -2,6 +2,7 @@
 checking files that uses protobuf's own parser (the protoc-generated xdl_trace._proto modules), not
 xdl_trace's C++ reader: a file the writer encodes by hand must parse with the .proto's classes."""
 
+import contextlib
 import glob
 import os
 import shutil
@@ -48,6 +49,24 @@ def start_python(code, *args):
     )
     assert process.stdout.readline(), "the process ended before its first line"
     return process
+
+
+@contextlib.contextmanager
+def trained_and_evaluated(out):
+    """(training hook, eval hook) of a run written at `out` and its evaluation beside it (scope
+    "eval", is_training=False: test.* files), with `loss` and `eval/acc` traced as values: the
+    README's training loop with its evaluation. The registry is cleared before and after."""
+    xdl.clear()
+    xdl.trace_value("loss")
+    xdl.trace_value("acc", scope="eval")
+    config = {"output_dir": out, "on_error": "raise", "fsync": False}
+    try:
+        with xdl.TraceHook(config) as train, xdl.TraceHook(
+            config, is_training=False, scope="eval"
+        ) as evaluate:
+            yield train, evaluate
+    finally:
+        xdl.clear()
 
 
 def error_exit(command):

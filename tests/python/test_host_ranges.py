@@ -12,7 +12,7 @@ import xdl_trace as xdl
 from xdl_trace import cli
 from xdl_trace.read import analysis, host_ranges, report, report_html
 
-from conftest import start_python
+from conftest import start_python, trained_and_evaluated
 
 
 def _brute_force_own(starts, ends):
@@ -180,14 +180,8 @@ def test_an_evaluations_ranges_are_counted_apart_in_the_steps_it_ran_in(tmp_path
     them in the training step they ran in, phase "eval" (an eval forward's marks: "eval
     forward"), apart from training's; the report and `xdl-trace ranges` alike. Before: missing,
     their time unexplained in a long step. with_evaluation merges the two tables' names."""
-    xdl.clear()
-    xdl.trace_value("loss")
-    xdl.trace_value("acc", scope="eval")
     out = str(tmp_path / "run")
-    config = {"output_dir": out, "on_error": "raise", "fsync": False}
-    with xdl.TraceHook(config) as train, xdl.TraceHook(
-        config, is_training=False, scope="eval"
-    ) as evaluate:
+    with trained_and_evaluated(out) as (train, evaluate):
         for step in range(20):
             with xdl.host_range("step", "forward"):
                 time.sleep(0.001)
@@ -197,7 +191,6 @@ def test_an_evaluations_ranges_are_counted_apart_in_the_steps_it_ran_in(tmp_path
                     with xdl.host_range("batch"):
                         time.sleep(0.005)
                     evaluate.step(values={"acc": 0.5})
-    xdl.clear()
     by = {(r["name"], r["category"]): r for r in report.build_report(out)["host_ranges"][0]["rows"]}
     assert by["batch", "eval"]["calls"] == 4 and by["batch", "eval"]["total_ns"] >= 20e6
     assert by["step", "forward"]["calls"] == 19  # Training's: inside the step windows.

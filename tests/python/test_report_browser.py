@@ -11,6 +11,7 @@ import pytest
 
 import xdl_trace as xdl
 from browser import page  # noqa: F401  (the fixture)
+from conftest import trained_and_evaluated
 from xdl_trace.read import analysis, report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -472,20 +473,13 @@ def test_the_evaluations_are_marked_on_the_step_time_as_a_user_sees_it(tmp_path,
     drawn again on a log axis and with smoothing; no JavaScript error."""
     import time
 
-    xdl.clear()
-    xdl.trace_value("loss")
-    xdl.trace_value("acc", scope="eval")
     out = str(tmp_path / "run")
-    config = {"output_dir": out, "on_error": "raise", "fsync": False}
-    with xdl.TraceHook(config) as train, xdl.TraceHook(
-        config, is_training=False, scope="eval"
-    ) as evaluate:
+    with trained_and_evaluated(out) as (train, evaluate):
         for step in range(40):
             train.step(values={"loss": 1.0 / (1 + step)})
             if step in (9, 19, 29):
                 time.sleep(0.002)
                 evaluate.step(values={"acc": step / 40})
-    xdl.clear()
     html = str(tmp_path / "r.html")
     report.write_report(out, html)
     page.open(html)
