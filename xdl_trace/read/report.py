@@ -298,7 +298,8 @@ def _differences(scans, runs, selection, prefix, name):
     metadata (``report A B``)."""
     out = []
 
-    def add(a, b, what):
+    def add(a, b, what, expected=()):
+        """`expected`: the metadata entries in which run b differs from run a (information)."""
         run_a = runs[a].id if runs[a] is not None and runs[a].id else None
         run_b = None if b is None or runs[b] is None or not runs[b].id else runs[b].id
         label = scans[a].label if b is None else f"{scans[b].label} vs {scans[a].label}"
@@ -325,8 +326,6 @@ def _differences(scans, runs, selection, prefix, name):
             compared.append(
                 (result.evaluation, f"{scans[b].label} · eval vs {scans[a].label} · eval")
             )
-        # A sweep's runs differ by design: by the hyperparameters their metadata record.
-        expected = () if b is None else _metadata_differing([runs[a], runs[b]])
         for one, named in compared:
             headline_item, alerts = agreement_alerts(one, named, what, expected)
             diff = dict(one.as_dict(), label=named, what=what)
@@ -346,13 +345,14 @@ def _differences(scans, runs, selection, prefix, name):
     for i in range(1, len(scans)):
         if scans[i].path == scans[0].path and runs[i] is runs[0]:
             continue
+        # A sweep's runs differ by design: by the hyperparameters their metadata record.
         differ = _metadata_differing([runs[0], runs[i]])
         if differ and len(scans) > 2:
             apart[scans[i].label] = differ
         elif compared == COMPARED_RUNS:
             beyond.append(scans[i].label)
         else:
-            add(0, i, "runs")
+            add(0, i, "runs", differ)
             compared += 1
     if apart or beyond:
         headline_item, alerts = not_compared(scans[0].label, apart, beyond, COMPARED_RUNS)

@@ -287,10 +287,12 @@ class LiveReport:
         if self._every:
             self._discover(names)
         failed = []
-        first = [r for r in self.runs if r.scan is None and r.evaluates is None]
+        to_read = sum(r.scan is None and r.evaluates is None for r in self.runs)
+        reading = 0  # Before the first page: which of the `to_read` runs is being read, said.
         for run in self.runs:
-            if self._payload is None and run in first:  # Before the first page: say what.
-                self._say_reading(f"reading {run.path}: run {first.index(run) + 1} of {len(first)}")
+            if self._payload is None and run.scan is None and run.evaluates is None:
+                reading += 1
+                self._say_reading(f"reading {run.path}: run {reading} of {to_read}")
             try:
                 changed |= run.update(names[run.path])
             except TraceError as error:  # A damaged run: the others are drawn, it is named.

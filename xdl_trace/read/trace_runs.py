@@ -217,16 +217,16 @@ def runs(path, prefix="train", name="trace"):
 
 def evaluation_of(path, run, name="trace", trains=None):
     """How to read the eval records beside the train Run `run` (or a list of Runs: their
-    evaluations together, those of run="all") in the directory `path`: its
-    "test" files (``TraceHook(is_training=False)``, a hook of its own, so a run id of its own)
-    written by a process that wrote `run` (a rank's host and pid), each paired with the latest
-    train run of `trains` (default: the directory's) that process began before it (so a pid the
-    OS gave again to a later job pairs with that job), else the first it was still open for (an
-    eval hook begun before the training hook). An eval run of a process that wrote no train run
-    here (an eval job of its own) pairs by the same rule with the train runs of every process.
-    (run, Run) for ``open_trace``: the eval
-    run's id, or (a tuple of their ids, None) for several (a hook begun per evaluation, or per
-    rank); None for none, for a data file and for a run of XDL's files (no RunInfo)."""
+    evaluations together, those of run="all") in the directory `path`: its "test" files
+    (``TraceHook(is_training=False)``, a hook of its own, so a run id of its own) written by a
+    process that wrote `run` (a rank's host and pid), each paired with the latest train run of
+    `trains` (default: the directory's) that process began before it (so a pid the OS gave again
+    to a later job pairs with that job), else the first it was still open for (an eval hook
+    begun before the training hook). An eval run of a process that wrote no train run here (an
+    eval job of its own) pairs by the same rule with the train runs of every process. (run, Run)
+    for ``open_trace``: the eval run's id, or (a tuple of their ids, None) for several (a hook
+    begun per evaluation, or per rank); None for none, for a data file and for a run of XDL's
+    files (no RunInfo)."""
     of = [run] if isinstance(run, Run) else [r for r in run or () if r is not None]
     ids = {r.id for r in of if r.infos}
     if not ids or not os.path.isdir(os.fspath(path)):
