@@ -42,6 +42,12 @@ drawn; each root's rules for which to compare) and `serve`'s look at the finishe
 of 20 looks that find nothing new), each root side by side:
 
     /usr/bin/python3 bench/report.py --sweep 21 --root ../old-checkout
+
+--sweep-small: each run of the sweep small instead (a hyperparameter search's: lr x batch x
+seed in its metadata, 300 steps of 6 stats keys of 256 float32 and a loss, an evaluation every
+50 steps), for a directory of hundreds of runs:
+
+    /usr/bin/python3 bench/report.py --sweep 200 --sweep-small --root ../old-checkout
 """
 
 import argparse
@@ -278,10 +284,14 @@ def measure_pages(shapes, roots, directory, served=False):
                 measure_served(trace, root)
 
 
-def write_sweep(directory, runs):
-    """RUNS runs into `directory`, lr cycling over three values, each with an eval hook."""
+def write_sweep(directory, runs, small=False):
+    """RUNS runs into `directory`, lr cycling over three values, each with an eval hook; small:
+    ``write_small_sweep``'s runs."""
     import xdl_trace as xdl
 
+    if small:
+        write_small_sweep(directory, runs)
+        return
     rng = np.random.default_rng(0)
     for n in range(runs):
         lr = (0.1, 0.01, 0.001)[n % 3]
@@ -304,6 +314,35 @@ def write_sweep(directory, runs):
     xdl.clear()
 
 
+def write_small_sweep(directory, runs):
+    """RUNS small runs of a hyperparameter search into `directory` (see --sweep-small)."""
+    import xdl_trace as xdl
+
+    rng = np.random.default_rng(0)
+    for n in range(runs):
+        lr = (0.1, 0.03, 0.01, 0.003, 0.001)[n % 5]
+        batch = (32, 64, 128, 256)[(n // 5) % 4]
+        xdl.clear()
+        weights = [rng.normal(size=256).astype(np.float32) for _ in range(6)]
+        for i, w in enumerate(weights):
+            xdl.trace_variable(f"layer{i}/w", w, summary="stats")
+        xdl.trace_value("loss")
+        xdl.trace_value("acc", scope="eval")
+        config = {"output_dir": directory, "fsync": False}
+        metadata = {"lr": lr, "batch": batch, "seed": n // 20}
+        with xdl.TraceHook(config, metadata=metadata) as hook, xdl.TraceHook(
+            config, is_training=False, scope="eval"
+        ) as evaluate:
+            for step in range(300):
+                for w in weights:
+                    w *= np.float32(1 - lr * 0.01)
+                loss = float(np.exp(-lr * step) + rng.normal() * 0.01)
+                hook.step(gstep=step, values={"loss": loss})
+                if step % 50 == 49:
+                    evaluate.step(values={"acc": 1 - float(np.exp(-lr * step))})
+    xdl.clear()
+
+
 # serve's looks at a finished directory with the xdl_trace of {root}: the first refresh (every
 # run read) and the mean of 20 more (nothing new), as JSON.
 LOOK_CHILD = """
@@ -323,10 +362,10 @@ print("BENCH " + json.dumps({{"first": first, "look": (time.perf_counter() - sta
 """
 
 
-def measure_sweep(runs, roots, base):
+def measure_sweep(runs, roots, base, small=False):
     directory = os.path.join(base, "sweep")
     start = time.perf_counter()
-    write_sweep(directory, runs)
+    write_sweep(directory, runs, small)
     size = sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory))
     print(
         f"sweep: {runs} runs (each with its evaluation), {size / 1e6:.0f} MB in {directory} "
@@ -369,6 +408,9 @@ def main():
         "--serve", action="store_true", help="with --page: the page of xdl-trace serve as well"
     )
     parser.add_argument("--sweep", type=int, metavar="RUNS", help="a directory of RUNS runs")
+    parser.add_argument(
+        "--sweep-small", action="store_true", help="with --sweep: small runs (hundreds of them)"
+    )
     args = parser.parse_args()
     if args.sweep or args.page:  # Each root's figures side by side, in one scratch directory.
         root = os.path.abspath(args.root)
@@ -379,7 +421,7 @@ def main():
         )
         try:
             if args.sweep:
-                measure_sweep(args.sweep, roots, base)
+                measure_sweep(args.sweep, roots, base, args.sweep_small)
             else:
                 measure_pages(args.page, roots, base, args.serve)
         finally:

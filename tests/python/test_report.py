@@ -944,6 +944,10 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     )
     (alert,) = model["alerts"]
     assert alert["detail"].endswith(": lr 0.2, lr 0.3, lr 0.4, lr 0.5")
+    # Past NAMED_RUNS (a sweep of 200 runs named 199 in its alert), the rest are counted.
+    monkeypatch.setattr(alerts, "NAMED_RUNS", 2)
+    (alert,) = report.build_report(sweep)["alerts"]
+    assert alert["detail"].endswith(": lr 0.2, lr 0.3 and 2 more (the Runs table lists them)")
     two = str(tmp_path / "two")
     _sweep(two, [0.1, 0.2])
     model = report.build_report(two)
@@ -972,11 +976,11 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     assert beyond["text"].startswith("2 more runs (a page compares at most 8) not compared with ")
 
 
-def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path):
+def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path, monkeypatch):
     """The PNG of a chart of more than LEGEND_INSIDE series (a sweep of 12 runs) puts its legend
     beside the plot, in a wider figure, never over the curves (before: 21 names covered the
     loss chart); two runs keep theirs inside, the figure as wide as ever. Each of the 12 runs
-    has a colour of its own (before: the 11th took the 1st's)."""
+    has a colour of its own (before: the 11th took the 1st's). Past LEGEND_MOST names, none."""
     from PIL import Image
 
     from xdl_trace.read import report_png
@@ -1000,6 +1004,48 @@ def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path):
     two = str(tmp_path / "two")
     _sweep(two, [0.1, 0.2])
     assert loss_png(two, tmp_path / "p2").shape == (320, 800)
+    # Past LEGEND_MOST names (a sweep of 200 runs: a figure 3,650 px wide, 14 columns of
+    # names), no legend: the title says the HTML report names them.
+    monkeypatch.setattr(report_png, "LEGEND_MOST", 10)
+    unnamed = loss_png(sweep, tmp_path / "p12-unnamed")
+    assert unnamed.shape == (320, 800)
+    dark = unnamed < 100
+    right_spine = np.flatnonzero(dark.sum(axis=0) > 150).max()
+    assert dark[:, right_spine + 5 :].sum() == 0
+
+
+def test_a_sweeps_directory_is_listed_once_per_report(tmp_path, monkeypatch):
+    """A report (and a serve refresh) of a directory of 6 runs, each with its evaluation, lists
+    the directory once per prefix: each run opened and each paired with its evaluation reads the
+    listing kept (``trace_runs.listed_once``), not every file's Header and Meta again. Before:
+    each run's open and pairing listed it anew (N runs: N^2 Header reads; a sweep of 200 runs:
+    a 34 s report, 33 s of it listing; now 5 s). Every run still gets its own evaluation."""
+    from xdl_trace.read import serve, trace_runs
+
+    sweep = str(tmp_path / "sweep")
+    for steps in range(20, 26):
+        _train_and_evaluate(sweep, steps=steps, every=5)
+    listed = []
+    real = trace_runs.set_aside_copies
+    monkeypatch.setattr(
+        trace_runs, "set_aside_copies", lambda reader: listed.append(1) or real(reader)
+    )
+    model = report.build_report(sweep)
+    assert len(listed) == 2  # train.*, then test.*
+    labels = [r["label"] for r in model["runs"]]
+    assert labels == [f"steps {n}{part}" for n in range(20, 26) for part in ("", " · eval")]
+    # Each evaluation read is its own run's: 20 steps evaluated 4 times, 25 steps 5 times.
+    evals = [r for r in model["runs"] if r["evaluation"]]
+    assert [r["records"] for r in evals] == [4, 4, 4, 4, 4, 5]
+    del listed[:]
+    live = serve.LiveReport([sweep])
+    live.refresh()
+    assert len(listed) == 2 and len(live.state()[1]["runs"]) == 12
+    # Outside a report, each open lists as before (the files as they are now).
+    del listed[:]
+    xdl.open_trace(sweep, run="latest")
+    xdl.open_trace(sweep, run="latest")
+    assert len(listed) == 2
 
 
 def test_find_nan_over_every_run_reads_their_evaluations(tmp_path):

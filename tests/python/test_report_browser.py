@@ -549,3 +549,87 @@ def test_a_sweeps_runs_table_is_searched_sorted_and_scrolled(tmp_path, page):
     labels = page.js(rows + ".map(r => r.cells[0].querySelector('b').textContent)")
     assert labels[:2] == ["lr 0.26", "lr 0.25"] and labels[-1] == "lr 0.01", labels
     page.check()
+
+
+def test_a_sweeps_runs_are_filtered_in_every_chart(tmp_path, page):
+    """A sweep of 4 runs (loss about 10 x lr, weights with a mean ± std band, an evaluation each):
+    typing a regular expression in the sidebar's run filter ("lr 0.[12]$", as TensorBoard's
+    "Filter runs") leaves those runs in every chart, each legend and the tooltip, their
+    evaluations with them; the y axis fits the runs shown; text that is no regular expression
+    is matched as typed (no error); cleared, every run is back. Before: no filter, and a sweep
+    of 200 runs drew 200 lines and a legend of 200 names in every chart. A page of one run
+    offers none."""
+    out = str(tmp_path / "sweep")
+    for lr in (0.1, 0.2, 0.3, 0.4):
+        xdl.clear()
+        w = np.linspace(-1, 1, 64).astype(np.float32)
+        xdl.trace_variable("w", w, summary="stats")
+        xdl.trace_value("loss")
+        xdl.trace_value("acc", scope="eval")
+        config = {"output_dir": out, "on_error": "raise", "fsync": False}
+        with xdl.TraceHook(config, metadata={"lr": lr}) as hook, xdl.TraceHook(
+            config, is_training=False, scope="eval"
+        ) as evaluate:
+            for step in range(20):
+                hook.step(gstep=step, values={"loss": 10 * lr / (1 + step)})
+                if step % 5 == 4:
+                    evaluate.step(gstep=step, values={"acc": lr + step / 100})
+    xdl.clear()
+    html = str(tmp_path / "sweep.html")
+    report.write_report(out, html)
+    page.open(html)
+    page.wait("return document.body.getAttribute('data-charts') > 0")
+    assert page.js("return document.getElementById('run-filter-row').hidden") is False
+
+    def chart(key):
+        """The drawn series (shown, by label), legend, bands and y scale's top of the first
+        chart of `key`'s card (scrolled to: a card is drawn as it comes near the viewport)."""
+        group = page.js(
+            """var key = arguments[0];
+               var n = window.xdlReport.data.cards.findIndex(c => c.key === key);
+               document.getElementById('card-' + n).scrollIntoView();
+               return 'card-' + n;""",
+            key,
+        )
+        find = "return window.xdlReport.plots.filter(p => p.where.group === arguments[0])[0]"
+        page.wait(find + " != null", 10, group)
+        return page.js(
+            find
+            + """.plot ? (function (p) {
+                 return {shown: p.plot.series.slice(1).filter(s => s.show).map(s => s.label),
+                         legend: p.box.querySelector('.legend').textContent,
+                         bands: (p.plot.bands || []).length, top: p.plot.scales.y.max};
+               })(window.xdlReport.plots.filter(p => p.where.group === arguments[0])[0]) : null""",
+            group,
+        )
+
+    every = chart("loss")
+    assert every["shown"] == ["lr 0.1", "lr 0.2", "lr 0.3", "lr 0.4"] and every["top"] >= 4
+    assert chart("w")["bands"] == 4
+    page.type("#run-filter", "lr 0.[12]$")
+    page.wait("return document.body.getAttribute('data-shown-runs') === '2'")
+    assert page.js("return document.getElementById('runs-shown').textContent") == "2 of 4 runs"
+    loss = chart("loss")
+    assert loss["shown"] == ["lr 0.1", "lr 0.2"] and loss["legend"] == "lr 0.1lr 0.2"
+    assert loss["top"] < 4  # Fits the runs shown (2 at most), not the sweep's 4.
+    w = chart("w")
+    runs = {re.sub(r" (mean|min|max|hi|lo)$", "", label) for label in w["shown"]}
+    assert w["bands"] == 2 and runs == {"lr 0.1", "lr 0.2"}
+    assert chart("eval/acc")["shown"] == ["lr 0.1 · eval", "lr 0.2 · eval"]
+    page.hover(".card .plot", 0.5)
+    tip = page.wait(
+        "var t = document.querySelector('.card .tip'); return t && t.offsetParent && t.textContent"
+    )
+    assert "lr 0.1" in tip and "lr 0.2" in tip and "lr 0.3" not in tip, tip
+    page.type("#run-filter", "lr 0.(")  # No regular expression: matched as typed.
+    page.wait("return document.body.getAttribute('data-shown-runs') === '0'")
+    assert chart("loss")["shown"] == []
+    page.type("#run-filter", "")
+    page.wait("return document.body.getAttribute('data-shown-runs') === '4'")
+    assert chart("loss")["shown"] == every["shown"]
+    assert page.js("return document.getElementById('runs-shown').textContent") == ""
+    page.check()
+    one = str(tmp_path / "one.html")
+    report.write_report(os.path.join(out, "train.trace.0.1"), one)
+    page.open(one)
+    assert page.js("return document.getElementById('run-filter-row').hidden") is True

@@ -305,6 +305,9 @@ def agreement_alerts(result, label, what, expected=()):
     return headline_item, alerts
 
 
+NAMED_RUNS = 12  # Runs an alert about several names, at most.
+
+
 def not_compared(first, apart, beyond, most):
     """agreement_alerts' headline item and alert for the runs of a page left uncompared with its
     first run (labelled `first`): `apart` (label -> the metadata entries in which each differs
@@ -324,7 +327,10 @@ def not_compared(first, apart, beyond, most):
         "`report A B` draws where two part"
     )
     headline_item, _ = _run_verdict("info", "not compared", first, text)
-    detail = f"{text}: {', '.join([*apart, *beyond])}"
+    named = [*apart, *beyond]
+    # The first NAMED_RUNS by name: a sweep of 200 runs has its Runs table for the rest.
+    more = f" and {len(named) - NAMED_RUNS} more (the Runs table lists them)"
+    detail = f"{text}: {', '.join(named[:NAMED_RUNS])}" + (more if len(named) > NAMED_RUNS else "")
     return headline_item, [_alert("info", "not compared", first, "", None, None, detail)]
 
 

@@ -331,13 +331,13 @@ class Trace:
         self.torn_tails = {}  # path -> byte offset of the torn frame, as found while reading.
         self._unknown_dtypes = set()  # (path, dtype) already warned about.
         # The run read (a trace_runs.Run; None for run="all" over several) and every run there.
-        reader, copies = trace_runs.set_aside_copies(
-            trace_runs.open_reader(path, prefix, name, verify_checksums)
-        )
+        reader, copies, every = trace_runs.listing(path, prefix, name, verify_checksums)
         # Copied or renamed files (CopiedFile: path, rank, index, why): left out of reading,
         # failed by verify().
         self.copies = copies
-        self._reader, self.run, self.runs = trace_runs.select_run(reader, path, run, attempts)
+        self._reader, self.run, self.runs = trace_runs.select_run(
+            reader, every, path, run, attempts
+        )
         # The ids of the runs read (None: every run), for a reader that opens the files again
         # (diff's C++ pass).
         self.run_ids = (

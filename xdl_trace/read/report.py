@@ -46,6 +46,7 @@ def _run_facts(scan, run, selection, writing=None):
     t = scan.time_range
     return {
         "label": scan.label,
+        "evaluation": scan.evaluates is not None,  # An evaluation's row, under its run's.
         "id": run.id if run is not None else None,
         "metadata": run.metadata if run is not None else {},
         "path": scan.path,
@@ -453,6 +454,14 @@ def build_report(
     selection = Selection.of(selection, keys=keys, gsteps=gsteps, ranks=ranks, run=run)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    with trace_runs.listed_once():  # A sweep's directory listed once, not once per run.
+        scans, runs, unread = _scan_runs(paths, selection, prefix, name, on_progress)
+        return model_of(scans, runs, prefix, name, selection=selection, unread=unread)
+
+
+def _scan_runs(paths, selection, prefix, name, on_progress):
+    """(scans, Run of each, unread: ``alerts.run_not_read`` of each run that failed) of the
+    runs of `paths` (``_expand_runs``), each training run followed by its evaluation's scan."""
     scans, runs, unread = [], [], []
     entries = _expand_runs(paths, selection.run, prefix, name)
     for n, (p, label, chosen) in enumerate(entries):
@@ -493,7 +502,7 @@ def build_report(
             f"no run of {', '.join(map(os.fspath, paths))} could be read: "
             + "; ".join(alerts[0]["detail"] for _, alerts in unread)
         )
-    return model_of(scans, runs, prefix, name, selection=selection, unread=unread)
+    return scans, runs, unread
 
 
 def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=None, unread=()):

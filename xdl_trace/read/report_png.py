@@ -10,7 +10,8 @@ import numpy as np
 __all__ = ["render_pngs"]
 
 LEGEND_INSIDE = 8  # Series named in a legend over the plot, at most; more go beside it,
-LEGEND_ROWS = 14  # in columns of this many.
+LEGEND_ROWS = 14  # in columns of this many,
+LEGEND_MOST = 3 * LEGEND_ROWS  # up to this many; past it (a sweep of 200 runs) none, said.
 
 
 def _slug(text):
@@ -56,7 +57,7 @@ def _draw(plt, model, directory, dpi):
             ok = np.isfinite(hi) & np.isfinite(lo)
             ax.fill_between(x[ok], lo[ok], hi[ok], color=_css_color(band["fill"]), linewidth=0)
         labelled = set()
-        for s in spec["series"]:
+        for i, s in enumerate(spec["series"]):
             name = re.sub(r" (mean|min|max)$", "", s["label"])
             if s.get("draw") is False:  # A stacked band's own values: its legend entry only.
                 if s.get("legend"):
@@ -65,7 +66,7 @@ def _draw(plt, model, directory, dpi):
                 continue
             if not s["width"]:
                 continue
-            y = column(spec["series"].index(s))
+            y = column(i)
             # A gap (a NaN/Inf value) breaks the line; a gstep without a point is spanned.
             ok = np.isfinite(y)
             ok[s.get("gaps", [])] = True
@@ -83,18 +84,25 @@ def _draw(plt, model, directory, dpi):
         if spec["log"]:
             ax.set_yscale("log")
         title = spec["title"] if key == "steps" else f"{key}: {spec['title']}"
-        ax.set_title(title, fontsize=10, loc="left")
+        named = len(labelled) <= LEGEND_MOST
+        ax.set_title(
+            title if named else f"{title} ({len(labelled)} series: the HTML report names them)",
+            fontsize=10,
+            loc="left",
+        )
         ax.set_xlabel(spec["xlabel"], fontsize=9)
         ax.set_ylabel(spec["ylabel"], fontsize=9)
         ax.grid(True, color="#e6e9ef", linewidth=0.8)
         ax.tick_params(labelsize=8)
-        if len(labelled) > LEGEND_INSIDE:  # A sweep's runs: beside the plot, never over it.
+        if (
+            named and len(labelled) > LEGEND_INSIDE
+        ):  # A sweep's runs: beside the plot, never over it.
             columns = math.ceil(len(labelled) / LEGEND_ROWS)
             fig.set_size_inches(8 + 1.9 * columns, 3.2)
             ax.legend(
                 fontsize=7, frameon=False, ncol=columns, loc="upper left", bbox_to_anchor=(1.01, 1)
             )
-        elif len(labelled) > 1:
+        elif named and len(labelled) > 1:
             ax.legend(fontsize=8, frameon=False, ncol=min(len(labelled), 4))
         fig.tight_layout()
         path = os.path.join(directory, f"{n:03d}_{_slug(title)}.png")

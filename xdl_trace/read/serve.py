@@ -282,6 +282,10 @@ class LiveReport:
 
     def refresh(self):
         """One update of every run; a new model (and version) when anything changed."""
+        with trace_runs.listed_once():  # Each directory listed once a refresh, not once a run.
+            return self._refresh()
+
+    def _refresh(self):
         changed = False
         names = {path: _names(path) for path in self.paths}  # One listing a refresh.
         if self._every:

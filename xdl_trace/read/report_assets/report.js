@@ -67,8 +67,42 @@
   }
 
   // The view's settings, the same for every chart: smoothing (TensorBoard's debiased EMA
-  // weight, 0: none) and the y scale ('auto': the chart's own choice, 'linear', 'log').
-  var view = {smooth: 0, yscale: 'auto'};
+  // weight, 0: none), the y scale ('auto': the chart's own choice, 'linear', 'log') and the
+  // runs shown (TensorBoard's run filter: a RegExp tested on each run's label; null: all).
+  var view = {smooth: 0, yscale: 'auto', runs: null};
+
+  // The run a series draws, as the filter sees it: the longest run label (D.runs) its label is
+  // or starts with (then a space: ' mean', ' · rank 1', ' hi'), an evaluation's the label of
+  // the run it evaluates (it follows that run); null for a series of no run.
+  var runLabels = [], labelled = null;  // Longest first, of the D.runs they were made of.
+  var EVAL = ' · eval';
+  function filtered(r) {
+    return r.evaluation && r.label.slice(-EVAL.length) === EVAL ? r.label.slice(0, -EVAL.length) :
+        r.label;
+  }
+  function runOf(s) {
+    if (labelled !== D.runs) {  // Under serve, an update's runs.
+      labelled = D.runs;
+      runLabels = (D.runs || []).slice().sort(function (a, b) {
+        return b.label.length - a.label.length;
+      });
+    }
+    if (s.run === undefined) {
+      s.run = null;
+      for (var i = 0; i < runLabels.length; i++) {
+        var r = runLabels[i].label;
+        if (s.label === r || s.label.lastIndexOf(r + ' ', 0) === 0) {
+          s.run = filtered(runLabels[i]);
+          break;
+        }
+      }
+    }
+    return s.run;
+  }
+  function shownSeries(s) {
+    var run = view.runs && runOf(s);
+    return !run || view.runs.test(run);
+  }
 
   // A line's smoothed values: the EMA of its finite values (a gap restarts nothing: it is
   // carried over), debiased as TensorBoard's scalar dashboard does.
@@ -151,7 +185,7 @@
         });
         spec.series.forEach(function (s, k) {
           var v = u.data[k + 1][i];
-          if (!s.tip || v === undefined) return;
+          if (!s.tip || v === undefined || !shownSeries(s)) return;
           h += '<div><i style="background:' + s.color + '"></i>' + esc(s.label) + ': ' +
                (v === null ? 'NaN/Inf' : fmt(v)) + '</div>';
         });
@@ -183,13 +217,14 @@
     var series = [{label: spec.xlabel}];
     spec.series.forEach(function (s) {
       series.push({label: s.label, stroke: s.color, width: s.width, dash: s.dash || undefined,
-                   spanGaps: false, points: {show: !!s.points}, show: s.draw !== false});
+                   spanGaps: false, points: {show: !!s.points},
+                   show: s.draw !== false && shownSeries(s)});
     });
     if (view.smooth > 0) {
       spec.series.forEach(function (s) {
         if (!smoothable(spec, s)) return;
         series.push({label: s.label + ' (raw)', stroke: s.color, width: 1, alpha: 0.25,
-                     spanGaps: false, points: {show: false}});
+                     spanGaps: false, points: {show: false}, show: shownSeries(s)});
       });
     }
     // Axis titles: the quantity and its unit (spec.ylabel), and gstep.
@@ -213,25 +248,28 @@
       yAxis.ticks = {filter: decades};
     }
     var y = log ? {distr: 3} : {};
-    // Overlaid runs share one y range (the spec's), so their charts compare at a glance. A flat
-    // line gets a band around it (uPlot puts a line of zeros at the foot of 0..100).
+    // Overlaid runs share one y range (the spec's), so their charts compare at a glance; runs
+    // filtered, the range is the shown lines'. A flat line gets a band around it (uPlot puts a
+    // line of zeros at the foot of 0..100).
+    var yrange = view.runs ? null : spec.yrange;
     if (!log) {
       y.range = function (u, min, max) {
-        if (spec.yrange) { min = spec.yrange[0]; max = spec.yrange[1]; }
+        if (yrange) { min = yrange[0]; max = yrange[1]; }
         if (min == null || max == null) return [null, null];
         if (min === max) {
           var pad = min === 0 ? 1 : Math.abs(min) / 10;
           return [min - pad, max + pad];
         }
-        return spec.yrange ? [min, max] : uPlot.rangeNum(min, max, 0.1, true);
+        return yrange ? [min, max] : uPlot.rangeNum(min, max, 0.1, true);
       };
-    } else if (spec.yrange) {
-      y.range = function () { return spec.yrange; };
+    } else if (yrange) {
+      y.range = function () { return yrange; };
     }
     var bad = nonFinite(spec);
     var opts = {
       width: width, height: 210, series: series, legend: {show: false},
-      bands: spec.bands.map(function (b) { return {series: [b.hi + 1, b.lo + 1], fill: b.fill}; }),
+      bands: spec.bands.filter(function (b) { return shownSeries(spec.series[b.hi]); })
+          .map(function (b) { return {series: [b.hi + 1, b.lo + 1], fill: b.fill}; }),
       cursor: {sync: {key: 'gstep'}, drag: {x: true, y: false}, points: {size: 5}},
       scales: {x: {time: false}, y: y},
       axes: [
@@ -246,7 +284,7 @@
   function legend(spec) {
     var seen = {}, out = '';
     spec.series.forEach(function (s) {
-      if (s.legend === false || (!s.legend && (!s.tip || !s.width))) return;
+      if (s.legend === false || (!s.legend && (!s.tip || !s.width)) || !shownSeries(s)) return;
       var name = s.label.replace(/ (mean|min|max)$/, '');
       if (seen[name]) return;
       seen[name] = 1;
@@ -648,6 +686,36 @@
   if (yscale) yscale.addEventListener('change', function () {
     view.yscale = yscale.value; redraw();
   });
+  // The run filter, offered where the page draws more than one run: a regular expression
+  // (case-insensitive; text that is none is matched as typed) on the runs' labels, as
+  // TensorBoard's "Filter runs"; charts, legends and tooltips show the runs it matches.
+  // Under serve the page reloads when a run joins: what was typed is kept for the tab.
+  var runFilter = document.getElementById('run-filter');
+  function trainedRuns() { return (D.runs || []).filter(function (r) { return !r.evaluation; }); }
+  if (runFilter && trainedRuns().length > 1) {
+    document.getElementById('run-filter-row').hidden = false;
+    var runsShown = document.getElementById('runs-shown'), typing = null;
+    var filterRuns = function () {
+      var q = runFilter.value.trim(), trained = trainedRuns();
+      try {
+        view.runs = q ? new RegExp(q, 'i') : null;
+      } catch (e) {
+        view.runs = new RegExp(q.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'i');
+      }
+      var n = trained.filter(function (r) { return !view.runs || view.runs.test(r.label); }).length;
+      runsShown.textContent = view.runs ? n + ' of ' + trained.length + ' runs' : '';
+      document.body.setAttribute('data-shown-runs', String(n));
+      if (LIVE) try { sessionStorage.setItem('xdl-run-filter', q); } catch (e) { /* none */ }
+      redraw();
+    };
+    runFilter.addEventListener('input', function () {
+      clearTimeout(typing);
+      typing = setTimeout(filterRuns, 150);  // One redraw a pause in typing, not a key.
+    });
+    var kept = null;
+    if (LIVE) try { kept = sessionStorage.getItem('xdl-run-filter'); } catch (e) { /* none */ }
+    if (kept) { runFilter.value = kept; filterRuns(); }
+  }
   countCharts();
   // A report's alerts table holds its first rows (report_html.ALERT_ROWS); the others, in a
   // template after the charts' data, move in once the page is read, then it gets its sorting
