@@ -450,11 +450,8 @@ def _run_of_file(trace, args):
     """{data file path: run id} when the trace reads several runs (--run all), else {}."""
     if trace.run is not None or len(trace.runs) < 2:
         return {}
-    return {
-        f.path: run.id
-        for run in trace.runs
-        for f in open_trace(args.path, prefix=args.prefix, name=args.name, run=run.id).files
-    }
+    # --run all reads every listed file, in the listing's order (Run.file_indices).
+    return {trace.files[i].path: run.id for run in trace.runs for i in run.file_indices}
 
 
 def _iso_utc(ms):

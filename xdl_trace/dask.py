@@ -13,6 +13,8 @@ system (docs/scale.md). Dask is optional: ``pip install "dask[dataframe,distribu
 Debian's python3-dask, python3-distributed and python3-pandas.
 """
 
+import warnings
+
 import numpy as np
 
 try:
@@ -83,13 +85,12 @@ def _may_hold(meta, begin, end):
     return True
 
 
-DEFAULT_RUN = "latest"  # The run read when the selection names none.
+DEFAULT_RUN = "latest"  # The run read when the selection names none (said: ``plan``).
 
 
 def _selection(selection, **fields):
-    """The read's Selection (``Selection.of``), its run DEFAULT_RUN when none is named."""
-    selection = Selection.of(selection, **fields)
-    return selection if selection.run is not None else selection.replace(run=DEFAULT_RUN)
+    """The read's Selection (``Selection.of``); a run of None is DEFAULT_RUN (``plan``)."""
+    return Selection.of(selection, **fields)
 
 
 def plan(path, gsteps=None, run=None, ranks=None, prefix="train", name="trace", selection=None):
@@ -98,12 +99,26 @@ def plan(path, gsteps=None, run=None, ranks=None, prefix="train", name="trace", 
     gstep from which a later attempt of a restarted run superseded the file's records), in rank
     then index order. Files whose Meta proves they hold none of the selected gsteps are left
     out (and never opened). ``selection``: a ``Selection`` (its keys are not used here); the
-    keywords gsteps, run (default "latest") and ranks stand for its fields."""
+    keywords gsteps, run (default "latest") and ranks stand for its fields. A directory of
+    several runs read by default (no run named: the latest) warns, naming how to read them all:
+    a sweep's frame of one run, silently, looked like the sweep's."""
     selection = _selection(selection, gsteps=gsteps, run=run, ranks=ranks)
     ranks = selection.ranks
     trace = _reader.open_trace(
-        path, prefix=prefix, name=name, run=selection.run, attempts=selection.attempts
+        path,
+        prefix=prefix,
+        name=name,
+        run=selection.run or DEFAULT_RUN,
+        attempts=selection.attempts,
     )
+    if selection.run is None and len(trace.runs) > 1:
+        warnings.warn(
+            f"xdl_trace.dask: {path} holds {len(trace.runs)} runs; reading the latest "
+            f"({trace.run.id}): run='all' reads every run (a 'run' column tells them apart), "
+            "run='<id>' one of them (xdl.runs lists them with their metadata)",
+            UserWarning,
+            stacklevel=3,
+        )
     chosen = []
     for f in trace.files:
         if ranks is not None and f.rank not in ranks:

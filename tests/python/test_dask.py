@@ -3,6 +3,8 @@ and record bags equal to the local reader's, partitions planned from Meta alone.
 
 import os
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -121,9 +123,13 @@ def test_runs_are_selected_as_in_open_trace(client, tmp_path):
     write_trace(out, ranks=(0,), steps=3)
     write_trace(out, ranks=(0,), steps=2, gstep0=100)
     first, second = xdl.runs(out)
-    latest = xdd.to_dataframe(out, keys=["loss"]).compute()
+    # The latest by default, said: a sweep's frame of one run looked like the sweep's.
+    with pytest.warns(UserWarning, match=f"holds 2 runs; reading the latest \\({second.id}\\)"):
+        latest = xdd.to_dataframe(out, keys=["loss"]).compute()
     assert sorted(latest["gstep"]) == [100, 101] and set(latest["run"]) == {second.id}
-    every = xdd.to_dataframe(out, keys=["loss"], run="all").compute()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # A run named: nothing to say.
+        every = xdd.to_dataframe(out, keys=["loss"], run="all").compute()
     assert sorted(zip(every["run"], every["gstep"])) == sorted(
         [(first.id, g) for g in range(3)] + [(second.id, 100), (second.id, 101)]
     )
