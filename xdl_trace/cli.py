@@ -622,7 +622,10 @@ def _export_npz(trace, args, selection):
             for name, array in arrays.items():
                 with archive.open(name + ".npy", "w", force_zip64=True) as member:
                     np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
-    print(f"wrote {_shown(output)}: {len(arrays)} arrays ({len(keys)} keys x {len(ranks)} ranks)")
+    print(
+        f"wrote {_shown(output)}: {counted(len(arrays), 'array')} "
+        f"({counted(len(keys), 'key')} x {counted(len(ranks), 'rank')})"
+    )
 
 
 @contextlib.contextmanager
@@ -707,7 +710,7 @@ def _export_csv(trace, args, selection):
                     row.extend(v.item() for v in values)
             writer.writerow(row)
             rows += 1
-    print(f"wrote {args.output}: {rows} rows, {len(columns)} keys")
+    print(f"wrote {args.output}: {counted(rows, 'row')}, {counted(len(columns), 'key')}")
     return 0
 
 
@@ -752,8 +755,18 @@ def _export(args):
     selection = selection.replace(keys=keys, ranks=selection.ranks or trace.ranks)
     if fmt == "npz":
         _export_npz(trace, args, selection)
-        return 0
-    return _export_csv(trace, args, selection)
+    elif _export_csv(trace, args, selection):
+        return 2  # Said: keys CSV cannot hold.
+    evaluation = None if args.keys else trace.evaluation()
+    if evaluation is not None:  # Every key asked for: say where the others are.
+        several = " --run all" if evaluation.run is None else ""
+        print(
+            f"note: the run's evaluation ({', '.join(evaluation.keys[:5])} in "
+            f"test.{args.name}.* beside it) is not in {_shown(args.output)}: export it with "
+            f"--prefix test{several} -o <another file>",
+            file=sys.stderr,
+        )
+    return 0
 
 
 # --- find-nan ----------------------------------------------------------------

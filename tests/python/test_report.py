@@ -2,6 +2,7 @@
 headless Chromium), the PNGs, the streaming accumulators and the command line."""
 
 import ast
+import csv
 import json
 import os
 import re
@@ -1154,6 +1155,32 @@ def test_a_key_of_the_evaluation_asked_of_the_training_run_says_where_it_is(
         assert said.returncode in (1, 2) and said.stderr.rstrip().endswith(
             f"the run's evaluation (test.trace.* beside it) holds eval/acc: read it with {how}"
         ), said.stderr
+
+
+@pytest.mark.parametrize("hook_per_eval", [False, True], ids=["one_eval_hook", "hook_per_eval"])
+def test_export_of_every_key_says_the_evaluation_is_not_in_it(tmp_path, hook_per_eval):
+    """export of a training run with no --keys (every key): the file holds the training's keys,
+    and a note names the eval keys beside it and how to export them (before: "wrote x.csv: 40
+    rows, 2 keys", the evaluation silently left out); with --keys, no note. The eval export
+    that the note gives writes the eval records."""
+    out = str(tmp_path / "run")
+    accs = _train_and_evaluate(out, hook_per_eval=hook_per_eval)
+    how = "--prefix test --run all" if hook_per_eval else "--prefix test"
+    for name in ("x.csv", "x.npz"):
+        said = _xdl_trace("export", out, "-o", str(tmp_path / name))
+        assert said.returncode == 0, said.stderr
+        assert said.stderr.rstrip().endswith(
+            f"note: the run's evaluation (eval/acc, eval/loss in test.trace.* beside it) is not in "
+            f"{tmp_path / name}: export it with {how} -o <another file>"
+        ), said.stderr
+    assert said.stdout.startswith(f"wrote {tmp_path / 'x.npz'}: 8 arrays (2 keys x 1 rank)")
+    asked = _xdl_trace("export", out, "--keys", "loss", "-o", str(tmp_path / "loss.csv"))
+    assert asked.returncode == 0 and "note" not in asked.stderr, asked.stderr
+    evaluation = str(tmp_path / "eval.csv")
+    _xdl_trace("export", out, *how.split(), "-o", evaluation, check=True)
+    with open(evaluation) as f:
+        rows = list(csv.DictReader(f))
+    assert {int(r["gstep"]): float(r["eval/acc"]) for r in rows} == accs
 
 
 def test_info_and_find_nan_name_the_eval_files_beside_the_training_files(tmp_path):
