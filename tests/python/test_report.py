@@ -977,6 +977,54 @@ def test_a_sweeps_runs_configured_apart_are_named_not_compared(tmp_path, monkeyp
     assert beyond["text"].startswith("2 more runs (a page compares at most 8) not compared with ")
 
 
+def test_a_sweeps_runs_table_has_its_hyperparameters_and_last_values(tmp_path):
+    """A sweep's Runs table (TensorBoard's hparams view, W&B's runs table): a column per metadata
+    entry that differs between the runs (lr; not the shared "model"), and the last value of each
+    scalar key (the loss, the eval accuracy: at the gstep written under it; "NaN" for a run
+    that diverged), sortable as numbers; an evaluation's row has its run's hyperparameters.
+    Before: the metadata in one cell per run, and no final value anywhere but the curves'
+    ends (a sweep of 200 runs could not be ranked)."""
+    from xdl_trace.read import report_html
+
+    out = str(tmp_path / "sweep")
+    for lr in (0.1, 0.2, 0.3):
+        xdl.clear()
+        xdl.trace_value("loss")
+        xdl.trace_value("acc", scope="eval")
+        config = {"output_dir": out, "on_error": "raise", "fsync": False}
+        with xdl.TraceHook(config, metadata={"lr": lr, "model": "mlp"}) as hook, xdl.TraceHook(
+            config, is_training=False, scope="eval"
+        ) as evaluate:
+            for step in range(10):
+                loss = float("nan") if lr == 0.3 and step == 9 else 1 / (1 + lr * step)
+                hook.step(gstep=step, values={"loss": loss})
+                if step in (4, 8):
+                    evaluate.step(gstep=step, values={"acc": lr + step / 100})
+    xdl.clear()
+    model = report.build_report(out)
+    rows = {r["label"]: r for r in model["runs"]}
+    assert rows["lr 0.2"]["last"] == {"loss": {"gstep": 9, "value": 1 / 2.8, "bad": None}}
+    assert rows["lr 0.3"]["last"] == {"loss": {"gstep": 9, "value": None, "bad": "NaN"}}
+    assert rows["lr 0.2 · eval"]["last"] == {
+        "eval/acc": {"gstep": 8, "value": pytest.approx(0.28), "bad": None}
+    }
+    assert rows["lr 0.2 · eval"]["of_metadata"] == {"lr": 0.2, "model": "mlp"}
+    table = report_html.runs_html(model)
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert heads[-3:] == ["lr", "last loss", "last eval/acc"] and "model" not in heads
+    cells = {
+        label: re.findall(r"<td data-sort='([^']*)'>([^<]*)", row)
+        for label, row in re.findall(r"<tr><td><b>([^<]*)</b>(.*?)</tr>", table)
+    }
+    assert cells["lr 0.2"] == [("0.2", "0.2"), (repr(1 / 2.8), "0.35714"), ("", "")]
+    assert cells["lr 0.3"] == [("0.3", "0.3"), ("", "NaN"), ("", "")]
+    assert cells["lr 0.2 · eval"] == [("0.2", "0.2"), ("", ""), ("0.28", "0.28")]
+    # One run: no hyperparameter column (nothing differs), its last values still.
+    one = report_html.runs_html(report.build_report(out, run="latest"))
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", one)
+    assert "lr" not in heads and heads[-2:] == ["last loss", "last eval/acc"]
+
+
 def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path, monkeypatch):
     """The PNG of a chart of more than LEGEND_INSIDE series (a sweep of 12 runs) puts its legend
     beside the plot, in a wider figure, never over the curves (before: 21 names covered the

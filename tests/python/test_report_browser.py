@@ -628,6 +628,17 @@ def test_a_sweeps_runs_are_filtered_in_every_chart(tmp_path, page):
     page.wait("return document.body.getAttribute('data-shown-runs') === '4'")
     assert chart("loss")["shown"] == every["shown"]
     assert page.js("return document.getElementById('runs-shown').textContent") == ""
+    # The Runs table ranks the sweep by its last loss (a click: largest first, blanks last).
+    page.js(
+        "Array.from(document.querySelectorAll('#runs-table thead th'))"
+        ".find(h => h.textContent === 'last loss').id = 'last-loss'"
+    )
+    page.click("#last-loss")
+    order = page.js(
+        "return Array.from(document.querySelectorAll('#runs-table tbody tr'))"
+        ".map(r => r.cells[0].querySelector('b').textContent)"
+    )
+    assert order[:4] == ["lr 0.4", "lr 0.3", "lr 0.2", "lr 0.1"], order
     page.check()
     one = str(tmp_path / "one.html")
     report.write_report(os.path.join(out, "train.trace.0.1"), one)

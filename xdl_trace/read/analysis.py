@@ -311,6 +311,9 @@ class RunScan:
         self.constant = {}
         self.elements = {}
         self.rows = {}  # key -> records with a non-empty column.
+        # (key, rank) -> (gstep, value, "NaN"/"Inf"/None) of a one-element key's last record
+        # read: the Runs table's last values (a sweep's runs by their final loss).
+        self.last_values = {}
         self.frozen = set()  # Variables traced without their gradient: frozen (frozen_variables).
         self.summary_histograms = {}  # key -> (gsteps, quantiles [s, q]) of "histogram" keys.
         self.summary_values = {}  # (key, rank) -> (gsteps, values [s, width]) of user summaries.
@@ -757,6 +760,8 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
         if held[k] == 0:
             continue
         scan.elements[key] = max(scan.elements.get(key, 0), int(chunk["key_elements"][k]))
+        if scan.elements[key] <= 1:
+            _note_last_value(scan, key, rank, gsteps, grid[:, k])
         if bad[k]:
             record_index = np.flatnonzero(~np.isnan(grid[:, k, COUNT]))
             _check_bad(scan, key, rank, chunk, record_index, grid[record_index, k])
@@ -785,6 +790,21 @@ def _add_records(scan, rank, chunk, pairs, series, histograms):
                 grid[:, v, COUNT],
                 var,
             )
+
+
+def _note_last_value(scan, key, rank, gsteps, rows):
+    """Keeps the value of a one-element key's last record of the chunk holding it (file order:
+    the latest written) when it is at or past the last one kept."""
+    (held,) = np.nonzero(~np.isnan(rows[:, COUNT]))
+    if not len(held):
+        return
+    i = held[-1]
+    kept = scan.last_values.get((key, rank))
+    if kept is not None and kept[0] > gsteps[i]:
+        return
+    row = rows[i]
+    bad = "NaN" if row[NAN] > 0 else "Inf" if row[INF] > 0 else None
+    scan.last_values[(key, rank)] = (int(gsteps[i]), float(row[MEAN]), bad)
 
 
 def _add_histograms(scan, chunk):

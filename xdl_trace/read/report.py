@@ -77,7 +77,40 @@ def _run_facts(scan, run, selection, writing=None):
         ),
         "writing": writing,
         "keys": len(scan.keys),
+        "last": _last_values(scan),
     }
+
+
+def _runs_facts(scans, runs, selection, writing):
+    """The Runs table's rows (``_run_facts``); an evaluation's carries the metadata of the run it
+    evaluates as "of_metadata" (its own hook has none), so a sweep's hyperparameter columns
+    fill its row too."""
+    facts = [
+        _run_facts(s, r, selection, None if writing is None else writing[i])
+        for i, (s, r) in enumerate(zip(scans, runs))
+    ]
+    row_of = {id(scan): row for scan, row in zip(scans, facts)}
+    for scan, row in zip(scans, facts):
+        if scan.evaluates is not None and id(scan.evaluates) in row_of:
+            row["of_metadata"] = row_of[id(scan.evaluates)]["metadata"]
+    return facts
+
+
+def _last_values(scan):
+    """{key: {"gstep", "value", "bad"}} of the run's scalar value keys (the loss, an eval
+    accuracy: shape (), traced as values), each its last record's value on its lowest rank
+    (``RunScan.last_values``): what a sweep's runs are compared by, as W&B's run summary and
+    TensorBoard's hparams metrics take a run's last value."""
+    out = {}
+    for key in scan.keys:
+        schema = scan.schema.get(key)
+        if schema is None or schema.shape != () or (schema.kind or "value") != "value":
+            continue
+        ranks = [r for r in scan.ranks if (key, r) in scan.last_values]
+        if ranks:
+            gstep, value, bad = scan.last_values[(key, min(ranks))]
+            out[key] = {"gstep": gstep, "value": None if bad else value, "bad": bad}
+    return out
 
 
 def _gpu_sections(scans):
@@ -607,10 +640,7 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         "title": f"xdl_trace report: {named}",
         "named": named,  # What the page's header says it shows.
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": [
-            _run_facts(s, r, selection, None if writing is None else writing[i])
-            for i, (s, r) in enumerate(zip(scans, runs))
-        ],
+        "runs": _runs_facts(scans, runs, selection, writing),
         "headline": [item for item, _ in unread]
         + _folded([d["headline"] for d in differences])
         + headline(scans)

@@ -141,7 +141,62 @@ def _run_state(run):
     return _fill("run_gone" if run.get("writing") is False else "run_not_closed")
 
 
+# Columns the Runs table adds for a sweep, at most each: the metadata entries that differ
+# between its runs (TensorBoard's hparams) and the last values of scalar keys (its metrics).
+HPARAM_COLUMNS = 6
+LAST_VALUE_COLUMNS = 4
+
+
+def _sweep_columns(runs):
+    """(metadata keys whose values differ between the training runs, scalar keys with a last
+    value in some run), the first HPARAM_COLUMNS and LAST_VALUE_COLUMNS of them in their order
+    on the page (a sweep's Runs table sorts by them)."""
+    trained = [r for r in runs if not r.get("evaluation")]
+    hparams = []
+    if len(trained) > 1:
+        names = sorted({k for r in trained for k in r.get("metadata") or {}})
+        hparams = [
+            k
+            for k in names
+            if len({json.dumps((r.get("metadata") or {}).get(k), sort_keys=True) for r in trained})
+            > 1
+        ]
+    last = list(dict.fromkeys(k for r in runs for k in r.get("last") or {}))
+    return hparams[:HPARAM_COLUMNS], last[:LAST_VALUE_COLUMNS]
+
+
+def _sort_cell(text, number):
+    """A cell sorted by `number` (None: blank, sorted last)."""
+    return _fill("sort_cell", value=text, number="" if number is None else number)
+
+
+def _hparam_cell(metadata, key):
+    if key not in (metadata or {}):
+        return _sort_cell("", None)
+    v = metadata[key]
+    text = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+    number = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    return _sort_cell(html.escape(text), number)
+
+
+def _last_cell(last, key):
+    found = (last or {}).get(key)
+    if found is None:
+        return _sort_cell("", None)
+    value = found["bad"] or f"{found['value']:.5g}"
+    return _fill(
+        "last_cell",
+        value=value,
+        gstep=found["gstep"],
+        number="" if found["bad"] else found["value"],
+    )
+
+
 def _runs_table(runs):
+    hparams, last = _sweep_columns(runs)
+    heads = "".join(_fill("head", name=html.escape(k)) for k in hparams) + "".join(
+        _fill("last_head", key=html.escape(k)) for k in last
+    )
     rows = []
     for r in runs:
         g = r["gsteps"]
@@ -168,9 +223,13 @@ def _runs_table(runs):
                 bytes=r["bytes"],
                 files=r["files"],
                 keys=r["keys"],
+                sweep="".join(
+                    _hparam_cell(r.get("metadata") or r.get("of_metadata"), k) for k in hparams
+                )
+                + "".join(_last_cell(r.get("last"), k) for k in last),
             )
         )
-    return _fill("runs_table", rows="".join(rows))
+    return _fill("runs_table", heads=heads, rows="".join(rows))
 
 
 # Rows of a static report's alerts table before its scripts (errors first); the others follow
