@@ -249,6 +249,42 @@ def test_several_runs_need_run_and_are_selected_as_documented(cfg, out_dir):
         xdl.open_trace(out_dir, run=3)
 
 
+def test_a_run_of_runs_opens_from_its_listing(cfg, out_dir, monkeypatch):
+    """open_trace(path, run=<a Run of xdl.runs(path)>) reads that run from the listing that found
+    it: a loop over a sweep's runs lists the directory once (before, each open listed it again,
+    every file's Header and Meta: 200 runs, 9.9 s; now 0.7 s), and reads what opening by id
+    reads. A run begun since (new files) lists it again, as a Run of another directory does."""
+    from xdl_trace.read import trace_runs
+
+    ids = [write_run(cfg, ranks=(0, 1), steps=2 + n, gstep0=10 * n) for n in range(4)]
+    listed = []
+    real = trace_runs.set_aside_copies
+    monkeypatch.setattr(
+        trace_runs, "set_aside_copies", lambda reader: listed.append(1) or real(reader)
+    )
+    runs = xdl.runs(out_dir)
+    for run in runs:
+        trace = xdl.open_trace(out_dir, run=run)
+        by_id = xdl.open_trace(out_dir, run=run.id)
+        assert trace.run is run and [f.path for f in trace.files] == [f.path for f in by_id.files]
+        assert [(r.rank, r.gstep) for r in trace.records()] == [
+            (r.rank, r.gstep) for r in by_id.records()
+        ]
+    assert [r.id for r in runs] == ids and len(listed) == 1 + len(runs)  # The by-id opens.
+    del listed[:]
+    write_run(cfg, ranks=(0,), steps=1, gstep0=100)  # A run begins: new files.
+    again = xdl.open_trace(out_dir, run=runs[1])
+    assert len(listed) == 1 and again.run.id == ids[1] and len(again.runs) == 5
+    other = str(out_dir) + "-other"
+    write_run(dict(cfg, output_dir=other), ranks=(0,), steps=2)
+    del listed[:]
+    # Another directory is listed, and its run of that id read (one process's first runs in
+    # two directories share an id).
+    elsewhere = xdl.open_trace(other, run=runs[0])
+    assert len(listed) == 1 and elsewhere.run is not runs[0]
+    assert all(f.path.startswith(other) for f in elsewhere.files)
+
+
 def test_xdl_files_are_one_run_without_an_id(tmp_path):
     import xdl_files as xf
 

@@ -331,7 +331,10 @@ class Trace:
         self.torn_tails = {}  # path -> byte offset of the torn frame, as found while reading.
         self._unknown_dtypes = set()  # (path, dtype) already warned about.
         # The run read (a trace_runs.Run; None for run="all" over several) and every run there.
-        reader, copies, every = trace_runs.listing(path, prefix, name, verify_checksums)
+        # A Run of xdl.runs(path): read from the listing that found it (files unchanged since).
+        of = run if isinstance(run, trace_runs.Run) else None
+        run = run.id if of is not None else run
+        reader, copies, every = trace_runs.listing(path, prefix, name, verify_checksums, run=of)
         # Copied or renamed files (CopiedFile: path, rank, index, why): left out of reading,
         # failed by verify().
         self.copies = copies
@@ -626,8 +629,11 @@ def open_trace(
 
     ``run``: which run to read when the directory holds several (``xdl.runs(path)`` lists
     them): "latest", a run id (or a unique prefix of one), a tuple of run ids (read together:
-    a run's eval hooks, a run each) or "all"; the default None reads the only run and raises
-    ValueError listing the runs when there are several.
+    a run's eval hooks, a run each), "all", or a ``Run`` of ``xdl.runs(path)`` (opened from
+    the listing that found it, with no file's Header read again, while the directory holds the
+    same files: ``for run in xdl.runs(d): xdl.open_trace(d, run=run)`` over a sweep of 200 runs
+    lists it once); the default None reads the only run and raises ValueError listing the runs
+    when there are several.
 
     ``verify_checksums``: each record's checksum (Record.crc32c) is checked before its values
     are returned, a damaged record raising TraceIOError naming the file and offset;

@@ -94,9 +94,8 @@ def _draw(plt, model, directory, dpi):
         ax.set_ylabel(spec["ylabel"], fontsize=9)
         ax.grid(True, color="#e6e9ef", linewidth=0.8)
         ax.tick_params(labelsize=8)
-        if (
-            named and len(labelled) > LEGEND_INSIDE
-        ):  # A sweep's runs: beside the plot, never over it.
+        # A sweep's runs: beside the plot, never over it.
+        if named and len(labelled) > LEGEND_INSIDE:
             columns = math.ceil(len(labelled) / LEGEND_ROWS)
             fig.set_size_inches(8 + 1.9 * columns, 3.2)
             ax.legend(

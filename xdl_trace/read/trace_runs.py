@@ -95,9 +95,11 @@ class Run:
         "resumes",
         "file_indices",
         "evaluation",
+        "_listed",  # The listing that made it (``listing``'s _Listed), or None.
     )
 
     def __init__(self, summary, evaluation=False):
+        self._listed = None
         self.id = summary["run_id"]
         self.evaluation = evaluation
         self.ranks = list(summary["ranks"])
@@ -218,7 +220,18 @@ def runs(path, prefix="train", name="trace"):
     return listing(path, prefix, name)[2]
 
 
-# Listings kept by ``listed_once`` (its thread's): (path, prefix, name, checksums) -> listing.
+class _Listed:
+    """What a listing of a directory found: the paths of its files (copies set aside), the
+    copies, and its Runs, each of which keeps it (``Run._listed``: ``open_trace(path,
+    run=<Run>)`` opens the run from it)."""
+
+    __slots__ = ("key", "paths", "copies", "runs")
+
+    def __init__(self, key, paths, copies, runs):
+        self.key, self.paths, self.copies, self.runs = key, paths, copies, runs
+
+
+# Listings kept by ``listed_once`` (its thread's): (path, prefix, name) -> _Listed.
 _kept = threading.local()
 
 
@@ -248,34 +261,38 @@ def _once(key, make):
     return kept[key]
 
 
-def listing(path, prefix="train", name="trace", verify_checksums=True):
+def listing(path, prefix="train", name="trace", verify_checksums=True, run=None):
     """(C++ reader of every file less the copied ones, [CopiedFile] set aside, [Run] oldest
-    first) of `path`, listed once within ``listed_once``. FileNotFoundError when nothing
-    matches."""
-
-    def listed():
-        reader, copies = set_aside_copies(open_reader(path, prefix, name, verify_checksums))
-        # Eval files (an eval hook's): a rank subset is no gap, their restarts' warnings say so.
-        evaluation = any(f[1] == "test" for f in reader.files)
-        return reader, copies, [Run(s, evaluation) for s in reader.runs()]
-
+    first) of `path`. Listed once within ``listed_once``; else, given a Run of an earlier
+    listing of the same directory (`run`), from that listing while the directory holds the same
+    files (a run's reader over the files it listed; new or removed files: listed again).
+    FileNotFoundError when nothing matches."""
+    key = (os.path.abspath(os.fspath(path)), prefix, name)
     kept = getattr(_kept, "listings", None)
-    if kept is None:
-        return listed()
-    key = (os.path.abspath(os.fspath(path)), prefix, name, verify_checksums)
-    if key not in kept:
-        reader, copies, every = listed()
-        kept[key] = ([f[0] for f in reader.files], copies, every)
-        return reader, copies, every
-    paths, copies, every = kept[key]
-    # The files listed, in a reader of their own (no IO): it maps only what its reads map, where
-    # the listing's keeps each run's first files mapped (their Headers).
-    listed_paths = set(paths)
-    reader = open_reader(path, prefix, name, verify_checksums)
-    reader = reader.without([f[0] for f in reader.files if f[0] not in listed_paths])
-    if len(reader.files) != len(paths):  # A file listed was removed since: list again.
-        del kept[key]
-        return listing(path, prefix, name, verify_checksums)
+    found = None if kept is None else kept.get(key)
+    snapshot = found is not None  # listed_once's: the files as they were, new ones left out.
+    if found is None and run is not None and getattr(run, "_listed", None) is not None:
+        found = run._listed if run._listed.key == key else None
+    if found is not None:
+        # The files listed, in a reader of their own (no Header read): it maps only what its
+        # reads map, where the listing's keeps each run's first files mapped (their Headers).
+        reader = open_reader(path, prefix, name, verify_checksums)
+        now = {f[0] for f in reader.files}
+        listed = set(found.paths)
+        if listed <= now and (snapshot or now == listed | {c.path for c in found.copies}):
+            if kept is not None:
+                kept[key] = found
+            return reader.without(list(now - listed)), found.copies, found.runs
+        # A listed file removed since, or (a Run's listing) files added: listed again.
+    reader, copies = set_aside_copies(open_reader(path, prefix, name, verify_checksums))
+    # Eval files (an eval hook's): a rank subset is no gap, their restarts' warnings say so.
+    evaluation = any(f[1] == "test" for f in reader.files)
+    every = [Run(s, evaluation) for s in reader.runs()]
+    found = _Listed(key, [f[0] for f in reader.files], copies, every)
+    for r in every:
+        r._listed = found
+    if kept is not None:
+        kept[key] = found
     return reader, copies, every
 
 
