@@ -1025,6 +1025,27 @@ def test_a_sweeps_runs_table_has_its_hyperparameters_and_last_values(tmp_path):
     assert "lr" not in heads and heads[-2:] == ["last loss", "last eval/acc"]
 
 
+def test_two_sweeps_on_one_page_name_their_runs_after_their_directory(tmp_path):
+    """`report a b` of two sweeps of the same lrs: each run is named after its directory and
+    what differs ("a · lr 0.1", "b · lr 0.1"), the title lists each directory's runs once.
+    Before: both sweeps' runs were "lr 0.1" and "lr 0.2", four series of two names, and the
+    page said "lr 0.1 vs lr 0.1: the runs agree"."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    _sweep(a, [0.1, 0.2])
+    _sweep(b, [0.1, 0.2])
+    model = report.build_report([a, b])
+    assert [r["label"] for r in model["runs"]] == [
+        "a · lr 0.1",
+        "a · lr 0.2",
+        "b · lr 0.1",
+        "b · lr 0.2",
+    ]
+    assert model["title"] == "xdl_trace report: a: lr 0.1, lr 0.2; b: lr 0.1, lr 0.2"
+    assert model["headline"][0]["text"].startswith("b · lr 0.1 vs a · lr 0.1: the runs agree")
+    # One directory: its runs as before, no directory in their names.
+    assert [r["label"] for r in report.build_report(a)["runs"]] == ["lr 0.1", "lr 0.2"]
+
+
 def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path, monkeypatch):
     """The PNG of a chart of more than LEGEND_INSIDE series (a sweep of 12 runs) puts its legend
     beside the plot, in a wider figure, never over the curves (before: 21 names covered the

@@ -398,10 +398,14 @@ def _label_by_metadata(scans, runs):
     """Runs expanded from one directory (labelled "dir · <id prefix>") relabelled by the
     metadata entries that differ between them: "lr 0.02" and "lr 0.2", as legends should say
     (issue 32 #5); where runs share those values (a sweep's repeats), each also by the start of
-    its id: "lr 0.1 · d8f5ad2a". Labels are unchanged where no metadata tells the runs apart."""
+    its id: "lr 0.1 · d8f5ad2a"; on a page of several directories (two sweeps), after their
+    directory: "sweep_a · lr 0.1". Labels are unchanged where no metadata tells the runs
+    apart."""
     groups = {}
     for i, scan in enumerate(scans):
         groups.setdefault((scan.path, scan.prefix), []).append(i)
+    paths = list(dict.fromkeys(scan.path for scan in scans))
+    directory = dict(zip(paths, run_labels(paths))) if len(paths) > 1 else {}
     for members in groups.values():
         metas = [runs[i].metadata if runs[i] is not None else {} for i in members]
         if len(members) < 2:
@@ -417,7 +421,8 @@ def _label_by_metadata(scans, runs):
         if len(set(labels)) < len(labels):
             continue
         for i, label in zip(members, labels):
-            scans[i].label = label
+            where = directory.get(scans[i].path)
+            scans[i].label = f"{where} · {label}" if where else label
 
 
 def _metadata_differing(runs):
@@ -451,8 +456,13 @@ def _named(scans, runs, several):
         base = os.path.basename(os.path.normpath(path)) or path
         if len(members) > TITLE_RUNS:
             parts.append(f"{base} ({len(members)} runs)")
-        else:
-            parts.append(f"{base}: " + ", ".join(scan.label for scan, _ in members))
+        else:  # Its runs' labels less the directory's name (two sweeps' runs carry it).
+            strip = f"{base} · "
+            labels = [
+                scan.label[len(strip) :] if scan.label.startswith(strip) else scan.label
+                for scan, _ in members
+            ]
+            parts.append(f"{base}: " + ", ".join(labels))
     return "; ".join(parts)
 
 

@@ -548,8 +548,10 @@ class TraceHook:
         failed = [t for t in tracers if t.get("state") not in (None, "ok")]
         if not failed:
             return
+        said = "device_tracers: "  # The core's prefix, which the message below says already.
         what = "; ".join(
-            f"{t['tracer']}: {t['state']}: {t['message'].removeprefix('device_tracers: ')}"
+            f"{t['tracer']}: {t['state']}: "
+            + (t["message"][len(said) :] if t["message"].startswith(said) else t["message"])
             for t in failed
         )
         message = (
