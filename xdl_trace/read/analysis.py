@@ -321,6 +321,7 @@ class RunScan:
         self.device_dropped = 0
         self.gpu = None
         self.capacity = 512  # Buckets per Series / HistogramSeries.
+        self.series_budget = SERIES_BUDGET_BYTES  # Bytes its Series may hold (_capacities).
         self.histogram_capacity = 128
         self.last_gstep = {}  # rank -> the largest gstep of its records read so far.
         self.end_offsets = {}  # data file path -> where its read ended (scan_file resumes).
@@ -347,18 +348,19 @@ def select_keys(keys, patterns):
 
 # What the accumulators of one scan may hold, whatever the number of keys and ranks: curves get
 # fewer buckets (never under MIN_CAPACITY) when keys x ranks is large.
-SERIES_BUDGET_BYTES = 96 << 20
+SERIES_BUDGET_BYTES = 96 << 20  # A scan's, unless its caller gives it less (a page of runs).
 HISTOGRAM_BUDGET_BYTES = 64 << 20
 MIN_CAPACITY = 32
 
 
-def _capacities(keys, ranks, capacity, histogram_capacity):
+def _capacities(keys, ranks, capacity, histogram_capacity, series_budget=SERIES_BUDGET_BYTES):
     """(series capacity, histogram capacity): the requested ones (powers of two), halved until
     the scan's Series ((keys + 1) x ranks of 8 fields x 4 arrays) and HistogramSeries (one per
-    key) fit their budgets, but not below MIN_CAPACITY: past about 12,000 keys x ranks the
-    curves keep 32 points and memory grows by ~8 KB per key and rank."""
+    key) fit their budgets (`series_budget` bytes for the Series), but not below MIN_CAPACITY:
+    past about 12,000 keys x ranks the curves keep 32 points and memory grows by ~8 KB per key
+    and rank."""
     per_bucket = max(keys + 1, 1) * max(ranks, 1) * len(STATS_FIELDS) * 4 * 8
-    while capacity > MIN_CAPACITY and capacity * per_bucket > SERIES_BUDGET_BYTES:
+    while capacity > MIN_CAPACITY and capacity * per_bucket > series_budget:
         capacity //= 2
     per_bucket = max(keys, 1) * (len(LOG_BUCKET_EDGES) - 1) * 4
     while (
@@ -385,6 +387,7 @@ def scan_run(
     on_progress=None,
     selection=None,
     must_match=True,
+    series_budget=SERIES_BUDGET_BYTES,
 ):
     """Reads a run once and returns a ``RunScan``.
 
@@ -394,6 +397,7 @@ def scan_run(
     series/histograms False skip the curves (find-nan needs neither). capacity and
     histogram_capacity: buckets per curve and per distribution at most (even numbers); fewer
     when many keys x ranks would pass the memory budgets above.
+    series_budget: the bytes the curves may hold (a page of many runs gives each a share).
     on_progress(n_bytes) is called as files are consumed. must_match=False: ranks or key
     patterns that match none give an empty scan (a report's training run whose selected keys are
     its evaluation's), not an error.
@@ -404,6 +408,7 @@ def scan_run(
     )
     label = label or os.path.basename(os.path.normpath(trace.path))
     scan = RunScan(trace.path, label, prefix, selection)
+    scan.series_budget = series_budget
     begin_scan(scan, trace, selection, capacity, histogram_capacity, must_match)
     scan.gaps = trace.gaps()  # What `verify` fails besides damage (issue 37 #6).
     scan.copies = [f"{os.path.basename(c.path)}: {c.why}" for c in trace.copies]
@@ -489,7 +494,7 @@ def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128, mus
     scan.unchecked = [k for _, k in unchecked]
     scan._unchecked_index = np.array([i for i, _ in unchecked], dtype=np.intp)
     scan.capacity, scan.histogram_capacity = _capacities(
-        len(scan.keys), len(scan.ranks), capacity, histogram_capacity
+        len(scan.keys), len(scan.ranks), capacity, histogram_capacity, scan.series_budget
     )
 
 

@@ -502,17 +502,35 @@ def build_report(
         return model_of(scans, runs, prefix, name, selection=selection, unread=unread)
 
 
+# What the curves of every run of a page may hold together: a sweep of 20 runs x 300 keys kept
+# 512 points a curve in each run (1.6 GB to build its page); 200 runs would have taken 8 GB.
+PAGE_SERIES_BUDGET_BYTES = 512 << 20
+
+
+def series_budget(runs):
+    """Each of `runs` runs' share of PAGE_SERIES_BUDGET_BYTES, at most a scan's own budget
+    (``analysis.SERIES_BUDGET_BYTES``: up to 5 runs each keep what one run would)."""
+    return min(analysis.SERIES_BUDGET_BYTES, PAGE_SERIES_BUDGET_BYTES // max(runs, 1))
+
+
 def _scan_runs(paths, selection, prefix, name, on_progress):
     """(scans, Run of each, unread: ``alerts.run_not_read`` of each run that failed) of the
     runs of `paths` (``_expand_runs``), each training run followed by its evaluation's scan."""
     scans, runs, unread = [], [], []
     entries = _expand_runs(paths, selection.run, prefix, name)
+    budget = series_budget(len(entries))
     for n, (p, label, chosen) in enumerate(entries):
         histograms = n < DISTRIBUTION_RUNS
         try:
             evaluation = (
                 analysis.scan_evaluation(
-                    p, chosen, name, selection, label=f"{label} · eval", histograms=histograms
+                    p,
+                    chosen,
+                    name,
+                    selection,
+                    label=f"{label} · eval",
+                    histograms=histograms,
+                    series_budget=budget,
                 )
                 if prefix == "train"
                 else None
@@ -528,6 +546,7 @@ def _scan_runs(paths, selection, prefix, name, on_progress):
                 ),
                 must_match=evaluation is None,  # --keys 'eval/*' selects its evaluation's.
                 histograms=histograms,
+                series_budget=budget,
             )
         except TraceError as error:  # A damaged run of several: the others are drawn.
             if len(entries) == 1:

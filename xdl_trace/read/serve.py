@@ -71,6 +71,9 @@ class LiveRun:
         self._looked = None  # What the last update saw (``_look``): unchanged, nothing to read.
         self.error = None  # Why the last update failed (a damaged file), else None.
         self.histograms = True  # Whether its distributions are read (a page's first runs').
+        # What its curves may hold: its share of the page's (report.series_budget), set before
+        # its first read by the runs followed then.
+        self.series_budget = analysis.SERIES_BUDGET_BYTES
 
     def _look(self, names):
         """What tells that the run may have changed since the last update, without opening it:
@@ -171,6 +174,7 @@ class LiveRun:
                 name=self.name,
                 run=run,
                 histograms=self.histograms,
+                series_budget=self.series_budget,
             )
         self.bytes_read = sum(self._sizes.values())
         return True
@@ -291,6 +295,10 @@ class LiveReport:
         if self._every:
             self._discover(names)
         failed = []
+        budget = report.series_budget(sum(r.evaluates is None for r in self.runs))
+        for run in self.runs:
+            if run.scan is None:
+                run.series_budget = budget
         to_read = sum(r.scan is None and r.evaluates is None for r in self.runs)
         reading = 0  # Before the first page: which of the `to_read` runs is being read, said.
         for run in self.runs:
