@@ -45,9 +45,11 @@ of 20 looks that find nothing new), each root side by side:
 
 --sweep-small: each run of the sweep small instead (a hyperparameter search's: lr x batch x
 seed in its metadata, 300 steps of 6 stats keys of 256 float32 and a loss, an evaluation every
-50 steps), for a directory of hundreds of runs:
+50 steps), for a directory of hundreds of runs; --sweep-keys and --sweep-steps change its keys
+and steps (a model of 300 traced tensors: the page's memory):
 
     /usr/bin/python3 bench/report.py --sweep 200 --sweep-small --root ../old-checkout
+    /usr/bin/python3 bench/report.py --sweep 20 --sweep-small --sweep-keys 300 --sweep-steps 1000
 """
 
 import argparse
@@ -284,13 +286,13 @@ def measure_pages(shapes, roots, directory, served=False):
                 measure_served(trace, root)
 
 
-def write_sweep(directory, runs, small=False):
+def write_sweep(directory, runs, small=None):
     """RUNS runs into `directory`, lr cycling over three values, each with an eval hook; small:
-    ``write_small_sweep``'s runs."""
+    (keys, steps) of ``write_small_sweep``'s runs instead."""
     import xdl_trace as xdl
 
     if small:
-        write_small_sweep(directory, runs)
+        write_small_sweep(directory, runs, *small)
         return
     rng = np.random.default_rng(0)
     for n in range(runs):
@@ -314,7 +316,7 @@ def write_sweep(directory, runs, small=False):
     xdl.clear()
 
 
-def write_small_sweep(directory, runs):
+def write_small_sweep(directory, runs, keys=6, steps=300):
     """RUNS small runs of a hyperparameter search into `directory` (see --sweep-small)."""
     import xdl_trace as xdl
 
@@ -323,9 +325,9 @@ def write_small_sweep(directory, runs):
         lr = (0.1, 0.03, 0.01, 0.003, 0.001)[n % 5]
         batch = (32, 64, 128, 256)[(n // 5) % 4]
         xdl.clear()
-        weights = [rng.normal(size=256).astype(np.float32) for _ in range(6)]
+        weights = [rng.normal(size=256).astype(np.float32) for _ in range(keys)]
         for i, w in enumerate(weights):
-            xdl.trace_variable(f"layer{i}/w", w, summary="stats")
+            xdl.trace_variable(f"block{i // 10}/layer{i % 10}/w", w, summary="stats")
         xdl.trace_value("loss")
         xdl.trace_value("acc", scope="eval")
         config = {"output_dir": directory, "fsync": False}
@@ -333,7 +335,7 @@ def write_small_sweep(directory, runs):
         with xdl.TraceHook(config, metadata=metadata) as hook, xdl.TraceHook(
             config, is_training=False, scope="eval"
         ) as evaluate:
-            for step in range(300):
+            for step in range(steps):
                 for w in weights:
                     w *= np.float32(1 - lr * 0.01)
                 loss = float(np.exp(-lr * step) + rng.normal() * 0.01)
@@ -362,7 +364,7 @@ print("BENCH " + json.dumps({{"first": first, "look": (time.perf_counter() - sta
 """
 
 
-def measure_sweep(runs, roots, base, small=False):
+def measure_sweep(runs, roots, base, small=None):
     directory = os.path.join(base, "sweep")
     start = time.perf_counter()
     write_sweep(directory, runs, small)
@@ -371,7 +373,10 @@ def measure_sweep(runs, roots, base, small=False):
         f"sweep: {runs} runs (each with its evaluation), {size / 1e6:.0f} MB in {directory} "
         f"(written in {time.perf_counter() - start:.1f} s)"
     )
-    print(f"{'root':<40} {'report s':>9} {'serve first s':>14} {'serve look ms':>14} {'series':>7}")
+    print(
+        f"{'root':<40} {'report s':>9} {'report MB':>10} {'serve first s':>14} "
+        f"{'serve look ms':>14} {'series':>7}"
+    )
     for root in roots:
         rep = best_of(["report", directory, "-o", os.path.join(base, "sweep.html")], 2, root)
         if rep["code"] != 0:  # An older root asks for --run: its page of every run.
@@ -387,8 +392,8 @@ def measure_sweep(runs, roots, base, small=False):
             raise SystemExit(f"serve's look failed:\n{done.stdout}\n{done.stderr}")
         look = json.loads(line[len("BENCH ") :])
         print(
-            f"{root[-40:]:<40} {rep['seconds']:9.2f} {look['first']:14.2f} "
-            f"{look['look'] * 1e3:14.1f} {look['runs']:7d}"
+            f"{root[-40:]:<40} {rep['seconds']:9.2f} {rep['rss_mb']:10.0f} "
+            f"{look['first']:14.2f} {look['look'] * 1e3:14.1f} {look['runs']:7d}"
         )
 
 
@@ -411,6 +416,8 @@ def main():
     parser.add_argument(
         "--sweep-small", action="store_true", help="with --sweep: small runs (hundreds of them)"
     )
+    parser.add_argument("--sweep-keys", type=int, default=6, help="--sweep-small: traced keys")
+    parser.add_argument("--sweep-steps", type=int, default=300, help="--sweep-small: steps")
     args = parser.parse_args()
     if args.sweep or args.page:  # Each root's figures side by side, in one scratch directory.
         root = os.path.abspath(args.root)
@@ -421,7 +428,8 @@ def main():
         )
         try:
             if args.sweep:
-                measure_sweep(args.sweep, roots, base, args.sweep_small)
+                small = (args.sweep_keys, args.sweep_steps) if args.sweep_small else None
+                measure_sweep(args.sweep, roots, base, small)
             else:
                 measure_pages(args.page, roots, base, args.serve)
         finally:

@@ -1048,8 +1048,8 @@ def test_two_sweeps_on_one_page_name_their_runs_after_their_directory(tmp_path):
 
 def test_a_page_of_many_runs_shares_one_memory_budget(tmp_path, monkeypatch):
     """The curves of a page's runs share report.PAGE_SERIES_BUDGET_BYTES: each run of a sweep
-    keeps fewer points where one run alone keeps more (a sweep of 20 runs x 300 keys: 1.6 GB
-    to build its page, 0.87 GB now; 200 such runs would have taken 8 GB). Here a budget that
+    keeps fewer points where one run alone keeps more (a sweep of 20 runs x 300 keys: 1.9 GB
+    to build its page, 1.0 GB now). Here a budget that
     holds 64 points of a run's curves, shared by 3 runs: under 32 points each, 50 for one."""
     out = str(tmp_path / "sweep")
     xdl.clear()

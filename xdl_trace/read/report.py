@@ -503,7 +503,7 @@ def build_report(
 
 
 # What the curves of every run of a page may hold together: a sweep of 20 runs x 300 keys kept
-# 512 points a curve in each run (1.6 GB to build its page); 200 runs would have taken 8 GB.
+# 512 points a curve in each run (1.9 GB to build its page, docs/benchmarks.md).
 PAGE_SERIES_BUDGET_BYTES = 512 << 20
 
 
