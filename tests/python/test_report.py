@@ -1013,7 +1013,7 @@ def test_a_sweeps_runs_table_has_its_hyperparameters_and_last_values(tmp_path):
     heads = re.findall(r"<th[^>]*>([^<]*)</th>", table)
     assert heads[-3:] == ["lr", "last loss", "last eval/acc"] and "model" not in heads
     cells = {
-        label: re.findall(r"<td data-sort='([^']*)'>([^<]*)", row)
+        label: re.findall(r"<td[^>]* data-sort='([^']*)'>([^<]*)", row)
         for label, row in re.findall(r"<tr><td><b>([^<]*)</b>(.*?)</tr>", table)
     }
     assert cells["lr 0.2"] == [("0.2", "0.2"), (repr(1 / 2.8), "0.35714"), ("", "")]
