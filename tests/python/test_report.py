@@ -1068,6 +1068,45 @@ def test_a_page_of_many_runs_shares_one_memory_budget(tmp_path, monkeypatch):
     assert len(one["x"]) == 50  # 100 records in 64 buckets: two a bucket.
 
 
+def test_a_sweeps_diverged_runs_open_the_page_in_one_line_first(tmp_path):
+    """A sweep of 6 runs whose 4 highest learning rates overflow: one NaN/Inf headline line,
+    first on the page (before the runs' "not compared" information), naming the earliest run in
+    full and the others with their first gstep. Before: a red line per diverged run (40 for a
+    sweep of 200 whose lr 0.1 runs diverged), after the information. Up to FOLD_AFTER runs keep
+    a line each."""
+    out = str(tmp_path / "sweep")
+    first_inf = {}
+    for lr in (0.4, 0.3, 0.2, 0.15, 0.01, 0.001):
+        xdl.clear()
+        xdl.trace_value("loss")
+        with xdl.TraceHook({"output_dir": out, "fsync": False}, metadata={"lr": lr}) as hook:
+            loss = 1.0
+            for step in range(60):
+                loss = loss * (1 + lr * 100) if lr > 0.1 else loss / 2
+                with np.errstate(over="ignore"):  # Past float32's largest: inf.
+                    value = np.float32(min(loss, 1e39))
+                if np.isinf(value):
+                    first_inf.setdefault(lr, step)
+                hook.step(gstep=step, values={"loss": value})
+    xdl.clear()
+    model = report.build_report(out)
+    bad, compared = model["headline"]
+    assert (bad["tag"], bad["severity"], compared["tag"]) == ("NaN/Inf", "error", "not compared")
+    g = first_inf
+    assert sorted(g) == [0.15, 0.2, 0.3, 0.4] and g[0.4] < g[0.3] < g[0.2] < g[0.15]
+    assert bad["text"] == (
+        f"4 runs, the earliest lr 0.4: first non-finite at gstep {g[0.4]} in 1 key (loss); then "
+        f"lr 0.3 (gstep {g[0.3]}), lr 0.2 (gstep {g[0.2]}), lr 0.15 (gstep {g[0.15]}) (each "
+        "run's in the alerts; the Runs table's last values say NaN or Inf)"
+    )
+    assert sum(a["kind"] == "NaN/Inf" for a in model["alerts"]) == 4
+    few = report.build_report([os.path.join(out, f"train.trace.0.{n}") for n in (1, 2)])
+    assert [h["text"].split(":")[0] for h in few["headline"] if h["tag"] == "NaN/Inf"] == [
+        "train.trace.0.1",
+        "train.trace.0.2",
+    ]
+
+
 def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path, monkeypatch):
     """The PNG of a chart of more than LEGEND_INSIDE series (a sweep of 12 runs) puts its legend
     beside the plot, in a wider figure, never over the curves (before: 21 names covered the

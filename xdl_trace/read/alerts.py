@@ -136,13 +136,18 @@ def find_alerts(scans):
 
 
 HEADLINE_KEYS = 4  # Keys named in the headline; the others are counted.
+SEVERITY_ORDER = {"error": 0, "warn": 1}  # Then "info": how headlines and alerts are ordered.
+FOLD_AFTER = 3  # Headline items of one kind shown one by one, at most; more fold into one.
+NAMED_RUNS = 12  # Runs an alert or a folded headline item names, at most.
 FROZEN_NAMED = 5  # Frozen parameters named in their one alert; the others are counted.
 
 
 def headline(scans):
     """What the page opens with: per run holding NaN/Inf, the first gstep holding one and the
     keys that do at that gstep, as {"run", "gstep", "keys", "text", "tag", "severity"}: "first
-    non-finite at gstep 150 in 13 keys (loss, gradient/w, ...)"."""
+    non-finite at gstep 150 in 13 keys (loss, gradient/w, ...)". Past FOLD_AFTER runs (a sweep
+    whose high learning rates diverged), one line: the earliest run's, and the others named with
+    their gstep ("_folded_bad")."""
     out = []
     for scan in scans:
         bad = sorted(scan.first_bad.values(), key=lambda b: (b.gstep, b.rank, b.key))
@@ -167,7 +172,23 @@ def headline(scans):
                 "severity": "error",
             }
         )
-    return out
+    return out if len(out) <= FOLD_AFTER else [_folded_bad(out)]
+
+
+def _folded_bad(items):
+    """The NaN/Inf headline items of more than FOLD_AFTER runs as one: the earliest in full, the
+    next NAMED_RUNS by name and gstep (40 red lines opened a sweep of 200 runs whose lr 0.1 runs
+    diverged)."""
+    items = sorted(items, key=lambda item: item["gstep"])
+    rest = [f"{item['run']} (gstep {item['gstep']})" for item in items[1:]]
+    named = ", ".join(rest[:NAMED_RUNS]) + (
+        f" and {len(rest) - NAMED_RUNS} more" if len(rest) > NAMED_RUNS else ""
+    )
+    text = (
+        f"{len(items)} runs, the earliest {items[0]['text']}; then {named} (each run's in the "
+        "alerts; the Runs table's last values say NaN or Inf)"
+    )
+    return dict(items[0], text=text)
 
 
 def _gradient_alert(series):
@@ -303,9 +324,6 @@ def agreement_alerts(result, label, what, expected=()):
             )
         )
     return headline_item, alerts
-
-
-NAMED_RUNS = 12  # Runs an alert about several names, at most.
 
 
 def not_compared(first, apart, beyond, most):

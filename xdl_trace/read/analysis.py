@@ -321,7 +321,7 @@ class RunScan:
         self.device_dropped = 0
         self.gpu = None
         self.capacity = 512  # Buckets per Series / HistogramSeries.
-        self.series_budget = SERIES_BUDGET_BYTES  # Bytes its Series may hold (_capacities).
+        self.series_budget = None  # Bytes its Series may hold (None: SERIES_BUDGET_BYTES).
         self.histogram_capacity = 128
         self.last_gstep = {}  # rank -> the largest gstep of its records read so far.
         self.end_offsets = {}  # data file path -> where its read ended (scan_file resumes).
@@ -353,12 +353,14 @@ HISTOGRAM_BUDGET_BYTES = 64 << 20
 MIN_CAPACITY = 32
 
 
-def _capacities(keys, ranks, capacity, histogram_capacity, series_budget=SERIES_BUDGET_BYTES):
+def _capacities(keys, ranks, capacity, histogram_capacity, series_budget=None):
     """(series capacity, histogram capacity): the requested ones (powers of two), halved until
     the scan's Series ((keys + 1) x ranks of 8 fields x 4 arrays) and HistogramSeries (one per
-    key) fit their budgets (`series_budget` bytes for the Series), but not below MIN_CAPACITY:
-    past about 12,000 keys x ranks the curves keep 32 points and memory grows by ~8 KB per key
-    and rank."""
+    key) fit their budgets (`series_budget` bytes for the Series, default SERIES_BUDGET_BYTES),
+    but not below MIN_CAPACITY: past about 12,000 keys x ranks the curves keep 32 points and
+    memory grows by ~8 KB per key and rank."""
+    if series_budget is None:
+        series_budget = SERIES_BUDGET_BYTES
     per_bucket = max(keys + 1, 1) * max(ranks, 1) * len(STATS_FIELDS) * 4 * 8
     while capacity > MIN_CAPACITY and capacity * per_bucket > series_budget:
         capacity //= 2
@@ -387,7 +389,7 @@ def scan_run(
     on_progress=None,
     selection=None,
     must_match=True,
-    series_budget=SERIES_BUDGET_BYTES,
+    series_budget=None,
 ):
     """Reads a run once and returns a ``RunScan``.
 
@@ -397,7 +399,8 @@ def scan_run(
     series/histograms False skip the curves (find-nan needs neither). capacity and
     histogram_capacity: buckets per curve and per distribution at most (even numbers); fewer
     when many keys x ranks would pass the memory budgets above.
-    series_budget: the bytes the curves may hold (a page of many runs gives each a share).
+    series_budget: the bytes the curves may hold (default SERIES_BUDGET_BYTES; a page of many
+    runs gives each a share).
     on_progress(n_bytes) is called as files are consumed. must_match=False: ranks or key
     patterns that match none give an empty scan (a report's training run whose selected keys are
     its evaluation's), not an error.

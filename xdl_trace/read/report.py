@@ -17,7 +17,7 @@ import os
 from ..errors import TraceError
 from . import analysis, compare, gpu_advice, gpu_steps, report_charts, trace_runs
 from .alerts import agreement_alerts, comparison_failed, find_alerts, headline, not_compared
-from .alerts import run_not_read
+from .alerts import FOLD_AFTER, SEVERITY_ORDER, run_not_read
 from .alerts import EXPLODING_FACTOR, EXPLODING_NORM, VANISHING_FACTOR, VANISHING_NORM
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
 from .report_charts import DISTRIBUTION_RUNS
@@ -295,7 +295,6 @@ def _expand_runs(paths, run, prefix, name):
     return out
 
 
-FOLD_AFTER = 3  # Headline items of information of one kind shown one by one, at most.
 COMPARED_RUNS = 8  # Runs a page compares with its first, at most.
 
 
@@ -670,10 +669,14 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         "named": named,  # What the page's header says it shows.
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "runs": _runs_facts(scans, runs, selection, writing),
-        "headline": [item for item, _ in unread]
-        + _folded([d["headline"] for d in differences])
-        + headline(scans)
-        + _gpu_headline(gpu),
+        # Errors first (a run not read, NaN/Inf), then warnings, then information.
+        "headline": sorted(
+            [item for item, _ in unread]
+            + _folded([d["headline"] for d in differences])
+            + headline(scans)
+            + _gpu_headline(gpu),
+            key=lambda item: SEVERITY_ORDER.get(item["severity"], 2),
+        ),
         "alerts": [a for _, alerts in unread for a in alerts]
         + [a for d in differences for a in d["alerts"]]
         + find_alerts(scans),

@@ -17,6 +17,7 @@ import string
 import numpy as np
 
 from . import compare
+from .alerts import SEVERITY_ORDER
 
 __all__ = [
     "render_html",
@@ -236,7 +237,6 @@ def _runs_table(runs):
 # the charts' data in a <template> that report.js moves into the table once the page is read,
 # so 980 "never changes" rows do not hold up the first chart.
 ALERT_ROWS = 20
-_SEVERITY_ORDER = {"error": 0, "warn": 1}
 
 
 def _alerts_table(alerts, multi_run, shown=None):
@@ -244,7 +244,7 @@ def _alerts_table(alerts, multi_run, shown=None):
     row saying so; the rows left in a <template id=alerts-rest>, else "")."""
     if not alerts:
         return _fill("no_alerts"), ""
-    alerts = sorted(alerts, key=lambda a: _SEVERITY_ORDER.get(a["severity"], 2))
+    alerts = sorted(alerts, key=lambda a: SEVERITY_ORDER.get(a["severity"], 2))
     rows = []
     for a in alerts:
         key = html.escape(a["key"] or "")

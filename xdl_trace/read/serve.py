@@ -73,7 +73,7 @@ class LiveRun:
         self.histograms = True  # Whether its distributions are read (a page's first runs').
         # What its curves may hold: its share of the page's (report.series_budget), set before
         # its first read by the runs followed then.
-        self.series_budget = analysis.SERIES_BUDGET_BYTES
+        self.series_budget = None
 
     def _look(self, names):
         """What tells that the run may have changed since the last update, without opening it:
