@@ -1019,6 +1019,23 @@ def test_a_sweeps_runs_table_has_its_hyperparameters_and_last_values(tmp_path):
     assert cells["lr 0.2"] == [("0.2", "0.2"), (repr(1 / 2.8), "0.35714"), ("", "")]
     assert cells["lr 0.3"] == [("0.3", "0.3"), ("", "NaN"), ("", "")]
     assert cells["lr 0.2 · eval"] == [("0.2", "0.2"), ("", ""), ("0.28", "0.28")]
+    # The hparams view: each last value against lr, a point a run in the run's colour (its
+    # evaluation's in its run's); "model" is the same in every run: no chart.
+    charts = {c["title"]: c for c in model["sweep"]["charts"]}
+    assert sorted(charts) == ["last eval/acc by lr", "last loss by lr"]
+    loss = charts["last loss by lr"]
+    assert loss["x"] == [0.1, 0.2] and loss["xvalues"] and not loss["xlog"]
+    assert [(s["label"], [v for v in s["values"] if v is not None]) for s in loss["series"]] == [
+        ("lr 0.1", [pytest.approx(1 / 1.9, rel=1e-4)]),
+        ("lr 0.2", [pytest.approx(1 / 2.8, rel=1e-4)]),
+    ]
+    assert loss["note"].endswith("; 1 run(s) ending in NaN/Inf have none")
+    acc = charts["last eval/acc by lr"]
+    colors = {s["label"]: s["color"] for s in loss["series"]}
+    assert acc["x"] == [0.1, 0.2, 0.3] and [s["color"] for s in acc["series"]][:2] == [
+        colors["lr 0.1"],
+        colors["lr 0.2"],
+    ]
     # One run: no hyperparameter column (nothing differs), its last values still.
     one = report_html.runs_html(report.build_report(out, run="latest"))
     heads = re.findall(r"<th[^>]*>([^<]*)</th>", one)
@@ -1118,7 +1135,7 @@ def test_a_sweeps_png_legend_stands_beside_the_plot(tmp_path, monkeypatch):
 
     def loss_png(path, out):
         paths = report.render_pngs(report.build_report(path, keys="loss"), str(out))
-        (loss,) = [p for p in paths if "loss" in os.path.basename(p)]
+        (loss,) = [p for p in paths if os.path.basename(p).endswith("_loss_value.png")]
         with Image.open(loss) as image:
             return np.asarray(image.convert("L"))
 

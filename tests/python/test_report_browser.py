@@ -581,16 +581,20 @@ def test_a_sweeps_runs_are_filtered_in_every_chart(tmp_path, page):
     page.wait("return document.body.getAttribute('data-charts') > 0")
     assert page.js("return document.getElementById('run-filter-row').hidden") is False
 
-    def chart(key):
-        """The drawn series (shown, by label), legend, bands and y scale's top of the first
-        chart of `key`'s card (scrolled to: a card is drawn as it comes near the viewport)."""
-        group = page.js(
+    def chart_group(key):
+        """The id of `key`'s card, scrolled to (a card is drawn as it comes near the viewport)."""
+        return page.js(
             """var key = arguments[0];
                var n = window.xdlReport.data.cards.findIndex(c => c.key === key);
                document.getElementById('card-' + n).scrollIntoView();
                return 'card-' + n;""",
             key,
         )
+
+    def chart(key):
+        """The drawn series (shown, by label), legend, bands and y scale's top of the first
+        chart of `key`'s card."""
+        group = chart_group(key)
         find = "return window.xdlReport.plots.filter(p => p.where.group === arguments[0])[0]"
         page.wait(find + " != null", 10, group)
         return page.js(
@@ -616,11 +620,33 @@ def test_a_sweeps_runs_are_filtered_in_every_chart(tmp_path, page):
     runs = {re.sub(r" (mean|min|max|hi|lo)$", "", label) for label in w["shown"]}
     assert w["bands"] == 2 and runs == {"lr 0.1", "lr 0.2"}
     assert chart("eval/acc")["shown"] == ["lr 0.1 · eval", "lr 0.2 · eval"]
-    page.hover(".card .plot", 0.5)
+    loss_card = "#" + chart_group("loss")
+    page.hover(loss_card + " .plot", 0.5)
     tip = page.wait(
-        "var t = document.querySelector('.card .tip'); return t && t.offsetParent && t.textContent"
+        f"var t = document.querySelector('{loss_card} .tip');"
+        "return t && t.offsetParent && t.textContent"
     )
     assert "lr 0.1" in tip and "lr 0.2" in tip and "lr 0.3" not in tip, tip
+    # The hparams view's "last loss by lr": a point a run (lr spans 0.1..0.4: a linear axis),
+    # filtered as the curves are; hovered, its tooltip names lr and the runs there.
+    sweep = page.js(
+        "var p = window.xdlReport.plots.filter(p => p.where.group === 'sweep')[0];"
+        "return {title: p.spec.title, x: p.plot.data[0], log: p.plot.scales.x.distr,"
+        " shown: p.plot.series.slice(1).filter(s => s.show).map(s => s.label)};"
+    )
+    assert sweep["title"] == "last loss by lr" and sweep["x"] == [0.1, 0.2, 0.3, 0.4]
+    assert sweep["log"] == 1 and sweep["shown"] == ["lr 0.1", "lr 0.2"]
+    at = page.js(
+        "var u = window.xdlReport.plots.filter(p => p.where.group === 'sweep')[0].plot;"
+        "return u.valToPos(0.1, 'x') / u.over.clientWidth;"
+    )
+    page.hover("#sweep-charts .u-over", at)
+    # (The page scrolls under the pointer first: the tooltip may name another lr a moment.)
+    tip = page.wait(
+        "var t = document.querySelector('#sweep-charts .tip');"
+        "return t && t.offsetParent && t.textContent.indexOf('lr 0.1') === 0 && t.textContent"
+    )
+    assert tip == "lr 0.1lr 0.1: 0.05", tip  # The title, then the one run at lr 0.1.
     page.type("#run-filter", "lr 0.(")  # No regular expression: matched as typed.
     page.wait("return document.body.getAttribute('data-shown-runs') === '0'")
     assert chart("loss")["shown"] == []

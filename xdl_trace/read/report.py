@@ -93,7 +93,43 @@ def _runs_facts(scans, runs, selection, writing):
     for scan, row in zip(scans, facts):
         if scan.evaluates is not None and id(scan.evaluates) in row_of:
             row["of_metadata"] = row_of[id(scan.evaluates)]["metadata"]
+            row["of_label"] = row_of[id(scan.evaluates)]["label"]
     return facts
+
+
+# Columns the Runs table adds for a sweep, at most each: the metadata entries that differ
+# between its runs (TensorBoard's hparams) and the last values of scalar keys (its metrics).
+HPARAM_COLUMNS = 6
+LAST_VALUE_COLUMNS = 4
+SWEEP_CHART_HPARAMS = 3  # The numeric entries of those that get a chart (per last value).
+
+
+def _sweep(rows):
+    """The page's sweep view of its runs (`rows`: the Runs table's): {"hparams": metadata keys
+    whose values differ between the training runs, "last": scalar keys with a last value in
+    some run (the first HPARAM_COLUMNS and LAST_VALUE_COLUMNS, in page order), "charts": each
+    last value against each numeric one of the first SWEEP_CHART_HPARAMS hparams
+    (``report_charts.sweep_charts``)}."""
+    trained = [r for r in rows if not r.get("evaluation")]
+    hparams = []
+    if len(trained) > 1:
+        metas = [r.get("metadata") or {} for r in trained]
+        hparams = _metadata_differing_dicts(metas)[:HPARAM_COLUMNS]
+    last = list(dict.fromkeys(k for r in rows for k in r.get("last") or {}))[:LAST_VALUE_COLUMNS]
+    numeric = [
+        k
+        for k in hparams
+        if all(
+            isinstance(m.get(k), (int, float)) and not isinstance(m.get(k), bool)
+            for m in (r.get("metadata") or {} for r in trained)
+            if k in m
+        )
+    ][:SWEEP_CHART_HPARAMS]
+    return {
+        "hparams": hparams,
+        "last": last,
+        "charts": report_charts.sweep_charts(rows, numeric, last),
+    }
 
 
 def _last_values(scan):
@@ -427,7 +463,11 @@ def _label_by_metadata(scans, runs):
 def _metadata_differing(runs):
     """The metadata entries (``TraceHook(metadata=...)``) whose values differ between `runs`
     (Run or None: no metadata), sorted."""
-    metas = [run.metadata if run is not None else {} for run in runs]
+    return _metadata_differing_dicts([run.metadata if run is not None else {} for run in runs])
+
+
+def _metadata_differing_dicts(metas):
+    """The keys whose values differ between the dicts `metas`, sorted."""
     names = sorted({k for m in metas for k in m})
     return [k for k in names if len({json.dumps(m.get(k), sort_keys=True) for m in metas}) > 1]
 
@@ -664,11 +704,13 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
         )
     gpu = _gpu_sections(scans)
     named = _named([scans[i] for i in main], [runs[i] for i in main], several)
+    rows = _runs_facts(scans, runs, selection, writing)
     return {
         "title": f"xdl_trace report: {named}",
         "named": named,  # What the page's header says it shows.
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs": _runs_facts(scans, runs, selection, writing),
+        "runs": rows,
+        "sweep": _sweep(rows),
         # Errors first (a run not read, NaN/Inf), then warnings, then information.
         "headline": sorted(
             [item for item, _ in unread]

@@ -105,7 +105,9 @@ class Chart:
             # gstep the series has no point at, which the line spans.
             gaps = where[~np.isfinite(np.asarray(values, dtype=np.float64))]
             series.append(dict(style, values=_compact(column), gaps=[int(i) for i in gaps]))
-        spec = dict(self.spec, x=[int(v) for v in x], series=series)
+        # x counts gsteps, or (a sweep's chart: "xvalues") holds a hyperparameter's values.
+        whole = not self.spec.get("xvalues")
+        spec = dict(self.spec, x=[int(v) if whole else float(v) for v in x], series=series)
         spec["bands"] = [{"hi": hi, "lo": lo, "fill": fill} for hi, lo, fill in self.bands]
         return spec
 
@@ -218,6 +220,60 @@ GPU_COLORS = {
     "kernel wait": "#bcbd22",
     "other": "#9467bd",
 }
+
+
+# A sweep's charts: its runs' last value of a key against a hyperparameter, when the page holds
+# at least SWEEP_RUNS training runs (fewer: the Runs table says it).
+SWEEP_RUNS = 3
+
+
+def sweep_charts(rows, hparams, last):
+    """TensorBoard's hparams scatter: per scalar key of `last` and numeric metadata entry of
+    `hparams` (the Runs table's columns, ``report.sweep_columns``), each run's last value (its
+    evaluation's for an eval key) against the entry's value, a point a run in its colour; x on a
+    log axis where the values are positive and span a decade or more (a learning rate). `rows`: the
+    model's runs. A run whose last value is NaN or Inf has no point (the note counts them)."""
+    trained = [r for r in rows if not r.get("evaluation")]
+    if len(trained) < SWEEP_RUNS:
+        return []
+    color = {r["label"]: PALETTE[i % len(PALETTE)] for i, r in enumerate(trained)}
+    charts = []
+    for key in last:
+        for name in hparams:
+            chart = Chart(f"last {key} by {name}", key, xlabel=name)
+            chart.spec["xvalues"] = True
+            xs, bad = [], 0
+            for r in rows:
+                value = (r.get("last") or {}).get(key)
+                meta = r.get("metadata") or r.get("of_metadata") or {}
+                x = meta.get(name)
+                if value is None or not isinstance(x, (int, float)) or isinstance(x, bool):
+                    continue
+                if value["bad"]:
+                    bad += 1
+                    continue
+                of = r.get("of_label", r["label"])
+                chart.line(
+                    [x],
+                    [value["value"]],
+                    r["label"],
+                    color.get(of, PALETTE[0]),
+                    width=0,
+                    points=True,
+                    legend=False,
+                )
+                xs.append(x)
+            if len(set(xs)) < 2:
+                continue
+            positive = min(xs) > 0
+            chart.spec["xlog"] = positive and max(xs) >= 10 * min(xs)
+            values = [p[1][0] for p in chart.parts]
+            chart.spec["log"] = _wants_log_of_positive([np.asarray(values)])
+            chart.spec["note"] = "a run a point, at its last record; hover: the runs" + (
+                f"; {bad} run(s) ending in NaN/Inf have none" if bad else ""
+            )
+            charts.append(chart.build())
+    return charts
 
 
 def gpu_charts(scans):

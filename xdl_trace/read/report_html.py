@@ -142,30 +142,6 @@ def _run_state(run):
     return _fill("run_gone" if run.get("writing") is False else "run_not_closed")
 
 
-# Columns the Runs table adds for a sweep, at most each: the metadata entries that differ
-# between its runs (TensorBoard's hparams) and the last values of scalar keys (its metrics).
-HPARAM_COLUMNS = 6
-LAST_VALUE_COLUMNS = 4
-
-
-def _sweep_columns(runs):
-    """(metadata keys whose values differ between the training runs, scalar keys with a last
-    value in some run), the first HPARAM_COLUMNS and LAST_VALUE_COLUMNS of them in their order
-    on the page (a sweep's Runs table sorts by them)."""
-    trained = [r for r in runs if not r.get("evaluation")]
-    hparams = []
-    if len(trained) > 1:
-        names = sorted({k for r in trained for k in r.get("metadata") or {}})
-        hparams = [
-            k
-            for k in names
-            if len({json.dumps((r.get("metadata") or {}).get(k), sort_keys=True) for r in trained})
-            > 1
-        ]
-    last = list(dict.fromkeys(k for r in runs for k in r.get("last") or {}))
-    return hparams[:HPARAM_COLUMNS], last[:LAST_VALUE_COLUMNS]
-
-
 def _sort_cell(text, number):
     """A cell sorted by `number` (None: blank, sorted last)."""
     return _fill("sort_cell", value=text, number="" if number is None else number)
@@ -193,8 +169,10 @@ def _last_cell(last, key):
     )
 
 
-def _runs_table(runs):
-    hparams, last = _sweep_columns(runs)
+def _runs_table(runs, sweep):
+    """The Runs table; `sweep`: the model's (``report._sweep``), whose hparams and last values
+    are columns of their own."""
+    hparams, last = sweep["hparams"], sweep["last"]
     heads = "".join(_fill("head", name=html.escape(k)) for k in hparams) + "".join(
         _fill("last_head", key=html.escape(k)) for k in last
     )
@@ -604,7 +582,7 @@ def _card(n, card, bad):
 
 def runs_html(model):
     """The runs table of a model (serve sends it with each update)."""
-    return _runs_table(model["runs"])
+    return _runs_table(model["runs"], model["sweep"])
 
 
 def alerts_html(model):
@@ -797,7 +775,8 @@ def render_html(model, live=False, version=0):
         css=_asset_body("report.css"),
         runs=html.escape(model["named"]),
         generated=html.escape(model["generated"]),
-        runs_table=_runs_table(model["runs"]),
+        runs_table=_runs_table(model["runs"], model["sweep"]),
+        sweep=_fill("sweep_section") if model["sweep"]["charts"] else "",
         n_alerts=len(model["alerts"]),
         alerts_table=alerts_table,
         steps=(

@@ -40,10 +40,14 @@ def render_pngs(model, directory, dpi=100):
 
 
 def _draw(plt, model, directory, dpi):
+    from matplotlib.ticker import FuncFormatter
+
+    number = FuncFormatter(lambda value, _position: f"{value:g}")
     charts = [("steps", spec) for spec in model["steps"]]
     charts += [("steps", spec) for spec in model.get("gpu_charts", ())]
     charts += [(card["key"], spec) for card in model["cards"] for spec in card["charts"]]
     charts += [("steps", spec) for spec in model.get("difference_charts", ())]
+    charts += [("steps", spec) for spec in model.get("sweep", {}).get("charts", ())]
     paths = []
     for n, (key, spec) in enumerate(charts):
         fig, ax = plt.subplots(figsize=(8, 3.2), dpi=dpi)
@@ -64,6 +68,11 @@ def _draw(plt, model, directory, dpi):
                     ax.plot([], [], color=_css_color(s["color"]), linewidth=6, label=name)
                     labelled.add(name)
                 continue
+            if s.get("points") and not s["width"]:  # A sweep's run: its one point.
+                y = column(i)
+                ok = np.isfinite(y)
+                ax.plot(x[ok], y[ok], "o", color=_css_color(s["color"]), markersize=4)
+                continue
             if not s["width"]:
                 continue
             y = column(i)
@@ -81,8 +90,14 @@ def _draw(plt, model, directory, dpi):
             labelled.add(name)
         for gstep in spec.get("marks", ()):  # The evaluations, on the step-time chart.
             ax.axvline(gstep, color="#5a5a5a", alpha=0.55, linewidth=0.8, linestyle=(0, (3, 3)))
+        # Log axes label their ticks as numbers ("1e+32"): matplotlib's own labels are
+        # mathtext, which parse_math=False (above) prints as "$\mathdefault{10^{32}}$".
         if spec["log"]:
             ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(number)
+        if spec.get("xlog"):
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(number)
         title = spec["title"] if key == "steps" else f"{key}: {spec['title']}"
         named = len(labelled) <= LEGEND_MOST
         ax.set_title(

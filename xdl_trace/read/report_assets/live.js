@@ -16,7 +16,7 @@ window.xdlLive = function (D, page) {
       location.reload();  // New keys or runs: the page's structure changed.
       return;
     }
-    var fresh = {steps: model.steps, gpu: model.gpu_charts || []};
+    var fresh = {steps: model.steps, gpu: model.gpu_charts || [], sweep: model.sweep.charts};
     page.plots.forEach(function (p) {
       var list = fresh[p.where.group];
       if (list && list[p.where.i]) page.update(p, list[p.where.i]);
@@ -31,7 +31,7 @@ window.xdlLive = function (D, page) {
       if (c.drawn && c.version !== model.card_versions[n]) page.fetchCard(c, n);
     });
     D.steps = model.steps; D.gpu_charts = model.gpu_charts; D.cards = model.cards;
-    D.runs = model.runs; D.alerts = model.alerts;
+    D.runs = model.runs; D.alerts = model.alerts; D.sweep = model.sweep;
     replace('runs-table', update.runs_html);
     replace('alerts-table', update.alerts_html);
     // The headline, the host-time tables and the GPU tables follow the run as the alerts do.

@@ -179,7 +179,7 @@
         var i = u.cursor.idx;
         if (i == null) { tip.style.display = 'none'; return; }
         var x = u.data[0][i];
-        var h = '<b>gstep ' + x + '</b>';
+        var h = '<b>' + (spec.xvalues ? esc(spec.xlabel) + ' ' + fmt(x) : 'gstep ' + x) + '</b>';
         bad.forEach(function (r) {
           if (x >= r[0] && x <= r[1]) h += '<div class=tip-bad>NaN/Inf from gstep ' + r[0] + '</div>';
         });
@@ -216,8 +216,10 @@
     var log = isLog(spec);
     var series = [{label: spec.xlabel}];
     spec.series.forEach(function (s) {
+      // A sweep's run is one point: filled, larger than a line's marks.
+      var points = spec.xvalues ? {show: true, size: 7, fill: s.color} : {show: !!s.points};
       series.push({label: s.label, stroke: s.color, width: s.width, dash: s.dash || undefined,
-                   spanGaps: false, points: {show: !!s.points},
+                   spanGaps: false, points: points,
                    show: s.draw !== false && shownSeries(s)});
     });
     if (view.smooth > 0) {
@@ -266,17 +268,34 @@
       y.range = function () { return yrange; };
     }
     var bad = nonFinite(spec);
+    // The x axis: whole gsteps, or (a sweep's chart) a hyperparameter's values, a learning
+    // rate's on a log axis; its cursor is its own (gstep charts share theirs).
+    var xAxis = {size: 30, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'},
+                 label: spec.xlabel, labelSize: 16, labelFont: labelFont,
+                 incrs: spec.xvalues ? TICK_INCRS : STEP_INCRS};
+    var x = {time: false};
+    if (spec.xvalues) {  // Room around the first and last points, which sit on the edges else.
+      x.range = function (u, min, max) {
+        if (spec.xlog) return [min / 1.3, max * 1.3];
+        var pad = (max - min) * 0.06 || Math.abs(min) * 0.1 || 1;
+        return [min - pad, max + pad];
+      };
+    }
+    if (spec.xlog) {
+      x.distr = 3;
+      xAxis.splits = logSplits;
+      xAxis.filter = decades;
+      xAxis.grid.filter = decades;
+      xAxis.ticks = {filter: decades};
+    }
     var opts = {
       width: width, height: 210, series: series, legend: {show: false},
       bands: spec.bands.filter(function (b) { return shownSeries(spec.series[b.hi]); })
           .map(function (b) { return {series: [b.hi + 1, b.lo + 1], fill: b.fill}; }),
-      cursor: {sync: {key: 'gstep'}, drag: {x: true, y: false}, points: {size: 5}},
-      scales: {x: {time: false}, y: y},
-      axes: [
-        {size: 30, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'},
-         label: spec.xlabel, labelSize: 16, labelFont: labelFont, incrs: STEP_INCRS},
-        yAxis
-      ],
+      cursor: {sync: {key: spec.xvalues ? 'x ' + spec.xlabel : 'gstep'}, drag: {x: true, y: false},
+               points: {size: 5}},
+      scales: {x: x, y: y},
+      axes: [xAxis, yAxis],
       plugins: [shade(bad), marks(spec), tooltip(spec, bad)]
     };
     return new uPlot(opts, chartData(spec, log), el);
@@ -354,6 +373,7 @@
   section('steps', 'steps', D.steps);
   section('gpu-charts', 'gpu', D.gpu_charts);
   section('differ-charts', 'differ', D.difference_charts);
+  section('sweep-charts', 'sweep', D.sweep && D.sweep.charts);
   var CHART_HEIGHT = 282, CHART_WIDTH = 374;  // A chart box and the grid's gap, in px.
   var CARD_HEAD = 46;  // A card's title, its text line and padding, in px.
   var cards = D.cards.map(function (card, n) {
