@@ -1085,7 +1085,7 @@ def test_a_page_of_many_runs_shares_one_memory_budget(tmp_path, monkeypatch):
     assert len(one["x"]) == 50  # 100 records in 64 buckets: two a bucket.
 
 
-def test_a_sweeps_diverged_runs_open_the_page_in_one_line_first(tmp_path):
+def test_a_sweeps_diverged_runs_open_the_page_in_one_line_first(tmp_path, monkeypatch):
     """A sweep of 6 runs whose 4 highest learning rates overflow: one NaN/Inf headline line,
     first on the page (before the runs' "not compared" information), naming the earliest run in
     full and the others with their first gstep. Before: a red line per diverged run (40 for a
@@ -1117,6 +1117,24 @@ def test_a_sweeps_diverged_runs_open_the_page_in_one_line_first(tmp_path):
         "run's in the alerts; the Runs table's last values say NaN or Inf)"
     )
     assert sum(a["kind"] == "NaN/Inf" for a in model["alerts"]) == 4
+    # Its PNGs' log axes label their ticks as numbers (before: "$\\mathdefault{10^{32}}$", the
+    # mathtext that text.parse_math=False prints raw).
+    import matplotlib.figure
+
+    labels, save = {}, matplotlib.figure.Figure.savefig
+
+    def saved(figure, path, *args, **kwargs):
+        figure.canvas.draw()
+        ax = figure.axes[0]
+        if ax.get_yscale() == "log":
+            labels[os.path.basename(path)] = [t.get_text() for t in ax.get_yticklabels()]
+        return save(figure, path, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", saved)
+    report.render_pngs(model, str(tmp_path / "png"))
+    assert labels and all(
+        text and "$" not in text and float(text) > 0 for texts in labels.values() for text in texts
+    ), labels
     few = report.build_report([os.path.join(out, f"train.trace.0.{n}") for n in (1, 2)])
     assert [h["text"].split(":")[0] for h in few["headline"] if h["tag"] == "NaN/Inf"] == [
         "train.trace.0.1",
