@@ -82,9 +82,9 @@ def _run_facts(scan, run, selection, writing=None):
 
 
 def _runs_facts(scans, runs, selection, writing):
-    """The Runs table's rows (``_run_facts``); an evaluation's carries the metadata of the run it
-    evaluates as "of_metadata" (its own hook has none), so a sweep's hyperparameter columns
-    fill its row too."""
+    """The Runs table's rows (``_run_facts``); an evaluation's carries the metadata and label of
+    the run it evaluates as "of_metadata" and "of_label" (its own hook has none), so a sweep's
+    hyperparameter columns fill its row too and its points take that run's colour."""
     facts = [
         _run_facts(s, r, selection, None if writing is None else writing[i])
         for i, (s, r) in enumerate(zip(scans, runs))

@@ -229,10 +229,10 @@ SWEEP_RUNS = 3
 
 def sweep_charts(rows, hparams, last):
     """TensorBoard's hparams scatter: per scalar key of `last` and numeric metadata entry of
-    `hparams` (the Runs table's columns, ``report.sweep_columns``), each run's last value (its
-    evaluation's for an eval key) against the entry's value, a point a run in its colour; x on a
-    log axis where the values are positive and span a decade or more (a learning rate). `rows`: the
-    model's runs. A run whose last value is NaN or Inf has no point (the note counts them)."""
+    `hparams` (columns of the Runs table), each run's last value (its evaluation's for an eval
+    key) against the entry's value, a point a run in its colour; x on a log axis where the
+    values are positive and span a decade or more (a learning rate). `rows`: the model's runs.
+    A run whose last value is NaN or Inf has no point (the note counts them)."""
     trained = [r for r in rows if not r.get("evaluation")]
     if len(trained) < SWEEP_RUNS:
         return []
