@@ -76,7 +76,7 @@
   // the run it evaluates (it follows that run); null for a series of no run.
   var runLabels = [], labelled = null;  // Longest first, of the D.runs they were made of.
   var EVAL = ' · eval';
-  function filtered(r) {
+  function filterLabel(r) {
     return r.evaluation && r.label.slice(-EVAL.length) === EVAL ? r.label.slice(0, -EVAL.length) :
         r.label;
   }
@@ -87,17 +87,17 @@
         return b.label.length - a.label.length;
       });
     }
-    if (s.run === undefined) {
-      s.run = null;
+    if (s._run === undefined) {  // Kept on the series: a spec's series are looked up once.
+      s._run = null;
       for (var i = 0; i < runLabels.length; i++) {
         var r = runLabels[i].label;
         if (s.label === r || s.label.lastIndexOf(r + ' ', 0) === 0) {
-          s.run = filtered(runLabels[i]);
+          s._run = filterLabel(runLabels[i]);
           break;
         }
       }
     }
-    return s.run;
+    return s._run;
   }
   function shownSeries(s) {
     var run = view.runs && runOf(s);
