@@ -818,7 +818,7 @@ def test_each_training_run_of_a_directory_gets_its_own_evaluation(tmp_path, hook
     out = str(tmp_path / "runs")
     _train_and_evaluate(out, steps=20, hook_per_eval=hook_per_eval)
     _train_and_evaluate(out, steps=40, hook_per_eval=hook_per_eval)
-    model = report.build_report(out, run="all")
+    model = report.build_report(out)
     labels = [r["label"] for r in model["runs"]]
     assert len(labels) == 4 and sum(label.endswith(" · eval") for label in labels) == 2, labels
     # Each evaluation named after its run, as the metadata that tells the runs apart names it.
@@ -858,7 +858,7 @@ def test_an_eval_job_of_its_own_is_the_evaluation_of_the_run_it_followed(tmp_pat
         _train_and_evaluate(out, steps=first // 5, every=1000)  # No evaluation of its own.
         job = [sys.executable, "-c", _EVAL_JOB, out, str(first)]
         subprocess.run(job, env=env, cwd=str(tmp_path), check=True, timeout=120)
-    model = report.build_report(out, run="all")
+    model = report.build_report(out)
     assert [r["label"] for r in model["runs"]] == [
         "steps 20",
         "steps 20 · eval",
@@ -1061,6 +1061,43 @@ def test_two_sweeps_on_one_page_name_their_runs_after_their_directory(tmp_path):
     assert model["headline"][0]["text"].startswith("b · lr 0.1 vs a · lr 0.1: the runs agree")
     # One directory: its runs as before, no directory in their names.
     assert [r["label"] for r in report.build_report(a)["runs"]] == ["lr 0.1", "lr 0.2"]
+
+
+def test_a_sweeps_hparams_view_has_categories_and_log_axes(tmp_path):
+    """An optimizer's name is a category on its chart's x axis ("adam", "sgd" at 0 and 1, the
+    runs of each above it); a learning rate spanning a decade is a log axis. Before: a sweep had
+    no such view (the curves' ends were the only final values)."""
+    out = str(tmp_path / "sweep")
+    final = {}
+    for opt, lr in (("adam", 0.1), ("adam", 0.01), ("sgd", 0.1), ("sgd", 0.01)):
+        xdl.clear()
+        xdl.trace_value("loss")
+        config = {"output_dir": out, "fsync": False}
+        with xdl.TraceHook(config, metadata={"opt": opt, "lr": lr}) as hook:
+            for step in range(5):
+                final[opt, lr] = (0.5 if opt == "adam" else 1.0) * lr / (1 + step)
+                hook.step(gstep=step, values={"loss": final[opt, lr]})
+    xdl.clear()
+    model = report.build_report(out)
+    charts = {c["title"]: c for c in model["sweep"]["charts"]}
+    by_opt, by_lr = charts["last loss by opt"], charts["last loss by lr"]
+    assert by_opt["xnames"] == ["adam", "sgd"] and by_opt["x"] == [0.0, 1.0]
+    assert not by_opt["xlog"] and by_lr["xlog"] and by_lr["x"] == [0.01, 0.1]
+    points = {
+        (s["label"], x): v
+        for s in by_opt["series"]
+        for x, v in zip(by_opt["x"], s["values"])
+        if v is not None
+    }
+    labels = {r["label"]: r for r in model["runs"]}
+    assert len(points) == 4 and all(
+        v
+        == pytest.approx(
+            final[labels[label]["metadata"]["opt"], labels[label]["metadata"]["lr"]], rel=1e-4
+        )
+        and by_opt["xnames"][int(x)] == labels[label]["metadata"]["opt"]
+        for (label, x), v in points.items()
+    )
 
 
 def test_a_page_of_many_runs_shares_one_memory_budget(tmp_path, monkeypatch):

@@ -101,14 +101,14 @@ def _runs_facts(scans, runs, selection, writing):
 # between its runs (TensorBoard's hparams) and the last values of scalar keys (its metrics).
 HPARAM_COLUMNS = 6
 LAST_VALUE_COLUMNS = 4
-SWEEP_CHART_HPARAMS = 3  # The numeric entries of those that get a chart (per last value).
+SWEEP_CHART_HPARAMS = 3  # The first entries of those that get a chart (per last value).
 
 
 def _sweep(rows):
     """The page's sweep view of its runs (`rows`: the Runs table's): {"hparams": metadata keys
     whose values differ between the training runs, "last": scalar keys with a last value in
     some run (the first HPARAM_COLUMNS and LAST_VALUE_COLUMNS, in page order), "charts": each
-    last value against each numeric one of the first SWEEP_CHART_HPARAMS hparams
+    last value against each of the first SWEEP_CHART_HPARAMS hparams
     (``report_charts.sweep_charts``)}."""
     trained = [r for r in rows if not r.get("evaluation")]
     hparams = []
@@ -116,19 +116,11 @@ def _sweep(rows):
         metas = [r.get("metadata") or {} for r in trained]
         hparams = _metadata_differing_dicts(metas)[:HPARAM_COLUMNS]
     last = list(dict.fromkeys(k for r in rows for k in r.get("last") or {}))[:LAST_VALUE_COLUMNS]
-    numeric = [
-        k
-        for k in hparams
-        if all(
-            isinstance(m.get(k), (int, float)) and not isinstance(m.get(k), bool)
-            for m in (r.get("metadata") or {} for r in trained)
-            if k in m
-        )
-    ][:SWEEP_CHART_HPARAMS]
+    charted = hparams[:SWEEP_CHART_HPARAMS]
     return {
         "hparams": hparams,
         "last": last,
-        "charts": report_charts.sweep_charts(rows, numeric, last),
+        "charts": report_charts.sweep_charts(rows, charted, last),
     }
 
 
@@ -448,7 +440,10 @@ def _label_by_metadata(scans, runs):
         differ = _metadata_differing([runs[i] for i in members])
         if not differ:
             continue
-        labels = [" · ".join(f"{k} {_metadata_value(m.get(k))}" for k in differ) for m in metas]
+        labels = [
+            " · ".join(f"{k} {report_charts.metadata_text(m.get(k))}" for k in differ)
+            for m in metas
+        ]
         if len(set(labels)) < len(labels) and all(
             runs[i] is not None and runs[i].id for i in members
         ):
@@ -470,10 +465,6 @@ def _metadata_differing_dicts(metas):
     """The keys whose values differ between the dicts `metas`, sorted."""
     names = sorted({k for m in metas for k in m})
     return [k for k in names if len({json.dumps(m.get(k), sort_keys=True) for m in metas}) > 1]
-
-
-def _metadata_value(value):
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 TITLE_RUNS = 4  # A directory drawn whole is named by its runs' labels up to this many.

@@ -7,6 +7,7 @@ x where its value is not finite, drawn as a break in the line) and bands (fills 
 series).
 """
 
+import json
 import math
 import weakref
 
@@ -228,30 +229,39 @@ SWEEP_RUNS = 3
 
 
 def sweep_charts(rows, hparams, last):
-    """TensorBoard's hparams scatter: per scalar key of `last` and numeric metadata entry of
-    `hparams` (columns of the Runs table), each run's last value (its evaluation's for an eval
-    key) against the entry's value, a point a run in its colour; x on a log axis where the
-    values are positive and span a decade or more (a learning rate). `rows`: the model's runs.
-    A run whose last value is NaN or Inf has no point (the note counts them)."""
+    """TensorBoard's hparams scatter: per scalar key of `last` and metadata entry of `hparams`
+    (columns of the Runs table), each run's last value (its evaluation's for an eval key)
+    against the entry's value, a point a run in its colour. A numeric entry is the x axis, log
+    where its values are positive and span a decade or more (a learning rate); any other (an
+    optimizer's name, a flag) is a category, its values in sorted order at 0, 1, ... ("xnames").
+    `rows`: the model's runs. A run whose last value is NaN or Inf has no point (the note counts
+    them)."""
     trained = [r for r in rows if not r.get("evaluation")]
     if len(trained) < SWEEP_RUNS:
         return []
     color = {r["label"]: PALETTE[i % len(PALETTE)] for i, r in enumerate(trained)}
+
+    def hparam(row, name):
+        return (row.get("metadata") or row.get("of_metadata") or {}).get(name, _MISSING)
+
     charts = []
-    for key in last:
-        for name in hparams:
+    for name in hparams:
+        values = [v for v in (hparam(r, name) for r in trained) if v is not _MISSING]
+        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        names = None if numeric else sorted({metadata_text(v) for v in values})
+        for key in last:
             chart = Chart(f"last {key} by {name}", key, xlabel=name)
             chart.spec["xvalues"] = True
             xs, bad = [], 0
             for r in rows:
                 value = (r.get("last") or {}).get(key)
-                meta = r.get("metadata") or r.get("of_metadata") or {}
-                x = meta.get(name)
-                if value is None or not isinstance(x, (int, float)) or isinstance(x, bool):
+                x = hparam(r, name)
+                if value is None or x is _MISSING:
                     continue
                 if value["bad"]:
                     bad += 1
                     continue
+                x = x if numeric else names.index(metadata_text(x))
                 of = r.get("of_label", r["label"])
                 chart.line(
                     [x],
@@ -265,15 +275,25 @@ def sweep_charts(rows, hparams, last):
                 xs.append(x)
             if len(set(xs)) < 2:
                 continue
-            positive = min(xs) > 0
-            chart.spec["xlog"] = positive and max(xs) >= 10 * min(xs)
-            values = [p[1][0] for p in chart.parts]
-            chart.spec["log"] = _wants_log_of_positive([np.asarray(values)])
+            chart.spec["xlog"] = numeric and min(xs) > 0 and max(xs) >= 10 * min(xs)
+            if names is not None:
+                chart.spec["xnames"] = names
+            points = [p[1][0] for p in chart.parts]
+            chart.spec["log"] = _wants_log_of_positive([np.asarray(points)])
             chart.spec["note"] = "a run a point, at its last record; hover: the runs" + (
                 f"; {bad} run(s) ending in NaN/Inf have none" if bad else ""
             )
             charts.append(chart.build())
-    return charts
+    return sorted(charts, key=lambda c: last.index(c["ylabel"]))  # A key's charts together.
+
+
+_MISSING = object()  # A run without the metadata entry.
+
+
+def metadata_text(value):
+    """A metadata value in words, as labels and the Runs table write it: a string as it is,
+    else its JSON ("0.1", "true", "[64, 32]")."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
 def gpu_charts(scans):

@@ -18,6 +18,7 @@ import numpy as np
 
 from . import compare
 from .alerts import SEVERITY_ORDER
+from .report_charts import metadata_text
 
 __all__ = [
     "render_html",
@@ -126,7 +127,7 @@ def _metadata(metadata):
         _fill(
             "metadata_item",
             key=html.escape(str(k)),
-            value=html.escape(v if isinstance(v, str) else json.dumps(v, sort_keys=True)),
+            value=html.escape(metadata_text(v)),
         )
         for k, v in sorted((metadata or {}).items())
     )
@@ -151,7 +152,7 @@ def _hparam_cell(metadata, key):
     if key not in (metadata or {}):
         return _sort_cell("", None)
     v = metadata[key]
-    text = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+    text = metadata_text(v)
     number = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
     return _sort_cell(html.escape(text), number)
 

@@ -98,6 +98,9 @@ def _draw(plt, model, directory, dpi):
         if spec.get("xlog"):
             ax.set_xscale("log")
             ax.xaxis.set_major_formatter(number)
+        if spec.get("xnames"):  # A category's values at 0, 1, ...
+            ax.set_xticks(range(len(spec["xnames"])), spec["xnames"])
+            ax.set_xlim(-0.5, len(spec["xnames"]) - 0.5)
         title = spec["title"] if key == "steps" else f"{key}: {spec['title']}"
         named = len(labelled) <= LEGEND_MOST
         ax.set_title(

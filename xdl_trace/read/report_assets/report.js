@@ -169,6 +169,10 @@
       ctx.restore();
     }}};
   }
+  // An x of a sweep's chart in words: a category's name ("adam"), else the number.
+  function xText(spec, x) {
+    return spec.xnames ? (spec.xnames[x] === undefined ? '' : spec.xnames[x]) : fmt(x);
+  }
   function tooltip(spec, bad) {
     var tip;
     return {hooks: {
@@ -179,7 +183,8 @@
         var i = u.cursor.idx;
         if (i == null) { tip.style.display = 'none'; return; }
         var x = u.data[0][i];
-        var h = '<b>' + (spec.xvalues ? esc(spec.xlabel) + ' ' + fmt(x) : 'gstep ' + x) + '</b>';
+        var h = '<b>' + (spec.xvalues ? esc(spec.xlabel) + ' ' + esc(xText(spec, x)) : 'gstep ' + x) +
+            '</b>';
         bad.forEach(function (r) {
           if (x >= r[0] && x <= r[1]) h += '<div class=tip-bad>NaN/Inf from gstep ' + r[0] + '</div>';
         });
@@ -270,13 +275,18 @@
     var bad = nonFinite(spec);
     // The x axis: whole gsteps, or (a sweep's chart) a hyperparameter's values, a learning
     // rate's on a log axis; its cursor is its own (gstep charts share theirs).
-    var xAxis = {size: 30, values: function (u, v) { return v.map(fmt); }, grid: {stroke: '#eef0f4'},
-                 label: spec.xlabel, labelSize: 16, labelFont: labelFont,
-                 incrs: spec.xvalues ? TICK_INCRS : STEP_INCRS};
+    // Whole steps for gsteps and whole values (a seed, a batch size), else any.
+    var whole = !spec.xvalues || spec.x.every(function (v) { return Number.isInteger(v); });
+    var xAxis = {size: 30, grid: {stroke: '#eef0f4'}, label: spec.xlabel, labelSize: 16,
+                 labelFont: labelFont, incrs: spec.xnames ? [1] : whole ? STEP_INCRS : TICK_INCRS,
+                 values: function (u, v) {
+                   return v.map(function (x) { return x == null ? '' : xText(spec, x); });
+                 }};
     var x = {time: false};
     if (spec.xvalues) {  // Room around the first and last points, which sit on the edges else.
       x.range = function (u, min, max) {
         if (spec.xlog) return [min / 1.3, max * 1.3];
+        if (spec.xnames) return [-0.5, spec.xnames.length - 0.5];
         var pad = (max - min) * 0.06 || Math.abs(min) * 0.1 || 1;
         return [min - pad, max + pad];
       };
