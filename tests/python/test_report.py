@@ -1124,10 +1124,10 @@ def test_a_page_of_many_runs_shares_one_memory_budget(tmp_path, monkeypatch):
 
 def test_a_sweeps_diverged_runs_open_the_page_in_one_line_first(tmp_path, monkeypatch):
     """A sweep of 6 runs whose 4 highest learning rates overflow: one NaN/Inf headline line,
-    first on the page (before the runs' "not compared" information), naming the earliest run in
-    full and the others with their first gstep. Before: a red line per diverged run (40 for a
-    sweep of 200 whose lr 0.1 runs diverged), after the information. Up to FOLD_AFTER runs keep
-    a line each."""
+    first on the page (before the runs' "not compared" information), and one alert, each naming
+    the earliest run in full and the others with their first gstep. Before: a red line and an
+    alert per diverged run (40 for a sweep of 200 whose lr 0.1 runs diverged), after the
+    information. Up to FOLD_AFTER runs keep a line and an alert each."""
     out = str(tmp_path / "sweep")
     first_inf = {}
     for lr in (0.4, 0.3, 0.2, 0.15, 0.01, 0.001):
@@ -1153,7 +1153,15 @@ def test_a_sweeps_diverged_runs_open_the_page_in_one_line_first(tmp_path, monkey
         f"lr 0.3 (gstep {g[0.3]}), lr 0.2 (gstep {g[0.2]}), lr 0.15 (gstep {g[0.15]}) (each "
         "run's in the alerts; the Runs table's last values say NaN or Inf)"
     )
-    assert sum(a["kind"] == "NaN/Inf" for a in model["alerts"]) == 4
+    # Its alerts of one kind and key in more than FOLD_AFTER runs: one row, "4 runs", the
+    # earliest in full and the others with their gstep (a sweep of 20 runs x 300 frozen keys
+    # had 6,000 "never changes" rows, 300 now).
+    (nan,) = [a for a in model["alerts"] if a["kind"] == "NaN/Inf"]
+    assert (nan["run"], nan["key"], nan["gstep"]) == ("4 runs", "loss", g[0.4])
+    assert nan["detail"].startswith(f"lr 0.4: first at lstep {g[0.4]}: 0 NaN, 1 Inf; ")
+    assert nan["detail"].endswith(
+        f"; also in lr 0.3 (gstep {g[0.3]}), lr 0.2 (gstep {g[0.2]}), lr 0.15 (gstep {g[0.15]})"
+    )
     # Its PNGs' log axes label their ticks as numbers (before: "$\\mathdefault{10^{32}}$", the
     # mathtext that text.parse_math=False prints raw).
     import matplotlib.figure
@@ -1174,6 +1182,10 @@ def test_a_sweeps_diverged_runs_open_the_page_in_one_line_first(tmp_path, monkey
     ), labels
     few = report.build_report([os.path.join(out, f"train.trace.0.{n}") for n in (1, 2)])
     assert [h["text"].split(":")[0] for h in few["headline"] if h["tag"] == "NaN/Inf"] == [
+        "train.trace.0.1",
+        "train.trace.0.2",
+    ]
+    assert [a["run"] for a in few["alerts"] if a["kind"] == "NaN/Inf"] == [
         "train.trace.0.1",
         "train.trace.0.2",
     ]

@@ -375,6 +375,39 @@ def _run_verdict(severity, kind, label, text):
     return headline_item, [_alert(severity, kind, label, "", None, None, text)]
 
 
+def folded_across_runs(alerts):
+    """`alerts` with those of one severity, kind and key raised in more than FOLD_AFTER runs (a
+    sweep: "never changes" in each of 20 runs x 300 keys, 6,000 rows) as one, in the place of
+    its first: the earliest by gstep in full, the others named (NAMED_RUNS, with their gstep),
+    its run "20 runs". Alerts of fewer runs stay as they are."""
+    groups = {}
+    for a in alerts:
+        groups.setdefault((a["severity"], a["kind"], a["key"]), []).append(a)
+    out, done = [], set()
+    for a in alerts:
+        group = (a["severity"], a["kind"], a["key"])
+        members = groups[group]
+        runs = list(dict.fromkeys(m["run"] for m in members))
+        if len(runs) <= FOLD_AFTER:
+            out.append(a)
+            continue
+        if group in done:
+            continue
+        done.add(group)
+        first = min(members, key=lambda m: (m["gstep"] is None, m["gstep"] or 0))
+        others = [
+            m["run"] + ("" if m["gstep"] is None else f" (gstep {m['gstep']})")
+            for m in members
+            if m is not first
+        ]
+        named = ", ".join(others[:NAMED_RUNS]) + (
+            f" and {len(others) - NAMED_RUNS} more" if len(others) > NAMED_RUNS else ""
+        )
+        detail = f"{first['run']}: {first['detail']}; also in {named}"
+        out.append(dict(first, run=counted(len(runs), "run"), detail=detail))
+    return out
+
+
 def _alert(severity, kind, run, key, rank, gstep, detail):
     return {
         "severity": severity,

@@ -17,7 +17,7 @@ import os
 from ..errors import TraceError
 from . import analysis, compare, gpu_advice, gpu_steps, report_charts, trace_runs
 from .alerts import agreement_alerts, comparison_failed, find_alerts, headline, not_compared
-from .alerts import FOLD_AFTER, SEVERITY_ORDER, run_not_read
+from .alerts import FOLD_AFTER, SEVERITY_ORDER, folded_across_runs, run_not_read
 from .alerts import EXPLODING_FACTOR, EXPLODING_NORM, VANISHING_FACTOR, VANISHING_NORM
 from .report_charts import DISTRIBUTION_QUANTILES, PALETTE  # noqa: F401  (re-exported)
 from .report_charts import DISTRIBUTION_RUNS
@@ -710,9 +710,11 @@ def model_of(scans, runs, prefix="train", name="trace", writing=None, selection=
             + _gpu_headline(gpu),
             key=lambda item: SEVERITY_ORDER.get(item["severity"], 2),
         ),
-        "alerts": [a for _, alerts in unread for a in alerts]
-        + [a for d in differences for a in d["alerts"]]
-        + find_alerts(scans),
+        "alerts": folded_across_runs(
+            [a for _, alerts in unread for a in alerts]
+            + [a for d in differences for a in d["alerts"]]
+            + find_alerts(scans)
+        ),
         "differences": [d["diff"] for d in differences if d["diff"] is not None],
         "difference_charts": [chart for d in differences for chart in d["charts"]],
         "steps": steps,
