@@ -302,7 +302,8 @@ def test_a_run_that_begins_while_the_page_is_open_joins_it(tmp_path, page):
     """A sweep's next run begins while its page is open in a browser: within seconds the Runs
     table has its row, both runs are named after their metadata ("lr 0.1", "lr 0.2"), and the
     loss chart draws a series for each; no JavaScript error. Before: serve followed the latest
-    run alone, so the page dropped the first run when the second began."""
+    run alone, so the page dropped the first run when the second began. With a third run the
+    hparams view appears, and a fourth run's point joins it."""
     out = str(tmp_path / "sweep")
     _sweep_run(out, 0.1)
     server, url = _serve(out)
@@ -322,6 +323,16 @@ def test_a_run_that_begins_while_the_page_is_open_joins_it(tmp_path, page):
         )
         page.wait(f"return (function () {{ {series} }})().length == 2", timeout=30)
         assert page.js(series) == ["lr 0.1", "lr 0.2"]
+        # A third run: the hparams view ("last loss by lr") appears; a fourth: its point joins.
+        sweep = (
+            "var p = xdlReport.plots.find(p => p.where.group === 'sweep');"
+            "return p ? p.plot.data[0] : []"
+        )
+        _sweep_run(out, 0.3)
+        page.wait(f"return (function () {{ {sweep} }})().length == 3", timeout=30)
+        _sweep_run(out, 0.4)
+        page.wait(f"return (function () {{ {sweep} }})().length == 4", timeout=30)
+        assert page.js(sweep) == [0.1, 0.2, 0.3, 0.4]
         page.open("about:blank")
         page.check()
     finally:

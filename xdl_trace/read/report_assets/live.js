@@ -12,8 +12,9 @@ window.xdlLive = function (D, page) {
   // model gained are added.
   function apply(update) {
     var model = update.model;
-    if (keysOf(model) !== keysOf(D) || model.runs.length !== D.runs.length) {
-      location.reload();  // New keys or runs: the page's structure changed.
+    var sweepless = model.sweep.charts.length && !document.getElementById('sweep-charts');
+    if (keysOf(model) !== keysOf(D) || model.runs.length !== D.runs.length || sweepless) {
+      location.reload();  // New keys, runs or a sweep's charts: the page's structure changed.
       return;
     }
     var fresh = {steps: model.steps, gpu: model.gpu_charts || [], sweep: model.sweep.charts};

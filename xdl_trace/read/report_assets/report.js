@@ -494,6 +494,7 @@
   function extend() {
     section('steps', 'steps', D.steps);
     section('gpu-charts', 'gpu', D.gpu_charts);
+    section('sweep-charts', 'sweep', D.sweep && D.sweep.charts);
     cards.forEach(function (c, n) {
       if (!c.drawn || c.mounted >= c.card.charts.length) return;
       var box = c.el.querySelector('.charts');
