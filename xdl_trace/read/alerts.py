@@ -175,15 +175,18 @@ def headline(scans):
     return out if len(out) <= FOLD_AFTER else [_folded_bad(out)]
 
 
+def _some(names, more=""):
+    """The first NAMED_RUNS of `names`, then "and 187 more" (and `more`) for the others."""
+    left = len(names) - NAMED_RUNS
+    return ", ".join(names[:NAMED_RUNS]) + (f" and {left} more{more}" if left > 0 else "")
+
+
 def _folded_bad(items):
     """The NaN/Inf headline items of more than FOLD_AFTER runs as one: the earliest in full, the
     next NAMED_RUNS by name and gstep (40 red lines opened a sweep of 200 runs whose lr 0.1 runs
     diverged)."""
     items = sorted(items, key=lambda item: item["gstep"])
-    rest = [f"{item['run']} (gstep {item['gstep']})" for item in items[1:]]
-    named = ", ".join(rest[:NAMED_RUNS]) + (
-        f" and {len(rest) - NAMED_RUNS} more" if len(rest) > NAMED_RUNS else ""
-    )
+    named = _some([f"{item['run']} (gstep {item['gstep']})" for item in items[1:]])
     text = (
         f"{len(items)} runs, the earliest {items[0]['text']}; then {named} (each run's in the "
         "alerts; the Runs table's last values say NaN or Inf)"
@@ -345,10 +348,8 @@ def not_compared(first, apart, beyond, most):
         "`report A B` draws where two part"
     )
     headline_item, _ = _run_verdict("info", "not compared", first, text)
-    named = [*apart, *beyond]
-    # The first NAMED_RUNS by name: a sweep of 200 runs has its Runs table for the rest.
-    more = f" and {len(named) - NAMED_RUNS} more (the Runs table lists them)"
-    detail = f"{text}: {', '.join(named[:NAMED_RUNS])}" + (more if len(named) > NAMED_RUNS else "")
+    # A sweep of 200 runs has its Runs table for the runs past the first NAMED_RUNS.
+    detail = f"{text}: {_some([*apart, *beyond], ' (the Runs table lists them)')}"
     return headline_item, [_alert("info", "not compared", first, "", None, None, detail)]
 
 
@@ -395,13 +396,12 @@ def folded_across_runs(alerts):
             continue
         done.add(group)
         first = min(members, key=lambda m: (m["gstep"] is None, m["gstep"] or 0))
-        others = [
-            m["run"] + ("" if m["gstep"] is None else f" (gstep {m['gstep']})")
-            for m in members
-            if m is not first
-        ]
-        named = ", ".join(others[:NAMED_RUNS]) + (
-            f" and {len(others) - NAMED_RUNS} more" if len(others) > NAMED_RUNS else ""
+        named = _some(
+            [
+                m["run"] + ("" if m["gstep"] is None else f" (gstep {m['gstep']})")
+                for m in members
+                if m is not first
+            ]
         )
         detail = f"{first['run']}: {first['detail']}; also in {named}"
         out.append(dict(first, run=counted(len(runs), "run"), detail=detail))
