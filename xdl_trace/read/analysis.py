@@ -468,7 +468,7 @@ def begin_scan(scan, trace, selection, capacity=512, histogram_capacity=128, mus
     capacities. must_match: ranks none of which the trace holds are a ValueError, key patterns
     that match none a KeyError (else an empty scan)."""
     keys, ranks = selection.keys, selection.ranks
-    scan.writers = set().union(*(r.writers() for r in trace.runs_read))
+    scan.writers = trace.writers()
     scan.ranks = [r for r in trace.ranks if ranks is None or r in set(ranks)]
     if ranks is not None and not scan.ranks and must_match:
         raise ValueError(

@@ -368,6 +368,11 @@ class Trace:
         """The Runs this trace reads, of ``runs`` (every run of its directory)."""
         return [r for r in self.runs if self.run_ids is None or r.id in self.run_ids]
 
+    def writers(self, rank=None):
+        """The processes that wrote the runs read (of `rank`; default every rank):
+        {(host, pid)} (``Run.writers``)."""
+        return set().union(*(r.writers(rank) for r in self.runs_read))
+
     def evaluation(self):
         """The eval records of the training runs read (``TraceHook(is_training=False)``'s test.*
         files their processes wrote, paired as the report pairs them,

@@ -113,8 +113,8 @@ def _sweep(rows):
     trained = [r for r in rows if not r.get("evaluation")]
     hparams = []
     if len(trained) > 1:
-        metas = [r.get("metadata") or {} for r in trained]
-        hparams = _metadata_differing_dicts(metas)[:HPARAM_COLUMNS]
+        hparams = _metadata_differing([r.get("metadata") or {} for r in trained])
+        hparams = hparams[:HPARAM_COLUMNS]
     last = list(dict.fromkeys(k for r in rows for k in r.get("last") or {}))[:LAST_VALUE_COLUMNS]
     charted = hparams[:SWEEP_CHART_HPARAMS]
     return {
@@ -407,7 +407,7 @@ def _differences(scans, runs, selection, prefix, name):
         if scans[i].path == scans[0].path and runs[i] is runs[0]:
             continue
         # A sweep's runs differ by design: by the hyperparameters their metadata record.
-        differ = _metadata_differing([runs[0], runs[i]])
+        differ = _metadata_differing([_metadata(runs[0]), _metadata(runs[i])])
         if differ and len(scans) > 2:
             apart[scans[i].label] = differ
         elif compared == COMPARED_RUNS:
@@ -434,10 +434,10 @@ def _label_by_metadata(scans, runs):
     paths = list(dict.fromkeys(scan.path for scan in scans))
     directory = dict(zip(paths, run_labels(paths))) if len(paths) > 1 else {}
     for members in groups.values():
-        metas = [runs[i].metadata if runs[i] is not None else {} for i in members]
+        metas = [_metadata(runs[i]) for i in members]
         if len(members) < 2:
             continue
-        differ = _metadata_differing([runs[i] for i in members])
+        differ = _metadata_differing(metas)
         if not differ:
             continue
         labels = [
@@ -455,14 +455,13 @@ def _label_by_metadata(scans, runs):
             scans[i].label = f"{where} · {label}" if where else label
 
 
-def _metadata_differing(runs):
-    """The metadata entries (``TraceHook(metadata=...)``) whose values differ between `runs`
-    (Run or None: no metadata), sorted."""
-    return _metadata_differing_dicts([run.metadata if run is not None else {} for run in runs])
+def _metadata(run):
+    """A Run's ``TraceHook(metadata=...)`` dict; {} for None (a file of no run)."""
+    return {} if run is None else run.metadata
 
 
-def _metadata_differing_dicts(metas):
-    """The keys whose values differ between the dicts `metas`, sorted."""
+def _metadata_differing(metas):
+    """The entries whose values differ between the metadata dicts `metas`, sorted."""
     names = sorted({k for m in metas for k in m})
     return [k for k in names if len({json.dumps(m.get(k), sort_keys=True) for m in metas}) > 1]
 

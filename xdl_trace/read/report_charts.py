@@ -242,12 +242,12 @@ def sweep_charts(rows, hparams, last):
     color = {r["label"]: PALETTE[i % len(PALETTE)] for i, r in enumerate(trained)}
 
     def hparam(row, name):
-        return (row.get("metadata") or row.get("of_metadata") or {}).get(name, _MISSING)
+        return hparams_of(row).get(name, _MISSING)
 
     charts = []
     for name in hparams:
         values = [v for v in (hparam(r, name) for r in trained) if v is not _MISSING]
-        numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        numeric = all(is_number(v) for v in values)
         names = None if numeric else sorted({metadata_text(v) for v in values})
         for key in last:
             chart = Chart(f"last {key} by {name}", key, xlabel=name)
@@ -288,6 +288,17 @@ def sweep_charts(rows, hparams, last):
 
 
 _MISSING = object()  # A run without the metadata entry.
+
+
+def hparams_of(row):
+    """The metadata a Runs table row's hyperparameters come from: its run's; an evaluation's,
+    the run it evaluates ("of_metadata": its own hook has none)."""
+    return row.get("metadata") or row.get("of_metadata") or {}
+
+
+def is_number(value):
+    """Whether a metadata value is a number (a bool, JSON's true/false, is not)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def metadata_text(value):

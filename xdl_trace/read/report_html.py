@@ -18,7 +18,7 @@ import numpy as np
 
 from . import compare
 from .alerts import SEVERITY_ORDER
-from .report_charts import metadata_text
+from .report_charts import hparams_of, is_number, metadata_text
 
 __all__ = [
     "render_html",
@@ -149,12 +149,10 @@ def _sort_cell(text, number):
 
 
 def _hparam_cell(metadata, key):
-    if key not in (metadata or {}):
+    if key not in metadata:
         return _sort_cell("", None)
     v = metadata[key]
-    text = metadata_text(v)
-    number = v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-    return _sort_cell(html.escape(text), number)
+    return _sort_cell(html.escape(metadata_text(v)), v if is_number(v) else None)
 
 
 def _last_cell(last, key):
@@ -203,9 +201,7 @@ def _runs_table(runs, sweep):
                 bytes=r["bytes"],
                 files=r["files"],
                 keys=r["keys"],
-                sweep="".join(
-                    _hparam_cell(r.get("metadata") or r.get("of_metadata"), k) for k in hparams
-                )
+                sweep="".join(_hparam_cell(hparams_of(r), k) for k in hparams)
                 + "".join(_last_cell(r.get("last"), k) for k in last),
             )
         )

@@ -462,11 +462,6 @@ class _TimelineWriter:
         return other
 
 
-def _writers(trace, rank):
-    """The processes that wrote `rank` of the runs `trace` reads: {(host, pid)}."""
-    return set().union(*(r.writers(rank) for r in trace.runs_read))
-
-
 def stream_timeline(
     path, out, prefix="train", name="trace", gsteps=None, ranks=None, run=None, selection=None
 ):
@@ -500,7 +495,7 @@ def stream_timeline(
         for r in evaluation.ranks:
             if r in selected:
                 # Evaluated by the training's own process (not an eval job of its own).
-                inline = bool(_writers(trace, r) & _writers(evaluation, r))
+                inline = bool(trace.writers(r) & evaluation.writers(r))
                 evaluated[r] = _Rank(r, states.setdefault(r, _Rank(r)), inline)
         _stream(writer, evaluation, evaluated, selected)
     other = {"source": str(path), "ranks": len(selected)}
